@@ -1,0 +1,75 @@
+// The on-disk cubin cache: one file per key, written atomically, verified on every read.
+// Never a reason for a call to fail: a bad entry is dropped and rebuilt, an unwritable directory
+// turns the cache memory-only with one warning.
+#pragma once
+
+#include <cstdint>
+#include <ctime>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/cache_key.hpp"
+#include "nvrtc/compiler.hpp"
+#include "render/kernel_spec.hpp"
+
+namespace intfa::cache {
+
+struct EntryInfo {
+  CacheKey key;
+  std::filesystem::path path;
+  std::uint64_t size_bytes = 0;
+  std::time_t modified = 0;
+  std::string spec;  // the sidecar's readable spec, or "" when the sidecar is missing
+};
+
+struct VerifyReport {
+  std::size_t checked = 0;
+  std::vector<std::pair<std::filesystem::path, std::string>> bad;  // path, what is wrong
+  bool ok() const { return bad.empty(); }
+};
+
+struct ClearReport {
+  std::size_t removed_files = 0;
+  std::uint64_t freed_bytes = 0;
+};
+
+class DiskCache {
+ public:
+  // $INTFA_CACHE_DIR, else $XDG_CACHE_HOME/intfa, else $HOME/.cache/intfa; nullopt when
+  // INTFA_CACHE_DISABLE=1 or no location can be named. Throws InvalidArgument naming
+  // INTFA_CACHE_DIR when it is set to a relative path.
+  static std::optional<std::filesystem::path> default_directory();
+
+  // Creates the directory (0700) on first write. A group- or world-writable existing directory is
+  // refused with a warning (the cache then works from memory only).
+  explicit DiskCache(std::filesystem::path directory);
+
+  const std::filesystem::path& directory() const { return directory_; }
+  std::filesystem::path entry_path(const CacheKey& key) const;
+
+  // The verified cubin for `key`, or nullopt on a miss. A present but bad entry is removed, with
+  // one warning, and reported as a miss so the caller rebuilds and replaces it.
+  std::optional<nvrtc::Cubin> load(const CacheKey& key);
+
+  // Writes the entry (temp file in the same folder, fsync, rename) and its readable spec sidecar.
+  // I/O failures never throw: the first one warns and makes this cache memory-only.
+  void store(const CacheKey& key, const nvrtc::Cubin& cubin, const render::KernelSpec& spec);
+
+  bool writable() const;
+
+  std::vector<EntryInfo> list() const;
+  VerifyReport verify() const;
+  // Removes every entry (stale_only = false), or only files that cannot belong to this build:
+  // entries that do not verify and temp files older than an hour.
+  ClearReport clear(bool stale_only);
+
+ private:
+  std::filesystem::path directory_;
+  mutable std::mutex mutex_;
+  bool disabled_writes_ = false;
+};
+
+}  // namespace intfa::cache

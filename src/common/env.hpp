@@ -1,0 +1,20 @@
+// Reading INTFA_* environment variables. Every malformed value is reported naming the variable;
+// docs of each variable live in README.md ("Environment").
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace intfa::env {
+
+// The value, or nullopt when unset or empty.
+std::optional<std::string> get(const char* name);
+
+// 1/true/on/yes -> true, 0/false/off/no or unset -> false; anything else throws InvalidArgument
+// naming the variable.
+bool flag(const char* name);
+
+// A base-10 integer in [min_value, max_value], or nullopt when unset; anything else throws.
+std::optional<long> integer(const char* name, long min_value, long max_value);
+
+}  // namespace intfa::env

@@ -1,0 +1,68 @@
+#include "device/device_info.hpp"
+
+#include "device/driver_api.hpp"
+#include "intfa/errors.hpp"
+
+namespace intfa::device {
+namespace {
+
+int attribute(CUdevice device, CUdevice_attribute which) {
+  int value = 0;
+  INTFA_DRIVER(cuDeviceGetAttribute, &value, which, device);
+  return value;
+}
+
+}  // namespace
+
+std::string DeviceInfo::to_string() const {
+  return name + " (device " + std::to_string(ordinal) + ", compute " +
+         std::to_string(compute_major) + "." + std::to_string(compute_minor) + ", " +
+         arch_name(arch) + ", " + std::to_string(sm_count) + " SMs, " +
+         std::to_string(max_shared_bytes_per_block_optin) + " B shared/block opt-in)";
+}
+
+DeviceInfo query_device(CUdevice device) {
+  const DriverApi& api = driver();
+  DeviceInfo info;
+  info.ordinal = static_cast<int>(device);
+  char name[256] = {};
+  INTFA_DRIVER(cuDeviceGetName, name, static_cast<int>(sizeof name), device);
+  info.name = name;
+  info.compute_major = attribute(device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+  info.compute_minor = attribute(device, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+  info.arch = arch_for_compute_capability(info.compute_major, info.compute_minor);
+  info.sm_count = attribute(device, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  info.max_shared_bytes_per_block_optin =
+      attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  info.max_shared_bytes_per_sm =
+      attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
+  info.l2_bytes = attribute(device, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+  std::size_t total = 0;
+  INTFA_DRIVER(cuDeviceTotalMem, &total, device);
+  info.total_memory_bytes = total;
+  info.driver_version = api.driver_version;
+  return info;
+}
+
+CUdevice current_device() {
+  CUcontext context = nullptr;
+  INTFA_DRIVER(cuCtxGetCurrent, &context);
+  CUdevice device = 0;
+  if (context != nullptr) {
+    INTFA_DRIVER(cuCtxGetDevice, &device);
+  } else {
+    INTFA_DRIVER(cuDeviceGet, &device, 0);
+  }
+  return device;
+}
+
+Arch target_arch() {
+  if (const auto forced = arch_override_from_env()) return *forced;
+  std::string reason;
+  if (!driver_available(&reason)) {
+    throw NoDevice(reason + "; set INTFA_ARCH=sm_80|sm_86|sm_89|sm_90a to compile without a GPU");
+  }
+  return query_device(current_device()).arch;
+}
+
+}  // namespace intfa::device

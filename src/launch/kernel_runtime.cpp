@@ -1,0 +1,239 @@
+#include "launch/kernel_runtime.hpp"
+
+#include <atomic>
+#include <future>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include "cache/disk_cache.hpp"
+#include "common/log.hpp"
+#include "device/driver_api.hpp"
+#include "intfa/errors.hpp"
+#include "render/render.hpp"
+
+namespace intfa::launch {
+namespace {
+
+// Owns one CUmodule.
+class Module {
+ public:
+  Module(CUcontext context, const std::vector<char>& image) : context_(context) {
+    INTFA_DRIVER(cuModuleLoadData, &handle_, image.data());
+  }
+  ~Module() {
+    if (handle_ == nullptr) return;
+    // Unloading needs the module's context current; a failure here has no caller to tell.
+    const device::DriverApi& api = device::driver();
+    CUcontext previous = nullptr;
+    api.cuCtxGetCurrent(&previous);
+    if (previous != context_) api.cuCtxSetCurrent(context_);
+    api.cuModuleUnload(handle_);
+    if (previous != context_) api.cuCtxSetCurrent(previous);
+  }
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+  CUmodule get() const { return handle_; }
+
+ private:
+  CUcontext context_;
+  CUmodule handle_ = nullptr;
+};
+
+struct LoadedEntry {
+  std::unique_ptr<Module> module;
+  LoadedKernel kernel;
+  unsigned shared_bytes_allowed = 48 * 1024;
+};
+
+struct ContextAndSpec {
+  CUcontext context;
+  render::KernelSpec spec;
+  friend bool operator==(const ContextAndSpec& a, const ContextAndSpec& b) {
+    return a.context == b.context && a.spec == b.spec;
+  }
+};
+
+struct ContextAndSpecHash {
+  std::size_t operator()(const ContextAndSpec& value) const noexcept {
+    return render::KernelSpecHash{}(value.spec) ^ std::hash<void*>{}(value.context);
+  }
+};
+
+int function_attribute(CUfunction function, CUfunction_attribute which) {
+  int value = 0;
+  INTFA_DRIVER(cuFuncGetAttribute, &value, which, function);
+  return value;
+}
+
+}  // namespace
+
+struct KernelRuntime::State {
+  std::mutex mutex;
+  std::optional<cache::DiskCache> disk;
+  std::unordered_map<render::KernelSpec, std::shared_future<CompiledKernel>,
+                     render::KernelSpecHash>
+      compiled;
+  std::unordered_map<ContextAndSpec, std::unique_ptr<LoadedEntry>, ContextAndSpecHash> loaded;
+  std::atomic<std::uint64_t> disk_hits{0};
+  std::atomic<std::uint64_t> disk_misses{0};
+  std::atomic<std::uint64_t> memory_hits{0};
+  std::atomic<std::uint64_t> module_loads{0};
+
+  void configure_disk() {
+    disk.reset();
+    if (const auto directory = cache::DiskCache::default_directory()) disk.emplace(*directory);
+  }
+};
+
+KernelRuntime& KernelRuntime::instance() {
+  // Never destroyed: see the header.
+  static KernelRuntime* runtime = new KernelRuntime();
+  return *runtime;
+}
+
+KernelRuntime::KernelRuntime() : state_(std::make_unique<State>()) { state_->configure_disk(); }
+
+KernelRuntime::~KernelRuntime() = default;
+
+CompiledKernel KernelRuntime::compile(const render::KernelSpec& spec) {
+  std::shared_future<CompiledKernel> future;
+  std::promise<CompiledKernel> promise;
+  bool owner = false;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto it = state_->compiled.find(spec);
+    if (it == state_->compiled.end()) {
+      future = promise.get_future().share();
+      state_->compiled.emplace(spec, future);
+      owner = true;
+    } else {
+      future = it->second;
+    }
+  }
+  if (!owner) {
+    CompiledKernel result = future.get();
+    result.compiled_now = false;
+    return result;
+  }
+  try {
+    const render::TemplateSet& templates = render::TemplateSet::active();
+    const render::RenderedUnit unit = render::render(spec, templates);
+    const std::vector<std::string> options = nvrtc::compile_options(spec.arch);
+    CompiledKernel result;
+    result.key = cache::make_key({unit, templates, options, nvrtc::version(), spec.arch});
+    std::optional<nvrtc::Cubin> cached;
+    if (state_->disk) cached = state_->disk->load(result.key);
+    if (cached) {
+      state_->disk_hits++;
+      result.cubin = std::make_shared<const nvrtc::Cubin>(std::move(*cached));
+    } else {
+      state_->disk_misses++;
+      auto cubin = std::make_shared<const nvrtc::Cubin>(
+          nvrtc::compile(unit, spec, options, templates));
+      log::info("compiled " + spec.to_string() + " in " +
+                std::to_string(static_cast<int>(cubin->compile_ms)) + " ms");
+      if (state_->disk) state_->disk->store(result.key, *cubin, spec);
+      result.cubin = std::move(cubin);
+      result.compiled_now = true;
+    }
+    promise.set_value(result);
+    return result;
+  } catch (...) {
+    promise.set_exception(std::current_exception());
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    state_->compiled.erase(spec);  // a later call may retry (after INTFA_TEMPLATE_DIR is fixed)
+    throw;
+  }
+}
+
+const LoadedKernel& KernelRuntime::load(const render::KernelSpec& spec, CUcontext context,
+                                        unsigned dynamic_shared_bytes) {
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    auto it = state_->loaded.find({context, spec});
+    if (it != state_->loaded.end() && it->second->shared_bytes_allowed >= dynamic_shared_bytes) {
+      state_->memory_hits++;
+      return it->second->kernel;
+    }
+  }
+  const CompiledKernel compiled = compile(spec);
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  auto& slot = state_->loaded[{context, spec}];
+  if (!slot) {
+    auto entry = std::make_unique<LoadedEntry>();
+    entry->module = std::make_unique<Module>(context, compiled.cubin->image);
+    INTFA_DRIVER(cuModuleGetFunction, &entry->kernel.function, entry->module->get(),
+                 compiled.cubin->lowered_name.c_str());
+    entry->kernel.spec = spec;
+    entry->kernel.key = compiled.key;
+    entry->kernel.registers_per_thread =
+        function_attribute(entry->kernel.function, CU_FUNC_ATTRIBUTE_NUM_REGS);
+    entry->kernel.local_bytes_per_thread =
+        function_attribute(entry->kernel.function, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
+    entry->kernel.max_threads_per_block =
+        function_attribute(entry->kernel.function, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    state_->module_loads++;
+    slot = std::move(entry);
+  }
+  if (dynamic_shared_bytes > slot->shared_bytes_allowed) {
+    INTFA_DRIVER(cuFuncSetAttribute, slot->kernel.function,
+                 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                 static_cast<int>(dynamic_shared_bytes));
+    slot->shared_bytes_allowed = dynamic_shared_bytes;
+  }
+  return slot->kernel;
+}
+
+RuntimeStats KernelRuntime::stats() const {
+  RuntimeStats stats;
+  stats.nvrtc_compiles = nvrtc::compile_count();
+  stats.disk_hits = state_->disk_hits.load();
+  stats.disk_misses = state_->disk_misses.load();
+  stats.memory_hits = state_->memory_hits.load();
+  stats.module_loads = state_->module_loads.load();
+  return stats;
+}
+
+void KernelRuntime::reset_for_testing() {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->compiled.clear();
+  state_->configure_disk();
+}
+
+CUcontext launch_context(CUstream stream) {
+  CUcontext current = nullptr;
+  INTFA_DRIVER(cuCtxGetCurrent, &current);
+  if (current == nullptr) {
+    // The primary context is retained once and kept for the life of the process.
+    static CUcontext primary = [] {
+      CUdevice device = 0;
+      INTFA_DRIVER(cuDeviceGet, &device, 0);
+      CUcontext context = nullptr;
+      INTFA_DRIVER(cuDevicePrimaryCtxRetain, &context, device);
+      return context;
+    }();
+    INTFA_DRIVER(cuCtxSetCurrent, primary);
+    current = primary;
+  }
+  if (stream != nullptr) {
+    CUcontext stream_context = nullptr;
+    INTFA_DRIVER(cuStreamGetCtx, stream, &stream_context);
+    if (stream_context != current) {
+      throw InvalidArgument("stream", "(CUstream)",
+                            "the stream belongs to another context than the one current on the "
+                            "calling thread; make the stream's context current first");
+    }
+  }
+  return current;
+}
+
+void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream stream,
+            const void* params) {
+  void* arguments[] = {const_cast<void*>(params)};
+  INTFA_DRIVER(cuLaunchKernel, kernel.function, shape.grid[0], shape.grid[1], shape.grid[2],
+               shape.block[0], shape.block[1], shape.block[2], shape.dynamic_shared_bytes, stream,
+               arguments, nullptr);
+}
+
+}  // namespace intfa::launch

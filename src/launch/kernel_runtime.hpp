@@ -1,0 +1,88 @@
+// The process-wide kernel runtime: KernelSpec -> loaded CUfunction, through render, key, disk cache
+// and NVRTC. Thread-safe: N threads asking for one spec compile and load it once.
+//
+// It is one of intfa's documented process-wide caches; it is never destroyed (modules stay loaded
+// until their context goes), because unloading during static destruction can race the driver's
+// own teardown.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "cache/cache_key.hpp"
+#include "nvrtc/compiler.hpp"
+#include "render/kernel_spec.hpp"
+
+namespace intfa::launch {
+
+struct RuntimeStats {
+  std::uint64_t nvrtc_compiles = 0;  // in this process, by anyone
+  std::uint64_t disk_hits = 0;
+  std::uint64_t disk_misses = 0;
+  std::uint64_t memory_hits = 0;  // loaded-kernel lookups served without any work
+  std::uint64_t module_loads = 0;
+};
+
+// A kernel loaded into one context, ready to launch.
+struct LoadedKernel {
+  CUfunction function = nullptr;
+  render::KernelSpec spec;
+  cache::CacheKey key;
+  int registers_per_thread = 0;
+  int local_bytes_per_thread = 0;  // > 0 means spills
+  int max_threads_per_block = 0;
+};
+
+struct LaunchShape {
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned dynamic_shared_bytes = 0;
+};
+
+struct CompiledKernel {
+  cache::CacheKey key;
+  std::shared_ptr<const nvrtc::Cubin> cubin;
+  bool compiled_now = false;  // false: it came from memory or disk
+};
+
+class KernelRuntime {
+ public:
+  static KernelRuntime& instance();
+
+  // The cubin for `spec` (memory, deployment bundle, disk cache, else NVRTC). Needs no GPU.
+  CompiledKernel compile(const render::KernelSpec& spec);
+
+  // The kernel loaded into `context`, able to use `dynamic_shared_bytes` of shared memory.
+  const LoadedKernel& load(const render::KernelSpec& spec, CUcontext context,
+                           unsigned dynamic_shared_bytes);
+
+  RuntimeStats stats() const;
+
+  // Forget compiled cubins and re-read the cache configuration from the environment. For tests
+  // that point INTFA_CACHE_DIR elsewhere; loaded modules stay loaded.
+  void reset_for_testing();
+
+  KernelRuntime(const KernelRuntime&) = delete;
+  KernelRuntime& operator=(const KernelRuntime&) = delete;
+
+ private:
+  KernelRuntime();
+  ~KernelRuntime();
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// The context to launch in: the one current on this thread, else device 0's primary context (made
+// current). When `stream` is given it must belong to that context (InvalidArgument otherwise).
+CUcontext launch_context(CUstream stream);
+
+// Launches a kernel whose only parameter is the struct at `params` (passed by value).
+// Throws DriverError on failure.
+void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream stream,
+            const void* params);
+
+}  // namespace intfa::launch

@@ -1,0 +1,59 @@
+// The NVRTC stage: a RenderedUnit becomes a Cubin for one target arch. Thread-safe: each call owns
+// its nvrtcProgram, so several threads may compile different specs at once.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "device/arch.hpp"
+#include "render/kernel_spec.hpp"
+#include "render/render.hpp"
+#include "render/template_set.hpp"
+
+namespace intfa::nvrtc {
+
+struct Cubin {
+  std::vector<char> image;   // the ELF NVRTC produced
+  std::string lowered_name;  // the mangled kernel name to look up after loading
+  std::string log;           // NVRTC's log of a successful compile (warnings), usually empty
+  double compile_ms = 0;
+
+  friend bool operator==(const Cubin& a, const Cubin& b) {
+    return a.image == b.image && a.lowered_name == b.lowered_name;
+  }
+  std::string to_string() const;
+};
+
+struct Version {
+  int major = 0;
+  int minor = 0;
+  std::string to_string() const { return std::to_string(major) + "." + std::to_string(minor); }
+};
+
+Version version();
+
+// The options that define a compile: part of the cache key. Fixed per spec (the arch, our explicit
+// floating-point choices) plus -lineinfo when INTFA_LINEINFO=1. Include paths are not here: they
+// are machine-specific and do not change the output, so they stay out of the key.
+std::vector<std::string> compile_options(device::Arch arch);
+
+// Compiles `unit` with `options`, giving NVRTC every template in the unit's include closure as a
+// header. Throws CompileError holding the spec and the whole NVRTC log when compilation fails.
+Cubin compile(const render::RenderedUnit& unit, const render::KernelSpec& spec,
+              const std::vector<std::string>& options, const render::TemplateSet& templates);
+
+// The CUDA include directory found at run time (INTFA_CUDA_INCLUDE_DIR, CUDA_HOME, CUDA_PATH, next
+// to libnvrtc, the build-time toolkit), or nullopt. Passed to NVRTC with -I when present.
+std::optional<std::string> cuda_include_dir();
+
+// The SM number NVRTC recorded in a cubin's ELF header (80, 86, 89, 90), or nullopt when the
+// bytes are not a CUDA ELF.
+std::optional<int> cubin_sm_number(const std::vector<char>& image);
+
+// How many NVRTC compilations this process has run (tests assert cache hits with it).
+std::uint64_t compile_count();
+
+}  // namespace intfa::nvrtc

@@ -1,0 +1,190 @@
+#include "render/kernel_spec.hpp"
+
+#include <tuple>
+
+#include "intfa/errors.hpp"
+
+namespace intfa::render {
+namespace {
+
+auto as_tuple(const KernelSpec& s) {
+  return std::tie(s.family, s.arch, s.head_dim, s.block_m, s.block_n, s.warps, s.stages, s.qk_bits,
+                  s.variant, s.input_type, s.output_type, s.causal, s.p_encoding, s.p_scale,
+                  s.v_granularity, s.smooth_k);
+}
+
+template <typename Enum, std::size_t N>
+Enum enum_from_name(const json::Value& object, const char* member, std::string (*name)(Enum),
+                    const Enum (&values)[N]) {
+  const std::string text = object.at(member).as_string();
+  for (Enum value : values) {
+    if (name(value) == text) return value;
+  }
+  throw InvalidArgument(std::string("spec.") + member, "'" + text + "'", "unknown value");
+}
+
+const KernelFamily kFamilies[] = {KernelFamily::kQuantizeRows, KernelFamily::kQuantizeVScale,
+                                  KernelFamily::kQuantizeV, KernelFamily::kAttention};
+const kernels::ElementType kElementTypes[] = {kernels::ElementType::kF16,
+                                              kernels::ElementType::kBF16};
+const kernels::AttentionVariant kVariants[] = {kernels::AttentionVariant::kFullInt8,
+                                               kernels::AttentionVariant::kHalfInt8};
+const kernels::PEncoding kEncodings[] = {kernels::PEncoding::kSigned127,
+                                         kernels::PEncoding::kUnsigned255};
+const kernels::PScaleReference kReferences[] = {kernels::PScaleReference::kRunningMax,
+                                                kernels::PScaleReference::kTileMax};
+const kernels::VScaleGranularity kGranularities[] = {kernels::VScaleGranularity::kPerTensor,
+                                                     kernels::VScaleGranularity::kPerChannel,
+                                                     kernels::VScaleGranularity::kPerBlock};
+
+}  // namespace
+
+bool operator==(const KernelSpec& a, const KernelSpec& b) { return as_tuple(a) == as_tuple(b); }
+
+std::string family_name(KernelFamily family) {
+  switch (family) {
+    case KernelFamily::kQuantizeRows: return "quantize_rows";
+    case KernelFamily::kQuantizeVScale: return "quantize_v_scale";
+    case KernelFamily::kQuantizeV: return "quantize_v";
+    case KernelFamily::kAttention: return "attention";
+  }
+  throw InternalError("unknown KernelFamily");
+}
+
+std::string element_type_name(kernels::ElementType type) {
+  return type == kernels::ElementType::kF16 ? "f16" : "bf16";
+}
+
+std::string variant_name(kernels::AttentionVariant variant) {
+  return variant == kernels::AttentionVariant::kFullInt8 ? "full_int8" : "half_int8";
+}
+
+std::string p_encoding_name(kernels::PEncoding encoding) {
+  return encoding == kernels::PEncoding::kSigned127 ? "s8" : "u8";
+}
+
+std::string p_scale_name(kernels::PScaleReference reference) {
+  return reference == kernels::PScaleReference::kRunningMax ? "running_max" : "tile_max";
+}
+
+std::string v_granularity_name(kernels::VScaleGranularity granularity) {
+  switch (granularity) {
+    case kernels::VScaleGranularity::kPerTensor: return "tensor";
+    case kernels::VScaleGranularity::kPerChannel: return "channel";
+    case kernels::VScaleGranularity::kPerBlock: return "block";
+  }
+  throw InternalError("unknown VScaleGranularity");
+}
+
+std::string KernelSpec::to_string() const {
+  std::string text = family_name(family) + " " + device::arch_name(arch) + " d" +
+                     std::to_string(head_dim);
+  switch (family) {
+    case KernelFamily::kQuantizeRows:
+      text += " " + element_type_name(input_type) + "->" + (qk_bits == 4 ? "i4" : "i8");
+      if (smooth_k) text += " smooth_k";
+      break;
+    case KernelFamily::kQuantizeVScale:
+    case KernelFamily::kQuantizeV:
+      text += " " + element_type_name(input_type) + " v=" + v_granularity_name(v_granularity);
+      break;
+    case KernelFamily::kAttention:
+      text += " m" + std::to_string(block_m) + " n" + std::to_string(block_n) + " w" +
+              std::to_string(warps) + " s" + std::to_string(stages) + " " + variant_name(variant) +
+              " qk" + std::to_string(qk_bits) + " " + element_type_name(input_type) + "->" +
+              element_type_name(output_type) + (causal ? " causal" : "");
+      if (variant == kernels::AttentionVariant::kFullInt8) {
+        text += " p=" + p_encoding_name(p_encoding) + "/" + p_scale_name(p_scale) +
+                " v=" + v_granularity_name(v_granularity);
+      }
+      break;
+  }
+  return text;
+}
+
+json::Value KernelSpec::to_json() const {
+  json::Value object = json::Value::object();
+  object.set("family", family_name(family));
+  object.set("arch", device::arch_name(arch));
+  object.set("head_dim", head_dim);
+  object.set("block_m", block_m);
+  object.set("block_n", block_n);
+  object.set("warps", warps);
+  object.set("stages", stages);
+  object.set("qk_bits", qk_bits);
+  object.set("variant", variant_name(variant));
+  object.set("input_type", element_type_name(input_type));
+  object.set("output_type", element_type_name(output_type));
+  object.set("causal", causal);
+  object.set("p_encoding", p_encoding_name(p_encoding));
+  object.set("p_scale", p_scale_name(p_scale));
+  object.set("v_granularity", v_granularity_name(v_granularity));
+  object.set("smooth_k", smooth_k);
+  return object;
+}
+
+KernelSpec KernelSpec::from_json(const json::Value& value) {
+  try {
+    KernelSpec spec;
+    spec.family = enum_from_name(value, "family", family_name, kFamilies);
+    const std::string arch = value.at("arch").as_string();
+    const auto parsed_arch = device::parse_arch(arch);
+    if (!parsed_arch) throw InvalidArgument("spec.arch", "'" + arch + "'", "unknown arch");
+    spec.arch = *parsed_arch;
+    auto integer = [&](const char* member) {
+      const std::int64_t number = value.at(member).as_int();
+      if (number < 0 || number > 1 << 20) {
+        throw InvalidArgument(std::string("spec.") + member, std::to_string(number),
+                              "out of range");
+      }
+      return static_cast<int>(number);
+    };
+    spec.head_dim = integer("head_dim");
+    spec.block_m = integer("block_m");
+    spec.block_n = integer("block_n");
+    spec.warps = integer("warps");
+    spec.stages = integer("stages");
+    spec.qk_bits = integer("qk_bits");
+    spec.variant = enum_from_name(value, "variant", variant_name, kVariants);
+    spec.input_type = enum_from_name(value, "input_type", element_type_name, kElementTypes);
+    spec.output_type = enum_from_name(value, "output_type", element_type_name, kElementTypes);
+    spec.causal = value.at("causal").as_bool();
+    spec.p_encoding = enum_from_name(value, "p_encoding", p_encoding_name, kEncodings);
+    spec.p_scale = enum_from_name(value, "p_scale", p_scale_name, kReferences);
+    spec.v_granularity = enum_from_name(value, "v_granularity", v_granularity_name, kGranularities);
+    spec.smooth_k = value.at("smooth_k").as_bool();
+    return spec;
+  } catch (const json::TypeError& error) {
+    throw InvalidArgument("spec", "(JSON)", error.what());
+  }
+}
+
+}  // namespace intfa::render
+
+namespace intfa::render {
+
+std::size_t KernelSpecHash::operator()(const KernelSpec& s) const noexcept {
+  std::size_t hash = 1469598103934665603ull;
+  auto mix = [&hash](long long value) {
+    hash ^= static_cast<std::size_t>(value) + 0x9e3779b97f4a7c15ull + (hash << 6) + (hash >> 2);
+  };
+  mix(static_cast<int>(s.family));
+  mix(static_cast<int>(s.arch));
+  mix(s.head_dim);
+  mix(s.block_m);
+  mix(s.block_n);
+  mix(s.warps);
+  mix(s.stages);
+  mix(s.qk_bits);
+  mix(static_cast<int>(s.variant));
+  mix(static_cast<int>(s.input_type));
+  mix(static_cast<int>(s.output_type));
+  mix(s.causal);
+  mix(static_cast<int>(s.p_encoding));
+  mix(static_cast<int>(s.p_scale));
+  mix(static_cast<int>(s.v_granularity));
+  mix(s.smooth_k);
+  return hash;
+}
+
+}  // namespace intfa::render

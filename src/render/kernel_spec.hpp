@@ -1,0 +1,69 @@
+// KernelSpec: everything that selects one compiled kernel. It is the first value of the pipeline
+// (KernelSpec -> RenderedUnit -> CacheKey -> Cubin -> LoadedKernel) and is written next to each
+// cache entry in readable form. Fields a family does not use stay at their defaults, so two specs
+// of one family are equal exactly when they would render the same unit.
+#pragma once
+
+#include <string>
+
+#include "common/json.hpp"
+#include "common/kernel_enums.h"
+#include "device/arch.hpp"
+
+namespace intfa::render {
+
+enum class KernelFamily {
+  kQuantizeRows,    // FP16/BF16 rows -> INT8 (or packed INT4) + one FP32 scale per row (Q, K)
+  kQuantizeVScale,  // per-(batch, head) max|V| / 127 (the first pass of per-tensor V)
+  kQuantizeV,       // FP16/BF16 V -> INT8 in the attention kernel's V layout
+  kAttention,       // the attention forward (both variants)
+};
+
+struct KernelSpec {
+  KernelFamily family = KernelFamily::kAttention;
+  device::Arch arch = device::Arch::kSm80;
+  int head_dim = 0;
+
+  // Attention tiling (zero for other families).
+  int block_m = 0;
+  int block_n = 0;
+  int warps = 0;
+  int stages = 0;
+
+  int qk_bits = 8;  // 8, or 4 for the INT4 Q.K option
+  kernels::AttentionVariant variant = kernels::AttentionVariant::kFullInt8;
+  // Unquantized element type: the input of the quantize kernels, V of the half-INT8 variant.
+  kernels::ElementType input_type = kernels::ElementType::kF16;
+  kernels::ElementType output_type = kernels::ElementType::kF16;
+  bool causal = false;
+  kernels::PEncoding p_encoding = kernels::PEncoding::kSigned127;
+  kernels::PScaleReference p_scale = kernels::PScaleReference::kRunningMax;
+  kernels::VScaleGranularity v_granularity = kernels::VScaleGranularity::kPerTensor;
+  bool smooth_k = false;  // quantize kernels: subtract K's channel mean before quantizing
+
+  friend bool operator==(const KernelSpec& a, const KernelSpec& b);
+  friend bool operator!=(const KernelSpec& a, const KernelSpec& b) { return !(a == b); }
+
+  // One line, only the fields the family uses:
+  // "attention sm_90a d128 m128 n64 w8 s2 full_int8 f16->f16 causal p=u8/tile v=tensor".
+  std::string to_string() const;
+  json::Value to_json() const;
+  // Inverse of to_json; throws InvalidArgument naming the bad member.
+  static KernelSpec from_json(const json::Value& value);
+};
+
+std::string family_name(KernelFamily family);
+std::string element_type_name(kernels::ElementType type);  // "f16", "bf16"
+std::string variant_name(kernels::AttentionVariant variant);
+std::string p_encoding_name(kernels::PEncoding encoding);
+std::string p_scale_name(kernels::PScaleReference reference);
+std::string v_granularity_name(kernels::VScaleGranularity granularity);
+
+}  // namespace intfa::render
+
+namespace intfa::render {
+// For unordered containers keyed by spec.
+struct KernelSpecHash {
+  std::size_t operator()(const KernelSpec& spec) const noexcept;
+};
+}  // namespace intfa::render

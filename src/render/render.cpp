@@ -1,0 +1,110 @@
+#include "render/render.hpp"
+
+#include "common/strings.hpp"
+#include "intfa/errors.hpp"
+
+namespace intfa::render {
+namespace {
+
+std::string element_type_argument(kernels::ElementType type) {
+  return type == kernels::ElementType::kF16 ? "intfa::kernels::ElementType::kF16"
+                                            : "intfa::kernels::ElementType::kBF16";
+}
+
+std::string bool_argument(bool value) { return value ? "true" : "false"; }
+
+std::string variant_argument(kernels::AttentionVariant variant) {
+  return variant == kernels::AttentionVariant::kFullInt8
+             ? "intfa::kernels::AttentionVariant::kFullInt8"
+             : "intfa::kernels::AttentionVariant::kHalfInt8";
+}
+
+std::string p_encoding_argument(kernels::PEncoding encoding) {
+  return encoding == kernels::PEncoding::kSigned127 ? "intfa::kernels::PEncoding::kSigned127"
+                                                    : "intfa::kernels::PEncoding::kUnsigned255";
+}
+
+std::string p_scale_argument(kernels::PScaleReference reference) {
+  return reference == kernels::PScaleReference::kRunningMax
+             ? "intfa::kernels::PScaleReference::kRunningMax"
+             : "intfa::kernels::PScaleReference::kTileMax";
+}
+
+std::string v_granularity_argument(kernels::VScaleGranularity granularity) {
+  switch (granularity) {
+    case kernels::VScaleGranularity::kPerTensor:
+      return "intfa::kernels::VScaleGranularity::kPerTensor";
+    case kernels::VScaleGranularity::kPerChannel:
+      return "intfa::kernels::VScaleGranularity::kPerChannel";
+    case kernels::VScaleGranularity::kPerBlock:
+      return "intfa::kernels::VScaleGranularity::kPerBlock";
+  }
+  throw InternalError("unknown VScaleGranularity");
+}
+
+// Where a family's kernel lives and how it is named with the spec's values.
+struct Instantiation {
+  std::string header;
+  std::string kernel;  // fully qualified template-id
+  std::string params_type;
+};
+
+Instantiation quantize_rows(const KernelSpec& spec) {
+  return {"quantize/quantize_rows.cuh",
+          "intfa::kernels::quantize_rows<" + std::to_string(spec.head_dim) + ", " +
+              element_type_argument(spec.input_type) + ", " + std::to_string(spec.qk_bits) +
+              ", " + bool_argument(spec.smooth_k) + ">",
+          "intfa::kernels::QuantizeRowsParams"};
+}
+
+Instantiation quantize_v(const KernelSpec& spec, const char* kernel) {
+  return {"quantize/quantize_v.cuh",
+          std::string("intfa::kernels::") + kernel + "<" + std::to_string(spec.head_dim) + ", " +
+              element_type_argument(spec.input_type) + ", " +
+              v_granularity_argument(spec.v_granularity) + ">",
+          "intfa::kernels::QuantizeVParams"};
+}
+
+Instantiation attention(const KernelSpec& spec) {
+  const std::vector<std::string> arguments = {
+      std::to_string(spec.head_dim),           std::to_string(spec.block_m),
+      std::to_string(spec.block_n),            std::to_string(spec.warps),
+      std::to_string(spec.stages),             variant_argument(spec.variant),
+      std::to_string(spec.qk_bits),            element_type_argument(spec.input_type),
+      element_type_argument(spec.output_type), bool_argument(spec.causal),
+      p_encoding_argument(spec.p_encoding),    p_scale_argument(spec.p_scale),
+      v_granularity_argument(spec.v_granularity)};
+  return {"attention/attention_forward.cuh",
+          "intfa::kernels::attention_forward<intfa::kernels::AttentionConfig<" +
+              strings::join(arguments, ", ") + ">>",
+          "intfa::kernels::AttentionParams"};
+}
+
+Instantiation instantiation_for(const KernelSpec& spec) {
+  switch (spec.family) {
+    case KernelFamily::kQuantizeRows: return quantize_rows(spec);
+    case KernelFamily::kQuantizeVScale: return quantize_v(spec, "quantize_v_scale");
+    case KernelFamily::kQuantizeV: return quantize_v(spec, "quantize_v");
+    case KernelFamily::kAttention: return attention(spec);
+  }
+  throw InternalError("unknown KernelFamily");
+}
+
+}  // namespace
+
+RenderedUnit render(const KernelSpec& spec, const TemplateSet& templates) {
+  if (spec.head_dim <= 0) {
+    throw InvalidArgument("spec.head_dim", std::to_string(spec.head_dim), "expected > 0");
+  }
+  const Instantiation instantiation = instantiation_for(spec);
+  RenderedUnit unit;
+  unit.file_name = "intfa_" + family_name(spec.family) + ".cu";
+  unit.name_expression = instantiation.kernel;
+  unit.source = "// intfa instantiation unit for: " + spec.to_string() + "\n#include \"" +
+                instantiation.header + "\"\n\ntemplate __global__ void " + instantiation.kernel +
+                "(" + instantiation.params_type + ");\n";
+  unit.headers = templates.include_closure(instantiation.header);
+  return unit;
+}
+
+}  // namespace intfa::render

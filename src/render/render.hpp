@@ -1,0 +1,31 @@
+// Rendering: a KernelSpec becomes an instantiation unit, the only source text intfa generates.
+// The unit #includes the family's template header and explicitly instantiates its kernel with the
+// spec's values; kernel bodies are never edited as text.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "render/kernel_spec.hpp"
+#include "render/template_set.hpp"
+
+namespace intfa::render {
+
+struct RenderedUnit {
+  std::string file_name;               // the name NVRTC reports in diagnostics
+  std::string source;                  // the unit's text
+  std::string name_expression;         // the kernel, for nvrtcGetLoweredName
+  std::vector<std::string> headers;    // every template the unit reaches, sorted
+
+  friend bool operator==(const RenderedUnit& a, const RenderedUnit& b) {
+    return a.file_name == b.file_name && a.source == b.source &&
+           a.name_expression == b.name_expression && a.headers == b.headers;
+  }
+  std::string to_string() const { return file_name + ": " + name_expression; }
+};
+
+// Throws InvalidArgument when the spec's family cannot be rendered with its fields (validation of
+// sizes against a device lives with each family's host code, before rendering).
+RenderedUnit render(const KernelSpec& spec, const TemplateSet& templates = TemplateSet::active());
+
+}  // namespace intfa::render

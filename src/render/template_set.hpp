@@ -1,0 +1,38 @@
+// The kernel template sources NVRTC sees: the copy embedded at build time, or a source tree named
+// by INTFA_TEMPLATE_DIR (for kernel development without rebuilding the library).
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace intfa::render {
+
+class TemplateSet {
+ public:
+  static TemplateSet embedded();
+  // Every *.cuh and *.h below `root`; throws InvalidArgument naming INTFA_TEMPLATE_DIR when the
+  // directory cannot be read or holds no templates.
+  static TemplateSet from_directory(const std::filesystem::path& root);
+  // INTFA_TEMPLATE_DIR's tree when set, else the embedded set; read once per process.
+  static const TemplateSet& active();
+
+  const std::string* find(std::string_view path) const;
+  const std::map<std::string, std::string, std::less<>>& files() const { return files_; }
+  const std::string& origin() const { return origin_; }  // "embedded" or the directory
+
+  // `path` and every template it reaches through #include "..." (paths relative to templates/),
+  // sorted. Throws InternalError when an include names no template.
+  std::vector<std::string> include_closure(const std::string& path) const;
+
+ private:
+  std::map<std::string, std::string, std::less<>> files_;
+  std::string origin_;
+};
+
+// The quoted #include targets of one source text, in order of appearance.
+std::vector<std::string> quoted_includes(std::string_view source);
+
+}  // namespace intfa::render

@@ -1,0 +1,32 @@
+// Enumerations shared by the host runtime and the kernel templates. The renderer writes these
+// names into instantiation units (e.g. intfa::kernels::PEncoding::kUnsigned255), so they are part
+// of every kernel's identity: renumbering one changes the cache keys of the kernels using it.
+#pragma once
+
+namespace intfa {
+namespace kernels {
+
+// 16-bit floating-point element types of unquantized tensors (inputs, outputs, half-INT8 V).
+enum class ElementType : int { kF16 = 0, kBF16 = 1 };
+
+// kFullInt8: INT8 Q, K, V, both GEMMs in INT8 (the paper's Algorithm 1).
+// kHalfInt8: INT8 Q, K; V and P in 16-bit floats, P.V with FP32 accumulation.
+enum class AttentionVariant : int { kFullInt8 = 0, kHalfInt8 = 1 };
+
+// How P = round(R * exp(S - reference)) is stored for the INT8 P.V product.
+// kSigned127: s8 with R = 127 (the paper). kUnsigned255: u8 with R = 255 (mma u8 x s8), half the
+// quantization step for the same bits, since P is never negative.
+enum class PEncoding : int { kSigned127 = 0, kUnsigned255 = 1 };
+
+// The reference the exponent is taken against when P is quantized.
+// kRunningMax: the running row maximum m (Algorithm 1 line 11), so a tile whose scores sit far
+// below an earlier tile's maximum is quantized onto few integer levels.
+// kTileMax: the row maximum of the current tile, so every tile uses the full integer range; the
+// factor exp(tile max - m) is applied in FP32 when the tile's P.V partial sum is accumulated.
+enum class PScaleReference : int { kRunningMax = 0, kTileMax = 1 };
+
+// Granularity of V's quantization scale.
+enum class VScaleGranularity : int { kPerTensor = 0, kPerChannel = 1, kPerBlock = 2 };
+
+}  // namespace kernels
+}  // namespace intfa

@@ -1,0 +1,20 @@
+// Fixed-width integer names usable from NVRTC (which has no <cstdint>) and from host code that
+// shares parameter structs with the kernels.
+#pragma once
+
+namespace intfa {
+namespace kernels {
+
+using i8 = signed char;
+using u8 = unsigned char;
+using i16 = short;
+using u16 = unsigned short;
+using i32 = int;
+using u32 = unsigned int;
+using i64 = long long;
+using u64 = unsigned long long;
+
+static_assert(sizeof(i64) == 8 && sizeof(i32) == 4 && sizeof(i16) == 2, "unexpected data model");
+
+}  // namespace kernels
+}  // namespace intfa

@@ -1,0 +1,34 @@
+// Parameters of the quantize kernels, shared by host and device (plain data, by value).
+#pragma once
+
+#include "common/types.h"
+
+namespace intfa {
+namespace kernels {
+
+// Q or K rows [batch, heads, seq, head_dim] (any strides in elements, unit stride on head_dim)
+// -> INT8 (or two INT4 per byte) rows with the same logical shape, plus scale[b][h][n] (FP32,
+// contiguous): scale = max|x| / R, q = clamp(round_even(x * (1 / scale)), -R, R), R = 127 or 7.
+struct QuantizeRowsParams {
+  const void* input;
+  void* output;
+  float* scales;
+  // Per-(batch, head) channel means subtracted before quantizing (K smoothing), [b][h][d]; or null.
+  const float* channel_mean;
+  i64 input_batch_stride, input_head_stride, input_row_stride;     // elements
+  i64 output_batch_stride, output_head_stride, output_row_stride;  // bytes
+  int batch, heads, seq;
+};
+
+// V [batch, heads, seq, head_dim] (element strides, unit stride on head_dim) -> INT8 in the
+// attention kernel's V layout (see attention/attention_params.h, v_int8_layout).
+struct QuantizeVParams {
+  const void* input;
+  i8* output;  // [batch][heads][head_dim][padded_seq]
+  float* scales;  // per tensor: [batch][heads]
+  i64 input_batch_stride, input_head_stride, input_row_stride;  // elements
+  int batch, heads, seq, padded_seq;
+};
+
+}  // namespace kernels
+}  // namespace intfa

@@ -1,0 +1,2 @@
+// PLACEHOLDER: replaced by the reference implementation.
+#include "reference/reference.hpp"

@@ -1,0 +1,57 @@
+// A CPU model of intfa's quantized attention: the quantize kernels' exact rounding, and the
+// kernels' tile-by-tile algorithm as specified in templates/attention/README.md. A kernel checked
+// against this model is checked for bugs (tight tolerance); the gap between this model and
+// attention_f64 is the quantization error.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "reference/reference.hpp"
+
+namespace intfa::reference {
+
+enum class Variant { kFullInt8, kHalfInt8 };
+enum class PEncoding { kSigned127, kUnsigned255 };
+enum class PScaleReference { kRunningMax, kTileMax };
+enum class VGranularity { kPerTensor, kPerChannel, kPerBlock };
+
+// Per-token quantization of rows of `head_dim` values: exactly the quantize_rows kernel.
+struct QuantizedRows {
+  int rows = 0;
+  int head_dim = 0;
+  int bits = 8;
+  std::vector<std::int8_t> values;  // [rows][head_dim], one value per element (not packed)
+  std::vector<float> scales;        // [rows]
+};
+QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
+                            const float* channel_mean = nullptr);
+
+// V of one attention problem [batch][heads_kv][seq_kv][head_dim] quantized per (batch, head)
+// tensor, channel or 64-token block; values stay in logical (unpermuted) order here.
+struct QuantizedV {
+  VGranularity granularity = VGranularity::kPerTensor;
+  int batch = 0, heads = 0, seq = 0, head_dim = 0;
+  std::vector<std::int8_t> values;  // [batch][heads][seq][head_dim]
+  // per tensor [b][h]; per channel [b][h][head_dim]; per block [b][h][ceil(seq/64)][head_dim]
+  std::vector<float> scales;
+};
+QuantizedV quantize_v(const float* v, int batch, int heads, int seq, int head_dim,
+                      VGranularity granularity);
+
+struct ModelOptions {
+  Variant variant = Variant::kFullInt8;
+  PEncoding p_encoding = PEncoding::kSigned127;
+  PScaleReference p_scale = PScaleReference::kRunningMax;
+  int block_n = 64;        // the kernel's key tile: the online softmax steps tile by tile
+  bool v_is_bf16 = false;  // half INT8: P is rounded to V's type
+};
+
+// q: quantize_rows of Q as [batch*heads_q*seq_q] rows; k likewise with heads_kv. Full INT8 reads
+// v_quantized; half INT8 reads v_half (the caller's 16-bit V values as floats, dense
+// [batch][heads_kv][seq_kv][head_dim]). out [batch][heads_q][seq_q][head_dim], lse optional.
+void attention_quantized_model(const Shape& shape, const QuantizedRows& q, const QuantizedRows& k,
+                               const QuantizedV* v_quantized, const float* v_half,
+                               const ModelOptions& options, double* out, double* lse = nullptr);
+
+}  // namespace intfa::reference

@@ -1,0 +1,60 @@
+#include <cstdio>
+
+#include "cache/disk_cache.hpp"
+#include "common/strings.hpp"
+#include "device/arch.hpp"
+#include "device/device_info.hpp"
+#include "device/driver_api.hpp"
+#include "intfa/args.hpp"
+#include "intfa/commands.hpp"
+#include "intfa_version.hpp"
+#include "nvrtc/compiler.hpp"
+#include "render/template_set.hpp"
+
+namespace intfa::cli {
+
+const char* const kInfoUsage =
+    "usage: intfa info\n\n"
+    "Prints the GPU (or 'no GPU'), the target arch kernels are compiled for, the driver and NVRTC\n"
+    "versions, where kernel templates come from, and the cache directory with its entry count and\n"
+    "size.\n";
+
+int run_info(const Arguments& arguments) {
+  Args(arguments, {}).reject_unknown({});
+  std::printf("intfa          %s\n", INTFA_VERSION_STRING);
+  std::string reason;
+  if (device::driver_available(&reason)) {
+    const device::DriverApi& api = device::driver();
+    const device::DeviceInfo info = device::query_device(device::current_device());
+    std::printf("GPU            %s\n", info.to_string().c_str());
+    std::printf("driver         CUDA %d.%d\n", api.driver_version / 1000,
+                (api.driver_version % 1000) / 10);
+  } else {
+    std::printf("GPU            no GPU (%s)\n", reason.c_str());
+  }
+  try {
+    std::printf("target arch    %s%s\n", device::arch_name(device::target_arch()).c_str(),
+                device::arch_override_from_env() ? " (INTFA_ARCH)" : "");
+  } catch (const std::exception& error) {
+    std::printf("target arch    none: %s\n", error.what());
+  }
+  std::printf("NVRTC          %s\n", nvrtc::version().to_string().c_str());
+  const auto include_dir = nvrtc::cuda_include_dir();
+  std::printf("CUDA headers   %s\n", include_dir ? include_dir->c_str() : "not found (not needed)");
+  std::printf("templates      %s (%zu files)\n", render::TemplateSet::active().origin().c_str(),
+              render::TemplateSet::active().files().size());
+  const auto directory = cache::DiskCache::default_directory();
+  if (!directory) {
+    std::printf("cache          disabled (INTFA_CACHE_DISABLE=1)\n");
+    return 0;
+  }
+  const cache::DiskCache disk(*directory);
+  std::uint64_t bytes = 0;
+  const auto entries = disk.list();
+  for (const auto& entry : entries) bytes += entry.size_bytes;
+  std::printf("cache          %s (%zu entries, %s)\n", directory->c_str(), entries.size(),
+              strings::human_bytes(bytes).c_str());
+  return 0;
+}
+
+}  // namespace intfa::cli

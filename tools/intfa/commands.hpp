@@ -1,0 +1,28 @@
+// The verbs of the intfa tool. Each takes the arguments after the verb and returns the exit code.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace intfa::cli {
+
+using Arguments = std::vector<std::string>;
+
+struct Command {
+  const char* name;
+  const char* summary;
+  const char* usage;  // printed by --help and on a usage error
+  int (*run)(const Arguments& arguments);
+};
+
+const std::vector<Command>& commands();
+
+int run_info(const Arguments& arguments);
+int run_cache(const Arguments& arguments);
+int run_demo(const Arguments& arguments);
+
+extern const char* const kInfoUsage;
+extern const char* const kCacheUsage;
+extern const char* const kRunUsage;
+
+}  // namespace intfa::cli

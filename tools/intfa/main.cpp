@@ -1,0 +1,76 @@
+// intfa: the command-line face of the library (device info, cache management, the demo, and the
+// deployment/tuning tools). Exit codes: 0 success, 1 failure (a check failed, an error), 2 usage.
+#include <cstdio>
+#include <cstring>
+#include <exception>
+
+#include "intfa/args.hpp"
+#include "intfa/commands.hpp"
+#include "intfa/errors.hpp"
+#include "intfa_version.hpp"
+
+namespace intfa::cli {
+
+const std::vector<Command>& commands() {
+  static const std::vector<Command> table = {
+      {"info", "GPU, target arch, driver and NVRTC versions, cache location and size", kInfoUsage,
+       run_info},
+      {"run", "the demo: quantize, JIT-compile, launch and check attention", kRunUsage, run_demo},
+      {"cache", "list, verify or clear the kernel cache", kCacheUsage, run_cache},
+  };
+  return table;
+}
+
+namespace {
+
+void print_overview() {
+  std::printf("intfa %s - JIT INT8/INT4 FlashAttention for NVIDIA GPUs\n\n", INTFA_VERSION_STRING);
+  std::printf("usage: intfa <command> [options]   (intfa <command> --help for details)\n\n");
+  for (const Command& command : commands()) {
+    std::printf("  %-11s %s\n", command.name, command.summary);
+  }
+  std::printf("\nEnvironment: INTFA_ARCH, INTFA_CACHE_DIR, INTFA_CACHE_DISABLE, INTFA_LOG, ...\n"
+              "(see README.md, section Environment)\n");
+}
+
+}  // namespace
+}  // namespace intfa::cli
+
+int main(int argc, char** argv) {
+  using namespace intfa::cli;
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") ||
+      !std::strcmp(argv[1], "help")) {
+    print_overview();
+    return argc < 2 ? 2 : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::printf("intfa %s\n", INTFA_VERSION_STRING);
+    return 0;
+  }
+  for (const Command& command : commands()) {
+    if (std::strcmp(argv[1], command.name) != 0) continue;
+    const Arguments arguments(argv + 2, argv + argc);
+    for (const std::string& argument : arguments) {
+      if (argument == "--help" || argument == "-h") {
+        std::printf("%s", command.usage);
+        return 0;
+      }
+    }
+    try {
+      return command.run(arguments);
+    } catch (const UsageError& error) {
+      std::fprintf(stderr, "intfa %s: %s\n\n%s", command.name, error.what(), command.usage);
+      return 2;
+    } catch (const intfa::Error& error) {
+      std::fprintf(stderr, "intfa %s: error (%s): %s\n", command.name,
+                   intfa::status_name(error.status()), error.what());
+      return 1;
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "intfa %s: error: %s\n", command.name, error.what());
+      return 1;
+    }
+  }
+  std::fprintf(stderr, "intfa: unknown command '%s'\n\n", argv[1]);
+  print_overview();
+  return 2;
+}
