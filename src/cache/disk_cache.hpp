@@ -49,6 +49,7 @@ class DiskCache {
 
   const std::filesystem::path& directory() const { return directory_; }
   std::filesystem::path entry_path(const CacheKey& key) const;
+  std::filesystem::path sidecar_path(const CacheKey& key) const;  // <32 hex>.json beside the entry
 
   // The verified cubin for `key`, or nullopt on a miss. A present but bad entry is removed, with
   // one warning, and reported as a miss so the caller rebuilds and replaces it.
@@ -61,13 +62,23 @@ class DiskCache {
   bool writable() const;
 
   std::vector<EntryInfo> list() const;
+  // Decodes every entry as load() would, and flags temp files older than an hour; removes nothing.
   VerifyReport verify() const;
-  // Removes every entry (stale_only = false), or only files that cannot belong to this build:
-  // entries that do not verify and temp files older than an hour.
+  // Removes every entry, sidecar and temp file (stale_only = false), or only what this build
+  // cannot use: entries that do not verify (another format or NVRTC version included), their
+  // sidecars and orphan sidecars, and temp files older than an hour. Files not named like cache
+  // files are never touched.
   ClearReport clear(bool stale_only);
 
+  // Test hook: while set, every entry or sidecar write in this process fails as if the disk were
+  // full, so the read-only/full path can be tested where permission bits stop nothing (root).
+  static void set_write_failure_for_testing(bool fail);
+
  private:
+  void disable_writes(const std::string& reason);
+
   std::filesystem::path directory_;
+  bool refused_ = false;  // group- or world-writable: never read nor written
   mutable std::mutex mutex_;
   bool disabled_writes_ = false;
 };

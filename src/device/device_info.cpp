@@ -66,3 +66,20 @@ Arch target_arch() {
 }
 
 }  // namespace intfa::device
+
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace intfa::device {
+
+const DeviceInfo& cached_device_info(CUdevice device) {
+  static std::mutex mutex;
+  static std::map<CUdevice, std::unique_ptr<DeviceInfo>> infos;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& slot = infos[device];
+  if (!slot) slot = std::make_unique<DeviceInfo>(query_device(device));
+  return *slot;
+}
+
+}  // namespace intfa::device

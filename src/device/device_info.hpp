@@ -37,3 +37,8 @@ CUdevice current_device();
 Arch target_arch();
 
 }  // namespace intfa::device
+
+namespace intfa::device {
+// query_device, remembered per device for the life of the process (hot path of every launch).
+const DeviceInfo& cached_device_info(CUdevice device);
+}  // namespace intfa::device

@@ -34,11 +34,25 @@ struct AttentionParams {
 // V is quantized in blocks of 64 tokens (per-block scales) and padded to a multiple of 64 tokens.
 constexpr int kVTokenBlock = 64;
 
+// Shared memory of one attention block: the Q tile, and per pipeline stage a K tile, a V tile,
+// the K tile's scales and (per-block V) the V tile's scales. Host and kernel both use this.
+INTFA_HOST_DEVICE constexpr int attention_shared_bytes(int head_dim, int block_m, int block_n,
+                                                         int stages, int qk_bits, bool full_int8,
+                                                         bool per_block_v_scales) {
+  return block_m * head_dim * qk_bits / 8 +
+         stages * (block_n * head_dim * qk_bits / 8 +                  // K
+                   block_n * head_dim * (full_int8 ? 1 : 2) +          // V
+                   block_n * 4 +                                       // K scales
+                   (per_block_v_scales ? (block_n < kVTokenBlock ? 1 : block_n / kVTokenBlock) *
+                                             head_dim * 4
+                                       : 0));
+}
+
 // Position of token `token` inside its V row: the INT8 P.V MMA (m16n8k32) takes P straight from
 // the accumulator registers of Q.K^T, where lane t of a quad holds columns 2t, 2t+1, 8+2t, 9+2t
 // of each 16 columns; storing token 16h + 8a + 2t + e at 16h + 4t + 2a + e makes those four
 // columns the four consecutive k indices the MMA expects from that lane.
-__host__ __device__ constexpr int v_position_of_token(int token) {
+INTFA_HOST_DEVICE constexpr int v_position_of_token(int token) {
   return (token & ~15) | (((token >> 1) & 3) << 2) | (((token >> 3) & 1) << 1) | (token & 1);
 }
 

@@ -2,6 +2,13 @@
 // shares parameter structs with the kernels.
 #pragma once
 
+// Functions shared by host code and kernels (layout arithmetic) are written once with this.
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define INTFA_HOST_DEVICE __host__ __device__
+#else
+#define INTFA_HOST_DEVICE
+#endif
+
 namespace intfa {
 namespace kernels {
 

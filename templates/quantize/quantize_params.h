@@ -21,11 +21,15 @@ struct QuantizeRowsParams {
 };
 
 // V [batch, heads, seq, head_dim] (element strides, unit stride on head_dim) -> INT8 in the
-// attention kernel's V layout (see attention/attention_params.h, v_int8_layout).
+// attention kernel's V layout (templates/attention/README.md): [batch][heads][head_dim][padded_seq]
+// with tokens permuted in groups of 16, padding zero.
 struct QuantizeVParams {
   const void* input;
-  i8* output;  // [batch][heads][head_dim][padded_seq]
-  float* scales;  // per tensor: [batch][heads]
+  i8* output;
+  // Per tensor [batch][heads], per channel [batch][heads][head_dim], per block
+  // [batch][heads][padded_seq / 64][head_dim]. Per tensor and per channel are filled by
+  // quantize_v_scale (over zeroed memory) before quantize_v reads them.
+  float* scales;
   i64 input_batch_stride, input_head_stride, input_row_stride;  // elements
   int batch, heads, seq, padded_seq;
 };

@@ -1,6 +1,103 @@
-// PLACEHOLDER: replaced by the cache implementation.
+// intfa cache ls|verify|clear: the disk cache seen from the shell (format: cache/README.md).
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cache/disk_cache.hpp"
+#include "common/strings.hpp"
+#include "intfa/args.hpp"
 #include "intfa/commands.hpp"
+
 namespace intfa::cli {
-const char* const kCacheUsage = "usage: intfa cache ls|verify|clear\n";
-int run_cache(const Arguments&) { return 1; }
+
+const char* const kCacheUsage =
+    "usage: intfa cache <verb> [options]\n\n"
+    "  ls     [--dir DIR]            every entry: key, kernel spec, size, date; then the total\n"
+    "  verify [--dir DIR]            check every entry byte by byte; exit 1 if any is bad\n"
+    "  clear  [--stale] [--dir DIR]  remove every entry, or with --stale only what this build\n"
+    "                                cannot use: corrupt entries, entries of another NVRTC or\n"
+    "                                format version, orphan sidecars, temp files over an hour "
+    "old\n\n"
+    "DIR defaults to $INTFA_CACHE_DIR, else $XDG_CACHE_HOME/intfa, else ~/.cache/intfa.\n"
+    "Only files named like cache entries are ever removed.\n";
+
+namespace {
+
+// --dir, else the directory the library would use; nullopt when the cache is disabled.
+std::optional<std::filesystem::path> cache_directory(const Args& args) {
+  if (const auto directory = args.get("dir")) return std::filesystem::absolute(*directory);
+  return cache::DiskCache::default_directory();
+}
+
+std::string local_date(std::time_t when) {
+  std::tm parts{};
+  localtime_r(&when, &parts);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M", &parts);
+  return text;
+}
+
+int list_entries(const cache::DiskCache& disk) {
+  const auto entries = disk.list();
+  std::uint64_t total_bytes = 0;
+  if (!entries.empty()) {
+    std::printf("%-32s  %-48s  %10s  %s\n", "KEY", "SPEC", "SIZE", "DATE");
+  }
+  for (const cache::EntryInfo& entry : entries) {
+    total_bytes += entry.size_bytes;
+    std::printf("%-32s  %-48s  %10s  %s\n", entry.key.hex().c_str(),
+                entry.spec.empty() ? "(no sidecar)" : entry.spec.c_str(),
+                strings::human_bytes(entry.size_bytes).c_str(), local_date(entry.modified).c_str());
+  }
+  std::printf("%zu entries, %s in %s\n", entries.size(), strings::human_bytes(total_bytes).c_str(),
+              disk.directory().c_str());
+  return 0;
+}
+
+int verify_entries(const cache::DiskCache& disk) {
+  const cache::VerifyReport report = disk.verify();
+  for (const auto& [path, problem] : report.bad) {
+    std::printf("bad  %s: %s\n", path.c_str(), problem.c_str());
+  }
+  std::printf("%zu entries verified, %zu bad\n", report.checked, report.bad.size());
+  return report.ok() ? 0 : 1;
+}
+
+int clear_entries(cache::DiskCache& disk, bool stale_only) {
+  const cache::ClearReport report = disk.clear(stale_only);
+  std::printf("removed %zu %sfiles, freed %s (%llu bytes) in %s\n", report.removed_files,
+              stale_only ? "stale " : "", strings::human_bytes(report.freed_bytes).c_str(),
+              static_cast<unsigned long long>(report.freed_bytes), disk.directory().c_str());
+  return 0;
+}
+
+}  // namespace
+
+int run_cache(const Arguments& arguments) {
+  const Args args(arguments, {"stale"});
+  if (args.positional().empty()) throw UsageError("missing verb: ls, verify or clear");
+  if (args.positional().size() > 1) {
+    throw UsageError("unexpected argument '" + args.positional()[1] + "'");
+  }
+  const std::string& verb = args.positional().front();
+  if (verb != "ls" && verb != "verify" && verb != "clear") {
+    throw UsageError("unknown verb '" + verb + "': expected ls, verify or clear");
+  }
+  args.reject_unknown(verb == "clear" ? std::vector<std::string>{"dir", "stale"}
+                                      : std::vector<std::string>{"dir"});
+  const auto directory = cache_directory(args);
+  if (!directory) {
+    std::printf("the kernel cache is disabled (INTFA_CACHE_DISABLE=1, or no HOME to put it in)\n");
+    return 0;
+  }
+  cache::DiskCache disk(*directory);
+  if (verb == "ls") return list_entries(disk);
+  if (verb == "verify") return verify_entries(disk);
+  return clear_entries(disk, args.has("stale"));
+}
+
 }  // namespace intfa::cli

@@ -1,6 +1,185 @@
-// PLACEHOLDER: replaced by the demo.
+// `intfa run`: the demo. Random FP16 Q, K, V -> quantize -> JIT -> attention on the GPU, checked
+// against float64 attention of the original inputs and the quantized model, and timed. Without a
+// GPU it says so, compiles and caches the kernels it would launch, and exits 0.
+#include <cstdio>
+#include <vector>
+
+#include "attention/attention_spec.hpp"
+#include "device/arch.hpp"
+#include "device/device_memory.hpp"
+#include "device/driver_api.hpp"
+#include "intfa/args.hpp"
+#include "intfa/attention_workload.hpp"
 #include "intfa/commands.hpp"
+#include "intfa/problem_options.hpp"
+#include "launch/kernel_runtime.hpp"
+#include "reference/attention_check.hpp"
+
 namespace intfa::cli {
-const char* const kRunUsage = "usage: intfa run\n";
-int run_demo(const Arguments&) { return 1; }
+
+const char* const kRunUsage =
+    "usage: intfa run [options]\n\n"
+    "Quantizes random inputs, JIT-compiles and launches INT8 attention, checks it against a\n"
+    "float64 reference of the original inputs (and the quantized model), and times it.\n"
+    "Without a GPU: compiles and caches the kernels it would launch (for INTFA_ARCH, else for\n"
+    "sm_80, sm_86, sm_89 and sm_90a) and exits 0.\n\n"
+    "  --batch B (1)  --heads H (8)  --heads-kv H (= heads)  --seq N (1024)  --seq-kv N (= seq)\n"
+    "  --head-dim D (128)  --causal  --seed S (fresh each run)  --repeats R (20)\n";
+
+namespace {
+
+struct Demo {
+  AttentionProblem problem;
+  AttentionOptions options;
+  DType io_type = DType::kF16;
+  reference::Distribution distribution = reference::Distribution::kNormal;
+  std::uint64_t seed = 0;
+  int repeats = 20;
+};
+
+Demo parse_demo(const Arguments& arguments) {
+  const Args args(arguments, {"causal"});
+  std::vector<std::string> known = {"batch",   "heads",    "heads-kv", "seq", "seq-kv",
+                                    "head-dim", "causal", "seed",     "repeats"};
+  for (const std::string& name : numerics_option_names()) known.push_back(name);
+  args.reject_unknown(known);
+  Demo demo;
+  demo.problem.batch = static_cast<int>(args.get_int("batch", 1, 1, 1024));
+  demo.problem.heads_q = static_cast<int>(args.get_int("heads", 8, 1, 1024));
+  demo.problem.heads_kv = static_cast<int>(args.get_int("heads-kv", demo.problem.heads_q, 1, 1024));
+  demo.problem.seq_q = static_cast<int>(args.get_int("seq", 1024, 1, 1 << 20));
+  demo.problem.seq_kv = static_cast<int>(args.get_int("seq-kv", demo.problem.seq_q, 1, 1 << 20));
+  demo.problem.head_dim = static_cast<int>(args.get_int("head-dim", 128, 1, 1024));
+  demo.problem.causal = args.has("causal");
+  parse_numerics(args, demo.problem, demo.options, demo.io_type);
+  demo.distribution = parse_distribution(args);
+  demo.seed = static_cast<std::uint64_t>(args.get_int("seed", 0, 0, 1L << 62));
+  if (demo.seed == 0) demo.seed = reference::fresh_seed();
+  demo.repeats = static_cast<int>(args.get_int("repeats", 20, 1, 100000));
+  return demo;
+}
+
+// The specs one call of this demo launches on `arch`.
+std::vector<render::KernelSpec> demo_specs(const Demo& demo, device::Arch arch) {
+  attention::SpecRequest request;
+  request.arch = arch;
+  request.head_dim = demo.problem.head_dim;
+  request.variant = demo.problem.variant;
+  request.qk_bits = demo.problem.qk_bits;
+  request.causal = demo.problem.causal;
+  request.v_type = demo.io_type;
+  request.output_type = demo.io_type;
+  request.p_encoding = demo.options.p_encoding;
+  request.p_scale = demo.options.p_scale;
+  request.v_granularity = demo.options.v_granularity;
+  const KernelConfig config =
+      demo.options.config ? *demo.options.config : attention::heuristic_config(request);
+  std::vector<render::KernelSpec> specs;
+  render::KernelSpec rows;
+  rows.family = render::KernelFamily::kQuantizeRows;
+  rows.arch = arch;
+  rows.head_dim = demo.problem.head_dim;
+  rows.input_type = demo.io_type == DType::kBF16 ? kernels::ElementType::kBF16
+                                                 : kernels::ElementType::kF16;
+  rows.qk_bits = demo.problem.qk_bits;
+  specs.push_back(rows);
+  if (demo.problem.variant == Variant::kFullInt8) {
+    render::KernelSpec v = rows;
+    v.qk_bits = 8;
+    v.family = render::KernelFamily::kQuantizeV;
+    v.v_granularity = static_cast<kernels::VScaleGranularity>(demo.options.v_granularity);
+    specs.push_back(v);
+    if (demo.options.v_granularity != VScaleGranularity::kPerBlock) {
+      v.family = render::KernelFamily::kQuantizeVScale;
+      specs.push_back(v);
+    }
+  }
+  specs.push_back(attention::make_spec(request, config));
+  return specs;
+}
+
+int compile_only(const Demo& demo, const std::string& reason) {
+  std::printf("no GPU (%s)\n", reason.c_str());
+  std::vector<device::Arch> archs;
+  if (const auto forced = device::arch_override_from_env()) {
+    archs.push_back(*forced);
+  } else {
+    archs = device::all_archs();
+  }
+  std::printf("compiling and caching the kernels this run would launch:\n");
+  for (device::Arch arch : archs) {
+    for (const render::KernelSpec& spec : demo_specs(demo, arch)) {
+      const launch::CompiledKernel compiled = launch::KernelRuntime::instance().compile(spec);
+      std::printf("  %-72s %s (%zu B cubin, key %s)\n", spec.to_string().c_str(),
+                  compiled.compiled_now
+                      ? ("compiled in " + std::to_string(static_cast<int>(compiled.cubin->compile_ms)) +
+                         " ms").c_str()
+                      : "cached",
+                  compiled.cubin->image.size(), compiled.key.hex().substr(0, 12).c_str());
+    }
+  }
+  std::printf("run this on a machine with a GPU to launch and check them.\n");
+  return 0;
+}
+
+}  // namespace
+
+int run_demo(const Arguments& arguments) {
+  const Demo demo = parse_demo(arguments);
+  std::string reason;
+  if (!device::driver_available(&reason)) return compile_only(demo, reason);
+  device::use_primary_context();
+
+  const AttentionProblem& p = demo.problem;
+  std::printf("intfa run: %s\n  B=%d Hq=%d Hkv=%d Nq=%d Nkv=%d D=%d%s %s, %s inputs, seed %llu\n",
+              describe_numerics(p, demo.options).c_str(), p.batch, p.heads_q, p.heads_kv,
+              p.seq_q, p.seq_kv, p.head_dim, p.causal ? " causal" : "",
+              dtype_name(demo.io_type).c_str(),
+              demo.distribution == reference::Distribution::kNormal ? "N(0,1)" : "U(-0.5,0.5)",
+              static_cast<unsigned long long>(demo.seed));
+
+  reference::CheckCase check;
+  check.problem = p;
+  check.options = demo.options;
+  if (!check.options.config) {
+    attention::SpecRequest request;
+    request.head_dim = p.head_dim;
+    check.options.config = attention::heuristic_config(request);
+  }
+  check.io_type = demo.io_type;
+  check.distribution = demo.distribution;
+  check.seed = demo.seed;
+  const reference::CheckResult result = reference::run_check(check);
+  std::printf("\naccuracy vs float64 attention of the original inputs (all %lld elements):\n"
+              "  relative L2 %.4f%%   cosine %.6f   mean relative error %.4f%%\n",
+              static_cast<long long>(p.batch) * p.heads_q * p.seq_q * p.head_dim,
+              result.vs_f64.relative_l2 * 100, result.vs_f64.cosine,
+              result.vs_f64.mean_relative_error * 100);
+  std::printf("kernel vs the quantized model (bugs, not quantization): relative L2 %.2e\n",
+              result.vs_model.relative_l2);
+  const bool correct = result.unwritten_outputs == 0 && result.vs_model.relative_l2 <= 1e-3 &&
+                       result.q_mismatches == 0 && result.k_mismatches == 0 &&
+                       result.v_mismatches == 0 && result.scale_mismatches == 0 &&
+                       result.lse_infinity_mismatches == 0;
+
+  AttentionOptions timed_options = demo.options;
+  timed_options.config = check.options.config;
+  AttentionWorkload workload(p, timed_options, demo.io_type, demo.distribution, demo.seed);
+  device::Stream stream;
+  const Timing quantize_time = time_on_stream(
+      [&](CUstream s) { workload.quantize(s); }, stream.get(), 3, demo.repeats);
+  workload.quantize(stream.get());
+  const Timing attention_time =
+      time_on_stream([&](CUstream s) { workload.attend(s); }, stream.get(), 5, demo.repeats);
+  std::printf("\ntime (median of %d, CUDA events):\n", demo.repeats);
+  std::printf("  attention  %.3f ms  %.1f TOPS\n", attention_time.median_ms,
+              workload.operations() / attention_time.median_ms / 1e9);
+  std::printf("  quantize   %.3f ms  %.0f GB/s (bytes read + written)\n", quantize_time.median_ms,
+              static_cast<double>(workload.quantize_bytes_moved()) / quantize_time.median_ms / 1e6);
+  std::printf("  total      %.3f ms\n", attention_time.median_ms + quantize_time.median_ms);
+  std::printf("\n%s\n", correct ? "PASS" : "FAIL: the kernel does not match the quantized model");
+  if (!correct) std::printf("  %s\n", result.to_string().c_str());
+  return correct ? 0 : 1;
+}
+
 }  // namespace intfa::cli

@@ -20,9 +20,11 @@ const std::vector<Command>& commands();
 int run_info(const Arguments& arguments);
 int run_cache(const Arguments& arguments);
 int run_demo(const Arguments& arguments);
+int run_bench(const Arguments& arguments);
 
 extern const char* const kInfoUsage;
 extern const char* const kCacheUsage;
 extern const char* const kRunUsage;
+extern const char* const kBenchUsage;
 
 }  // namespace intfa::cli

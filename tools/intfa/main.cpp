@@ -17,6 +17,8 @@ const std::vector<Command>& commands() {
        run_info},
       {"run", "the demo: quantize, JIT-compile, launch and check attention", kRunUsage, run_demo},
       {"cache", "list, verify or clear the kernel cache", kCacheUsage, run_cache},
+      {"bench", "time attention and quantization over a grid of problems", kBenchUsage,
+       run_bench},
   };
   return table;
 }

@@ -1,0 +1,91 @@
+// INT8 attention forward: intfa::attention_forward and what it takes.
+//
+//   intfa::quantize_qk(...)   Q, K  -> INT8 + per-token scales          (include/intfa/quantize.hpp)
+//   intfa::quantize_v(...)    V     -> INT8 in the kernel's V layout + scales
+//   intfa::attention_forward(problem, tensors, stream, options)
+//
+// The kernels are generated for the problem's head dim, variant and options, compiled with NVRTC
+// for the GPU of the current context on first use, cached on disk, and launched on `stream`.
+// Numerics: templates/attention/README.md.
+#pragma once
+
+#include <cuda.h>
+
+#include <optional>
+#include <string>
+
+#include "intfa/types.hpp"
+
+namespace intfa {
+
+enum class Variant {
+  kFullInt8,  // INT8 Q, K, V; both GEMMs in INT8 (the paper's Algorithm 1)
+  kHalfInt8,  // INT8 Q, K; FP16/BF16 V; P.V in 16-bit floats with FP32 accumulation
+};
+
+// How P is quantized in full INT8 (templates/common/kernel_enums.h says why each exists).
+enum class PEncoding { kSigned127, kUnsigned255 };
+enum class PScaleReference { kRunningMax, kTileMax };
+enum class VScaleGranularity { kPerTensor, kPerChannel, kPerBlock };
+
+struct AttentionProblem {
+  int batch = 1;
+  int heads_q = 1;
+  int heads_kv = 1;  // heads_q must be a multiple (GQA/MQA)
+  int seq_q = 1;
+  int seq_kv = 1;
+  int head_dim = 128;  // 64, 128 or 256
+  // Bottom-right aligned when seq_q != seq_kv: query i sees keys j <= i + seq_kv - seq_q, as
+  // FlashAttention >= 2.1 does. Rows that see no key output zeros (and LSE -inf).
+  bool causal = false;
+  Variant variant = Variant::kFullInt8;
+  int qk_bits = 8;  // 8, or 4 for INT4 Q.K (q and k are then DType::kI4x2)
+};
+
+struct AttentionTensors {
+  TensorView q;             // kI8 (or kI4x2), [batch, heads_q, seq_q, head_dim], 16-byte rows
+  TensorView k;             // kI8 (or kI4x2), [batch, heads_kv, seq_kv, head_dim]
+  // Full INT8: kI8 in the INT8 V layout (make it with v_int8_view; quantize_v writes it).
+  // Half INT8: kF16/kBF16, [batch, heads_kv, seq_kv, head_dim], 16-byte rows.
+  TensorView v;
+  const float* q_scale = nullptr;  // [batch][heads_q][seq_q]
+  const float* k_scale = nullptr;  // [batch][heads_kv][seq_kv]
+  const float* v_scale = nullptr;  // full INT8: v_scale_count(...) floats; unused for half INT8
+  TensorView out;                  // kF16/kBF16, [batch, heads_q, seq_q, head_dim]
+  float* lse = nullptr;            // optional: [batch][heads_q][seq_q] natural-log LSE
+};
+
+// A tile configuration of the attention kernel (what the tuner chooses).
+struct KernelConfig {
+  int block_m = 0;
+  int block_n = 0;
+  int warps = 0;
+  int stages = 0;
+  std::string to_string() const;
+};
+
+struct AttentionOptions {
+  double softmax_scale = 0.0;  // 0: 1 / sqrt(head_dim)
+  // Full INT8 numerics; v_granularity must match how V was quantized.
+  PEncoding p_encoding = PEncoding::kUnsigned255;
+  PScaleReference p_scale = PScaleReference::kRunningMax;
+  VScaleGranularity v_granularity = VScaleGranularity::kPerTensor;
+  // Output element type comes from tensors.out.dtype. A config overrides the tuning database and
+  // the heuristic (benchmarks, tuning).
+  std::optional<KernelConfig> config;
+};
+
+// Validates everything before any launch (typed InvalidArgument naming the field and value, or
+// Unsupported), compiles or fetches the kernel, and launches it on `stream`. Asynchronous.
+void attention_forward(const AttentionProblem& problem, const AttentionTensors& tensors,
+                       CUstream stream, const AttentionOptions& options = {});
+
+// The INT8 V layout: [batch][heads_kv][head_dim][v_padded_seq(seq_kv)] bytes, tokens permuted in
+// groups of 16 (templates/attention/README.md).
+int v_padded_seq(int seq_kv);
+std::size_t v_int8_bytes(int batch, int heads_kv, int seq_kv, int head_dim);
+TensorView v_int8_view(void* data, int batch, int heads_kv, int seq_kv, int head_dim);
+std::size_t v_scale_count(VScaleGranularity granularity, int batch, int heads_kv, int seq_kv,
+                          int head_dim);
+
+}  // namespace intfa

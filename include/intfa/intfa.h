@@ -1,0 +1,101 @@
+/* intfa C API: a flat interface over the C++ library for FFI (ctypes, other languages).
+ * Every function returns an intfa_status_t; on failure intfa_last_error() gives this thread's
+ * message (the C++ exception's text, naming the bad field). Nothing throws across this API. */
+#ifndef INTFA_INTFA_H_
+#define INTFA_INTFA_H_
+
+#include <cuda.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum intfa_status_t {
+  INTFA_OK = 0,
+  INTFA_INVALID_ARGUMENT = 1,
+  INTFA_UNSUPPORTED = 2,
+  INTFA_COMPILE_ERROR = 3,
+  INTFA_DRIVER_ERROR = 4,
+  INTFA_NO_DEVICE = 5,
+  INTFA_CACHE_ERROR = 6,
+  INTFA_INTERNAL = 7
+} intfa_status_t;
+
+typedef enum intfa_dtype_t { INTFA_F16 = 0, INTFA_BF16 = 1, INTFA_I8 = 2, INTFA_I4X2 = 3 } intfa_dtype_t;
+typedef enum intfa_variant_t { INTFA_FULL_INT8 = 0, INTFA_HALF_INT8 = 1 } intfa_variant_t;
+typedef enum intfa_p_encoding_t { INTFA_P_S8 = 0, INTFA_P_U8 = 1 } intfa_p_encoding_t;
+typedef enum intfa_p_scale_t { INTFA_P_RUNNING_MAX = 0, INTFA_P_TILE_MAX = 1 } intfa_p_scale_t;
+typedef enum intfa_v_granularity_t {
+  INTFA_V_PER_TENSOR = 0,
+  INTFA_V_PER_CHANNEL = 1,
+  INTFA_V_PER_BLOCK = 2
+} intfa_v_granularity_t;
+
+/* A device tensor viewed as [batch, heads, seq, head_dim]; strides in elements. */
+typedef struct intfa_tensor_t {
+  void* data;
+  intfa_dtype_t dtype;
+  int64_t strides[4];
+} intfa_tensor_t;
+
+typedef struct intfa_shape_t {
+  int batch, heads, seq, head_dim;
+} intfa_shape_t;
+
+typedef struct intfa_problem_t {
+  int batch, heads_q, heads_kv, seq_q, seq_kv, head_dim;
+  int causal;           /* 0 or 1; bottom-right aligned */
+  intfa_variant_t variant;
+  int qk_bits;          /* 8 or 4 */
+} intfa_problem_t;
+
+typedef struct intfa_attention_tensors_t {
+  intfa_tensor_t q, k, v, out;
+  const float* q_scale;
+  const float* k_scale;
+  const float* v_scale;
+  float* lse; /* optional */
+} intfa_attention_tensors_t;
+
+typedef struct intfa_options_t {
+  double softmax_scale; /* 0: 1/sqrt(head_dim) */
+  intfa_p_encoding_t p_encoding;
+  intfa_p_scale_t p_scale;
+  intfa_v_granularity_t v_granularity;
+  /* Tile config; all four 0 means: tuning database, else heuristic. */
+  int block_m, block_n, warps, stages;
+} intfa_options_t;
+
+/* The defaults of intfa::AttentionOptions. */
+void intfa_default_options(intfa_options_t* options);
+
+intfa_status_t intfa_attention_forward(const intfa_problem_t* problem,
+                                       const intfa_attention_tensors_t* tensors, CUstream stream,
+                                       const intfa_options_t* options);
+intfa_status_t intfa_quantize_qk(const intfa_shape_t* shape, const intfa_tensor_t* input,
+                                 const intfa_tensor_t* output, float* scales, int bits,
+                                 CUstream stream);
+intfa_status_t intfa_quantize_v(const intfa_shape_t* shape, const intfa_tensor_t* input,
+                                void* output, float* scales, intfa_v_granularity_t granularity,
+                                CUstream stream);
+
+int intfa_v_padded_seq(int seq_kv);
+size_t intfa_v_int8_bytes(int batch, int heads_kv, int seq_kv, int head_dim);
+size_t intfa_v_scale_count(intfa_v_granularity_t granularity, int batch, int heads_kv, int seq_kv,
+                           int head_dim);
+/* Fills `view` with the INT8 V layout's strides for `data`. */
+void intfa_v_int8_view(void* data, int batch, int heads_kv, int seq_kv, int head_dim,
+                       intfa_tensor_t* view);
+
+/* This thread's message for the last failed call ("" when none). */
+const char* intfa_last_error(void);
+const char* intfa_status_string(intfa_status_t status);
+const char* intfa_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* INTFA_INTFA_H_ */

@@ -1,0 +1,132 @@
+#include <cmath>
+
+#include "attention/attention_params.h"
+#include "attention/attention_spec.hpp"
+#include "attention/config_choice.hpp"
+#include "attention/validation.hpp"
+#include "device/device_info.hpp"
+#include "device/driver_api.hpp"
+#include "intfa/attention.hpp"
+#include "intfa/errors.hpp"
+#include "launch/kernel_runtime.hpp"
+
+namespace intfa {
+namespace {
+
+kernels::Strides byte_strides(const TensorView& view, int element_bytes) {
+  return kernels::Strides{view.strides[0] * element_bytes, view.strides[1] * element_bytes,
+                          view.strides[2] * element_bytes};
+}
+
+kernels::AttentionParams make_params(const AttentionProblem& problem,
+                                     const AttentionTensors& tensors, double softmax_scale) {
+  kernels::AttentionParams params{};
+  params.q = tensors.q.data;
+  params.k = tensors.k.data;
+  params.v = tensors.v.data;
+  params.q_scale = tensors.q_scale;
+  params.k_scale = tensors.k_scale;
+  params.v_scale = tensors.v_scale;
+  params.out = tensors.out.data;
+  params.lse = tensors.lse;
+  params.q_strides = byte_strides(tensors.q, 1);
+  params.k_strides = byte_strides(tensors.k, 1);
+  if (problem.variant == Variant::kFullInt8) {
+    // Rows of the INT8 V layout are channels (dimension 3); tokens are contiguous.
+    params.v_strides = kernels::Strides{tensors.v.strides[0], tensors.v.strides[1],
+                                        tensors.v.strides[3]};
+  } else {
+    params.v_strides = byte_strides(tensors.v, 2);
+  }
+  params.out_strides = byte_strides(tensors.out, 2);
+  params.batch = problem.batch;
+  params.heads_q = problem.heads_q;
+  params.heads_kv = problem.heads_kv;
+  params.seq_q = problem.seq_q;
+  params.seq_kv = problem.seq_kv;
+  params.v_padded_seq = v_padded_seq(problem.seq_kv);
+  params.scale_log2 = static_cast<float>(softmax_scale * 1.4426950408889634);
+  return params;
+}
+
+}  // namespace
+
+std::string KernelConfig::to_string() const {
+  return "block_m=" + std::to_string(block_m) + " block_n=" + std::to_string(block_n) +
+         " warps=" + std::to_string(warps) + " stages=" + std::to_string(stages);
+}
+
+int v_padded_seq(int seq_kv) {
+  return (seq_kv + kernels::kVTokenBlock - 1) / kernels::kVTokenBlock * kernels::kVTokenBlock;
+}
+
+std::size_t v_int8_bytes(int batch, int heads_kv, int seq_kv, int head_dim) {
+  return static_cast<std::size_t>(batch) * heads_kv * head_dim * v_padded_seq(seq_kv);
+}
+
+TensorView v_int8_view(void* data, int batch, int heads_kv, int seq_kv, int head_dim) {
+  (void)batch;
+  const std::int64_t padded = v_padded_seq(seq_kv);
+  TensorView view;
+  view.data = data;
+  view.dtype = DType::kI8;
+  view.strides = {heads_kv * head_dim * padded, head_dim * padded, 1, padded};
+  return view;
+}
+
+std::size_t v_scale_count(VScaleGranularity granularity, int batch, int heads_kv, int seq_kv,
+                          int head_dim) {
+  const std::size_t heads = static_cast<std::size_t>(batch) * heads_kv;
+  switch (granularity) {
+    case VScaleGranularity::kPerTensor: return heads;
+    case VScaleGranularity::kPerChannel: return heads * head_dim;
+    case VScaleGranularity::kPerBlock:
+      return heads * (v_padded_seq(seq_kv) / kernels::kVTokenBlock) * head_dim;
+  }
+  return 0;
+}
+
+void attention_forward(const AttentionProblem& problem, const AttentionTensors& tensors,
+                       CUstream stream, const AttentionOptions& options) {
+  attention::validate_problem(problem);
+  attention::validate_options(problem, options);
+  attention::validate_tensors(problem, tensors, options);
+
+  const CUcontext context = launch::launch_context(stream);
+  CUdevice device = 0;
+  INTFA_DRIVER(cuCtxGetDevice, &device);
+  const device::DeviceInfo& info = device::cached_device_info(device);
+
+  attention::SpecRequest request;
+  request.arch = info.arch;
+  request.head_dim = problem.head_dim;
+  request.variant = problem.variant;
+  request.qk_bits = problem.qk_bits;
+  request.causal = problem.causal;
+  request.v_type = problem.variant == Variant::kHalfInt8 ? tensors.v.dtype : DType::kF16;
+  request.output_type = tensors.out.dtype;
+  request.p_encoding = options.p_encoding;
+  request.p_scale = options.p_scale;
+  request.v_granularity = options.v_granularity;
+  const KernelConfig config =
+      options.config ? *options.config : attention::choose_config(request, problem, info);
+  const render::KernelSpec spec = attention::make_spec(request, config);
+  attention::validate_config(spec, info.max_shared_bytes_per_block_optin);
+
+  const unsigned shared = static_cast<unsigned>(attention::shared_bytes(spec));
+  const launch::LoadedKernel& kernel =
+      launch::KernelRuntime::instance().load(spec, context, shared);
+  const double softmax_scale = options.softmax_scale > 0.0
+                                   ? options.softmax_scale
+                                   : 1.0 / std::sqrt(static_cast<double>(problem.head_dim));
+  const kernels::AttentionParams params = make_params(problem, tensors, softmax_scale);
+  launch::LaunchShape shape;
+  shape.grid[0] = static_cast<unsigned>((problem.seq_q + config.block_m - 1) / config.block_m);
+  shape.grid[1] = static_cast<unsigned>(problem.heads_q);
+  shape.grid[2] = static_cast<unsigned>(problem.batch);
+  shape.block[0] = static_cast<unsigned>(config.warps * 32);
+  shape.dynamic_shared_bytes = shared;
+  launch::launch(kernel, shape, stream, &params);
+}
+
+}  // namespace intfa

@@ -1,0 +1,111 @@
+#include "attention/attention_spec.hpp"
+
+#include "attention/attention_params.h"
+#include "intfa/errors.hpp"
+
+namespace intfa::attention {
+namespace {
+
+kernels::ElementType element_type(DType dtype, const char* field) {
+  if (dtype == DType::kF16) return kernels::ElementType::kF16;
+  if (dtype == DType::kBF16) return kernels::ElementType::kBF16;
+  throw InvalidArgument(field, dtype_name(dtype), "expected f16 or bf16");
+}
+
+}  // namespace
+
+
+render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& config) {
+  render::KernelSpec spec;
+  spec.family = render::KernelFamily::kAttention;
+  spec.arch = request.arch;
+  spec.head_dim = request.head_dim;
+  spec.block_m = config.block_m;
+  spec.block_n = config.block_n;
+  spec.warps = config.warps;
+  spec.stages = config.stages;
+  spec.qk_bits = request.qk_bits;
+  spec.causal = request.causal;
+  spec.output_type = element_type(request.output_type, "tensors.out.dtype");
+  if (request.variant == Variant::kFullInt8) {
+    spec.variant = kernels::AttentionVariant::kFullInt8;
+    spec.p_encoding = request.p_encoding == PEncoding::kSigned127
+                          ? kernels::PEncoding::kSigned127
+                          : kernels::PEncoding::kUnsigned255;
+    spec.p_scale = request.p_scale == PScaleReference::kRunningMax
+                       ? kernels::PScaleReference::kRunningMax
+                       : kernels::PScaleReference::kTileMax;
+    spec.v_granularity = static_cast<kernels::VScaleGranularity>(request.v_granularity);
+  } else {
+    // P is not quantized and V is not scaled: these fields stay at their defaults so that equal
+    // half-INT8 kernels have equal specs.
+    spec.variant = kernels::AttentionVariant::kHalfInt8;
+    spec.input_type = element_type(request.v_type, "tensors.v.dtype");
+  }
+  return spec;
+}
+
+KernelConfig heuristic_config(const SpecRequest& request) {
+  // 16 rows per warp, 8 warps: one 128-row block per SM keeps Q, S, P and the output tile in
+  // registers (about 200-250 of them at head dim 128). Head dim 256 halves the block.
+  if (request.head_dim >= 256) return KernelConfig{64, 32, 4, 2};
+  if (request.head_dim <= 64) return KernelConfig{128, 64, 8, 2};
+  return KernelConfig{128, 64, 8, 2};
+}
+
+int shared_bytes(const render::KernelSpec& spec) {
+  return kernels::attention_shared_bytes(
+      spec.head_dim, spec.block_m, spec.block_n, spec.stages, spec.qk_bits,
+      spec.variant == kernels::AttentionVariant::kFullInt8,
+      spec.variant == kernels::AttentionVariant::kFullInt8 &&
+          spec.v_granularity == kernels::VScaleGranularity::kPerBlock);
+}
+
+void validate_config(const render::KernelSpec& spec, int max_shared_bytes) {
+  const std::string where = "config (" + spec.to_string() + ")";
+  if (spec.head_dim != 64 && spec.head_dim != 128 && spec.head_dim != 256) {
+    throw InvalidArgument("problem.head_dim", std::to_string(spec.head_dim),
+                          "supported head dims are 64, 128 and 256");
+  }
+  if (spec.qk_bits != 8 && spec.qk_bits != 4) {
+    throw InvalidArgument("problem.qk_bits", std::to_string(spec.qk_bits), "expected 8 or 4");
+  }
+  if (spec.warps != 2 && spec.warps != 4 && spec.warps != 8) {
+    throw InvalidArgument("config.warps", std::to_string(spec.warps), "expected 2, 4 or 8");
+  }
+  if (spec.block_m != 16 * spec.warps && spec.block_m != 32 * spec.warps) {
+    throw InvalidArgument("config.block_m", std::to_string(spec.block_m),
+                          "expected 16 or 32 rows per warp (16 * warps or 32 * warps)");
+  }
+  if (spec.block_n != 32 && spec.block_n != 64 && spec.block_n != 128) {
+    throw InvalidArgument("config.block_n", std::to_string(spec.block_n),
+                          "expected 32, 64 or 128");
+  }
+  if (spec.stages < 2 || spec.stages > 4) {
+    throw InvalidArgument("config.stages", std::to_string(spec.stages), "expected 2 to 4");
+  }
+  const int needed = shared_bytes(spec);
+  if (needed > max_shared_bytes) {
+    throw Unsupported(where + " needs " + std::to_string(needed) +
+                      " bytes of shared memory per block; the device allows " +
+                      std::to_string(max_shared_bytes));
+  }
+}
+
+std::vector<KernelConfig> candidate_configs(const SpecRequest& request) {
+  std::vector<KernelConfig> configs;
+  for (int warps : {4, 8}) {
+    for (int rows_per_warp : {16, 32}) {
+      if (rows_per_warp == 32 && request.head_dim > 64) continue;  // registers
+      for (int block_n : {32, 64, 128}) {
+        if (request.head_dim >= 256 && block_n > 64) continue;
+        for (int stages : {2, 3}) {
+          configs.push_back(KernelConfig{rows_per_warp * warps, block_n, warps, stages});
+        }
+      }
+    }
+  }
+  return configs;
+}
+
+}  // namespace intfa::attention

@@ -1,0 +1,42 @@
+// From an attention problem to the KernelSpec that serves it: the public enums in kernel terms,
+// the tile-config heuristic, and the checks a config must pass before anything is compiled.
+#pragma once
+
+#include <vector>
+
+#include "device/arch.hpp"
+#include "intfa/attention.hpp"
+#include "render/kernel_spec.hpp"
+
+namespace intfa::attention {
+
+struct SpecRequest {
+  device::Arch arch = device::Arch::kSm80;
+  int head_dim = 128;
+  Variant variant = Variant::kFullInt8;
+  int qk_bits = 8;
+  bool causal = false;
+  DType v_type = DType::kF16;    // half INT8 only
+  DType output_type = DType::kF16;
+  PEncoding p_encoding = PEncoding::kUnsigned255;
+  PScaleReference p_scale = PScaleReference::kRunningMax;
+  VScaleGranularity v_granularity = VScaleGranularity::kPerTensor;
+};
+
+// The spec for `request` with tile config `config` (not validated).
+render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& config);
+
+// The default tile config for an arch, head dim and variant (the tuning database overrides it).
+KernelConfig heuristic_config(const SpecRequest& request);
+
+// Shared memory the kernel of `spec` uses per block.
+int shared_bytes(const render::KernelSpec& spec);
+
+// Throws InvalidArgument naming the bad config field (block_m not 16 or 32 rows per warp, ...),
+// or Unsupported when the kernel would need more than `max_shared_bytes` of shared memory.
+void validate_config(const render::KernelSpec& spec, int max_shared_bytes);
+
+// Every tile config the tuner may try for `request` (before shared-memory pruning).
+std::vector<KernelConfig> candidate_configs(const SpecRequest& request);
+
+}  // namespace intfa::attention

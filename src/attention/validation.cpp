@@ -1,0 +1,157 @@
+#include "attention/validation.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <string>
+
+#include "intfa/errors.hpp"
+
+namespace intfa::attention {
+namespace {
+
+std::string strides_text(const std::array<std::int64_t, 4>& strides) {
+  return "[" + std::to_string(strides[0]) + ", " + std::to_string(strides[1]) + ", " +
+         std::to_string(strides[2]) + ", " + std::to_string(strides[3]) + "]";
+}
+
+void require_positive(int value, const std::string& field) {
+  if (value < 1) throw InvalidArgument(field, std::to_string(value), "expected >= 1");
+}
+
+void require_dtype(const TensorView& view, const std::string& field,
+                   std::initializer_list<DType> allowed) {
+  if (std::find(allowed.begin(), allowed.end(), view.dtype) != allowed.end()) return;
+  std::string names;
+  for (DType dtype : allowed) names += (names.empty() ? "" : " or ") + dtype_name(dtype);
+  throw InvalidArgument(field + ".dtype", dtype_name(view.dtype), "expected " + names);
+}
+
+}  // namespace
+
+void validate_shape(const TensorShape& shape, const char* field) {
+  const std::string prefix = field;
+  require_positive(shape.batch, prefix + ".batch");
+  require_positive(shape.heads, prefix + ".heads");
+  require_positive(shape.seq, prefix + ".seq");
+  if (shape.head_dim != 64 && shape.head_dim != 128 && shape.head_dim != 256) {
+    throw InvalidArgument(prefix + ".head_dim", std::to_string(shape.head_dim),
+                          "supported head dims are 64, 128 and 256");
+  }
+}
+
+void validate_problem(const AttentionProblem& problem) {
+  require_positive(problem.batch, "problem.batch");
+  require_positive(problem.heads_q, "problem.heads_q");
+  require_positive(problem.heads_kv, "problem.heads_kv");
+  require_positive(problem.seq_q, "problem.seq_q");
+  require_positive(problem.seq_kv, "problem.seq_kv");
+  if (problem.head_dim != 64 && problem.head_dim != 128 && problem.head_dim != 256) {
+    throw InvalidArgument("problem.head_dim", std::to_string(problem.head_dim),
+                          "supported head dims are 64, 128 and 256");
+  }
+  if (problem.heads_q % problem.heads_kv != 0) {
+    throw InvalidArgument("problem.heads_q", std::to_string(problem.heads_q),
+                          "expected a multiple of problem.heads_kv = " +
+                              std::to_string(problem.heads_kv) + " (GQA/MQA)");
+  }
+  if (problem.qk_bits != 8 && problem.qk_bits != 4) {
+    throw InvalidArgument("problem.qk_bits", std::to_string(problem.qk_bits), "expected 8 or 4");
+  }
+  // Offsets inside one (batch, head) are 32-bit in the kernels.
+  constexpr int kMaxSeq = 1 << 28;
+  if (problem.seq_q > kMaxSeq || problem.seq_kv > kMaxSeq) {
+    throw InvalidArgument(problem.seq_q > kMaxSeq ? "problem.seq_q" : "problem.seq_kv",
+                          std::to_string(std::max(problem.seq_q, problem.seq_kv)),
+                          "expected <= 2^28");
+  }
+}
+
+void validate_options(const AttentionProblem& problem, const AttentionOptions& options) {
+  if (!std::isfinite(options.softmax_scale) || options.softmax_scale < 0.0) {
+    throw InvalidArgument("options.softmax_scale", std::to_string(options.softmax_scale),
+                          "expected a finite value > 0 (or 0 for 1/sqrt(head_dim))");
+  }
+  (void)problem;
+}
+
+void validate_view(const TensorView& view, const ViewRequirements& r) {
+  const std::string field = r.field;
+  if (view.data == nullptr) throw InvalidArgument(field + ".data", "null", "expected a device pointer");
+  if (reinterpret_cast<std::uintptr_t>(view.data) % r.alignment_bytes != 0) {
+    throw InvalidArgument(field + ".data", std::to_string(reinterpret_cast<std::uintptr_t>(view.data)),
+                          "expected " + std::to_string(r.alignment_bytes) + "-byte alignment");
+  }
+  const auto& strides = view.strides;
+  if (strides[r.contiguous_dim] != 1) {
+    throw InvalidArgument(field + ".strides", strides_text(strides),
+                          "expected stride 1 on dimension " + std::to_string(r.contiguous_dim));
+  }
+  for (int dim = 0; dim < 4; ++dim) {
+    if (strides[dim] < 0) {
+      throw InvalidArgument(field + ".strides", strides_text(strides), "expected strides >= 0");
+    }
+    if (dim == r.contiguous_dim || r.extents[dim] == 1) continue;
+    if ((strides[dim] * r.element_bytes) % r.alignment_bytes != 0) {
+      throw InvalidArgument(field + ".strides", strides_text(strides),
+                            "dimension " + std::to_string(dim) + " must step by a multiple of " +
+                                std::to_string(r.alignment_bytes) + " bytes");
+    }
+  }
+  // No two elements may share an address: ordered by stride, each dimension must step over the
+  // whole extent of the dimensions below it.
+  std::array<int, 4> order{0, 1, 2, 3};
+  std::sort(order.begin(), order.end(),
+            [&](int a, int b) { return strides[a] < strides[b]; });
+  std::int64_t span = 1;
+  for (int dim : order) {
+    if (r.extents[dim] == 1) continue;
+    if (strides[dim] < span) {
+      throw InvalidArgument(field + ".strides", strides_text(strides),
+                            "strides overlap: dimension " + std::to_string(dim) + " (stride " +
+                                std::to_string(strides[dim]) + ") steps inside dimensions that span " +
+                                std::to_string(span) + " elements");
+    }
+    span = strides[dim] * r.extents[dim];
+  }
+}
+
+void validate_scales(const float* scales, const char* field) {
+  if (scales == nullptr) throw InvalidArgument(field, "null", "expected a device pointer");
+  if (reinterpret_cast<std::uintptr_t>(scales) % 4 != 0) {
+    throw InvalidArgument(field, std::to_string(reinterpret_cast<std::uintptr_t>(scales)),
+                          "expected 4-byte alignment");
+  }
+}
+
+void validate_tensors(const AttentionProblem& p, const AttentionTensors& t,
+                      const AttentionOptions& options) {
+  const DType qk_dtype = p.qk_bits == 8 ? DType::kI8 : DType::kI4x2;
+  const std::int64_t qk_row = p.qk_bits == 8 ? p.head_dim : p.head_dim / 2;
+  require_dtype(t.q, "tensors.q", {qk_dtype});
+  require_dtype(t.k, "tensors.k", {qk_dtype});
+  validate_view(t.q, {"tensors.q", {p.batch, p.heads_q, p.seq_q, qk_row}, 1, 16});
+  validate_view(t.k, {"tensors.k", {p.batch, p.heads_kv, p.seq_kv, qk_row}, 1, 16});
+  validate_scales(t.q_scale, "tensors.q_scale");
+  validate_scales(t.k_scale, "tensors.k_scale");
+  if (p.variant == Variant::kFullInt8) {
+    require_dtype(t.v, "tensors.v", {DType::kI8});
+    // The INT8 V layout: tokens contiguous (permuted), channels v_padded_seq apart at least.
+    validate_view(t.v, {"tensors.v", {p.batch, p.heads_kv, v_padded_seq(p.seq_kv), p.head_dim}, 1,
+                        16, 2});
+    validate_scales(t.v_scale, "tensors.v_scale");
+  } else {
+    require_dtype(t.v, "tensors.v", {DType::kF16, DType::kBF16});
+    validate_view(t.v, {"tensors.v", {p.batch, p.heads_kv, p.seq_kv, p.head_dim}, 2, 16});
+  }
+  require_dtype(t.out, "tensors.out", {DType::kF16, DType::kBF16});
+  validate_view(t.out, {"tensors.out", {p.batch, p.heads_q, p.seq_q, p.head_dim}, 2, 4});
+  if (t.lse != nullptr && reinterpret_cast<std::uintptr_t>(t.lse) % 4 != 0) {
+    throw InvalidArgument("tensors.lse", std::to_string(reinterpret_cast<std::uintptr_t>(t.lse)),
+                          "expected 4-byte alignment");
+  }
+  (void)options;
+}
+
+}  // namespace intfa::attention

@@ -1,0 +1,30 @@
+// Every check attention_forward makes before it launches anything. Each failure is an
+// InvalidArgument naming the field ("tensors.k.strides") and the value.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "intfa/attention.hpp"
+#include "intfa/types.hpp"
+
+namespace intfa::attention {
+
+void validate_problem(const AttentionProblem& problem);
+void validate_options(const AttentionProblem& problem, const AttentionOptions& options);
+void validate_tensors(const AttentionProblem& problem, const AttentionTensors& tensors,
+                      const AttentionOptions& options);
+
+// Shared view checks (also used by the quantize entry points).
+struct ViewRequirements {
+  const char* field;                   // "tensors.q"
+  std::array<std::int64_t, 4> extents;  // logical [batch, heads, seq, head_dim]
+  int element_bytes;                    // bytes per stride unit
+  int alignment_bytes;                  // of the data pointer and of the batch/head/row strides
+  int contiguous_dim = 3;               // the dimension that must have stride 1
+};
+void validate_view(const TensorView& view, const ViewRequirements& requirements);
+void validate_scales(const float* scales, const char* field);
+void validate_shape(const TensorShape& shape, const char* field);
+
+}  // namespace intfa::attention

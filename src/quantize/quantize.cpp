@@ -1,0 +1,148 @@
+// Host side of the quantize kernels: validation, spec, launch geometry.
+#include "intfa/quantize.hpp"
+
+#include "attention/attention_params.h"
+#include "attention/validation.hpp"
+#include "device/device_info.hpp"
+#include "device/driver_api.hpp"
+#include "intfa/errors.hpp"
+#include "launch/kernel_runtime.hpp"
+#include "quantize/quantize_params.h"
+#include "render/kernel_spec.hpp"
+
+namespace intfa {
+namespace {
+
+kernels::ElementType input_type(const TensorView& input, const char* field) {
+  if (input.dtype == DType::kF16) return kernels::ElementType::kF16;
+  if (input.dtype == DType::kBF16) return kernels::ElementType::kBF16;
+  throw InvalidArgument(std::string(field) + ".dtype", dtype_name(input.dtype),
+                        "expected f16 or bf16");
+}
+
+struct LaunchContext {
+  CUcontext context;
+  device::Arch arch;
+};
+
+LaunchContext current_launch_context(CUstream stream) {
+  LaunchContext launch_context;
+  launch_context.context = launch::launch_context(stream);
+  CUdevice device = 0;
+  INTFA_DRIVER(cuCtxGetDevice, &device);
+  launch_context.arch = device::cached_device_info(device).arch;
+  return launch_context;
+}
+
+void launch_spec(const render::KernelSpec& spec, const LaunchContext& where,
+                 const launch::LaunchShape& shape, CUstream stream, const void* params) {
+  const launch::LoadedKernel& kernel =
+      launch::KernelRuntime::instance().load(spec, where.context, shape.dynamic_shared_bytes);
+  launch::launch(kernel, shape, stream, params);
+}
+
+}  // namespace
+
+void quantize_qk(const TensorShape& shape, const TensorView& input, const TensorView& output,
+                 float* scales, CUstream stream, const QuantizeOptions& options) {
+  attention::validate_shape(shape, "shape");
+  if (options.bits != 8 && options.bits != 4) {
+    throw InvalidArgument("options.bits", std::to_string(options.bits), "expected 8 or 4");
+  }
+  const kernels::ElementType element = input_type(input, "input");
+  attention::validate_view(input, {"input", {shape.batch, shape.heads, shape.seq, shape.head_dim},
+                                   2, 16});
+  const DType output_dtype = options.bits == 8 ? DType::kI8 : DType::kI4x2;
+  if (output.dtype != output_dtype) {
+    throw InvalidArgument("output.dtype", dtype_name(output.dtype),
+                          "expected " + dtype_name(output_dtype) + " for " +
+                              std::to_string(options.bits) + "-bit quantization");
+  }
+  const int output_row_bytes = shape.head_dim * options.bits / 8;
+  attention::validate_view(output,
+                           {"output", {shape.batch, shape.heads, shape.seq, output_row_bytes}, 1, 16});
+  attention::validate_scales(scales, "scales");
+
+  const LaunchContext where = current_launch_context(stream);
+  render::KernelSpec spec;
+  spec.family = render::KernelFamily::kQuantizeRows;
+  spec.arch = where.arch;
+  spec.head_dim = shape.head_dim;
+  spec.input_type = element;
+  spec.qk_bits = options.bits;
+
+  kernels::QuantizeRowsParams params{};
+  params.input = input.data;
+  params.output = output.data;
+  params.scales = scales;
+  params.channel_mean = nullptr;
+  params.input_batch_stride = input.strides[0];
+  params.input_head_stride = input.strides[1];
+  params.input_row_stride = input.strides[2];
+  params.output_batch_stride = output.strides[0];
+  params.output_head_stride = output.strides[1];
+  params.output_row_stride = output.strides[2];
+  params.batch = shape.batch;
+  params.heads = shape.heads;
+  params.seq = shape.seq;
+
+  constexpr int kThreads = 128;  // quantize_rows' block size
+  const int rows_per_block = kThreads / (shape.head_dim / 8);
+  const long long rows = static_cast<long long>(shape.batch) * shape.heads * shape.seq;
+  launch::LaunchShape launch_shape;
+  launch_shape.grid[0] = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+  launch_shape.block[0] = kThreads;
+  launch_spec(spec, where, launch_shape, stream, &params);
+}
+
+void quantize_v(const TensorShape& shape, const TensorView& input, void* output, float* scales,
+                VScaleGranularity granularity, CUstream stream) {
+  attention::validate_shape(shape, "shape");
+  const kernels::ElementType element = input_type(input, "input");
+  attention::validate_view(input, {"input", {shape.batch, shape.heads, shape.seq, shape.head_dim},
+                                   2, 16});
+  if (output == nullptr) throw InvalidArgument("output", "null", "expected a device pointer");
+  if (reinterpret_cast<std::uintptr_t>(output) % 16 != 0) {
+    throw InvalidArgument("output", std::to_string(reinterpret_cast<std::uintptr_t>(output)),
+                          "expected 16-byte alignment");
+  }
+  attention::validate_scales(scales, "scales");
+
+  const LaunchContext where = current_launch_context(stream);
+  kernels::QuantizeVParams params{};
+  params.input = input.data;
+  params.output = static_cast<kernels::i8*>(output);
+  params.scales = scales;
+  params.input_batch_stride = input.strides[0];
+  params.input_head_stride = input.strides[1];
+  params.input_row_stride = input.strides[2];
+  params.batch = shape.batch;
+  params.heads = shape.heads;
+  params.seq = shape.seq;
+  params.padded_seq = v_padded_seq(shape.seq);
+
+  render::KernelSpec spec;
+  spec.family = render::KernelFamily::kQuantizeV;
+  spec.arch = where.arch;
+  spec.head_dim = shape.head_dim;
+  spec.input_type = element;
+  spec.v_granularity = static_cast<kernels::VScaleGranularity>(granularity);
+  launch::LaunchShape launch_shape;
+  launch_shape.grid[0] = static_cast<unsigned>(params.padded_seq / kernels::kVTokenBlock);
+  launch_shape.grid[1] = static_cast<unsigned>(shape.heads);
+  launch_shape.grid[2] = static_cast<unsigned>(shape.batch);
+  launch_shape.block[0] = 256;
+
+  if (granularity != VScaleGranularity::kPerBlock) {
+    // The maximum over the whole sequence, accumulated with atomicMax into zeroed scales.
+    const std::size_t count = v_scale_count(granularity, shape.batch, shape.heads, shape.seq,
+                                            shape.head_dim);
+    INTFA_DRIVER(cuMemsetD32Async, reinterpret_cast<CUdeviceptr>(scales), 0, count, stream);
+    render::KernelSpec scale_spec = spec;
+    scale_spec.family = render::KernelFamily::kQuantizeVScale;
+    launch_spec(scale_spec, where, launch_shape, stream, &params);
+  }
+  launch_spec(spec, where, launch_shape, stream, &params);
+}
+
+}  // namespace intfa

@@ -1,0 +1,56 @@
+// Global -> shared copies (cp.async, PTX ISA "Data Movement and Conversion Instructions") and
+// shared -> register fragment loads (ldmatrix).
+#pragma once
+
+#include "common/types.h"
+
+namespace intfa {
+namespace kernels {
+
+__device__ __forceinline__ u32 shared_address(const void* pointer) {
+  return static_cast<u32>(__cvta_generic_to_shared(pointer));
+}
+
+// Copies 16 bytes, or zero-fills the destination when `valid` is false (tails are padded on chip,
+// never by the caller). L2 only (.cg): tiles are reused from shared memory, not L1.
+__device__ __forceinline__ void copy_16_bytes_async(u32 destination, const void* source,
+                                                    bool valid) {
+  const int source_bytes = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(destination),
+               "l"(source), "r"(source_bytes));
+}
+
+// 4 bytes (one FP32 scale); zero-fills when invalid.
+__device__ __forceinline__ void copy_4_bytes_async(u32 destination, const void* source,
+                                                   bool valid) {
+  const int source_bytes = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(destination), "l"(source),
+               "r"(source_bytes));
+}
+
+__device__ __forceinline__ void commit_async_copies() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+
+// Waits until at most `Pending` committed groups are still in flight.
+template <int Pending>
+__device__ __forceinline__ void wait_async_copies() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(Pending));
+}
+
+// Four 8x8 matrices of 16-bit elements (= 8 rows of 16 bytes each). Lanes 8i..8i+7 give the row
+// addresses of matrix i; register i of each lane receives its part of matrix i.
+__device__ __forceinline__ void load_matrix_x4(u32 (&fragment)[4], u32 address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3])
+               : "r"(address));
+}
+
+__device__ __forceinline__ void load_matrix_x4_transposed(u32 (&fragment)[4], u32 address) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3])
+               : "r"(address));
+}
+
+}  // namespace kernels
+}  // namespace intfa

@@ -1,0 +1,77 @@
+// Every attention kernel the library can select compiles with NVRTC for each target (no GPU
+// needed): head dims 64/128/256, causal on and off, both variants, sm_80/86/89/90a.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "attention/attention_spec.hpp"
+#include "nvrtc/compiler.hpp"
+#include "render/render.hpp"
+
+namespace intfa::attention {
+namespace {
+
+struct Failure {
+  std::string spec;
+  std::string message;
+};
+
+// Compiles with both cores; returns the failures.
+std::vector<Failure> compile_all(const std::vector<render::KernelSpec>& specs) {
+  const render::TemplateSet& templates = render::TemplateSet::embedded();
+  std::vector<Failure> failures;
+  std::mutex mutex;
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < specs.size(); i = next++) {
+      const render::KernelSpec& spec = specs[i];
+      try {
+        const render::RenderedUnit unit = render::render(spec, templates);
+        const nvrtc::Cubin cubin =
+            nvrtc::compile(unit, spec, nvrtc::compile_options(spec.arch), templates);
+        if (nvrtc::cubin_sm_number(cubin.image) != device::arch_sm_number(spec.arch)) {
+          std::lock_guard<std::mutex> lock(mutex);
+          failures.push_back({spec.to_string(), "cubin is for another arch"});
+        }
+      } catch (const std::exception& error) {
+        std::lock_guard<std::mutex> lock(mutex);
+        failures.push_back({spec.to_string(), error.what()});
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (unsigned i = 0; i < std::max(2u, std::thread::hardware_concurrency()); ++i) {
+    threads.emplace_back(worker);
+  }
+  for (auto& thread : threads) thread.join();
+  return failures;
+}
+
+class AttentionCompile : public ::testing::TestWithParam<device::Arch> {};
+
+TEST_P(AttentionCompile, EveryHeadDimCausalityAndVariantCompiles) {
+  std::vector<render::KernelSpec> specs;
+  for (int head_dim : {64, 128, 256}) {
+    for (bool causal : {false, true}) {
+      for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+        SpecRequest request;
+        request.arch = GetParam();
+        request.head_dim = head_dim;
+        request.causal = causal;
+        request.variant = variant;
+        specs.push_back(make_spec(request, heuristic_config(request)));
+      }
+    }
+  }
+  for (const Failure& failure : compile_all(specs)) {
+    ADD_FAILURE() << failure.spec << ": " << failure.message;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Archs, AttentionCompile, ::testing::ValuesIn(device::all_archs()),
+                         [](const auto& param_info) { return device::arch_name(param_info.param); });
+
+}  // namespace
+}  // namespace intfa::attention

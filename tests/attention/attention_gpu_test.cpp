@@ -1,0 +1,152 @@
+// The attention kernels on a GPU against the CPU references (skipped without a GPU). Every case
+// draws fresh random inputs; the seed is printed so a failure can be replayed.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "intfa/attention.hpp"
+#include "reference/attention_check.hpp"
+#include "reference/reference.hpp"
+#include "support/gpu.hpp"
+
+namespace intfa {
+namespace {
+
+using reference::CheckCase;
+using reference::CheckResult;
+
+// Tolerances: against the quantized model only rounding-order differences remain; against
+// float64 the quantization error of each variant is bounded loosely here (the accuracy table in
+// bench/RESULTS.md is where it is measured).
+constexpr double kModelRelativeL2 = 1e-3;
+constexpr double kLseAbsoluteError = 1e-3;
+
+struct Shape {
+  int batch, heads_q, heads_kv, seq_q, seq_kv, head_dim;
+  bool causal;
+};
+
+CheckCase make_case(const Shape& s, Variant variant) {
+  CheckCase check;
+  check.problem.batch = s.batch;
+  check.problem.heads_q = s.heads_q;
+  check.problem.heads_kv = s.heads_kv;
+  check.problem.seq_q = s.seq_q;
+  check.problem.seq_kv = s.seq_kv;
+  check.problem.head_dim = s.head_dim;
+  check.problem.causal = s.causal;
+  check.problem.variant = variant;
+  check.seed = reference::fresh_seed();
+  return check;
+}
+
+// The heuristic's config, made explicit so the model steps through the same key tiles.
+void use_heuristic_config(CheckCase& check) {
+  if (check.options.config) return;
+  if (check.problem.head_dim >= 256) {
+    check.options.config = KernelConfig{64, 32, 4, 2};
+  } else {
+    check.options.config = KernelConfig{128, 64, 8, 2};
+  }
+}
+
+void expect_correct(CheckCase check, double f64_bound) {
+  use_heuristic_config(check);
+  const CheckResult result = reference::run_check(check);
+  std::printf("  %s\n    %s\n", check.to_string().c_str(), result.to_string().c_str());
+  const std::string where = check.to_string();
+  EXPECT_EQ(result.unwritten_outputs, 0u) << where;
+  EXPECT_EQ(result.vs_model.non_finite, 0u) << where;
+  EXPECT_LE(result.vs_model.relative_l2, kModelRelativeL2) << where;
+  EXPECT_EQ(result.q_mismatches, 0u) << where;
+  EXPECT_EQ(result.k_mismatches, 0u) << where;
+  EXPECT_EQ(result.v_mismatches, 0u) << where;
+  EXPECT_EQ(result.scale_mismatches, 0u) << where;
+  if (check.with_lse) {
+    EXPECT_EQ(result.lse_infinity_mismatches, 0u) << where;
+    EXPECT_LE(result.lse_max_abs_error, kLseAbsoluteError) << where;
+  }
+  if (check.compare_to_f64) {
+    EXPECT_LE(result.vs_f64.relative_l2, f64_bound) << where;
+  }
+}
+
+const std::vector<Shape>& shapes() {
+  static const std::vector<Shape> list = {
+      {1, 2, 2, 1, 1, 128, false},        {1, 2, 2, 17, 17, 128, false},
+      {2, 2, 2, 1000, 1000, 64, false},   {1, 2, 2, 1000, 1000, 128, true},
+      {1, 1, 1, 4097, 4097, 128, false},  {1, 1, 1, 4097, 4097, 64, true},
+      {1, 2, 2, 300, 1000, 128, true},    {1, 2, 2, 1000, 300, 128, true},
+      {1, 2, 2, 77, 1000, 128, false},    {1, 32, 8, 130, 200, 128, true},
+      {1, 32, 1, 100, 257, 64, false},    {1, 2, 2, 333, 333, 256, false},
+      {1, 2, 2, 200, 513, 256, true},
+  };
+  return list;
+}
+
+class AttentionGpu : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(AttentionGpu, FullInt8MatchesTheQuantizedModel) {
+  INTFA_REQUIRE_GPU();
+  expect_correct(make_case(GetParam(), Variant::kFullInt8), 0.05);
+}
+
+TEST_P(AttentionGpu, HalfInt8MatchesTheQuantizedModel) {
+  INTFA_REQUIRE_GPU();
+  expect_correct(make_case(GetParam(), Variant::kHalfInt8), 0.02);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGpu, ::testing::ValuesIn(shapes()));
+
+TEST(AttentionGpuOptions, EveryPQuantizationAndVGranularityMatchesTheModel) {
+  INTFA_REQUIRE_GPU();
+  for (PEncoding encoding : {PEncoding::kSigned127, PEncoding::kUnsigned255}) {
+    for (PScaleReference reference : {PScaleReference::kRunningMax, PScaleReference::kTileMax}) {
+      for (VScaleGranularity granularity :
+           {VScaleGranularity::kPerTensor, VScaleGranularity::kPerChannel,
+            VScaleGranularity::kPerBlock}) {
+        CheckCase check = make_case({1, 2, 2, 500, 700, 128, true}, Variant::kFullInt8);
+        check.options.p_encoding = encoding;
+        check.options.p_scale = reference;
+        check.options.v_granularity = granularity;
+        expect_correct(check, 0.05);
+      }
+    }
+  }
+}
+
+TEST(AttentionGpuOptions, StridedBnhdLayoutsAndBf16) {
+  INTFA_REQUIRE_GPU();
+  for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+    CheckCase check = make_case({2, 4, 2, 129, 300, 128, true}, variant);
+    check.layout = Layout::kBNHD;
+    check.io_type = DType::kBF16;
+    expect_correct(check, variant == Variant::kFullInt8 ? 0.05 : 0.03);
+  }
+}
+
+TEST(AttentionGpuOptions, UniformInputsAndExplicitSoftmaxScale) {
+  INTFA_REQUIRE_GPU();
+  CheckCase check = make_case({1, 2, 2, 256, 256, 64, false}, Variant::kFullInt8);
+  check.distribution = reference::Distribution::kUniformHalf;
+  check.options.softmax_scale = 0.3;
+  expect_correct(check, 0.02);
+}
+
+TEST(AttentionGpuOptions, EveryTileConfigOfTheTunerMatchesTheModel) {
+  INTFA_REQUIRE_GPU();
+  for (int head_dim : {64, 128}) {
+    for (const KernelConfig& config : std::vector<KernelConfig>{
+             {64, 32, 4, 2}, {64, 64, 4, 3}, {128, 128, 8, 2}, {128, 64, 4, 2}, {128, 32, 8, 3}}) {
+      if (config.block_m == 32 * config.warps && head_dim > 64) continue;
+      CheckCase check = make_case({1, 2, 1, 300, 450, head_dim, true}, Variant::kFullInt8);
+      check.options.config = config;
+      expect_correct(check, 0.05);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace intfa

@@ -1,0 +1,93 @@
+#include "attention/attention_spec.hpp"
+
+#include <gtest/gtest.h>
+
+#include "attention/attention_params.h"
+#include "intfa/errors.hpp"
+
+namespace intfa::attention {
+namespace {
+
+SpecRequest request_for(int head_dim) {
+  SpecRequest request;
+  request.arch = device::Arch::kSm90a;
+  request.head_dim = head_dim;
+  return request;
+}
+
+TEST(AttentionSpec, HeuristicConfigsAreValidAndFitEveryTarget) {
+  for (int head_dim : {64, 128, 256}) {
+    for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+      SpecRequest request = request_for(head_dim);
+      request.variant = variant;
+      // 99 KB: the smallest opt-in shared memory of the targets (sm_86, sm_89).
+      EXPECT_NO_THROW(validate_config(make_spec(request, heuristic_config(request)), 99 * 1024));
+    }
+  }
+}
+
+TEST(AttentionSpec, ConfigFieldsOutOfRangeAreNamed) {
+  const SpecRequest request = request_for(128);
+  auto field_of = [&](KernelConfig config) -> std::string {
+    try {
+      validate_config(make_spec(request, config), 1 << 20);
+    } catch (const InvalidArgument& error) {
+      return error.field();
+    }
+    return "(accepted)";
+  };
+  EXPECT_EQ(field_of({128, 64, 8, 2}), "(accepted)");
+  EXPECT_EQ(field_of({100, 64, 8, 2}), "config.block_m");
+  EXPECT_EQ(field_of({128, 48, 8, 2}), "config.block_n");
+  EXPECT_EQ(field_of({128, 64, 3, 2}), "config.warps");
+  EXPECT_EQ(field_of({128, 64, 8, 1}), "config.stages");
+  EXPECT_EQ(field_of({128, 64, 8, 5}), "config.stages");
+}
+
+TEST(AttentionSpec, ConfigsThatDoNotFitTheDevicesSharedMemoryAreUnsupported) {
+  const SpecRequest request = request_for(256);
+  const render::KernelSpec spec = make_spec(request, KernelConfig{128, 128, 8, 4});
+  EXPECT_GT(shared_bytes(spec), 200 * 1024);
+  EXPECT_THROW(validate_config(spec, 99 * 1024), Unsupported);
+}
+
+TEST(AttentionSpec, SharedBytesFollowTheKernelsLayout) {
+  SpecRequest request = request_for(128);
+  const render::KernelSpec full = make_spec(request, KernelConfig{128, 64, 8, 2});
+  // Q 128x128 + 2 x (K 64x128 + V 128x64 + K scales 64x4).
+  EXPECT_EQ(shared_bytes(full), 128 * 128 + 2 * (64 * 128 + 128 * 64 + 64 * 4));
+  request.variant = Variant::kHalfInt8;
+  const render::KernelSpec half = make_spec(request, KernelConfig{128, 64, 8, 2});
+  EXPECT_EQ(shared_bytes(half), 128 * 128 + 2 * (64 * 128 + 64 * 128 * 2 + 64 * 4));
+}
+
+TEST(AttentionSpec, HalfInt8SpecsIgnoreFullInt8NumericsOptions) {
+  SpecRequest request = request_for(64);
+  request.variant = Variant::kHalfInt8;
+  request.p_encoding = PEncoding::kSigned127;
+  const render::KernelSpec a = make_spec(request, heuristic_config(request));
+  request.p_encoding = PEncoding::kUnsigned255;
+  request.v_granularity = VScaleGranularity::kPerBlock;
+  EXPECT_EQ(a, make_spec(request, heuristic_config(request)));
+}
+
+TEST(AttentionSpec, VPositionPermutationIsABijectionWithinEachGroupOf16) {
+  std::vector<int> seen(64, 0);
+  for (int token = 0; token < 64; ++token) {
+    const int position = kernels::v_position_of_token(token);
+    ASSERT_GE(position, token & ~15);
+    ASSERT_LT(position, (token & ~15) + 16);
+    ++seen[static_cast<std::size_t>(position)];
+  }
+  for (int count : seen) EXPECT_EQ(count, 1);
+  // Lane t of a quad holds columns 2t, 2t+1 (tile 0) and 8+2t, 9+2t (tile 1): positions 4t..4t+3.
+  for (int t = 0; t < 4; ++t) {
+    EXPECT_EQ(kernels::v_position_of_token(2 * t), 4 * t);
+    EXPECT_EQ(kernels::v_position_of_token(2 * t + 1), 4 * t + 1);
+    EXPECT_EQ(kernels::v_position_of_token(8 + 2 * t), 4 * t + 2);
+    EXPECT_EQ(kernels::v_position_of_token(9 + 2 * t), 4 * t + 3);
+  }
+}
+
+}  // namespace
+}  // namespace intfa::attention

@@ -1,0 +1,188 @@
+// Where the cache lives, and what happens when it cannot be trusted or written: the environment's
+// precedence, refusal of a shared-writable directory, and memory-only operation after a write
+// failure, with one warning each and never an exception.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "cache/cache_test_support.hpp"
+#include "cache/disk_cache.hpp"
+#include "common/log.hpp"
+#include "intfa/errors.hpp"
+#include "launch/kernel_runtime.hpp"
+
+namespace intfa::cache {
+namespace {
+
+using namespace intfa::testing;
+
+// Every variable default_directory() reads, cleared; each test sets what it needs.
+class CacheDirectoryEnvironment : public ::testing::Test {
+ protected:
+  ScopedEnv cache_dir_{"INTFA_CACHE_DIR", std::nullopt};
+  ScopedEnv disable_{"INTFA_CACHE_DISABLE", std::nullopt};
+  ScopedEnv xdg_{"XDG_CACHE_HOME", std::nullopt};
+  ScopedEnv home_{"HOME", std::nullopt};
+};
+
+using DiskCacheDefaultDirectory = CacheDirectoryEnvironment;
+
+TEST_F(DiskCacheDefaultDirectory, PrefersIntfaCacheDir) {
+  const ScopedEnv cache_dir("INTFA_CACHE_DIR", "/srv/kernels");
+  const ScopedEnv xdg("XDG_CACHE_HOME", "/xdg");
+  const ScopedEnv home("HOME", "/home/someone");
+  EXPECT_EQ(DiskCache::default_directory(), fs::path("/srv/kernels"));
+}
+
+TEST_F(DiskCacheDefaultDirectory, ThenXdgCacheHome) {
+  const ScopedEnv xdg("XDG_CACHE_HOME", "/xdg");
+  const ScopedEnv home("HOME", "/home/someone");
+  EXPECT_EQ(DiskCache::default_directory(), fs::path("/xdg/intfa"));
+}
+
+TEST_F(DiskCacheDefaultDirectory, ThenHomeDotCache) {
+  const ScopedEnv home("HOME", "/home/someone");
+  EXPECT_EQ(DiskCache::default_directory(), fs::path("/home/someone/.cache/intfa"));
+  const ScopedEnv relative_xdg("XDG_CACHE_HOME", "relative/xdg");  // invalid per the XDG spec
+  EXPECT_EQ(DiskCache::default_directory(), fs::path("/home/someone/.cache/intfa"));
+}
+
+TEST_F(DiskCacheDefaultDirectory, IsNoneWithoutAnyLocation) {
+  EXPECT_EQ(DiskCache::default_directory(), std::nullopt);
+}
+
+TEST_F(DiskCacheDefaultDirectory, IsNoneWhenDisabled) {
+  const ScopedEnv cache_dir("INTFA_CACHE_DIR", "/srv/kernels");
+  for (const char* on : {"1", "true", "yes"}) {
+    const ScopedEnv disable("INTFA_CACHE_DISABLE", on);
+    EXPECT_EQ(DiskCache::default_directory(), std::nullopt) << on;
+  }
+  const ScopedEnv enable("INTFA_CACHE_DISABLE", "0");
+  EXPECT_EQ(DiskCache::default_directory(), fs::path("/srv/kernels"));
+}
+
+TEST_F(DiskCacheDefaultDirectory, RejectsAMalformedDisableFlagNamingIt) {
+  const ScopedEnv disable("INTFA_CACHE_DISABLE", "maybe");
+  try {
+    DiskCache::default_directory();
+    FAIL() << "accepted INTFA_CACHE_DISABLE=maybe";
+  } catch (const InvalidArgument& error) {
+    EXPECT_EQ(error.field(), "INTFA_CACHE_DISABLE");
+  }
+}
+
+TEST_F(DiskCacheDefaultDirectory, RejectsARelativeIntfaCacheDirNamingIt) {
+  const ScopedEnv cache_dir("INTFA_CACHE_DIR", "relative/cache");
+  try {
+    DiskCache::default_directory();
+    FAIL() << "accepted a relative INTFA_CACHE_DIR";
+  } catch (const InvalidArgument& error) {
+    EXPECT_EQ(error.field(), "INTFA_CACHE_DIR");
+    EXPECT_NE(std::string(error.what()).find("relative/cache"), std::string::npos);
+  }
+}
+
+// A directory others may write to could hold a planted cubin: it is neither read nor written.
+TEST(DiskCacheSharedDirectory, IsRefusedWithOneWarningAndWorksFromMemoryOnly) {
+  for (const unsigned mode : {0770u, 0707u, 0777u}) {
+    const TempDirectory directory;
+    DiskCache(directory.path()).store(test_key(1), fake_cubin(), quantize_rows_spec());
+    ASSERT_EQ(::chmod(directory.path().c_str(), mode), 0);
+    log::ScopedCapture capture;
+    DiskCache disk(directory.path());
+    EXPECT_FALSE(disk.writable());
+    EXPECT_FALSE(disk.load(test_key(1))) << "a planted entry would be a hit";
+    disk.store(test_key(2), fake_cubin(), quantize_rows_spec());
+    EXPECT_FALSE(fs::exists(disk.entry_path(test_key(2))));
+    DiskCache(directory.path()).load(test_key(1));
+    const std::vector<std::string> warnings = capture.warnings();
+    ASSERT_EQ(warnings.size(), 1u) << "mode " << std::oct << mode;
+    EXPECT_NE(warnings[0].find("writable"), std::string::npos) << warnings[0];
+    EXPECT_NE(warnings[0].find(directory.path().string()), std::string::npos) << warnings[0];
+    EXPECT_TRUE(fs::exists(disk.entry_path(test_key(1)))) << "refusing removes nothing";
+  }
+}
+
+// Makes every cache write fail as if the disk were full, until the end of the scope.
+class SimulatedWriteFailure {
+ public:
+  SimulatedWriteFailure() { DiskCache::set_write_failure_for_testing(true); }
+  ~SimulatedWriteFailure() { DiskCache::set_write_failure_for_testing(false); }
+  SimulatedWriteFailure(const SimulatedWriteFailure&) = delete;
+  SimulatedWriteFailure& operator=(const SimulatedWriteFailure&) = delete;
+};
+
+void expect_memory_only_after_one_warning(const fs::path& directory) {
+  log::ScopedCapture capture;
+  DiskCache disk(directory);
+  EXPECT_NO_THROW(disk.store(test_key(1), fake_cubin(), quantize_rows_spec()));
+  EXPECT_FALSE(disk.writable());
+  EXPECT_NO_THROW(disk.store(test_key(2), fake_cubin(), quantize_rows_spec()));
+  EXPECT_NO_THROW(disk.store(test_key(3), fake_cubin(), quantize_rows_spec()));
+  EXPECT_FALSE(disk.load(test_key(1)));
+  const std::vector<std::string> warnings = capture.warnings();
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find(directory.string()), std::string::npos) << warnings[0];
+  EXPECT_TRUE(files_named(directory, ".tmp-").empty());
+}
+
+TEST(DiskCacheReadOnly, ASimulatedFullDiskWarnsOnceAndTurnsMemoryOnly) {
+  const TempDirectory directory;
+  const SimulatedWriteFailure full_disk;
+  expect_memory_only_after_one_warning(directory.path());
+  EXPECT_TRUE(DiskCache(directory.path()).list().empty());
+}
+
+TEST(DiskCacheReadOnly, StaysMemoryOnlyAfterTheDiskRecovers) {
+  const TempDirectory directory;
+  DiskCache disk(directory.path());
+  {
+    const SimulatedWriteFailure full_disk;
+    log::ScopedCapture capture;
+    disk.store(test_key(1), fake_cubin(), quantize_rows_spec());
+  }
+  disk.store(test_key(2), fake_cubin(), quantize_rows_spec());
+  EXPECT_FALSE(fs::exists(disk.entry_path(test_key(2)))) << "no further write attempts";
+}
+
+TEST(DiskCacheReadOnly, AChmodReadOnlyDirectoryWarnsOnceAndTurnsMemoryOnly) {
+  if (::geteuid() == 0) {
+    GTEST_SKIP() << "root ignores permission bits; the simulated and the real ENOTDIR failures "
+                    "cover this path";
+  }
+  const TempDirectory directory;
+  ASSERT_EQ(::chmod(directory.path().c_str(), 0500), 0);
+  expect_memory_only_after_one_warning(directory.path());
+  EXPECT_TRUE(fs::is_empty(directory.path()));
+}
+
+// Fails for root too: a regular file where a parent directory should be.
+TEST(DiskCacheReadOnly, AnUncreatableDirectoryWarnsOnceAndTurnsMemoryOnly) {
+  const TempDirectory parent;
+  write_text(parent.path() / "a-file", "not a directory\n");
+  expect_memory_only_after_one_warning(parent.path() / "a-file" / "cache");
+}
+
+TEST(DiskCacheReadOnly, TheRuntimeStillReturnsTheCompiledCubin) {
+  const TempDirectory directory;
+  const RuntimeCacheDirectory runtime_cache(directory.path());
+  const SimulatedWriteFailure full_disk;
+  log::ScopedCapture capture;
+  launch::KernelRuntime& runtime = launch::KernelRuntime::instance();
+  const launch::CompiledKernel first = runtime.compile(quantize_rows_spec(64));
+  ASSERT_TRUE(first.cubin);
+  EXPECT_TRUE(first.compiled_now);
+  EXPECT_TRUE(nvrtc::cubin_sm_number(first.cubin->image));
+  EXPECT_EQ(capture.warnings().size(), 1u);
+  runtime.reset_for_testing();  // a new DiskCache for the same directory: warned already
+  const launch::CompiledKernel second = runtime.compile(quantize_rows_spec(64));
+  EXPECT_TRUE(second.compiled_now) << "nothing was stored";
+  // Not byte-equal: NVRTC names internal-linkage symbols with a per-compile hash and the pid.
+  EXPECT_EQ(second.cubin->lowered_name, first.cubin->lowered_name);
+  EXPECT_EQ(capture.warnings().size(), 1u) << "later stores are silent";
+}
+
+}  // namespace
+}  // namespace intfa::cache

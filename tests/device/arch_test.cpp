@@ -1,0 +1,66 @@
+#include "device/arch.hpp"
+
+#include <gtest/gtest.h>
+
+#include "device/driver_api.hpp"
+#include "intfa/errors.hpp"
+#include "support/temp_dir.hpp"
+
+namespace intfa::device {
+namespace {
+
+TEST(Arch, ComputeCapabilitiesMapToTargets) {
+  EXPECT_EQ(arch_for_compute_capability(8, 0), Arch::kSm80);
+  EXPECT_EQ(arch_for_compute_capability(8, 6), Arch::kSm86);
+  EXPECT_EQ(arch_for_compute_capability(8, 7), Arch::kSm86);
+  EXPECT_EQ(arch_for_compute_capability(8, 9), Arch::kSm89);
+  EXPECT_EQ(arch_for_compute_capability(9, 0), Arch::kSm90a);
+  for (auto [major, minor] : {std::pair{7, 5}, {7, 0}, {10, 0}, {12, 0}}) {
+    try {
+      arch_for_compute_capability(major, minor);
+      FAIL() << major << "." << minor;
+    } catch (const Unsupported& error) {
+      EXPECT_NE(std::string(error.what()).find("INTFA_ARCH"), std::string::npos);
+    }
+  }
+}
+
+TEST(Arch, NamesRoundTrip) {
+  for (Arch arch : all_archs()) EXPECT_EQ(parse_arch(arch_name(arch)), arch);
+  EXPECT_EQ(parse_arch("SM_90"), Arch::kSm90a);
+  EXPECT_FALSE(parse_arch("sm_75").has_value());
+  EXPECT_FALSE(parse_arch("").has_value());
+}
+
+TEST(Arch, EnvironmentOverrideIsParsedOrRefusedNamingTheVariable) {
+  {
+    testing::ScopedEnv arch("INTFA_ARCH", "sm_89");
+    EXPECT_EQ(arch_override_from_env(), Arch::kSm89);
+  }
+  {
+    testing::ScopedEnv arch("INTFA_ARCH", nullptr);
+    EXPECT_FALSE(arch_override_from_env().has_value());
+  }
+  testing::ScopedEnv arch("INTFA_ARCH", "sm_70");
+  try {
+    arch_override_from_env();
+    FAIL();
+  } catch (const InvalidArgument& error) {
+    EXPECT_EQ(error.field(), "INTFA_ARCH");
+  }
+}
+
+TEST(Driver, AbsenceIsReportedNotThrownByTheProbe) {
+  std::string reason;
+  const bool available = driver_available(&reason);
+  if (available) {
+    EXPECT_TRUE(reason.empty());
+    EXPECT_GE(driver().driver_version, 12000);
+  } else {
+    EXPECT_FALSE(reason.empty());
+    EXPECT_THROW(driver(), NoDevice);
+  }
+}
+
+}  // namespace
+}  // namespace intfa::device

@@ -1,0 +1,108 @@
+#include "nvrtc/compiler.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "intfa/errors.hpp"
+#include "render/render.hpp"
+#include "support/temp_dir.hpp"
+
+namespace intfa::nvrtc {
+namespace {
+
+render::KernelSpec quantize_spec(device::Arch arch, int head_dim = 128) {
+  render::KernelSpec spec;
+  spec.family = render::KernelFamily::kQuantizeRows;
+  spec.arch = arch;
+  spec.head_dim = head_dim;
+  return spec;
+}
+
+Cubin compile_spec(const render::KernelSpec& spec, const render::TemplateSet& templates) {
+  const render::RenderedUnit unit = render::render(spec, templates);
+  return compile(unit, spec, compile_options(spec.arch), templates);
+}
+
+TEST(Nvrtc, CompilesTheQuantizeTemplateForEveryArchWithThatArchInTheElfHeader) {
+  const render::TemplateSet templates = render::TemplateSet::embedded();
+  for (device::Arch arch : device::all_archs()) {
+    const Cubin cubin = compile_spec(quantize_spec(arch), templates);
+    EXPECT_FALSE(cubin.lowered_name.empty());
+    EXPECT_NE(cubin.lowered_name.find("quantize_rows"), std::string::npos);
+    EXPECT_EQ(cubin_sm_number(cubin.image), device::arch_sm_number(arch)) << device::arch_name(arch);
+  }
+}
+
+TEST(Nvrtc, CubinSmNumberRejectsBytesThatAreNotACudaElf) {
+  EXPECT_FALSE(cubin_sm_number({}).has_value());
+  EXPECT_FALSE(cubin_sm_number(std::vector<char>(64, 0)).has_value());
+  std::vector<char> elf(64, 0);
+  elf[0] = 0x7f, elf[1] = 'E', elf[2] = 'L', elf[3] = 'F';
+  elf[18] = 62;  // EM_X86_64
+  EXPECT_FALSE(cubin_sm_number(elf).has_value());
+}
+
+TEST(Nvrtc, AFailedCompileCarriesTheWholeLogAndTheSpec) {
+  testing::TempDir dir;
+  const render::TemplateSet embedded = render::TemplateSet::embedded();
+  for (const auto& [path, contents] : embedded.files()) {
+    std::filesystem::create_directories((dir.path() / path).parent_path());
+    std::ofstream(dir.path() / path) << contents;
+  }
+  std::ofstream(dir.path() / "quantize" / "quantize_rows.cuh", std::ios::app)
+      << "\nnamespace intfa { this_is_not_cuda; }\n";
+  const render::TemplateSet broken = render::TemplateSet::from_directory(dir.path());
+  const render::KernelSpec spec = quantize_spec(device::Arch::kSm80);
+  try {
+    compile_spec(spec, broken);
+    FAIL() << "expected CompileError";
+  } catch (const CompileError& error) {
+    EXPECT_EQ(error.spec(), spec.to_string());
+    EXPECT_NE(error.log().find("this_is_not_cuda"), std::string::npos) << error.log();
+    EXPECT_NE(std::string(error.what()).find(error.log()), std::string::npos);
+    EXPECT_EQ(error.status(), Status::kCompileError);
+  }
+}
+
+TEST(Nvrtc, OptionsAreFixedPerArchAndLineinfoFollowsTheEnvironment) {
+  {
+    testing::ScopedEnv lineinfo("INTFA_LINEINFO", nullptr);
+    const auto options = compile_options(device::Arch::kSm89);
+    EXPECT_NE(std::find(options.begin(), options.end(), "--gpu-architecture=sm_89"), options.end());
+    EXPECT_EQ(std::find(options.begin(), options.end(), "-lineinfo"), options.end());
+    EXPECT_EQ(options, compile_options(device::Arch::kSm89));
+  }
+  testing::ScopedEnv lineinfo("INTFA_LINEINFO", "1");
+  const auto options = compile_options(device::Arch::kSm89);
+  EXPECT_NE(std::find(options.begin(), options.end(), "-lineinfo"), options.end());
+  testing::ScopedEnv bad("INTFA_LINEINFO", "maybe");
+  EXPECT_THROW(compile_options(device::Arch::kSm89), InvalidArgument);
+}
+
+TEST(Nvrtc, ThreadsCompileDifferentSpecsAtOnce) {
+  const render::TemplateSet templates = render::TemplateSet::embedded();
+  const std::vector<render::KernelSpec> specs = {
+      quantize_spec(device::Arch::kSm80, 64), quantize_spec(device::Arch::kSm86, 128),
+      quantize_spec(device::Arch::kSm89, 256), quantize_spec(device::Arch::kSm90a, 64)};
+  std::vector<Cubin> cubins(specs.size());
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    threads.emplace_back([&, i] { cubins[i] = compile_spec(specs[i], templates); });
+  }
+  for (auto& thread : threads) thread.join();
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    EXPECT_EQ(cubin_sm_number(cubins[i].image), device::arch_sm_number(specs[i].arch));
+  }
+}
+
+TEST(Nvrtc, CompileCountCountsEveryCompilation) {
+  const std::uint64_t before = compile_count();
+  compile_spec(quantize_spec(device::Arch::kSm86, 64), render::TemplateSet::embedded());
+  EXPECT_EQ(compile_count(), before + 1);
+}
+
+}  // namespace
+}  // namespace intfa::nvrtc

@@ -1,0 +1,82 @@
+// The kernel templates are real CUDA: each header, and the unit rendered for each family, compiles
+// with nvcc on its own (skipped where nvcc is not installed).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "render/render.hpp"
+#include "support/temp_dir.hpp"
+
+namespace intfa::render {
+namespace {
+
+#ifdef INTFA_TEST_NVCC
+int nvcc(const std::string& arguments, const std::filesystem::path& log) {
+  const std::string command = std::string(INTFA_TEST_NVCC) + " -std=c++17 -I" +
+                              INTFA_TEST_TEMPLATE_DIR + " " + arguments + " > " + log.string() +
+                              " 2>&1";
+  return std::system(command.c_str());
+}
+
+std::string read(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+#endif
+
+TEST(TemplatesWithNvcc, EveryHeaderCompilesOnItsOwn) {
+#ifndef INTFA_TEST_NVCC
+  GTEST_SKIP() << "nvcc was not found when the tests were configured";
+#else
+  testing::TempDir dir;
+  const TemplateSet embedded = TemplateSet::embedded();
+  for (const auto& [path, contents] : embedded.files()) {
+    const auto unit = dir.path() / "unit.cu";
+    std::ofstream(unit) << "#include \"" << path << "\"\n";
+    const int status = nvcc("-arch=sm_80 -c " + unit.string() + " -o " +
+                                (dir.path() / "unit.o").string(),
+                            dir.path() / "log.txt");
+    EXPECT_EQ(status, 0) << path << ":\n" << read(dir.path() / "log.txt");
+  }
+#endif
+}
+
+TEST(TemplatesWithNvcc, RenderedUnitsOfEveryFamilyCompile) {
+#ifndef INTFA_TEST_NVCC
+  GTEST_SKIP() << "nvcc was not found when the tests were configured";
+#else
+  testing::TempDir dir;
+  std::vector<KernelSpec> specs;
+  KernelSpec rows;
+  rows.family = KernelFamily::kQuantizeRows;
+  rows.head_dim = 128;
+  specs.push_back(rows);
+  KernelSpec v = rows;
+  v.family = KernelFamily::kQuantizeV;
+  specs.push_back(v);
+  v.family = KernelFamily::kQuantizeVScale;
+  specs.push_back(v);
+  KernelSpec attention;
+  attention.family = KernelFamily::kAttention;
+  attention.head_dim = 64;
+  attention.block_m = 64;
+  attention.block_n = 64;
+  attention.warps = 4;
+  attention.stages = 2;
+  specs.push_back(attention);
+  for (const KernelSpec& spec : specs) {
+    const RenderedUnit unit = render(spec, TemplateSet::embedded());
+    const auto file = dir.path() / unit.file_name;
+    std::ofstream(file) << unit.source;
+    const int status = nvcc("-gencode=arch=compute_80,code=sm_80 -cubin " + file.string() +
+                                " -o " + (dir.path() / "unit.cubin").string(),
+                            dir.path() / "log.txt");
+    EXPECT_EQ(status, 0) << spec.to_string() << ":\n" << read(dir.path() / "log.txt");
+  }
+#endif
+}
+
+}  // namespace
+}  // namespace intfa::render

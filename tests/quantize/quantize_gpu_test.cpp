@@ -1,0 +1,159 @@
+// The JIT-compiled quantize kernels on a GPU against the CPU quantizers, exactly (skipped without
+// a GPU): integers equal, scales equal bit for bit.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "intfa/attention.hpp"
+#include "intfa/quantize.hpp"
+#include "reference/half.hpp"
+#include "reference/quantized_model.hpp"
+#include "reference/reference.hpp"
+#include "support/gpu.hpp"
+
+namespace intfa {
+namespace {
+
+using testing::DeviceBuffer;
+
+struct RowCase {
+  int batch, heads, seq, head_dim, bits;
+  DType input_type;
+  Layout layout;
+};
+
+std::vector<std::uint16_t> to_bits(const std::vector<float>& values, bool bf16) {
+  std::vector<std::uint16_t> bits(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    bits[i] = bf16 ? reference::float_to_bf16_bits(values[i])
+                   : reference::float_to_f16_bits(values[i]);
+  }
+  return bits;
+}
+
+class QuantizeRowsGpu : public ::testing::TestWithParam<RowCase> {};
+
+TEST_P(QuantizeRowsGpu, MatchesTheCpuQuantizerExactly) {
+  INTFA_REQUIRE_GPU();
+  const RowCase c = GetParam();
+  const bool bf16 = c.input_type == DType::kBF16;
+  const TensorShape shape{c.batch, c.heads, c.seq, c.head_dim};
+  const std::size_t rows = static_cast<std::size_t>(c.batch) * c.heads * c.seq;
+  const std::uint64_t seed = reference::fresh_seed();
+  std::printf("  seed %llu\n", static_cast<unsigned long long>(seed));
+  // Values in the input's layout; the CPU quantizer sees the same rows in dense order.
+  std::vector<float> values = reference::random_values(rows * c.head_dim,
+                                                       reference::Distribution::kNormal, seed);
+  for (float& v : values) v = reference::round_to_16bit(v * 3.0f, bf16);
+  const TensorView input_view = TensorView::dense(nullptr, c.input_type, c.layout, shape);
+  std::vector<float> dense(values.size());
+  for (int b = 0; b < c.batch; ++b)
+    for (int h = 0; h < c.heads; ++h)
+      for (int n = 0; n < c.seq; ++n)
+        for (int d = 0; d < c.head_dim; ++d) {
+          const std::size_t at = b * input_view.strides[0] + h * input_view.strides[1] +
+                                 n * input_view.strides[2] + d;
+          dense[((static_cast<std::size_t>(b) * c.heads + h) * c.seq + n) * c.head_dim + d] =
+              values[at];
+        }
+  DeviceBuffer input(values.size() * 2);
+  input.upload(to_bits(values, bf16));
+  const std::size_t row_bytes = static_cast<std::size_t>(c.head_dim) * c.bits / 8;
+  DeviceBuffer output(rows * row_bytes), scales(rows * sizeof(float));
+  output.fill_bytes(0xA5);
+  scales.fill_bytes(0xFF);
+  QuantizeOptions options;
+  options.bits = c.bits;
+  quantize_qk(shape, TensorView::dense(input.get(), c.input_type, c.layout, shape),
+              TensorView::dense(output.get(), c.bits == 8 ? DType::kI8 : DType::kI4x2,
+                                Layout::kBHND, shape),
+              scales.as<float>(), nullptr, options);
+  const auto bytes = output.download_as<std::int8_t>(rows * row_bytes);
+  const auto device_scales = scales.download_as<float>(rows);
+  const reference::QuantizedRows model =
+      reference::quantize_rows(dense.data(), static_cast<int>(rows), c.head_dim, c.bits);
+  std::size_t value_mismatches = 0, scale_mismatches = 0;
+  for (std::size_t row = 0; row < rows; ++row) {
+    if (std::memcmp(&device_scales[row], &model.scales[row], 4) != 0) ++scale_mismatches;
+    for (int d = 0; d < c.head_dim; ++d) {
+      int value = bytes[row * row_bytes + d * c.bits / 8];
+      if (c.bits == 4) {
+        const int nibble = (d % 2 == 0) ? (value & 0xF) : ((value >> 4) & 0xF);
+        value = nibble >= 8 ? nibble - 16 : nibble;
+      }
+      if (value != model.values[row * c.head_dim + d]) ++value_mismatches;
+    }
+  }
+  EXPECT_EQ(value_mismatches, 0u);
+  EXPECT_EQ(scale_mismatches, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, QuantizeRowsGpu,
+    ::testing::Values(RowCase{2, 3, 1000, 128, 8, DType::kF16, Layout::kBHND},
+                      RowCase{1, 4, 17, 64, 8, DType::kBF16, Layout::kBNHD},
+                      RowCase{1, 2, 333, 256, 8, DType::kF16, Layout::kBNHD},
+                      RowCase{1, 2, 129, 128, 4, DType::kF16, Layout::kBHND},
+                      RowCase{1, 1, 1, 64, 4, DType::kBF16, Layout::kBHND}));
+
+class QuantizeVGpu : public ::testing::TestWithParam<VScaleGranularity> {};
+
+TEST_P(QuantizeVGpu, WritesTheDocumentedLayoutAndScalesExactly) {
+  INTFA_REQUIRE_GPU();
+  const VScaleGranularity granularity = GetParam();
+  for (const TensorShape shape : {TensorShape{2, 3, 1000, 128}, TensorShape{1, 2, 17, 64},
+                                  TensorShape{1, 1, 130, 256}}) {
+    const std::size_t count =
+        static_cast<std::size_t>(shape.batch) * shape.heads * shape.seq * shape.head_dim;
+    const std::uint64_t seed = reference::fresh_seed();
+    std::vector<float> values =
+        reference::random_values(count, reference::Distribution::kNormal, seed);
+    for (float& v : values) v = reference::round_to_16bit(v, false);
+    DeviceBuffer input(count * 2);
+    input.upload(to_bits(values, false));
+    const std::size_t scale_count =
+        v_scale_count(granularity, shape.batch, shape.heads, shape.seq, shape.head_dim);
+    DeviceBuffer output(v_int8_bytes(shape.batch, shape.heads, shape.seq, shape.head_dim));
+    DeviceBuffer scales(scale_count * sizeof(float));
+    output.fill_bytes(0xA5);
+    scales.fill_bytes(0xFF);
+    quantize_v(shape, TensorView::dense(input.get(), DType::kF16, Layout::kBHND, shape),
+               output.get(), scales.as<float>(), granularity, nullptr);
+    const reference::QuantizedV model =
+        reference::quantize_v(values.data(), shape.batch, shape.heads, shape.seq, shape.head_dim,
+                              static_cast<reference::VGranularity>(granularity));
+    ASSERT_EQ(model.scales.size(), scale_count);
+    const auto device_scales = scales.download_as<float>(scale_count);
+    EXPECT_EQ(std::memcmp(device_scales.data(), model.scales.data(), scale_count * 4), 0)
+        << "seed " << seed;
+    const auto bytes = output.download_as<std::int8_t>(output.bytes());
+    const int padded = v_padded_seq(shape.seq);
+    std::size_t mismatches = 0;
+    for (int bh = 0; bh < shape.batch * shape.heads; ++bh)
+      for (int c = 0; c < shape.head_dim; ++c)
+        for (int token = 0; token < padded; ++token) {
+          // Documented position of a token inside its group of 16 (README.md).
+          const int position = (token & ~15) | (((token >> 1) & 3) << 2) |
+                               (((token >> 3) & 1) << 1) | (token & 1);
+          const int expected =
+              token < shape.seq
+                  ? model.values[(static_cast<std::size_t>(bh) * shape.seq + token) * shape.head_dim + c]
+                  : 0;
+          if (bytes[(static_cast<std::size_t>(bh) * shape.head_dim + c) * padded + position] !=
+              expected) {
+            ++mismatches;
+          }
+        }
+    EXPECT_EQ(mismatches, 0u) << "seed " << seed << " seq " << shape.seq;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Granularities, QuantizeVGpu,
+                         ::testing::Values(VScaleGranularity::kPerTensor,
+                                           VScaleGranularity::kPerChannel,
+                                           VScaleGranularity::kPerBlock));
+
+}  // namespace
+}  // namespace intfa

@@ -1,2 +1,0 @@
-// PLACEHOLDER: replaced by the reference implementation.
-#include "reference/reference.hpp"

@@ -1,0 +1,147 @@
+#include "render/render.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "intfa/errors.hpp"
+#include "render/kernel_spec.hpp"
+#include "render/template_set.hpp"
+#include "support/temp_dir.hpp"
+
+namespace intfa::render {
+namespace {
+
+KernelSpec attention_spec() {
+  KernelSpec spec;
+  spec.family = KernelFamily::kAttention;
+  spec.arch = device::Arch::kSm90a;
+  spec.head_dim = 128;
+  spec.block_m = 128;
+  spec.block_n = 64;
+  spec.warps = 8;
+  spec.stages = 2;
+  spec.causal = true;
+  spec.p_encoding = kernels::PEncoding::kUnsigned255;
+  return spec;
+}
+
+TEST(Render, UnitIncludesTheTemplateAndInstantiatesTheSpecValues) {
+  const RenderedUnit unit = render(attention_spec(), TemplateSet::embedded());
+  EXPECT_NE(unit.source.find("#include \"attention/attention_forward.cuh\""), std::string::npos);
+  EXPECT_NE(unit.source.find("template __global__ void " + unit.name_expression), std::string::npos);
+  EXPECT_NE(unit.name_expression.find("AttentionConfig<128, 128, 64, 8, 2, "), std::string::npos);
+  EXPECT_NE(unit.name_expression.find("PEncoding::kUnsigned255"), std::string::npos);
+  EXPECT_NE(unit.name_expression.find(", true, "), std::string::npos);  // causal
+}
+
+TEST(Render, EqualSpecsRenderEqualUnitsAndEveryFieldChangesTheUnit) {
+  const TemplateSet templates = TemplateSet::embedded();
+  const KernelSpec base = attention_spec();
+  EXPECT_EQ(render(base, templates), render(base, templates));
+  std::vector<KernelSpec> variants;
+  auto with = [&](auto change) {
+    KernelSpec spec = base;
+    change(spec);
+    variants.push_back(spec);
+  };
+  with([](KernelSpec& s) { s.head_dim = 64; });
+  with([](KernelSpec& s) { s.block_m = 64; });
+  with([](KernelSpec& s) { s.block_n = 32; });
+  with([](KernelSpec& s) { s.warps = 4; });
+  with([](KernelSpec& s) { s.stages = 3; });
+  with([](KernelSpec& s) { s.qk_bits = 4; });
+  with([](KernelSpec& s) { s.variant = kernels::AttentionVariant::kHalfInt8; });
+  with([](KernelSpec& s) { s.input_type = kernels::ElementType::kBF16; });
+  with([](KernelSpec& s) { s.output_type = kernels::ElementType::kBF16; });
+  with([](KernelSpec& s) { s.causal = false; });
+  with([](KernelSpec& s) { s.p_encoding = kernels::PEncoding::kSigned127; });
+  with([](KernelSpec& s) { s.p_scale = kernels::PScaleReference::kTileMax; });
+  with([](KernelSpec& s) { s.v_granularity = kernels::VScaleGranularity::kPerBlock; });
+  for (const KernelSpec& spec : variants) {
+    EXPECT_NE(spec, base);
+    EXPECT_NE(render(spec, templates).source, render(base, templates).source) << spec.to_string();
+  }
+}
+
+TEST(Render, IncludeClosureHoldsEveryTemplateTheUnitReaches) {
+  KernelSpec spec;
+  spec.family = KernelFamily::kQuantizeRows;
+  spec.head_dim = 128;
+  const RenderedUnit unit = render(spec, TemplateSet::embedded());
+  const std::vector<std::string> expected = {"common/kernel_enums.h", "common/numeric.cuh",
+                                             "common/types.h", "quantize/quantize_params.h",
+                                             "quantize/quantize_rows.cuh"};
+  EXPECT_EQ(unit.headers, expected);
+}
+
+TEST(Render, EveryQuotedIncludeOfEveryTemplateIsATemplate) {
+  const TemplateSet templates = TemplateSet::embedded();
+  ASSERT_FALSE(templates.files().empty());
+  for (const auto& [path, source] : templates.files()) {
+    for (const std::string& include : quoted_includes(source)) {
+      EXPECT_NE(templates.find(include), nullptr) << path << " includes missing " << include;
+    }
+  }
+}
+
+TEST(Render, EmbeddedTemplatesAreTheSourceTreesBytes) {
+  const TemplateSet embedded = TemplateSet::embedded();
+  const TemplateSet tree = TemplateSet::from_directory(INTFA_TEST_TEMPLATE_DIR);
+  EXPECT_EQ(embedded.files(), tree.files());
+}
+
+TEST(Render, QuotedIncludesFindsOnlyQuotedDirectives) {
+  const auto includes = quoted_includes(
+      "#include \"a/b.cuh\"\n  #  include \"c.h\" // why\n#include <cstdio>\n// #include "
+      "\"commented.h\"\nint x;\n");
+  EXPECT_EQ(includes, (std::vector<std::string>{"a/b.cuh", "c.h"}));
+}
+
+TEST(Render, TemplateDirectoryThatDoesNotExistNamesTheVariable) {
+  try {
+    TemplateSet::from_directory("/nonexistent/intfa/templates");
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& error) {
+    EXPECT_EQ(error.field(), "INTFA_TEMPLATE_DIR");
+  }
+}
+
+TEST(Render, MissingIncludedTemplateIsReported) {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir.path() / "quantize");
+  std::ofstream(dir.path() / "quantize" / "quantize_rows.cuh") << "#include \"common/missing.cuh\"\n";
+  const TemplateSet templates = TemplateSet::from_directory(dir.path());
+  KernelSpec spec;
+  spec.family = KernelFamily::kQuantizeRows;
+  spec.head_dim = 64;
+  EXPECT_THROW(render(spec, templates), InternalError);
+}
+
+TEST(KernelSpecJson, RoundTripsEveryField) {
+  KernelSpec spec = attention_spec();
+  spec.qk_bits = 4;
+  spec.input_type = kernels::ElementType::kBF16;
+  spec.p_scale = kernels::PScaleReference::kTileMax;
+  spec.v_granularity = kernels::VScaleGranularity::kPerChannel;
+  spec.smooth_k = true;
+  EXPECT_EQ(KernelSpec::from_json(json::parse(spec.to_json().dump())), spec);
+}
+
+TEST(KernelSpecJson, BadMembersAreNamed) {
+  json::Value value = attention_spec().to_json();
+  value.set("variant", "quarter_int8");
+  try {
+    KernelSpec::from_json(value);
+    FAIL();
+  } catch (const InvalidArgument& error) {
+    EXPECT_EQ(error.field(), "spec.variant");
+  }
+  json::Value missing = json::Value::object();
+  EXPECT_THROW(KernelSpec::from_json(missing), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace intfa::render

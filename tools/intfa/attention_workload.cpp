@@ -1,0 +1,126 @@
+#include "intfa/attention_workload.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "reference/half.hpp"
+
+namespace intfa::cli {
+namespace {
+
+device::DeviceBuffer random_16bit_buffer(std::size_t count, reference::Distribution distribution,
+                                         std::uint64_t seed, bool bf16) {
+  const std::vector<float> values = reference::random_values(count, distribution, seed);
+  std::vector<std::uint16_t> bits(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    bits[i] = bf16 ? reference::float_to_bf16_bits(values[i])
+                   : reference::float_to_f16_bits(values[i]);
+  }
+  device::DeviceBuffer buffer(count * 2);
+  buffer.upload(bits);
+  return buffer;
+}
+
+}  // namespace
+
+AttentionWorkload::AttentionWorkload(const AttentionProblem& problem,
+                                     const AttentionOptions& options, DType io_type,
+                                     reference::Distribution distribution, std::uint64_t seed)
+    : problem_(problem),
+      options_(options),
+      io_type_(io_type),
+      q_shape_{problem.batch, problem.heads_q, problem.seq_q, problem.head_dim},
+      kv_shape_{problem.batch, problem.heads_kv, problem.seq_kv, problem.head_dim} {
+  const bool bf16 = io_type == DType::kBF16;
+  const std::size_t q_count =
+      static_cast<std::size_t>(problem.batch) * problem.heads_q * problem.seq_q * problem.head_dim;
+  const std::size_t kv_count = static_cast<std::size_t>(problem.batch) * problem.heads_kv *
+                               problem.seq_kv * problem.head_dim;
+  q_ = random_16bit_buffer(q_count, distribution, seed, bf16);
+  k_ = random_16bit_buffer(kv_count, distribution, seed + 1, bf16);
+  v_ = random_16bit_buffer(kv_count, distribution, seed + 2, bf16);
+  const int bits = problem.qk_bits;
+  q8_ = device::DeviceBuffer(q_count * bits / 8);
+  k8_ = device::DeviceBuffer(kv_count * bits / 8);
+  q_scale_ = device::DeviceBuffer(q_count / problem.head_dim * sizeof(float));
+  k_scale_ = device::DeviceBuffer(kv_count / problem.head_dim * sizeof(float));
+  v8_ = device::DeviceBuffer(
+      v_int8_bytes(problem.batch, problem.heads_kv, problem.seq_kv, problem.head_dim));
+  v_scale_ = device::DeviceBuffer(v_scale_count(options.v_granularity, problem.batch,
+                                                problem.heads_kv, problem.seq_kv,
+                                                problem.head_dim) *
+                                  sizeof(float));
+  out_ = device::DeviceBuffer(q_count * 2);
+  out_.fill_bytes(0xFF);
+  const DType qk_type = bits == 8 ? DType::kI8 : DType::kI4x2;
+  tensors_.q = TensorView::dense(q8_.get(), qk_type, Layout::kBHND, q_shape_);
+  tensors_.k = TensorView::dense(k8_.get(), qk_type, Layout::kBHND, kv_shape_);
+  tensors_.q_scale = q_scale_.as<float>();
+  tensors_.k_scale = k_scale_.as<float>();
+  if (problem.variant == Variant::kFullInt8) {
+    tensors_.v = v_int8_view(v8_.get(), problem.batch, problem.heads_kv, problem.seq_kv,
+                             problem.head_dim);
+    tensors_.v_scale = v_scale_.as<float>();
+  } else {
+    tensors_.v = TensorView::dense(v_.get(), io_type, Layout::kBHND, kv_shape_);
+  }
+  tensors_.out = TensorView::dense(out_.get(), io_type, Layout::kBHND, q_shape_);
+}
+
+void AttentionWorkload::quantize(CUstream stream) {
+  QuantizeOptions options;
+  options.bits = problem_.qk_bits;
+  quantize_qk(q_shape_, TensorView::dense(q_.get(), io_type_, Layout::kBHND, q_shape_),
+              tensors_.q, q_scale_.as<float>(), stream, options);
+  quantize_qk(kv_shape_, TensorView::dense(k_.get(), io_type_, Layout::kBHND, kv_shape_),
+              tensors_.k, k_scale_.as<float>(), stream, options);
+  if (problem_.variant == Variant::kFullInt8) {
+    quantize_v(kv_shape_, TensorView::dense(v_.get(), io_type_, Layout::kBHND, kv_shape_),
+               v8_.get(), v_scale_.as<float>(), options_.v_granularity, stream);
+  }
+}
+
+void AttentionWorkload::attend(CUstream stream) {
+  attention_forward(problem_, tensors_, stream, options_);
+}
+
+double AttentionWorkload::operations() const {
+  const double full = 4.0 * problem_.batch * problem_.heads_q * problem_.seq_q *
+                      static_cast<double>(problem_.seq_kv) * problem_.head_dim;
+  return problem_.causal ? full / 2 : full;
+}
+
+std::uint64_t AttentionWorkload::quantize_bytes_moved() const {
+  const std::uint64_t q = static_cast<std::uint64_t>(problem_.batch) * problem_.heads_q *
+                          problem_.seq_q * problem_.head_dim;
+  const std::uint64_t kv = static_cast<std::uint64_t>(problem_.batch) * problem_.heads_kv *
+                           problem_.seq_kv * problem_.head_dim;
+  const std::uint64_t bits = static_cast<std::uint64_t>(problem_.qk_bits);
+  std::uint64_t bytes = (q + kv) * 2 + (q + kv) * bits / 8;  // read 16-bit, write quantized
+  if (problem_.variant == Variant::kFullInt8) {
+    bytes += kv * 2 + kv;  // V: read, write
+    if (options_.v_granularity != VScaleGranularity::kPerBlock) bytes += kv * 2;  // max pass
+  }
+  return bytes;
+}
+
+Timing time_on_stream(const std::function<void(CUstream)>& body, CUstream stream, int warmup,
+                      int repeats) {
+  for (int i = 0; i < warmup; ++i) body(stream);
+  std::vector<double> times;
+  device::Event start, stop;
+  for (int i = 0; i < repeats; ++i) {
+    start.record(stream);
+    body(stream);
+    stop.record(stream);
+    times.push_back(stop.elapsed_ms_since(start));
+  }
+  std::sort(times.begin(), times.end());
+  Timing timing;
+  timing.repeats = repeats;
+  timing.median_ms = times.empty() ? 0 : times[times.size() / 2];
+  timing.min_ms = times.empty() ? 0 : times.front();
+  return timing;
+}
+
+}  // namespace intfa::cli

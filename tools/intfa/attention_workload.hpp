@@ -1,0 +1,49 @@
+// Device tensors for one attention problem (random 16-bit inputs, their quantized forms, the
+// output), and CUDA-event timing of the pieces. Shared by `intfa run` and `intfa bench`.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <functional>
+
+#include "device/device_memory.hpp"
+#include "intfa/attention.hpp"
+#include "intfa/quantize.hpp"
+#include "reference/reference.hpp"
+
+namespace intfa::cli {
+
+class AttentionWorkload {
+ public:
+  AttentionWorkload(const AttentionProblem& problem, const AttentionOptions& options,
+                    DType io_type, reference::Distribution distribution, std::uint64_t seed);
+
+  void quantize(CUstream stream);  // Q, K (and V for full INT8) into the attention inputs
+  void attend(CUstream stream);    // one attention_forward
+  const AttentionProblem& problem() const { return problem_; }
+
+  // 4 * B * Hq * Nq * Nkv * D, halved for causal square problems (FlashAttention's convention).
+  double operations() const;
+  std::uint64_t quantize_bytes_moved() const;  // bytes read + written by quantize()
+
+ private:
+  AttentionProblem problem_;
+  AttentionOptions options_;
+  DType io_type_;
+  TensorShape q_shape_, kv_shape_;
+  device::DeviceBuffer q_, k_, v_, q8_, k8_, v8_, q_scale_, k_scale_, v_scale_, out_;
+  AttentionTensors tensors_;
+};
+
+struct Timing {
+  double median_ms = 0;
+  double min_ms = 0;
+  int repeats = 0;
+};
+
+// Warm-up runs, then `repeats` runs each between two events on `stream`; median and min.
+Timing time_on_stream(const std::function<void(CUstream)>& body, CUstream stream, int warmup,
+                      int repeats);
+
+}  // namespace intfa::cli

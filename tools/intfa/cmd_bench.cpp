@@ -1,0 +1,202 @@
+// `intfa bench`: times attention (and quantization, separately) over a grid of problems and tile
+// configs with CUDA events; prints a table and optionally writes JSON rows.
+#include <cstdio>
+#include <fstream>
+#include <thread>
+#include <vector>
+
+#include "attention/attention_spec.hpp"
+#include "common/json.hpp"
+#include "common/strings.hpp"
+#include "device/device_info.hpp"
+#include "device/device_memory.hpp"
+#include "device/driver_api.hpp"
+#include "intfa/args.hpp"
+#include "intfa/attention_workload.hpp"
+#include "intfa/commands.hpp"
+#include "intfa/errors.hpp"
+#include "intfa/parallel.hpp"
+#include "intfa/problem_options.hpp"
+#include "launch/kernel_runtime.hpp"
+
+namespace intfa::cli {
+
+const char* const kBenchUsage =
+    "usage: intfa bench [options]\n\n"
+    "Times intfa attention over a grid of problems (CUDA events, warm-up, median of --repeats\n"
+    "runs) and prints ms and TOPS (4*B*H*Nq*Nkv*D / t, halved for causal). Quantization is timed\n"
+    "separately and reported in its own columns.\n\n"
+    "  --head-dims 64,128 (128)   --seq 1k,2k,4k,8k,16k (4k)   --batch B (4)   --heads H (32)\n"
+    "  --causal off,on (off)      --variants full,half (full)  --repeats R (20)\n"
+    "  --configs M,N,W,S;...      tile configs to time (default: the chosen one); 'all' times\n"
+    "                             every candidate config of the tuner\n"
+    "  --json FILE                write every row as JSON\n";
+
+namespace {
+
+struct BenchRow {
+  AttentionProblem problem;
+  AttentionOptions options;
+  KernelConfig config;
+  Timing attention;
+  Timing quantize;
+  double tops = 0;
+  double quantize_gbps = 0;
+};
+
+std::vector<KernelConfig> configs_for(const Args& args, const attention::SpecRequest& request,
+                                      const device::DeviceInfo& info) {
+  const std::string text = args.get_or("configs", "");
+  std::vector<KernelConfig> configs;
+  if (text.empty()) {
+    configs.push_back(attention::heuristic_config(request));
+  } else if (text == "all") {
+    for (const KernelConfig& config : attention::candidate_configs(request)) {
+      const render::KernelSpec spec = attention::make_spec(request, config);
+      try {
+        attention::validate_config(spec, info.max_shared_bytes_per_block_optin);
+        configs.push_back(config);
+      } catch (const Error&) {
+        // Does not fit this device: not a candidate.
+      }
+    }
+  } else {
+    for (const std::string& part : strings::split(text, ';')) configs.push_back(parse_config(part));
+  }
+  return configs;
+}
+
+json::Value row_json(const BenchRow& row, const std::string& gpu) {
+  json::Value object = json::Value::object();
+  object.set("gpu", gpu);
+  object.set("variant", row.problem.variant == Variant::kFullInt8 ? "full_int8" : "half_int8");
+  object.set("numerics", describe_numerics(row.problem, row.options));
+  object.set("batch", row.problem.batch);
+  object.set("heads", row.problem.heads_q);
+  object.set("seq", row.problem.seq_q);
+  object.set("head_dim", row.problem.head_dim);
+  object.set("causal", row.problem.causal);
+  object.set("config", row.config.to_string());
+  object.set("attention_ms", row.attention.median_ms);
+  object.set("attention_min_ms", row.attention.min_ms);
+  object.set("tops", row.tops);
+  object.set("quantize_ms", row.quantize.median_ms);
+  object.set("quantize_gbps", row.quantize_gbps);
+  return object;
+}
+
+}  // namespace
+
+int run_bench(const Arguments& arguments) {
+  const Args args(arguments, {});
+  std::vector<std::string> known = {"head-dims", "seq",     "batch",   "heads",
+                                    "causal",    "variants", "repeats", "configs", "json"};
+  for (const std::string& name : numerics_option_names()) known.push_back(name);
+  args.reject_unknown(known);
+  std::string reason;
+  if (!device::driver_available(&reason)) {
+    std::fprintf(stderr, "intfa bench: needs a GPU (%s)\n", reason.c_str());
+    return 1;
+  }
+  device::use_primary_context();
+  const device::DeviceInfo& info = device::cached_device_info(device::current_device());
+  const auto head_dims = args.get_int_list("head-dims", {128}, 64, 256);
+  const auto seqs = args.get_int_list("seq", {4096}, 1, 1 << 20);
+  const int batch = static_cast<int>(args.get_int("batch", 4, 1, 4096));
+  const int heads = static_cast<int>(args.get_int("heads", 32, 1, 4096));
+  const int repeats = static_cast<int>(args.get_int("repeats", 20, 1, 10000));
+  std::vector<bool> causal_values;
+  for (const std::string& value : args.get_list("causal", {"off"})) {
+    if (value != "on" && value != "off") throw UsageError("--causal: expected on and/or off");
+    causal_values.push_back(value == "on");
+  }
+  std::vector<Variant> variants;
+  for (const std::string& value : args.get_list("variants", {"full"})) {
+    variants.push_back(parse_variant(value));
+  }
+  AttentionProblem base;
+  AttentionOptions options;
+  DType io_type = DType::kF16;
+  parse_numerics(args, base, options, io_type);
+
+  // Every (problem, config) to time, and its spec: compiled in parallel before any timing.
+  struct Job {
+    AttentionProblem problem;
+    KernelConfig config;
+  };
+  std::vector<Job> jobs;
+  std::vector<render::KernelSpec> specs;
+  for (Variant variant : variants)
+    for (long head_dim : head_dims)
+      for (bool causal : causal_values) {
+        attention::SpecRequest request;
+        request.arch = info.arch;
+        request.head_dim = static_cast<int>(head_dim);
+        request.variant = variant;
+        request.qk_bits = base.qk_bits;
+        request.causal = causal;
+        request.v_type = io_type;
+        request.output_type = io_type;
+        request.p_encoding = options.p_encoding;
+        request.p_scale = options.p_scale;
+        request.v_granularity = options.v_granularity;
+        for (const KernelConfig& config : configs_for(args, request, info)) {
+          specs.push_back(attention::make_spec(request, config));
+          for (long seq : seqs) {
+            AttentionProblem problem = base;
+            problem.variant = variant;
+            problem.head_dim = static_cast<int>(head_dim);
+            problem.causal = causal;
+            problem.batch = batch;
+            problem.heads_q = problem.heads_kv = heads;
+            problem.seq_q = problem.seq_kv = static_cast<int>(seq);
+            jobs.push_back({problem, config});
+          }
+        }
+      }
+  compile_in_parallel(specs, "bench");
+
+  std::printf("%s, %s\n", info.to_string().c_str(), describe_numerics(base, options).c_str());
+  std::printf("%-9s %4s %6s %6s %-40s %9s %8s %9s %8s\n", "variant", "d", "seq", "causal",
+              "config", "attn ms", "TOPS", "quant ms", "GB/s");
+  json::Value rows = json::Value::array();
+  device::Stream stream;
+  for (const Job& job : jobs) {
+    AttentionOptions job_options = options;
+    job_options.config = job.config;
+    BenchRow row{job.problem, job_options, job.config, {}, {}, 0, 0};
+    try {
+      AttentionWorkload workload(job.problem, job_options, io_type,
+                                 reference::Distribution::kNormal, 1234);
+      row.quantize = time_on_stream([&](CUstream s) { workload.quantize(s); }, stream.get(), 2,
+                                    std::max(3, repeats / 4));
+      workload.quantize(stream.get());
+      row.attention =
+          time_on_stream([&](CUstream s) { workload.attend(s); }, stream.get(), 3, repeats);
+      row.tops = workload.operations() / row.attention.median_ms / 1e9;
+      row.quantize_gbps =
+          static_cast<double>(workload.quantize_bytes_moved()) / row.quantize.median_ms / 1e6;
+    } catch (const Error& error) {
+      std::printf("%-9s %4d %6d %6s %-40s failed: %s\n",
+                  job.problem.variant == Variant::kFullInt8 ? "full" : "half",
+                  job.problem.head_dim, job.problem.seq_q, job.problem.causal ? "on" : "off",
+                  job.config.to_string().c_str(), error.what());
+      continue;
+    }
+    std::printf("%-9s %4d %6d %6s %-40s %9.3f %8.1f %9.3f %8.0f\n",
+                job.problem.variant == Variant::kFullInt8 ? "full" : "half",
+                job.problem.head_dim, job.problem.seq_q, job.problem.causal ? "on" : "off",
+                job.config.to_string().c_str(), row.attention.median_ms, row.tops,
+                row.quantize.median_ms, row.quantize_gbps);
+    std::fflush(stdout);
+    rows.push_back(row_json(row, info.name));
+  }
+  if (const auto path = args.get("json")) {
+    std::ofstream out(*path);
+    out << rows.dump() << "\n";
+    if (!out) throw Error(Status::kInternal, "could not write " + *path);
+  }
+  return 0;
+}
+
+}  // namespace intfa::cli

@@ -1,0 +1,97 @@
+#include "intfa/problem_options.hpp"
+
+#include "common/strings.hpp"
+
+namespace intfa::cli {
+
+const char* const kNumericsOptionsHelp =
+    "  --variant full|half        full INT8 (default) or half INT8 (FP16/BF16 V)\n"
+    "  --p u8|s8                  P encoding (full INT8): u8 R=255 (default) or s8 R=127\n"
+    "  --p-scale running|tile     P reference: running max (default) or tile max\n"
+    "  --v-scale tensor|channel|block   V scale granularity (default tensor)\n"
+    "  --qk-bits 8|4              Q.K in INT8 (default) or INT4\n"
+    "  --dtype f16|bf16           inputs and output (default f16)\n"
+    "  --dist normal|uniform      N(0,1) (default) or U(-0.5,0.5) inputs\n"
+    "  --softmax-scale X          default 1/sqrt(head_dim)\n"
+    "  --config M,N,W,S           tile config block_m,block_n,warps,stages (default: tuned or\n"
+    "                             heuristic)\n";
+
+const std::vector<std::string>& numerics_option_names() {
+  static const std::vector<std::string> names = {
+      "variant", "p", "p-scale", "v-scale", "qk-bits", "dtype", "dist", "softmax-scale", "config"};
+  return names;
+}
+
+Variant parse_variant(const std::string& text) {
+  if (text == "full" || text == "full_int8") return Variant::kFullInt8;
+  if (text == "half" || text == "half_int8") return Variant::kHalfInt8;
+  throw UsageError("--variant " + text + ": expected full or half");
+}
+
+KernelConfig parse_config(const std::string& text) {
+  const auto parts = strings::split(text, ',');
+  if (parts.size() != 4) throw UsageError("--config " + text + ": expected M,N,W,S");
+  int values[4];
+  for (int i = 0; i < 4; ++i) {
+    const auto value = strings::parse_int(strings::trim(parts[static_cast<std::size_t>(i)]));
+    if (!value || *value <= 0 || *value > 1024) {
+      throw UsageError("--config " + text + ": '" + parts[static_cast<std::size_t>(i)] +
+                       "' is not a positive integer");
+    }
+    values[i] = static_cast<int>(*value);
+  }
+  return KernelConfig{values[0], values[1], values[2], values[3]};
+}
+
+void parse_numerics(const Args& args, AttentionProblem& problem, AttentionOptions& options,
+                    DType& io_type) {
+  problem.variant = parse_variant(args.get_or("variant", "full"));
+  problem.qk_bits = static_cast<int>(args.get_int("qk-bits", 8, 4, 8));
+  if (problem.qk_bits != 8 && problem.qk_bits != 4) throw UsageError("--qk-bits: expected 8 or 4");
+  const std::string p = args.get_or("p", "u8");
+  if (p != "u8" && p != "s8") throw UsageError("--p " + p + ": expected u8 or s8");
+  options.p_encoding = p == "u8" ? PEncoding::kUnsigned255 : PEncoding::kSigned127;
+  const std::string p_scale = args.get_or("p-scale", "running");
+  if (p_scale != "running" && p_scale != "tile") {
+    throw UsageError("--p-scale " + p_scale + ": expected running or tile");
+  }
+  options.p_scale =
+      p_scale == "running" ? PScaleReference::kRunningMax : PScaleReference::kTileMax;
+  const std::string v_scale = args.get_or("v-scale", "tensor");
+  if (v_scale == "tensor") {
+    options.v_granularity = VScaleGranularity::kPerTensor;
+  } else if (v_scale == "channel") {
+    options.v_granularity = VScaleGranularity::kPerChannel;
+  } else if (v_scale == "block") {
+    options.v_granularity = VScaleGranularity::kPerBlock;
+  } else {
+    throw UsageError("--v-scale " + v_scale + ": expected tensor, channel or block");
+  }
+  const std::string dtype = args.get_or("dtype", "f16");
+  if (dtype != "f16" && dtype != "bf16") throw UsageError("--dtype " + dtype + ": expected f16 or bf16");
+  io_type = dtype == "f16" ? DType::kF16 : DType::kBF16;
+  options.softmax_scale = args.get_double("softmax-scale", 0.0);
+  if (const auto config = args.get("config")) options.config = parse_config(*config);
+}
+
+reference::Distribution parse_distribution(const Args& args) {
+  const std::string dist = args.get_or("dist", "normal");
+  if (dist == "normal") return reference::Distribution::kNormal;
+  if (dist == "uniform") return reference::Distribution::kUniformHalf;
+  throw UsageError("--dist " + dist + ": expected normal or uniform");
+}
+
+std::string describe_numerics(const AttentionProblem& problem, const AttentionOptions& options) {
+  if (problem.variant == Variant::kHalfInt8) {
+    return "half INT8 (INT" + std::to_string(problem.qk_bits) + " Q.K, 16-bit P.V)";
+  }
+  return std::string("full INT8 (INT") + std::to_string(problem.qk_bits) + " Q.K, P " +
+         (options.p_encoding == PEncoding::kUnsigned255 ? "u8" : "s8") + " against the " +
+         (options.p_scale == PScaleReference::kRunningMax ? "running" : "tile") + " max, V per " +
+         (options.v_granularity == VScaleGranularity::kPerTensor
+              ? "tensor"
+              : options.v_granularity == VScaleGranularity::kPerChannel ? "channel" : "block") +
+         ")";
+}
+
+}  // namespace intfa::cli
