@@ -120,8 +120,8 @@ std::string not_regular_problem(fs::file_type type) {
          (type == fs::file_type::symlink ? " (never followed)" : "");
 }
 
-// The bytes of a regular file, never following a symbolic link. Throws EntryError when the file
-// itself is bad (not a regular file, too large) and std::system_error when it cannot be read.
+}  // namespace
+
 std::vector<char> read_regular_file(const fs::path& path, std::uint64_t max_bytes) {
   // O_NONBLOCK: a FIFO planted at an entry's name must not hang the open.
   FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
@@ -147,6 +147,8 @@ std::vector<char> read_regular_file(const fs::path& path, std::uint64_t max_byte
   bytes.resize(filled);
   return bytes;
 }
+
+namespace {
 
 // What is at an entry's name: a verified cubin, nothing, a bad file, or one that cannot be read
 // (an I/O error is no proof the entry is bad, so such a file is left in place).
@@ -244,17 +246,16 @@ void write_all(int descriptor, const char* data, std::size_t size, const fs::pat
   }
 }
 
-// Temp file in the destination's folder, every byte written and fsync'ed, then renamed over the
-// destination: readers see the old file or the whole new one, never a part. When two processes
-// store one key, the last rename wins; both wrote a complete entry for the same inputs.
-void write_file_atomically(const fs::path& destination, const CacheKey& key, const char* data,
-                           std::size_t size) {
+}  // namespace
+
+void write_file_atomically(const fs::path& destination, const std::string& temp_file_name,
+                           const char* data, std::size_t size) {
   if (g_fail_writes_for_testing.load()) {
     throw std::system_error(ENOSPC, std::generic_category(),
                             "cannot write " + destination.string() +
                                 " (simulated by DiskCache::set_write_failure_for_testing)");
   }
-  const fs::path temp = destination.parent_path() / temp_name(key);
+  const fs::path temp = destination.parent_path() / temp_file_name;
   FileDescriptor file(
       ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!file.valid()) throw_errno("cannot create", temp, errno);
@@ -267,6 +268,8 @@ void write_file_atomically(const fs::path& destination, const CacheKey& key, con
   }
   guard.release();
 }
+
+namespace {
 
 // Makes the renames durable; a failure only weakens durability, never correctness.
 void sync_directory(const fs::path& directory) {
@@ -436,7 +439,10 @@ std::optional<fs::path> DiskCache::default_directory() {
   return std::nullopt;
 }
 
-DiskCache::DiskCache(fs::path directory) : directory_(normalized_directory(std::move(directory))) {
+DiskCache::DiskCache(fs::path directory, Access access)
+    : directory_(normalized_directory(std::move(directory))),
+      read_only_(access == Access::kReadOnly),
+      disabled_writes_(read_only_) {
   struct stat info {};
   if (::stat(directory_.c_str(), &info) == 0 && (info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     // Anyone who can write the directory could plant a cubin this process would run.
@@ -474,6 +480,12 @@ std::optional<nvrtc::Cubin> DiskCache::load(const CacheKey& key) {
     const fs::file_type folder_type = fs::symlink_status(folder, error).type();
     if (folder_type == fs::file_type::not_found) return std::nullopt;
     if (folder_type != fs::file_type::directory) {
+      if (read_only_) {
+        log::warn_once("cache-bad-folder:" + folder.string(),
+                       "ignoring read-only cache folder " + folder.string() + ": it " +
+                           folder_problem(folder_type) + "; compiling instead");
+        return std::nullopt;
+      }
       const std::error_code removal = remove_path(folder);
       log::warn("ignoring cache folder " + folder.string() + ": it " + folder_problem(folder_type) +
                 (removal ? " (could not remove it: " + removal.message() + ")" : "; removed"));
@@ -490,6 +502,13 @@ std::optional<nvrtc::Cubin> DiskCache::load(const CacheKey& key) {
                   "; compiling instead");
         return std::nullopt;
       case EntryCheck::Outcome::kBad: {
+        if (read_only_) {
+          // Never trusted, never repaired: a deployment bundle is rebuilt by whoever made it.
+          log::warn_once("cache-bad-entry:" + path.string(),
+                         "ignoring bad entry " + path.string() +
+                             " of the read-only cache: " + check.problem + "; compiling instead");
+          return std::nullopt;
+        }
         const std::error_code removal = remove_path(path);
         remove_path(sidecar_path(key));
         log::warn("dropping bad cache entry " + path.string() + ": " + check.problem +
@@ -513,8 +532,8 @@ void DiskCache::store(const CacheKey& key, const nvrtc::Cubin& cubin,
     const fs::path path = entry_path(key);
     create_private_directories(directory_);
     create_entry_folder(path.parent_path());
-    write_file_atomically(path, key, entry.data(), entry.size());
-    write_file_atomically(sidecar_path(key), key, sidecar.data(), sidecar.size());
+    write_file_atomically(path, temp_name(key), entry.data(), entry.size());
+    write_file_atomically(sidecar_path(key), temp_name(key), sidecar.data(), sidecar.size());
     sync_directory(path.parent_path());
   } catch (const std::exception& error) {
     disable_writes(error.what());
@@ -583,6 +602,9 @@ VerifyReport DiskCache::verify() const {
 }
 
 ClearReport DiskCache::clear(bool stale_only) {
+  if (read_only_) {
+    throw CacheError("the kernel cache " + directory_.string() + " is opened read-only");
+  }
   ClearReport report;
   std::vector<CacheFile> sidecars;
   for (const CacheFile& file : scan(directory_)) {

@@ -36,6 +36,18 @@ struct ClearReport {
   std::uint64_t freed_bytes = 0;
 };
 
+// The bytes of a regular file, never following a symbolic link nor blocking on a FIFO. Throws
+// EntryError when the file itself is bad (not a regular file, over `max_bytes`) and
+// std::system_error when it cannot be read.
+std::vector<char> read_regular_file(const std::filesystem::path& path, std::uint64_t max_bytes);
+
+// Writes `size` bytes to `destination` through the temp file `temp_name` in its folder (created
+// with O_EXCL, written, fsync'ed, renamed over the destination): readers see the old file or the
+// whole new one, never a part. When two processes write one destination, the last rename wins.
+// Throws std::system_error; the temp file never outlives a failure.
+void write_file_atomically(const std::filesystem::path& destination,
+                           const std::string& temp_file_name, const char* data, std::size_t size);
+
 class DiskCache {
  public:
   // $INTFA_CACHE_DIR, else $XDG_CACHE_HOME/intfa, else $HOME/.cache/intfa; nullopt when
@@ -43,23 +55,31 @@ class DiskCache {
   // INTFA_CACHE_DIR when it is set to a relative path.
   static std::optional<std::filesystem::path> default_directory();
 
+  enum class Access {
+    kReadWrite,  // the user cache: bad entries are removed and rebuilt, new ones stored
+    kReadOnly,   // a deployment bundle: nothing in it is ever written, removed or created
+  };
+
   // Creates the directory (0700) on first write. A group- or world-writable existing directory is
   // refused with a warning (the cache then works from memory only).
-  explicit DiskCache(std::filesystem::path directory);
+  explicit DiskCache(std::filesystem::path directory, Access access = Access::kReadWrite);
 
   const std::filesystem::path& directory() const { return directory_; }
   std::filesystem::path entry_path(const CacheKey& key) const;
   std::filesystem::path sidecar_path(const CacheKey& key) const;  // <32 hex>.json beside the entry
 
   // The verified cubin for `key`, or nullopt on a miss. A present but bad entry is removed, with
-  // one warning, and reported as a miss so the caller rebuilds and replaces it.
+  // one warning, and reported as a miss so the caller rebuilds and replaces it. Read-only: the bad
+  // entry stays where it is and is warned about once per file and process.
   std::optional<nvrtc::Cubin> load(const CacheKey& key);
 
   // Writes the entry (temp file in the same folder, fsync, rename) and its readable spec sidecar.
-  // I/O failures never throw: the first one warns and makes this cache memory-only.
+  // I/O failures never throw: the first one warns and makes this cache memory-only. Read-only:
+  // does nothing.
   void store(const CacheKey& key, const nvrtc::Cubin& cubin, const render::KernelSpec& spec);
 
   bool writable() const;
+  bool read_only() const { return read_only_; }
 
   std::vector<EntryInfo> list() const;
   // Decodes every entry as load() would, and flags temp files older than an hour; removes nothing.
@@ -67,7 +87,7 @@ class DiskCache {
   // Removes every entry, sidecar and temp file (stale_only = false), or only what this build
   // cannot use: entries that do not verify (another format or NVRTC version included), their
   // sidecars and orphan sidecars, and temp files older than an hour. Files not named like cache
-  // files are never touched.
+  // files are never touched. Read-only: throws CacheError and removes nothing.
   ClearReport clear(bool stale_only);
 
   // Test hook: while set, every entry or sidecar write in this process fails as if the disk were
@@ -78,6 +98,7 @@ class DiskCache {
   void disable_writes(const std::string& reason);
 
   std::filesystem::path directory_;
+  bool read_only_ = false;
   bool refused_ = false;  // group- or world-writable: never read nor written
   mutable std::mutex mutex_;
   bool disabled_writes_ = false;

@@ -40,6 +40,21 @@ std::optional<Arch> parse_arch(std::string_view name) {
   return std::nullopt;
 }
 
+int default_max_shared_bytes(Arch arch) {
+  constexpr int kKiB = 1024;
+  switch (arch) {
+    case Arch::kSm80:
+      return 163 * kKiB;
+    case Arch::kSm86:
+      return 99 * kKiB;
+    case Arch::kSm89:
+      return 99 * kKiB;
+    case Arch::kSm90a:
+      return 227 * kKiB;
+  }
+  throw InternalError("unknown Arch value");
+}
+
 Arch arch_for_compute_capability(int major, int minor) {
   if (major == 8 && minor == 0) return Arch::kSm80;
   if (major == 8 && (minor == 6 || minor == 7)) return Arch::kSm86;

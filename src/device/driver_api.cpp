@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <algorithm>
 #include <mutex>
 
 #include "intfa/errors.hpp"
@@ -10,22 +9,25 @@
 namespace intfa::device {
 namespace {
 
-using GetProcAddress = CUresult (*)(const char*, void**, int, cuuint64_t,
-                                    CUdriverProcAddressQueryResult*);
-
 struct LoadedDriver {
   DriverApi api;
   std::string failure;  // empty when api is usable
 };
 
+// The symbol cuda.h binds a name to (cuMemAlloc -> "cuMemAlloc_v2"): the argument is expanded
+// before it is stringified. Resolving exactly that symbol guarantees the function has the
+// signature the header declares. cuGetProcAddress would hand back the newest ABI of a base name
+// instead, and CUDA 13 added new signatures under old names (cuCtxGetDevice_v2 takes a context).
+#define INTFA_STRINGIFY(text) #text
+#define INTFA_SYMBOL_NAME(name) INTFA_STRINGIFY(name)
+
 template <typename Function>
-bool resolve(GetProcAddress get_proc, const char* symbol, int version, Function& slot,
-             std::string& failure) {
-  void* address = nullptr;
-  CUdriverProcAddressQueryResult status{};
-  const CUresult result = get_proc(symbol, &address, version, CU_GET_PROC_ADDRESS_DEFAULT, &status);
-  if (result != CUDA_SUCCESS || address == nullptr) {
-    failure = std::string("the CUDA driver does not provide ") + symbol + " (driver too old?)";
+bool resolve(void* library, const char* symbol, Function& slot, std::string& failure) {
+  void* address = dlsym(library, symbol);
+  if (address == nullptr) {
+    failure = std::string("the CUDA driver does not provide ") + symbol + " (driver older than CUDA " +
+              std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10) +
+              "?)";
     return false;
   }
   slot = reinterpret_cast<Function>(address);
@@ -42,27 +44,16 @@ LoadedDriver load_driver() {
                      (error ? error : "unknown error") + ")";
     return loaded;
   }
-  auto get_proc = reinterpret_cast<GetProcAddress>(dlsym(library, "cuGetProcAddress_v2"));
-  auto get_version =
-      reinterpret_cast<decltype(&::cuDriverGetVersion)>(dlsym(library, "cuDriverGetVersion"));
-  if (get_proc == nullptr || get_version == nullptr) {
-    loaded.failure = "the CUDA driver is older than CUDA 12 (no cuGetProcAddress_v2)";
-    return loaded;
-  }
-  int driver_version = 0;
-  if (get_version(&driver_version) != CUDA_SUCCESS) {
-    loaded.failure = "cuDriverGetVersion failed";
-    return loaded;
-  }
-  loaded.api.driver_version = driver_version;
-  // Ask for the entry points as of the older of the driver and the headers we were built with.
-  const int version = std::min(driver_version, CUDA_VERSION);
-#define INTFA_RESOLVE_DRIVER_FUNCTION(name)                                    \
-  if (!resolve(get_proc, #name, version, loaded.api.name, loaded.failure)) { \
-    return loaded;                                                           \
+#define INTFA_RESOLVE_DRIVER_FUNCTION(name)                                                   \
+  if (!resolve(library, INTFA_SYMBOL_NAME(name), loaded.api.name, loaded.failure)) {         \
+    return loaded;                                                                           \
   }
   INTFA_DRIVER_FUNCTIONS(INTFA_RESOLVE_DRIVER_FUNCTION)
 #undef INTFA_RESOLVE_DRIVER_FUNCTION
+  if (loaded.api.cuDriverGetVersion(&loaded.api.driver_version) != CUDA_SUCCESS) {
+    loaded.failure = "cuDriverGetVersion failed";
+    return loaded;
+  }
   const CUresult init = loaded.api.cuInit(0);
   if (init != CUDA_SUCCESS) {
     const char* name = nullptr;
@@ -115,5 +106,12 @@ void check(CUresult result, const char* call) {
   throw DriverError(call, static_cast<int>(result), result_name(result),
                     description ? description : "");
 }
+
+}  // namespace intfa::device
+
+namespace intfa::device {
+
+const char* driver_symbol_name_of_cuMemAlloc() { return INTFA_SYMBOL_NAME(cuMemAlloc); }
+const char* driver_symbol_name_of_cuCtxGetDevice() { return INTFA_SYMBOL_NAME(cuCtxGetDevice); }
 
 }  // namespace intfa::device

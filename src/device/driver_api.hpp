@@ -1,6 +1,7 @@
 // The CUDA driver, opened at run time. libcuda.so.1 is dlopen'ed on first use and its entry points
-// are resolved through cuGetProcAddress into one table, so intfa links, renders, compiles and
-// caches on machines that have no driver and no GPU; only launching needs one.
+// are resolved (dlsym, by the exact versioned names cuda.h uses) into one table, so intfa links,
+// renders, compiles and caches on machines that have no driver and no GPU; only launching needs
+// one.
 #pragma once
 
 #include <cuda.h>
@@ -23,6 +24,10 @@ namespace intfa::device {
   X(cuMemcpyDtoDAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async)          \
   X(cuMemsetD32Async) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                     \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuPointerGetAttribute)
+
+// The symbol each entry point is resolved by ("cuMemAlloc_v2" for cuMemAlloc): for tests.
+const char* driver_symbol_name_of_cuMemAlloc();
+const char* driver_symbol_name_of_cuCtxGetDevice();
 
 struct DriverApi {
   int driver_version = 0;  // cuDriverGetVersion: 13000 for CUDA 13.0

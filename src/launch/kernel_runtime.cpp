@@ -6,6 +6,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "cache/bundle.hpp"
 #include "cache/disk_cache.hpp"
 #include "common/log.hpp"
 #include "device/driver_api.hpp"
@@ -60,6 +61,32 @@ struct ContextAndSpecHash {
   }
 };
 
+// A spec made ready for the cache and NVRTC: its unit, its options and the key they hash to.
+struct PreparedUnit {
+  const render::TemplateSet& templates;
+  render::RenderedUnit unit;
+  std::vector<std::string> options;
+  cache::CacheKey key;
+};
+
+PreparedUnit prepare(const render::KernelSpec& spec) {
+  const render::TemplateSet& templates = render::TemplateSet::active();
+  PreparedUnit prepared{
+      templates, render::render(spec, templates), nvrtc::compile_options(spec.arch), {}};
+  prepared.key =
+      cache::make_key({prepared.unit, templates, prepared.options, nvrtc::version(), spec.arch});
+  return prepared;
+}
+
+std::shared_ptr<const nvrtc::Cubin> compile_with_nvrtc(const PreparedUnit& prepared,
+                                                       const render::KernelSpec& spec) {
+  auto cubin = std::make_shared<const nvrtc::Cubin>(
+      nvrtc::compile(prepared.unit, spec, prepared.options, prepared.templates));
+  log::info("compiled " + spec.to_string() + " in " +
+            std::to_string(static_cast<int>(cubin->compile_ms)) + " ms");
+  return cubin;
+}
+
 int function_attribute(CUfunction function, CUfunction_attribute which) {
   int value = 0;
   INTFA_DRIVER(cuFuncGetAttribute, &value, which, function);
@@ -70,19 +97,50 @@ int function_attribute(CUfunction function, CUfunction_attribute which) {
 
 struct KernelRuntime::State {
   std::mutex mutex;
-  std::optional<cache::DiskCache> disk;
+  std::unique_ptr<cache::DeploymentBundle> bundle;  // read-only, under the user cache
+  std::optional<cache::DiskCache> disk;             // the user cache
   std::unordered_map<render::KernelSpec, std::shared_future<CompiledKernel>,
                      render::KernelSpecHash>
       compiled;
   std::unordered_map<ContextAndSpec, std::unique_ptr<LoadedEntry>, ContextAndSpecHash> loaded;
   std::atomic<std::uint64_t> disk_hits{0};
+  std::atomic<std::uint64_t> bundle_hits{0};
   std::atomic<std::uint64_t> disk_misses{0};
   std::atomic<std::uint64_t> memory_hits{0};
   std::atomic<std::uint64_t> module_loads{0};
 
-  void configure_disk() {
+  void configure_caches() {
+    bundle.reset();
     disk.reset();
-    if (const auto directory = cache::DiskCache::default_directory()) disk.emplace(*directory);
+    std::optional<std::filesystem::path> user = cache::DiskCache::default_directory();
+    std::optional<std::filesystem::path> deployed =
+        cache::DeploymentBundle::directory_from_environment();
+    if (user && cache::holds_manifest(*user)) {
+      // A bundle named as the user cache is read as a bundle and never written: entries it does
+      // not list would make it fail `intfa cache verify`.
+      if (!deployed) deployed = user;
+      user.reset();
+    }
+    if (deployed) bundle = cache::DeploymentBundle::open(*deployed);
+    if (user) disk.emplace(*user);
+  }
+
+  // The verified cubin from the bundle, else the user cache; nullopt on a miss in both.
+  std::optional<nvrtc::Cubin> load_cached(const cache::CacheKey& key) {
+    if (bundle) {
+      if (auto cubin = bundle->load(key)) {
+        bundle_hits++;
+        return cubin;
+      }
+    }
+    if (disk) {
+      if (auto cubin = disk->load(key)) {
+        disk_hits++;
+        return cubin;
+      }
+    }
+    disk_misses++;
+    return std::nullopt;
   }
 };
 
@@ -92,7 +150,9 @@ KernelRuntime& KernelRuntime::instance() {
   return *runtime;
 }
 
-KernelRuntime::KernelRuntime() : state_(std::make_unique<State>()) { state_->configure_disk(); }
+KernelRuntime::KernelRuntime() : state_(std::make_unique<State>()) {
+  state_->configure_caches();
+}
 
 KernelRuntime::~KernelRuntime() = default;
 
@@ -117,25 +177,15 @@ CompiledKernel KernelRuntime::compile(const render::KernelSpec& spec) {
     return result;
   }
   try {
-    const render::TemplateSet& templates = render::TemplateSet::active();
-    const render::RenderedUnit unit = render::render(spec, templates);
-    const std::vector<std::string> options = nvrtc::compile_options(spec.arch);
+    const PreparedUnit prepared = prepare(spec);
     CompiledKernel result;
-    result.key = cache::make_key({unit, templates, options, nvrtc::version(), spec.arch});
-    std::optional<nvrtc::Cubin> cached;
-    if (state_->disk) cached = state_->disk->load(result.key);
-    if (cached) {
-      state_->disk_hits++;
+    result.key = prepared.key;
+    if (auto cached = state_->load_cached(result.key)) {
       result.cubin = std::make_shared<const nvrtc::Cubin>(std::move(*cached));
     } else {
-      state_->disk_misses++;
-      auto cubin = std::make_shared<const nvrtc::Cubin>(
-          nvrtc::compile(unit, spec, options, templates));
-      log::info("compiled " + spec.to_string() + " in " +
-                std::to_string(static_cast<int>(cubin->compile_ms)) + " ms");
-      if (state_->disk) state_->disk->store(result.key, *cubin, spec);
-      result.cubin = std::move(cubin);
+      result.cubin = compile_with_nvrtc(prepared, spec);
       result.compiled_now = true;
+      if (state_->disk) state_->disk->store(result.key, *result.cubin, spec);
     }
     promise.set_value(result);
     return result;
@@ -189,6 +239,7 @@ RuntimeStats KernelRuntime::stats() const {
   RuntimeStats stats;
   stats.nvrtc_compiles = nvrtc::compile_count();
   stats.disk_hits = state_->disk_hits.load();
+  stats.bundle_hits = state_->bundle_hits.load();
   stats.disk_misses = state_->disk_misses.load();
   stats.memory_hits = state_->memory_hits.load();
   stats.module_loads = state_->module_loads.load();
@@ -198,7 +249,21 @@ RuntimeStats KernelRuntime::stats() const {
 void KernelRuntime::reset_for_testing() {
   std::lock_guard<std::mutex> lock(state_->mutex);
   state_->compiled.clear();
-  state_->configure_disk();
+  state_->configure_caches();
+}
+
+CompiledKernel compile_into(const render::KernelSpec& spec, cache::DiskCache& cache) {
+  const PreparedUnit prepared = prepare(spec);
+  CompiledKernel result;
+  result.key = prepared.key;
+  if (auto cached = cache.load(result.key)) {
+    result.cubin = std::make_shared<const nvrtc::Cubin>(std::move(*cached));
+    return result;
+  }
+  result.cubin = compile_with_nvrtc(prepared, spec);
+  result.compiled_now = true;
+  cache.store(result.key, *result.cubin, spec);
+  return result;
 }
 
 CUcontext launch_context(CUstream stream) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "cache/cache_key.hpp"
+#include "cache/disk_cache.hpp"
 #include "nvrtc/compiler.hpp"
 #include "render/kernel_spec.hpp"
 
@@ -21,7 +22,8 @@ namespace intfa::launch {
 
 struct RuntimeStats {
   std::uint64_t nvrtc_compiles = 0;  // in this process, by anyone
-  std::uint64_t disk_hits = 0;
+  std::uint64_t disk_hits = 0;       // the user cache
+  std::uint64_t bundle_hits = 0;     // the deployment bundle (INTFA_DEPLOY_CACHE)
   std::uint64_t disk_misses = 0;
   std::uint64_t memory_hits = 0;  // loaded-kernel lookups served without any work
   std::uint64_t module_loads = 0;
@@ -53,7 +55,8 @@ class KernelRuntime {
  public:
   static KernelRuntime& instance();
 
-  // The cubin for `spec` (memory, deployment bundle, disk cache, else NVRTC). Needs no GPU.
+  // The cubin for `spec` (memory, deployment bundle, user disk cache, else NVRTC, storing the
+  // result in the user cache). Needs no GPU.
   CompiledKernel compile(const render::KernelSpec& spec);
 
   // The kernel loaded into `context`, able to use `dynamic_shared_bytes` of shared memory.
@@ -62,8 +65,9 @@ class KernelRuntime {
 
   RuntimeStats stats() const;
 
-  // Forget compiled cubins and re-read the cache configuration from the environment. For tests
-  // that point INTFA_CACHE_DIR elsewhere; loaded modules stay loaded.
+  // Forget compiled cubins and re-read the cache configuration (INTFA_CACHE_DIR,
+  // INTFA_DEPLOY_CACHE, ...) from the environment. For tests that point them elsewhere; loaded
+  // modules stay loaded.
   void reset_for_testing();
 
   KernelRuntime(const KernelRuntime&) = delete;
@@ -75,6 +79,12 @@ class KernelRuntime {
   struct State;
   std::unique_ptr<State> state_;
 };
+
+// The cubin for `spec` from `cache` when it holds a verified entry, else compiled by NVRTC and
+// stored there; the process-wide runtime (its memory, the deployment bundle, the user cache) is
+// not involved. For writing deployment bundles: the caller checks cache.writable() afterwards.
+// Throws CompileError.
+CompiledKernel compile_into(const render::KernelSpec& spec, cache::DiskCache& cache);
 
 // The context to launch in: the one current on this thread, else device 0's primary context (made
 // current). When `stream` is given it must belong to that context (InvalidArgument otherwise).

@@ -45,15 +45,26 @@ __device__ __forceinline__ u32 pack_low_bytes(u32 b0, u32 b1, u32 b2, u32 b3) {
   return __byte_perm(low, high, 0x5410);
 }
 
-// Reads the B-operand fragments of two n8 tiles x 32 bytes of k from a swizzled tile whose rows
-// are the n dimension: rows [row0, row0 + 16), bytes [byte0, byte0 + 32).
-template <int RowBytes>
-__device__ __forceinline__ void load_b_pair(u32 (&b)[4], const u8* tile, int row0, int byte0,
-                                            int lane) {
-  const int row = row0 + ((lane >> 4) << 3) + (lane & 7);
-  const int chunk = (byte0 >> 4) + ((lane >> 3) & 1);
-  load_matrix_x4(b, shared_address(tile + SwizzledTile<RowBytes>::offset(row, chunk)));
-}
+// Per-lane byte offsets, inside a swizzled tile whose rows are the n dimension, of the
+// ldmatrix.x4 that reads the B fragments of two n8 tiles (rows 0..15) x 32 bytes of k at k-step
+// `step`. Rows 16*pair.. add pair * 16 * RowBytes: the swizzle's XOR only depends on the lane,
+// so these offsets are computed once per kernel instead of once per tile.
+template <int RowBytes, int Steps>
+struct BFragmentOffsets {
+  u32 offset[Steps];
+
+  __device__ __forceinline__ explicit BFragmentOffsets(int lane) {
+    const int row = ((lane >> 4) << 3) + (lane & 7);
+#pragma unroll
+    for (int step = 0; step < Steps; ++step) {
+      offset[step] = static_cast<u32>(SwizzledTile<RowBytes>::offset(row, step * 2 + ((lane >> 3) & 1)));
+    }
+  }
+
+  __device__ __forceinline__ void load(u32 (&b)[4], u32 tile, int pair, int step) const {
+    load_matrix_x4(b, tile + offset[step] + pair * 16 * RowBytes);
+  }
+};
 
 template <class Config>
 struct AttentionKernel {
@@ -77,9 +88,12 @@ struct AttentionKernel {
     }
   }
 
+  using KFragments = BFragmentOffsets<Config::kQkRowBytes, Config::kQkSteps>;
+  using VFragments = BFragmentOffsets<Config::kVRowBytes, Config::kPvSteps>;
+
   __device__ __forceinline__ static void score_tile(int (&s)[kMTiles][kScoreTiles][4],
                                                     const u32 (&q)[kMTiles][Config::kQkSteps][4],
-                                                    const u8* k_tile, int lane) {
+                                                    u32 k_tile, const KFragments& fragments) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -91,7 +105,7 @@ struct AttentionKernel {
 #pragma unroll
       for (int pair = 0; pair < kScoreTiles / 2; ++pair) {
         u32 b[4];
-        load_b_pair<Config::kQkRowBytes>(b, k_tile, pair * 16, step * 32, lane);
+        fragments.load(b, k_tile, pair, step);
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
           if (Config::kQkBits == 8) {
@@ -183,7 +197,7 @@ struct AttentionKernel {
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const float e = exp2_approx(fmaf(y[mt][nt][i], c[mt][i >> 1], offset[i >> 1]));
-          bits[nt][i] = round_small_nonnegative_to_bits(e * Config::kPRange);
+          bits[nt][i] = static_cast<u32>(__float_as_int(fmaf(e, Config::kPRange, kRoundingMagic)));
           sum_bits[i >> 1] += bits[nt][i];
         }
       }
@@ -218,13 +232,13 @@ struct AttentionKernel {
   // Persistent accumulation: acc += P V over the whole tile.
   __device__ __forceinline__ static void accumulate_pv(
       int (&acc)[kMTiles][kOutputTiles][4], const u32 (&p)[kMTiles][Config::kPvSteps][4],
-      const u8* v_tile, int lane) {
+      u32 v_tile, const VFragments& fragments) {
 #pragma unroll
     for (int pair = 0; pair < kOutputTiles / 2; ++pair) {
 #pragma unroll
       for (int step = 0; step < Config::kPvSteps; ++step) {
         u32 b[4];
-        load_b_pair<Config::kVRowBytes>(b, v_tile, pair * 16, step * 32, lane);
+        fragments.load(b, v_tile, pair, step);
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
           mma_pv(acc[mt][2 * pair], p[mt][step], b[0], b[1]);
@@ -238,8 +252,8 @@ struct AttentionKernel {
   // partial sums per pair of output tiles.
   __device__ __forceinline__ static void fold_pv_tile(
       float (&o)[kMTiles][kOutputTiles][4], const u32 (&p)[kMTiles][Config::kPvSteps][4],
-      const float (&gamma)[kMTiles][2], const u8* v_tile, const float* v_block_scales, int lane,
-      LaneCoordinates coordinates) {
+      const float (&gamma)[kMTiles][2], u32 v_tile, const VFragments& fragments,
+      const float* v_block_scales, LaneCoordinates coordinates) {
     // Steps sharing one V scale block fold together (the whole tile when scales are per tensor
     // or per channel).
     constexpr int kStepsPerFold =
@@ -261,7 +275,7 @@ struct AttentionKernel {
         for (int inner = 0; inner < kStepsPerFold; ++inner) {
           const int step = fold * kStepsPerFold + inner;
           u32 b[4];
-          load_b_pair<Config::kVRowBytes>(b, v_tile, pair * 16, step * 32, lane);
+          fragments.load(b, v_tile, pair, step);
 #pragma unroll
           for (int mt = 0; mt < kMTiles; ++mt) {
             mma_pv(partial[mt][0], p[mt][step], b[0], b[1]);
@@ -326,19 +340,31 @@ struct AttentionKernel {
     }
   }
 
+  // Half INT8: V rows are keys. Matrices (keys +0..7 | +8..15) x (channels +0..7 | +8..15) are
+  // read transposed; the swizzle XOR depends on the lane only, so the offset of each channel pair
+  // is computed once and a k-step adds 16 rows.
+  struct HalfVFragments {
+    u32 offset[kOutputTiles / 2];
+    __device__ __forceinline__ explicit HalfVFragments(int lane) {
+      const int row = (((lane >> 3) & 1) << 3) + (lane & 7);
+#pragma unroll
+      for (int pair = 0; pair < kOutputTiles / 2; ++pair) {
+        offset[pair] = static_cast<u32>(
+            SwizzledTile<Config::kVRowBytes>::offset(row, pair * 2 + (lane >> 4)));
+      }
+    }
+  };
+
   __device__ __forceinline__ static void accumulate_pv_16bit(
       float (&o)[kMTiles][kOutputTiles][4], const u32 (&p)[kMTiles][Config::kPvSteps][4],
-      const u8* v_tile, int lane) {
-    using Tile = SwizzledTile<Config::kVRowBytes>;
+      u32 v_tile, const HalfVFragments& fragments) {
 #pragma unroll
     for (int step = 0; step < Config::kPvSteps; ++step) {
 #pragma unroll
       for (int pair = 0; pair < kOutputTiles / 2; ++pair) {
-        // Rows are keys: matrices (keys +0..7 | +8..15) x (channels +0..7 | +8..15), transposed.
-        const int row = step * 16 + (((lane >> 3) & 1) << 3) + (lane & 7);
-        const int chunk = pair * 2 + (lane >> 4);
         u32 b[4];
-        load_matrix_x4_transposed(b, shared_address(v_tile + Tile::offset(row, chunk)));
+        load_matrix_x4_transposed(
+            b, v_tile + fragments.offset[pair] + step * 16 * Config::kVRowBytes);
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt) {
           if (Config::kVType == ElementType::kF16) {
@@ -416,19 +442,10 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
 
   const i64 kv_index = static_cast<i64>(batch) * params.heads_kv + head_kv;
   const i64 q_index = static_cast<i64>(batch) * params.heads_q + head_q;
-  const AttentionTileLoader<Config> loader{
-      params,
-      static_cast<const u8*>(params.q) + batch * params.q_strides.batch +
-          head_q * params.q_strides.head,
-      static_cast<const u8*>(params.k) + batch * params.k_strides.batch +
-          head_kv * params.k_strides.head,
-      static_cast<const u8*>(params.v) + batch * params.v_strides.batch +
-          head_kv * params.v_strides.head,
-      params.k_scale + kv_index * params.seq_kv,
-      Config::kPerBlockV ? params.v_scale + kv_index * (params.v_padded_seq / kVTokenBlock) *
-                                                Config::kHeadDim
-                         : nullptr,
-      thread};
+  const AttentionTileLoader<Config> loader(params, batch, head_q, head_kv, thread);
+  const typename Kernel::KFragments k_fragments(lane);
+  const typename Kernel::VFragments v_fragments(lane);
+  const typename Kernel::HalfVFragments half_v_fragments(lane);
 
   // Key tiles this block visits: all, or up to the diagonal of its last row.
   int tiles = (params.seq_kv + Config::kBlockN - 1) / Config::kBlockN;
@@ -545,7 +562,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
                                                     first_row + warp_row0 + causal_offset);
 
     int s[kMTiles][kScoreTiles][4];
-    Kernel::score_tile(s, q, k_tile(slot), lane);
+    Kernel::score_tile(s, q, shared_address(k_tile(slot)), k_fragments);
     float y[kMTiles][kScoreTiles][4];
     Kernel::scale_and_mask(y, s, k_scales(slot), needs_mask, first_key, first_row + warp_row0,
                            params.seq_kv, causal_offset, coordinates);
@@ -583,7 +600,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
 #pragma unroll
             for (int half = 0; half < 2; ++half) acc_reference[mt][half] = reference[mt][half];
         }
-        Kernel::accumulate_pv(acc, p, v_tile(slot), lane);
+        Kernel::accumulate_pv(acc, p, shared_address(v_tile(slot)), v_fragments);
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
@@ -600,7 +617,8 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
             rows[mt][half].sum = fmaf(gamma[mt][half], small_int_to_float(row_sum[mt][half]),
                                       rows[mt][half].sum);
           }
-        Kernel::fold_pv_tile(o, p, gamma, v_tile(slot), v_block_scales(slot), lane, coordinates);
+        Kernel::fold_pv_tile(o, p, gamma, shared_address(v_tile(slot)), v_fragments,
+                             v_block_scales(slot), coordinates);
       }
     } else {
       // Half INT8: the MMA accumulates into O directly, so O follows the running maximum.
@@ -634,7 +652,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
       for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
         for (int half = 0; half < 2; ++half) half_row_sum[mt][half] += row_sum[mt][half];
-      Kernel::accumulate_pv_16bit(o, p, v_tile(slot), lane);
+      Kernel::accumulate_pv_16bit(o, p, shared_address(v_tile(slot)), half_v_fragments);
     }
   }
   wait_async_copies<0>();

@@ -64,3 +64,16 @@ TEST(Driver, AbsenceIsReportedNotThrownByTheProbe) {
 
 }  // namespace
 }  // namespace intfa::device
+
+namespace intfa::device {
+namespace {
+
+// CUDA 13 gave some old names new signatures under a _v2 suffix (cuCtxGetDevice_v2 takes a
+// context): the table must bind each function to the symbol whose signature cuda.h declares.
+TEST(Driver, EntryPointsAreResolvedByTheSymbolsCudaHDeclares) {
+  EXPECT_STREQ(driver_symbol_name_of_cuMemAlloc(), "cuMemAlloc_v2");
+  EXPECT_STREQ(driver_symbol_name_of_cuCtxGetDevice(), "cuCtxGetDevice");
+}
+
+}  // namespace
+}  // namespace intfa::device

@@ -17,6 +17,9 @@ enum class PScaleReference { kRunningMax, kTileMax };
 enum class VGranularity { kPerTensor, kPerChannel, kPerBlock };
 
 // Per-token quantization of rows of `head_dim` values: exactly the quantize_rows kernel.
+// `channel_mean` (K smoothing), when given, is one vector of head_dim floats subtracted (in FP32)
+// from every one of the `rows` rows: the kernel keeps one mean per (batch, head), so a caller
+// quantizes each (batch, head) with its own call.
 struct QuantizedRows {
   int rows = 0;
   int head_dim = 0;

@@ -21,6 +21,8 @@ class AttentionWorkload {
 
   void quantize(CUstream stream);  // Q, K (and V for full INT8) into the attention inputs
   void attend(CUstream stream);    // one attention_forward
+  // Times another tile config on the same tensors (the numerics options stay).
+  void use_config(const KernelConfig& config) { options_.config = config; }
   const AttentionProblem& problem() const { return problem_; }
 
   // 4 * B * Hq * Nq * Nkv * D, halved for causal square problems (FlashAttention's convention).

@@ -119,10 +119,10 @@ int run_bench(const Arguments& arguments) {
   DType io_type = DType::kF16;
   parse_numerics(args, base, options, io_type);
 
-  // Every (problem, config) to time, and its spec: compiled in parallel before any timing.
+  // Every problem with the configs to time on it; all their specs compile in parallel first.
   struct Job {
     AttentionProblem problem;
-    KernelConfig config;
+    std::vector<KernelConfig> configs;
   };
   std::vector<Job> jobs;
   std::vector<render::KernelSpec> specs;
@@ -140,21 +140,21 @@ int run_bench(const Arguments& arguments) {
         request.p_encoding = options.p_encoding;
         request.p_scale = options.p_scale;
         request.v_granularity = options.v_granularity;
-        for (const KernelConfig& config : configs_for(args, request, info)) {
-          specs.push_back(attention::make_spec(request, config));
-          for (long seq : seqs) {
-            AttentionProblem problem = base;
-            problem.variant = variant;
-            problem.head_dim = static_cast<int>(head_dim);
-            problem.causal = causal;
-            problem.batch = batch;
-            problem.heads_q = problem.heads_kv = heads;
-            problem.seq_q = problem.seq_kv = static_cast<int>(seq);
-            jobs.push_back({problem, config});
-          }
+        const std::vector<KernelConfig> configs = configs_for(args, request, info);
+        for (const KernelConfig& config : configs) specs.push_back(attention::make_spec(request, config));
+        for (long seq : seqs) {
+          AttentionProblem problem = base;
+          problem.variant = variant;
+          problem.head_dim = static_cast<int>(head_dim);
+          problem.causal = causal;
+          problem.batch = batch;
+          problem.heads_q = problem.heads_kv = heads;
+          problem.seq_q = problem.seq_kv = static_cast<int>(seq);
+          jobs.push_back({problem, configs});
         }
       }
-  compile_in_parallel(specs, "bench");
+  const CompileSummary compiled = compile_in_parallel(specs, "bench");
+  for (const std::string& failure : compiled.failures) std::printf("compile failed: %s\n", failure.c_str());
 
   std::printf("%s, %s\n", info.to_string().c_str(), describe_numerics(base, options).c_str());
   std::printf("%-9s %4s %6s %6s %-40s %9s %8s %9s %8s\n", "variant", "d", "seq", "causal",
@@ -163,33 +163,37 @@ int run_bench(const Arguments& arguments) {
   device::Stream stream;
   for (const Job& job : jobs) {
     AttentionOptions job_options = options;
-    job_options.config = job.config;
-    BenchRow row{job.problem, job_options, job.config, {}, {}, 0, 0};
-    try {
-      AttentionWorkload workload(job.problem, job_options, io_type,
-                                 reference::Distribution::kNormal, 1234);
-      row.quantize = time_on_stream([&](CUstream s) { workload.quantize(s); }, stream.get(), 2,
-                                    std::max(3, repeats / 4));
-      workload.quantize(stream.get());
-      row.attention =
-          time_on_stream([&](CUstream s) { workload.attend(s); }, stream.get(), 3, repeats);
+    job_options.config = job.configs.front();
+    AttentionWorkload workload(job.problem, job_options, io_type, reference::Distribution::kNormal,
+                               reference::fresh_seed());
+    const Timing quantize = time_on_stream([&](CUstream s) { workload.quantize(s); },
+                                           stream.get(), 2, std::max(3, repeats / 4));
+    workload.quantize(stream.get());
+    for (const KernelConfig& config : job.configs) {
+      job_options.config = config;
+      workload.use_config(config);
+      BenchRow row{job.problem, job_options, config, {}, quantize, 0, 0};
+      try {
+        row.attention =
+            time_on_stream([&](CUstream s) { workload.attend(s); }, stream.get(), 3, repeats);
+      } catch (const Error& error) {
+        std::printf("%-9s %4d %6d %6s %-40s failed: %s\n",
+                    job.problem.variant == Variant::kFullInt8 ? "full" : "half",
+                    job.problem.head_dim, job.problem.seq_q, job.problem.causal ? "on" : "off",
+                    config.to_string().c_str(), error.what());
+        continue;
+      }
       row.tops = workload.operations() / row.attention.median_ms / 1e9;
       row.quantize_gbps =
           static_cast<double>(workload.quantize_bytes_moved()) / row.quantize.median_ms / 1e6;
-    } catch (const Error& error) {
-      std::printf("%-9s %4d %6d %6s %-40s failed: %s\n",
+      std::printf("%-9s %4d %6d %6s %-40s %9.3f %8.1f %9.3f %8.0f\n",
                   job.problem.variant == Variant::kFullInt8 ? "full" : "half",
                   job.problem.head_dim, job.problem.seq_q, job.problem.causal ? "on" : "off",
-                  job.config.to_string().c_str(), error.what());
-      continue;
+                  config.to_string().c_str(), row.attention.median_ms, row.tops,
+                  row.quantize.median_ms, row.quantize_gbps);
+      std::fflush(stdout);
+      rows.push_back(row_json(row, info.name));
     }
-    std::printf("%-9s %4d %6d %6s %-40s %9.3f %8.1f %9.3f %8.0f\n",
-                job.problem.variant == Variant::kFullInt8 ? "full" : "half",
-                job.problem.head_dim, job.problem.seq_q, job.problem.causal ? "on" : "off",
-                job.config.to_string().c_str(), row.attention.median_ms, row.tops,
-                row.quantize.median_ms, row.quantize_gbps);
-    std::fflush(stdout);
-    rows.push_back(row_json(row, info.name));
   }
   if (const auto path = args.get("json")) {
     std::ofstream out(*path);

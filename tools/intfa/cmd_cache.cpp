@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cache/bundle.hpp"
 #include "cache/disk_cache.hpp"
 #include "common/strings.hpp"
 #include "intfa/args.hpp"
@@ -15,21 +16,30 @@
 namespace intfa::cli {
 
 const char* const kCacheUsage =
-    "usage: intfa cache <verb> [options]\n\n"
+    "usage: intfa cache <verb> [options] [DIR]\n\n"
     "  ls     [--dir DIR]            every entry: key, kernel spec, size, date; then the total\n"
-    "  verify [--dir DIR]            check every entry byte by byte; exit 1 if any is bad\n"
+    "  verify [--dir DIR]            check every entry byte by byte; exit 1 if any is bad. In a\n"
+    "                                deployment bundle (DIR/manifest.json) check it against the\n"
+    "                                manifest: each listed entry present with its recorded size\n"
+    "                                and checksum, and no entry the manifest does not list\n"
     "  clear  [--stale] [--dir DIR]  remove every entry, or with --stale only what this build\n"
     "                                cannot use: corrupt entries, entries of another NVRTC or\n"
     "                                format version, orphan sidecars, temp files over an hour "
     "old\n\n"
-    "DIR defaults to $INTFA_CACHE_DIR, else $XDG_CACHE_HOME/intfa, else ~/.cache/intfa.\n"
+    "DIR (--dir DIR, or as the last argument) defaults to $INTFA_CACHE_DIR, else\n"
+    "$XDG_CACHE_HOME/intfa, else ~/.cache/intfa.\n"
     "Only files named like cache entries are ever removed.\n";
 
 namespace {
 
-// --dir, else the directory the library would use; nullopt when the cache is disabled.
+// --dir or the argument after the verb, else the directory the library would use; nullopt when
+// the cache is disabled.
 std::optional<std::filesystem::path> cache_directory(const Args& args) {
-  if (const auto directory = args.get("dir")) return std::filesystem::absolute(*directory);
+  const auto option = args.get("dir");
+  const bool positional = args.positional().size() == 2;
+  if (option && positional) throw UsageError("give the directory once: --dir DIR or DIR");
+  if (option) return std::filesystem::absolute(*option);
+  if (positional) return std::filesystem::absolute(args.positional()[1]);
   return cache::DiskCache::default_directory();
 }
 
@@ -58,13 +68,36 @@ int list_entries(const cache::DiskCache& disk) {
   return 0;
 }
 
-int verify_entries(const cache::DiskCache& disk) {
-  const cache::VerifyReport report = disk.verify();
+int print_report(const cache::VerifyReport& report, const char* what) {
   for (const auto& [path, problem] : report.bad) {
     std::printf("bad  %s: %s\n", path.c_str(), problem.c_str());
   }
-  std::printf("%zu entries verified, %zu bad\n", report.checked, report.bad.size());
+  std::printf("%zu %s verified, %zu bad\n", report.checked, what, report.bad.size());
   return report.ok() ? 0 : 1;
+}
+
+int verify_entries(const cache::DiskCache& disk) {
+  return print_report(disk.verify(), "entries");
+}
+
+// A deployment bundle, against its manifest; the runtime's verdict on it is printed too, since a
+// bundle that verifies may still be ignored here (another NVRTC).
+int verify_bundle(const std::filesystem::path& directory) {
+  cache::Manifest manifest;
+  try {
+    manifest = cache::read_manifest(directory);
+  } catch (const cache::ManifestError& error) {
+    std::printf("bad  %s\n", error.what());  // names the manifest's path
+    return 1;
+  }
+  std::printf("bundle %s: intfa %s, NVRTC %s, cache format %u, %zu entries\n", directory.c_str(),
+              manifest.library_version.c_str(), manifest.nvrtc_version.to_string().c_str(),
+              static_cast<unsigned>(manifest.format_version), manifest.entries.size());
+  const std::string incompatibility = cache::incompatibility(manifest);
+  if (!incompatibility.empty()) {
+    std::printf("note: this build's runtime ignores the bundle: %s\n", incompatibility.c_str());
+  }
+  return print_report(cache::verify_bundle(directory, manifest), "manifest entries");
 }
 
 int clear_entries(cache::DiskCache& disk, bool stale_only) {
@@ -80,8 +113,8 @@ int clear_entries(cache::DiskCache& disk, bool stale_only) {
 int run_cache(const Arguments& arguments) {
   const Args args(arguments, {"stale"});
   if (args.positional().empty()) throw UsageError("missing verb: ls, verify or clear");
-  if (args.positional().size() > 1) {
-    throw UsageError("unexpected argument '" + args.positional()[1] + "'");
+  if (args.positional().size() > 2) {
+    throw UsageError("unexpected argument '" + args.positional()[2] + "'");
   }
   const std::string& verb = args.positional().front();
   if (verb != "ls" && verb != "verify" && verb != "clear") {
@@ -94,6 +127,7 @@ int run_cache(const Arguments& arguments) {
     std::printf("the kernel cache is disabled (INTFA_CACHE_DISABLE=1, or no HOME to put it in)\n");
     return 0;
   }
+  if (verb == "verify" && cache::holds_manifest(*directory)) return verify_bundle(*directory);
   cache::DiskCache disk(*directory);
   if (verb == "ls") return list_entries(disk);
   if (verb == "verify") return verify_entries(disk);

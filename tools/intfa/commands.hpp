@@ -21,10 +21,12 @@ int run_info(const Arguments& arguments);
 int run_cache(const Arguments& arguments);
 int run_demo(const Arguments& arguments);
 int run_bench(const Arguments& arguments);
+int run_precompile(const Arguments& arguments);
 
 extern const char* const kInfoUsage;
 extern const char* const kCacheUsage;
 extern const char* const kRunUsage;
 extern const char* const kBenchUsage;
+extern const char* const kPrecompileUsage;
 
 }  // namespace intfa::cli

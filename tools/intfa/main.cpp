@@ -17,8 +17,9 @@ const std::vector<Command>& commands() {
        run_info},
       {"run", "the demo: quantize, JIT-compile, launch and check attention", kRunUsage, run_demo},
       {"cache", "list, verify or clear the kernel cache", kCacheUsage, run_cache},
-      {"bench", "time attention and quantization over a grid of problems", kBenchUsage,
-       run_bench},
+      {"precompile", "compile kernels for deployment into a bundle with a manifest (no GPU)",
+       kPrecompileUsage, run_precompile},
+      {"bench", "time attention and quantization over a grid of problems", kBenchUsage, run_bench},
   };
   return table;
 }
@@ -31,8 +32,9 @@ void print_overview() {
   for (const Command& command : commands()) {
     std::printf("  %-11s %s\n", command.name, command.summary);
   }
-  std::printf("\nEnvironment: INTFA_ARCH, INTFA_CACHE_DIR, INTFA_CACHE_DISABLE, INTFA_LOG, ...\n"
-              "(see README.md, section Environment)\n");
+  std::printf(
+      "\nEnvironment: INTFA_ARCH, INTFA_CACHE_DIR, INTFA_DEPLOY_CACHE, INTFA_CACHE_DISABLE,\n"
+      "INTFA_LOG, ... (see README.md, section Environment, and cache/README.md)\n");
 }
 
 }  // namespace

@@ -53,8 +53,15 @@ class Progress {
 }  // namespace
 
 CompileSummary compile_in_parallel(const std::vector<render::KernelSpec>& specs,
-                                   const std::string& label, unsigned threads) {
+                                   const std::string& label, unsigned threads,
+                                   const CompileFunction& compile) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  CompileFunction compile_one = compile;
+  if (!compile_one) {
+    compile_one = [](const render::KernelSpec& spec) {
+      return launch::KernelRuntime::instance().compile(spec);
+    };
+  }
   CompileSummary summary;
   std::mutex mutex;
   std::atomic<std::size_t> next{0};
@@ -63,10 +70,10 @@ CompileSummary compile_in_parallel(const std::vector<render::KernelSpec>& specs,
   auto worker = [&] {
     for (std::size_t index = next++; index < specs.size(); index = next++) {
       try {
-        const launch::CompiledKernel compiled = launch::KernelRuntime::instance().compile(specs[index]);
+        const launch::CompiledKernel compiled = compile_one(specs[index]);
         std::lock_guard<std::mutex> lock(mutex);
         ++(compiled.compiled_now ? summary.compiled : summary.cached);
-      } catch (const Error& error) {
+      } catch (const std::exception& error) {  // one failure must not end the other compiles
         std::lock_guard<std::mutex> lock(mutex);
         summary.failures.push_back(specs[index].to_string() + ": " + error.what());
       }

@@ -1,9 +1,11 @@
 // Compiling many kernel specs at once (NVRTC is thread-safe per program), with progress.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
+#include "launch/kernel_runtime.hpp"
 #include "render/kernel_spec.hpp"
 
 namespace intfa::cli {
@@ -14,9 +16,15 @@ struct CompileSummary {
   std::vector<std::string> failures;
 };
 
+// Where one spec's cubin comes from: KernelRuntime::compile, or launch::compile_into a bundle.
+// Called from several threads at once; a failure is an exception, listed in the summary.
+using CompileFunction = std::function<launch::CompiledKernel(const render::KernelSpec&)>;
+
 // Compiles (or finds in the cache) every spec with `threads` workers (0: all cores), printing a
-// progress bar on a terminal and a plain line every few seconds otherwise.
+// progress bar on a terminal and a plain line every few seconds otherwise. Without `compile`, specs
+// go through the process-wide runtime and its caches.
 CompileSummary compile_in_parallel(const std::vector<render::KernelSpec>& specs,
-                                   const std::string& label, unsigned threads = 0);
+                                   const std::string& label, unsigned threads = 0,
+                                   const CompileFunction& compile = {});
 
 }  // namespace intfa::cli

@@ -1,0 +1,376 @@
+#include "cache/bundle.hpp"
+
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <system_error>
+
+#include "cache/entry_format.hpp"
+#include "common/env.hpp"
+#include "common/log.hpp"
+#include "common/strings.hpp"
+#include "intfa/errors.hpp"
+#include "intfa_version.hpp"
+
+namespace intfa::cache {
+namespace fs = std::filesystem;
+namespace {
+
+// A manifest lists tens of thousands of entries at most (about 1 KiB each); a larger file is not
+// one, and reading it whole is what a bad file must not make us do.
+constexpr std::uint64_t kMaxManifestBytes = std::uint64_t{64} << 20;
+// Same bound as the disk cache's: a cubin is at most tens of MiB.
+constexpr std::uint64_t kMaxEntryBytes = std::uint64_t{1} << 30;
+constexpr std::size_t kChecksumHexDigits = 16;
+
+// --- Reading the manifest's members; each failure names the member's path ---
+
+const json::Value& member(const json::Value& object, const std::string& where, const char* name) {
+  const json::Value* value = object.find(name);
+  if (value == nullptr) throw ManifestError(where + name + ": missing");
+  return *value;
+}
+
+std::string string_member(const json::Value& object, const std::string& where, const char* name) {
+  const json::Value& value = member(object, where, name);
+  if (!value.is_string()) throw ManifestError(where + name + ": expected a string");
+  return value.as_string();
+}
+
+std::uint64_t unsigned_member(const json::Value& object, const std::string& where, const char* name,
+                              std::uint64_t max_value) {
+  const json::Value& value = member(object, where, name);
+  if (!value.is_number()) throw ManifestError(where + name + ": expected a number");
+  const double number = value.as_number();
+  // Compared as doubles first: as_int() of a huge or fractional number is what must not happen.
+  if (!(number >= 0) || number > static_cast<double>(max_value) ||
+      number != static_cast<double>(static_cast<std::uint64_t>(number))) {
+    throw ManifestError(where + name + ": expected an integer in [0, " + std::to_string(max_value) +
+                        "], got " + value.dump(-1));
+  }
+  return static_cast<std::uint64_t>(number);
+}
+
+nvrtc::Version parse_nvrtc_version(const std::string& text, const std::string& where) {
+  const std::vector<std::string> parts = strings::split(text, '.');
+  const auto major = parts.size() == 2 ? strings::parse_int(parts[0]) : std::nullopt;
+  const auto minor = parts.size() == 2 ? strings::parse_int(parts[1]) : std::nullopt;
+  constexpr long kMaxField = std::numeric_limits<std::uint16_t>::max();  // as in entry headers
+  if (!major || !minor || *major < 0 || *minor < 0 || *major > kMaxField || *minor > kMaxField) {
+    throw ManifestError(where + "nvrtc_version: expected \"major.minor\", got \"" + text + "\"");
+  }
+  return nvrtc::Version{static_cast<int>(*major), static_cast<int>(*minor)};
+}
+
+std::optional<std::uint64_t> parse_checksum_hex(const std::string& text) {
+  if (text.size() != kChecksumHexDigits) return std::nullopt;
+  std::uint64_t value = 0;
+  for (char c : text) {
+    int digit = -1;
+    if (c >= '0' && c <= '9') digit = c - '0';
+    if (c >= 'a' && c <= 'f') digit = c - 'a' + 10;
+    if (digit < 0) return std::nullopt;
+    value = value << 4 | static_cast<std::uint64_t>(digit);
+  }
+  return value;
+}
+
+ManifestEntry entry_from_json(const json::Value& value, const std::string& where) {
+  if (!value.is_object()) throw ManifestError(where + ": expected an object");
+  const std::string prefix = where + ".";
+  ManifestEntry entry;
+  const std::string key_hex = string_member(value, prefix, "key");
+  const auto key = CacheKey::from_hex(key_hex);
+  if (!key) throw ManifestError(prefix + "key: expected 32 lowercase hex digits");
+  entry.key = *key;
+  try {
+    entry.spec = render::KernelSpec::from_json(member(value, prefix, "spec"));
+  } catch (const ManifestError&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw ManifestError(prefix + "spec: " + error.what());
+  }
+  entry.entry_bytes = unsigned_member(value, prefix, "entry_bytes", kMaxEntryBytes);
+  const auto checksum = parse_checksum_hex(string_member(value, prefix, "xxh3_64"));
+  if (!checksum) throw ManifestError(prefix + "xxh3_64: expected 16 lowercase hex digits");
+  entry.checksum = *checksum;
+  return entry;
+}
+
+Manifest manifest_from_json(const json::Value& document) {
+  if (!document.is_object()) throw ManifestError("manifest: expected a JSON object");
+  const std::uint64_t version =
+      unsigned_member(document, "", "manifest_version", std::numeric_limits<std::uint32_t>::max());
+  if (version != static_cast<std::uint64_t>(kManifestVersion)) {
+    throw ManifestError("manifest_version: " + std::to_string(version) + " is not " +
+                        std::to_string(kManifestVersion) + ", the version this build reads");
+  }
+  Manifest manifest;
+  manifest.library_version = string_member(document, "", "intfa_version");
+  manifest.nvrtc_version = parse_nvrtc_version(string_member(document, "", "nvrtc_version"), "");
+  manifest.format_version = static_cast<std::uint32_t>(
+      unsigned_member(document, "", "format_version", std::numeric_limits<std::uint32_t>::max()));
+  const json::Value& entries = member(document, "", "entries");
+  if (!entries.is_array()) throw ManifestError("entries: expected an array");
+  std::map<CacheKey, std::size_t> seen;
+  for (const json::Value& value : entries.as_array()) {
+    const std::size_t index = manifest.entries.size();
+    const std::string where = "entries[" + std::to_string(index) + "]";
+    ManifestEntry entry = entry_from_json(value, where);
+    const auto [previous, inserted] = seen.emplace(entry.key, index);
+    if (!inserted) {
+      throw ManifestError(where + ".key: " + entry.key.hex() + " is listed twice (also entries[" +
+                          std::to_string(previous->second) + "])");
+    }
+    manifest.entries.push_back(std::move(entry));
+  }
+  return manifest;
+}
+
+bool same_version(const nvrtc::Version& a, const nvrtc::Version& b) {
+  return a.major == b.major && a.minor == b.minor;
+}
+
+std::string manifest_temp_name() {
+  // O_EXCL keeps two writers apart; the pid and clock only make a clash unlikely.
+  const auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
+  return ".tmp-manifest-" + std::to_string(::getpid()) + "-" + std::to_string(ticks);
+}
+
+// The problem with the entry file at `path` against `expected`, or "" when it matches.
+std::string entry_problem(const fs::path& path, const ManifestEntry& expected,
+                          const nvrtc::Version& nvrtc_version) {
+  std::error_code error;
+  const fs::file_type type = fs::symlink_status(path, error).type();
+  if (type == fs::file_type::not_found) return "missing (listed in the manifest)";
+  try {
+    const std::vector<char> bytes = read_regular_file(path, kMaxEntryBytes);
+    if (bytes.size() != expected.entry_bytes) {
+      return "size " + std::to_string(bytes.size()) + " bytes, the manifest records " +
+             std::to_string(expected.entry_bytes);
+    }
+    const std::uint64_t checksum = entry_file_checksum(bytes);
+    if (checksum != expected.checksum) {
+      return "checksum " + checksum_hex(checksum) + ", the manifest records " +
+             checksum_hex(expected.checksum);
+    }
+    decode_entry(bytes, expected.key, nvrtc_version);
+  } catch (const std::exception& bad) {
+    return bad.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+// --- Manifest ---
+
+Manifest Manifest::for_this_build() {
+  Manifest manifest;
+  manifest.library_version = INTFA_VERSION_STRING;
+  manifest.nvrtc_version = nvrtc::version();
+  manifest.format_version = kFormatVersion;
+  return manifest;
+}
+
+const ManifestEntry* Manifest::find(const CacheKey& key) const {
+  for (const ManifestEntry& entry : entries) {
+    if (entry.key == key) return &entry;
+  }
+  return nullptr;
+}
+
+json::Value Manifest::to_json() const {
+  json::Value document = json::Value::object();
+  document.set("manifest_version", kManifestVersion);
+  document.set("intfa_version", library_version);
+  document.set("nvrtc_version", nvrtc_version.to_string());
+  document.set("format_version", format_version);
+  json::Value list = json::Value::array();
+  for (const ManifestEntry& entry : entries) {
+    json::Value item = json::Value::object();
+    item.set("key", entry.key.hex());
+    item.set("spec", entry.spec.to_json());
+    item.set("entry_bytes", static_cast<unsigned long long>(entry.entry_bytes));
+    item.set("xxh3_64", checksum_hex(entry.checksum));
+    list.push_back(std::move(item));
+  }
+  document.set("entries", std::move(list));
+  return document;
+}
+
+Manifest Manifest::from_json(const json::Value& document) {
+  try {
+    return manifest_from_json(document);
+  } catch (const ManifestError&) {
+    throw;
+  } catch (const std::exception& error) {
+    throw ManifestError(std::string("manifest: ") + error.what());
+  }
+}
+
+Manifest Manifest::parse(std::string_view text) {
+  json::Value document;
+  try {
+    document = json::parse(text);
+  } catch (const std::exception& error) {
+    throw ManifestError(std::string("not valid JSON: ") + error.what());
+  }
+  return from_json(document);
+}
+
+bool operator==(const Manifest& a, const Manifest& b) {
+  return a.library_version == b.library_version && same_version(a.nvrtc_version, b.nvrtc_version) &&
+         a.format_version == b.format_version && a.entries == b.entries;
+}
+
+std::string incompatibility(const Manifest& manifest) {
+  if (manifest.format_version != kFormatVersion) {
+    return "its entries are in cache format " + std::to_string(manifest.format_version) +
+           ", this build reads format " + std::to_string(kFormatVersion);
+  }
+  const nvrtc::Version running = nvrtc::version();
+  if (!same_version(manifest.nvrtc_version, running)) {
+    return "it was compiled by NVRTC " + manifest.nvrtc_version.to_string() +
+           ", this process runs NVRTC " + running.to_string();
+  }
+  return "";
+}
+
+// --- Files ---
+
+fs::path manifest_path(const fs::path& bundle) {
+  return bundle / kManifestFileName;
+}
+
+bool holds_manifest(const fs::path& directory) {
+  std::error_code error;
+  const fs::file_type type = fs::symlink_status(manifest_path(directory), error).type();
+  return type != fs::file_type::not_found && type != fs::file_type::none;
+}
+
+Manifest read_manifest(const fs::path& bundle) {
+  const fs::path path = manifest_path(bundle);
+  if (!holds_manifest(bundle)) throw ManifestError("there is no " + path.string());
+  std::vector<char> bytes;
+  try {
+    bytes = read_regular_file(path, kMaxManifestBytes);
+  } catch (const std::exception& error) {
+    throw ManifestError("cannot read " + path.string() + ": " + error.what());
+  }
+  try {
+    return Manifest::parse(std::string_view(bytes.data(), bytes.size()));
+  } catch (const ManifestError& error) {
+    throw ManifestError(path.string() + ": " + error.what());
+  }
+}
+
+void write_manifest(const fs::path& bundle, const Manifest& manifest) {
+  const std::string text = manifest.to_json().dump(2) + "\n";
+  try {
+    write_file_atomically(manifest_path(bundle), manifest_temp_name(), text.data(), text.size());
+  } catch (const std::exception& error) {
+    throw CacheError(std::string("cannot write the bundle manifest: ") + error.what());
+  }
+}
+
+std::uint64_t entry_file_checksum(const std::vector<char>& bytes) {
+  return XXH3_64bits(bytes.data(), bytes.size());
+}
+
+std::string checksum_hex(std::uint64_t checksum) {
+  char text[24];
+  std::snprintf(text, sizeof text, "%016" PRIx64, checksum);
+  return text;
+}
+
+ManifestEntry describe_entry(const fs::path& bundle, const CacheKey& key,
+                             const render::KernelSpec& spec) {
+  const fs::path path = DiskCache(bundle, DiskCache::Access::kReadOnly).entry_path(key);
+  try {
+    const std::vector<char> bytes = read_regular_file(path, kMaxEntryBytes);
+    decode_entry(bytes, key);
+    return ManifestEntry{spec, key, bytes.size(), entry_file_checksum(bytes)};
+  } catch (const std::exception& error) {
+    throw CacheError("bundle entry " + path.string() + " of " + spec.to_string() + ": " +
+                     error.what());
+  }
+}
+
+VerifyReport verify_bundle(const fs::path& bundle, const Manifest& manifest) {
+  const DiskCache disk(bundle, DiskCache::Access::kReadOnly);
+  VerifyReport report;
+  std::set<fs::path> listed;
+  for (const ManifestEntry& entry : manifest.entries) {
+    report.checked++;
+    const fs::path path = disk.entry_path(entry.key);
+    listed.insert(path);
+    const std::string problem = entry_problem(path, entry, manifest.nvrtc_version);
+    if (!problem.empty())
+      report.bad.emplace_back(path, problem + " [" + entry.spec.to_string() + "]");
+  }
+  for (const EntryInfo& info : disk.list()) {
+    if (listed.count(info.path) == 0)
+      report.bad.emplace_back(info.path, "not listed in the manifest");
+  }
+  // Misplaced entries, foreign folders and stale temp files, as in any cache directory. Listed
+  // entries were checked above, against the NVRTC version the manifest records.
+  std::set<fs::path> reported;
+  for (const auto& bad : report.bad) reported.insert(bad.first);
+  for (auto& [path, problem] : disk.verify().bad) {
+    if (listed.count(path) == 0 && reported.count(path) == 0) {
+      report.bad.emplace_back(path, std::move(problem));
+    }
+  }
+  return report;
+}
+
+// --- The runtime's read-only layer ---
+
+std::optional<fs::path> DeploymentBundle::directory_from_environment() {
+  if (env::flag("INTFA_CACHE_DISABLE")) return std::nullopt;
+  const auto directory = env::get("INTFA_DEPLOY_CACHE");
+  if (!directory) return std::nullopt;
+  if (!fs::path(*directory).is_absolute()) {
+    throw InvalidArgument("INTFA_DEPLOY_CACHE", "'" + *directory + "'",
+                          "expected an absolute path");
+  }
+  return fs::path(*directory);
+}
+
+std::unique_ptr<DeploymentBundle> DeploymentBundle::open(const fs::path& directory) {
+  std::string problem;
+  try {
+    const Manifest manifest = read_manifest(directory);
+    problem = incompatibility(manifest);
+    if (problem.empty()) {
+      log::info("using the deployment bundle " + directory.string() + " (" +
+                std::to_string(manifest.entries.size()) + " kernels)");
+      return std::unique_ptr<DeploymentBundle>(new DeploymentBundle(directory, manifest));
+    }
+  } catch (const ManifestError& error) {
+    problem = error.what();
+  }
+  log::warn_once("deploy-bundle:" + directory.string(),
+                 "ignoring the deployment bundle " + directory.string() + ": " + problem +
+                     "; kernels are compiled or taken from the user cache instead (rebuild it "
+                     "with intfa precompile)");
+  return nullptr;
+}
+
+DeploymentBundle::DeploymentBundle(const fs::path& directory, const Manifest& manifest)
+    : entries_(directory, DiskCache::Access::kReadOnly) {
+  for (const ManifestEntry& entry : manifest.entries) keys_.insert(entry.key);
+}
+
+std::optional<nvrtc::Cubin> DeploymentBundle::load(const CacheKey& key) {
+  if (keys_.count(key) == 0) return std::nullopt;
+  return entries_.load(key);
+}
+
+}  // namespace intfa::cache

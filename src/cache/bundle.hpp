@@ -1,0 +1,119 @@
+// Deployment bundles: a cache directory written ahead of time by `intfa precompile`, described by a
+// manifest.json, and read by the runtime as a read-only layer under the user cache (see
+// cache/README.md, "Deployment bundles"). The manifest parser never trusts its input: it is fuzzed.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "cache/cache_key.hpp"
+#include "cache/disk_cache.hpp"
+#include "common/json.hpp"
+#include "nvrtc/compiler.hpp"
+#include "render/kernel_spec.hpp"
+
+namespace intfa::cache {
+
+constexpr const char* kManifestFileName = "manifest.json";
+// Bumped when the manifest's members change meaning; a manifest of another version is refused.
+constexpr int kManifestVersion = 1;
+
+// Why a manifest cannot be read or used: missing, unreadable, not JSON, a member missing or of the
+// wrong type. The message names the member ("entries[3].key: ...").
+class ManifestError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct ManifestEntry {
+  render::KernelSpec spec;
+  CacheKey key;
+  std::uint64_t entry_bytes = 0;  // size of the entry file
+  std::uint64_t checksum = 0;     // XXH3-64 (seed 0) of the whole entry file
+
+  friend bool operator==(const ManifestEntry& a, const ManifestEntry& b) {
+    return a.spec == b.spec && a.key == b.key && a.entry_bytes == b.entry_bytes &&
+           a.checksum == b.checksum;
+  }
+};
+
+struct Manifest {
+  std::string library_version;  // informational: the key already covers every template byte
+  nvrtc::Version nvrtc_version;
+  std::uint32_t format_version = kFormatVersion;
+  std::vector<ManifestEntry> entries;
+
+  // An empty manifest stamped with this build's library, NVRTC and cache-format versions.
+  static Manifest for_this_build();
+
+  const ManifestEntry* find(const CacheKey& key) const;
+  json::Value to_json() const;
+  // Throws ManifestError (and nothing else) whatever `document` or `text` holds.
+  static Manifest from_json(const json::Value& document);
+  static Manifest parse(std::string_view text);
+
+  friend bool operator==(const Manifest& a, const Manifest& b);
+};
+
+// Why this build must not load entries listed by `manifest`: another NVRTC or cache-format version
+// compiled them. "" when it may.
+std::string incompatibility(const Manifest& manifest);
+
+std::filesystem::path manifest_path(const std::filesystem::path& bundle);
+// Whether `directory` holds something named manifest.json, i.e. claims to be a bundle.
+bool holds_manifest(const std::filesystem::path& directory);
+// Throws ManifestError when the manifest is missing, unreadable, too large or invalid.
+Manifest read_manifest(const std::filesystem::path& bundle);
+// Writes manifest.json atomically (temp file, fsync, rename). Throws CacheError.
+void write_manifest(const std::filesystem::path& bundle, const Manifest& manifest);
+
+// XXH3-64 (seed 0) of a whole entry file, and its 16 lowercase hex digits.
+std::uint64_t entry_file_checksum(const std::vector<char>& bytes);
+std::string checksum_hex(std::uint64_t checksum);
+
+// The manifest entry for the entry file of `key` in `bundle` as it is on disk now, after checking
+// that it decodes. Throws CacheError saying what is wrong.
+ManifestEntry describe_entry(const std::filesystem::path& bundle, const CacheKey& key,
+                             const render::KernelSpec& spec);
+
+// Every manifest entry exists, is a regular file with the recorded size and checksum, and decodes
+// (against the NVRTC version the manifest records, so a bundle can be checked on any machine);
+// entry files the manifest does not list and anything `DiskCache::verify` objects to are reported
+// too. Reads only.
+VerifyReport verify_bundle(const std::filesystem::path& bundle, const Manifest& manifest);
+
+// A deployment bundle opened for the runtime: a read-only DiskCache that serves only the keys its
+// manifest lists.
+class DeploymentBundle {
+ public:
+  // $INTFA_DEPLOY_CACHE, or nullopt when unset or when INTFA_CACHE_DISABLE=1. Throws
+  // InvalidArgument naming INTFA_DEPLOY_CACHE when it is a relative path.
+  static std::optional<std::filesystem::path> directory_from_environment();
+
+  // The bundle at `directory`, or nullptr after one warning (per directory and process) when its
+  // manifest is missing, invalid, or made by another NVRTC or cache-format version: such a bundle
+  // is never read.
+  static std::unique_ptr<DeploymentBundle> open(const std::filesystem::path& directory);
+
+  // The verified cubin, or nullopt: the key is not in the manifest, the file is missing, or it is
+  // bad (warned about once, left in place).
+  std::optional<nvrtc::Cubin> load(const CacheKey& key);
+
+  const std::filesystem::path& directory() const { return entries_.directory(); }
+  std::size_t size() const { return keys_.size(); }
+
+ private:
+  DeploymentBundle(const std::filesystem::path& directory, const Manifest& manifest);
+
+  DiskCache entries_;
+  std::set<CacheKey> keys_;
+};
+
+}  // namespace intfa::cache

@@ -1,0 +1,207 @@
+// The CPU quantizers: the rounding of templates/quantize/*.cuh on hand-made rows, and the group
+// structure of the three V granularities.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "reference/quantized_model.hpp"
+
+namespace intfa::reference {
+namespace {
+
+std::uint64_t announced_seed() {
+  const std::uint64_t seed = fresh_seed();
+  std::cout << "  seed " << seed << "\n";
+  ::testing::Test::RecordProperty("seed", std::to_string(seed));
+  return seed;
+}
+
+std::vector<int> as_ints(const std::vector<std::int8_t>& values) {
+  return std::vector<int>(values.begin(), values.end());
+}
+
+// ---- quantize_rows ----------------------------------------------------------------------------
+
+TEST(QuantizeRowsModel, AmaxMapsToPlusMinus127AndScaleIsAmaxOver127) {
+  const float row[] = {2.54f, -2.54f, 1.0f, 0.0f};
+  const QuantizedRows q = quantize_rows(row, 1, 4, 8);
+  const float scale = 2.54f / 127.0f;  // FP32 division, ~0.02
+  EXPECT_EQ(q.scales[0], scale);
+  EXPECT_NEAR(q.scales[0], 0.02f, 1e-8f);
+  // 1.0 / 0.02 = 50 (to FP32 rounding of the inverse).
+  EXPECT_EQ(as_ints(q.values), (std::vector<int>{127, -127, 50, 0}));
+}
+
+TEST(QuantizeRowsModel, TiesRoundToEven) {
+  // amax 127 makes the scale exactly 1, so x * inverse = x: the ties are exact.
+  const float row[] = {127.0f, 0.5f, 1.5f, 2.5f, -2.5f, -0.5f, 126.5f, -3.5f};
+  const QuantizedRows q = quantize_rows(row, 1, 8, 8);
+  EXPECT_EQ(q.scales[0], 1.0f);
+  EXPECT_EQ(as_ints(q.values), (std::vector<int>{127, 0, 2, 2, -2, 0, 126, -4}));
+}
+
+TEST(QuantizeRowsModel, FourBitsUsePlusMinus7) {
+  const float row[] = {-7.0f, 6.5f, 2.5f, 3.49f, -0.5f, 1.0f};
+  const QuantizedRows q = quantize_rows(row, 1, 6, 4);
+  EXPECT_EQ(q.bits, 4);
+  EXPECT_EQ(q.scales[0], 1.0f);
+  EXPECT_EQ(as_ints(q.values), (std::vector<int>{-7, 6, 2, 3, 0, 1}));
+}
+
+TEST(QuantizeRowsModel, ZeroRowHasZeroScaleAndValues) {
+  const float rows[] = {0.0f, 0.0f, -0.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f};
+  const QuantizedRows q = quantize_rows(rows, 2, 4, 8);
+  EXPECT_EQ(q.scales[0], 0.0f);
+  EXPECT_EQ(as_ints(q.values), (std::vector<int>{0, 0, 0, 0, 127, 0, 0, 0}));
+  EXPECT_EQ(q.scales[1], 1.0f / 127.0f);
+}
+
+TEST(QuantizeRowsModel, RandomRowsStayInRangeAndReconstructWithinHalfAStep) {
+  const std::uint64_t seed = announced_seed();
+  const int rows = 300, head_dim = 64;
+  std::vector<float> x =
+      random_values(static_cast<std::size_t>(rows) * head_dim, Distribution::kNormal, seed);
+  for (int row = 0; row < rows; ++row) {  // magnitudes from 1e-6 to 1e4
+    const float magnitude = std::pow(10.0f, static_cast<float>(row % 11) - 6.0f);
+    for (int c = 0; c < head_dim; ++c) x[static_cast<std::size_t>(row) * head_dim + c] *= magnitude;
+  }
+  for (const int bits : {8, 4}) {
+    const int range = bits == 8 ? 127 : 7;
+    const QuantizedRows q = quantize_rows(x.data(), rows, head_dim, bits);
+    ASSERT_EQ(q.values.size(), x.size());
+    for (int row = 0; row < rows; ++row) {
+      const float* input = &x[static_cast<std::size_t>(row) * head_dim];
+      const std::int8_t* values = &q.values[static_cast<std::size_t>(row) * head_dim];
+      const int argmax = static_cast<int>(
+          std::max_element(input, input + head_dim,
+                           [](float a, float b) { return std::fabs(a) < std::fabs(b); }) -
+          input);
+      EXPECT_EQ(values[argmax], input[argmax] > 0 ? range : -range) << "bits " << bits;
+      const double scale = q.scales[static_cast<std::size_t>(row)];
+      for (int c = 0; c < head_dim; ++c) {
+        ASSERT_LE(std::abs(values[c]), range);
+        ASSERT_LE(std::fabs(values[c] * scale - input[c]), scale * (0.5 + 1e-5))
+            << "row " << row << " channel " << c << " bits " << bits;
+      }
+    }
+  }
+}
+
+TEST(QuantizeRowsModel, SmoothingSubtractsTheChannelMeanFirst) {
+  const float row[] = {10.0f, 5.0f, -3.0f, 5.0f};
+  const float mean[] = {9.0f, 1.0f, 0.0f, 5.0f};
+  const QuantizedRows smoothed = quantize_rows(row, 1, 4, 8, mean);
+  const float centred[] = {1.0f, 4.0f, -3.0f, 0.0f};
+  const QuantizedRows expected = quantize_rows(centred, 1, 4, 8);
+  EXPECT_EQ(smoothed.scales, expected.scales);
+  EXPECT_EQ(smoothed.values, expected.values);
+  EXPECT_EQ(smoothed.scales[0], 4.0f / 127.0f);
+  EXPECT_EQ(as_ints(smoothed.values), (std::vector<int>{32, 127, -95, 0}));  // 31.75, -95.25
+}
+
+TEST(QuantizeRowsModel, SmoothingMeanAppliesToEveryRow) {
+  const float rows[] = {2.0f, 4.0f, 6.0f, 8.0f};
+  const float mean[] = {1.0f, 2.0f};
+  const QuantizedRows q = quantize_rows(rows, 2, 2, 8, mean);
+  EXPECT_EQ(q.scales[0], 2.0f / 127.0f);  // row 0 -> {1, 2}
+  EXPECT_EQ(q.scales[1], 6.0f / 127.0f);  // row 1 -> {5, 6}
+}
+
+// ---- quantize_v -------------------------------------------------------------------------------
+
+// For each granularity: how many scales a head has, and which group a (token, channel) is in.
+struct GranularityCase {
+  VGranularity granularity;
+  int scales_per_head;
+};
+
+int group_of(VGranularity granularity, int token, int channel, int head_dim) {
+  switch (granularity) {
+    case VGranularity::kPerTensor:
+      return 0;
+    case VGranularity::kPerChannel:
+      return channel;
+    case VGranularity::kPerBlock:
+      return (token / 64) * head_dim + channel;
+  }
+  return -1;
+}
+
+TEST(QuantizeVModel, ScalesAreGroupMaximaOver127AndMaximaMapTo127) {
+  const std::uint64_t seed = announced_seed();
+  const int batch = 2, heads = 3, seq = 100, head_dim = 8;  // two 64-token blocks, one partial
+  std::vector<float> v = random_values(static_cast<std::size_t>(batch) * heads * seq * head_dim,
+                                       Distribution::kNormal, seed);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] *= 1.0f + static_cast<float>(i % head_dim);
+  const GranularityCase cases[] = {{VGranularity::kPerTensor, 1},
+                                   {VGranularity::kPerChannel, head_dim},
+                                   {VGranularity::kPerBlock, 2 * head_dim}};
+  for (const GranularityCase& test : cases) {
+    SCOPED_TRACE(static_cast<int>(test.granularity));
+    const QuantizedV q = quantize_v(v.data(), batch, heads, seq, head_dim, test.granularity);
+    ASSERT_EQ(q.scales.size(), static_cast<std::size_t>(batch * heads * test.scales_per_head));
+    ASSERT_EQ(q.values.size(), v.size());
+    for (int head = 0; head < batch * heads; ++head) {
+      std::vector<float> amax(static_cast<std::size_t>(test.scales_per_head), 0.0f);
+      const std::size_t base = static_cast<std::size_t>(head) * seq * head_dim;
+      for (int token = 0; token < seq; ++token) {
+        for (int c = 0; c < head_dim; ++c) {
+          float& group_max =
+              amax[static_cast<std::size_t>(group_of(test.granularity, token, c, head_dim))];
+          group_max = std::max(group_max,
+                               std::fabs(v[base + static_cast<std::size_t>(token) * head_dim + c]));
+        }
+      }
+      for (int group = 0; group < test.scales_per_head; ++group) {
+        ASSERT_EQ(q.scales[static_cast<std::size_t>(head * test.scales_per_head + group)],
+                  amax[static_cast<std::size_t>(group)] / 127.0f);
+      }
+      for (int token = 0; token < seq; ++token) {
+        for (int c = 0; c < head_dim; ++c) {
+          const std::size_t index = base + static_cast<std::size_t>(token) * head_dim + c;
+          const int group = group_of(test.granularity, token, c, head_dim);
+          const float scale =
+              q.scales[static_cast<std::size_t>(head * test.scales_per_head + group)];
+          ASSERT_LE(std::abs(q.values[index]), 127);
+          ASSERT_LE(std::fabs(q.values[index] * static_cast<double>(scale) - v[index]),
+                    scale * (0.5 + 1e-5));
+          if (std::fabs(v[index]) == amax[static_cast<std::size_t>(group)]) {
+            ASSERT_EQ(q.values[index], v[index] > 0 ? 127 : -127);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(QuantizeVModel, PerBlockGroupsAre64TokensOfOneChannel) {
+  const int seq = 130, head_dim = 2;  // blocks of 64, 64 and 2 tokens
+  std::vector<float> v(static_cast<std::size_t>(seq) * head_dim, 0.0f);
+  v[10 * head_dim + 0] = 1.27f;   // block 0, channel 0
+  v[70 * head_dim + 1] = -2.54f;  // block 1, channel 1
+  v[129 * head_dim + 0] = 12.7f;  // block 2 (partial), channel 0
+  const QuantizedV q = quantize_v(v.data(), 1, 1, seq, head_dim, VGranularity::kPerBlock);
+  const std::vector<float> expected = {1.27f / 127.0f, 0.0f,           0.0f,
+                                       2.54f / 127.0f, 12.7f / 127.0f, 0.0f};
+  EXPECT_EQ(q.scales, expected);
+  EXPECT_EQ(q.values[10 * head_dim + 0], 127);
+  EXPECT_EQ(q.values[70 * head_dim + 1], -127);
+  EXPECT_EQ(q.values[129 * head_dim + 0], 127);
+}
+
+TEST(QuantizeVModel, AllZeroGroupHasZeroScaleAndValues) {
+  const std::vector<float> v(64 * 4, 0.0f);
+  for (const VGranularity granularity :
+       {VGranularity::kPerTensor, VGranularity::kPerChannel, VGranularity::kPerBlock}) {
+    const QuantizedV q = quantize_v(v.data(), 1, 1, 64, 4, granularity);
+    for (const float scale : q.scales) EXPECT_EQ(scale, 0.0f);
+    for (const std::int8_t value : q.values) EXPECT_EQ(value, 0);
+  }
+}
+
+}  // namespace
+}  // namespace intfa::reference

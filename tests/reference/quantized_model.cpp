@@ -1,0 +1,458 @@
+// The quantize kernels' rounding and the attention kernels' tile-by-tile algorithm, step by step as
+// templates/attention/README.md specifies them. Floating-point steps the kernels round (the
+// quantizers, y, c_i, x, e, P of half INT8) are done in FP32 here too; the rest is float64, so
+// the model is the exact algorithm and the kernels differ from it only by their FP32 state and
+// ex2.approx.
+#include "reference/quantized_model.hpp"
+
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "intfa/errors.hpp"
+#include "reference/half.hpp"
+#include "reference/parallel_heads.hpp"
+
+namespace intfa::reference {
+namespace {
+
+// The FP32 steps must round to FP32 at every operation, not to an extended precision (x87).
+static_assert(FLT_EVAL_METHOD == 0, "the model needs float arithmetic evaluated in float");
+
+constexpr double kNegativeInfinity = -std::numeric_limits<double>::infinity();
+constexpr double kLog2E = 1.4426950408889634074;
+constexpr double kLn2 = 0.69314718055994530942;
+constexpr int kVTokenBlock = 64;  // tokens per scale of per-block V (kVTokenBlock of the kernels)
+// The Q.K^T dot products accumulate in int32 as the s32 MMA does: exact while
+// 127 * 127 * head_dim < 2^31.
+constexpr int kMaxHeadDim = 65536;
+
+// One group's quantizer: scale = amax / range and its inverse, both IEEE FP32 divisions.
+struct Quantizer {
+  float scale;
+  float inverse;
+  float range;
+};
+
+// round_half_even(x * inverse) clamped to [-range, range], in FP32: std::nearbyint rounds in the
+// current rounding mode, which is round-to-nearest-even unless a caller changed it.
+std::int8_t quantize_value(float x, const Quantizer& quantizer) {
+  const float rounded = std::nearbyint(x * quantizer.inverse);
+  return static_cast<std::int8_t>(std::clamp(rounded, -quantizer.range, quantizer.range));
+}
+
+// Q and K rows (quantize_rows.cuh): the inverse is zero when amax is.
+Quantizer row_quantizer(float amax, float range) {
+  const float scale = amax / range;
+  return {scale, amax > 0.0f ? 1.0f / scale : 0.0f, range};
+}
+
+// V groups (quantize_v.cuh): the inverse is zero when the scale is.
+Quantizer v_quantizer(float amax) {
+  const float scale = amax / 127.0f;
+  return {scale, scale > 0.0f ? 1.0f / scale : 0.0f, 127.0f};
+}
+
+// ---- quantize_v -------------------------------------------------------------------------------
+
+// Tokens [first_token, end_token) x channels [first_channel, end_channel) of one head's V.
+struct VGroup {
+  int first_token, end_token, first_channel, end_channel;
+};
+
+// Quantizes one group of `head_v` ([seq][head_dim]) into `head_out`; returns its scale.
+float quantize_v_group(const float* head_v, int head_dim, const VGroup& group,
+                       std::int8_t* head_out) {
+  auto index = [head_dim](int token, int channel) {
+    return static_cast<std::size_t>(token) * head_dim + channel;
+  };
+  float amax = 0.0f;
+  for (int token = group.first_token; token < group.end_token; ++token) {
+    for (int c = group.first_channel; c < group.end_channel; ++c) {
+      amax = std::max(amax, std::fabs(head_v[index(token, c)]));
+    }
+  }
+  const Quantizer quantizer = v_quantizer(amax);
+  for (int token = group.first_token; token < group.end_token; ++token) {
+    for (int c = group.first_channel; c < group.end_channel; ++c) {
+      head_out[index(token, c)] = quantize_value(head_v[index(token, c)], quantizer);
+    }
+  }
+  return quantizer.scale;
+}
+
+// The groups of one head in the order of QuantizedV::scales.
+std::vector<VGroup> v_groups(VGranularity granularity, int seq, int head_dim) {
+  std::vector<VGroup> groups;
+  switch (granularity) {
+    case VGranularity::kPerTensor:
+      groups.push_back({0, seq, 0, head_dim});
+      break;
+    case VGranularity::kPerChannel:
+      for (int c = 0; c < head_dim; ++c) groups.push_back({0, seq, c, c + 1});
+      break;
+    case VGranularity::kPerBlock:
+      for (int first = 0; first < seq; first += kVTokenBlock) {
+        const int end = std::min(seq, first + kVTokenBlock);  // the last block may be partial
+        for (int c = 0; c < head_dim; ++c) groups.push_back({first, end, c, c + 1});
+      }
+      break;
+  }
+  return groups;
+}
+
+// ---- the attention model ----------------------------------------------------------------------
+
+// What the row steps of one (batch, query head) read.
+struct HeadInputs {
+  const std::int8_t* q8;  // [seq_q][head_dim] of this query head
+  const float* q_scales;  // [seq_q]
+  const std::int8_t* k8;  // [seq_kv][head_dim] of its KV head
+  const float* k_scales;  // [seq_kv]
+  const std::int8_t* v8;  // full INT8: [seq_kv][head_dim] of its KV head
+  const float* v_scales;  // full INT8: this KV head's scales (layout of QuantizedV::scales)
+  const float* v_half;    // half INT8: [seq_kv][head_dim] of its KV head
+};
+
+// Constants of the whole problem.
+struct ModelSetup {
+  int head_dim;
+  bool full_int8;
+  double p_range;  // R: 127 (s8 P) or 255 (u8 P)
+  bool tile_max_reference;
+  VGranularity v_granularity;  // full INT8 only
+  bool v_is_bf16;
+  int block_n;
+  float scale_log2;
+};
+
+// The online-softmax state of one query row (m, l and O of the README).
+struct RowState {
+  double running_max = kNegativeInfinity;
+  double row_sum = 0;
+  std::vector<double> output;
+};
+
+// Per-worker scratch buffers, reused across rows and tiles.
+struct TileScratch {
+  std::vector<float> log2_scores;  // x[j] of the tile
+  std::vector<double> p;           // P[j] of the tile
+  std::vector<double> tile_pv;     // sum_j P[j] v[j][c] of the tile (with per-block scales)
+  std::vector<double> block_pv;    // the same over one 64-token V block
+};
+
+std::int32_t integer_dot(const std::int8_t* a, const std::int8_t* b, int count) {
+  std::int32_t sum = 0;
+  for (int c = 0; c < count; ++c) sum += static_cast<std::int32_t>(a[c]) * b[c];
+  return sum;
+}
+
+// x[j] = float(float(dot) * sk[j]) * c_i for keys [first, end), FP32 as the kernel (README
+// "Scores"); returns the tile maximum.
+double compute_log2_scores(const ModelSetup& setup, const HeadInputs& head,
+                           const std::int8_t* q_row, float c_i, int first, int end,
+                           TileScratch& scratch) {
+  double tile_max = kNegativeInfinity;
+  for (int j = first; j < end; ++j) {
+    const std::int8_t* k_row = head.k8 + static_cast<std::size_t>(j) * setup.head_dim;
+    const float y =
+        static_cast<float>(integer_dot(q_row, k_row, setup.head_dim)) * head.k_scales[j];
+    const float x = y * c_i;
+    scratch.log2_scores[static_cast<std::size_t>(j - first)] = x;
+    tile_max = std::max(tile_max, static_cast<double>(x));
+  }
+  return tile_max;
+}
+
+// tile_pv[c] = sum_j P[j] * v8[j][c] over keys [first, end). The integer sums are exact in
+// double; with per-block V each 64-token block's sum is first multiplied by its sv[blk][c].
+void accumulate_full_int8_pv(const ModelSetup& setup, const HeadInputs& head, int first, int end,
+                             TileScratch& scratch) {
+  const bool per_block = setup.v_granularity == VGranularity::kPerBlock;
+  const std::size_t head_dim = static_cast<std::size_t>(setup.head_dim);
+  std::fill(scratch.tile_pv.begin(), scratch.tile_pv.end(), 0.0);
+  for (int segment = first; segment < end;) {
+    const int block = segment / kVTokenBlock;
+    const int segment_end = per_block ? std::min(end, (block + 1) * kVTokenBlock) : end;
+    std::fill(scratch.block_pv.begin(), scratch.block_pv.end(), 0.0);
+    for (int j = segment; j < segment_end; ++j) {
+      const double p = scratch.p[static_cast<std::size_t>(j - first)];
+      const std::int8_t* v_row = head.v8 + static_cast<std::size_t>(j) * head_dim;
+      for (std::size_t c = 0; c < head_dim; ++c) scratch.block_pv[c] += p * v_row[c];
+    }
+    const float* block_scales = per_block ? head.v_scales + block * head_dim : nullptr;
+    for (std::size_t c = 0; c < head_dim; ++c) {
+      scratch.tile_pv[c] += per_block ? block_scales[c] * scratch.block_pv[c] : scratch.block_pv[c];
+    }
+    segment = segment_end;
+  }
+}
+
+// Full INT8 update of one tile (README "Full INT8").
+void full_int8_tile(const ModelSetup& setup, const HeadInputs& head, int first, int end,
+                    double tile_max, double new_max, double alpha, TileScratch& scratch,
+                    RowState& row) {
+  // Running max: every tile is quantized against the row's maximum so far (Algorithm 1 line 11);
+  // tile max: against its own maximum, then rescaled by beta.
+  const double reference = setup.tile_max_reference ? tile_max : new_max;
+  const double beta = std::exp2(reference - new_max);
+  double integer_row_sum = 0;
+  for (int j = first; j < end; ++j) {
+    const std::size_t t = static_cast<std::size_t>(j - first);
+    // Round half to even, as the kernel's add of 1.5 * 2^23 (a tie needs x - ref = -1 exactly).
+    scratch.p[t] = std::nearbyint(setup.p_range * std::exp2(scratch.log2_scores[t] - reference));
+    integer_row_sum += scratch.p[t];
+  }
+  accumulate_full_int8_pv(setup, head, first, end, scratch);
+  row.row_sum = row.row_sum * alpha + beta * integer_row_sum;
+  for (std::size_t c = 0; c < row.output.size(); ++c) {
+    row.output[c] = row.output[c] * alpha + beta * scratch.tile_pv[c];
+  }
+}
+
+// Half INT8 update of one tile (README "Half INT8"): e in FP32, P = e rounded to V's type, and
+// l sums the unrounded e.
+void half_int8_tile(const ModelSetup& setup, const HeadInputs& head, int first, int end,
+                    double new_max, double alpha, TileScratch& scratch, RowState& row) {
+  const std::size_t head_dim = static_cast<std::size_t>(setup.head_dim);
+  double e_sum = 0;
+  std::fill(scratch.tile_pv.begin(), scratch.tile_pv.end(), 0.0);
+  for (int j = first; j < end; ++j) {
+    const std::size_t t = static_cast<std::size_t>(j - first);
+    const float e = static_cast<float>(std::exp2(scratch.log2_scores[t] - new_max));
+    e_sum += e;
+    const double p = round_to_16bit(e, setup.v_is_bf16);
+    const float* v_row = head.v_half + static_cast<std::size_t>(j) * head_dim;
+    for (std::size_t c = 0; c < head_dim; ++c) scratch.tile_pv[c] += p * v_row[c];
+  }
+  row.row_sum = row.row_sum * alpha + e_sum;
+  for (std::size_t c = 0; c < head_dim; ++c) {
+    row.output[c] = row.output[c] * alpha + scratch.tile_pv[c];
+  }
+}
+
+// out = O / l, times V's per-tensor or per-channel scale; lse in natural log.
+void finish_row(const ModelSetup& setup, const HeadInputs& head, const RowState& row, int keys,
+                double* out_row, double* lse) {
+  if (keys == 0) {
+    std::fill(out_row, out_row + setup.head_dim, 0.0);
+    if (lse != nullptr) *lse = kNegativeInfinity;
+    return;
+  }
+  for (int c = 0; c < setup.head_dim; ++c) {
+    double v_scale = 1.0;
+    if (setup.full_int8 && setup.v_granularity == VGranularity::kPerTensor) {
+      v_scale = head.v_scales[0];
+    } else if (setup.full_int8 && setup.v_granularity == VGranularity::kPerChannel) {
+      v_scale = head.v_scales[c];
+    }
+    out_row[c] = row.output[static_cast<std::size_t>(c)] / row.row_sum * v_scale;
+  }
+  if (lse != nullptr) {
+    // The full INT8 l counts P in units of R (P = R for the maximum).
+    const double sum = setup.full_int8 ? row.row_sum / setup.p_range : row.row_sum;
+    *lse = (row.running_max + std::log2(sum)) * kLn2;
+  }
+}
+
+// One query row, tile by tile (README "Online softmax over tiles").
+void model_row(const ModelSetup& setup, const HeadInputs& head, int query_row, int keys,
+               TileScratch& scratch, RowState& row, double* out_row, double* lse) {
+  const std::int8_t* q_row = head.q8 + static_cast<std::size_t>(query_row) * setup.head_dim;
+  // The kernel keeps c_i >= 1e-30 so that a masked score (-inf) times c_i never makes a NaN; it
+  // only changes rows whose Q scale is below 1e-30 / scale_log2.
+  const float c_i = std::max(head.q_scales[query_row] * setup.scale_log2, 1e-30f);
+  row.running_max = kNegativeInfinity;
+  row.row_sum = 0;
+  std::fill(row.output.begin(), row.output.end(), 0.0);
+  // Tiles past the last allowed key have nothing for this row: they leave it untouched.
+  for (int first = 0; first < keys; first += setup.block_n) {
+    const int end = std::min(keys, first + setup.block_n);
+    const double tile_max = compute_log2_scores(setup, head, q_row, c_i, first, end, scratch);
+    const double new_max = std::max(row.running_max, tile_max);
+    const double alpha =
+        row.running_max == kNegativeInfinity ? 0.0 : std::exp2(row.running_max - new_max);
+    if (setup.full_int8) {
+      full_int8_tile(setup, head, first, end, tile_max, new_max, alpha, scratch, row);
+    } else {
+      half_int8_tile(setup, head, first, end, new_max, alpha, scratch, row);
+    }
+    row.running_max = new_max;
+  }
+  finish_row(setup, head, row, keys, out_row, lse);
+}
+
+// ---- argument checks --------------------------------------------------------------------------
+
+void check_rows(const char* name, const QuantizedRows& rows, std::size_t expected_rows,
+                int head_dim) {
+  const std::string field = std::string(name);
+  if (rows.head_dim != head_dim) {
+    throw InvalidArgument(field + ".head_dim", std::to_string(rows.head_dim),
+                          "expected the shape's head_dim " + std::to_string(head_dim));
+  }
+  if (static_cast<std::size_t>(rows.rows) != expected_rows ||
+      rows.values.size() != expected_rows * static_cast<std::size_t>(head_dim) ||
+      rows.scales.size() != expected_rows) {
+    throw InvalidArgument(field + ".rows", std::to_string(rows.rows),
+                          "expected " + std::to_string(expected_rows) +
+                              " rows (batch * heads * seq) with their values and scales");
+  }
+}
+
+std::size_t v_scale_count(VGranularity granularity, int seq, int head_dim) {
+  switch (granularity) {
+    case VGranularity::kPerTensor:
+      return 1;
+    case VGranularity::kPerChannel:
+      return static_cast<std::size_t>(head_dim);
+    case VGranularity::kPerBlock:
+      return static_cast<std::size_t>((seq + kVTokenBlock - 1) / kVTokenBlock) * head_dim;
+  }
+  return 0;
+}
+
+void check_model_arguments(const Shape& shape, const QuantizedRows& q, const QuantizedRows& k,
+                           const QuantizedV* v_quantized, const float* v_half,
+                           const ModelOptions& options) {
+  shape.validate();
+  if (shape.head_dim > kMaxHeadDim) {
+    throw InvalidArgument("shape.head_dim", std::to_string(shape.head_dim),
+                          "expected <= " + std::to_string(kMaxHeadDim) + " (int32 dot products)");
+  }
+  if (options.block_n <= 0) {
+    throw InvalidArgument("options.block_n", std::to_string(options.block_n), "expected > 0");
+  }
+  check_rows("q", q, static_cast<std::size_t>(shape.batch) * shape.heads_q * shape.seq_q,
+             shape.head_dim);
+  check_rows("k", k, static_cast<std::size_t>(shape.batch) * shape.heads_kv * shape.seq_kv,
+             shape.head_dim);
+  if (options.variant == Variant::kHalfInt8) {
+    if (v_half == nullptr) throw InvalidArgument("v_half", "null", "half INT8 reads V from it");
+    return;
+  }
+  if (v_quantized == nullptr) {
+    throw InvalidArgument("v_quantized", "null", "full INT8 reads the INT8 V from it");
+  }
+  const QuantizedV& v = *v_quantized;
+  const std::size_t heads = static_cast<std::size_t>(shape.batch) * shape.heads_kv;
+  if (v.batch != shape.batch || v.heads != shape.heads_kv || v.seq != shape.seq_kv ||
+      v.head_dim != shape.head_dim || v.values.size() != shape.kv_elements() ||
+      v.scales.size() != heads * v_scale_count(v.granularity, v.seq, v.head_dim)) {
+    throw InvalidArgument("v_quantized",
+                          "[" + std::to_string(v.batch) + "][" + std::to_string(v.heads) + "][" +
+                              std::to_string(v.seq) + "][" + std::to_string(v.head_dim) + "]",
+                          "expected quantize_v of the shape's [batch][heads_kv][seq_kv][head_dim]");
+  }
+}
+
+}  // namespace
+
+QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
+                            const float* channel_mean) {
+  if (bits != 8 && bits != 4) {
+    throw InvalidArgument("bits", std::to_string(bits), "expected 8 or 4");
+  }
+  if (rows < 0 || head_dim <= 0) {
+    throw InvalidArgument("rows x head_dim",
+                          std::to_string(rows) + " x " + std::to_string(head_dim),
+                          "expected rows >= 0 and head_dim > 0");
+  }
+  QuantizedRows result;
+  result.rows = rows;
+  result.head_dim = head_dim;
+  result.bits = bits;
+  result.values.resize(static_cast<std::size_t>(rows) * head_dim);
+  result.scales.resize(static_cast<std::size_t>(rows));
+  const float range = bits == 8 ? 127.0f : 7.0f;
+  std::vector<float> centred(static_cast<std::size_t>(head_dim));
+  for (std::size_t row = 0; row < static_cast<std::size_t>(rows); ++row) {
+    const float* input = x + row * head_dim;
+    float amax = 0.0f;
+    for (std::size_t c = 0; c < centred.size(); ++c) {
+      // Smoothing subtracts the channel mean in FP32 before anything else, as the kernel does.
+      centred[c] = channel_mean != nullptr ? input[c] - channel_mean[c] : input[c];
+      amax = std::max(amax, std::fabs(centred[c]));
+    }
+    const Quantizer quantizer = row_quantizer(amax, range);
+    result.scales[row] = quantizer.scale;
+    std::int8_t* output = result.values.data() + row * head_dim;
+    for (std::size_t c = 0; c < centred.size(); ++c)
+      output[c] = quantize_value(centred[c], quantizer);
+  }
+  return result;
+}
+
+QuantizedV quantize_v(const float* v, int batch, int heads, int seq, int head_dim,
+                      VGranularity granularity) {
+  QuantizedV result;
+  result.granularity = granularity;
+  result.batch = batch;
+  result.heads = heads;
+  result.seq = seq;
+  result.head_dim = head_dim;
+  const std::size_t head_elements = static_cast<std::size_t>(seq) * head_dim;
+  result.values.resize(static_cast<std::size_t>(batch) * heads * head_elements);
+  const std::vector<VGroup> groups = v_groups(granularity, seq, head_dim);
+  result.scales.reserve(static_cast<std::size_t>(batch) * heads * groups.size());
+  for (std::size_t head = 0; head < static_cast<std::size_t>(batch) * heads; ++head) {
+    for (const VGroup& group : groups) {
+      result.scales.push_back(quantize_v_group(v + head * head_elements, head_dim, group,
+                                               result.values.data() + head * head_elements));
+    }
+  }
+  return result;
+}
+
+void attention_quantized_model(const Shape& shape, const QuantizedRows& q, const QuantizedRows& k,
+                               const QuantizedV* v_quantized, const float* v_half,
+                               const ModelOptions& options, double* out, double* lse) {
+  check_model_arguments(shape, q, k, v_quantized, v_half, options);
+  const bool full_int8 = options.variant == Variant::kFullInt8;
+  ModelSetup setup;
+  setup.head_dim = shape.head_dim;
+  setup.full_int8 = full_int8;
+  setup.p_range = options.p_encoding == PEncoding::kUnsigned255 ? 255.0 : 127.0;
+  setup.tile_max_reference = options.p_scale == PScaleReference::kTileMax;
+  setup.v_granularity = full_int8 ? v_quantized->granularity : VGranularity::kPerTensor;
+  setup.v_is_bf16 = options.v_is_bf16;
+  setup.block_n = options.block_n;
+  // The host computes softmax_scale * log2(e) in double and passes it as FP32 (README "Inputs").
+  setup.scale_log2 = static_cast<float>(shape.effective_scale() * kLog2E);
+
+  const std::size_t head_dim = static_cast<std::size_t>(shape.head_dim);
+  const std::size_t v_scales_per_head =
+      full_int8 ? v_scale_count(setup.v_granularity, shape.seq_kv, shape.head_dim) : 0;
+  for_each_row_block_in_parallel(
+      shape.batch, shape.heads_q, shape.seq_q, [&](int b, int h, int first_row, int end_row) {
+        const std::size_t q_head = (static_cast<std::size_t>(b) * shape.heads_q + h) * shape.seq_q;
+        const std::size_t kv_head_index =
+            static_cast<std::size_t>(b) * shape.heads_kv + shape.kv_head(h);
+        const std::size_t kv_head = kv_head_index * shape.seq_kv;
+        HeadInputs head{};
+        head.q8 = q.values.data() + q_head * head_dim;
+        head.q_scales = q.scales.data() + q_head;
+        head.k8 = k.values.data() + kv_head * head_dim;
+        head.k_scales = k.scales.data() + kv_head;
+        if (full_int8) {
+          head.v8 = v_quantized->values.data() + kv_head * head_dim;
+          head.v_scales = v_quantized->scales.data() + kv_head_index * v_scales_per_head;
+        } else {
+          head.v_half = v_half + kv_head * head_dim;
+        }
+        const std::size_t tile = static_cast<std::size_t>(std::min(options.block_n, shape.seq_kv));
+        TileScratch scratch{std::vector<float>(tile), std::vector<double>(tile),
+                            std::vector<double>(head_dim), std::vector<double>(head_dim)};
+        RowState row;
+        row.output.resize(head_dim);
+        for (int i = first_row; i < end_row; ++i) {
+          const std::size_t row_index = q_head + static_cast<std::size_t>(i);
+          model_row(setup, head, i, shape.allowed_keys(i), scratch, row, out + row_index * head_dim,
+                    lse != nullptr ? lse + row_index : nullptr);
+        }
+      });
+}
+
+}  // namespace intfa::reference

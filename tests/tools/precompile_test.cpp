@@ -1,0 +1,286 @@
+// `intfa precompile` as a deployment runs it: the built binary writes a bundle for the four archs
+// (head dim 64, full INT8: a reduced set, to keep the suite fast), a second run compiles nothing,
+// `intfa cache verify` checks it against its manifest, and a runtime pointed at it compiles
+// nothing the bundle holds.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "attention/attention_spec.hpp"
+#include "cache/bundle.hpp"
+#include "cache/disk_cache.hpp"
+#include "common/json.hpp"
+#include "device/arch.hpp"
+#include "launch/kernel_runtime.hpp"
+#include "nvrtc/compiler.hpp"
+#include "support/temp_dir.hpp"
+
+namespace intfa::cli {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::ScopedEnv;
+using testing::TempDir;
+
+struct CliResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+CliResult run_cli(const std::string& arguments) {
+  const std::string command =
+      "env -u INTFA_DEPLOY_CACHE '" INTFA_TEST_CLI "' " + arguments + " 2>&1";
+  CliResult result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  for (std::size_t got; (got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) {
+    result.output.append(buffer, got);
+  }
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+bool mentions(const CliResult& result, const std::string& text) {
+  return result.output.find(text) != std::string::npos;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream stream(text);
+  for (std::string line; std::getline(stream, line);) lines.push_back(line);
+  return lines;
+}
+
+// Bytes and modification time of every file below `directory`.
+std::map<fs::path, std::pair<std::string, fs::file_time_type>> snapshot(const fs::path& directory) {
+  std::map<fs::path, std::pair<std::string, fs::file_time_type>> files;
+  for (const auto& item : fs::recursive_directory_iterator(directory)) {
+    if (!item.is_regular_file()) continue;
+    std::ifstream in(item.path(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    files[item.path()] = {bytes, item.last_write_time()};
+  }
+  return files;
+}
+
+constexpr const char* kReducedSet = "--head-dims 64 --variants full";
+
+// One bundle for the whole suite: building it is the slow part.
+class Precompile : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    bundle_ = std::make_unique<TempDir>();
+    first_run_ = std::make_unique<CliResult>(
+        run_cli(std::string("precompile ") + kReducedSet + " -j 2 --out " + bundle().string()));
+  }
+  static void TearDownTestSuite() {
+    first_run_.reset();
+    bundle_.reset();
+  }
+  static fs::path bundle() { return bundle_->path() / "bundle"; }
+  static cache::Manifest manifest() { return cache::read_manifest(bundle()); }
+
+  // A copy of the bundle a test may damage.
+  fs::path copy_of_bundle() {
+    const fs::path copy = scratch_.path() / "copy";
+    fs::copy(bundle(), copy, fs::copy_options::recursive);
+    return copy;
+  }
+
+  static std::unique_ptr<TempDir> bundle_;
+  static std::unique_ptr<CliResult> first_run_;
+  TempDir scratch_;
+};
+
+std::unique_ptr<TempDir> Precompile::bundle_;
+std::unique_ptr<CliResult> Precompile::first_run_;
+
+TEST_F(Precompile, WritesAManifestWithTheDocumentedMembersAndOneEntryPerKernel) {
+  ASSERT_EQ(first_run_->exit_code, 0) << first_run_->output;
+  EXPECT_TRUE(mentions(*first_run_, "failures: 0")) << first_run_->output;
+
+  std::ifstream in(cache::manifest_path(bundle()));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const json::Value document = json::parse(text);
+  for (const char* name :
+       {"manifest_version", "intfa_version", "nvrtc_version", "format_version", "entries"}) {
+    EXPECT_NE(document.find(name), nullptr) << name;
+  }
+  for (const json::Value& entry : document.at("entries").as_array()) {
+    for (const char* name : {"key", "spec", "entry_bytes", "xxh3_64"}) {
+      EXPECT_NE(entry.find(name), nullptr) << name;
+    }
+  }
+
+  // Exactly the kernels --list names: per arch quantize_rows, quantize_v, quantize_v_scale and the
+  // attention kernel with causal off and on.
+  const CliResult listed = run_cli(std::string("precompile --list ") + kReducedSet);
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  std::vector<std::string> expected = lines_of(listed.output);
+  expected.pop_back();  // "N kernels"
+  std::vector<std::string> bundled;
+  for (const cache::ManifestEntry& entry : manifest().entries) {
+    bundled.push_back(entry.spec.to_string());
+  }
+  EXPECT_EQ(bundled, expected);
+  EXPECT_EQ(bundled.size(), 4u * 5u);
+}
+
+TEST_F(Precompile, EveryEntryVerifiesAgainstTheManifest) {
+  const cache::VerifyReport report = cache::verify_bundle(bundle(), manifest());
+  EXPECT_EQ(report.checked, manifest().entries.size());
+  for (const auto& [path, problem] : report.bad) ADD_FAILURE() << path << ": " << problem;
+}
+
+TEST_F(Precompile, ASecondRunCompilesNothingAndLeavesTheEntriesAlone) {
+  const auto before = snapshot(bundle());
+  const CliResult second =
+      run_cli(std::string("precompile ") + kReducedSet + " -j 2 --out " + bundle().string());
+  EXPECT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_TRUE(mentions(second, "compiled now: 0")) << second.output;
+  EXPECT_TRUE(mentions(second, "already present: 20")) << second.output;
+  const auto after = snapshot(bundle());
+  ASSERT_EQ(after.size(), before.size());
+  for (const auto& [path, contents] : before) {
+    if (path.filename() == cache::kManifestFileName) continue;  // rewritten, same content
+    EXPECT_TRUE(after.at(path) == contents) << path << " changed";
+  }
+  EXPECT_EQ(after.at(cache::manifest_path(bundle())).first,
+            before.at(cache::manifest_path(bundle())).first);
+}
+
+TEST_F(Precompile, CacheVerifyPassesOnTheBundle) {
+  const CliResult verify = run_cli("cache verify " + bundle().string());
+  EXPECT_EQ(verify.exit_code, 0) << verify.output;
+  EXPECT_TRUE(mentions(verify, "20 manifest entries verified, 0 bad")) << verify.output;
+  EXPECT_EQ(run_cli("cache verify --dir " + bundle().string()).exit_code, 0);
+}
+
+TEST_F(Precompile, CacheVerifyNamesATamperedEntry) {
+  const fs::path copy = copy_of_bundle();
+  const cache::ManifestEntry entry = manifest().entries.at(3);
+  const fs::path path = cache::DiskCache(copy).entry_path(entry.key);
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  file.seekg(static_cast<std::streamoff>(entry.entry_bytes / 2));
+  const char byte = static_cast<char>(file.get() ^ 0x01);
+  file.seekp(static_cast<std::streamoff>(entry.entry_bytes / 2));
+  file.put(byte);
+  file.close();
+
+  const CliResult verify = run_cli("cache verify " + copy.string());
+  EXPECT_EQ(verify.exit_code, 1) << verify.output;
+  EXPECT_TRUE(mentions(verify, path.string() + ": checksum")) << verify.output;
+  EXPECT_TRUE(mentions(verify, "1 bad")) << verify.output;
+}
+
+TEST_F(Precompile, CacheVerifyNamesADeletedEntry) {
+  const fs::path copy = copy_of_bundle();
+  const fs::path path = cache::DiskCache(copy).entry_path(manifest().entries.at(7).key);
+  fs::remove(path);
+  const CliResult verify = run_cli("cache verify " + copy.string());
+  EXPECT_EQ(verify.exit_code, 1) << verify.output;
+  EXPECT_TRUE(mentions(verify, path.string() + ": missing")) << verify.output;
+}
+
+TEST_F(Precompile, ARuntimePointedAtTheBundleCompilesNoneOfItsKernels) {
+  const TempDir user_cache;
+  const cache::Manifest bundled = manifest();
+  std::uint64_t compiles = 0;
+  {
+    const ScopedEnv deploy("INTFA_DEPLOY_CACHE", bundle().c_str());
+    const ScopedEnv cache_dir("INTFA_CACHE_DIR", user_cache.path().c_str());
+    const ScopedEnv enabled("INTFA_CACHE_DISABLE", nullptr);
+    launch::KernelRuntime::instance().reset_for_testing();
+    const std::uint64_t before = nvrtc::compile_count();
+    for (const cache::ManifestEntry& entry : bundled.entries) {
+      const launch::CompiledKernel compiled = launch::KernelRuntime::instance().compile(entry.spec);
+      EXPECT_EQ(compiled.key, entry.key) << entry.spec.to_string();
+    }
+    compiles = nvrtc::compile_count() - before;
+  }
+  launch::KernelRuntime::instance().reset_for_testing();  // back to the restored environment
+  EXPECT_EQ(compiles, 0u);
+  EXPECT_TRUE(fs::is_empty(user_cache.path()));
+}
+
+TEST(PrecompileOptions, ConfigsAllKeepsTheTunerCandidatesThatFitTheArchsSharedMemory) {
+  for (device::Arch arch : device::all_archs()) {
+    attention::SpecRequest request;
+    request.arch = arch;
+    request.head_dim = 256;
+    std::size_t fitting = 0;
+    for (const KernelConfig& config : attention::candidate_configs(request)) {
+      if (attention::shared_bytes(attention::make_spec(request, config)) <=
+          device::default_max_shared_bytes(arch)) {
+        fitting++;
+      }
+    }
+    const CliResult listed = run_cli(
+        "precompile --list --configs all --head-dims 256 "
+        "--variants full --arch " +
+        device::arch_name(arch));
+    ASSERT_EQ(listed.exit_code, 0) << listed.output;
+    const std::size_t quantize_kernels = 3;  // rows, v, v scale
+    EXPECT_TRUE(mentions(listed, std::to_string(quantize_kernels + 2 * fitting) + " kernels"))
+        << device::arch_name(arch) << "\n"
+        << listed.output;
+  }
+}
+
+TEST(PrecompileOptions, TheSharedMemoryTableIsTheOptInLimitPerBlock) {
+  EXPECT_EQ(device::default_max_shared_bytes(device::Arch::kSm80), 163 * 1024);
+  EXPECT_EQ(device::default_max_shared_bytes(device::Arch::kSm86), 99 * 1024);
+  EXPECT_EQ(device::default_max_shared_bytes(device::Arch::kSm89), 99 * 1024);
+  EXPECT_EQ(device::default_max_shared_bytes(device::Arch::kSm90a), 232448);
+}
+
+TEST(PrecompileOptions, TheDefaultSetIsEveryArchHeadDimVariantAndCausalOnce) {
+  const CliResult listed = run_cli("precompile --list");
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  // Per arch: 3 head dims x 2 variants x causal off/on attention kernels, quantize_rows for each
+  // head dim, and quantize_v + quantize_v_scale for each head dim (full INT8).
+  EXPECT_TRUE(mentions(listed, std::to_string(4 * (12 + 3 + 6)) + " kernels")) << listed.output;
+}
+
+TEST(PrecompileOptions, TunedConfigsWithoutADatabaseAreAUsageError) {
+  const TempDir directory;
+  const CliResult result = run_cli("precompile --configs tuned --tuning-db " +
+                                   (directory.path() / "absent.json").string() + " --out " +
+                                   (directory.path() / "bundle").string());
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_TRUE(mentions(result, "no tuning database at " +
+                                   (directory.path() / "absent.json").string() +
+                                   " (run intfa tune on the GPU first)"))
+      << result.output;
+}
+
+TEST(PrecompileOptions, OutIsRequiredAndUnknownValuesAreUsageErrors) {
+  EXPECT_EQ(run_cli("precompile").exit_code, 2);
+  EXPECT_EQ(run_cli("precompile --list --arch sm_75").exit_code, 2);
+  EXPECT_EQ(run_cli("precompile --list --head-dims 96").exit_code, 2);
+  EXPECT_EQ(run_cli("precompile --list --dtypes f32").exit_code, 2);
+  EXPECT_EQ(run_cli("precompile --list --configs some").exit_code, 2);
+  EXPECT_EQ(run_cli("precompile --list -j 0").exit_code, 2);
+  EXPECT_EQ(run_cli("precompile --list -j2").exit_code, 0);
+}
+
+TEST(PrecompileOptions, HelpDescribesTheVerb) {
+  const CliResult help = run_cli("precompile --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_TRUE(mentions(help, "usage: intfa precompile --out DIR")) << help.output;
+  EXPECT_TRUE(mentions(run_cli("--help"), "precompile"));
+}
+
+}  // namespace
+}  // namespace intfa::cli

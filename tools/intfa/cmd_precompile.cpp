@@ -1,0 +1,394 @@
+// `intfa precompile`: compiles, with NVRTC and no GPU, every kernel a deployment may launch into a
+// bundle directory described by a manifest (format: cache/README.md, "Deployment bundles"). A
+// re-run compiles only what the bundle lacks.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "attention/attention_spec.hpp"
+#include "cache/bundle.hpp"
+#include "cache/disk_cache.hpp"
+#include "common/strings.hpp"
+#include "device/arch.hpp"
+#include "intfa/args.hpp"
+#include "intfa/commands.hpp"
+#include "intfa/errors.hpp"
+#include "intfa/parallel.hpp"
+#include "intfa/problem_options.hpp"
+#include "launch/kernel_runtime.hpp"
+#include "nvrtc/compiler.hpp"
+
+namespace intfa::cli {
+
+const char* const kPrecompileUsage =
+    "usage: intfa precompile --out DIR [options]\n\n"
+    "Compiles, without a GPU, every kernel a deployment may launch (for each arch, head dim,\n"
+    "variant, dtype and causal off/on: the attention kernel and the quantize kernels the call\n"
+    "runs) into DIR, and writes DIR/manifest.json. Point INTFA_DEPLOY_CACHE at DIR on the target\n"
+    "machines and those kernels are never compiled there. Entries DIR already holds and that\n"
+    "verify are kept, so a re-run compiles only what is missing.\n\n"
+    "  --out DIR                  the bundle directory (created if needed)\n"
+    "  --arch LIST                sm_80,sm_86,sm_89,sm_90a (default: all four)\n"
+    "  --head-dims LIST           64,128,256 (default: all three)\n"
+    "  --variants LIST            full,half (default: both)\n"
+    "  --dtypes LIST              f16,bf16: inputs and output (default: f16)\n"
+    "  --configs default|all|tuned  tile configs of the attention kernel: the heuristic's\n"
+    "                             (default), every candidate of the tuner that fits the arch's\n"
+    "                             shared memory, or the tuning database's\n"
+    "  --tuning-db FILE           the tuning database for --configs tuned\n"
+    "                             (default: tuning.json in the cache directory)\n"
+    "  -j N, --jobs N             parallel NVRTC compiles (default: all cores)\n"
+    "  --list                     print the kernels and stop; compiles nothing\n\n"
+    "Full INT8 numerics (as for intfa run):\n"
+    "  --p u8|s8                  P encoding: u8 R=255 (default) or s8 R=127\n"
+    "  --p-scale running|tile     P reference: running max (default) or tile max\n"
+    "  --v-scale tensor|channel|block   V scale granularity (default tensor)\n"
+    "  --qk-bits 8|4              Q.K in INT8 (default) or INT4\n\n"
+    "Prints the number of kernels, how many were compiled now and how many were already\n"
+    "present, failures, the bundle's size and the wall time. Exit 1 on any failure (the manifest\n"
+    "is then left as it was). Check a bundle with: intfa cache verify DIR\n";
+
+namespace {
+
+namespace fs = std::filesystem;
+
+enum class ConfigMode { kDefault, kAll, kTuned };
+
+// What to put in the bundle: the cross product of these lists, causal off and on.
+struct BundlePlan {
+  fs::path directory;
+  std::vector<device::Arch> archs;
+  std::vector<int> head_dims;
+  std::vector<Variant> variants;
+  std::vector<DType> dtypes;
+  ConfigMode configs = ConfigMode::kDefault;
+  fs::path tuning_database;
+  AttentionOptions numerics;  // p_encoding, p_scale, v_granularity
+  int qk_bits = 8;
+  unsigned jobs = 0;  // 0: all cores
+  bool list_only = false;
+};
+
+// Args knows only long options: "-j N" and "-jN" become "--jobs N".
+Arguments with_long_options(const Arguments& arguments) {
+  Arguments rewritten;
+  for (const std::string& argument : arguments) {
+    if (argument == "-j") {
+      rewritten.push_back("--jobs");
+    } else if (strings::starts_with(argument, "-j") && !strings::starts_with(argument, "--")) {
+      rewritten.push_back("--jobs=" + argument.substr(2));
+    } else {
+      rewritten.push_back(argument);
+    }
+  }
+  return rewritten;
+}
+
+std::vector<device::Arch> parse_archs(const Args& args) {
+  std::vector<device::Arch> archs;
+  for (const std::string& name : args.get_list("arch", {})) {
+    const auto arch = device::parse_arch(name);
+    if (!arch) throw UsageError("--arch " + name + ": expected sm_80, sm_86, sm_89 or sm_90a");
+    archs.push_back(*arch);
+  }
+  return archs.empty() ? device::all_archs() : archs;
+}
+
+std::vector<int> parse_head_dims(const Args& args) {
+  std::vector<int> head_dims;
+  for (long head_dim : args.get_int_list("head-dims", {64, 128, 256}, 1, 1024)) {
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
+      throw UsageError("--head-dims: " + std::to_string(head_dim) +
+                       " is not a supported head dim (64, 128, 256)");
+    }
+    head_dims.push_back(static_cast<int>(head_dim));
+  }
+  return head_dims;
+}
+
+std::vector<DType> parse_dtypes(const Args& args) {
+  std::vector<DType> dtypes;
+  for (const std::string& name : args.get_list("dtypes", {"f16"})) {
+    if (name != "f16" && name != "bf16")
+      throw UsageError("--dtypes " + name + ": expected f16 or bf16");
+    dtypes.push_back(name == "f16" ? DType::kF16 : DType::kBF16);
+  }
+  return dtypes;
+}
+
+ConfigMode parse_config_mode(const std::string& text) {
+  if (text == "default") return ConfigMode::kDefault;
+  if (text == "all") return ConfigMode::kAll;
+  if (text == "tuned") return ConfigMode::kTuned;
+  throw UsageError("--configs " + text + ": expected default, all or tuned");
+}
+
+fs::path default_tuning_database() {
+  const auto cache_directory = cache::DiskCache::default_directory();
+  return cache_directory ? *cache_directory / "tuning.json" : fs::path();
+}
+
+BundlePlan parse_plan(const Arguments& arguments) {
+  const Args args(with_long_options(arguments), {"list"});
+  args.reject_unknown({"out", "arch", "head-dims", "variants", "dtypes", "configs", "tuning-db",
+                       "jobs", "list", "p", "p-scale", "v-scale", "qk-bits"});
+  if (!args.positional().empty()) {
+    throw UsageError("unexpected argument '" + args.positional().front() + "'");
+  }
+  BundlePlan plan;
+  plan.list_only = args.has("list");
+  const auto out = args.get("out");
+  if (!out && !plan.list_only) throw UsageError("missing --out DIR");
+  if (out) plan.directory = fs::absolute(*out).lexically_normal();
+  plan.archs = parse_archs(args);
+  plan.head_dims = parse_head_dims(args);
+  for (const std::string& name : args.get_list("variants", {"full", "half"})) {
+    plan.variants.push_back(parse_variant(name));
+  }
+  plan.dtypes = parse_dtypes(args);
+  plan.configs = parse_config_mode(args.get_or("configs", "default"));
+  plan.tuning_database =
+      args.get("tuning-db") ? fs::path(*args.get("tuning-db")) : default_tuning_database();
+  // The single-valued options of parse_numerics (--variant, --dtype, ...) are rejected above, so
+  // it only reads --p, --p-scale, --v-scale and --qk-bits here.
+  AttentionProblem unused_problem;
+  DType unused_type = DType::kF16;
+  parse_numerics(args, unused_problem, plan.numerics, unused_type);
+  plan.qk_bits = unused_problem.qk_bits;
+  plan.jobs = static_cast<unsigned>(args.get_int("jobs", 0, 1, 1024));
+  return plan;
+}
+
+// --- Which kernels ---
+
+std::vector<KernelConfig> fitting_candidate_configs(const attention::SpecRequest& request) {
+  std::vector<KernelConfig> configs;
+  const int max_shared_bytes = device::default_max_shared_bytes(request.arch);
+  for (const KernelConfig& config : attention::candidate_configs(request)) {
+    try {
+      attention::validate_config(attention::make_spec(request, config), max_shared_bytes);
+      configs.push_back(config);
+    } catch (const Unsupported&) {
+      // Needs more shared memory than the arch offers: the tuner never picks it there.
+    }
+  }
+  return configs;
+}
+
+std::vector<KernelConfig> tuned_configs(const BundlePlan& plan) {
+  std::error_code error;
+  if (plan.tuning_database.empty() || !fs::is_regular_file(plan.tuning_database, error)) {
+    throw UsageError("no tuning database at " +
+                     (plan.tuning_database.empty() ? std::string("(no cache directory)")
+                                                   : plan.tuning_database.string()) +
+                     " (run intfa tune on the GPU first)");
+  }
+  // The place to read the database's configs for the request's (arch, head dim, variant) once
+  // intfa tune writes one.
+  throw Unsupported("--configs tuned: this build cannot read the tuning database " +
+                    plan.tuning_database.string() + " yet");
+}
+
+// The attention tile configs to bundle for `request` under the plan's --configs mode.
+std::vector<KernelConfig> attention_configs(const attention::SpecRequest& request,
+                                            const BundlePlan& plan) {
+  switch (plan.configs) {
+    case ConfigMode::kDefault: {
+      const KernelConfig config = attention::heuristic_config(request);
+      attention::validate_config(attention::make_spec(request, config),
+                                 device::default_max_shared_bytes(request.arch));
+      return {config};
+    }
+    case ConfigMode::kAll:
+      return fitting_candidate_configs(request);
+    case ConfigMode::kTuned:
+      return tuned_configs(plan);
+  }
+  throw InternalError("unknown --configs mode");
+}
+
+kernels::ElementType element_type(DType dtype) {
+  return dtype == DType::kBF16 ? kernels::ElementType::kBF16 : kernels::ElementType::kF16;
+}
+
+// The quantize kernels one attention call of `request` runs before the attention kernel (the
+// same specs src/quantize/quantize.cpp launches): Q and K rows, and for full INT8 V with its scale
+// pass (per-block V scales come out of the quantize pass itself).
+std::vector<render::KernelSpec> quantize_specs(const attention::SpecRequest& request, DType dtype) {
+  render::KernelSpec rows;
+  rows.family = render::KernelFamily::kQuantizeRows;
+  rows.arch = request.arch;
+  rows.head_dim = request.head_dim;
+  rows.input_type = element_type(dtype);
+  rows.qk_bits = request.qk_bits;
+  std::vector<render::KernelSpec> specs = {rows};
+  if (request.variant != Variant::kFullInt8) return specs;
+  render::KernelSpec v;
+  v.family = render::KernelFamily::kQuantizeV;
+  v.arch = request.arch;
+  v.head_dim = request.head_dim;
+  v.input_type = element_type(dtype);
+  v.v_granularity = static_cast<kernels::VScaleGranularity>(request.v_granularity);
+  specs.push_back(v);
+  if (request.v_granularity != VScaleGranularity::kPerBlock) {
+    v.family = render::KernelFamily::kQuantizeVScale;
+    specs.push_back(v);
+  }
+  return specs;
+}
+
+// Every kernel of the plan, each once, in a stable order (arch, dtype, head dim, variant, causal).
+std::vector<render::KernelSpec> bundle_specs(const BundlePlan& plan) {
+  std::vector<render::KernelSpec> specs;
+  std::unordered_set<render::KernelSpec, render::KernelSpecHash> seen;
+  auto add = [&](const render::KernelSpec& spec) {
+    if (seen.insert(spec).second) specs.push_back(spec);
+  };
+  for (device::Arch arch : plan.archs) {
+    for (DType dtype : plan.dtypes) {
+      for (int head_dim : plan.head_dims) {
+        for (Variant variant : plan.variants) {
+          for (bool causal : {false, true}) {
+            attention::SpecRequest request;
+            request.arch = arch;
+            request.head_dim = head_dim;
+            request.variant = variant;
+            request.qk_bits = plan.qk_bits;
+            request.causal = causal;
+            request.v_type = dtype;
+            request.output_type = dtype;
+            request.p_encoding = plan.numerics.p_encoding;
+            request.p_scale = plan.numerics.p_scale;
+            request.v_granularity = plan.numerics.v_granularity;
+            for (const render::KernelSpec& spec : quantize_specs(request, dtype)) add(spec);
+            for (const KernelConfig& config : attention_configs(request, plan)) {
+              add(attention::make_spec(request, config));
+            }
+          }
+        }
+      }
+    }
+  }
+  return specs;
+}
+
+// --- Writing the bundle ---
+
+// Compiles specs into the bundle directory (never into the user cache) and remembers each one's
+// key for the manifest. compile() is called from several threads.
+class BundleWriter {
+ public:
+  explicit BundleWriter(const fs::path& directory) : entries_(directory) {
+    if (!entries_.writable()) {
+      throw CacheError("cannot write the bundle " + directory.string() +
+                       " (see the warning above)");
+    }
+  }
+
+  launch::CompiledKernel compile(const render::KernelSpec& spec) {
+    launch::CompiledKernel compiled = launch::compile_into(spec, entries_);
+    if (!entries_.writable()) {
+      throw CacheError("cannot write the bundle " + entries_.directory().string() +
+                       " (see the warning above)");
+    }
+    std::lock_guard<std::mutex> lock(mutex_);
+    keys_[spec] = compiled.key;
+    return compiled;
+  }
+
+  // The manifest of `specs`, each entry described from its file as it is now.
+  cache::Manifest manifest(const std::vector<render::KernelSpec>& specs) const {
+    cache::Manifest manifest = cache::Manifest::for_this_build();
+    for (const render::KernelSpec& spec : specs) {
+      const auto key = keys_.find(spec);
+      if (key == keys_.end()) throw InternalError("no key for " + spec.to_string());
+      manifest.entries.push_back(cache::describe_entry(directory(), key->second, spec));
+    }
+    return manifest;
+  }
+
+  const fs::path& directory() const { return entries_.directory(); }
+
+ private:
+  cache::DiskCache entries_;
+  std::mutex mutex_;
+  std::unordered_map<render::KernelSpec, cache::CacheKey, render::KernelSpecHash> keys_;
+};
+
+std::uint64_t directory_bytes(const fs::path& directory) {
+  std::uint64_t total = 0;
+  std::error_code error;
+  for (fs::recursive_directory_iterator it(directory, error), end; !error && it != end;
+       it.increment(error)) {
+    if (it->is_regular_file(error)) total += it->file_size(error);
+  }
+  return total;
+}
+
+std::size_t unlisted_entries(const fs::path& directory, const cache::Manifest& manifest) {
+  std::size_t count = 0;
+  for (const cache::EntryInfo& entry :
+       cache::DiskCache(directory, cache::DiskCache::Access::kReadOnly).list()) {
+    if (manifest.find(entry.key) == nullptr) count++;
+  }
+  return count;
+}
+
+int list_specs(const std::vector<render::KernelSpec>& specs) {
+  for (const render::KernelSpec& spec : specs) std::printf("%s\n", spec.to_string().c_str());
+  std::printf("%zu kernels\n", specs.size());
+  return 0;
+}
+
+}  // namespace
+
+int run_precompile(const Arguments& arguments) {
+  const BundlePlan plan = parse_plan(arguments);
+  const std::vector<render::KernelSpec> specs = bundle_specs(plan);
+  if (plan.list_only) return list_specs(specs);
+
+  const auto started = std::chrono::steady_clock::now();
+  const std::uint64_t compiles_before = nvrtc::compile_count();
+  BundleWriter writer(plan.directory);
+  std::printf("precompiling %zu kernels into %s (NVRTC %s, no GPU needed)\n", specs.size(),
+              plan.directory.c_str(), nvrtc::version().to_string().c_str());
+  std::fflush(stdout);
+  const CompileSummary summary = compile_in_parallel(
+      specs, "precompile", plan.jobs,
+      [&writer](const render::KernelSpec& spec) { return writer.compile(spec); });
+  for (const std::string& failure : summary.failures) {
+    std::printf("failed: %s\n", failure.c_str());
+  }
+  std::string manifest_note;
+  if (summary.failures.empty()) {
+    const cache::Manifest manifest = writer.manifest(specs);
+    cache::write_manifest(plan.directory, manifest);
+    manifest_note = "manifest: " + cache::manifest_path(plan.directory).string();
+    if (const std::size_t extra = unlisted_entries(plan.directory, manifest)) {
+      manifest_note += "\nnote: " + std::to_string(extra) +
+                       " entries in the directory are not in this manifest (left by an earlier "
+                       "run); the runtime ignores them and intfa cache verify reports them";
+    }
+  } else {
+    manifest_note = "manifest not written: the bundle is incomplete";
+  }
+  const double wall_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::printf("%zu kernels\n", specs.size());
+  std::printf("  compiled now: %llu\n",
+              static_cast<unsigned long long>(nvrtc::compile_count() - compiles_before));
+  std::printf("  already present: %zu\n", summary.cached);
+  std::printf("  failures: %zu\n", summary.failures.size());
+  std::printf("  bundle size: %s\n", strings::human_bytes(directory_bytes(plan.directory)).c_str());
+  std::printf("  wall time: %.1f s\n", wall_s);
+  std::printf("%s\n", manifest_note.c_str());
+  return summary.failures.empty() ? 0 : 1;
+}
+
+}  // namespace intfa::cli
