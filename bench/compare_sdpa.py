@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Times intfa (through its C API, with ctypes) and PyTorch SDPA FP16 (flash and cuDNN back ends)
-in the same process, on the same shapes, with CUDA events (warm-up, median of --repeats runs).
+"""Times intfa (through its Python package when importable, else its C API with ctypes) and
+PyTorch SDPA FP16 (flash and cuDNN back ends) in the same process, on the same shapes, with CUDA
+events (warm-up, median of --repeats runs).
 
 Writes JSON rows, a Markdown table for bench/RESULTS.md and a PNG plot (TOPS vs sequence length).
 TOPS = 4 * B * H * N * N * D / time, halved for causal. intfa's attention time excludes
@@ -14,129 +15,32 @@ import datetime
 import json
 import math
 import os
-import statistics
 import sys
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-F16, BF16, I8, I4X2 = 0, 1, 2, 3
-FULL_INT8, HALF_INT8 = 0, 1
+from intfa_ctypes import FULL_INT8, HALF_INT8, Intfa, IntfaAttention, Options, time_ms
+
+try:  # the pybind11 package: PYTHONPATH=build/python (or build-device-py/python), or pip install .
+    from intfa_binding import BindingAttention
+except ImportError:
+    BindingAttention = None
 
 
-class Tensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("dtype", ctypes.c_int), ("strides", ctypes.c_int64 * 4)]
-
-
-class Shape(ctypes.Structure):
-    _fields_ = [("batch", ctypes.c_int), ("heads", ctypes.c_int), ("seq", ctypes.c_int),
-                ("head_dim", ctypes.c_int)]
-
-
-class Problem(ctypes.Structure):
-    _fields_ = [("batch", ctypes.c_int), ("heads_q", ctypes.c_int), ("heads_kv", ctypes.c_int),
-                ("seq_q", ctypes.c_int), ("seq_kv", ctypes.c_int), ("head_dim", ctypes.c_int),
-                ("causal", ctypes.c_int), ("variant", ctypes.c_int), ("qk_bits", ctypes.c_int)]
-
-
-class AttentionTensors(ctypes.Structure):
-    _fields_ = [("q", Tensor), ("k", Tensor), ("v", Tensor), ("out", Tensor),
-                ("q_scale", ctypes.c_void_p), ("k_scale", ctypes.c_void_p),
-                ("v_scale", ctypes.c_void_p), ("lse", ctypes.c_void_p)]
-
-
-class Options(ctypes.Structure):
-    _fields_ = [("softmax_scale", ctypes.c_double), ("p_encoding", ctypes.c_int),
-                ("p_scale", ctypes.c_int), ("v_granularity", ctypes.c_int),
-                ("block_m", ctypes.c_int), ("block_n", ctypes.c_int), ("warps", ctypes.c_int),
-                ("stages", ctypes.c_int)]
-
-
-class Intfa:
-    def __init__(self, path):
-        self.lib = ctypes.CDLL(path)
-        self.lib.intfa_last_error.restype = ctypes.c_char_p
-        self.lib.intfa_v_int8_bytes.restype = ctypes.c_size_t
-        self.lib.intfa_v_scale_count.restype = ctypes.c_size_t
-
-    def check(self, status, what):
-        if status != 0:
-            raise RuntimeError(f"{what}: {self.lib.intfa_last_error().decode()}")
-
-    @staticmethod
-    def view(tensor, dtype):
-        strides = list(tensor.stride())
-        if dtype == I4X2:
-            strides = [s for s in strides]
-        return Tensor(tensor.data_ptr(), dtype, (ctypes.c_int64 * 4)(*strides))
-
-
-def time_ms(fn, repeats, warmup=5):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start = torch.cuda.Event(enable_timing=True)
-        stop = torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        stop.record()
-        stop.synchronize()
-        times.append(start.elapsed_time(stop))
-    return statistics.median(times)
-
-
-class IntfaAttention:
-    """Quantized inputs and output buffers of one problem, ready to time."""
-
-    def __init__(self, lib, q, k, v, causal, variant, options):
-        self.lib, self.causal, self.variant, self.options = lib, causal, variant, options
-        b, h, n, d = q.shape
-        self.shape = (b, h, n, d)
-        self.q, self.k, self.v = q, k, v
-        dev = q.device
-        self.q8 = torch.empty((b, h, n, d), dtype=torch.int8, device=dev)
-        self.k8 = torch.empty((b, h, n, d), dtype=torch.int8, device=dev)
-        self.qs = torch.empty((b, h, n), dtype=torch.float32, device=dev)
-        self.ks = torch.empty((b, h, n), dtype=torch.float32, device=dev)
-        self.v8 = torch.empty(lib.lib.intfa_v_int8_bytes(b, h, n, d), dtype=torch.int8, device=dev)
-        count = lib.lib.intfa_v_scale_count(options.v_granularity, b, h, n, d)
-        self.vs = torch.empty(count, dtype=torch.float32, device=dev)
-        self.out = torch.empty_like(q)
-        self.stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
-        self.problem = Problem(b, h, h, n, n, d, int(causal), variant, 8)
-        v_view = Tensor()
-        lib.lib.intfa_v_int8_view(ctypes.c_void_p(self.v8.data_ptr()), b, h, n, d,
-                                  ctypes.byref(v_view))
-        self.tensors = AttentionTensors(
-            Intfa.view(self.q8, I8), Intfa.view(self.k8, I8),
-            v_view if variant == FULL_INT8 else Intfa.view(v, F16), Intfa.view(self.out, F16),
-            self.qs.data_ptr(), self.ks.data_ptr(), self.vs.data_ptr(), None)
-        self.quantize()
-
-    def quantize(self):
-        b, h, n, d = self.shape
-        shape = Shape(b, h, n, d)
-        for src, dst, scale in ((self.q, self.q8, self.qs), (self.k, self.k8, self.ks)):
-            self.lib.check(self.lib.lib.intfa_quantize_qk(
-                ctypes.byref(shape), ctypes.byref(Intfa.view(src, F16)),
-                ctypes.byref(Intfa.view(dst, I8)), ctypes.c_void_p(scale.data_ptr()), 8,
-                self.stream), "quantize_qk")
-        if self.variant == FULL_INT8:
-            self.lib.check(self.lib.lib.intfa_quantize_v(
-                ctypes.byref(shape), ctypes.byref(Intfa.view(self.v, F16)),
-                ctypes.c_void_p(self.v8.data_ptr()), ctypes.c_void_p(self.vs.data_ptr()),
-                self.options.v_granularity, self.stream), "quantize_v")
-
-    def attend(self):
-        self.lib.check(self.lib.lib.intfa_attention_forward(
-            ctypes.byref(self.problem), ctypes.byref(self.tensors), self.stream,
-            ctypes.byref(self.options)), "attention_forward")
+def device_copy_gbps(repeats):
+    """The bandwidth a plain 1 GiB device-to-device copy reaches: the yardstick for quantize."""
+    source = torch.empty(1 << 30, dtype=torch.uint8, device="cuda").random_()
+    target = torch.empty_like(source)
+    ms = time_ms(lambda: target.copy_(source), repeats)
+    return 2 * source.numel() / ms / 1e6
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lib", default="build/lib/libintfa.so")
+    parser.add_argument("--intfa", default="auto", choices=["auto", "binding", "ctypes"],
+                        help="how to call intfa (auto: the Python package when importable)")
     parser.add_argument("--head-dims", default="64,128")
     parser.add_argument("--seqs", default="1024,2048,4096,8192,16384")
     parser.add_argument("--batch", type=int, default=4)
@@ -152,16 +56,23 @@ def main():
     args = parser.parse_args()
 
     torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
-    lib = Intfa(args.lib)
+    binding = args.intfa == "binding" or (args.intfa == "auto" and BindingAttention is not None)
+    if args.intfa == "binding" and BindingAttention is None:
+        sys.exit("--intfa binding: `import intfa` failed (PYTHONPATH=build/python?)")
+    lib = None if binding else Intfa(args.lib)
+    print(f"intfa through {'its Python package' if binding else 'ctypes: ' + args.lib}", flush=True)
     configs = {}
     for item in filter(None, args.config.split(";")):
         d, cfg = item.split(":")
         configs[int(d)] = [int(x) for x in cfg.split(",")]
     device = torch.cuda.get_device_name()
+    copy_gbps = device_copy_gbps(args.repeats)
+    print(f"device-to-device copy: {copy_gbps:.0f} GB/s (bytes read + written)", flush=True)
     rows = []
     for d in [int(x) for x in args.head_dims.split(",")]:
         options = Options()
-        lib.lib.intfa_default_options(ctypes.byref(options))
+        if lib is not None:
+            lib.lib.intfa_default_options(ctypes.byref(options))
         options.p_encoding = 1 if args.p == "u8" else 0
         options.p_scale = 0 if args.p_scale == "running" else 1
         options.v_granularity = {"tensor": 0, "channel": 1, "block": 2}[args.v_scale]
@@ -184,7 +95,8 @@ def main():
                     except RuntimeError as error:
                         print(f"{name} failed at d={d} n={n}: {error}", file=sys.stderr)
                 for name, variant in (("intfa_full", FULL_INT8), ("intfa_half", HALF_INT8)):
-                    run = IntfaAttention(lib, q, k, v, causal, variant, options)
+                    run = (BindingAttention(q, k, v, causal, variant, options) if binding
+                           else IntfaAttention(lib, q, k, v, causal, variant, options))
                     row[name + "_ms"] = time_ms(run.attend, args.repeats)
                     row[name + "_quant_ms"] = time_ms(run.quantize, max(5, args.repeats // 2))
                     del run
@@ -202,8 +114,10 @@ def main():
     stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     with open(os.path.join(args.out_dir, "compare_sdpa.json"), "w") as f:
         json.dump({"device": device, "date": stamp, "command": " ".join(sys.argv),
+                   "copy_gbps": copy_gbps, "intfa_path": "binding" if binding else "ctypes",
                    "torch": torch.__version__, "rows": rows}, f, indent=1)
-    lines = [f"Device: {device}; {stamp}; torch {torch.__version__}; `{' '.join(sys.argv)}`", "",
+    lines = [f"Device: {device}; {stamp}; torch {torch.__version__}; device copy {copy_gbps:.0f} GB/s; "
+             f"`{' '.join(sys.argv)}`", "",
              "| d | N | causal | SDPA flash TOPS | SDPA cuDNN TOPS | intfa full TOPS | full / flash"
              " | full / cuDNN | intfa half TOPS | full quant ms | full+quant / cuDNN |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -62,6 +62,11 @@ struct KernelConfig {
   int warps = 0;
   int stages = 0;
   std::string to_string() const;
+  friend bool operator==(const KernelConfig& a, const KernelConfig& b) {
+    return a.block_m == b.block_m && a.block_n == b.block_n && a.warps == b.warps &&
+           a.stages == b.stages;
+  }
+  friend bool operator!=(const KernelConfig& a, const KernelConfig& b) { return !(a == b); }
 };
 
 struct AttentionOptions {

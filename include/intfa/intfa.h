@@ -1,6 +1,8 @@
 /* intfa C API: a flat interface over the C++ library for FFI (ctypes, other languages).
  * Every function returns an intfa_status_t; on failure intfa_last_error() gives this thread's
- * message (the C++ exception's text, naming the bad field). Nothing throws across this API. */
+ * message (the C++ exception's text, naming the bad field). Nothing throws across this API: every
+ * function is noexcept when seen from C++, and an enum value outside its type is
+ * INTFA_INVALID_ARGUMENT naming the member. */
 #ifndef INTFA_INTFA_H_
 #define INTFA_INTFA_H_
 
@@ -9,7 +11,10 @@
 #include <stdint.h>
 
 #ifdef __cplusplus
+#define INTFA_NOEXCEPT noexcept
 extern "C" {
+#else
+#define INTFA_NOEXCEPT
 #endif
 
 typedef enum intfa_status_t {
@@ -69,30 +74,30 @@ typedef struct intfa_options_t {
 } intfa_options_t;
 
 /* The defaults of intfa::AttentionOptions. */
-void intfa_default_options(intfa_options_t* options);
+void intfa_default_options(intfa_options_t* options) INTFA_NOEXCEPT;
 
 intfa_status_t intfa_attention_forward(const intfa_problem_t* problem,
                                        const intfa_attention_tensors_t* tensors, CUstream stream,
-                                       const intfa_options_t* options);
+                                       const intfa_options_t* options) INTFA_NOEXCEPT;
 intfa_status_t intfa_quantize_qk(const intfa_shape_t* shape, const intfa_tensor_t* input,
                                  const intfa_tensor_t* output, float* scales, int bits,
-                                 CUstream stream);
+                                 CUstream stream) INTFA_NOEXCEPT;
 intfa_status_t intfa_quantize_v(const intfa_shape_t* shape, const intfa_tensor_t* input,
                                 void* output, float* scales, intfa_v_granularity_t granularity,
-                                CUstream stream);
+                                CUstream stream) INTFA_NOEXCEPT;
 
-int intfa_v_padded_seq(int seq_kv);
-size_t intfa_v_int8_bytes(int batch, int heads_kv, int seq_kv, int head_dim);
+int intfa_v_padded_seq(int seq_kv) INTFA_NOEXCEPT;
+size_t intfa_v_int8_bytes(int batch, int heads_kv, int seq_kv, int head_dim) INTFA_NOEXCEPT;
 size_t intfa_v_scale_count(intfa_v_granularity_t granularity, int batch, int heads_kv, int seq_kv,
-                           int head_dim);
+                           int head_dim) INTFA_NOEXCEPT;
 /* Fills `view` with the INT8 V layout's strides for `data`. */
 void intfa_v_int8_view(void* data, int batch, int heads_kv, int seq_kv, int head_dim,
-                       intfa_tensor_t* view);
+                       intfa_tensor_t* view) INTFA_NOEXCEPT;
 
 /* This thread's message for the last failed call ("" when none). */
-const char* intfa_last_error(void);
-const char* intfa_status_string(intfa_status_t status);
-const char* intfa_version(void);
+const char* intfa_last_error(void) INTFA_NOEXCEPT;
+const char* intfa_status_string(intfa_status_t status) INTFA_NOEXCEPT;
+const char* intfa_version(void) INTFA_NOEXCEPT;
 
 #ifdef __cplusplus
 }

@@ -11,11 +11,18 @@ namespace intfa {
 
 struct QuantizeOptions {
   int bits = 8;  // 8, or 4 (Q and K only: output kI4x2)
+  // K smoothing (for K only): when not null, [batch][heads][head_dim] device floats that receive
+  // the per-(batch, head) channel means of the input, which are subtracted from every row before
+  // it is quantized. Attention outputs are unchanged by it (softmax ignores a per-query constant)
+  // while INT8 covers a narrower range when K has channel offsets; the LSE output becomes that of
+  // the smoothed scores (lower by softmax_scale * q . mean per row). 4-byte aligned.
+  float* smooth_k_channel_mean = nullptr;
 };
 
 // Q or K [batch, heads, seq, head_dim] (kF16/kBF16, 16-byte rows) -> `output` (kI8 or kI4x2, same
 // logical shape, any 16-byte-row layout) and `scales` [batch][heads][seq]:
-// scale = max|row| / R, q = round_half_even(x / scale) with R = 127 (or 7).
+// scale = max|row| / R, q = round_half_even(x / scale) with R = 127 (or 7), x after K smoothing
+// when options.smooth_k_channel_mean is set (then two passes over the input, else one).
 void quantize_qk(const TensorShape& shape, const TensorView& input, const TensorView& output,
                  float* scales, CUstream stream, const QuantizeOptions& options = {});
 

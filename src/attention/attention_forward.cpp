@@ -1,6 +1,6 @@
 #include <cmath>
 
-#include "attention/attention_params.h"
+#include "attention/attention_launch.hpp"
 #include "attention/attention_spec.hpp"
 #include "attention/config_choice.hpp"
 #include "attention/validation.hpp"
@@ -86,18 +86,20 @@ std::size_t v_scale_count(VScaleGranularity granularity, int batch, int heads_kv
   return 0;
 }
 
-void attention_forward(const AttentionProblem& problem, const AttentionTensors& tensors,
-                       CUstream stream, const AttentionOptions& options) {
-  attention::validate_problem(problem);
-  attention::validate_options(problem, options);
-  attention::validate_tensors(problem, tensors, options);
+namespace attention {
+
+PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensors& tensors,
+                          CUstream stream, const AttentionOptions& options) {
+  validate_problem(problem);
+  validate_options(problem, options);
+  validate_tensors(problem, tensors, options);
 
   const CUcontext context = launch::launch_context(stream);
   CUdevice device = 0;
   INTFA_DRIVER(cuCtxGetDevice, &device);
   const device::DeviceInfo& info = device::cached_device_info(device);
 
-  attention::SpecRequest request;
+  SpecRequest request;
   request.arch = info.arch;
   request.head_dim = problem.head_dim;
   request.variant = problem.variant;
@@ -109,24 +111,33 @@ void attention_forward(const AttentionProblem& problem, const AttentionTensors& 
   request.p_scale = options.p_scale;
   request.v_granularity = options.v_granularity;
   const KernelConfig config =
-      options.config ? *options.config : attention::choose_config(request, problem, info);
-  const render::KernelSpec spec = attention::make_spec(request, config);
-  attention::validate_config(spec, info.max_shared_bytes_per_block_optin);
+      options.config ? *options.config : choose_config(request, problem, info);
+  const render::KernelSpec spec = make_spec(request, config);
+  validate_config(spec, info.max_shared_bytes_per_block_optin);
 
-  const unsigned shared = static_cast<unsigned>(attention::shared_bytes(spec));
-  const launch::LoadedKernel& kernel =
-      launch::KernelRuntime::instance().load(spec, context, shared);
+  const unsigned shared = static_cast<unsigned>(shared_bytes(spec));
+  PlannedLaunch planned;
+  planned.kernel = &launch::KernelRuntime::instance().load(spec, context, shared);
   const double softmax_scale = options.softmax_scale > 0.0
                                    ? options.softmax_scale
                                    : 1.0 / std::sqrt(static_cast<double>(problem.head_dim));
-  const kernels::AttentionParams params = make_params(problem, tensors, softmax_scale);
-  launch::LaunchShape shape;
-  shape.grid[0] = static_cast<unsigned>((problem.seq_q + config.block_m - 1) / config.block_m);
-  shape.grid[1] = static_cast<unsigned>(problem.heads_q);
-  shape.grid[2] = static_cast<unsigned>(problem.batch);
-  shape.block[0] = static_cast<unsigned>(config.warps * 32);
-  shape.dynamic_shared_bytes = shared;
-  launch::launch(kernel, shape, stream, &params);
+  planned.params = make_params(problem, tensors, softmax_scale);
+  planned.shape.grid[0] =
+      static_cast<unsigned>((problem.seq_q + config.block_m - 1) / config.block_m);
+  planned.shape.grid[1] = static_cast<unsigned>(problem.heads_q);
+  planned.shape.grid[2] = static_cast<unsigned>(problem.batch);
+  planned.shape.block[0] = static_cast<unsigned>(config.warps * 32);
+  planned.shape.dynamic_shared_bytes = shared;
+  return planned;
+}
+
+}  // namespace attention
+
+void attention_forward(const AttentionProblem& problem, const AttentionTensors& tensors,
+                       CUstream stream, const AttentionOptions& options) {
+  const attention::PlannedLaunch planned =
+      attention::plan_launch(problem, tensors, stream, options);
+  launch::launch(*planned.kernel, planned.shape, stream, &planned.params);
 }
 
 }  // namespace intfa

@@ -46,11 +46,20 @@ render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& con
 }
 
 KernelConfig heuristic_config(const SpecRequest& request) {
-  // 16 rows per warp, 8 warps: one 128-row block per SM keeps Q, S, P and the output tile in
-  // registers (about 200-250 of them at head dim 128). Head dim 256 halves the block.
+  // Head dim 256: a 64 x 32 block is what fits the registers (Q, S, P and the output tile stay
+  // there). Otherwise 16 rows per warp and 4 warps; 128 keys per tile halves the online-softmax
+  // rescales per key against 64, except for half INT8 at d=64, where the 16-bit V tile of 64 keys
+  // with 128 rows won. Each choice is the fastest of every candidate in the H100 sweep of
+  // 2026-11-23 (B=4, H=32, N=4096, causal off and on; bench/RESULTS.md) or within 5% of it; two
+  // stages, because three do not fit twice per SM on sm_86/sm_89 (`intfa tune` finds those).
   if (request.head_dim >= 256) return KernelConfig{64, 32, 4, 2};
-  if (request.head_dim <= 64) return KernelConfig{128, 64, 8, 2};
-  return KernelConfig{128, 64, 8, 2};
+  if (request.variant == Variant::kFullInt8) return KernelConfig{64, 128, 4, 2};
+  if (request.head_dim <= 64) return KernelConfig{128, 64, 4, 2};
+  // Half INT8 at d=128: 128 keys of 16-bit V need 105 KB, more than sm_86/sm_89 offer.
+  const KernelConfig wide{64, 128, 4, 2};
+  const bool wide_fits = shared_bytes(make_spec(request, wide)) <=
+                         device::default_max_shared_bytes(request.arch);
+  return wide_fits ? wide : KernelConfig{64, 64, 4, 2};
 }
 
 int shared_bytes(const render::KernelSpec& spec) {
@@ -106,6 +115,21 @@ std::vector<KernelConfig> candidate_configs(const SpecRequest& request) {
     }
   }
   return configs;
+}
+
+std::vector<KernelConfig> fitting_configs(const SpecRequest& request,
+                                          const std::vector<KernelConfig>& configs,
+                                          int max_shared_bytes) {
+  std::vector<KernelConfig> fitting;
+  for (const KernelConfig& config : configs) {
+    try {
+      validate_config(make_spec(request, config), max_shared_bytes);
+      fitting.push_back(config);
+    } catch (const Unsupported&) {
+      // Needs more shared memory than the device offers.
+    }
+  }
+  return fitting;
 }
 
 }  // namespace intfa::attention

@@ -39,4 +39,10 @@ void validate_config(const render::KernelSpec& spec, int max_shared_bytes);
 // Every tile config the tuner may try for `request` (before shared-memory pruning).
 std::vector<KernelConfig> candidate_configs(const SpecRequest& request);
 
+// Those of `configs` whose kernel for `request` fits `max_shared_bytes` of shared memory. A config
+// that is invalid in itself throws InvalidArgument (validate_config).
+std::vector<KernelConfig> fitting_configs(const SpecRequest& request,
+                                          const std::vector<KernelConfig>& configs,
+                                          int max_shared_bytes);
+
 }  // namespace intfa::attention

@@ -1,14 +1,22 @@
 // Which tile config serves a call: the tuning database's entry for this GPU and problem bucket
-// when there is one, else the heuristic. INTFA_LOG=1 says which.
+// when there is one (tune::TuningDatabase::lookup: the bucket, else the nearest tuned length of the
+// same kernel), else the heuristic. INTFA_LOG=1 says which. A tuned config that does not fit this
+// device (a database copied from another machine, a driver that lowered a limit) is passed over
+// with one warning.
 #pragma once
 
 #include "attention/attention_spec.hpp"
 #include "device/device_info.hpp"
 #include "intfa/attention.hpp"
+#include "tune/tuning_database.hpp"
 
 namespace intfa::attention {
 
+// Reads the process-wide database (tune::process_database()).
 KernelConfig choose_config(const SpecRequest& request, const AttentionProblem& problem,
                            const device::DeviceInfo& device);
+
+KernelConfig choose_config(const SpecRequest& request, const AttentionProblem& problem,
+                           const device::DeviceInfo& device, const tune::TuningDatabase& database);
 
 }  // namespace intfa::attention

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdint>
 #include <ctime>
 #include <random>
@@ -38,6 +39,8 @@ constexpr std::size_t kKeyHexDigits = 32;
 constexpr std::size_t kFolderHexDigits = 2;
 
 std::atomic<bool> g_fail_writes_for_testing{false};
+// Test-only (cache/README.md): a writer stops itself with SIGSTOP halfway through a temp file.
+constexpr const char* kPauseWriteVariable = "INTFA_TEST_PAUSE_WRITE";
 
 [[noreturn]] void throw_errno(const std::string& what, const fs::path& path, int error) {
   throw std::system_error(error, std::generic_category(), what + " " + path.string());
@@ -246,21 +249,34 @@ void write_all(int descriptor, const char* data, std::size_t size, const fs::pat
   }
 }
 
+// The test hooks act here, with half of the temp file written: a failure or a crash at this point
+// is the one that must leave neither an entry nor a temp file that could be read as one.
+void write_halfway_hooks(const fs::path& temp) {
+  if (env::flag(kPauseWriteVariable)) {
+    // The parent test sees the stop (waitpid WUNTRACED) and sends SIGKILL: a writer that dies
+    // mid-write, deterministically.
+    ::raise(SIGSTOP);
+  }
+  if (g_fail_writes_for_testing.load()) {
+    throw std::system_error(ENOSPC, std::generic_category(),
+                            "cannot write " + temp.string() +
+                                " (simulated by DiskCache::set_write_failure_for_testing)");
+  }
+}
+
 }  // namespace
 
 void write_file_atomically(const fs::path& destination, const std::string& temp_file_name,
                            const char* data, std::size_t size) {
-  if (g_fail_writes_for_testing.load()) {
-    throw std::system_error(ENOSPC, std::generic_category(),
-                            "cannot write " + destination.string() +
-                                " (simulated by DiskCache::set_write_failure_for_testing)");
-  }
   const fs::path temp = destination.parent_path() / temp_file_name;
   FileDescriptor file(
       ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!file.valid()) throw_errno("cannot create", temp, errno);
   TempFileGuard guard(temp);
-  write_all(file.get(), data, size, temp);
+  const std::size_t half = size / 2;
+  write_all(file.get(), data, half, temp);
+  write_halfway_hooks(temp);
+  write_all(file.get(), data + half, size - half, temp);
   if (::fsync(file.get()) != 0) throw_errno("cannot fsync", temp, errno);
   if (file.close_now() != 0) throw_errno("cannot close", temp, errno);
   if (::rename(temp.c_str(), destination.c_str()) != 0) {
@@ -421,26 +437,32 @@ fs::path normalized_directory(fs::path directory) {
 
 }  // namespace
 
-std::optional<fs::path> DiskCache::default_directory() {
+std::optional<DiskCache::Location> DiskCache::default_location() {
   if (env::flag("INTFA_CACHE_DISABLE")) return std::nullopt;
   if (const auto forced = env::get("INTFA_CACHE_DIR")) {
     if (!fs::path(*forced).is_absolute()) {
       throw InvalidArgument("INTFA_CACHE_DIR", "'" + *forced + "'", "expected an absolute path");
     }
-    return fs::path(*forced);
+    return Location{fs::path(*forced), "INTFA_CACHE_DIR"};
   }
   // The XDG base directory specification says relative values are invalid and to be ignored.
   if (const auto xdg = env::get("XDG_CACHE_HOME"); xdg && fs::path(*xdg).is_absolute()) {
-    return fs::path(*xdg) / "intfa";
+    return Location{fs::path(*xdg) / "intfa", "XDG_CACHE_HOME"};
   }
   if (const auto home = env::get("HOME"); home && fs::path(*home).is_absolute()) {
-    return fs::path(*home) / ".cache" / "intfa";
+    return Location{fs::path(*home) / ".cache" / "intfa", "HOME"};
   }
   return std::nullopt;
 }
 
-DiskCache::DiskCache(fs::path directory, Access access)
+std::optional<fs::path> DiskCache::default_directory() {
+  if (auto location = default_location()) return std::move(location->directory);
+  return std::nullopt;
+}
+
+DiskCache::DiskCache(fs::path directory, Access access, std::string named_by)
     : directory_(normalized_directory(std::move(directory))),
+      named_by_(std::move(named_by)),
       read_only_(access == Access::kReadOnly),
       disabled_writes_(read_only_) {
   struct stat info {};
@@ -449,11 +471,15 @@ DiskCache::DiskCache(fs::path directory, Access access)
     refused_ = true;
     disabled_writes_ = true;
     log::warn_once("cache-insecure:" + directory_.string(),
-                   "not using the kernel cache " + directory_.string() +
+                   "not using the kernel cache " + description() +
                        ": it is group- or world-writable, so others could plant kernels in it; "
                        "kernels are compiled without the disk cache (fix: chmod 700 " +
                        directory_.string() + ")");
   }
+}
+
+std::string DiskCache::description() const {
+  return directory_.string() + (named_by_.empty() ? "" : " (named by " + named_by_ + ")");
 }
 
 fs::path DiskCache::entry_path(const CacheKey& key) const {
@@ -535,6 +561,7 @@ void DiskCache::store(const CacheKey& key, const nvrtc::Cubin& cubin,
     write_file_atomically(path, temp_name(key), entry.data(), entry.size());
     write_file_atomically(sidecar_path(key), temp_name(key), sidecar.data(), sidecar.size());
     sync_directory(path.parent_path());
+    remove_stale_temps_once();
   } catch (const std::exception& error) {
     disable_writes(error.what());
   } catch (...) {
@@ -549,8 +576,24 @@ void DiskCache::disable_writes(const std::string& reason) {
     disabled_writes_ = true;
   }
   log::warn_once("cache-write:" + directory_.string(),
-                 "cannot write the kernel cache " + directory_.string() + " (" + reason +
-                     "); compiled kernels are no longer stored on disk by this process");
+                 "cannot write the kernel cache " + description() + ": " + reason +
+                     "; compiled kernels are no longer stored on disk by this process");
+}
+
+void DiskCache::remove_stale_temps_once() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (swept_stale_temps_) return;
+    swept_stale_temps_ = true;
+  }
+  std::size_t removed = 0;
+  for (const CacheFile& file : scan(directory_)) {
+    if (is_stale_temp(file) && !remove_path(file.path)) removed++;
+  }
+  if (removed > 0) {
+    log::info("removed " + std::to_string(removed) + " temp files over an hour old from " +
+              directory_.string() + " (left by writers that were killed)");
+  }
 }
 
 bool DiskCache::writable() const {

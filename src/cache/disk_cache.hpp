@@ -50,10 +50,17 @@ void write_file_atomically(const std::filesystem::path& destination,
 
 class DiskCache {
  public:
+  // A cache directory and the environment variable that named it, for messages.
+  struct Location {
+    std::filesystem::path directory;
+    std::string variable;  // "INTFA_CACHE_DIR", "XDG_CACHE_HOME" or "HOME"
+  };
+
   // $INTFA_CACHE_DIR, else $XDG_CACHE_HOME/intfa, else $HOME/.cache/intfa; nullopt when
   // INTFA_CACHE_DISABLE=1 or no location can be named. Throws InvalidArgument naming
   // INTFA_CACHE_DIR when it is set to a relative path.
-  static std::optional<std::filesystem::path> default_directory();
+  static std::optional<Location> default_location();
+  static std::optional<std::filesystem::path> default_directory();  // default_location()'s
 
   enum class Access {
     kReadWrite,  // the user cache: bad entries are removed and rebuilt, new ones stored
@@ -61,8 +68,10 @@ class DiskCache {
   };
 
   // Creates the directory (0700) on first write. A group- or world-writable existing directory is
-  // refused with a warning (the cache then works from memory only).
-  explicit DiskCache(std::filesystem::path directory, Access access = Access::kReadWrite);
+  // refused with a warning (the cache then works from memory only). Warnings name `named_by`, the
+  // variable the directory came from, when given.
+  explicit DiskCache(std::filesystem::path directory, Access access = Access::kReadWrite,
+                     std::string named_by = {});
 
   const std::filesystem::path& directory() const { return directory_; }
   std::filesystem::path entry_path(const CacheKey& key) const;
@@ -75,7 +84,8 @@ class DiskCache {
 
   // Writes the entry (temp file in the same folder, fsync, rename) and its readable spec sidecar.
   // I/O failures never throw: the first one warns and makes this cache memory-only. Read-only:
-  // does nothing.
+  // does nothing. The first store also removes temp files over an hour old, left by killed
+  // writers.
   void store(const CacheKey& key, const nvrtc::Cubin& cubin, const render::KernelSpec& spec);
 
   bool writable() const;
@@ -90,18 +100,23 @@ class DiskCache {
   // files are never touched. Read-only: throws CacheError and removes nothing.
   ClearReport clear(bool stale_only);
 
-  // Test hook: while set, every entry or sidecar write in this process fails as if the disk were
-  // full, so the read-only/full path can be tested where permission bits stop nothing (root).
+  // Test hook: while set, every write_file_atomically in this process fails halfway through its
+  // temp file as if the disk were full, so the full-disk path can be tested without a small file
+  // system. (INTFA_TEST_PAUSE_WRITE=1, the other hook, stops the writer there with SIGSTOP.)
   static void set_write_failure_for_testing(bool fail);
 
  private:
+  std::string description() const;  // the directory, and the variable that named it
   void disable_writes(const std::string& reason);
+  void remove_stale_temps_once();
 
   std::filesystem::path directory_;
+  std::string named_by_;
   bool read_only_ = false;
   bool refused_ = false;  // group- or world-writable: never read nor written
   mutable std::mutex mutex_;
   bool disabled_writes_ = false;
+  bool swept_stale_temps_ = false;
 };
 
 }  // namespace intfa::cache

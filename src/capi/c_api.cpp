@@ -1,6 +1,7 @@
 // The C API: converts plain structs to the C++ API and every exception to a status code.
 #include "intfa/intfa.h"
 
+#include <cstring>
 #include <exception>
 #include <string>
 
@@ -13,12 +14,50 @@ namespace {
 
 thread_local std::string g_last_error;
 
-intfa::TensorView to_view(const intfa_tensor_t& tensor) {
+// Never throws: a message that cannot be stored (out of memory) is dropped, the status remains.
+void set_last_error(const char* prefix, const char* message) noexcept {
+  try {
+    g_last_error = std::string(prefix) + message;
+  } catch (...) {
+    g_last_error.clear();
+  }
+}
+
+// The int a C caller stored in a C enum (a struct member or a parameter). C lets an enum hold any
+// int, but in C++ reading one outside its enumerators' range through the enum type is undefined
+// behaviour (UBSan's -fsanitize=enum stops there), so the value is read as the bytes of an int.
+template <typename CEnum>
+int raw_enum(const CEnum& stored) {
+  static_assert(sizeof(CEnum) == sizeof(int), "C enums here are int-sized");
+  int value = 0;
+  std::memcpy(&value, &stored, sizeof value);
+  return value;
+}
+
+// The C++ enum for a C enum's value, which must be one of the `count` values it names.
+template <typename Enum, typename CEnum>
+Enum checked_enum(const CEnum& stored, int count, const std::string& field,
+                  const char* expectation) {
+  const int value = raw_enum(stored);
+  if (value < 0 || value >= count) {
+    throw intfa::InvalidArgument(field, std::to_string(value), expectation);
+  }
+  return static_cast<Enum>(value);
+}
+
+intfa::TensorView to_view(const intfa_tensor_t& tensor, const std::string& field) {
   intfa::TensorView view;
   view.data = tensor.data;
-  view.dtype = static_cast<intfa::DType>(tensor.dtype);
+  view.dtype = checked_enum<intfa::DType>(tensor.dtype, INTFA_I4X2 + 1, field + ".dtype",
+                                          "expected an intfa_dtype_t");
   for (int i = 0; i < 4; ++i) view.strides[static_cast<std::size_t>(i)] = tensor.strides[i];
   return view;
+}
+
+intfa::VScaleGranularity to_granularity(const intfa_v_granularity_t& granularity,
+                                        const std::string& field) {
+  return checked_enum<intfa::VScaleGranularity>(granularity, INTFA_V_PER_BLOCK + 1, field,
+                                                "expected an intfa_v_granularity_t");
 }
 
 intfa::TensorShape to_shape(const intfa_shape_t& shape) {
@@ -26,19 +65,19 @@ intfa::TensorShape to_shape(const intfa_shape_t& shape) {
 }
 
 template <typename Body>
-intfa_status_t guarded(Body&& body) {
+intfa_status_t guarded(Body&& body) noexcept {
   try {
     body();
     g_last_error.clear();
     return INTFA_OK;
   } catch (const intfa::Error& error) {
-    g_last_error = error.what();
+    set_last_error("", error.what());
     return static_cast<intfa_status_t>(error.status());
   } catch (const std::exception& error) {
-    g_last_error = std::string("internal error: ") + error.what();
+    set_last_error("internal error: ", error.what());
     return INTFA_INTERNAL;
   } catch (...) {
-    g_last_error = "internal error: unknown exception";
+    set_last_error("internal error: ", "unknown exception");
     return INTFA_INTERNAL;
   }
 }
@@ -51,7 +90,7 @@ void require(const void* pointer, const char* name) {
 
 extern "C" {
 
-void intfa_default_options(intfa_options_t* options) {
+void intfa_default_options(intfa_options_t* options) INTFA_NOEXCEPT {
   if (options == nullptr) return;
   const intfa::AttentionOptions defaults;
   *options = intfa_options_t{};
@@ -63,7 +102,7 @@ void intfa_default_options(intfa_options_t* options) {
 
 intfa_status_t intfa_attention_forward(const intfa_problem_t* problem,
                                        const intfa_attention_tensors_t* tensors, CUstream stream,
-                                       const intfa_options_t* options) {
+                                       const intfa_options_t* options) INTFA_NOEXCEPT {
   return guarded([&] {
     require(problem, "problem");
     require(tensors, "tensors");
@@ -75,17 +114,15 @@ intfa_status_t intfa_attention_forward(const intfa_problem_t* problem,
     p.seq_kv = problem->seq_kv;
     p.head_dim = problem->head_dim;
     p.causal = problem->causal != 0;
-    if (problem->variant != INTFA_FULL_INT8 && problem->variant != INTFA_HALF_INT8) {
-      throw intfa::InvalidArgument("problem.variant", std::to_string(problem->variant),
-                                   "expected INTFA_FULL_INT8 or INTFA_HALF_INT8");
-    }
-    p.variant = static_cast<intfa::Variant>(problem->variant);
+    p.variant =
+        checked_enum<intfa::Variant>(problem->variant, INTFA_HALF_INT8 + 1, "problem.variant",
+                                     "expected INTFA_FULL_INT8 or INTFA_HALF_INT8");
     p.qk_bits = problem->qk_bits;
     intfa::AttentionTensors t;
-    t.q = to_view(tensors->q);
-    t.k = to_view(tensors->k);
-    t.v = to_view(tensors->v);
-    t.out = to_view(tensors->out);
+    t.q = to_view(tensors->q, "tensors.q");
+    t.k = to_view(tensors->k, "tensors.k");
+    t.v = to_view(tensors->v, "tensors.v");
+    t.out = to_view(tensors->out, "tensors.out");
     t.q_scale = tensors->q_scale;
     t.k_scale = tensors->k_scale;
     t.v_scale = tensors->v_scale;
@@ -93,9 +130,13 @@ intfa_status_t intfa_attention_forward(const intfa_problem_t* problem,
     intfa::AttentionOptions o;
     if (options != nullptr) {
       o.softmax_scale = options->softmax_scale;
-      o.p_encoding = static_cast<intfa::PEncoding>(options->p_encoding);
-      o.p_scale = static_cast<intfa::PScaleReference>(options->p_scale);
-      o.v_granularity = static_cast<intfa::VScaleGranularity>(options->v_granularity);
+      o.p_encoding =
+          checked_enum<intfa::PEncoding>(options->p_encoding, INTFA_P_U8 + 1, "options.p_encoding",
+                                         "expected INTFA_P_S8 or INTFA_P_U8");
+      o.p_scale = checked_enum<intfa::PScaleReference>(
+          options->p_scale, INTFA_P_TILE_MAX + 1, "options.p_scale",
+          "expected INTFA_P_RUNNING_MAX or INTFA_P_TILE_MAX");
+      o.v_granularity = to_granularity(options->v_granularity, "options.v_granularity");
       if (options->block_m || options->block_n || options->warps || options->stages) {
         o.config = intfa::KernelConfig{options->block_m, options->block_n, options->warps,
                                        options->stages};
@@ -107,43 +148,45 @@ intfa_status_t intfa_attention_forward(const intfa_problem_t* problem,
 
 intfa_status_t intfa_quantize_qk(const intfa_shape_t* shape, const intfa_tensor_t* input,
                                  const intfa_tensor_t* output, float* scales, int bits,
-                                 CUstream stream) {
+                                 CUstream stream) INTFA_NOEXCEPT {
   return guarded([&] {
     require(shape, "shape");
     require(input, "input");
     require(output, "output");
     intfa::QuantizeOptions options;
     options.bits = bits;
-    intfa::quantize_qk(to_shape(*shape), to_view(*input), to_view(*output), scales, stream,
-                       options);
+    intfa::quantize_qk(to_shape(*shape), to_view(*input, "input"), to_view(*output, "output"),
+                       scales, stream, options);
   });
 }
 
 intfa_status_t intfa_quantize_v(const intfa_shape_t* shape, const intfa_tensor_t* input,
                                 void* output, float* scales, intfa_v_granularity_t granularity,
-                                CUstream stream) {
+                                CUstream stream) INTFA_NOEXCEPT {
   return guarded([&] {
     require(shape, "shape");
     require(input, "input");
-    intfa::quantize_v(to_shape(*shape), to_view(*input), output, scales,
-                      static_cast<intfa::VScaleGranularity>(granularity), stream);
+    intfa::quantize_v(to_shape(*shape), to_view(*input, "input"), output, scales,
+                      to_granularity(granularity, "granularity"), stream);
   });
 }
 
-int intfa_v_padded_seq(int seq_kv) { return intfa::v_padded_seq(seq_kv); }
+int intfa_v_padded_seq(int seq_kv) INTFA_NOEXCEPT {
+  return intfa::v_padded_seq(seq_kv);
+}
 
-size_t intfa_v_int8_bytes(int batch, int heads_kv, int seq_kv, int head_dim) {
+size_t intfa_v_int8_bytes(int batch, int heads_kv, int seq_kv, int head_dim) INTFA_NOEXCEPT {
   return intfa::v_int8_bytes(batch, heads_kv, seq_kv, head_dim);
 }
 
 size_t intfa_v_scale_count(intfa_v_granularity_t granularity, int batch, int heads_kv, int seq_kv,
-                           int head_dim) {
-  return intfa::v_scale_count(static_cast<intfa::VScaleGranularity>(granularity), batch, heads_kv,
-                              seq_kv, head_dim);
+                           int head_dim) INTFA_NOEXCEPT {
+  return intfa::v_scale_count(static_cast<intfa::VScaleGranularity>(raw_enum(granularity)), batch,
+                              heads_kv, seq_kv, head_dim);
 }
 
 void intfa_v_int8_view(void* data, int batch, int heads_kv, int seq_kv, int head_dim,
-                       intfa_tensor_t* view) {
+                       intfa_tensor_t* view) INTFA_NOEXCEPT {
   if (view == nullptr) return;
   const intfa::TensorView v = intfa::v_int8_view(data, batch, heads_kv, seq_kv, head_dim);
   view->data = v.data;
@@ -151,12 +194,16 @@ void intfa_v_int8_view(void* data, int batch, int heads_kv, int seq_kv, int head
   for (int i = 0; i < 4; ++i) view->strides[i] = v.strides[static_cast<std::size_t>(i)];
 }
 
-const char* intfa_last_error(void) { return g_last_error.c_str(); }
-
-const char* intfa_status_string(intfa_status_t status) {
-  return intfa::status_name(static_cast<intfa::Status>(status));
+const char* intfa_last_error(void) INTFA_NOEXCEPT {
+  return g_last_error.c_str();
 }
 
-const char* intfa_version(void) { return INTFA_VERSION_STRING; }
+const char* intfa_status_string(intfa_status_t status) INTFA_NOEXCEPT {
+  return intfa::status_name(static_cast<intfa::Status>(raw_enum(status)));
+}
+
+const char* intfa_version(void) INTFA_NOEXCEPT {
+  return INTFA_VERSION_STRING;
+}
 
 }  // extern "C"

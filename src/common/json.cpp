@@ -3,7 +3,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <limits>
+
+#include "intfa/errors.hpp"
 
 namespace intfa::json {
 
@@ -382,5 +385,12 @@ std::string Value::dump(int indent) const {
 }
 
 Value parse(std::string_view text) { return Parser(text).document(); }
+
+void write_file(const std::string& path, const Value& value) {
+  std::ofstream out(path);
+  out << value.dump() << "\n";
+  out.flush();
+  if (!out) throw Error(Status::kInternal, "could not write " + path);
+}
 
 }  // namespace intfa::json

@@ -90,4 +90,7 @@ class Value {
 // Parses one JSON document (surrounding whitespace allowed). Nesting deeper than 64 is refused.
 Value parse(std::string_view text);
 
+// Writes `value` pretty-printed to `path` (tool output; not atomic). Throws Error.
+void write_file(const std::string& path, const Value& value);
+
 }  // namespace intfa::json

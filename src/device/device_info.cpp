@@ -37,6 +37,7 @@ DeviceInfo query_device(CUdevice device) {
   info.max_shared_bytes_per_sm =
       attribute(device, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR);
   info.l2_bytes = attribute(device, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+  info.registers_per_sm = attribute(device, CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR);
   std::size_t total = 0;
   INTFA_DRIVER(cuDeviceTotalMem, &total, device);
   info.total_memory_bytes = total;

@@ -20,6 +20,7 @@ struct DeviceInfo {
   int max_shared_bytes_per_block_optin = 0;
   int max_shared_bytes_per_sm = 0;
   int l2_bytes = 0;
+  int registers_per_sm = 0;  // 32-bit registers
   std::uint64_t total_memory_bytes = 0;
   int driver_version = 0;  // 13000 for CUDA 13.0
 

@@ -112,17 +112,17 @@ struct KernelRuntime::State {
   void configure_caches() {
     bundle.reset();
     disk.reset();
-    std::optional<std::filesystem::path> user = cache::DiskCache::default_directory();
+    std::optional<cache::DiskCache::Location> user = cache::DiskCache::default_location();
     std::optional<std::filesystem::path> deployed =
         cache::DeploymentBundle::directory_from_environment();
-    if (user && cache::holds_manifest(*user)) {
+    if (user && cache::holds_manifest(user->directory)) {
       // A bundle named as the user cache is read as a bundle and never written: entries it does
       // not list would make it fail `intfa cache verify`.
-      if (!deployed) deployed = user;
+      if (!deployed) deployed = user->directory;
       user.reset();
     }
     if (deployed) bundle = cache::DeploymentBundle::open(*deployed);
-    if (user) disk.emplace(*user);
+    if (user) disk.emplace(user->directory, cache::DiskCache::Access::kReadWrite, user->variable);
   }
 
   // The verified cubin from the bundle, else the user cache; nullopt on a miss in both.

@@ -41,6 +41,30 @@ void launch_spec(const render::KernelSpec& spec, const LaunchContext& where,
   launch::launch(kernel, shape, stream, params);
 }
 
+// The first pass of K smoothing: one block per (batch, head) (channel_mean.cuh).
+void launch_channel_mean(const TensorShape& shape, const TensorView& input,
+                         kernels::ElementType element, float* channel_mean,
+                         const LaunchContext& where, CUstream stream) {
+  render::KernelSpec spec;
+  spec.family = render::KernelFamily::kChannelMean;
+  spec.arch = where.arch;
+  spec.head_dim = shape.head_dim;
+  spec.input_type = element;
+  kernels::ChannelMeanParams params{};
+  params.input = input.data;
+  params.mean = channel_mean;
+  params.input_batch_stride = input.strides[0];
+  params.input_head_stride = input.strides[1];
+  params.input_row_stride = input.strides[2];
+  params.batch = shape.batch;
+  params.heads = shape.heads;
+  params.seq = shape.seq;
+  launch::LaunchShape launch_shape;
+  launch_shape.grid[0] = static_cast<unsigned>(shape.batch * shape.heads);
+  launch_shape.block[0] = 256;  // ChannelMeanConfig::kThreads
+  launch_spec(spec, where, launch_shape, stream, &params);
+}
+
 }  // namespace
 
 void quantize_qk(const TensorShape& shape, const TensorView& input, const TensorView& output,
@@ -63,6 +87,13 @@ void quantize_qk(const TensorShape& shape, const TensorView& input, const Tensor
                            {"output", {shape.batch, shape.heads, shape.seq, output_row_bytes}, 1, 16});
   attention::validate_scales(scales, "scales");
 
+  float* const channel_mean = options.smooth_k_channel_mean;
+  if (channel_mean != nullptr && reinterpret_cast<std::uintptr_t>(channel_mean) % 4 != 0) {
+    throw InvalidArgument("options.smooth_k_channel_mean",
+                          std::to_string(reinterpret_cast<std::uintptr_t>(channel_mean)),
+                          "expected 4-byte alignment");
+  }
+
   const LaunchContext where = current_launch_context(stream);
   render::KernelSpec spec;
   spec.family = render::KernelFamily::kQuantizeRows;
@@ -70,12 +101,16 @@ void quantize_qk(const TensorShape& shape, const TensorView& input, const Tensor
   spec.head_dim = shape.head_dim;
   spec.input_type = element;
   spec.qk_bits = options.bits;
+  spec.smooth_k = channel_mean != nullptr;
+  if (channel_mean != nullptr) {
+    launch_channel_mean(shape, input, element, channel_mean, where, stream);
+  }
 
   kernels::QuantizeRowsParams params{};
   params.input = input.data;
   params.output = output.data;
   params.scales = scales;
-  params.channel_mean = nullptr;
+  params.channel_mean = channel_mean;
   params.input_batch_stride = input.strides[0];
   params.input_head_stride = input.strides[1];
   params.input_row_stride = input.strides[2];

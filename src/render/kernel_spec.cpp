@@ -23,8 +23,9 @@ Enum enum_from_name(const json::Value& object, const char* member, std::string (
   throw InvalidArgument(std::string("spec.") + member, "'" + text + "'", "unknown value");
 }
 
-const KernelFamily kFamilies[] = {KernelFamily::kQuantizeRows, KernelFamily::kQuantizeVScale,
-                                  KernelFamily::kQuantizeV, KernelFamily::kAttention};
+const KernelFamily kFamilies[] = {KernelFamily::kQuantizeRows, KernelFamily::kChannelMean,
+                                  KernelFamily::kQuantizeVScale, KernelFamily::kQuantizeV,
+                                  KernelFamily::kAttention};
 const kernels::ElementType kElementTypes[] = {kernels::ElementType::kF16,
                                               kernels::ElementType::kBF16};
 const kernels::AttentionVariant kVariants[] = {kernels::AttentionVariant::kFullInt8,
@@ -44,6 +45,7 @@ bool operator==(const KernelSpec& a, const KernelSpec& b) { return as_tuple(a) =
 std::string family_name(KernelFamily family) {
   switch (family) {
     case KernelFamily::kQuantizeRows: return "quantize_rows";
+    case KernelFamily::kChannelMean: return "channel_mean";
     case KernelFamily::kQuantizeVScale: return "quantize_v_scale";
     case KernelFamily::kQuantizeV: return "quantize_v";
     case KernelFamily::kAttention: return "attention";
@@ -83,6 +85,9 @@ std::string KernelSpec::to_string() const {
     case KernelFamily::kQuantizeRows:
       text += " " + element_type_name(input_type) + "->" + (qk_bits == 4 ? "i4" : "i8");
       if (smooth_k) text += " smooth_k";
+      break;
+    case KernelFamily::kChannelMean:
+      text += " " + element_type_name(input_type);
       break;
     case KernelFamily::kQuantizeVScale:
     case KernelFamily::kQuantizeV:

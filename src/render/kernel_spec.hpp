@@ -14,6 +14,7 @@ namespace intfa::render {
 
 enum class KernelFamily {
   kQuantizeRows,    // FP16/BF16 rows -> INT8 (or packed INT4) + one FP32 scale per row (Q, K)
+  kChannelMean,     // per-(batch, head) channel means of K (the first pass of K smoothing)
   kQuantizeVScale,  // per-(batch, head) max|V| / 127 (the first pass of per-tensor V)
   kQuantizeV,       // FP16/BF16 V -> INT8 in the attention kernel's V layout
   kAttention,       // the attention forward (both variants)

@@ -57,6 +57,13 @@ Instantiation quantize_rows(const KernelSpec& spec) {
           "intfa::kernels::QuantizeRowsParams"};
 }
 
+Instantiation channel_mean(const KernelSpec& spec) {
+  return {"quantize/channel_mean.cuh",
+          "intfa::kernels::channel_mean<" + std::to_string(spec.head_dim) + ", " +
+              element_type_argument(spec.input_type) + ">",
+          "intfa::kernels::ChannelMeanParams"};
+}
+
 Instantiation quantize_v(const KernelSpec& spec, const char* kernel) {
   return {"quantize/quantize_v.cuh",
           std::string("intfa::kernels::") + kernel + "<" + std::to_string(spec.head_dim) + ", " +
@@ -83,6 +90,7 @@ Instantiation attention(const KernelSpec& spec) {
 Instantiation instantiation_for(const KernelSpec& spec) {
   switch (spec.family) {
     case KernelFamily::kQuantizeRows: return quantize_rows(spec);
+    case KernelFamily::kChannelMean: return channel_mean(spec);
     case KernelFamily::kQuantizeVScale: return quantize_v(spec, "quantize_v_scale");
     case KernelFamily::kQuantizeV: return quantize_v(spec, "quantize_v");
     case KernelFamily::kAttention: return attention(spec);

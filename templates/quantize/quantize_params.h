@@ -20,6 +20,16 @@ struct QuantizeRowsParams {
   int batch, heads, seq;
 };
 
+// K [batch, heads, seq, head_dim] (element strides, unit stride on head_dim) -> mean[b][h][d] in
+// FP32 over the sequence (K smoothing: subtracting it from every key shifts each query's scores by
+// one constant, which softmax ignores, and narrows the range INT8 must cover).
+struct ChannelMeanParams {
+  const void* input;
+  float* mean;
+  i64 input_batch_stride, input_head_stride, input_row_stride;  // elements
+  int batch, heads, seq;
+};
+
 // V [batch, heads, seq, head_dim] (element strides, unit stride on head_dim) -> INT8 in the
 // attention kernel's V layout (templates/attention/README.md): [batch][heads][head_dim][padded_seq]
 // with tokens permuted in groups of 16, padding zero.

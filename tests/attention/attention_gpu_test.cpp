@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/attention_spec.hpp"
 #include "intfa/attention.hpp"
 #include "reference/attention_check.hpp"
 #include "reference/reference.hpp"
@@ -42,14 +43,14 @@ CheckCase make_case(const Shape& s, Variant variant) {
   return check;
 }
 
-// The heuristic's config, made explicit so the model steps through the same key tiles.
+// The heuristic's config, made explicit so the model steps through the same key tiles (a tuning
+// database on the test machine must not change what is tested).
 void use_heuristic_config(CheckCase& check) {
   if (check.options.config) return;
-  if (check.problem.head_dim >= 256) {
-    check.options.config = KernelConfig{64, 32, 4, 2};
-  } else {
-    check.options.config = KernelConfig{128, 64, 8, 2};
-  }
+  attention::SpecRequest request;
+  request.head_dim = check.problem.head_dim;
+  request.variant = check.problem.variant;
+  check.options.config = attention::heuristic_config(request);
 }
 
 void expect_correct(CheckCase check, double f64_bound) {
@@ -64,6 +65,7 @@ void expect_correct(CheckCase check, double f64_bound) {
   EXPECT_EQ(result.k_mismatches, 0u) << where;
   EXPECT_EQ(result.v_mismatches, 0u) << where;
   EXPECT_EQ(result.scale_mismatches, 0u) << where;
+  EXPECT_EQ(result.mean_mismatches, 0u) << where;
   if (check.with_lse) {
     EXPECT_EQ(result.lse_infinity_mismatches, 0u) << where;
     EXPECT_LE(result.lse_max_abs_error, kLseAbsoluteError) << where;
@@ -98,7 +100,15 @@ TEST_P(AttentionGpu, HalfInt8MatchesTheQuantizedModel) {
   expect_correct(make_case(GetParam(), Variant::kHalfInt8), 0.02);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGpu, ::testing::ValuesIn(shapes()));
+std::string shape_name(const ::testing::TestParamInfo<Shape>& info) {
+  const Shape& s = info.param;
+  return "B" + std::to_string(s.batch) + "_H" + std::to_string(s.heads_q) + "x" +
+         std::to_string(s.heads_kv) + "_N" + std::to_string(s.seq_q) + "x" +
+         std::to_string(s.seq_kv) + "_D" + std::to_string(s.head_dim) +
+         (s.causal ? "_causal" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGpu, ::testing::ValuesIn(shapes()), shape_name);
 
 TEST(AttentionGpuOptions, EveryPQuantizationAndVGranularityMatchesTheModel) {
   INTFA_REQUIRE_GPU();
@@ -133,6 +143,35 @@ TEST(AttentionGpuOptions, UniformInputsAndExplicitSoftmaxScale) {
   check.distribution = reference::Distribution::kUniformHalf;
   check.options.softmax_scale = 0.3;
   expect_correct(check, 0.02);
+}
+
+// K smoothing changes the quantized K (and the LSE, consistently in the model) but not what the
+// attention computes, so the float64 bound is the plain one.
+TEST(AttentionGpuOptions, KSmoothingMatchesTheModel) {
+  INTFA_REQUIRE_GPU();
+  for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+    CheckCase check = make_case({2, 4, 2, 333, 517, 128, true}, variant);
+    check.smooth_k = true;
+    expect_correct(check, variant == Variant::kFullInt8 ? 0.05 : 0.03);
+  }
+  CheckCase int4 = make_case({1, 2, 1, 100, 200, 64, false}, Variant::kFullInt8);
+  int4.smooth_k = true;
+  int4.problem.qk_bits = 4;
+  expect_correct(int4, 0.5);
+}
+
+// INT4 Q.K (m16n8k64): Hopper emulates it, so this is a correctness check there, not a speed one.
+// Its float64 error is large by construction (R = 7); the model comparison is the tight check.
+TEST(AttentionGpuOptions, Int4QueryKeyMatchesTheModel) {
+  INTFA_REQUIRE_GPU();
+  for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+    for (const Shape& shape : std::vector<Shape>{{1, 4, 2, 300, 700, 128, true},
+                                                 {1, 2, 1, 17, 129, 64, false}}) {
+      CheckCase check = make_case(shape, variant);
+      check.problem.qk_bits = 4;
+      expect_correct(check, 0.5);
+    }
+  }
 }
 
 TEST(AttentionGpuOptions, EveryTileConfigOfTheTunerMatchesTheModel) {

@@ -16,12 +16,16 @@ SpecRequest request_for(int head_dim) {
 }
 
 TEST(AttentionSpec, HeuristicConfigsAreValidAndFitEveryTarget) {
-  for (int head_dim : {64, 128, 256}) {
-    for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
-      SpecRequest request = request_for(head_dim);
-      request.variant = variant;
-      // 99 KB: the smallest opt-in shared memory of the targets (sm_86, sm_89).
-      EXPECT_NO_THROW(validate_config(make_spec(request, heuristic_config(request)), 99 * 1024));
+  for (device::Arch arch : device::all_archs()) {
+    for (int head_dim : {64, 128, 256}) {
+      for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+        SpecRequest request = request_for(head_dim);
+        request.arch = arch;
+        request.variant = variant;
+        const render::KernelSpec spec = make_spec(request, heuristic_config(request));
+        EXPECT_NO_THROW(validate_config(spec, device::default_max_shared_bytes(arch)))
+            << spec.to_string();
+      }
     }
   }
 }

@@ -4,12 +4,20 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
+#include <string>
+#include <thread>
 
 #include "attention/validation.hpp"
+#include "device/device_info.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
+#include "intfa/intfa.h"
 #include "intfa/quantize.hpp"
+#include "launch/kernel_runtime.hpp"
+#include "support/c_api_from_c.h"
+#include "support/gpu.hpp"
 
 namespace intfa {
 namespace {
@@ -100,6 +108,26 @@ const std::vector<Rule>& rules() {
   return list;
 }
 
+// Fails the test if anything was compiled or loaded (so nothing could be launched) between its
+// construction and its destruction.
+class ExpectNothingLaunched {
+ public:
+  ExpectNothingLaunched()
+      : compiles_(nvrtc::compile_count()),
+        module_loads_(launch::KernelRuntime::instance().stats().module_loads) {}
+  ~ExpectNothingLaunched() {
+    EXPECT_EQ(nvrtc::compile_count(), compiles_) << "a kernel was compiled";
+    EXPECT_EQ(launch::KernelRuntime::instance().stats().module_loads, module_loads_)
+        << "a kernel was loaded";
+  }
+  ExpectNothingLaunched(const ExpectNothingLaunched&) = delete;
+  ExpectNothingLaunched& operator=(const ExpectNothingLaunched&) = delete;
+
+ private:
+  std::uint64_t compiles_;
+  std::uint64_t module_loads_;
+};
+
 TEST(AttentionValidation, AValidCallPassesEveryCheck) {
   // The checks themselves: attention_forward would go on to launch on the fake pointers.
   for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
@@ -111,6 +139,7 @@ TEST(AttentionValidation, AValidCallPassesEveryCheck) {
 }
 
 TEST(AttentionValidation, EveryRuleRefusesWithTheFieldNamed) {
+  const ExpectNothingLaunched nothing_launched;
   for (const Rule& rule : rules()) {
     Call call = valid_call();
     rule.break_it(call);
@@ -184,6 +213,211 @@ TEST(QuantizeValidation, BadShapesDtypesAndPointersAreRefused) {
                          nullptr);
             }),
             "output");
+}
+
+// --- The C API: the same rules through intfa_attention_forward, and what only C can get wrong ---
+
+// No exception can cross the C API: seen from C++, every function is noexcept.
+static_assert(noexcept(intfa_attention_forward(nullptr, nullptr, nullptr, nullptr)));
+static_assert(noexcept(intfa_quantize_qk(nullptr, nullptr, nullptr, nullptr, 8, nullptr)));
+static_assert(noexcept(intfa_quantize_v(nullptr, nullptr, nullptr, nullptr, INTFA_V_PER_TENSOR,
+                                        nullptr)));
+static_assert(noexcept(intfa_default_options(nullptr)));
+static_assert(noexcept(intfa_last_error()));
+
+struct CCall {
+  intfa_problem_t problem{};
+  intfa_attention_tensors_t tensors{};
+  intfa_options_t options{};
+};
+
+intfa_tensor_t to_c(const TensorView& view) {
+  intfa_tensor_t tensor{};
+  tensor.data = view.data;
+  tensor.dtype = static_cast<intfa_dtype_t>(view.dtype);
+  for (std::size_t i = 0; i < 4; ++i) tensor.strides[i] = view.strides[i];
+  return tensor;
+}
+
+CCall to_c(const Call& call) {
+  CCall c;
+  const AttentionProblem& p = call.problem;
+  c.problem = {p.batch,  p.heads_q,  p.heads_kv, p.seq_q,
+               p.seq_kv, p.head_dim, p.causal,   static_cast<intfa_variant_t>(p.variant),
+               p.qk_bits};
+  const AttentionTensors& t = call.tensors;
+  c.tensors = {to_c(t.q), to_c(t.k), to_c(t.v), to_c(t.out),
+               t.q_scale, t.k_scale, t.v_scale, t.lse};
+  intfa_default_options(&c.options);
+  c.options.softmax_scale = call.options.softmax_scale;
+  if (call.options.config) {
+    c.options.block_m = call.options.config->block_m;
+    c.options.block_n = call.options.config->block_n;
+    c.options.warps = call.options.config->warps;
+    c.options.stages = call.options.config->stages;
+  }
+  return c;
+}
+
+// The status is INTFA_INVALID_ARGUMENT and this thread's message names `field`.
+void expect_refused(intfa_status_t status, const std::string& field, const std::string& what) {
+  const std::string message = intfa_last_error();
+  EXPECT_EQ(status, INTFA_INVALID_ARGUMENT) << what << ": " << message;
+  EXPECT_NE(message.find("invalid " + field + " ="), std::string::npos) << what << ": " << message;
+}
+
+TEST(CApiValidation, EveryRuleOfTheCppApiIsAnInvalidArgumentNamingTheField) {
+  const ExpectNothingLaunched nothing_launched;
+  for (const Rule& rule : rules()) {
+    Call call = valid_call();
+    rule.break_it(call);
+    CCall c = to_c(call);
+    expect_refused(intfa_attention_forward(&c.problem, &c.tensors, nullptr, &c.options), rule.field,
+                   rule.name);
+  }
+}
+
+// Stores `value` in a C enum member as C code may: C++ cannot convert an int outside the
+// enumerators' range to the enum type without undefined behaviour, so it writes the int's bytes.
+template <typename CEnum>
+void store_raw(CEnum& member, int value) {
+  static_assert(sizeof(CEnum) == sizeof(int), "C enums here are int-sized");
+  std::memcpy(&member, &value, sizeof value);
+}
+
+struct CRule {
+  const char* name;
+  std::function<void(CCall&)> break_it;
+  const char* field;
+};
+
+TEST(CApiValidation, EnumsOutsideTheirTypesAreInvalidArgumentsNamingTheMember) {
+  const std::vector<CRule> rules = {
+      {"variant 2", [](CCall& c) { store_raw(c.problem.variant, 2); },
+       "problem.variant"},
+      {"variant -1", [](CCall& c) { store_raw(c.problem.variant, -1); },
+       "problem.variant"},
+      {"q dtype 9", [](CCall& c) { store_raw(c.tensors.q.dtype, 9); },
+       "tensors.q.dtype"},
+      {"out dtype -3", [](CCall& c) { store_raw(c.tensors.out.dtype, -3); },
+       "tensors.out.dtype"},
+      {"p encoding 2", [](CCall& c) { store_raw(c.options.p_encoding, 2); },
+       "options.p_encoding"},
+      {"p scale 7", [](CCall& c) { store_raw(c.options.p_scale, 7); },
+       "options.p_scale"},
+      {"v granularity 3", [](CCall& c) { store_raw(c.options.v_granularity, 3); },
+       "options.v_granularity"},
+  };
+  const ExpectNothingLaunched nothing_launched;
+  for (const CRule& rule : rules) {
+    CCall c = to_c(valid_call());
+    rule.break_it(c);
+    expect_refused(intfa_attention_forward(&c.problem, &c.tensors, nullptr, &c.options), rule.field,
+                   rule.name);
+  }
+}
+
+TEST(CApiValidation, NullStructPointersAreInvalidArgumentsAndNullOptionsMeanTheDefaults) {
+  const ExpectNothingLaunched nothing_launched;
+  CCall c = to_c(valid_call());
+  expect_refused(intfa_attention_forward(nullptr, &c.tensors, nullptr, &c.options), "problem",
+                 "null problem");
+  expect_refused(intfa_attention_forward(&c.problem, nullptr, nullptr, &c.options), "tensors",
+                 "null tensors");
+  c.problem.batch = 0;  // refused after the options are read: a null options pointer is fine
+  expect_refused(intfa_attention_forward(&c.problem, &c.tensors, nullptr, nullptr), "problem.batch",
+                 "null options");
+}
+
+TEST(CApiValidation, QuantizeRefusesBadInputNamingTheField) {
+  const intfa_shape_t shape{1, 2, 10, 64};
+  const TensorShape cpp_shape{1, 2, 10, 64};
+  const intfa_tensor_t input =
+      to_c(TensorView::dense(fake_pointer(), DType::kF16, Layout::kBHND, cpp_shape));
+  const intfa_tensor_t output =
+      to_c(TensorView::dense(fake_pointer(), DType::kI8, Layout::kBHND, cpp_shape));
+  float* scales = static_cast<float*>(fake_pointer());
+  intfa_tensor_t bad_dtype = input;
+  store_raw(bad_dtype.dtype, 11);
+  const intfa_shape_t zero_heads{1, 0, 10, 64};
+  const ExpectNothingLaunched nothing_launched;
+  expect_refused(intfa_quantize_qk(nullptr, &input, &output, scales, 8, nullptr), "shape",
+                 "qk: null shape");
+  expect_refused(intfa_quantize_qk(&shape, nullptr, &output, scales, 8, nullptr), "input",
+                 "qk: null input");
+  expect_refused(intfa_quantize_qk(&shape, &input, nullptr, scales, 8, nullptr), "output",
+                 "qk: null output");
+  expect_refused(intfa_quantize_qk(&shape, &bad_dtype, &output, scales, 8, nullptr), "input.dtype",
+                 "qk: dtype 11");
+  expect_refused(intfa_quantize_qk(&zero_heads, &input, &output, scales, 8, nullptr), "shape.heads",
+                 "qk: zero heads");
+  expect_refused(intfa_quantize_qk(&shape, &input, &output, scales, 5, nullptr), "options.bits",
+                 "qk: 5 bits");
+  expect_refused(intfa_quantize_qk(&shape, &input, &output, nullptr, 8, nullptr), "scales",
+                 "qk: null scales");
+  expect_refused(
+      intfa_quantize_v(nullptr, &input, fake_pointer(), scales, INTFA_V_PER_TENSOR, nullptr),
+      "shape", "v: null shape");
+  expect_refused(intfa_quantize_v(&shape, &input, nullptr, scales, INTFA_V_PER_TENSOR, nullptr),
+                 "output", "v: null output");
+  expect_refused(
+      intfa_test_quantize_v_with_granularity(&shape, &input, fake_pointer(), scales, 3),
+      "granularity", "v: granularity 3");
+}
+
+TEST(CApiValidation, TheLastErrorBelongsToTheFailingThread) {
+  CCall c = to_c(valid_call());
+  c.problem.head_dim = 96;
+  EXPECT_EQ(intfa_attention_forward(&c.problem, &c.tensors, nullptr, &c.options),
+            INTFA_INVALID_ARGUMENT);
+  const std::string message = intfa_last_error();
+  EXPECT_NE(message.find("problem.head_dim"), std::string::npos) << message;
+  std::string other_thread_message = "unset";
+  std::thread([&] { other_thread_message = intfa_last_error(); }).join();
+  EXPECT_EQ(other_thread_message, "");
+  EXPECT_STREQ(intfa_status_string(INTFA_INVALID_ARGUMENT), "invalid_argument");
+  EXPECT_STREQ(intfa_test_status_string(99), "unknown");
+}
+
+// A context of its own on device 0 with a stream in it; the primary context is current again
+// afterwards. Needs a GPU.
+class StreamOfAnotherContext {
+ public:
+  StreamOfAnotherContext() {
+    INTFA_DRIVER(cuCtxCreate, &context_, nullptr, 0, device::current_device());
+    INTFA_DRIVER(cuStreamCreate, &stream_, CU_STREAM_NON_BLOCKING);
+    device::use_primary_context();
+  }
+  ~StreamOfAnotherContext() {
+    const device::DriverApi& api = device::driver();
+    api.cuCtxSetCurrent(context_);
+    api.cuStreamDestroy(stream_);
+    api.cuCtxDestroy(context_);
+    device::use_primary_context();
+  }
+  StreamOfAnotherContext(const StreamOfAnotherContext&) = delete;
+  StreamOfAnotherContext& operator=(const StreamOfAnotherContext&) = delete;
+  CUstream get() const { return stream_; }
+
+ private:
+  CUcontext context_ = nullptr;
+  CUstream stream_ = nullptr;
+};
+
+TEST(AttentionValidationGpu, AStreamOfAnotherContextIsRefusedBeforeAnyLaunch) {
+  INTFA_REQUIRE_GPU();
+  const StreamOfAnotherContext other;
+  const ExpectNothingLaunched nothing_launched;
+  const Call call = valid_call();
+  try {
+    attention_forward(call.problem, call.tensors, other.get(), call.options);
+    ADD_FAILURE() << "accepted a stream of another context";
+  } catch (const InvalidArgument& error) {
+    EXPECT_EQ(error.field(), "stream") << error.what();
+  }
+  CCall c = to_c(call);
+  expect_refused(intfa_attention_forward(&c.problem, &c.tensors, other.get(), &c.options), "stream",
+                 "C API");
 }
 
 }  // namespace

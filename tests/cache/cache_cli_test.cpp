@@ -1,41 +1,24 @@
 // `intfa cache ls|verify|clear` as a user runs it: the built binary, its output and exit codes.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cache/cache_test_support.hpp"
 #include "cache/disk_cache.hpp"
+#include "cache/entry_format.hpp"
+#include "support/cli.hpp"
 
 namespace intfa::cache {
 namespace {
 
 using namespace intfa::testing;
 
-struct CliResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-// `environment` is a prefix of VAR=value words for the shell.
+// The tool with the cache variables of the test environment unset; `environment` adds env(1)
+// arguments.
 CliResult run_cli(const std::string& arguments, const std::string& environment = "") {
-  const std::string command = "env -u INTFA_CACHE_DIR -u INTFA_CACHE_DISABLE " + environment +
-                              " '" INTFA_TEST_CLI "' " + arguments + " 2>&1";
-  CliResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  for (std::size_t got; (got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) {
-    result.output.append(buffer, got);
-  }
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
-
-bool mentions(const CliResult& result, const std::string& text) {
-  return result.output.find(text) != std::string::npos;
+  return testing::run_cli(arguments, "-u INTFA_CACHE_DIR -u INTFA_CACHE_DISABLE " + environment);
 }
 
 class CacheCli : public ::testing::Test {
@@ -90,6 +73,35 @@ TEST_F(CacheCli, ClearRemovesEveryEntryAndSaysHowMuchItFreed) {
   EXPECT_TRUE(mentions(clear, "removed 4 files")) << clear.output;
   EXPECT_TRUE(mentions(clear, "(" + std::to_string(bytes) + " bytes)")) << clear.output;
   EXPECT_TRUE(mentions(run_cli("cache ls" + dir_option()), "0 entries"));
+}
+
+// Version skew: an entry another NVRTC or another cache format left is never loaded (its key
+// differs, and the header is checked too); clear --stale removes it and counts the bytes freed.
+TEST_F(CacheCli, ClearStaleRemovesEntriesOfAnotherNvrtcOrFormatVersionAndCountsTheBytes) {
+  const CacheKey other_nvrtc = test_key(0x33), other_format = test_key(0x44);
+  const nvrtc::Version running = nvrtc::version();
+  std::vector<char> next_format = encode_entry(other_format, fake_cubin());
+  next_format[8] = static_cast<char>(kFormatVersion + 1);  // u32 LE at byte 8
+  const std::vector<std::pair<CacheKey, std::vector<char>>> skewed = {
+      {other_nvrtc, encode_entry(other_nvrtc, fake_cubin(), {running.major + 1, running.minor})},
+      {other_format, next_format}};
+  std::uint64_t stale_bytes = 0;
+  for (const auto& [key, bytes] : skewed) {
+    disk_.store(key, fake_cubin(), quantize_rows_spec());  // for its sidecar
+    write_bytes(disk_.entry_path(key), bytes);
+    stale_bytes += bytes.size() + fs::file_size(disk_.sidecar_path(key));
+  }
+  const CliResult verify = run_cli("cache verify" + dir_option());
+  EXPECT_EQ(verify.exit_code, 1) << verify.output;
+  EXPECT_TRUE(mentions(verify, "4 entries verified, 2 bad")) << verify.output;
+
+  const CliResult clear = run_cli("cache clear --stale" + dir_option());
+  EXPECT_EQ(clear.exit_code, 0) << clear.output;
+  EXPECT_TRUE(mentions(clear, "removed 4 stale files")) << clear.output;  // entries and sidecars
+  EXPECT_TRUE(mentions(clear, "(" + std::to_string(stale_bytes) + " bytes)")) << clear.output;
+  const CliResult verify_again = run_cli("cache verify" + dir_option());
+  EXPECT_EQ(verify_again.exit_code, 0) << verify_again.output;
+  EXPECT_TRUE(mentions(verify_again, "2 entries verified, 0 bad")) << verify_again.output;
 }
 
 TEST_F(CacheCli, UsesIntfaCacheDirWithoutDir) {

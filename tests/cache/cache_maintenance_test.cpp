@@ -1,8 +1,6 @@
 // verify() and clear(): what counts as bad or stale, and that clearing removes exactly the cache's
 // own files, reporting how much it freed.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sys/stat.h>
 
 #include <ctime>
 #include <string>
@@ -15,12 +13,6 @@ namespace intfa::cache {
 namespace {
 
 using namespace intfa::testing;
-
-void set_age(const fs::path& path, std::time_t age_seconds) {
-  const std::time_t when = std::time(nullptr) - age_seconds;
-  const struct timespec times[2] = {{when, 0}, {when, 0}};
-  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW), 0) << path;
-}
 
 fs::path temp_file(const DiskCache& disk, const CacheKey& key, std::time_t age_seconds) {
   const fs::path path = disk.entry_path(key).parent_path() / (".tmp-" + key.hex() + "-4242-0f0f");

@@ -1,8 +1,9 @@
-// Shared pieces of the cache tests: a private temp directory per test, environment overrides that
-// undo themselves, the runtime pointed at a test's cache, and cubin-shaped bytes for tests that
-// need no NVRTC.
+// Shared pieces of the cache tests: a private temp directory per test, the runtime pointed at a
+// test's cache, and cubin-shaped bytes for tests that need no NVRTC. (Environment overrides that
+// undo themselves: ScopedEnv, in support/temp_dir.hpp.)
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -23,6 +25,7 @@
 #include "launch/kernel_runtime.hpp"
 #include "nvrtc/compiler.hpp"
 #include "render/kernel_spec.hpp"
+#include "support/temp_dir.hpp"  // ScopedEnv
 
 namespace intfa::testing {
 
@@ -48,29 +51,6 @@ class TempDirectory {
 
  private:
   fs::path path_;
-};
-
-// Sets one environment variable (or unsets it, for nullopt) until the end of the scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const std::optional<std::string>& value) : name_(name) {
-    if (const char* previous = std::getenv(name)) previous_ = previous;
-    apply(value);
-  }
-  ~ScopedEnv() { apply(previous_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  void apply(const std::optional<std::string>& value) {
-    if (value) {
-      ::setenv(name_.c_str(), value->c_str(), 1);
-    } else {
-      ::unsetenv(name_.c_str());
-    }
-  }
-  std::string name_;
-  std::optional<std::string> previous_;
 };
 
 // Points the process-wide KernelRuntime's disk cache at `directory` until the end of the scope,
@@ -162,6 +142,13 @@ inline std::vector<fs::path> files_named(const fs::path& directory, const std::s
     if (it->path().filename().string().rfind(prefix, 0) == 0) found.push_back(it->path());
   }
   return found;
+}
+
+// Sets the modification time of `path` (of a link itself, not its target) `age_seconds` back.
+inline void set_age(const fs::path& path, std::time_t age_seconds) {
+  const std::time_t when = std::time(nullptr) - age_seconds;
+  const struct timespec times[2] = {{when, 0}, {when, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW), 0) << path;
 }
 
 inline unsigned file_mode(const fs::path& path) {

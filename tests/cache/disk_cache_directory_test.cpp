@@ -3,7 +3,6 @@
 // failure, with one warning each and never an exception.
 #include <gtest/gtest.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <string>
 
@@ -12,6 +11,7 @@
 #include "common/log.hpp"
 #include "intfa/errors.hpp"
 #include "launch/kernel_runtime.hpp"
+#include "support/child_test.hpp"
 
 namespace intfa::cache {
 namespace {
@@ -148,10 +148,7 @@ TEST(DiskCacheReadOnly, StaysMemoryOnlyAfterTheDiskRecovers) {
 }
 
 TEST(DiskCacheReadOnly, AChmodReadOnlyDirectoryWarnsOnceAndTurnsMemoryOnly) {
-  if (::geteuid() == 0) {
-    GTEST_SKIP() << "root ignores permission bits; the simulated and the real ENOTDIR failures "
-                    "cover this path";
-  }
+  if (rerun_without_root()) return;
   const TempDirectory directory;
   ASSERT_EQ(::chmod(directory.path().c_str(), 0500), 0);
   expect_memory_only_after_one_warning(directory.path());

@@ -36,6 +36,26 @@ TEST(Nvrtc, CompilesTheQuantizeTemplateForEveryArchWithThatArchInTheElfHeader) {
   }
 }
 
+TEST(Nvrtc, CompilesEveryQuantizeFamilyForEveryArchAndHeadDim) {
+  const render::TemplateSet templates = render::TemplateSet::embedded();
+  for (device::Arch arch : device::all_archs()) {
+    for (int head_dim : {64, 128, 256}) {
+      render::KernelSpec spec = quantize_spec(arch, head_dim);
+      for (render::KernelFamily family :
+           {render::KernelFamily::kChannelMean, render::KernelFamily::kQuantizeVScale,
+            render::KernelFamily::kQuantizeV}) {
+        spec.family = family;
+        const Cubin cubin = compile_spec(spec, templates);
+        EXPECT_NE(cubin.lowered_name.find(render::family_name(family)), std::string::npos)
+            << spec.to_string();
+      }
+      spec.family = render::KernelFamily::kQuantizeRows;
+      spec.smooth_k = true;
+      EXPECT_NO_THROW(compile_spec(spec, templates)) << spec.to_string();
+    }
+  }
+}
+
 TEST(Nvrtc, CubinSmNumberRejectsBytesThatAreNotACudaElf) {
   EXPECT_FALSE(cubin_sm_number({}).has_value());
   EXPECT_FALSE(cubin_sm_number(std::vector<char>(64, 0)).has_value());

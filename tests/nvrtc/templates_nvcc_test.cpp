@@ -53,6 +53,9 @@ TEST(TemplatesWithNvcc, RenderedUnitsOfEveryFamilyCompile) {
   rows.family = KernelFamily::kQuantizeRows;
   rows.head_dim = 128;
   specs.push_back(rows);
+  KernelSpec mean = rows;
+  mean.family = KernelFamily::kChannelMean;
+  specs.push_back(mean);
   KernelSpec v = rows;
   v.family = KernelFamily::kQuantizeV;
   specs.push_back(v);

@@ -2,8 +2,10 @@
 // a GPU): integers equal, scales equal bit for bit.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "intfa/attention.hpp"
@@ -22,7 +24,20 @@ struct RowCase {
   int batch, heads, seq, head_dim, bits;
   DType input_type;
   Layout layout;
+  bool smooth_k = false;
 };
+
+// K smoothing: the channel means the kernel wrote, within FP32 summation error of a float64 mean
+// of the same values. Returns how many are off.
+std::size_t mean_mismatches(const std::vector<float>& device_means, const std::vector<float>& dense,
+                            int heads, int seq, int head_dim) {
+  const std::vector<double> means = reference::channel_means(dense.data(), heads, seq, head_dim);
+  std::size_t mismatches = 0;
+  for (std::size_t i = 0; i < means.size(); ++i) {
+    if (std::fabs(device_means[i] - means[i]) > 1e-5 * (1.0 + std::fabs(means[i]))) ++mismatches;
+  }
+  return mismatches;
+}
 
 std::vector<std::uint16_t> to_bits(const std::vector<float>& values, bool bf16) {
   std::vector<std::uint16_t> bits(values.size());
@@ -46,7 +61,11 @@ TEST_P(QuantizeRowsGpu, MatchesTheCpuQuantizerExactly) {
   // Values in the input's layout; the CPU quantizer sees the same rows in dense order.
   std::vector<float> values = reference::random_values(rows * c.head_dim,
                                                        reference::Distribution::kNormal, seed);
-  for (float& v : values) v = reference::round_to_16bit(v * 3.0f, bf16);
+  // With K smoothing, each (batch, head, channel) gets an offset larger than the spread, as real
+  // keys have: smoothing must remove it for the quantized values to match.
+  const std::vector<float> offsets = reference::random_values(
+      static_cast<std::size_t>(c.batch) * c.heads * c.head_dim, reference::Distribution::kNormal,
+      seed + 1);
   const TensorView input_view = TensorView::dense(nullptr, c.input_type, c.layout, shape);
   std::vector<float> dense(values.size());
   for (int b = 0; b < c.batch; ++b)
@@ -55,8 +74,10 @@ TEST_P(QuantizeRowsGpu, MatchesTheCpuQuantizerExactly) {
         for (int d = 0; d < c.head_dim; ++d) {
           const std::size_t at = b * input_view.strides[0] + h * input_view.strides[1] +
                                  n * input_view.strides[2] + d;
-          dense[((static_cast<std::size_t>(b) * c.heads + h) * c.seq + n) * c.head_dim + d] =
-              values[at];
+          const std::size_t bh = static_cast<std::size_t>(b) * c.heads + h;
+          const float offset = c.smooth_k ? 8.0f * offsets[bh * c.head_dim + d] : 0.0f;
+          values[at] = reference::round_to_16bit(values[at] * 3.0f + offset, bf16);
+          dense[(bh * c.seq + n) * c.head_dim + d] = values[at];
         }
   DeviceBuffer input(values.size() * 2);
   input.upload(to_bits(values, bf16));
@@ -64,16 +85,30 @@ TEST_P(QuantizeRowsGpu, MatchesTheCpuQuantizerExactly) {
   DeviceBuffer output(rows * row_bytes), scales(rows * sizeof(float));
   output.fill_bytes(0xA5);
   scales.fill_bytes(0xFF);
+  const std::size_t heads = static_cast<std::size_t>(c.batch) * c.heads;
+  DeviceBuffer means(heads * c.head_dim * sizeof(float));
+  means.fill_bytes(0xFF);
   QuantizeOptions options;
   options.bits = c.bits;
+  if (c.smooth_k) options.smooth_k_channel_mean = means.as<float>();
   quantize_qk(shape, TensorView::dense(input.get(), c.input_type, c.layout, shape),
               TensorView::dense(output.get(), c.bits == 8 ? DType::kI8 : DType::kI4x2,
                                 Layout::kBHND, shape),
               scales.as<float>(), nullptr, options);
   const auto bytes = output.download_as<std::int8_t>(rows * row_bytes);
   const auto device_scales = scales.download_as<float>(rows);
-  const reference::QuantizedRows model =
-      reference::quantize_rows(dense.data(), static_cast<int>(rows), c.head_dim, c.bits);
+  // The CPU quantizer subtracts the kernel's own means (checked against float64 first), one
+  // (batch, head) at a time.
+  reference::QuantizedRows model;
+  if (c.smooth_k) {
+    const auto device_means = means.download_as<float>(heads * c.head_dim);
+    EXPECT_EQ(mean_mismatches(device_means, dense, static_cast<int>(heads), c.seq, c.head_dim),
+              0u);
+    model = reference::quantize_rows_smoothed(dense.data(), static_cast<int>(heads), c.seq,
+                                              c.head_dim, c.bits, device_means.data());
+  } else {
+    model = reference::quantize_rows(dense.data(), static_cast<int>(rows), c.head_dim, c.bits);
+  }
   std::size_t value_mismatches = 0, scale_mismatches = 0;
   for (std::size_t row = 0; row < rows; ++row) {
     if (std::memcmp(&device_scales[row], &model.scales[row], 4) != 0) ++scale_mismatches;
@@ -96,7 +131,17 @@ INSTANTIATE_TEST_SUITE_P(
                       RowCase{1, 4, 17, 64, 8, DType::kBF16, Layout::kBNHD},
                       RowCase{1, 2, 333, 256, 8, DType::kF16, Layout::kBNHD},
                       RowCase{1, 2, 129, 128, 4, DType::kF16, Layout::kBHND},
-                      RowCase{1, 1, 1, 64, 4, DType::kBF16, Layout::kBHND}));
+                      RowCase{1, 1, 1, 64, 4, DType::kBF16, Layout::kBHND},
+                      RowCase{2, 3, 1000, 128, 8, DType::kF16, Layout::kBHND, true},
+                      RowCase{1, 2, 77, 64, 8, DType::kBF16, Layout::kBNHD, true},
+                      RowCase{1, 2, 1, 256, 4, DType::kF16, Layout::kBHND, true}),
+    [](const ::testing::TestParamInfo<RowCase>& param_info) {
+      const RowCase& c = param_info.param;
+      return "B" + std::to_string(c.batch) + "_H" + std::to_string(c.heads) + "_N" +
+             std::to_string(c.seq) + "_D" + std::to_string(c.head_dim) + "_int" +
+             std::to_string(c.bits) + "_" + dtype_name(c.input_type) +
+             (c.layout == Layout::kBHND ? "_BHND" : "_BNHD") + (c.smooth_k ? "_smooth_k" : "");
+    });
 
 class QuantizeVGpu : public ::testing::TestWithParam<VScaleGranularity> {};
 
@@ -153,7 +198,15 @@ TEST_P(QuantizeVGpu, WritesTheDocumentedLayoutAndScalesExactly) {
 INSTANTIATE_TEST_SUITE_P(Granularities, QuantizeVGpu,
                          ::testing::Values(VScaleGranularity::kPerTensor,
                                            VScaleGranularity::kPerChannel,
-                                           VScaleGranularity::kPerBlock));
+                                           VScaleGranularity::kPerBlock),
+                         [](const ::testing::TestParamInfo<VScaleGranularity>& param_info) {
+                           switch (param_info.param) {
+                             case VScaleGranularity::kPerTensor: return "PerTensor";
+                             case VScaleGranularity::kPerChannel: return "PerChannel";
+                             case VScaleGranularity::kPerBlock: return "PerBlock";
+                           }
+                           return "Unknown";
+                         });
 
 }  // namespace
 }  // namespace intfa

@@ -64,7 +64,8 @@ struct QuantizedOnDevice {
 };
 
 QuantizedOnDevice quantize_on_device(const DeviceBuffer& input, const TensorShape& s,
-                                     Layout layout, DType io_type, int bits, CUstream stream) {
+                                     Layout layout, DType io_type, int bits, CUstream stream,
+                                     float* smooth_k_channel_mean = nullptr) {
   QuantizedOnDevice q;
   const std::size_t row_bytes = static_cast<std::size_t>(s.head_dim) * bits / 8;
   q.values = DeviceBuffer(static_cast<std::size_t>(s.batch) * s.heads * s.seq * row_bytes);
@@ -74,6 +75,7 @@ QuantizedOnDevice quantize_on_device(const DeviceBuffer& input, const TensorShap
   q.view = TensorView::dense(q.values.get(), bits == 8 ? DType::kI8 : DType::kI4x2, layout, s);
   QuantizeOptions options;
   options.bits = bits;
+  options.smooth_k_channel_mean = smooth_k_channel_mean;
   quantize_qk(s, TensorView::dense(input.get(), io_type, layout, s), q.view,
               q.scales.as<float>(), stream, options);
   return q;
@@ -138,11 +140,11 @@ VGranularity model_granularity(VScaleGranularity granularity) {
 std::string CheckCase::to_string() const {
   char text[512];
   std::snprintf(text, sizeof text,
-                "%s b%d hq%d hkv%d nq%d nkv%d d%d%s qk%d %s %s %s p=%s/%s v=%d seed=%llu",
+                "%s b%d hq%d hkv%d nq%d nkv%d d%d%s qk%d%s %s %s %s p=%s/%s v=%d seed=%llu",
                 problem.variant == intfa::Variant::kFullInt8 ? "full_int8" : "half_int8", problem.batch,
                 problem.heads_q, problem.heads_kv, problem.seq_q, problem.seq_kv,
                 problem.head_dim, problem.causal ? " causal" : "", problem.qk_bits,
-                layout == Layout::kBHND ? "BHND" : "BNHD", dtype_name(io_type).c_str(),
+                smooth_k ? " smooth_k" : "", layout == Layout::kBHND ? "BHND" : "BNHD", dtype_name(io_type).c_str(),
                 distribution == Distribution::kNormal ? "N(0,1)" : "U(-.5,.5)",
                 options.p_encoding == intfa::PEncoding::kSigned127 ? "s8" : "u8",
                 options.p_scale == intfa::PScaleReference::kRunningMax ? "running" : "tile",
@@ -155,10 +157,11 @@ std::string CheckResult::to_string() const {
   std::snprintf(text, sizeof text,
                 "vs model: rel_l2=%.3g cos=%.8f | vs f64: rel_l2=%.4f%% cos=%.6f mre=%.4f%% | "
                 "lse err=%.3g (inf mismatches %zu) | unwritten=%zu | mismatches q=%zu k=%zu v=%zu "
-                "scales=%zu",
+                "scales=%zu means=%zu",
                 vs_model.relative_l2, vs_model.cosine, vs_f64.relative_l2 * 100, vs_f64.cosine,
                 vs_f64.mean_relative_error * 100, lse_max_abs_error, lse_infinity_mismatches,
-                unwritten_outputs, q_mismatches, k_mismatches, v_mismatches, scale_mismatches);
+                unwritten_outputs, q_mismatches, k_mismatches, v_mismatches, scale_mismatches,
+                mean_mismatches);
   return text;
 }
 
@@ -184,8 +187,11 @@ CheckResult run_check(const CheckCase& check) {
 
   const QuantizedOnDevice q_quantized =
       quantize_on_device(q_input, q_shape, check.layout, check.io_type, p.qk_bits, stream.get());
+  DeviceBuffer k_means(static_cast<std::size_t>(p.batch) * p.heads_kv * p.head_dim * sizeof(float));
+  k_means.fill_bytes(0xFF);
   const QuantizedOnDevice k_quantized =
-      quantize_on_device(k_input, kv_shape, check.layout, check.io_type, p.qk_bits, stream.get());
+      quantize_on_device(k_input, kv_shape, check.layout, check.io_type, p.qk_bits, stream.get(),
+                         check.smooth_k ? k_means.as<float>() : nullptr);
 
   AttentionTensors tensors;
   tensors.q = q_quantized.view;
@@ -220,8 +226,23 @@ CheckResult run_check(const CheckCase& check) {
   // The quantized tensors, exactly.
   const QuantizedRows q_model = quantize_rows(q.data(), static_cast<int>(q_count / p.head_dim),
                                               p.head_dim, p.qk_bits);
-  const QuantizedRows k_model = quantize_rows(k.data(), static_cast<int>(kv_count / p.head_dim),
-                                              p.head_dim, p.qk_bits);
+  QuantizedRows k_model;
+  if (check.smooth_k) {
+    const int kv_heads = p.batch * p.heads_kv;
+    const auto device_means =
+        k_means.download_as<float>(static_cast<std::size_t>(kv_heads) * p.head_dim);
+    const std::vector<double> means = channel_means(k.data(), kv_heads, p.seq_kv, p.head_dim);
+    for (std::size_t i = 0; i < means.size(); ++i) {
+      if (std::fabs(device_means[i] - means[i]) > 1e-5 * (1.0 + std::fabs(means[i]))) {
+        ++result.mean_mismatches;
+      }
+    }
+    k_model = quantize_rows_smoothed(k.data(), kv_heads, p.seq_kv, p.head_dim, p.qk_bits,
+                                     device_means.data());
+  } else {
+    k_model = quantize_rows(k.data(), static_cast<int>(kv_count / p.head_dim), p.head_dim,
+                            p.qk_bits);
+  }
   result.q_mismatches = count_row_mismatches(q_quantized, q_model, q_shape, check.layout,
                                              p.qk_bits, result.scale_mismatches);
   result.k_mismatches = count_row_mismatches(k_quantized, k_model, kv_shape, check.layout,

@@ -385,6 +385,32 @@ QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
   return result;
 }
 
+QuantizedRows quantize_rows_smoothed(const float* x, int heads, int seq, int head_dim, int bits,
+                                     const float* channel_means) {
+  QuantizedRows result;
+  result.rows = heads * seq;
+  result.head_dim = head_dim;
+  result.bits = bits;
+  const std::size_t block = static_cast<std::size_t>(seq) * head_dim;
+  for (std::size_t i = 0; i < static_cast<std::size_t>(heads); ++i) {
+    const QuantizedRows part =
+        quantize_rows(x + i * block, seq, head_dim, bits, channel_means + i * head_dim);
+    result.values.insert(result.values.end(), part.values.begin(), part.values.end());
+    result.scales.insert(result.scales.end(), part.scales.begin(), part.scales.end());
+  }
+  return result;
+}
+
+std::vector<double> channel_means(const float* x, int heads, int seq, int head_dim) {
+  std::vector<double> means(static_cast<std::size_t>(heads) * head_dim, 0.0);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(heads); ++i)
+    for (std::size_t n = 0; n < static_cast<std::size_t>(seq); ++n)
+      for (std::size_t d = 0; d < static_cast<std::size_t>(head_dim); ++d)
+        means[i * head_dim + d] += x[(i * seq + n) * head_dim + d];
+  for (double& mean : means) mean /= seq;
+  return means;
+}
+
 QuantizedV quantize_v(const float* v, int batch, int heads, int seq, int head_dim,
                       VGranularity granularity) {
   QuantizedV result;

@@ -30,6 +30,14 @@ struct QuantizedRows {
 QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
                             const float* channel_mean = nullptr);
 
+// K smoothing over `heads` (batch x heads) blocks of `seq` rows: block i subtracts
+// channel_means[i * head_dim ...] (the means the kernel computed, checked separately).
+QuantizedRows quantize_rows_smoothed(const float* x, int heads, int seq, int head_dim, int bits,
+                                     const float* channel_means);
+
+// Per-block channel means of `heads` blocks of `seq` rows, in float64: [heads][head_dim].
+std::vector<double> channel_means(const float* x, int heads, int seq, int head_dim);
+
 // V of one attention problem [batch][heads_kv][seq_kv][head_dim] quantized per (batch, head)
 // tensor, channel or 64-token block; values stay in logical (unpermuted) order here.
 struct QuantizedV {

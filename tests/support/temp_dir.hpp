@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -29,25 +30,31 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// Sets an environment variable for the life of the object, restoring the previous value.
+// Sets an environment variable (or unsets it: nullptr, std::nullopt) for the life of the object,
+// restoring the previous value. The one ScopedEnv of the tests: two classes of one name in
+// intfa::testing would break the one-definition rule.
 class ScopedEnv {
  public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* previous = std::getenv(name);
-    had_previous_ = previous != nullptr;
-    if (had_previous_) previous_ = previous;
-    if (value != nullptr) setenv(name, value, 1); else unsetenv(name);
+  ScopedEnv(const char* name, const char* value)
+      : ScopedEnv(name, value ? std::optional<std::string>(value) : std::nullopt) {}
+  ScopedEnv(const char* name, const std::optional<std::string>& value) : name_(name) {
+    if (const char* previous = std::getenv(name)) previous_ = previous;
+    apply(value);
   }
-  ~ScopedEnv() {
-    if (had_previous_) setenv(name_.c_str(), previous_.c_str(), 1); else unsetenv(name_.c_str());
-  }
+  ~ScopedEnv() { apply(previous_); }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
 
  private:
+  void apply(const std::optional<std::string>& value) {
+    if (value) {
+      setenv(name_.c_str(), value->c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
   std::string name_;
-  std::string previous_;
-  bool had_previous_ = false;
+  std::optional<std::string> previous_;
 };
 
 }  // namespace intfa::testing

@@ -3,9 +3,7 @@
 // `intfa cache verify` checks it against its manifest, and a runtime pointed at it compiles
 // nothing the bundle holds.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -22,37 +20,21 @@
 #include "device/arch.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "nvrtc/compiler.hpp"
+#include "support/cli.hpp"
 #include "support/temp_dir.hpp"
+#include "tune/database_file.hpp"
 
 namespace intfa::cli {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::CliResult;
+using testing::mentions;
 using testing::ScopedEnv;
 using testing::TempDir;
 
-struct CliResult {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
 CliResult run_cli(const std::string& arguments) {
-  const std::string command =
-      "env -u INTFA_DEPLOY_CACHE '" INTFA_TEST_CLI "' " + arguments + " 2>&1";
-  CliResult result;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return result;
-  char buffer[4096];
-  for (std::size_t got; (got = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) {
-    result.output.append(buffer, got);
-  }
-  const int status = ::pclose(pipe);
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
-
-bool mentions(const CliResult& result, const std::string& text) {
-  return result.output.find(text) != std::string::npos;
+  return testing::run_cli(arguments, "-u INTFA_DEPLOY_CACHE");
 }
 
 std::vector<std::string> lines_of(const std::string& text) {
@@ -263,6 +245,88 @@ TEST(PrecompileOptions, TunedConfigsWithoutADatabaseAreAUsageError) {
                                    (directory.path() / "absent.json").string() +
                                    " (run intfa tune on the GPU first)"))
       << result.output;
+}
+
+// A database as `intfa tune` writes it: on the H100, three length buckets of one kernel (two of
+// them won by one config) with a runner-up each; on an A100, one half-INT8 bucket.
+tune::TuningEntry tuned_entry(const char* gpu, device::Arch arch, int head_dim, Variant variant,
+                              int seq_bucket, KernelConfig best) {
+  tune::TuningEntry entry;
+  entry.device = tune::DeviceKey{gpu, arch, 13};
+  entry.bucket.request.arch = arch;
+  entry.bucket.request.head_dim = head_dim;
+  entry.bucket.request.variant = variant;
+  entry.bucket.seq_bucket = seq_bucket;
+  entry.best = tune::TimedConfig{best, 1.0};
+  entry.runner_ups = {tune::TimedConfig{KernelConfig{128, 32, 8, 2}, 1.5}};
+  entry.measured_on = tune::MeasuredShape{4, 32, seq_bucket};
+  entry.tuned_at = "2026-11-23T10:00:00Z";
+  return entry;
+}
+
+class PrecompileTuned : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tune::TuningDatabase database;
+    database.merge(tuned_entry("H100", device::Arch::kSm90a, 128, Variant::kFullInt8, 1024, kA));
+    database.merge(tuned_entry("H100", device::Arch::kSm90a, 128, Variant::kFullInt8, 4096, kB));
+    database.merge(tuned_entry("H100", device::Arch::kSm90a, 128, Variant::kFullInt8, 16384, kA));
+    database.merge(tuned_entry("A100", device::Arch::kSm80, 64, Variant::kHalfInt8, 2048, kC));
+    tune::write_database_file(path(), database);
+  }
+  std::string path() const { return (directory_.path() / "tuning.json").string(); }
+  static std::string attention(device::Arch arch, int head_dim, Variant variant,
+                               const KernelConfig& config) {
+    attention::SpecRequest request;
+    request.arch = arch;
+    request.head_dim = head_dim;
+    request.variant = variant;
+    return attention::make_spec(request, config).to_string();
+  }
+
+  static constexpr KernelConfig kA{64, 128, 4, 2};
+  static constexpr KernelConfig kB{128, 64, 8, 3};
+  static constexpr KernelConfig kC{64, 32, 4, 2};
+  TempDir directory_;
+};
+
+TEST_F(PrecompileTuned, BundlesExactlyTheWinnersOfTheRequestedArch) {
+  const CliResult listed =
+      run_cli("precompile --list --configs tuned --arch sm_90a --tuning-db " + path());
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  // quantize rows, V and V scale for d128 f16, and the two distinct winners.
+  EXPECT_TRUE(mentions(listed, "\n5 kernels")) << listed.output;
+  const device::Arch h100 = device::Arch::kSm90a;
+  EXPECT_TRUE(mentions(listed, attention(h100, 128, Variant::kFullInt8, kA))) << listed.output;
+  EXPECT_TRUE(mentions(listed, attention(h100, 128, Variant::kFullInt8, kB))) << listed.output;
+  EXPECT_FALSE(mentions(listed, attention(h100, 128, Variant::kFullInt8, {128, 32, 8, 2})))
+      << "a runner-up was bundled\n"
+      << listed.output;
+  EXPECT_FALSE(mentions(listed, "sm_80")) << listed.output;
+}
+
+TEST_F(PrecompileTuned, EachEntryKeepsTheVariantItWasTunedFor) {
+  const CliResult listed =
+      run_cli("precompile --list --configs tuned --arch sm_80 --tuning-db " + path());
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_TRUE(mentions(listed, "\n2 kernels")) << listed.output;  // quantize rows + attention
+  EXPECT_TRUE(mentions(listed, attention(device::Arch::kSm80, 64, Variant::kHalfInt8, kC)))
+      << listed.output;
+}
+
+TEST_F(PrecompileTuned, ADatabaseWithoutEntriesForTheRequestIsAnError) {
+  const CliResult result = run_cli(
+      "precompile --list --configs tuned --arch sm_80 --head-dims 128 --tuning-db " + path());
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_TRUE(mentions(result, path())) << result.output;
+  EXPECT_TRUE(mentions(result, "it has none")) << result.output;
+}
+
+TEST_F(PrecompileTuned, ACorruptDatabaseIsAnErrorNamingTheFile) {
+  std::ofstream(path(), std::ios::trunc) << "{\"schema_version\": 1, \"entries\": [";
+  const CliResult result = run_cli("precompile --list --configs tuned --tuning-db " + path());
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_TRUE(mentions(result, path())) << result.output;
 }
 
 TEST(PrecompileOptions, OutIsRequiredAndUnknownValuesAreUsageErrors) {

@@ -24,6 +24,8 @@ class AttentionWorkload {
   // Times another tile config on the same tensors (the numerics options stay).
   void use_config(const KernelConfig& config) { options_.config = config; }
   const AttentionProblem& problem() const { return problem_; }
+  const AttentionTensors& tensors() const { return tensors_; }
+  const AttentionOptions& options() const { return options_; }
 
   // 4 * B * Hq * Nq * Nkv * D, halved for causal square problems (FlashAttention's convention).
   double operations() const;

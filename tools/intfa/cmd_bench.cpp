@@ -1,7 +1,6 @@
 // `intfa bench`: times attention (and quantization, separately) over a grid of problems and tile
 // configs with CUDA events; prints a table and optionally writes JSON rows.
 #include <cstdio>
-#include <fstream>
 #include <thread>
 #include <vector>
 
@@ -30,7 +29,9 @@ const char* const kBenchUsage =
     "  --causal off,on (off)      --variants full,half (full)  --repeats R (20)\n"
     "  --configs M,N,W,S;...      tile configs to time (default: the chosen one); 'all' times\n"
     "                             every candidate config of the tuner\n"
-    "  --json FILE                write every row as JSON\n";
+    "  --json FILE                write every row as JSON\n"
+    "  --jit                      instead: time the JIT path (cold NVRTC compile, disk hit to\n"
+    "                             launchable, per-call host overhead above a raw launch)\n";
 
 namespace {
 
@@ -51,15 +52,8 @@ std::vector<KernelConfig> configs_for(const Args& args, const attention::SpecReq
   if (text.empty()) {
     configs.push_back(attention::heuristic_config(request));
   } else if (text == "all") {
-    for (const KernelConfig& config : attention::candidate_configs(request)) {
-      const render::KernelSpec spec = attention::make_spec(request, config);
-      try {
-        attention::validate_config(spec, info.max_shared_bytes_per_block_optin);
-        configs.push_back(config);
-      } catch (const Error&) {
-        // Does not fit this device: not a candidate.
-      }
-    }
+    configs = attention::fitting_configs(request, attention::candidate_configs(request),
+                                         info.max_shared_bytes_per_block_optin);
   } else {
     for (const std::string& part : strings::split(text, ';')) configs.push_back(parse_config(part));
   }
@@ -88,15 +82,18 @@ json::Value row_json(const BenchRow& row, const std::string& gpu) {
 }  // namespace
 
 int run_bench(const Arguments& arguments) {
-  const Args args(arguments, {});
+  const Args args(arguments, {"jit"});
   std::vector<std::string> known = {"head-dims", "seq",     "batch",   "heads",
-                                    "causal",    "variants", "repeats", "configs", "json"};
+                                    "causal",    "variants", "repeats", "configs", "json", "jit"};
   for (const std::string& name : numerics_option_names()) known.push_back(name);
   args.reject_unknown(known);
   std::string reason;
   if (!device::driver_available(&reason)) {
     std::fprintf(stderr, "intfa bench: needs a GPU (%s)\n", reason.c_str());
     return 1;
+  }
+  if (args.has("jit")) {
+    return run_jit_bench(args.get_or("json", ""), static_cast<int>(args.get_int("repeats", 5, 1, 100)));
   }
   device::use_primary_context();
   const device::DeviceInfo& info = device::cached_device_info(device::current_device());
@@ -195,11 +192,7 @@ int run_bench(const Arguments& arguments) {
       rows.push_back(row_json(row, info.name));
     }
   }
-  if (const auto path = args.get("json")) {
-    std::ofstream out(*path);
-    out << rows.dump() << "\n";
-    if (!out) throw Error(Status::kInternal, "could not write " + *path);
-  }
+  if (const auto path = args.get("json")) json::write_file(*path, rows);
   return 0;
 }
 

@@ -1,6 +1,7 @@
 // `intfa precompile`: compiles, with NVRTC and no GPU, every kernel a deployment may launch into a
 // bundle directory described by a manifest (format: cache/README.md, "Deployment bundles"). A
 // re-run compiles only what the bundle lacks.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include "intfa/problem_options.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "nvrtc/compiler.hpp"
+#include "tune/database_file.hpp"
 
 namespace intfa::cli {
 
@@ -40,9 +42,12 @@ const char* const kPrecompileUsage =
     "  --dtypes LIST              f16,bf16: inputs and output (default: f16)\n"
     "  --configs default|all|tuned  tile configs of the attention kernel: the heuristic's\n"
     "                             (default), every candidate of the tuner that fits the arch's\n"
-    "                             shared memory, or the tuning database's\n"
-    "  --tuning-db FILE           the tuning database for --configs tuned\n"
-    "                             (default: tuning.json in the cache directory)\n"
+    "                             shared memory, or the tuning database's winners (intfa tune)\n"
+    "                             for the requested archs, head dims and variants, each with\n"
+    "                             the dtype and numerics it was tuned for (--dtypes and the\n"
+    "                             numerics options below do not apply)\n"
+    "  --tuning-db FILE           the tuning database for --configs tuned (default:\n"
+    "                             $INTFA_TUNE_DB, else tuning.json in the cache directory)\n"
     "  -j N, --jobs N             parallel NVRTC compiles (default: all cores)\n"
     "  --list                     print the kernels and stop; compiles nothing\n\n"
     "Full INT8 numerics (as for intfa run):\n"
@@ -100,18 +105,6 @@ std::vector<device::Arch> parse_archs(const Args& args) {
   return archs.empty() ? device::all_archs() : archs;
 }
 
-std::vector<int> parse_head_dims(const Args& args) {
-  std::vector<int> head_dims;
-  for (long head_dim : args.get_int_list("head-dims", {64, 128, 256}, 1, 1024)) {
-    if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
-      throw UsageError("--head-dims: " + std::to_string(head_dim) +
-                       " is not a supported head dim (64, 128, 256)");
-    }
-    head_dims.push_back(static_cast<int>(head_dim));
-  }
-  return head_dims;
-}
-
 std::vector<DType> parse_dtypes(const Args& args) {
   std::vector<DType> dtypes;
   for (const std::string& name : args.get_list("dtypes", {"f16"})) {
@@ -129,11 +122,6 @@ ConfigMode parse_config_mode(const std::string& text) {
   throw UsageError("--configs " + text + ": expected default, all or tuned");
 }
 
-fs::path default_tuning_database() {
-  const auto cache_directory = cache::DiskCache::default_directory();
-  return cache_directory ? *cache_directory / "tuning.json" : fs::path();
-}
-
 BundlePlan parse_plan(const Arguments& arguments) {
   const Args args(with_long_options(arguments), {"list"});
   args.reject_unknown({"out", "arch", "head-dims", "variants", "dtypes", "configs", "tuning-db",
@@ -147,14 +135,12 @@ BundlePlan parse_plan(const Arguments& arguments) {
   if (!out && !plan.list_only) throw UsageError("missing --out DIR");
   if (out) plan.directory = fs::absolute(*out).lexically_normal();
   plan.archs = parse_archs(args);
-  plan.head_dims = parse_head_dims(args);
-  for (const std::string& name : args.get_list("variants", {"full", "half"})) {
-    plan.variants.push_back(parse_variant(name));
-  }
+  plan.head_dims = parse_head_dims(args, {64, 128, 256});
+  plan.variants = parse_variant_list(args, {"full", "half"});
   plan.dtypes = parse_dtypes(args);
   plan.configs = parse_config_mode(args.get_or("configs", "default"));
-  plan.tuning_database =
-      args.get("tuning-db") ? fs::path(*args.get("tuning-db")) : default_tuning_database();
+  plan.tuning_database = args.get("tuning-db") ? fs::path(*args.get("tuning-db"))
+                                               : tune::default_database_path().value_or(fs::path());
   // The single-valued options of parse_numerics (--variant, --dtype, ...) are rejected above, so
   // it only reads --p, --p-scale, --v-scale and --qk-bits here.
   AttentionProblem unused_problem;
@@ -167,50 +153,49 @@ BundlePlan parse_plan(const Arguments& arguments) {
 
 // --- Which kernels ---
 
-std::vector<KernelConfig> fitting_candidate_configs(const attention::SpecRequest& request) {
-  std::vector<KernelConfig> configs;
-  const int max_shared_bytes = device::default_max_shared_bytes(request.arch);
-  for (const KernelConfig& config : attention::candidate_configs(request)) {
-    try {
-      attention::validate_config(attention::make_spec(request, config), max_shared_bytes);
-      configs.push_back(config);
-    } catch (const Unsupported&) {
-      // Needs more shared memory than the arch offers: the tuner never picks it there.
-    }
-  }
-  return configs;
+template <typename Value>
+bool contains(const std::vector<Value>& values, const Value& value) {
+  return std::find(values.begin(), values.end(), value) != values.end();
 }
 
-std::vector<KernelConfig> tuned_configs(const BundlePlan& plan) {
-  std::error_code error;
-  if (plan.tuning_database.empty() || !fs::is_regular_file(plan.tuning_database, error)) {
+// The tuning database's entries for the plan's archs, head dims and variants.
+std::vector<tune::TuningEntry> tuned_entries(const BundlePlan& plan) {
+  std::optional<tune::TuningDatabase> database;
+  if (!plan.tuning_database.empty()) database = tune::read_database_file(plan.tuning_database);
+  if (!database) {
     throw UsageError("no tuning database at " +
                      (plan.tuning_database.empty() ? std::string("(no cache directory)")
                                                    : plan.tuning_database.string()) +
                      " (run intfa tune on the GPU first)");
   }
-  // The place to read the database's configs for the request's (arch, head dim, variant) once
-  // intfa tune writes one.
-  throw Unsupported("--configs tuned: this build cannot read the tuning database " +
-                    plan.tuning_database.string() + " yet");
+  std::vector<tune::TuningEntry> entries;
+  for (const tune::TuningEntry& entry : database->entries()) {
+    const attention::SpecRequest& request = entry.bucket.request;
+    if (contains(plan.archs, entry.device.arch) && contains(plan.head_dims, request.head_dim) &&
+        contains(plan.variants, request.variant)) {
+      entries.push_back(entry);
+    }
+  }
+  if (entries.empty()) {
+    throw InvalidArgument("--tuning-db", plan.tuning_database.string(),
+                          "expected tuned entries for the requested archs, head dims and "
+                          "variants; it has none");
+  }
+  return entries;
 }
 
-// The attention tile configs to bundle for `request` under the plan's --configs mode.
+// The attention tile configs to bundle for `request` under --configs default or all.
 std::vector<KernelConfig> attention_configs(const attention::SpecRequest& request,
                                             const BundlePlan& plan) {
-  switch (plan.configs) {
-    case ConfigMode::kDefault: {
-      const KernelConfig config = attention::heuristic_config(request);
-      attention::validate_config(attention::make_spec(request, config),
-                                 device::default_max_shared_bytes(request.arch));
-      return {config};
-    }
-    case ConfigMode::kAll:
-      return fitting_candidate_configs(request);
-    case ConfigMode::kTuned:
-      return tuned_configs(plan);
+  const int max_shared_bytes = device::default_max_shared_bytes(request.arch);
+  if (plan.configs == ConfigMode::kAll) {
+    // The tuner never picks a config that needs more shared memory than the arch offers.
+    return attention::fitting_configs(request, attention::candidate_configs(request),
+                                      max_shared_bytes);
   }
-  throw InternalError("unknown --configs mode");
+  const KernelConfig config = attention::heuristic_config(request);
+  attention::validate_config(attention::make_spec(request, config), max_shared_bytes);
+  return {config};
 }
 
 kernels::ElementType element_type(DType dtype) {
@@ -243,33 +228,41 @@ std::vector<render::KernelSpec> quantize_specs(const attention::SpecRequest& req
   return specs;
 }
 
-// Every kernel of the plan, each once, in a stable order (arch, dtype, head dim, variant, causal).
+// Every kernel of the plan, each once, in a stable order: the tuning database's for --configs
+// tuned, else by arch, dtype, head dim, variant and causal.
 std::vector<render::KernelSpec> bundle_specs(const BundlePlan& plan) {
   std::vector<render::KernelSpec> specs;
   std::unordered_set<render::KernelSpec, render::KernelSpecHash> seen;
-  auto add = [&](const render::KernelSpec& spec) {
-    if (seen.insert(spec).second) specs.push_back(spec);
+  // The kernels a call of `request` runs: its quantize kernels, then attention with `configs`.
+  auto add_call = [&](const attention::SpecRequest& request, DType dtype,
+                      const std::vector<KernelConfig>& configs) {
+    std::vector<render::KernelSpec> call = quantize_specs(request, dtype);
+    for (const KernelConfig& config : configs) {
+      call.push_back(attention::make_spec(request, config));
+    }
+    for (const render::KernelSpec& spec : call) {
+      if (seen.insert(spec).second) specs.push_back(spec);
+    }
   };
+  if (plan.configs == ConfigMode::kTuned) {
+    for (const tune::TuningEntry& entry : tuned_entries(plan)) {
+      add_call(entry.bucket.request, entry.bucket.request.output_type, {entry.best.config});
+    }
+    return specs;
+  }
   for (device::Arch arch : plan.archs) {
     for (DType dtype : plan.dtypes) {
       for (int head_dim : plan.head_dims) {
         for (Variant variant : plan.variants) {
           for (bool causal : {false, true}) {
-            attention::SpecRequest request;
-            request.arch = arch;
-            request.head_dim = head_dim;
-            request.variant = variant;
-            request.qk_bits = plan.qk_bits;
-            request.causal = causal;
-            request.v_type = dtype;
-            request.output_type = dtype;
-            request.p_encoding = plan.numerics.p_encoding;
-            request.p_scale = plan.numerics.p_scale;
-            request.v_granularity = plan.numerics.v_granularity;
-            for (const render::KernelSpec& spec : quantize_specs(request, dtype)) add(spec);
-            for (const KernelConfig& config : attention_configs(request, plan)) {
-              add(attention::make_spec(request, config));
-            }
+            AttentionProblem problem;
+            problem.head_dim = head_dim;
+            problem.variant = variant;
+            problem.qk_bits = plan.qk_bits;
+            problem.causal = causal;
+            const attention::SpecRequest request =
+                spec_request(arch, problem, plan.numerics, dtype);
+            add_call(request, dtype, attention_configs(request, plan));
           }
         }
       }

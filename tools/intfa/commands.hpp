@@ -22,11 +22,16 @@ int run_cache(const Arguments& arguments);
 int run_demo(const Arguments& arguments);
 int run_bench(const Arguments& arguments);
 int run_precompile(const Arguments& arguments);
+int run_tune(const Arguments& arguments);
+
+// `intfa bench --jit` (bench_jit.cpp): writes JSON to `json_path` unless it is empty.
+int run_jit_bench(const std::string& json_path, int repeats);
 
 extern const char* const kInfoUsage;
 extern const char* const kCacheUsage;
 extern const char* const kRunUsage;
 extern const char* const kBenchUsage;
 extern const char* const kPrecompileUsage;
+extern const char* const kTuneUsage;
 
 }  // namespace intfa::cli

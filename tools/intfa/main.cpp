@@ -19,6 +19,8 @@ const std::vector<Command>& commands() {
       {"cache", "list, verify or clear the kernel cache", kCacheUsage, run_cache},
       {"precompile", "compile kernels for deployment into a bundle with a manifest (no GPU)",
        kPrecompileUsage, run_precompile},
+      {"tune", "time tile configs on this GPU and record the fastest (tuning database)",
+       kTuneUsage, run_tune},
       {"bench", "time attention and quantization over a grid of problems", kBenchUsage, run_bench},
   };
   return table;
@@ -34,7 +36,7 @@ void print_overview() {
   }
   std::printf(
       "\nEnvironment: INTFA_ARCH, INTFA_CACHE_DIR, INTFA_DEPLOY_CACHE, INTFA_CACHE_DISABLE,\n"
-      "INTFA_LOG, ... (see README.md, section Environment, and cache/README.md)\n");
+      "INTFA_TUNE_DB, INTFA_LOG, ... (see README.md, section Environment, and cache/README.md)\n");
 }
 
 }  // namespace

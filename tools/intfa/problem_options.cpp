@@ -94,4 +94,50 @@ std::string describe_numerics(const AttentionProblem& problem, const AttentionOp
          ")";
 }
 
+std::vector<int> parse_head_dims(const Args& args, const std::vector<long>& fallback) {
+  std::vector<int> head_dims;
+  for (long head_dim : args.get_int_list("head-dims", fallback, 1, 1024)) {
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
+      throw UsageError("--head-dims: " + std::to_string(head_dim) +
+                       " is not a supported head dim (64, 128, 256)");
+    }
+    head_dims.push_back(static_cast<int>(head_dim));
+  }
+  return head_dims;
+}
+
+std::vector<bool> parse_causal_list(const Args& args, const std::vector<std::string>& fallback) {
+  std::vector<bool> values;
+  for (const std::string& value : args.get_list("causal", fallback)) {
+    if (value != "on" && value != "off") throw UsageError("--causal: expected on and/or off");
+    values.push_back(value == "on");
+  }
+  return values;
+}
+
+std::vector<Variant> parse_variant_list(const Args& args,
+                                        const std::vector<std::string>& fallback) {
+  std::vector<Variant> variants;
+  for (const std::string& name : args.get_list("variants", fallback)) {
+    variants.push_back(parse_variant(name));
+  }
+  return variants;
+}
+
+attention::SpecRequest spec_request(device::Arch arch, const AttentionProblem& problem,
+                                    const AttentionOptions& options, DType io_type) {
+  attention::SpecRequest request;
+  request.arch = arch;
+  request.head_dim = problem.head_dim;
+  request.variant = problem.variant;
+  request.qk_bits = problem.qk_bits;
+  request.causal = problem.causal;
+  request.v_type = io_type;
+  request.output_type = io_type;
+  request.p_encoding = options.p_encoding;
+  request.p_scale = options.p_scale;
+  request.v_granularity = options.v_granularity;
+  return request;
+}
+
 }  // namespace intfa::cli

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "attention/attention_spec.hpp"
+#include "device/arch.hpp"
 #include "intfa/args.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/types.hpp"
@@ -25,5 +27,15 @@ reference::Distribution parse_distribution(const Args& args);
 KernelConfig parse_config(const std::string& text);
 
 std::string describe_numerics(const AttentionProblem& problem, const AttentionOptions& options);
+
+// The list options of the verbs that sweep a grid (head dims 64, 128, 256). Each value is
+// checked; a bad one is a UsageError naming the option.
+std::vector<int> parse_head_dims(const Args& args, const std::vector<long>& fallback);
+std::vector<bool> parse_causal_list(const Args& args, const std::vector<std::string>& fallback);
+std::vector<Variant> parse_variant_list(const Args& args, const std::vector<std::string>& fallback);
+
+// The kernel request for `problem` under `options`' numerics, with 16-bit tensors of `io_type`.
+attention::SpecRequest spec_request(device::Arch arch, const AttentionProblem& problem,
+                                    const AttentionOptions& options, DType io_type);
 
 }  // namespace intfa::cli

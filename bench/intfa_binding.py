@@ -1,0 +1,34 @@
+"""intfa through its Python package (python/: `import intfa`, PYTHONPATH=build/python or
+`pip install .`) for the benchmark scripts: the interface of intfa_ctypes.IntfaAttention, reading
+the same Options struct, so a script can take either path."""
+import intfa
+
+from intfa_ctypes import FULL_INT8
+
+P_ENCODINGS = {0: "s8", 1: "u8"}
+P_SCALES = {0: "running", 1: "tile"}
+V_GRANULARITIES = {0: "tensor", 1: "channel", 2: "block"}
+
+
+class BindingAttention:
+    """One problem's quantized tensors, ready to time: quantize() and attend() launch on the
+    current stream, as IntfaAttention's do."""
+
+    def __init__(self, q, k, v, causal, variant, options):
+        self.q, self.k, self.v, self.causal = q, k, v, causal
+        self.full = variant == FULL_INT8
+        self.v_granularity = V_GRANULARITIES[options.v_granularity]
+        config = (options.block_m, options.block_n, options.warps, options.stages)
+        self.numerics = {"p_encoding": P_ENCODINGS[options.p_encoding],
+                         "p_scale": P_SCALES[options.p_scale],
+                         "config": config if any(config) else None}
+        self.quantize()
+
+    def quantize(self):
+        self.quantized = intfa.quantize(self.q, self.k, self.v if self.full else None,
+                                        v_granularity=self.v_granularity)
+
+    def attend(self):
+        z = self.quantized
+        return intfa.attention_int8(z.q, z.k, z.v if self.full else self.v, z.q_scale, z.k_scale,
+                                    z.v_scale, is_causal=self.causal, **self.numerics)

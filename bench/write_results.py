@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""Tables for bench/RESULTS.md from the JSON files of one device run (scripts/device_run.sh writes
+them into logs.tgz): speed against SDPA, quantize bandwidth, accuracy, the speed of each numerics
+option, the tile-config sweep, the JIT path and INT4.
+
+    python3 bench/write_results.py RUN_DIR > tables.md
+
+RUN_DIR holds compare_sdpa.json, accuracy.json, jit.json, sweep.json, numerics_*.json and
+int4.json; a missing file leaves its section out.
+"""
+import glob
+import json
+import os
+import sys
+from collections import defaultdict
+
+from accuracy_tables import markdown as accuracy_tables
+
+INT8_PEAK_TOPS = 1979  # H100 SXM dense INT8, datasheet
+
+
+def load(run_dir, name):
+    path = os.path.join(run_dir, name)
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def speed_section(compare):
+    rows = compare["rows"]
+    lines = ["## Speed against PyTorch SDPA FP16 (same process, same inputs)", "",
+             f"{compare['device']}, {compare['date']}, torch {compare['torch']}, "
+             f"B={rows[0]['batch']}, H={rows[0]['heads']}. Command: `{compare['command']}`.",
+             "TOPS = 4·B·H·N²·d / time (halved for causal). intfa's attention time excludes "
+             "quantization; *+quant* adds the Q, K, V quantize kernels.", "",
+             "| d | N | causal | SDPA flash | SDPA cuDNN | intfa full INT8 | % INT8 peak | "
+             "full / flash | full / cuDNN | full+quant / cuDNN | intfa half INT8 | half / flash |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        quant_ms = r["intfa_full_ms"] + r["intfa_full_quant_ms"]
+        lines.append(
+            f"| {r['head_dim']} | {r['seq']} | {'on' if r['causal'] else 'off'} | "
+            f"{r['sdpa_flash_tops']:.0f} | {r['sdpa_cudnn_tops']:.0f} | {r['intfa_full_tops']:.0f} | "
+            f"{100 * r['intfa_full_tops'] / INT8_PEAK_TOPS:.0f}% | "
+            f"{r['sdpa_flash_ms'] / r['intfa_full_ms']:.2f}x | "
+            f"{r['sdpa_cudnn_ms'] / r['intfa_full_ms']:.2f}x | {r['sdpa_cudnn_ms'] / quant_ms:.2f}x | "
+            f"{r['intfa_half_tops']:.0f} | {r['sdpa_flash_ms'] / r['intfa_half_ms']:.2f}x |")
+    return lines
+
+
+def quantize_section(sweep, compare):
+    copy = compare.get("copy_gbps") if compare else None
+    best = {}
+    for r in sweep:
+        best[(r["variant"], r["head_dim"])] = r["quantize_gbps"]
+    lines = ["## Quantize kernels: bandwidth", "",
+             "Bytes read + written by the Q, K (and V for full INT8) quantize kernels of one "
+             "problem (B=4, H=32, N=4096), against a plain device-to-device copy"
+             + (f" measured in the same run: {copy:.0f} GB/s." if copy else "."), "",
+             "| kernels | d | GB/s | of copy |", "|---|---|---|---|"]
+    for (variant, d), gbps in sorted(best.items()):
+        what = "Q, K, V (full INT8)" if variant == "full_int8" else "Q, K (half INT8)"
+        share = f"{100 * gbps / copy:.0f}%" if copy else ""
+        lines.append(f"| {what} | {d} | {gbps:.0f} | {share} |")
+    return lines
+
+
+def numerics_section(run_dir):
+    files = sorted(glob.glob(os.path.join(run_dir, "numerics_*.json")))
+    if not files:
+        return []
+    table = defaultdict(dict)
+    names = []
+    for path in files:
+        name = os.path.basename(path)[len("numerics_"):-len(".json")].replace("_", "/")
+        names.append(name)
+        with open(path) as f:
+            for r in json.load(f):
+                table[(r["head_dim"], r["seq"], r["causal"])][name] = r["tops"]
+    paper = "s8/running/tensor"
+    lines = ["## Speed of each full-INT8 numerics option (TOPS; ratio to the paper's numerics)", "",
+             "| d | N | causal | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
+    for (d, n, causal), cells in sorted(table.items()):
+        base = cells.get(paper)
+        shown = [f"{cells[x]:.0f}" + (f" ({cells[x] / base:.2f})" if base else "") for x in names]
+        lines.append(f"| {d} | {n} | {'on' if causal else 'off'} | " + " | ".join(shown) + " |")
+    return lines
+
+
+def sweep_section(sweep):
+    buckets = defaultdict(list)
+    for r in sweep:
+        buckets[(r["variant"], r["head_dim"], r["causal"])].append((r["tops"], r["config"]))
+    lines = ["## Tile-config sweep (B=4, H=32, N=4096): the three fastest per bucket", "",
+             "| variant | d | causal | fastest | second | third |", "|---|---|---|---|---|---|"]
+    for (variant, d, causal), results in sorted(buckets.items()):
+        results.sort(reverse=True)
+        cells = [f"{c.replace('block_', '').replace('warps', 'w').replace('stages', 's')} "
+                 f"{t:.0f}" for t, c in results[:3]]
+        lines.append(f"| {variant} | {d} | {'on' if causal else 'off'} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def jit_section(jit):
+    lines = ["## JIT path", "", f"{jit['gpu']}; `intfa bench --jit --repeats 5`.", "",
+             "| kernel | cold compile, first in process | cold compile, median | "
+             "disk hit to launchable |", "|---|---|---|---|"]
+    for k in jit["kernels"]:
+        lines.append(f"| {k['kernel']} | {k['cold_compile_ms_first']:.0f} ms | "
+                     f"{k['cold_compile_ms_median']:.0f} ms | "
+                     f"{k['disk_hit_to_launchable_ms_median']:.2f} ms |")
+    lines += ["", f"In-memory hit: `attention_forward` costs {jit['api_call_us']:.2f} µs of host "
+              f"time per call against {jit['raw_launch_us']:.2f} µs for a raw `cuLaunchKernel` of "
+              f"the same kernel and parameters: {jit['memory_hit_overhead_us']:.2f} µs above it."]
+    return lines
+
+
+def int4_section(rows):
+    lines = ["## INT4 Q·K on this GPU", "",
+             "Hopper has no INT4 tensor cores (`mma.sync` s4 is emulated); reported, not targeted.",
+             "", "| variant | d | N | TOPS |", "|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['variant']} | {r['head_dim']} | {r['seq']} | {r['tops']:.1f} |")
+    return lines
+
+
+def main():
+    run_dir = sys.argv[1]
+    compare = load(run_dir, "compare_sdpa.json")
+    sweep = load(run_dir, "sweep.json")
+    accuracy = load(run_dir, "accuracy.json")
+    jit = load(run_dir, "jit.json")
+    int4 = load(run_dir, "int4.json")
+    sections = []
+    if compare:
+        sections.append(speed_section(compare))
+    if sweep:
+        sections.append(quantize_section(sweep, compare))
+    if accuracy:
+        names = list(dict.fromkeys(r["numerics"] for r in accuracy["rows"]))
+        sections.append(["## Accuracy against float64 attention of the original inputs", "",
+                         f"{accuracy['device']}, {accuracy['date']}, B={accuracy['batch']}, "
+                         f"H={accuracy['heads']}, fresh random inputs (seed {accuracy['seed']}); "
+                         f"every output element. Command: `{accuracy['command']}`."]
+                        + accuracy_tables(accuracy["rows"], names))
+    sections.append(numerics_section(run_dir))
+    if sweep:
+        sections.append(sweep_section(sweep))
+    if jit:
+        sections.append(jit_section(jit))
+    if int4:
+        sections.append(int4_section(int4))
+    print("\n\n".join("\n".join(s) for s in sections if s))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,54 @@
+"""intfa: JIT-generated INT8 FlashAttention (INT-FlashAttention) for PyTorch.
+
+    import torch, intfa
+    q, k, v = (torch.randn(2, 32, 4096, 128, dtype=torch.float16, device="cuda")
+               for _ in range(3))
+    out = intfa.attention(q, k, v, is_causal=True)  # for F.scaled_dot_product_attention
+    qz = intfa.quantize(q, k, v)  # INT8 tensors + scales, kept for reuse
+    out, lse = intfa.attention_int8(*qz[:6], return_lse=True)
+
+The kernels are generated for each head dim, variant and dtype, compiled by NVRTC on first use
+(or ahead of time with ``intfa.precompile``) and cached on disk; ``intfa.cache_info()`` shows the
+cache. ``cache_info`` and ``precompile`` need no PyTorch; the tensor functions need torch >= 2.4
+(custom ops with fake implementations, so torch.compile graphs keep them). Errors are
+``intfa.Error`` subclasses carrying the C++ message; bad arguments raise ``InvalidArgument``
+(also a ValueError) naming the argument, before anything is launched.
+"""
+import re
+
+from intfa import _intfa
+from intfa._errors import (CacheError, CompileError, DriverError, Error, InternalError,
+                           InvalidArgument, NoDevice, Unsupported)
+from intfa._runtime import cache_info, precompile
+
+__version__ = _intfa.version()
+
+_TORCH_NAMES = ("Quantized", "quantize", "attention_int8", "attention")
+_MIN_TORCH = (2, 4)  # torch.library.custom_op and register_fake
+
+
+def _torch_problem():
+    """Why the torch functions are unavailable, or None when they are."""
+    try:
+        import torch
+    except ImportError as error:
+        return f"PyTorch is not installed ({error})"
+    found = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    if found is None or tuple(int(part) for part in found.groups()) < _MIN_TORCH:
+        return f"PyTorch {torch.__version__} is older than 2.4"
+    return None
+
+
+TORCH_UNAVAILABLE = _torch_problem()
+if TORCH_UNAVAILABLE is None:
+    from intfa._torch import Quantized, attention, attention_int8, quantize  # noqa: F401
+else:
+    def __getattr__(name):
+        if name in _TORCH_NAMES:
+            raise ImportError(f"intfa.{name} needs PyTorch >= 2.4: {TORCH_UNAVAILABLE}. "
+                              "intfa.cache_info() and intfa.precompile() work without it.")
+        raise AttributeError(f"module 'intfa' has no attribute '{name}'")
+
+__all__ = ["CacheError", "CompileError", "DriverError", "Error", "InternalError",
+           "InvalidArgument", "NoDevice", "Unsupported", "cache_info", "precompile",
+           "TORCH_UNAVAILABLE", *(_TORCH_NAMES if TORCH_UNAVAILABLE is None else ())]

@@ -1,0 +1,450 @@
+"""intfa on torch tensors: quantize, attention_int8 and attention as torch.library custom ops.
+
+Each public function checks its arguments first (types, dtypes, shapes, devices: an
+InvalidArgument naming the argument, before anything is launched), then calls a custom op, so a
+``torch.compile``d graph keeps intfa's kernels as single nodes (the fake implementations give
+the output shapes without running anything). The ops run on the tensors' device and its current
+torch stream; the C++ runtime checks strides and alignment again before every launch.
+
+Layouts: "HND" tensors are [batch, heads, seq, head_dim] (SDPA's), "NHD" ones
+[batch, seq, heads, head_dim] (FlashAttention's). Only the head dim must have stride 1.
+"""
+import math
+from typing import List, NamedTuple, Optional, Tuple
+
+import torch
+
+from intfa import _intfa
+from intfa._errors import Unsupported, invalid_argument
+from intfa._runtime import DEFAULTS
+
+LAYOUTS = ("HND", "NHD")
+VARIANTS = ("full_int8", "half_int8")
+V_GRANULARITIES = ("tensor", "channel", "block")
+P_ENCODINGS = ("u8", "s8")
+P_SCALES = ("running", "tile")
+
+_FLOAT_NAMES = {torch.float16: "f16", torch.bfloat16: "bf16"}
+_FLOAT_DTYPES = tuple(_FLOAT_NAMES)
+# The INT8 V layout pads the sequence to this many tokens (v_padded_seq(1) is one block); the
+# fake implementations need it as arithmetic that symbolic shapes go through.
+_V_TOKEN_BLOCK = _intfa.v_padded_seq(1)
+
+
+class Quantized(NamedTuple):
+    """What ``quantize`` returns. The first six fields are ``attention_int8``'s first six
+    arguments: ``intfa.attention_int8(*quantized[:6], layout=quantized.layout)``."""
+
+    q: torch.Tensor  # int8, q's shape and layout
+    k: torch.Tensor  # int8, k's shape and layout
+    v: Optional[torch.Tensor]  # int8 [B, H_kv, D, v_padded_seq(N_kv)] (the INT8 V layout); or None
+    q_scale: torch.Tensor  # float32 [B, H_q, N_q]: q ~ q8 * q_scale per token
+    k_scale: torch.Tensor  # float32 [B, H_kv, N_kv]
+    # float32: [B, H_kv] per tensor, [B, H_kv, D] per channel, [B, H_kv, N_pad / 64, D] per block
+    v_scale: Optional[torch.Tensor]
+    # float32 mean of K over the sequence ([B, H_kv, 1, D] for HND, [B, 1, H_kv, D] for NHD) that
+    # was subtracted before quantizing, when smooth_k; else None.
+    k_mean: Optional[torch.Tensor]
+    layout: str
+
+
+# --- shapes and views -----------------------------------------------------------------------
+
+def _bhnd(tensor, layout):
+    """(batch, heads, seq, head_dim) of a tensor in `layout`."""
+    b, x, y, d = tensor.shape
+    return (b, x, y, d) if layout == "HND" else (b, y, x, d)
+
+
+def _bhnd_strides(tensor, layout):
+    s = tensor.stride()
+    return (s[0], s[1], s[2], s[3]) if layout == "HND" else (s[0], s[2], s[1], s[3])
+
+
+def _v_int8_strides(v8):
+    # [B, H, D, N_pad] in memory; the C++ view orders strides (batch, heads, seq, head_dim).
+    s = v8.stride()
+    return (s[0], s[1], s[3], s[2])
+
+
+def _padded_seq(seq_kv):
+    return (seq_kv + _V_TOKEN_BLOCK - 1) // _V_TOKEN_BLOCK * _V_TOKEN_BLOCK
+
+
+def _v_scale_shape(granularity, batch, heads_kv, seq_kv, head_dim):
+    if granularity == "tensor":
+        return (batch, heads_kv)
+    if granularity == "channel":
+        return (batch, heads_kv, head_dim)
+    return (batch, heads_kv, _padded_seq(seq_kv) // _V_TOKEN_BLOCK, head_dim)
+
+
+def _granularity_of(v_scale):
+    return {2: "tensor", 3: "channel", 4: "block"}[v_scale.dim()]
+
+
+def _stream(device):
+    return torch.cuda.current_stream(device).cuda_stream
+
+
+# --- outputs, shared by the real and the fake implementations -------------------------------
+
+def _empty_qk(x, layout, smooth_k):
+    # The channel means (K smoothing) are [B, H, D]; empty when not smoothing (an op cannot
+    # return None in a tuple).
+    b, h, n, d = _bhnd(x, layout)
+    return (torch.empty(x.shape, dtype=torch.int8, device=x.device),
+            torch.empty((b, h, n), dtype=torch.float32, device=x.device),
+            torch.empty((b, h, d) if smooth_k else (0,), dtype=torch.float32, device=x.device))
+
+
+def _empty_v(v, layout, granularity):
+    b, h, n, d = _bhnd(v, layout)
+    return (torch.empty((b, h, d, _padded_seq(n)), dtype=torch.int8, device=v.device),
+            torch.empty(_v_scale_shape(granularity, b, h, n, d), dtype=torch.float32,
+                        device=v.device))
+
+
+def _empty_attention(q, layout, out_dtype, return_lse):
+    b, h, n, _ = _bhnd(q, layout)
+    out = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    lse_shape = (b, h, n) if return_lse else (0,)
+    return out, torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+
+
+# --- launches (inside the ops; arguments already checked) -----------------------------------
+
+def _launch_quantize_qk(x, layout, smooth_k, stream):
+    x8, scale, mean = _empty_qk(x, layout, smooth_k)
+    _intfa.quantize_qk(shape=_bhnd(x, layout), input=x.data_ptr(),
+                       input_dtype=_FLOAT_NAMES[x.dtype], input_strides=_bhnd_strides(x, layout),
+                       output=x8.data_ptr(), output_strides=_bhnd_strides(x8, layout),
+                       scales=scale.data_ptr(),
+                       smooth_k_channel_mean=mean.data_ptr() if smooth_k else 0, stream=stream)
+    return x8, scale, mean
+
+
+def _launch_quantize_v(v, layout, granularity, stream):
+    v8, scale = _empty_v(v, layout, granularity)
+    _intfa.quantize_v(shape=_bhnd(v, layout), input=v.data_ptr(),
+                      input_dtype=_FLOAT_NAMES[v.dtype], input_strides=_bhnd_strides(v, layout),
+                      output=v8.data_ptr(), scales=scale.data_ptr(), v_granularity=granularity,
+                      stream=stream)
+    return v8, scale
+
+
+def _launch_attention(q8, k8, v, q_scale, k_scale, v_scale, out, lse, is_causal, sm_scale,
+                      layout, p_encoding, p_scale, config, stream):
+    b, heads_q, seq_q, head_dim = _bhnd(q8, layout)
+    _, heads_kv, seq_kv, _ = _bhnd(k8, layout)
+    full = v.dtype == torch.int8
+    _intfa.attention_forward(
+        batch=b, heads_q=heads_q, heads_kv=heads_kv, seq_q=seq_q, seq_kv=seq_kv,
+        head_dim=head_dim, causal=is_causal, variant="full_int8" if full else "half_int8",
+        q=q8.data_ptr(), q_strides=_bhnd_strides(q8, layout),
+        k=k8.data_ptr(), k_strides=_bhnd_strides(k8, layout),
+        v=v.data_ptr(), v_dtype="i8" if full else _FLOAT_NAMES[v.dtype],
+        v_strides=_v_int8_strides(v) if full else _bhnd_strides(v, layout),
+        q_scale=q_scale.data_ptr(), k_scale=k_scale.data_ptr(),
+        v_scale=v_scale.data_ptr() if full else 0,
+        out=out.data_ptr(), out_dtype=_FLOAT_NAMES[out.dtype],
+        out_strides=_bhnd_strides(out, layout), lse=lse.data_ptr() if lse.numel() else 0,
+        softmax_scale=sm_scale, p_encoding=p_encoding, p_scale=p_scale,
+        v_granularity=_granularity_of(v_scale) if full else DEFAULTS["v_granularity"],
+        config=config, stream=stream)
+
+
+# --- the custom ops -------------------------------------------------------------------------
+# Their arguments are the public functions' after checking and defaulting: strings for the
+# enumerations, sm_scale 0.0 for 1/sqrt(head_dim) (as in the C API), an empty LSE when none is
+# asked for (an op cannot return None in a tuple).
+
+@torch.library.custom_op("intfa::quantize_qk", mutates_args=(), device_types="cuda")
+def _quantize_qk_op(x: torch.Tensor, layout: str,
+                    smooth_k: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    with torch.cuda.device(x.device):
+        return _launch_quantize_qk(x, layout, smooth_k, _stream(x.device))
+
+
+@_quantize_qk_op.register_fake
+def _(x, layout, smooth_k):
+    return _empty_qk(x, layout, smooth_k)
+
+
+@torch.library.custom_op("intfa::quantize_v", mutates_args=(), device_types="cuda")
+def _quantize_v_op(v: torch.Tensor, layout: str,
+                   v_granularity: str) -> Tuple[torch.Tensor, torch.Tensor]:
+    with torch.cuda.device(v.device):
+        return _launch_quantize_v(v, layout, v_granularity, _stream(v.device))
+
+
+@_quantize_v_op.register_fake
+def _(v, layout, v_granularity):
+    return _empty_v(v, layout, v_granularity)
+
+
+@torch.library.custom_op("intfa::attention_int8", mutates_args=(), device_types="cuda")
+def _attention_int8_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                       q_scale: torch.Tensor, k_scale: torch.Tensor,
+                       v_scale: Optional[torch.Tensor], is_causal: bool, sm_scale: float,
+                       layout: str, out_dtype: torch.dtype, p_encoding: str, p_scale: str,
+                       return_lse: bool,
+                       config: Optional[List[int]]) -> Tuple[torch.Tensor, torch.Tensor]:
+    with torch.cuda.device(q.device):
+        out, lse = _empty_attention(q, layout, out_dtype, return_lse)
+        _launch_attention(q, k, v, q_scale, k_scale, v_scale, out, lse, is_causal, sm_scale,
+                          layout, p_encoding, p_scale, config, _stream(q.device))
+    return out, lse
+
+
+@_attention_int8_op.register_fake
+def _(q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scale, layout, out_dtype, p_encoding,
+      p_scale, return_lse, config):
+    return _empty_attention(q, layout, out_dtype, return_lse)
+
+
+@torch.library.custom_op("intfa::attention", mutates_args=(), device_types="cuda")
+def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
+                  sm_scale: float, layout: str, variant: str, v_granularity: str, smooth_k: bool,
+                  p_encoding: str, p_scale: str) -> torch.Tensor:
+    with torch.cuda.device(q.device):
+        stream = _stream(q.device)
+        q8, q_scale, _ = _launch_quantize_qk(q, layout, False, stream)
+        k8, k_scale, _ = _launch_quantize_qk(k, layout, smooth_k, stream)
+        v_scale = None
+        if variant == "full_int8":
+            v, v_scale = _launch_quantize_v(v, layout, v_granularity, stream)
+        out, lse = _empty_attention(q, layout, q.dtype, False)
+        _launch_attention(q8, k8, v, q_scale, k_scale, v_scale, out, lse, is_causal, sm_scale,
+                          layout, p_encoding, p_scale, None, stream)
+    return out
+
+
+@_attention_op.register_fake
+def _(q, k, v, is_causal, sm_scale, layout, variant, v_granularity, smooth_k, p_encoding,
+      p_scale):
+    return _empty_attention(q, layout, q.dtype, False)[0]
+
+
+# --- argument checks (before any op runs) ---------------------------------------------------
+
+def _check_choice(name, value, choices):
+    if value not in choices:
+        raise invalid_argument(name, repr(value), "expected " + " or ".join(map(repr, choices)))
+    return value
+
+
+def _check_tensor(name, tensor, dtypes, dims=4, what="[B, H, N, D] or [B, N, H, D]"):
+    """Type, dtype, then the number of dimensions (unchecked when `dims` is None)."""
+    if not isinstance(tensor, torch.Tensor):
+        raise invalid_argument(name, type(tensor).__name__, "expected a torch.Tensor")
+    if tensor.dtype not in dtypes:
+        raise invalid_argument(f"{name}.dtype", tensor.dtype,
+                               "expected " + " or ".join(map(str, dtypes)))
+    if dims is not None and tensor.dim() != dims:
+        raise invalid_argument(f"{name}.shape", tuple(tensor.shape),
+                               f"expected {dims} dimensions {what}")
+
+
+def _check_head_dim_stride(name, tensor):
+    if tensor.stride(-1) != 1:
+        raise invalid_argument(f"{name}.stride", tensor.stride(),
+                               "expected stride 1 on the head dim (the last dimension)")
+
+
+def _check_same(name, tensor, expected, what):
+    if tuple(tensor.shape) != tuple(expected):
+        raise invalid_argument(f"{name}.shape", tuple(tensor.shape),
+                               f"expected {tuple(expected)} ({what})")
+
+
+def _check_qk(q, k, layout, q_name="q", k_name="k"):
+    b, _, _, d = _bhnd(q, layout)
+    kb, _, _, kd = _bhnd(k, layout)
+    if kb != b or kd != d:
+        raise invalid_argument(f"{k_name}.shape", tuple(k.shape),
+                               f"expected batch {b} and head dim {d} as {q_name} {tuple(q.shape)} "
+                               f"(layout {layout})")
+
+
+def _check_problem(q, k, layout, is_causal, variant):
+    # The C++ rules (head dims 64/128/256, heads_q a multiple of heads_kv, sizes >= 1), with the
+    # C++ message. Under torch.compile the shapes may be symbolic and an opaque call would break
+    # the graph: the op checks them again, still before its launch.
+    if torch.compiler.is_compiling():
+        return
+    b, heads_q, seq_q, head_dim = _bhnd(q, layout)
+    _, heads_kv, seq_kv, _ = _bhnd(k, layout)
+    _intfa.validate_problem(batch=b, heads_q=heads_q, heads_kv=heads_kv, seq_q=seq_q,
+                            seq_kv=seq_kv, head_dim=head_dim, causal=is_causal, variant=variant)
+
+
+def _check_device(named_tensors):
+    first_name, first = named_tensors[0]
+    if not first.is_cuda:
+        raise invalid_argument(f"{first_name}.device", first.device, "expected a CUDA tensor")
+    for name, tensor in named_tensors[1:]:
+        if tensor is not None and tensor.device != first.device:
+            raise invalid_argument(f"{name}.device", tensor.device,
+                                   f"expected {first.device}, the device of {first_name}")
+
+
+def _check_scale(name, scale, expected_shape):
+    _check_tensor(name, scale, (torch.float32,), dims=len(expected_shape),
+                  what=f"like {tuple(expected_shape)}")
+    _check_same(name, scale, expected_shape, "the scales of the quantized tensor")
+    if not scale.is_contiguous():
+        raise invalid_argument(f"{name}.stride", scale.stride(), "expected a contiguous tensor")
+
+
+def _resolve_sm_scale(sm_scale):
+    # The C API reads 0 as "1/sqrt(head_dim)"; here None says that and 0 is refused.
+    if sm_scale is None:
+        return 0.0
+    if not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) or sm_scale <= 0:
+        raise invalid_argument("sm_scale", sm_scale,
+                               "expected a finite number > 0 (or None for 1/sqrt(head_dim))")
+    return float(sm_scale)
+
+
+# --- the public functions -------------------------------------------------------------------
+
+def quantize(q, k, v=None, *, layout="HND", v_granularity=None, smooth_k=False):
+    """FP16/BF16 Q, K (and V) -> INT8 tensors and FP32 scales for ``attention_int8``, on the
+    tensors' device and current stream. Q and K get one scale per token (scale = max|row| / 127);
+    V, when given, is written in the kernel's INT8 V layout with scales per ``v_granularity``
+    ("tensor", "channel" or "block"; default as in the C++ API). ``smooth_k`` subtracts K's mean
+    over the sequence first, in the quantize kernel (exact for attention: softmax ignores it;
+    narrower INT8 range when K has channel offsets). Returns ``Quantized``."""
+    _check_choice("layout", layout, LAYOUTS)
+    v_granularity = _check_choice("v_granularity", v_granularity or DEFAULTS["v_granularity"],
+                                  V_GRANULARITIES)
+    _check_tensor("q", q, _FLOAT_DTYPES)
+    _check_tensor("k", k, _FLOAT_DTYPES)
+    _check_head_dim_stride("q", q)
+    _check_head_dim_stride("k", k)
+    _check_qk(q, k, layout)
+    if v is not None:
+        _check_tensor("v", v, _FLOAT_DTYPES)
+        _check_head_dim_stride("v", v)
+        _check_same("v", v, k.shape, "the shape of k")
+    _check_problem(q, k, layout, False, "full_int8" if v is not None else "half_int8")
+    _check_device([("q", q), ("k", k), ("v", v)])
+
+    q8, q_scale, _ = _quantize_qk_op(q, layout, False)
+    k8, k_scale, k_mean = _quantize_qk_op(k, layout, bool(smooth_k))
+    if smooth_k:  # [B, H, D] -> broadcastable against K in its layout
+        k_mean = k_mean.unsqueeze(2 if layout == "HND" else 1)
+    else:
+        k_mean = None
+    v8 = v_scale = None
+    if v is not None:
+        v8, v_scale = _quantize_v_op(v, layout, v_granularity)
+    return Quantized(q8, k8, v8, q_scale, k_scale, v_scale, k_mean, layout)
+
+
+def attention_int8(q, k, v, q_scale, k_scale, v_scale=None, *, is_causal=False, sm_scale=None,
+                   layout="HND", out_dtype=None, return_lse=False, p_encoding=None, p_scale=None,
+                   config=None):
+    """Attention over quantized inputs (see ``quantize``): full INT8 when ``v`` is INT8 in the V
+    layout (``v_scale`` then required; its shape gives the granularity), half INT8 when ``v`` is
+    FP16/BF16 [B, H, N, D] in ``layout`` (``v_scale`` None). Output in ``layout`` with q's shape,
+    ``out_dtype`` torch.float16 or torch.bfloat16 (default: v's 16-bit dtype, else float16).
+    With ``return_lse`` also the natural-log log-sum-exp, float32 [B, H_q, N_q] (of the smoothed
+    scores if K was smoothed: add sm_scale * q.k_mean for the original ones).
+    ``p_encoding`` "u8"/"s8" and ``p_scale`` "running"/"tile" select the full-INT8 P numerics.
+    ``config`` (block_m, block_n, warps, stages) overrides the tile config the tuning database or
+    the heuristic would pick (benchmarks, tuning); the C++ runtime checks it before compiling."""
+    _check_choice("layout", layout, LAYOUTS)
+    p_encoding = _check_choice("p_encoding", p_encoding or DEFAULTS["p_encoding"], P_ENCODINGS)
+    p_scale = _check_choice("p_scale", p_scale or DEFAULTS["p_scale"], P_SCALES)
+    softmax_scale = _resolve_sm_scale(sm_scale)
+    _check_tensor("q", q, (torch.int8,))
+    _check_tensor("k", k, (torch.int8,))
+    _check_head_dim_stride("q", q)
+    _check_head_dim_stride("k", k)
+    _check_qk(q, k, layout)
+    b, heads_q, seq_q, head_dim = _bhnd(q, layout)
+    _, heads_kv, seq_kv, _ = _bhnd(k, layout)
+    _check_tensor("v", v, (torch.int8,) + _FLOAT_DTYPES)
+    full = v.dtype == torch.int8
+    if full:
+        _check_same("v", v, (b, heads_kv, head_dim, _padded_seq(seq_kv)),
+                    "the INT8 V layout [B, H_kv, D, v_padded_seq(N_kv)] that quantize writes")
+        if v_scale is None:
+            raise invalid_argument("v_scale", None, "expected V's scales for INT8 V")
+        _check_tensor("v_scale", v_scale, (torch.float32,), dims=None)
+        if v_scale.dim() not in (2, 3, 4):
+            raise invalid_argument("v_scale.shape", tuple(v_scale.shape),
+                                   "expected [B, H_kv], [B, H_kv, D] or [B, H_kv, N_pad/64, D]")
+        granularity = _granularity_of(v_scale)
+        _check_scale("v_scale", v_scale,
+                     _v_scale_shape(granularity, b, heads_kv, seq_kv, head_dim))
+    else:
+        _check_head_dim_stride("v", v)
+        _check_same("v", v, k.shape, "the shape of k")
+        if v_scale is not None:
+            raise invalid_argument("v_scale", "a tensor", "expected None for FP16/BF16 V")
+    _check_scale("q_scale", q_scale, (b, heads_q, seq_q))
+    _check_scale("k_scale", k_scale, (b, heads_kv, seq_kv))
+    if out_dtype is None:
+        out_dtype = torch.float16 if full else v.dtype
+    if out_dtype not in _FLOAT_DTYPES:
+        raise invalid_argument("out_dtype", out_dtype, "expected torch.float16 or torch.bfloat16")
+    if config is not None:
+        if (not isinstance(config, (tuple, list)) or len(config) != 4
+                or not all(isinstance(value, int) for value in config)):
+            raise invalid_argument("config", repr(config),
+                                   "expected (block_m, block_n, warps, stages), four ints")
+        config = [int(value) for value in config]
+    _check_problem(q, k, layout, is_causal, "full_int8" if full else "half_int8")
+    _check_device([("q", q), ("k", k), ("v", v), ("q_scale", q_scale), ("k_scale", k_scale),
+                   ("v_scale", v_scale)])
+
+    out, lse = _attention_int8_op(q, k, v, q_scale, k_scale, v_scale, bool(is_causal),
+                                  softmax_scale, layout, out_dtype, p_encoding, p_scale,
+                                  bool(return_lse), config)
+    return (out, lse) if return_lse else out
+
+
+def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+              enable_gqa=False, *, sm_scale=None, layout="HND", variant="full_int8",
+              v_granularity=None, smooth_k=False, p_encoding=None, p_scale=None):
+    """Quantizes and attends in one call, shaped like
+    ``torch.nn.functional.scaled_dot_product_attention`` (same positional arguments) so that it
+    can be swapped in: q [B, H_q, N_q, D], k and v [B, H_kv, N_kv, D] (layout "HND"; "NHD" takes
+    [B, N, H, D]), FP16 or BF16, one dtype; returns q's shape and dtype. GQA/MQA (H_q a multiple
+    of H_kv) always works, whatever ``enable_gqa`` says. ``sm_scale`` (or SDPA's ``scale``)
+    defaults to 1/sqrt(D). Causal masking with N_q != N_kv is bottom-right aligned
+    (FlashAttention >= 2.1; SDPA aligns top-left). ``attn_mask`` and ``dropout_p`` are accepted
+    only as None and 0 (Unsupported otherwise). ``variant`` "full_int8" quantizes V too,
+    "half_int8" keeps V in 16 bits. Forward only: no autograd."""
+    if attn_mask is not None:
+        raise Unsupported("intfa.attention: attn_mask is not supported (only is_causal masking)",
+                          field="attn_mask")
+    if dropout_p != 0.0:
+        raise Unsupported(f"intfa.attention: dropout_p = {dropout_p} is not supported (only 0)",
+                          field="dropout_p")
+    if scale is not None and sm_scale is not None and scale != sm_scale:
+        raise invalid_argument("scale", scale, f"expected the same as sm_scale = {sm_scale} "
+                               "(they are one argument under two names)")
+    softmax_scale = _resolve_sm_scale(sm_scale if sm_scale is not None else scale)
+    _check_choice("layout", layout, LAYOUTS)
+    _check_choice("variant", variant, VARIANTS)
+    v_granularity = _check_choice("v_granularity", v_granularity or DEFAULTS["v_granularity"],
+                                  V_GRANULARITIES)
+    p_encoding = _check_choice("p_encoding", p_encoding or DEFAULTS["p_encoding"], P_ENCODINGS)
+    p_scale = _check_choice("p_scale", p_scale or DEFAULTS["p_scale"], P_SCALES)
+    _check_tensor("q", q, _FLOAT_DTYPES)
+    for name, tensor in (("k", k), ("v", v)):
+        _check_tensor(name, tensor, _FLOAT_DTYPES)
+        if tensor.dtype != q.dtype:
+            raise invalid_argument(f"{name}.dtype", tensor.dtype, f"expected {q.dtype} as q")
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        _check_head_dim_stride(name, tensor)
+    _check_qk(q, k, layout)
+    _check_same("v", v, k.shape, "the shape of k")
+    _check_problem(q, k, layout, is_causal, variant)
+    _check_device([("q", q), ("k", k), ("v", v)])
+    return _attention_op(q, k, v, bool(is_causal), softmax_scale, layout, variant,
+                         v_granularity, bool(smooth_k), p_encoding, p_scale)

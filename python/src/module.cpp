@@ -1,0 +1,284 @@
+// intfa._intfa: the C++ API over raw device pointers, for the torch layer in intfa/ (which owns
+// the tensors, the stream and the checks that need shapes). Nothing here depends on PyTorch, so
+// the extension builds wherever pybind11 and Python's headers are.
+//
+// Enumerations cross as the strings the `intfa` tool uses ("full_int8", "u8", "running",
+// "tensor"); an unknown string is an InvalidArgument naming the parameter.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "attention/validation.hpp"
+#include "cache/bundle.hpp"
+#include "cache/disk_cache.hpp"
+#include "errors.hpp"
+#include "intfa/intfa.hpp"
+#include "launch/kernel_runtime.hpp"
+#include "precompile.hpp"
+
+namespace py = pybind11;
+using namespace pybind11::literals;
+
+namespace intfa::python {
+namespace {
+
+DType parse_dtype(const std::string& name, const std::string& field) {
+  if (name == "f16") return DType::kF16;
+  if (name == "bf16") return DType::kBF16;
+  if (name == "i8") return DType::kI8;
+  if (name == "i4x2") return DType::kI4x2;
+  throw InvalidArgument(field, "'" + name + "'", "expected f16, bf16, i8 or i4x2");
+}
+
+Variant parse_variant(const std::string& name) {
+  if (name == "full_int8") return Variant::kFullInt8;
+  if (name == "half_int8") return Variant::kHalfInt8;
+  throw InvalidArgument("variant", "'" + name + "'", "expected 'full_int8' or 'half_int8'");
+}
+
+PEncoding parse_p_encoding(const std::string& name) {
+  if (name == "u8") return PEncoding::kUnsigned255;
+  if (name == "s8") return PEncoding::kSigned127;
+  throw InvalidArgument("p_encoding", "'" + name + "'",
+                        "expected 'u8' (R = 255) or 's8' (R = 127)");
+}
+
+PScaleReference parse_p_scale(const std::string& name) {
+  if (name == "running") return PScaleReference::kRunningMax;
+  if (name == "tile") return PScaleReference::kTileMax;
+  throw InvalidArgument("p_scale", "'" + name + "'", "expected 'running' or 'tile'");
+}
+
+VScaleGranularity parse_v_granularity(const std::string& name) {
+  if (name == "tensor") return VScaleGranularity::kPerTensor;
+  if (name == "channel") return VScaleGranularity::kPerChannel;
+  if (name == "block") return VScaleGranularity::kPerBlock;
+  throw InvalidArgument("v_granularity", "'" + name + "'",
+                        "expected 'tensor', 'channel' or 'block'");
+}
+
+const char* p_encoding_text(PEncoding encoding) {
+  return encoding == PEncoding::kUnsigned255 ? "u8" : "s8";
+}
+
+const char* p_scale_text(PScaleReference reference) {
+  return reference == PScaleReference::kRunningMax ? "running" : "tile";
+}
+
+const char* v_granularity_text(VScaleGranularity granularity) {
+  switch (granularity) {
+    case VScaleGranularity::kPerTensor:
+      return "tensor";
+    case VScaleGranularity::kPerChannel:
+      return "channel";
+    case VScaleGranularity::kPerBlock:
+      return "block";
+  }
+  return "unknown";
+}
+
+void* pointer(std::uintptr_t address) {
+  return reinterpret_cast<void*>(address);
+}
+
+TensorView make_view(std::uintptr_t data, const std::string& dtype,
+                     const std::array<std::int64_t, 4>& strides) {
+  TensorView view;
+  view.data = pointer(data);
+  view.dtype = parse_dtype(dtype, "dtype");
+  view.strides = strides;
+  return view;
+}
+
+AttentionProblem make_problem(int batch, int heads_q, int heads_kv, int seq_q, int seq_kv,
+                              int head_dim, bool causal, const std::string& variant) {
+  AttentionProblem problem;
+  problem.batch = batch;
+  problem.heads_q = heads_q;
+  problem.heads_kv = heads_kv;
+  problem.seq_q = seq_q;
+  problem.seq_kv = seq_kv;
+  problem.head_dim = head_dim;
+  problem.causal = causal;
+  problem.variant = parse_variant(variant);
+  return problem;
+}
+
+CUstream as_stream(std::uintptr_t handle) {
+  return reinterpret_cast<CUstream>(handle);
+}
+
+py::dict runtime_dict() {
+  const RuntimeInfo info = runtime_info();
+  const launch::RuntimeStats stats = launch::KernelRuntime::instance().stats();
+  py::dict result("version"_a = info.version, "nvrtc_version"_a = info.nvrtc_version,
+                  "gpu_available"_a = info.gpu_available, "gpu"_a = info.gpu,
+                  "target_arch"_a = info.target_arch, "nvrtc_compiles"_a = stats.nvrtc_compiles,
+                  "disk_hits"_a = stats.disk_hits, "bundle_hits"_a = stats.bundle_hits,
+                  "disk_misses"_a = stats.disk_misses, "memory_hits"_a = stats.memory_hits,
+                  "module_loads"_a = stats.module_loads);
+  // The user cache as `intfa info` shows it: None when INTFA_CACHE_DISABLE=1.
+  result["cache_directory"] = py::none();
+  result["cache_entries"] = 0;
+  result["cache_bytes"] = 0;
+  if (!info.cache_directory.empty()) {
+    std::uint64_t bytes = 0;
+    const auto entries = cache::DiskCache(info.cache_directory).list();
+    for (const cache::EntryInfo& entry : entries) bytes += entry.size_bytes;
+    result["cache_directory"] = info.cache_directory;
+    result["cache_entries"] = entries.size();
+    result["cache_bytes"] = bytes;
+  }
+  const auto bundle = cache::DeploymentBundle::directory_from_environment();
+  result["deploy_cache"] = bundle ? py::cast(bundle->string()) : py::none();
+  return result;
+}
+
+py::dict precompile_dict(const std::string& arch, const std::vector<int>& head_dims,
+                         const std::vector<std::string>& variants,
+                         const std::vector<std::string>& dtypes, const std::vector<bool>& causal,
+                         const std::string& p_encoding, const std::string& p_scale,
+                         const std::string& v_granularity, bool smooth_k, unsigned jobs) {
+  PrecompileRequest request;
+  request.arch = arch;
+  request.head_dims = head_dims;
+  for (const std::string& variant : variants) request.variants.push_back(parse_variant(variant));
+  for (const std::string& dtype : dtypes) request.dtypes.push_back(parse_dtype(dtype, "dtypes"));
+  request.causal = causal;
+  request.numerics.p_encoding = parse_p_encoding(p_encoding);
+  request.numerics.p_scale = parse_p_scale(p_scale);
+  request.numerics.v_granularity = parse_v_granularity(v_granularity);
+  request.smooth_k = smooth_k;
+  request.jobs = jobs;
+  PrecompileReport report;
+  {
+    py::gil_scoped_release unlocked;  // NVRTC takes seconds per kernel
+    report = precompile(request);
+  }
+  return py::dict("arch"_a = report.arch, "kernels"_a = report.kernels,
+                  "compiled_now"_a = report.compiled_now,
+                  "already_present"_a = report.already_present, "specs"_a = report.specs);
+}
+
+}  // namespace
+}  // namespace intfa::python
+
+PYBIND11_MODULE(_intfa, m) {
+  using namespace intfa;
+  using namespace intfa::python;
+  m.doc() = "intfa's C++ runtime over raw device pointers (use the intfa package, not this)";
+  register_error_translator();
+
+  m.def("version", [] { return runtime_info().version; });
+  m.def("runtime_info", &runtime_dict,
+        "Versions, GPU, target arch, kernel cache and this process's runtime counters.");
+
+  m.def("default_options", [] {
+    const AttentionOptions defaults;
+    return py::dict("p_encoding"_a = p_encoding_text(defaults.p_encoding),
+                    "p_scale"_a = p_scale_text(defaults.p_scale),
+                    "v_granularity"_a = v_granularity_text(defaults.v_granularity));
+  });
+
+  m.def("v_padded_seq", &v_padded_seq, "seq_kv"_a);
+  m.def(
+      "v_scale_count",
+      [](const std::string& granularity, int batch, int heads_kv, int seq_kv, int head_dim) {
+        return v_scale_count(parse_v_granularity(granularity), batch, heads_kv, seq_kv, head_dim);
+      },
+      "v_granularity"_a, "batch"_a, "heads_kv"_a, "seq_kv"_a, "head_dim"_a);
+
+  m.def(
+      "validate_problem",
+      [](int batch, int heads_q, int heads_kv, int seq_q, int seq_kv, int head_dim, bool causal,
+         const std::string& variant) {
+        attention::validate_problem(
+            make_problem(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal, variant));
+      },
+      "The problem checks attention_forward makes before anything else (no GPU needed).",
+      py::kw_only(), "batch"_a, "heads_q"_a, "heads_kv"_a, "seq_q"_a, "seq_kv"_a, "head_dim"_a,
+      "causal"_a, "variant"_a);
+
+  m.def(
+      "quantize_qk",
+      [](const std::array<int, 4>& shape, std::uintptr_t input, const std::string& input_dtype,
+         const std::array<std::int64_t, 4>& input_strides, std::uintptr_t output,
+         const std::array<std::int64_t, 4>& output_strides, std::uintptr_t scales,
+         std::uintptr_t smooth_k_channel_mean, std::uintptr_t stream) {
+        const TensorShape logical{shape[0], shape[1], shape[2], shape[3]};
+        const TensorView in = make_view(input, input_dtype, input_strides);
+        const TensorView out = make_view(output, "i8", output_strides);
+        QuantizeOptions options;
+        options.smooth_k_channel_mean = static_cast<float*>(pointer(smooth_k_channel_mean));
+        py::gil_scoped_release unlocked;  // the first call of a shape compiles its kernel
+        quantize_qk(logical, in, out, static_cast<float*>(pointer(scales)), as_stream(stream),
+                    options);
+      },
+      "smooth_k_channel_mean: 0, or [batch][heads][head_dim] floats that receive K's channel "
+      "means, subtracted before quantizing.",
+      py::kw_only(), "shape"_a, "input"_a, "input_dtype"_a, "input_strides"_a, "output"_a,
+      "output_strides"_a, "scales"_a, "smooth_k_channel_mean"_a, "stream"_a);
+
+  m.def(
+      "quantize_v",
+      [](const std::array<int, 4>& shape, std::uintptr_t input, const std::string& input_dtype,
+         const std::array<std::int64_t, 4>& input_strides, std::uintptr_t output,
+         std::uintptr_t scales, const std::string& v_granularity, std::uintptr_t stream) {
+        const TensorShape logical{shape[0], shape[1], shape[2], shape[3]};
+        const TensorView in = make_view(input, input_dtype, input_strides);
+        const VScaleGranularity granularity = parse_v_granularity(v_granularity);
+        py::gil_scoped_release unlocked;
+        quantize_v(logical, in, pointer(output), static_cast<float*>(pointer(scales)), granularity,
+                   as_stream(stream));
+      },
+      py::kw_only(), "shape"_a, "input"_a, "input_dtype"_a, "input_strides"_a, "output"_a,
+      "scales"_a, "v_granularity"_a, "stream"_a);
+
+  m.def(
+      "attention_forward",
+      [](int batch, int heads_q, int heads_kv, int seq_q, int seq_kv, int head_dim, bool causal,
+         const std::string& variant, std::uintptr_t q, const std::array<std::int64_t, 4>& q_strides,
+         std::uintptr_t k, const std::array<std::int64_t, 4>& k_strides, std::uintptr_t v,
+         const std::string& v_dtype, const std::array<std::int64_t, 4>& v_strides,
+         std::uintptr_t q_scale, std::uintptr_t k_scale, std::uintptr_t v_scale, std::uintptr_t out,
+         const std::string& out_dtype, const std::array<std::int64_t, 4>& out_strides,
+         std::uintptr_t lse, double softmax_scale, const std::string& p_encoding,
+         const std::string& p_scale, const std::string& v_granularity,
+         const std::optional<std::array<int, 4>>& config, std::uintptr_t stream) {
+        const AttentionProblem problem =
+            make_problem(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal, variant);
+        AttentionTensors tensors;
+        tensors.q = make_view(q, "i8", q_strides);
+        tensors.k = make_view(k, "i8", k_strides);
+        tensors.v = make_view(v, v_dtype, v_strides);
+        tensors.q_scale = static_cast<const float*>(pointer(q_scale));
+        tensors.k_scale = static_cast<const float*>(pointer(k_scale));
+        tensors.v_scale = static_cast<const float*>(pointer(v_scale));
+        tensors.out = make_view(out, out_dtype, out_strides);
+        tensors.lse = static_cast<float*>(pointer(lse));
+        AttentionOptions options;
+        options.softmax_scale = softmax_scale;
+        options.p_encoding = parse_p_encoding(p_encoding);
+        options.p_scale = parse_p_scale(p_scale);
+        options.v_granularity = parse_v_granularity(v_granularity);
+        if (config)
+          options.config = KernelConfig{(*config)[0], (*config)[1], (*config)[2], (*config)[3]};
+        py::gil_scoped_release unlocked;
+        attention_forward(problem, tensors, as_stream(stream), options);
+      },
+      "Validates, compiles or fetches the kernel, launches it on `stream`. Asynchronous.",
+      py::kw_only(), "batch"_a, "heads_q"_a, "heads_kv"_a, "seq_q"_a, "seq_kv"_a, "head_dim"_a,
+      "causal"_a, "variant"_a, "q"_a, "q_strides"_a, "k"_a, "k_strides"_a, "v"_a, "v_dtype"_a,
+      "v_strides"_a, "q_scale"_a, "k_scale"_a, "v_scale"_a, "out"_a, "out_dtype"_a, "out_strides"_a,
+      "lse"_a, "softmax_scale"_a, "p_encoding"_a, "p_scale"_a, "v_granularity"_a, "config"_a,
+      "stream"_a);
+
+  m.def("precompile", &precompile_dict, py::kw_only(), "arch"_a, "head_dims"_a, "variants"_a,
+        "dtypes"_a, "causal"_a, "p_encoding"_a, "p_scale"_a, "v_granularity"_a, "smooth_k"_a,
+        "jobs"_a);
+}

@@ -1,0 +1,161 @@
+#include "precompile.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+
+#include "attention/attention_spec.hpp"
+#include "device/arch.hpp"
+#include "device/device_info.hpp"
+#include "intfa/errors.hpp"
+#include "launch/kernel_runtime.hpp"
+#include "render/kernel_spec.hpp"
+
+namespace intfa::python {
+namespace {
+
+device::Arch resolve_arch(const std::string& name) {
+  if (name.empty()) return device::target_arch();
+  const auto arch = device::parse_arch(name);
+  if (!arch) throw InvalidArgument("arch", name, "expected sm_80, sm_86, sm_89 or sm_90a");
+  return *arch;
+}
+
+kernels::ElementType element_type(DType dtype) {
+  return dtype == DType::kBF16 ? kernels::ElementType::kBF16 : kernels::ElementType::kF16;
+}
+
+// The quantize kernels intfa.attention runs before the attention kernel, as src/quantize launches
+// them: Q and K rows (K's smoothed after a channel-mean pass when smooth_k); for full INT8 also V,
+// after its scale pass unless scales are per block.
+void add_quantize_specs(const attention::SpecRequest& request, DType dtype, bool smooth_k,
+                        std::vector<render::KernelSpec>& specs) {
+  render::KernelSpec rows;
+  rows.family = render::KernelFamily::kQuantizeRows;
+  rows.arch = request.arch;
+  rows.head_dim = request.head_dim;
+  rows.input_type = element_type(dtype);
+  rows.qk_bits = request.qk_bits;
+  specs.push_back(rows);
+  if (smooth_k) {
+    render::KernelSpec mean;
+    mean.family = render::KernelFamily::kChannelMean;
+    mean.arch = request.arch;
+    mean.head_dim = request.head_dim;
+    mean.input_type = element_type(dtype);
+    specs.push_back(mean);
+    rows.smooth_k = true;
+    specs.push_back(rows);
+  }
+  if (request.variant != Variant::kFullInt8) return;
+  render::KernelSpec v;
+  v.family = render::KernelFamily::kQuantizeV;
+  v.arch = request.arch;
+  v.head_dim = request.head_dim;
+  v.input_type = element_type(dtype);
+  v.v_granularity = static_cast<kernels::VScaleGranularity>(request.v_granularity);
+  specs.push_back(v);
+  if (request.v_granularity != VScaleGranularity::kPerBlock) {
+    v.family = render::KernelFamily::kQuantizeVScale;
+    specs.push_back(v);
+  }
+}
+
+std::vector<render::KernelSpec> request_specs(const PrecompileRequest& request, device::Arch arch) {
+  std::vector<render::KernelSpec> all;
+  for (DType dtype : request.dtypes) {
+    for (int head_dim : request.head_dims) {
+      for (Variant variant : request.variants) {
+        for (bool causal : request.causal) {
+          attention::SpecRequest spec_request;
+          spec_request.arch = arch;
+          spec_request.head_dim = head_dim;
+          spec_request.variant = variant;
+          spec_request.causal = causal;
+          spec_request.v_type = dtype;
+          spec_request.output_type = dtype;
+          spec_request.p_encoding = request.numerics.p_encoding;
+          spec_request.p_scale = request.numerics.p_scale;
+          spec_request.v_granularity = request.numerics.v_granularity;
+          add_quantize_specs(spec_request, dtype, request.smooth_k, all);
+          const KernelConfig config = attention::heuristic_config(spec_request);
+          const render::KernelSpec spec = attention::make_spec(spec_request, config);
+          attention::validate_config(spec, device::default_max_shared_bytes(arch));
+          all.push_back(spec);
+        }
+      }
+    }
+  }
+  // Causal on and off share the quantize kernels: each spec once, first occurrence kept.
+  std::vector<render::KernelSpec> unique;
+  std::unordered_set<render::KernelSpec, render::KernelSpecHash> seen;
+  for (const render::KernelSpec& spec : all) {
+    if (seen.insert(spec).second) unique.push_back(spec);
+  }
+  return unique;
+}
+
+void validate_request(const PrecompileRequest& request) {
+  for (int head_dim : request.head_dims) {
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
+      throw InvalidArgument("head_dims", std::to_string(head_dim),
+                            "supported head dims are 64, 128 and 256");
+    }
+  }
+  for (DType dtype : request.dtypes) {
+    if (dtype != DType::kF16 && dtype != DType::kBF16) {
+      throw InvalidArgument("dtypes", dtype_name(dtype), "expected f16 or bf16");
+    }
+  }
+  if (request.head_dims.empty()) throw InvalidArgument("head_dims", "[]", "expected one or more");
+  if (request.variants.empty()) throw InvalidArgument("variants", "[]", "expected one or more");
+  if (request.dtypes.empty()) throw InvalidArgument("dtypes", "[]", "expected one or more");
+  if (request.causal.empty()) throw InvalidArgument("causal", "[]", "expected one or more");
+}
+
+}  // namespace
+
+PrecompileReport precompile(const PrecompileRequest& request) {
+  validate_request(request);
+  const device::Arch arch = resolve_arch(request.arch);
+  const std::vector<render::KernelSpec> specs = request_specs(request, arch);
+
+  PrecompileReport report;
+  report.arch = device::arch_name(arch);
+  report.kernels = specs.size();
+  for (const render::KernelSpec& spec : specs) report.specs.push_back(spec.to_string());
+
+  // KernelRuntime::compile is thread-safe and NVRTC compiles are independent, so a few threads
+  // take the specs in turn; the first failure is rethrown after every spec was tried.
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  const unsigned threads = static_cast<unsigned>(
+      std::min<std::size_t>(request.jobs == 0 ? hardware : request.jobs, specs.size()));
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::size_t> compiled_now{0};
+  std::mutex failure_mutex;
+  std::exception_ptr first_failure;
+  auto work = [&] {
+    for (std::size_t index = next++; index < specs.size(); index = next++) {
+      try {
+        if (launch::KernelRuntime::instance().compile(specs[index]).compiled_now) compiled_now++;
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(failure_mutex);
+        if (!first_failure) first_failure = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work);
+  work();
+  for (std::thread& thread : pool) thread.join();
+  if (first_failure) std::rethrow_exception(first_failure);
+
+  report.compiled_now = compiled_now;
+  report.already_present = report.kernels - report.compiled_now;
+  return report;
+}
+
+}  // namespace intfa::python

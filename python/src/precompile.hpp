@@ -1,0 +1,39 @@
+// intfa.precompile(): compiles, ahead of the first call, the kernels attention calls will launch
+// (the quantize kernels and the attention kernel at the heuristic's tile config) into the user
+// cache, so that a service's first request does not wait for NVRTC. Needs no GPU when an arch is
+// named (or INTFA_ARCH is set).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "intfa/attention.hpp"
+#include "intfa/types.hpp"
+
+namespace intfa::python {
+
+struct PrecompileRequest {
+  std::string arch;  // "sm_90a", ...; "" for the GPU's own (or INTFA_ARCH)
+  std::vector<int> head_dims;
+  std::vector<Variant> variants;
+  std::vector<DType> dtypes;  // inputs and output: kF16, kBF16
+  std::vector<bool> causal;
+  AttentionOptions numerics;  // p_encoding, p_scale, v_granularity
+  bool smooth_k = false;      // K's quantize kernels with smoothing (and the channel-mean pass)
+  unsigned jobs = 0;          // parallel NVRTC compiles; 0: all cores
+};
+
+struct PrecompileReport {
+  std::string arch;
+  std::size_t kernels = 0;
+  std::size_t compiled_now = 0;
+  std::size_t already_present = 0;  // in memory, the deployment bundle or the user cache
+  std::vector<std::string> specs;   // readable spec of each kernel, in compile order
+};
+
+// Throws InvalidArgument naming the bad request field, NoDevice when no arch can be named,
+// CompileError for the first kernel NVRTC rejects (after the others were tried).
+PrecompileReport precompile(const PrecompileRequest& request);
+
+}  // namespace intfa::python

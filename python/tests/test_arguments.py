@@ -1,0 +1,221 @@
+"""Argument checks of the torch functions: each bad argument raises the documented error, naming
+it, before anything is launched. CPU tensors reach every check but the device one, which comes
+last; so these run without a GPU."""
+import math
+import unittest
+
+import intfa
+
+from support import needs_torch, torch
+
+
+def halves(*shape, dtype=None):
+    return torch.randn(*shape, dtype=dtype or torch.float16)
+
+
+class ArgumentsCase(unittest.TestCase):
+    def assert_invalid(self, field, call, *args, **kwargs):
+        """`call` raises InvalidArgument naming `field`, worded as the C++ errors are."""
+        with self.assertRaises(intfa.InvalidArgument) as caught:
+            call(*args, **kwargs)
+        self.assertEqual(caught.exception.field, field, str(caught.exception))
+        self.assertIn(f"invalid {field} = ", str(caught.exception))
+        return caught.exception
+
+
+@needs_torch
+class AttentionArgumentsTest(ArgumentsCase):
+    def test_valid_arguments_on_cpu_stop_at_the_device(self):
+        q = halves(1, 4, 16, 64)
+        error = self.assert_invalid("q.device", intfa.attention, q, q, q)
+        self.assertIn("expected a CUDA tensor", str(error))
+
+    def test_rejects_a_non_tensor(self):
+        self.assert_invalid("q", intfa.attention, [[1.0]], halves(1, 1, 1, 64), halves(1, 1, 1, 64))
+
+    def test_rejects_float32(self):
+        q = torch.randn(1, 2, 16, 64)
+        self.assert_invalid("q.dtype", intfa.attention, q, q, q)
+
+    def test_rejects_mixed_dtypes(self):
+        q = halves(1, 2, 16, 64)
+        self.assert_invalid("k.dtype", intfa.attention, q, q.bfloat16(), q)
+
+    def test_rejects_three_dimensions(self):
+        q = halves(2, 16, 64)
+        self.assert_invalid("q.shape", intfa.attention, q, q, q)
+
+    def test_rejects_a_strided_head_dim(self):
+        q = halves(1, 2, 64, 16).transpose(2, 3)
+        self.assert_invalid("q.stride", intfa.attention, q, halves(1, 2, 16, 64),
+                            halves(1, 2, 16, 64))
+
+    def test_rejects_batch_mismatch(self):
+        self.assert_invalid("k.shape", intfa.attention, halves(2, 2, 16, 64), halves(1, 2, 16, 64),
+                            halves(1, 2, 16, 64))
+
+    def test_rejects_v_unlike_k(self):
+        self.assert_invalid("v.shape", intfa.attention, halves(1, 2, 16, 64), halves(1, 2, 16, 64),
+                            halves(1, 2, 17, 64))
+
+    def test_unsupported_head_dim_has_the_cpp_message(self):
+        q = halves(1, 2, 16, 96)
+        error = self.assert_invalid("problem.head_dim", intfa.attention, q, q, q)
+        self.assertIn("supported head dims are 64, 128 and 256", str(error))
+
+    def test_heads_q_must_be_a_multiple_of_heads_kv(self):
+        self.assert_invalid("problem.heads_q", intfa.attention, halves(1, 3, 16, 64),
+                            halves(1, 2, 16, 64), halves(1, 2, 16, 64))
+
+    def test_nhd_layout_reads_heads_from_dimension_two(self):
+        # [B, N, H, D]: 4 query heads over 2 KV heads is valid GQA (only the device is wrong);
+        # read as HND the same tensors would be 16 heads over 32.
+        q, kv = halves(1, 16, 4, 64), halves(1, 32, 2, 64)
+        self.assert_invalid("q.device", intfa.attention, q, kv, kv, layout="NHD")
+        self.assert_invalid("problem.heads_q", intfa.attention, q, kv, kv, layout="HND")
+
+    def test_rejects_unknown_layout_variant_and_numerics(self):
+        q = halves(1, 2, 16, 64)
+        self.assert_invalid("layout", intfa.attention, q, q, q, layout="BHND")
+        self.assert_invalid("variant", intfa.attention, q, q, q, variant="int4")
+        self.assert_invalid("v_granularity", intfa.attention, q, q, q, v_granularity="row")
+        self.assert_invalid("p_encoding", intfa.attention, q, q, q, p_encoding="u7")
+        self.assert_invalid("p_scale", intfa.attention, q, q, q, p_scale="global")
+
+    def test_rejects_zero_negative_and_nan_scale(self):
+        q = halves(1, 2, 16, 64)
+        for bad in (0.0, -0.125, math.nan, math.inf):
+            self.assert_invalid("sm_scale", intfa.attention, q, q, q, sm_scale=bad)
+        self.assert_invalid("scale", intfa.attention, q, q, q, scale=0.1, sm_scale=0.2)
+
+    def test_sdpa_scale_is_accepted_like_sm_scale(self):
+        q = halves(1, 2, 16, 64)
+        self.assert_invalid("q.device", intfa.attention, q, q, q, None, 0.0, True, 0.125)
+
+    def test_attention_mask_and_dropout_are_unsupported(self):
+        q = halves(1, 2, 16, 64)
+        with self.assertRaisesRegex(intfa.Unsupported, "attn_mask"):
+            intfa.attention(q, q, q, attn_mask=torch.ones(16, 16, dtype=torch.bool))
+        with self.assertRaisesRegex(intfa.Unsupported, "dropout_p"):
+            intfa.attention(q, q, q, dropout_p=0.1)
+
+
+@needs_torch
+class QuantizeArgumentsTest(ArgumentsCase):
+    def test_valid_arguments_on_cpu_stop_at_the_device(self):
+        q = halves(1, 2, 16, 64)
+        self.assert_invalid("q.device", intfa.quantize, q, q, q, v_granularity="block",
+                            smooth_k=True)
+
+    def test_rejects_int8_input(self):
+        q = torch.zeros(1, 2, 16, 64, dtype=torch.int8)
+        self.assert_invalid("q.dtype", intfa.quantize, q, q)
+
+    def test_rejects_v_unlike_k(self):
+        q = halves(1, 2, 16, 64)
+        self.assert_invalid("v.shape", intfa.quantize, q, q, halves(1, 1, 16, 64))
+
+    def test_rejects_unknown_granularity(self):
+        q = halves(1, 2, 16, 64)
+        self.assert_invalid("v_granularity", intfa.quantize, q, q, q, v_granularity="token")
+
+
+@needs_torch
+class AttentionInt8ArgumentsTest(ArgumentsCase):
+    """attention_int8 over tensors shaped as quantize makes them (B=1, H=2, N=16, D=64)."""
+
+    def setUp(self):
+        self.q8 = torch.zeros(1, 2, 16, 64, dtype=torch.int8)
+        self.k8 = torch.zeros(1, 2, 16, 64, dtype=torch.int8)
+        padded = intfa._intfa.v_padded_seq(16)
+        self.v8 = torch.zeros(1, 2, 64, padded, dtype=torch.int8)
+        self.q_scale = torch.ones(1, 2, 16)
+        self.k_scale = torch.ones(1, 2, 16)
+        self.v_scale = torch.ones(1, 2)
+
+    def args(self, **replace):
+        names = ("q8", "k8", "v8", "q_scale", "k_scale", "v_scale")
+        return [replace.get(name, getattr(self, name)) for name in names]
+
+    def test_valid_arguments_on_cpu_stop_at_the_device(self):
+        self.assert_invalid("q.device", intfa.attention_int8, *self.args(), return_lse=True)
+
+    def test_half_int8_takes_16_bit_v_without_scale(self):
+        self.assert_invalid("q.device", intfa.attention_int8,
+                            *self.args(v8=halves(1, 2, 16, 64), v_scale=None))
+        self.assert_invalid("v_scale", intfa.attention_int8, *self.args(v8=halves(1, 2, 16, 64)))
+
+    def test_rejects_16_bit_q(self):
+        self.assert_invalid("q.dtype", intfa.attention_int8, *self.args(q8=halves(1, 2, 16, 64)))
+
+    def test_rejects_v_not_in_the_int8_v_layout(self):
+        v8 = torch.zeros(1, 2, 16, 64, dtype=torch.int8)  # [B, H, N, D]: not the V layout
+        error = self.assert_invalid("v.shape", intfa.attention_int8, *self.args(v8=v8))
+        self.assertIn("INT8 V layout", str(error))
+
+    def test_int8_v_needs_its_scales(self):
+        self.assert_invalid("v_scale", intfa.attention_int8, *self.args(v_scale=None))
+
+    def test_v_scale_shape_must_match_a_granularity(self):
+        self.assert_invalid("v_scale.shape", intfa.attention_int8,
+                            *self.args(v_scale=torch.ones(1, 2, 65)))
+        self.assert_invalid("v_scale.shape", intfa.attention_int8,
+                            *self.args(v_scale=torch.ones(2)))
+
+    def test_scales_must_be_contiguous_float32_per_token(self):
+        self.assert_invalid("q_scale.shape", intfa.attention_int8,
+                            *self.args(q_scale=torch.ones(1, 2, 15)))
+        self.assert_invalid("k_scale.dtype", intfa.attention_int8,
+                            *self.args(k_scale=torch.ones(1, 2, 16, dtype=torch.float16)))
+        strided = torch.ones(1, 16, 2).transpose(1, 2)
+        self.assert_invalid("q_scale.stride", intfa.attention_int8, *self.args(q_scale=strided))
+
+    def test_rejects_float32_output_and_bad_config(self):
+        self.assert_invalid("out_dtype", intfa.attention_int8, *self.args(),
+                            out_dtype=torch.float32)
+        self.assert_invalid("config", intfa.attention_int8, *self.args(), config=(128, 64, 8))
+
+
+@needs_torch
+class FakeImplementationTest(unittest.TestCase):
+    """The fake implementations torch.compile traces with give the real ops' output shapes."""
+
+    def test_v_scale_shapes_hold_v_scale_count_floats(self):
+        for seq_kv in (1, 17, 64, 65, 1000, 4097):
+            for granularity in ("tensor", "channel", "block"):
+                v = torch.empty(2, 3, seq_kv, 128, dtype=torch.float16, device="meta")
+                v8, v_scale = torch.ops.intfa.quantize_v(v, "HND", granularity)
+                self.assertEqual(v_scale.numel(), intfa._intfa.v_scale_count(
+                    v_granularity=granularity, batch=2, heads_kv=3, seq_kv=seq_kv, head_dim=128))
+                self.assertEqual(tuple(v8.shape),
+                                 (2, 3, 128, intfa._intfa.v_padded_seq(seq_kv)))
+
+    def test_quantize_qk_keeps_shape_and_layout(self):
+        x = torch.empty(2, 100, 4, 64, dtype=torch.bfloat16, device="meta")  # NHD
+        for smooth_k, mean_shape in ((False, (0,)), (True, (2, 4, 64))):
+            x8, scale, mean = torch.ops.intfa.quantize_qk(x, "NHD", smooth_k)
+            self.assertEqual((x8.shape, x8.dtype), (x.shape, torch.int8))
+            self.assertEqual(tuple(scale.shape), (2, 4, 100))
+            self.assertEqual(tuple(mean.shape), mean_shape)
+
+    def test_attention_returns_q_shape_and_dtype(self):
+        q = torch.empty(2, 8, 100, 128, dtype=torch.bfloat16, device="meta")
+        kv = torch.empty(2, 2, 300, 128, dtype=torch.bfloat16, device="meta")
+        out = torch.ops.intfa.attention(q, kv, kv, True, 0.0, "HND", "full_int8", "tensor",
+                                        False, "u8", "running")
+        self.assertEqual((out.shape, out.dtype), (q.shape, q.dtype))
+
+    def test_attention_int8_lse_only_when_asked(self):
+        q8 = torch.empty(1, 4, 33, 64, dtype=torch.int8, device="meta")
+        v = torch.empty(1, 4, 33, 64, dtype=torch.float16, device="meta")
+        scale = torch.empty(1, 4, 33, device="meta")
+        for return_lse, lse_shape in ((True, (1, 4, 33)), (False, (0,))):
+            out, lse = torch.ops.intfa.attention_int8(q8, q8, v, scale, scale, None, False, 0.0,
+                                                      "HND", torch.bfloat16, "u8", "running",
+                                                      return_lse, None)
+            self.assertEqual((out.shape, out.dtype), (q8.shape, torch.bfloat16))
+            self.assertEqual(tuple(lse.shape), lse_shape)
+
+
+if __name__ == "__main__":
+    unittest.main()

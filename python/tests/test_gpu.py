@@ -1,0 +1,275 @@
+"""On a GPU: intfa.attention against scaled_dot_product_attention on random N(0, 1) data over the
+attention issue's shape set, the ops' plumbing (stream, errors from C++, LSE, K smoothing,
+precompile) and a torch.compile'd module. Skipped, saying why, where there is no CUDA GPU.
+
+Accuracy targets (relative L2 over all output elements against float32 attention of the same
+FP16/BF16 inputs): full INT8 <= 3%, half INT8 <= 0.9%. Each measurement is also reported
+(support.report) for the device log."""
+import time
+import unittest
+
+import intfa
+
+from support import GPU_PROBLEM, needs_gpu, report, torch
+
+TARGET_REL_L2 = {"full_int8": 0.03, "half_int8": 0.009}
+
+# batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal, layout, dtype name
+SHAPES = [
+    (2, 8, 8, 1, 1, 128, False, "HND", "float16"),
+    (2, 8, 8, 17, 17, 64, True, "NHD", "float16"),
+    (1, 16, 16, 1000, 1000, 128, True, "HND", "bfloat16"),
+    (1, 8, 8, 4097, 4097, 128, False, "NHD", "float16"),
+    (1, 32, 8, 1000, 1000, 128, True, "HND", "float16"),  # GQA 32/8
+    (1, 32, 1, 4097, 4097, 64, False, "HND", "bfloat16"),  # MQA 32/1
+    (1, 4, 2, 77, 300, 128, True, "HND", "float16"),  # seq_q < seq_kv, bottom-right causal
+    (1, 4, 4, 300, 77, 256, True, "NHD", "float16"),  # seq_q > seq_kv: 223 rows see no key
+    (1, 32, 8, 1, 4097, 128, False, "NHD", "float16"),  # decode
+    (1, 32, 8, 1, 4097, 128, True, "HND", "bfloat16"),  # decode, causal: the last row sees all
+]
+
+
+def random_qkv(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, layout, dtype, seed=0):
+    generator = torch.Generator(device="cuda").manual_seed(seed)
+
+    def make(heads, seq):
+        shape = (batch, heads, seq, head_dim) if layout == "HND" else (batch, seq, heads, head_dim)
+        return torch.randn(shape, generator=generator, device="cuda", dtype=torch.float32).to(dtype)
+
+    return make(heads_q, seq_q), make(heads_kv, seq_kv), make(heads_kv, seq_kv)
+
+
+def to_hnd(tensor, layout):
+    return tensor if layout == "HND" else tensor.transpose(1, 2)
+
+
+def visible_keys(seq_q, seq_kv, causal, device):
+    """[seq_q, seq_kv] bool: which keys each query sees (bottom-right causal, as intfa)."""
+    mask = torch.ones(seq_q, seq_kv, dtype=torch.bool, device=device)
+    return mask.tril(diagonal=seq_kv - seq_q) if causal else mask
+
+
+def reference(q, k, v, causal, layout, dtype=None, sm_scale=None):
+    """SDPA in `dtype` (default float32) in HND, K/V repeated over query-head groups, intfa's
+    causal alignment; rows that see no key are zero, as intfa writes them. Returned in `layout`."""
+    q, k, v = (to_hnd(t, layout).to(dtype or torch.float32) for t in (q, k, v))
+    group = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    mask = visible_keys(q.shape[2], k.shape[2], causal, q.device)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask if causal else None, scale=sm_scale)
+    out = torch.where(mask.any(dim=1)[:, None], out, torch.zeros_like(out))
+    return to_hnd(out, layout)
+
+
+def rel_l2(out, ref):
+    return ((out.float() - ref.float()).norm() / ref.float().norm()).item()
+
+
+@needs_gpu
+class AccuracyAgainstSdpaTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        # Every kernel of the shape set, compiled in parallel before the first launch needs one.
+        started = time.perf_counter()
+        result = intfa.precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),
+                                  dtypes=("float16", "bfloat16"), causal=(False, True))
+        report(f"precompile: {result['kernels']} kernels for {result['arch']}, "
+               f"{result['compiled_now']} compiled now, {result['already_present']} present, "
+               f"{time.perf_counter() - started:.1f} s")
+
+    def test_shape_set_within_targets(self):
+        for shape in SHAPES:
+            batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal, layout, dtype_name = shape
+            dtype = getattr(torch, dtype_name)
+            q, k, v = random_qkv(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, layout, dtype)
+            ref = reference(q, k, v, causal, layout)
+            sdpa_error = rel_l2(reference(q, k, v, causal, layout, dtype=dtype), ref)
+            for variant, target in TARGET_REL_L2.items():
+                with self.subTest(shape=shape, variant=variant):
+                    out = intfa.attention(q, k, v, is_causal=causal, layout=layout,
+                                          variant=variant)
+                    self.assertEqual((out.shape, out.dtype), (q.shape, q.dtype))
+                    error = rel_l2(out, ref)
+                    report(f"accuracy B={batch} H={heads_q}/{heads_kv} N={seq_q}/{seq_kv} "
+                           f"D={head_dim} causal={causal} {layout} {dtype_name} {variant}: "
+                           f"rel_l2={error:.4%} (target {target:.1%}; SDPA {dtype_name} "
+                           f"{sdpa_error:.4%})")
+                    self.assertTrue(torch.isfinite(out).all())
+                    self.assertLessEqual(error, target)
+
+    def test_sm_scale_is_applied(self):
+        q, k, v = random_qkv(1, 4, 4, 256, 256, 128, "HND", torch.float16)
+        out = intfa.attention(q, k, v, sm_scale=0.3, variant="half_int8")
+        error = rel_l2(out, reference(q, k, v, False, "HND", sm_scale=0.3))
+        report(f"sm_scale=0.3 half_int8: rel_l2={error:.4%}")
+        self.assertLessEqual(error, TARGET_REL_L2["half_int8"])
+
+
+@needs_gpu
+class OpsTest(unittest.TestCase):
+    def test_quantize_reconstructs_q_within_half_a_step(self):
+        q, k, v = random_qkv(2, 4, 2, 100, 130, 128, "NHD", torch.float16)
+        quantized = intfa.quantize(q, k, v, layout="NHD", v_granularity="block")
+        self.assertEqual(quantized.q.dtype, torch.int8)
+        self.assertEqual(tuple(quantized.q_scale.shape), (2, 4, 100))
+        rebuilt = quantized.q.float() * quantized.q_scale.permute(0, 2, 1)[..., None]
+        step = quantized.q_scale.permute(0, 2, 1)[..., None]
+        self.assertTrue(((rebuilt - q.float()).abs() <= step * 0.5 + 1e-3).all())
+        self.assertEqual(tuple(quantized.v.shape), (2, 2, 128, intfa._intfa.v_padded_seq(130)))
+
+    def test_attention_int8_matches_attention_bit_for_bit(self):
+        q, k, v = random_qkv(1, 8, 2, 333, 333, 128, "HND", torch.float16)
+        for variant in ("full_int8", "half_int8"):
+            with self.subTest(variant=variant):
+                quantized = intfa.quantize(q, k, v if variant == "full_int8" else None)
+                value = quantized.v if variant == "full_int8" else v
+                split = intfa.attention_int8(quantized.q, quantized.k, value, quantized.q_scale,
+                                             quantized.k_scale, quantized.v_scale, is_causal=True)
+                fused = intfa.attention(q, k, v, is_causal=True, variant=variant)
+                self.assertTrue(torch.equal(split, fused))
+
+    def test_lse_and_k_smoothing(self):
+        # K with a large per-channel offset: smoothing removes it before quantizing; the LSE of
+        # the smoothed scores plus sm_scale * q.k_mean is the original LSE.
+        q, k, v = random_qkv(1, 4, 4, 200, 200, 64, "HND", torch.float16)
+        offset = 4 * torch.randn(1, 4, 1, 64, device="cuda")
+        k = (k.float() + offset).half()
+        ref = reference(q, k, v, False, "HND")
+        scale = 64 ** -0.5
+        true_lse = torch.logsumexp(scale * q.float() @ k.float().transpose(-1, -2), dim=-1)
+        errors = {}
+        for smooth_k in (False, True):
+            quantized = intfa.quantize(q, k, v, smooth_k=smooth_k)
+            out, lse = intfa.attention_int8(*quantized[:6], return_lse=True)
+            errors[smooth_k] = rel_l2(out, ref)
+            if smooth_k:
+                shift = scale * (q.float() @ quantized.k_mean.transpose(-1, -2)).squeeze(-1)
+                lse = lse + shift
+            lse_error = (lse - true_lse).abs().max().item()
+            report(f"K offset 4 sigma, smooth_k={smooth_k}: rel_l2={errors[smooth_k]:.4%}, "
+                   f"max |LSE error|={lse_error:.4f}")
+            self.assertLess(lse_error, 0.05)
+        self.assertLess(errors[True], errors[False])
+        self.assertLessEqual(errors[True], TARGET_REL_L2["full_int8"])
+
+    def test_runs_on_the_current_stream(self):
+        q, k, v = random_qkv(1, 8, 8, 1024, 1024, 128, "HND", torch.float16)
+        expected = intfa.attention(q, k, v)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            out = intfa.attention(q, k, v)
+        side.synchronize()
+        self.assertTrue(torch.equal(out, expected))
+
+    def test_cpp_errors_pass_through_the_op(self):
+        # A misaligned INT8 Q passes the Python checks; the C++ runtime refuses it before launch.
+        quantized = intfa.quantize(*random_qkv(1, 2, 2, 64, 64, 64, "HND", torch.float16))
+        storage = torch.empty(quantized.q.numel() + 1, dtype=torch.int8, device="cuda")
+        misaligned = storage[1:].view(quantized.q.shape)
+        with self.assertRaises(intfa.InvalidArgument) as caught:
+            intfa.attention_int8(misaligned, *quantized[1:6])
+        self.assertEqual(caught.exception.field, "tensors.q.data")
+        self.assertIn("16-byte alignment", str(caught.exception))
+
+    def test_wrong_device_tensor_is_refused(self):
+        q = torch.randn(1, 2, 16, 64, dtype=torch.float16, device="cuda")
+        with self.assertRaises(intfa.InvalidArgument) as caught:
+            intfa.attention(q, q.cpu(), q)
+        self.assertEqual(caught.exception.field, "k.device")
+
+    def test_precompile_covers_what_attention_launches(self):
+        intfa.precompile(head_dims=256, variants="full_int8", dtypes="bfloat16", causal=True,
+                         v_granularity="channel")
+        before = intfa.cache_info()["nvrtc_compiles"]
+        q, k, v = random_qkv(1, 2, 2, 99, 99, 256, "HND", torch.bfloat16)
+        intfa.attention(q, k, v, is_causal=True, v_granularity="channel")
+        torch.cuda.synchronize()
+        info = intfa.cache_info()
+        self.assertTrue(info["gpu_available"])
+        self.assertEqual(info["nvrtc_compiles"], before)
+
+    def test_drop_in_for_sdpa_call_sites(self):
+        q, k, v = random_qkv(2, 8, 2, 512, 512, 128, "HND", torch.float16)
+        # SDPA's positional order and keywords, GQA as SDPA's enable_gqa.
+        out = intfa.attention(q, k, v, None, 0.0, True, None, enable_gqa=True)
+        sdpa = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                                enable_gqa=True)
+        error = rel_l2(out, sdpa)
+        report(f"drop-in vs SDPA fp16 (causal, GQA 8/2): rel_l2={error:.4%}")
+        self.assertLessEqual(error, TARGET_REL_L2["full_int8"])
+
+    def test_call_overhead(self):
+        # Host time per call (launches are asynchronous): Python checks + custom-op dispatch.
+        q, k, v = random_qkv(1, 8, 8, 128, 128, 128, "HND", torch.float16)
+        quantized = intfa.quantize(q, k, v)
+        calls = {
+            "intfa.attention_int8": lambda: intfa.attention_int8(*quantized[:6]),
+            "intfa.attention": lambda: intfa.attention(q, k, v),
+            "SDPA": lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v),
+        }
+        for name, call in calls.items():
+            call()
+            torch.cuda.synchronize()
+            started = time.perf_counter()
+            for _ in range(200):
+                call()
+            elapsed_us = (time.perf_counter() - started) / 200 * 1e6
+            torch.cuda.synchronize()
+            report(f"host time per call, {name}: {elapsed_us:.1f} us")
+
+
+class Attention(torch.nn.Module if torch is not None else object):
+    """A transformer attention block (QKV projection, intfa attention, output projection)."""
+
+    def __init__(self, dim=512, heads=8, kv_heads=2):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
+        self.qkv = torch.nn.Linear(dim, (heads + 2 * kv_heads) * self.head_dim, bias=False)
+        self.out = torch.nn.Linear(dim, dim, bias=False)
+
+    def forward(self, x):
+        batch, seq, _ = x.shape
+        q, k, v = self.qkv(x).split([self.heads * self.head_dim,
+                                     self.kv_heads * self.head_dim,
+                                     self.kv_heads * self.head_dim], dim=-1)
+        q = q.view(batch, seq, self.heads, self.head_dim)
+        k = k.view(batch, seq, self.kv_heads, self.head_dim)
+        v = v.view(batch, seq, self.kv_heads, self.head_dim)
+        attended = intfa.attention(q, k, v, is_causal=True, layout="NHD")
+        return self.out(attended.reshape(batch, seq, -1))
+
+
+@needs_gpu
+class CompiledModuleTest(unittest.TestCase):
+    def check_backend(self, backend):
+        torch.manual_seed(0)
+        module = Attention().cuda().half().eval()
+        x = torch.randn(2, 300, 512, dtype=torch.float16, device="cuda")
+        with torch.no_grad():
+            eager = module(x)
+            compiled = torch.compile(module, backend=backend, fullgraph=True)
+            started = time.perf_counter()
+            out = compiled(x)
+            torch.cuda.synchronize()
+            first_s = time.perf_counter() - started
+            again = compiled(x * 0.5)
+        error = rel_l2(out, eager)
+        report(f"torch.compile(fullgraph=True, backend={backend}): first call {first_s:.1f} s, "
+               f"rel_l2 vs eager {error:.2e}")
+        self.assertEqual(out.shape, eager.shape)
+        self.assertLess(error, 1e-2)
+        self.assertTrue(torch.isfinite(again).all())
+
+    def test_fullgraph_aot_eager(self):
+        self.check_backend("aot_eager")
+
+    def test_fullgraph_inductor(self):
+        self.check_backend("inductor")
+
+
+if __name__ == "__main__":
+    if GPU_PROBLEM:
+        print(f"test_gpu: {GPU_PROBLEM}")
+    unittest.main()

@@ -1,0 +1,102 @@
+"""The package builds, imports and works without a GPU (and, for these tests, without torch)."""
+import os
+import unittest
+
+import intfa
+from intfa import _intfa
+
+from support import torch
+
+
+class PackageTest(unittest.TestCase):
+    def test_imports_the_extension_beside_the_package(self):
+        package_dir = os.path.dirname(os.path.abspath(intfa.__file__))
+        self.assertEqual(os.path.dirname(os.path.abspath(_intfa.__file__)), package_dir)
+        expected = os.environ.get("INTFA_EXPECT_PACKAGE_DIR")
+        if expected:  # set by the ctest test: the build tree's copy, not an installed one
+            self.assertEqual(package_dir, os.path.abspath(expected))
+
+    def test_version_is_the_libraries(self):
+        self.assertEqual(intfa.__version__, intfa.cache_info()["version"])
+        self.assertRegex(intfa.__version__, r"^\d+\.\d+\.\d+")
+
+    def test_cache_info_describes_runtime_and_cache(self):
+        info = intfa.cache_info()
+        for key in ("nvrtc_version", "gpu_available", "gpu", "target_arch", "cache_directory",
+                    "cache_entries", "cache_bytes", "deploy_cache", "nvrtc_compiles",
+                    "disk_hits", "bundle_hits", "disk_misses", "memory_hits", "module_loads"):
+            self.assertIn(key, info)
+        self.assertIsInstance(info["gpu_available"], bool)
+        self.assertRegex(info["nvrtc_version"], r"^\d+\.\d+$")
+        if os.environ.get("INTFA_CACHE_DIR"):
+            self.assertEqual(info["cache_directory"], os.environ["INTFA_CACHE_DIR"])
+
+    def test_error_classes_follow_the_cpp_hierarchy(self):
+        for cls in (intfa.InvalidArgument, intfa.Unsupported, intfa.CompileError,
+                    intfa.DriverError, intfa.NoDevice, intfa.CacheError, intfa.InternalError):
+            self.assertTrue(issubclass(cls, intfa.Error))
+        self.assertTrue(issubclass(intfa.InvalidArgument, ValueError))
+        self.assertTrue(issubclass(intfa.Error, RuntimeError))
+
+    @unittest.skipIf(torch is not None, "PyTorch is installed here: the torch functions exist")
+    def test_torch_functions_say_torch_is_missing(self):
+        with self.assertRaisesRegex(ImportError, "needs PyTorch"):
+            intfa.attention  # noqa: B018 (the attribute access is the test)
+
+
+class PrecompileTest(unittest.TestCase):
+    def test_compiles_then_finds_kernels_in_cache(self):
+        # Full INT8 with per-block V scales, causal off and on: Q/K rows, V (no scale pass for
+        # per-block scales), and one attention kernel per causal setting.
+        first = intfa.precompile(head_dims=64, variants="full_int8", causal=(False, True),
+                                 arch="sm_80", v_granularity="block", jobs=2)
+        self.assertEqual(first["arch"], "sm_80")
+        self.assertEqual(first["kernels"], 4, first["specs"])
+        self.assertEqual(first["compiled_now"] + first["already_present"], 4)
+        self.assertEqual(sum(spec.startswith("attention ") for spec in first["specs"]), 2)
+        again = intfa.precompile(head_dims=[64], variants=["full_int8"], causal=[False, True],
+                                 arch="sm_80", v_granularity="block")
+        self.assertEqual((again["compiled_now"], again["already_present"]), (0, 4))
+
+    def test_smooth_k_adds_the_channel_mean_and_smoothed_rows_kernels(self):
+        report = intfa.precompile(head_dims=64, variants="half_int8", causal=False, arch="sm_80",
+                                  smooth_k=True)
+        self.assertEqual(report["kernels"], 4, report["specs"])
+        self.assertEqual(sum(spec.startswith("channel_mean") for spec in report["specs"]), 1,
+                         report["specs"])
+        self.assertEqual(sum("smooth_k" in spec for spec in report["specs"]), 1, report["specs"])
+
+    def test_accepts_torch_dtypes_by_name(self):
+        report = intfa.precompile(head_dims=64, variants="half_int8", causal=False,
+                                  dtypes="torch.bfloat16", arch="sm_80")
+        self.assertTrue(all("bf16" in spec for spec in report["specs"]), report["specs"])
+
+    def test_rejects_unknown_arch(self):
+        with self.assertRaises(intfa.InvalidArgument) as caught:
+            intfa.precompile(arch="sm_70")
+        self.assertEqual(caught.exception.field, "arch")
+        self.assertEqual(caught.exception.value, "sm_70")
+
+    def test_rejects_unsupported_head_dim(self):
+        with self.assertRaises(intfa.InvalidArgument) as caught:
+            intfa.precompile(head_dims=(64, 96), arch="sm_80")
+        self.assertEqual(caught.exception.field, "head_dims")
+        self.assertIn("64, 128 and 256", str(caught.exception))
+
+    def test_rejects_unknown_variant_and_dtype(self):
+        with self.assertRaises(intfa.InvalidArgument) as caught:
+            intfa.precompile(variants="int4", arch="sm_80")
+        self.assertEqual(caught.exception.field, "variant")
+        with self.assertRaises(intfa.InvalidArgument) as caught:
+            intfa.precompile(dtypes="float32", arch="sm_80")
+        self.assertEqual(caught.exception.field, "dtypes")
+
+    @unittest.skipIf(intfa.cache_info()["target_arch"] != "",
+                     "a GPU or INTFA_ARCH names an arch here")
+    def test_without_gpu_or_arch_raises_no_device(self):
+        with self.assertRaisesRegex(intfa.NoDevice, "INTFA_ARCH"):
+            intfa.precompile(head_dims=64)
+
+
+if __name__ == "__main__":
+    unittest.main()

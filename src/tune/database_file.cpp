@@ -1,0 +1,130 @@
+#include "tune/database_file.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <mutex>
+#include <system_error>
+
+#include "cache/disk_cache.hpp"
+#include "cache/entry_format.hpp"
+#include "common/env.hpp"
+#include "common/log.hpp"
+
+namespace intfa::tune {
+namespace fs = std::filesystem;
+namespace {
+
+// A database holds a few hundred entries of about 1 KiB; a larger file is not one.
+constexpr std::uint64_t kMaxDatabaseBytes = std::uint64_t{16} << 20;
+constexpr const char* kFileName = "tuning.json";
+
+std::string temp_file_name() {
+  // O_EXCL keeps two writers apart; the pid and clock only make a clash unlikely.
+  const auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
+  return ".tmp-tuning-" + std::to_string(::getpid()) + "-" + std::to_string(ticks);
+}
+
+TuningDatabase load_default_database() {
+  std::optional<fs::path> path;
+  try {
+    path = default_database_path();
+  } catch (const Error& error) {
+    log::warn_once("tune:path", std::string(error.what()) + "; tuned configs are not used");
+    return {};
+  }
+  if (!path) return {};
+  std::error_code ignored;
+  if (env::get("INTFA_TUNE_DB") && !fs::exists(*path, ignored)) {
+    log::warn_once("tune:missing", "INTFA_TUNE_DB names " + path->string() +
+                                       ", which does not exist; tuned configs are not used");
+  }
+  TuningDatabase database = load_database_or_empty(*path);
+  if (log::verbose()) {
+    log::info("tuning database " + path->string() + ": " +
+              std::to_string(database.entries().size()) + " entries");
+  }
+  return database;
+}
+
+struct ProcessDatabase {
+  std::mutex mutex;
+  std::shared_ptr<const TuningDatabase> database;
+};
+
+ProcessDatabase& process_state() {
+  static ProcessDatabase state;
+  return state;
+}
+
+}  // namespace
+
+std::optional<fs::path> default_database_path() {
+  if (const auto forced = env::get("INTFA_TUNE_DB")) return fs::path(*forced);
+  const auto cache_directory = cache::DiskCache::default_directory();
+  if (!cache_directory) return std::nullopt;
+  return *cache_directory / kFileName;
+}
+
+std::optional<TuningDatabase> read_database_file(const fs::path& path) {
+  std::error_code error;
+  if (fs::symlink_status(path, error).type() == fs::file_type::not_found) return std::nullopt;
+  std::vector<char> bytes;
+  try {
+    bytes = cache::read_regular_file(path, kMaxDatabaseBytes);
+  } catch (const cache::EntryError& bad) {
+    throw DatabaseError(path.string(), "(not a database file)", bad.what());
+  } catch (const std::system_error& io) {
+    throw DatabaseError(path.string(), "(unreadable)", io.what());
+  }
+  try {
+    return TuningDatabase::parse(std::string(bytes.data(), bytes.size()));
+  } catch (const DatabaseError& bad) {
+    throw bad.in_file(path.string());
+  }
+}
+
+TuningDatabase load_database_or_empty(const fs::path& path) {
+  try {
+    return read_database_file(path).value_or(TuningDatabase{});
+  } catch (const DatabaseError& bad) {
+    log::warn_once("tune:unusable:" + path.string(),
+                   "ignoring the tuning database: " + std::string(bad.what()) +
+                       "; the heuristic chooses every config (re-run intfa tune to rebuild it)");
+    return {};
+  }
+}
+
+void write_database_file(const fs::path& path, const TuningDatabase& database) {
+  const std::string text = database.dump();
+  try {
+    const fs::path folder = path.parent_path();
+    if (!folder.empty()) fs::create_directories(folder);
+    cache::write_file_atomically(path, temp_file_name(), text.data(), text.size());
+  } catch (const std::exception& error) {
+    throw CacheError("cannot write the tuning database " + path.string() + ": " + error.what());
+  }
+}
+
+void record_entry(const fs::path& path, const TuningEntry& entry) {
+  TuningDatabase database = read_database_file(path).value_or(TuningDatabase{});
+  database.merge(entry);
+  write_database_file(path, database);
+}
+
+std::shared_ptr<const TuningDatabase> process_database() {
+  ProcessDatabase& state = process_state();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  if (!state.database) {
+    state.database = std::make_shared<const TuningDatabase>(load_default_database());
+  }
+  return state.database;
+}
+
+void reset_process_database_for_testing() {
+  ProcessDatabase& state = process_state();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  state.database.reset();
+}
+
+}  // namespace intfa::tune

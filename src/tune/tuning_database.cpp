@@ -1,0 +1,444 @@
+#include "tune/tuning_database.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <utility>
+
+#include "common/json.hpp"
+
+namespace intfa::tune {
+namespace {
+
+// --- Names of the public enums in the file ---
+
+template <typename Enum>
+struct Named {
+  Enum value;
+  const char* name;
+};
+
+constexpr Named<Variant> kVariants[] = {{Variant::kFullInt8, "full_int8"},
+                                        {Variant::kHalfInt8, "half_int8"}};
+constexpr Named<DType> kOutputTypes[] = {{DType::kF16, "f16"}, {DType::kBF16, "bf16"}};
+constexpr Named<PEncoding> kEncodings[] = {{PEncoding::kUnsigned255, "u8"},
+                                           {PEncoding::kSigned127, "s8"}};
+constexpr Named<PScaleReference> kReferences[] = {{PScaleReference::kRunningMax, "running_max"},
+                                                  {PScaleReference::kTileMax, "tile_max"}};
+constexpr Named<VScaleGranularity> kGranularities[] = {{VScaleGranularity::kPerTensor, "tensor"},
+                                                       {VScaleGranularity::kPerChannel, "channel"},
+                                                       {VScaleGranularity::kPerBlock, "block"}};
+
+template <typename Enum, std::size_t N>
+std::string name_of(Enum value, const Named<Enum> (&names)[N]) {
+  for (const Named<Enum>& named : names) {
+    if (named.value == value) return named.name;
+  }
+  throw InternalError("a tuning database value has no name");
+}
+
+template <typename Enum, std::size_t N>
+std::string names_text(const Named<Enum> (&names)[N]) {
+  std::string text;
+  for (const Named<Enum>& named : names)
+    text += (text.empty() ? "" : ", ") + std::string(named.name);
+  return text;
+}
+
+// --- Reading members; every failure names the member's path ---
+
+constexpr std::size_t kMaxShownValueChars = 80;
+constexpr std::size_t kMaxNameChars = 256;
+constexpr int kMaxConfigValue = 1024;
+constexpr int kMaxShapeValue = 1 << 28;
+
+std::string shown(const json::Value& value) {
+  std::string text = value.dump(-1);
+  if (text.size() > kMaxShownValueChars) text = text.substr(0, kMaxShownValueChars) + "...";
+  return text;
+}
+
+void require_object(const json::Value& value, const std::string& field) {
+  if (!value.is_object()) throw DatabaseError(field, shown(value), "expected an object");
+}
+
+const json::Value& member(const json::Value& object, const std::string& where, const char* name) {
+  const json::Value* value = object.find(name);
+  if (value == nullptr) throw DatabaseError(where + name, "(missing)", "a required member");
+  return *value;
+}
+
+int integer_member(const json::Value& object, const std::string& where, const char* name,
+                   int min_value, int max_value) {
+  const json::Value& value = member(object, where, name);
+  const std::string expectation = "expected an integer in [" + std::to_string(min_value) + ", " +
+                                  std::to_string(max_value) + "]";
+  if (!value.is_number()) throw DatabaseError(where + name, shown(value), expectation);
+  // Compared as a double first: as_int() of a huge or fractional number is what must not happen.
+  const double number = value.as_number();
+  if (!(number >= min_value && number <= max_value) || number != std::floor(number)) {
+    throw DatabaseError(where + name, shown(value), expectation);
+  }
+  return static_cast<int>(number);
+}
+
+double milliseconds_member(const json::Value& object, const std::string& where, const char* name) {
+  const json::Value& value = member(object, where, name);
+  if (!value.is_number() || !std::isfinite(value.as_number()) || value.as_number() < 0) {
+    throw DatabaseError(where + name, shown(value), "expected a finite number >= 0");
+  }
+  return value.as_number();
+}
+
+bool bool_member(const json::Value& object, const std::string& where, const char* name) {
+  const json::Value& value = member(object, where, name);
+  if (!value.is_bool()) throw DatabaseError(where + name, shown(value), "expected true or false");
+  return value.as_bool();
+}
+
+std::string string_member(const json::Value& object, const std::string& where, const char* name) {
+  const json::Value& value = member(object, where, name);
+  if (!value.is_string() || value.as_string().empty() || value.as_string().size() > kMaxNameChars) {
+    throw DatabaseError(where + name, shown(value),
+                        "expected a string of 1 to " + std::to_string(kMaxNameChars) + " bytes");
+  }
+  return value.as_string();
+}
+
+template <typename Enum, std::size_t N>
+Enum enum_member(const json::Value& object, const std::string& where, const char* name,
+                 const Named<Enum> (&names)[N]) {
+  const json::Value& value = member(object, where, name);
+  if (value.is_string()) {
+    for (const Named<Enum>& named : names) {
+      if (value.as_string() == named.name) return named.value;
+    }
+  }
+  throw DatabaseError(where + name, shown(value), "expected one of " + names_text(names));
+}
+
+device::Arch arch_member(const json::Value& object, const std::string& where) {
+  const json::Value& value = member(object, where, "arch");
+  if (value.is_string()) {
+    if (const auto arch = device::parse_arch(value.as_string())) return *arch;
+  }
+  throw DatabaseError(where + "arch", shown(value), "expected sm_80, sm_86, sm_89 or sm_90a");
+}
+
+// --- Entry members ---
+
+KernelConfig config_from_json(const json::Value& value, const std::string& field) {
+  require_object(value, field);
+  const std::string where = field + ".";
+  KernelConfig config;
+  config.block_m = integer_member(value, where, "block_m", 1, kMaxConfigValue);
+  config.block_n = integer_member(value, where, "block_n", 1, kMaxConfigValue);
+  config.warps = integer_member(value, where, "warps", 1, kMaxConfigValue);
+  config.stages = integer_member(value, where, "stages", 1, kMaxConfigValue);
+  return config;
+}
+
+json::Value config_to_json(const KernelConfig& config) {
+  json::Value object = json::Value::object();
+  object.set("block_m", config.block_m);
+  object.set("block_n", config.block_n);
+  object.set("warps", config.warps);
+  object.set("stages", config.stages);
+  return object;
+}
+
+TimedConfig timed_from_json(const json::Value& object, const std::string& where) {
+  return TimedConfig{config_from_json(member(object, where, "config"), where + "config"),
+                     milliseconds_member(object, where, "median_ms")};
+}
+
+void write_timed(json::Value& object, const TimedConfig& timed) {
+  object.set("config", config_to_json(timed.config));
+  object.set("median_ms", timed.median_ms);
+}
+
+std::vector<TimedConfig> runner_ups_from_json(const json::Value& object, const std::string& where) {
+  const json::Value& list = member(object, where, "runner_ups");
+  if (!list.is_array()) throw DatabaseError(where + "runner_ups", shown(list), "expected an array");
+  std::vector<TimedConfig> runner_ups;
+  for (const json::Value& item : list.as_array()) {
+    const std::string field = where + "runner_ups[" + std::to_string(runner_ups.size()) + "]";
+    require_object(item, field);
+    runner_ups.push_back(timed_from_json(item, field + "."));
+  }
+  return runner_ups;
+}
+
+MeasuredShape shape_from_json(const json::Value& object, const std::string& where) {
+  const json::Value& value = member(object, where, "measured_on");
+  require_object(value, where + "measured_on");
+  const std::string inner = where + "measured_on.";
+  return MeasuredShape{integer_member(value, inner, "batch", 1, kMaxShapeValue),
+                       integer_member(value, inner, "heads", 1, kMaxShapeValue),
+                       integer_member(value, inner, "seq", 1, kMaxShapeValue)};
+}
+
+json::Value shape_to_json(const MeasuredShape& shape) {
+  json::Value object = json::Value::object();
+  object.set("batch", shape.batch);
+  object.set("heads", shape.heads);
+  object.set("seq", shape.seq);
+  return object;
+}
+
+// The request fields make_spec reads for the entry's variant; the others keep their defaults.
+attention::SpecRequest request_from_json(const json::Value& object, const std::string& where,
+                                         device::Arch arch) {
+  attention::SpecRequest request;
+  request.arch = arch;
+  request.head_dim = integer_member(object, where, "head_dim", 1, kMaxConfigValue);
+  if (request.head_dim != 64 && request.head_dim != 128 && request.head_dim != 256) {
+    throw DatabaseError(where + "head_dim", std::to_string(request.head_dim),
+                        "expected 64, 128 or 256");
+  }
+  request.causal = bool_member(object, where, "causal");
+  request.variant = enum_member(object, where, "variant", kVariants);
+  request.qk_bits = integer_member(object, where, "qk_bits", 4, 8);
+  if (request.qk_bits != 4 && request.qk_bits != 8) {
+    throw DatabaseError(where + "qk_bits", std::to_string(request.qk_bits), "expected 4 or 8");
+  }
+  request.output_type = enum_member(object, where, "output_dtype", kOutputTypes);
+  if (request.variant == Variant::kFullInt8) {
+    request.p_encoding = enum_member(object, where, "p_encoding", kEncodings);
+    request.p_scale = enum_member(object, where, "p_scale", kReferences);
+    request.v_granularity = enum_member(object, where, "v_granularity", kGranularities);
+  } else {
+    request.v_type = enum_member(object, where, "v_dtype", kOutputTypes);
+  }
+  return request;
+}
+
+void write_request(json::Value& object, const attention::SpecRequest& request) {
+  object.set("head_dim", request.head_dim);
+  object.set("causal", request.causal);
+  object.set("variant", name_of(request.variant, kVariants));
+  object.set("qk_bits", request.qk_bits);
+  object.set("output_dtype", name_of(request.output_type, kOutputTypes));
+  if (request.variant == Variant::kFullInt8) {
+    object.set("p_encoding", name_of(request.p_encoding, kEncodings));
+    object.set("p_scale", name_of(request.p_scale, kReferences));
+    object.set("v_granularity", name_of(request.v_granularity, kGranularities));
+  } else {
+    object.set("v_dtype", name_of(request.v_type, kOutputTypes));
+  }
+}
+
+TuningEntry entry_from_json(const json::Value& value, const std::string& field) {
+  require_object(value, field);
+  const std::string where = field + ".";
+  TuningEntry entry;
+  entry.device.gpu_name = string_member(value, where, "gpu");
+  entry.device.arch = arch_member(value, where);
+  entry.device.driver_major = integer_member(value, where, "driver_major", 1, 1000);
+  entry.bucket.request = request_from_json(value, where, entry.device.arch);
+  entry.bucket.seq_bucket =
+      integer_member(value, where, "seq_bucket", kMinSeqBucket, kMaxSeqBucket);
+  if (!is_seq_bucket(entry.bucket.seq_bucket)) {
+    throw DatabaseError(where + "seq_bucket", std::to_string(entry.bucket.seq_bucket),
+                        "expected a power of two in [1024, 16384]");
+  }
+  entry.best = timed_from_json(value, where);
+  entry.runner_ups = runner_ups_from_json(value, where);
+  entry.measured_on = shape_from_json(value, where);
+  entry.tuned_at = string_member(value, where, "tuned_at");
+  return entry;
+}
+
+json::Value entry_to_json(const TuningEntry& entry) {
+  json::Value object = json::Value::object();
+  object.set("gpu", entry.device.gpu_name);
+  object.set("arch", device::arch_name(entry.device.arch));
+  object.set("driver_major", entry.device.driver_major);
+  write_request(object, entry.bucket.request);
+  object.set("seq_bucket", entry.bucket.seq_bucket);
+  write_timed(object, entry.best);
+  json::Value runner_ups = json::Value::array();
+  for (const TimedConfig& timed : entry.runner_ups) {
+    json::Value item = json::Value::object();
+    write_timed(item, timed);
+    runner_ups.push_back(std::move(item));
+  }
+  object.set("runner_ups", std::move(runner_ups));
+  object.set("measured_on", shape_to_json(entry.measured_on));
+  object.set("tuned_at", entry.tuned_at);
+  return object;
+}
+
+// Equal exactly for entries of one device and bucket (the bucket text names every field that
+// same_kernel compares but the arch, which the device text names).
+std::pair<std::string, std::string> key_of(const TuningEntry& entry) {
+  return {entry.device.gpu_name, device::arch_name(entry.device.arch) + " " +
+                                     std::to_string(entry.device.driver_major) + " " +
+                                     entry.bucket.to_string()};
+}
+
+int log2_of(int power_of_two) {
+  int steps = 0;
+  while ((1 << steps) < power_of_two) ++steps;
+  return steps;
+}
+
+}  // namespace
+
+// --- Keys ---
+
+int seq_bucket(int seq_q, int seq_kv) {
+  const int longest = std::max(seq_q, seq_kv);
+  int bucket = kMinSeqBucket;
+  while (bucket < longest && bucket < kMaxSeqBucket) bucket *= 2;
+  return bucket;
+}
+
+bool is_seq_bucket(int value) {
+  return value >= kMinSeqBucket && value <= kMaxSeqBucket && (value & (value - 1)) == 0;
+}
+
+DeviceKey DeviceKey::of(const device::DeviceInfo& info) {
+  return DeviceKey{info.name, info.arch, info.driver_version / 1000};
+}
+
+std::string DeviceKey::to_string() const {
+  return gpu_name + ", " + device::arch_name(arch) + ", driver " + std::to_string(driver_major);
+}
+
+bool operator==(const DeviceKey& a, const DeviceKey& b) {
+  return a.arch == b.arch && a.driver_major == b.driver_major && a.gpu_name == b.gpu_name;
+}
+
+std::string kernel_name(const attention::SpecRequest& request) {
+  std::string text = "d" + std::to_string(request.head_dim) + (request.causal ? " causal" : "") +
+                     " " + name_of(request.variant, kVariants) + " qk" +
+                     std::to_string(request.qk_bits) + " " +
+                     name_of(request.output_type, kOutputTypes);
+  if (request.variant == Variant::kFullInt8) {
+    return text + " p=" + name_of(request.p_encoding, kEncodings) + "/" +
+           name_of(request.p_scale, kReferences) +
+           " v=" + name_of(request.v_granularity, kGranularities);
+  }
+  return text + " v=" + name_of(request.v_type, kOutputTypes);
+}
+
+std::string ProblemBucket::to_string() const {
+  return kernel_name(request) + (seq_bucket >= kMaxSeqBucket
+                                     ? " seq>" + std::to_string(kMaxSeqBucket / 2)
+                                     : " seq<=" + std::to_string(seq_bucket));
+}
+
+bool same_kernel(const attention::SpecRequest& a, const attention::SpecRequest& b) {
+  return attention::make_spec(a, KernelConfig{}) == attention::make_spec(b, KernelConfig{});
+}
+
+bool same_bucket(const ProblemBucket& a, const ProblemBucket& b) {
+  return a.seq_bucket == b.seq_bucket && same_kernel(a.request, b.request);
+}
+
+bool operator==(const TimedConfig& a, const TimedConfig& b) {
+  return a.config == b.config && a.median_ms == b.median_ms;
+}
+
+bool operator==(const MeasuredShape& a, const MeasuredShape& b) {
+  return a.batch == b.batch && a.heads == b.heads && a.seq == b.seq;
+}
+
+bool operator==(const TuningEntry& a, const TuningEntry& b) {
+  return a.device == b.device && same_bucket(a.bucket, b.bucket) && a.best == b.best &&
+         a.runner_ups == b.runner_ups && a.measured_on == b.measured_on && a.tuned_at == b.tuned_at;
+}
+
+// --- The database ---
+
+TuningDatabase TuningDatabase::parse(const std::string& text) {
+  json::Value document;
+  try {
+    document = json::parse(text);
+  } catch (const json::ParseError& error) {
+    throw DatabaseError("tuning database", "(byte " + std::to_string(error.offset()) + ")",
+                        std::string("expected JSON: ") + error.what());
+  }
+  require_object(document, "tuning database");
+  const int version = integer_member(document, "", "schema_version", 0, 1 << 30);
+  if (version != kSchemaVersion) {
+    throw DatabaseError("schema_version", std::to_string(version),
+                        "this build reads version " + std::to_string(kSchemaVersion));
+  }
+  const json::Value& entries = member(document, "", "entries");
+  if (!entries.is_array()) throw DatabaseError("entries", shown(entries), "expected an array");
+  TuningDatabase database;
+  std::map<std::pair<std::string, std::string>, std::size_t> seen;
+  for (const json::Value& value : entries.as_array()) {
+    const std::size_t index = database.entries_.size();
+    const std::string field = "entries[" + std::to_string(index) + "]";
+    TuningEntry entry = entry_from_json(value, field);
+    const auto [previous, inserted] = seen.emplace(key_of(entry), index);
+    if (!inserted) {
+      throw DatabaseError(
+          field, entry.bucket.to_string(),
+          "the same GPU and bucket as entries[" + std::to_string(previous->second) + "]");
+    }
+    database.entries_.push_back(std::move(entry));
+  }
+  return database;
+}
+
+json::Value TuningDatabase::to_json() const {
+  json::Value document = json::Value::object();
+  document.set("schema_version", kSchemaVersion);
+  json::Value list = json::Value::array();
+  for (const TuningEntry& entry : entries_) list.push_back(entry_to_json(entry));
+  document.set("entries", std::move(list));
+  return document;
+}
+
+std::string TuningDatabase::dump() const {
+  return to_json().dump() + "\n";
+}
+
+void TuningDatabase::merge(const TuningEntry& entry) {
+  TuningEntry normalized = entry;
+  normalized.bucket.request.arch = entry.device.arch;
+  for (TuningEntry& existing : entries_) {
+    if (existing.device == normalized.device && same_bucket(existing.bucket, normalized.bucket)) {
+      existing = std::move(normalized);
+      return;
+    }
+  }
+  entries_.push_back(std::move(normalized));
+}
+
+void TuningDatabase::merge(const TuningDatabase& other) {
+  for (const TuningEntry& entry : other.entries_) merge(entry);
+}
+
+const TuningEntry* TuningDatabase::find(const DeviceKey& device,
+                                        const ProblemBucket& bucket) const {
+  for (const TuningEntry& entry : entries_) {
+    if (entry.device == device && same_bucket(entry.bucket, bucket)) return &entry;
+  }
+  return nullptr;
+}
+
+const TuningEntry* TuningDatabase::lookup(const DeviceKey& device,
+                                          const ProblemBucket& bucket) const {
+  const TuningEntry* nearest = nullptr;
+  int nearest_distance = 0;
+  for (const TuningEntry& entry : entries_) {
+    if (!(entry.device == device) || !same_kernel(entry.bucket.request, bucket.request)) continue;
+    const int distance = std::abs(log2_of(entry.bucket.seq_bucket) - log2_of(bucket.seq_bucket));
+    const bool nearer =
+        nearest == nullptr || distance < nearest_distance ||
+        (distance == nearest_distance && entry.bucket.seq_bucket > nearest->bucket.seq_bucket);
+    if (nearer) {
+      nearest = &entry;
+      nearest_distance = distance;
+    }
+  }
+  return nearest;
+}
+
+}  // namespace intfa::tune

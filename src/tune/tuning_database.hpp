@@ -1,0 +1,138 @@
+// The tuning database: which tile config won, on which GPU, for which problem bucket. A plain value
+// (no I/O here: database_file.hpp reads and writes it), serialised as JSON:
+//
+//   {"schema_version": 1, "entries": [{
+//      "gpu": "NVIDIA H100 80GB HBM3", "arch": "sm_90a", "driver_major": 13,
+//      "head_dim": 128, "causal": false, "variant": "full_int8", "qk_bits": 8,
+//      "output_dtype": "f16",
+//      "p_encoding": "u8", "p_scale": "running_max", "v_granularity": "tensor",   (full INT8)
+//      "v_dtype": "f16",                                                          (half INT8)
+//      "seq_bucket": 4096,
+//      "config": {"block_m": 64, "block_n": 128, "warps": 4, "stages": 2}, "median_ms": 2.51,
+//      "runner_ups": [{"config": {...}, "median_ms": 2.63}, ...],   fastest first
+//      "measured_on": {"batch": 4, "heads": 32, "seq": 4096},
+//      "tuned_at": "2026-11-23T10:41:07Z"}]}
+//
+// An entry is keyed by the device (GPU name, arch, driver major version) and the problem bucket:
+// every request field that selects a different kernel (the numerics fields only for the variant
+// that reads them, as make_spec does) and the sequence bucket.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "attention/attention_spec.hpp"
+#include "device/device_info.hpp"
+#include "intfa/attention.hpp"
+#include "intfa/errors.hpp"
+
+namespace intfa::tune {
+
+// Why a tuning database cannot be read: not JSON, another schema version, a member missing or out
+// of range. field() names the member ("entries[2].config.block_m").
+class DatabaseError : public InvalidArgument {
+ public:
+  DatabaseError(const std::string& field, const std::string& value, std::string expectation)
+      : InvalidArgument(field, value, expectation), expectation_(std::move(expectation)) {}
+  const std::string& expectation() const noexcept { return expectation_; }
+  // The same error placed in `file`: its field becomes "FILE: field".
+  DatabaseError in_file(const std::string& file) const {
+    return DatabaseError(file + ": " + field(), value(), expectation_);
+  }
+
+ private:
+  std::string expectation_;
+};
+
+// Sequence buckets: max(seq_q, seq_kv) rounded up to a power of two and clamped to
+// [kMinSeqBucket, kMaxSeqBucket], so 1..1024 -> 1024, 1025..2048 -> 2048, ..., 8193 and up ->
+// 16384 ("16k+"). Rounding up means a tuning run at N = 4096 fills exactly the bucket of 4096.
+constexpr int kMinSeqBucket = 1024;
+constexpr int kMaxSeqBucket = 16384;
+int seq_bucket(int seq_q, int seq_kv);
+bool is_seq_bucket(int value);
+
+struct DeviceKey {
+  std::string gpu_name;  // as cuDeviceGetName reports it
+  device::Arch arch = device::Arch::kSm80;
+  int driver_major = 0;  // 13 for driver version 13000
+
+  static DeviceKey of(const device::DeviceInfo& info);
+  std::string to_string() const;  // "NVIDIA H100 80GB HBM3, sm_90a, driver 13"
+  friend bool operator==(const DeviceKey& a, const DeviceKey& b);
+};
+
+struct ProblemBucket {
+  attention::SpecRequest request;  // its arch is the device's
+  int seq_bucket = kMinSeqBucket;
+
+  // "d128 causal full_int8 qk8 f16 p=u8/running_max v=tensor seq<=4096"
+  std::string to_string() const;
+};
+
+// The kernel a request selects, as bucket descriptions and progress lines name it:
+// "d128 causal full_int8 qk8 f16 p=u8/running_max v=tensor".
+std::string kernel_name(const attention::SpecRequest& request);
+
+// Whether `a` and `b` select one kernel (every request field make_spec reads is equal).
+bool same_kernel(const attention::SpecRequest& a, const attention::SpecRequest& b);
+bool same_bucket(const ProblemBucket& a, const ProblemBucket& b);
+
+struct TimedConfig {
+  KernelConfig config;
+  double median_ms = 0;
+  friend bool operator==(const TimedConfig& a, const TimedConfig& b);
+};
+
+// The problem the times were measured on (the bucket's representative).
+struct MeasuredShape {
+  int batch = 0;
+  int heads = 0;
+  int seq = 0;
+  friend bool operator==(const MeasuredShape& a, const MeasuredShape& b);
+};
+
+struct TuningEntry {
+  DeviceKey device;
+  ProblemBucket bucket;
+  TimedConfig best;
+  std::vector<TimedConfig> runner_ups;  // fastest first
+  MeasuredShape measured_on;
+  std::string tuned_at;  // ISO 8601 UTC
+  friend bool operator==(const TuningEntry& a, const TuningEntry& b);
+};
+
+class TuningDatabase {
+ public:
+  static constexpr int kSchemaVersion = 1;
+
+  // The database `text` describes. Pure (no I/O, no global state): whatever `text` holds, it
+  // returns or throws DatabaseError, nothing else.
+  static TuningDatabase parse(const std::string& text);
+  json::Value to_json() const;
+  std::string dump() const;  // pretty JSON with a final newline
+
+  const std::vector<TuningEntry>& entries() const { return entries_; }
+  bool empty() const { return entries_.empty(); }
+
+  // Replaces the entry of the same device and bucket (a re-tune), else appends.
+  void merge(const TuningEntry& entry);
+  void merge(const TuningDatabase& other);
+
+  // The entry of exactly this device and bucket, or nullptr.
+  const TuningEntry* find(const DeviceKey& device, const ProblemBucket& bucket) const;
+  // For a call: the entry of this device and bucket, else the one of the same device and kernel
+  // whose sequence bucket is nearest (the larger of two equally near), else nullptr. A config
+  // tuned at another length beats the untuned heuristic for the same kernel.
+  const TuningEntry* lookup(const DeviceKey& device, const ProblemBucket& bucket) const;
+
+  friend bool operator==(const TuningDatabase& a, const TuningDatabase& b) {
+    return a.entries_ == b.entries_;
+  }
+
+ private:
+  std::vector<TuningEntry> entries_;
+};
+
+}  // namespace intfa::tune

@@ -1,0 +1,138 @@
+// The runtime's config choice: the tuning database's entry for this GPU and bucket first, the
+// heuristic second, INTFA_LOG=1 saying which; a database that cannot be used never fails a call.
+#include "attention/config_choice.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/json.hpp"
+#include "common/log.hpp"
+#include "support/temp_dir.hpp"
+#include "tune/database_file.hpp"
+#include "tune/tune_test_support.hpp"
+
+namespace intfa::attention {
+namespace {
+
+namespace fs = std::filesystem;
+using intfa::testing::ScopedEnv;
+using intfa::testing::TempDir;
+using tune::testing::any_contains;
+using tune::testing::d128_request;
+using tune::testing::entry_for;
+using tune::testing::h100_info;
+
+constexpr KernelConfig kTuned{128, 128, 8, 3};
+
+AttentionProblem problem_of_length(int seq) {
+  AttentionProblem problem;
+  problem.batch = 2;
+  problem.heads_q = problem.heads_kv = 16;
+  problem.seq_q = problem.seq_kv = seq;
+  return problem;
+}
+
+tune::TuningDatabase database_with_4k_entry() {
+  tune::TuningDatabase database;
+  database.merge(entry_for(d128_request(), 4096, kTuned));
+  return database;
+}
+
+class ConfigChoice : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_NE(kTuned, heuristic_config(d128_request())); }
+  void TearDown() override { tune::reset_process_database_for_testing(); }
+
+  // Points the process-wide database at a file holding `text`.
+  void use_database_file(const std::string& text) {
+    std::ofstream(path(), std::ios::trunc) << text;
+    database_env_.emplace("INTFA_TUNE_DB", path().c_str());
+    tune::reset_process_database_for_testing();
+  }
+  fs::path path() const { return directory_.path() / "tuning.json"; }
+
+  const ScopedEnv logging_{"INTFA_LOG", "1"};
+  TempDir directory_;
+  std::optional<ScopedEnv> database_env_;
+};
+
+TEST_F(ConfigChoice, TakesTheDatabaseEntryForThisGpuAndBucketAndLogsIt) {
+  const log::ScopedCapture capture;
+  const KernelConfig config =
+      choose_config(d128_request(), problem_of_length(3000), h100_info(), database_with_4k_entry());
+  EXPECT_EQ(config, kTuned);
+  EXPECT_TRUE(any_contains(capture.infos(), "attention config (tuned for d128 full_int8"))
+      << (capture.infos().empty() ? "" : capture.infos().back());
+  EXPECT_TRUE(any_contains(capture.infos(), kTuned.to_string()));
+  EXPECT_TRUE(capture.warnings().empty());
+}
+
+TEST_F(ConfigChoice, UsesTheHeuristicOnAnotherGpuOrDriverAndLogsIt) {
+  device::DeviceInfo other = h100_info();
+  other.name = "NVIDIA H100 PCIe";
+  device::DeviceInfo newer_driver = h100_info();
+  newer_driver.driver_version = 14000;
+  for (const device::DeviceInfo& device : {other, newer_driver}) {
+    const log::ScopedCapture capture;
+    EXPECT_EQ(
+        choose_config(d128_request(), problem_of_length(4096), device, database_with_4k_entry()),
+        heuristic_config(d128_request()));
+    EXPECT_TRUE(any_contains(capture.infos(), "attention config (heuristic)"));
+  }
+}
+
+TEST_F(ConfigChoice, UsesTheHeuristicForAKernelTheDatabaseDoesNotHave) {
+  EXPECT_EQ(choose_config(d128_request(true), problem_of_length(4096), h100_info(),
+                          database_with_4k_entry()),
+            heuristic_config(d128_request(true)));
+}
+
+TEST_F(ConfigChoice, ATunedConfigThatDoesNotFitThisDeviceFallsBackWithOneWarning) {
+  device::DeviceInfo small = h100_info();
+  small.max_shared_bytes_per_block_optin = shared_bytes(make_spec(d128_request(), kTuned)) - 1;
+  const log::ScopedCapture capture;
+  for (int call = 0; call < 3; ++call) {
+    EXPECT_EQ(
+        choose_config(d128_request(), problem_of_length(4096), small, database_with_4k_entry()),
+        heuristic_config(d128_request()));
+  }
+  ASSERT_EQ(capture.warnings().size(), 1u);
+  EXPECT_NE(capture.warnings()[0].find(kTuned.to_string()), std::string::npos);
+  EXPECT_NE(capture.warnings()[0].find("shared memory"), std::string::npos);
+}
+
+TEST_F(ConfigChoice, ReadsTheDatabaseThatIntfaTuneDbNames) {
+  use_database_file(database_with_4k_entry().dump());
+  EXPECT_EQ(choose_config(d128_request(), problem_of_length(4096), h100_info()), kTuned);
+}
+
+TEST_F(ConfigChoice, ACorruptDatabaseFileIsOneWarningAndTheHeuristic) {
+  use_database_file("{\"schema_version\": 1, \"entries\": [{\"gpu\": \"NVIDIA");
+  const log::ScopedCapture capture;
+  for (int call = 0; call < 3; ++call) {
+    EXPECT_EQ(choose_config(d128_request(), problem_of_length(4096), h100_info()),
+              heuristic_config(d128_request()));
+  }
+  ASSERT_EQ(capture.warnings().size(), 1u);
+  EXPECT_NE(capture.warnings()[0].find(path().string()), std::string::npos);
+  EXPECT_TRUE(any_contains(capture.infos(), "attention config (heuristic)"));
+}
+
+TEST_F(ConfigChoice, ADatabaseOfAnotherSchemaVersionIsOneWarningAndTheHeuristic) {
+  json::Value document = database_with_4k_entry().to_json();
+  document.set("schema_version", tune::TuningDatabase::kSchemaVersion + 1);
+  use_database_file(document.dump());
+  const log::ScopedCapture capture;
+  EXPECT_EQ(choose_config(d128_request(), problem_of_length(4096), h100_info()),
+            heuristic_config(d128_request()));
+  ASSERT_EQ(capture.warnings().size(), 1u);
+  EXPECT_NE(capture.warnings()[0].find("schema_version"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace intfa::attention

@@ -1,0 +1,45 @@
+// `intfa tune` as a user runs it, on any machine: its help, its usage errors (found before it
+// looks for a GPU), and its answer where there is no GPU. The tuning itself: tests/tune.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "support/cli.hpp"
+#include "support/gpu.hpp"
+
+namespace intfa::cli {
+namespace {
+
+using testing::CliResult;
+using testing::mentions;
+using testing::run_cli;
+
+TEST(TuneOptions, HelpDescribesTheVerb) {
+  const CliResult help = run_cli("tune --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_TRUE(mentions(help, "usage: intfa tune")) << help.output;
+  EXPECT_TRUE(mentions(help, "--budget-s")) << help.output;
+  EXPECT_TRUE(mentions(run_cli("--help"), "  tune "));
+}
+
+TEST(TuneOptions, BadValuesAreUsageErrorsNamingTheOption) {
+  for (const char* arguments :
+       {"--head-dims 96", "--causal maybe", "--variants quarter", "--seq 3000,4096",
+        "--configs 64,128", "--repeats 0", "--budget-s -1", "--dtype f32", "--frobnicate 1",
+        "extra"}) {
+    const CliResult result = run_cli(std::string("tune ") + arguments);
+    EXPECT_EQ(result.exit_code, 2) << arguments << "\n" << result.output;
+    EXPECT_TRUE(mentions(result, "usage: intfa tune")) << arguments << "\n" << result.output;
+  }
+  EXPECT_TRUE(mentions(run_cli("tune --seq 3000,4096"), "3000 and 4096 fall in one bucket"));
+}
+
+TEST(TuneOptions, WithoutAGpuItSaysSoAndFails) {
+  if (testing::gpu_available()) GTEST_SKIP() << "a GPU is present";
+  const CliResult result = run_cli("tune --head-dims 128 --seq 4k");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_TRUE(mentions(result, "intfa tune: needs a GPU")) << result.output;
+}
+
+}  // namespace
+}  // namespace intfa::cli

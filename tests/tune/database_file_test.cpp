@@ -1,0 +1,134 @@
+// The tuning database on disk: where it is, atomic writes that merge, and files the runtime
+// must survive (corrupt, another schema version) with one warning.
+#include "tune/database_file.hpp"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "common/log.hpp"
+#include "support/temp_dir.hpp"
+#include "tune/tune_test_support.hpp"
+
+namespace intfa::tune {
+namespace {
+
+namespace fs = std::filesystem;
+using intfa::testing::ScopedEnv;
+using intfa::testing::TempDir;
+using testing::any_contains;
+using testing::d128_request;
+using testing::entry_for;
+using testing::h100;
+
+constexpr KernelConfig kFast{64, 128, 4, 2};
+
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+std::size_t files_in(const fs::path& directory) {
+  return static_cast<std::size_t>(std::distance(fs::directory_iterator(directory), {}));
+}
+
+class DatabaseFile : public ::testing::Test {
+ protected:
+  fs::path path() const { return directory_.path() / "tuning.json"; }
+  TempDir directory_;
+};
+
+TEST_F(DatabaseFile, DefaultIsIntfaTuneDbElseTuningJsonInTheCacheDirectory) {
+  {
+    const ScopedEnv database("INTFA_TUNE_DB", "/somewhere/tuned.json");
+    EXPECT_EQ(default_database_path(), fs::path("/somewhere/tuned.json"));
+  }
+  const ScopedEnv unset("INTFA_TUNE_DB", nullptr);
+  const ScopedEnv cache("INTFA_CACHE_DIR", directory_.path().c_str());
+  const ScopedEnv enabled("INTFA_CACHE_DISABLE", nullptr);
+  EXPECT_EQ(default_database_path(), directory_.path() / "tuning.json");
+}
+
+TEST_F(DatabaseFile, WritesAtomicallyIntoANewFolderAndReadsBackTheSameDatabase) {
+  TuningDatabase database;
+  database.merge(entry_for(d128_request(), 4096, kFast));
+  const fs::path nested = directory_.path() / "new" / "tuning.json";
+  write_database_file(nested, database);
+  EXPECT_EQ(read_database_file(nested), database);
+  EXPECT_EQ(files_in(nested.parent_path()), 1u) << "a temp file was left behind";
+}
+
+TEST_F(DatabaseFile, AMissingFileReadsAsNoDatabase) {
+  EXPECT_EQ(read_database_file(path()), std::nullopt);
+  const log::ScopedCapture capture;
+  EXPECT_TRUE(load_database_or_empty(path()).empty());
+  EXPECT_TRUE(capture.warnings().empty());
+}
+
+TEST_F(DatabaseFile, RecordEntryMergesIntoWhatTheFileHoldsNow) {
+  record_entry(path(), entry_for(d128_request(), 1024, kFast));
+  record_entry(path(), entry_for(d128_request(), 4096, kFast));
+  record_entry(path(), entry_for(d128_request(), 1024, kFast, 0.5));  // a re-tune
+  const auto database = read_database_file(path());
+  ASSERT_TRUE(database);
+  EXPECT_EQ(database->entries().size(), 2u);
+  EXPECT_EQ(database->find(h100(), {d128_request(), 1024})->best.median_ms, 0.5);
+}
+
+TEST_F(DatabaseFile, RecordEntryNeverOverwritesAFileItCannotRead) {
+  write_text(path(), "{\"schema_version\": 99, \"entries\": []}");
+  EXPECT_THROW(record_entry(path(), entry_for(d128_request(), 1024, kFast)), DatabaseError);
+  std::ifstream in(path());
+  const std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept, "{\"schema_version\": 99, \"entries\": []}");
+}
+
+TEST_F(DatabaseFile, ReadErrorsNameTheFileAndTheMember) {
+  write_text(path(), "{\"schema_version\": 2, \"entries\": []}");
+  try {
+    read_database_file(path());
+    FAIL() << "accepted schema version 2";
+  } catch (const DatabaseError& error) {
+    EXPECT_EQ(error.field(), path().string() + ": schema_version");
+  }
+}
+
+TEST_F(DatabaseFile, ACorruptFileIsOneWarningAndAnEmptyDatabase) {
+  write_text(path(), "{\"schema_version\": 1, \"entries\": [{\"gpu\": ");
+  const log::ScopedCapture capture;
+  EXPECT_TRUE(load_database_or_empty(path()).empty());
+  EXPECT_TRUE(load_database_or_empty(path()).empty());
+  ASSERT_EQ(capture.warnings().size(), 1u);
+  EXPECT_NE(capture.warnings()[0].find(path().string()), std::string::npos);
+  EXPECT_NE(capture.warnings()[0].find("heuristic"), std::string::npos);
+}
+
+TEST_F(DatabaseFile, AnotherSchemaVersionIsOneWarningAndAnEmptyDatabase) {
+  write_text(path(), "{\"schema_version\": 2, \"entries\": []}");
+  const log::ScopedCapture capture;
+  EXPECT_TRUE(load_database_or_empty(path()).empty());
+  ASSERT_EQ(capture.warnings().size(), 1u);
+  EXPECT_TRUE(any_contains(capture.warnings(), "schema_version = 2"));
+}
+
+TEST_F(DatabaseFile, TheProcessDatabaseIsLoadedOnceUntilReset) {
+  TuningDatabase database;
+  database.merge(entry_for(d128_request(), 4096, kFast));
+  write_database_file(path(), database);
+  const ScopedEnv pointed("INTFA_TUNE_DB", path().c_str());
+  reset_process_database_for_testing();
+  EXPECT_EQ(*process_database(), database);
+  fs::remove(path());
+  EXPECT_EQ(*process_database(), database);  // kept for the life of the process
+  {
+    const log::ScopedCapture capture;
+    reset_process_database_for_testing();
+    EXPECT_TRUE(process_database()->empty());
+    EXPECT_TRUE(any_contains(capture.warnings(), "INTFA_TUNE_DB names"));
+  }
+  reset_process_database_for_testing();
+}
+
+}  // namespace
+}  // namespace intfa::tune

@@ -1,0 +1,258 @@
+// The tuning database as a value: its key (device and problem bucket), the sequence bucketing,
+// merging, lookup, and parsing that names the bad member of any bad input.
+#include "tune/tuning_database.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "common/json.hpp"
+#include "tune/tune_test_support.hpp"
+
+namespace intfa::tune {
+namespace {
+
+using testing::d128_request;
+using testing::entry_for;
+using testing::h100;
+
+constexpr KernelConfig kFast{64, 128, 4, 2};
+constexpr KernelConfig kOther{128, 32, 8, 3};
+
+TuningDatabase two_bucket_database() {
+  TuningDatabase database;
+  database.merge(entry_for(d128_request(), 1024, kOther));
+  database.merge(entry_for(d128_request(), 4096, kFast));
+  return database;
+}
+
+// The message of the DatabaseError `text` is refused with.
+std::string refusal(const std::string& text) {
+  try {
+    TuningDatabase::parse(text);
+  } catch (const DatabaseError& error) {
+    return error.what();
+  }
+  return "(accepted)";
+}
+
+// A valid one-entry document with member `name` of entries[0] replaced by `value` (removed when
+// `value` is empty).
+std::string with_member(const std::string& name, const std::string& value) {
+  json::Value document = two_bucket_database().to_json();
+  json::Value entries = json::Value::array();
+  json::Value entry = json::Value::object();
+  for (const auto& [key, member] : document.at("entries").as_array().at(0).as_object()) {
+    if (key != name) entry.set(key, member);
+  }
+  if (!value.empty()) entry.set(name, json::parse(value));
+  entries.push_back(entry);
+  document.set("entries", entries);
+  return document.dump();
+}
+
+TEST(SeqBucket, IsTheLongerLengthRoundedUpToAPowerOfTwoBetween1kAnd16k) {
+  EXPECT_EQ(seq_bucket(1, 1), 1024);
+  EXPECT_EQ(seq_bucket(1024, 17), 1024);
+  EXPECT_EQ(seq_bucket(1025, 1), 2048);
+  EXPECT_EQ(seq_bucket(100, 4096), 4096);
+  EXPECT_EQ(seq_bucket(4097, 4097), 8192);
+  EXPECT_EQ(seq_bucket(8193, 8193), 16384);
+  EXPECT_EQ(seq_bucket(1 << 20, 1), 16384);
+  EXPECT_TRUE(is_seq_bucket(2048));
+  EXPECT_FALSE(is_seq_bucket(3072));
+  EXPECT_FALSE(is_seq_bucket(512));
+  EXPECT_FALSE(is_seq_bucket(32768));
+}
+
+TEST(DeviceKey, IsTheGpuNameArchAndDriverMajorVersion) {
+  device::DeviceInfo info = testing::h100_info();
+  info.driver_version = 13020;
+  EXPECT_EQ(DeviceKey::of(info), h100());
+  EXPECT_EQ(DeviceKey::of(info).to_string(), "NVIDIA H100 80GB HBM3, sm_90a, driver 13");
+}
+
+TEST(TuningDatabase, RoundTripsThroughJsonWithItsSchemaVersion) {
+  const TuningDatabase database = two_bucket_database();
+  const std::string text = database.dump();
+  EXPECT_EQ(json::parse(text).at("schema_version").as_int(), TuningDatabase::kSchemaVersion);
+  EXPECT_EQ(TuningDatabase::parse(text), database);
+  EXPECT_EQ(TuningDatabase::parse(text).entries().at(1).runner_ups.size(), 2u);
+}
+
+TEST(TuningDatabase, WritesOnlyTheNumericsTheVariantReads) {
+  attention::SpecRequest half = d128_request();
+  half.variant = Variant::kHalfInt8;
+  half.v_type = DType::kBF16;
+  half.output_type = DType::kBF16;
+  TuningDatabase database;
+  database.merge(entry_for(half, 2048, kFast));
+  const json::Value entry = database.to_json().at("entries").as_array().at(0);
+  EXPECT_EQ(entry.at("v_dtype").as_string(), "bf16");
+  EXPECT_EQ(entry.find("p_encoding"), nullptr);
+  EXPECT_EQ(TuningDatabase::parse(database.dump()), database);
+
+  const json::Value full = two_bucket_database().to_json().at("entries").as_array().at(0);
+  EXPECT_EQ(full.at("p_encoding").as_string(), "u8");
+  EXPECT_EQ(full.find("v_dtype"), nullptr);
+}
+
+TEST(TuningDatabase, MergeReplacesTheSameBucketAndKeepsTheOthers) {
+  TuningDatabase database = two_bucket_database();
+  database.merge(entry_for(d128_request(), 4096, kOther, 0.5));
+  ASSERT_EQ(database.entries().size(), 2u);
+  EXPECT_EQ(database.find(h100(), {d128_request(), 4096})->best.config, kOther);
+  EXPECT_EQ(database.find(h100(), {d128_request(), 1024})->best.config, kOther);
+
+  database.merge(entry_for(d128_request(true), 4096, kFast));
+  EXPECT_EQ(database.entries().size(), 3u);
+}
+
+TEST(TuningDatabase, MergingADatabaseKeepsItsBucketsAndTakesTheOthersNewer) {
+  TuningDatabase mine = two_bucket_database();
+  TuningDatabase theirs;
+  theirs.merge(entry_for(d128_request(), 1024, kFast, 0.25));
+  theirs.merge(entry_for(d128_request(), 8192, kFast));
+  mine.merge(theirs);
+  EXPECT_EQ(mine.entries().size(), 3u);
+  EXPECT_EQ(mine.find(h100(), {d128_request(), 1024})->best.median_ms, 0.25);
+}
+
+TEST(TuningDatabase, TheKeyIsTheGpuArchDriverMajorAndBucket) {
+  const TuningDatabase database = two_bucket_database();
+  const ProblemBucket bucket{d128_request(), 4096};
+  EXPECT_NE(database.find(h100(), bucket), nullptr);
+  DeviceKey other = h100();
+  other.gpu_name = "NVIDIA H100 PCIe";
+  EXPECT_EQ(database.find(other, bucket), nullptr);
+  other = h100();
+  other.driver_major = 12;
+  EXPECT_EQ(database.find(other, bucket), nullptr);
+  EXPECT_EQ(database.find(h100(), {d128_request(), 2048}), nullptr);
+  EXPECT_EQ(database.find(h100(), {d128_request(true), 4096}), nullptr);
+  attention::SpecRequest bf16 = d128_request();
+  bf16.output_type = DType::kBF16;
+  EXPECT_EQ(database.find(h100(), {bf16, 4096}), nullptr);
+  attention::SpecRequest int4 = d128_request();
+  int4.qk_bits = 4;
+  EXPECT_EQ(database.find(h100(), {int4, 4096}), nullptr);
+}
+
+TEST(TuningDatabase, NumericsSplitBucketsOnlyWhenTheySelectAnotherKernel) {
+  TuningDatabase database;
+  attention::SpecRequest half = d128_request();
+  half.variant = Variant::kHalfInt8;
+  database.merge(entry_for(half, 4096, kFast));
+  database.merge(entry_for(d128_request(), 4096, kOther));
+
+  attention::SpecRequest half_s8 = half;
+  half_s8.p_encoding = PEncoding::kSigned127;  // half INT8 does not quantize P
+  ASSERT_NE(database.find(h100(), {half_s8, 4096}), nullptr);
+  EXPECT_EQ(database.find(h100(), {half_s8, 4096})->best.config, kFast);
+
+  attention::SpecRequest full_s8 = d128_request();
+  full_s8.p_encoding = PEncoding::kSigned127;
+  EXPECT_EQ(database.find(h100(), {full_s8, 4096}), nullptr);
+  attention::SpecRequest per_block = d128_request();
+  per_block.v_granularity = VScaleGranularity::kPerBlock;
+  EXPECT_EQ(database.find(h100(), {per_block, 4096}), nullptr);
+  attention::SpecRequest full_bf16_v = d128_request();
+  full_bf16_v.v_type = DType::kBF16;  // full INT8 reads V as INT8
+  EXPECT_NE(database.find(h100(), {full_bf16_v, 4096}), nullptr);
+}
+
+TEST(TuningDatabase, LookupTakesTheBucketElseTheNearestTunedLengthOfTheSameKernel) {
+  const TuningDatabase database = two_bucket_database();  // 1024: kOther, 4096: kFast
+  EXPECT_EQ(database.lookup(h100(), {d128_request(), 4096})->best.config, kFast);
+  EXPECT_EQ(database.lookup(h100(), {d128_request(), 16384})->best.config, kFast);
+  EXPECT_EQ(database.lookup(h100(), {d128_request(), 1024})->best.config, kOther);
+  // 2048 is one step from both: the longer one wins.
+  EXPECT_EQ(database.lookup(h100(), {d128_request(), 2048})->best.config, kFast);
+  EXPECT_EQ(database.lookup(h100(), {d128_request(true), 4096}), nullptr);
+  DeviceKey other = h100();
+  other.driver_major = 14;
+  EXPECT_EQ(database.lookup(other, {d128_request(), 4096}), nullptr);
+}
+
+TEST(TuningDatabaseParse, RefusesAnotherSchemaVersionNamingIt) {
+  json::Value document = two_bucket_database().to_json();
+  document.set("schema_version", 2);
+  try {
+    TuningDatabase::parse(document.dump());
+    FAIL() << "accepted schema version 2";
+  } catch (const DatabaseError& error) {
+    EXPECT_EQ(error.field(), "schema_version");
+    EXPECT_EQ(error.value(), "2");
+  }
+}
+
+TEST(TuningDatabaseParse, RefusesTextThatIsNotJsonWithTheOffset) {
+  EXPECT_NE(refusal("{\"schema_version\": 1,").find("byte"), std::string::npos);
+  EXPECT_NE(refusal(""), "(accepted)");
+  EXPECT_NE(refusal("[]").find("tuning database"), std::string::npos);
+}
+
+TEST(TuningDatabaseParse, NamesTheBadMemberOfAnEntry) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"gpu", ""},
+      {"gpu", "\"\""},
+      {"arch", "\"sm_75\""},
+      {"driver_major", "0"},
+      {"head_dim", "96"},
+      {"causal", "1"},
+      {"variant", "\"full\""},
+      {"qk_bits", "6"},
+      {"output_dtype", "\"f32\""},
+      {"p_encoding", "\"u4\""},
+      {"p_scale", ""},
+      {"v_granularity", "\"row\""},
+      {"seq_bucket", "3000"},
+      {"seq_bucket", "65536"},
+      {"config", "[64, 128, 4, 2]"},
+      {"config", "{\"block_m\": 64, \"block_n\": 128, \"warps\": 4}"},
+      {"config", "{\"block_m\": 64.5, \"block_n\": 128, \"warps\": 4, \"stages\": 2}"},
+      {"config", "{\"block_m\": 1e300, \"block_n\": 128, \"warps\": 4, \"stages\": 2}"},
+      {"median_ms", "-1"},
+      {"median_ms", "\"fast\""},
+      {"runner_ups", "{}"},
+      {"runner_ups", "[{\"config\": {}, \"median_ms\": 1}]"},
+      {"measured_on", "{\"batch\": 4, \"heads\": 0, \"seq\": 4096}"},
+      {"tuned_at", "20261123"},
+  };
+  for (const auto& [name, value] : cases) {
+    const std::string message = refusal(with_member(name, value));
+    EXPECT_NE(message.find("entries[0]." + name), std::string::npos)
+        << name << " = " << value << ": " << message;
+  }
+}
+
+TEST(TuningDatabaseParse, RefusesTwoEntriesForOneBucket) {
+  json::Value document = two_bucket_database().to_json();
+  json::Value entries = document.at("entries");
+  entries.push_back(entries.as_array().at(0));
+  document.set("entries", entries);
+  const std::string message = refusal(document.dump());
+  EXPECT_NE(message.find("entries[2]"), std::string::npos) << message;
+  EXPECT_NE(message.find("entries[0]"), std::string::npos) << message;
+}
+
+TEST(TuningDatabaseParse, ThrowsOnlyDatabaseErrorForAnyPrefixOrByteFlipOfAValidFile) {
+  const std::string text = two_bucket_database().dump();
+  for (std::size_t length = 0; length < text.size(); length += 7) {
+    EXPECT_THROW(TuningDatabase::parse(text.substr(0, length)), DatabaseError) << length;
+  }
+  for (std::size_t at = 0; at < text.size(); at += 3) {
+    std::string flipped = text;
+    flipped[at] = static_cast<char>(flipped[at] ^ 0x5A);
+    try {
+      TuningDatabase::parse(flipped);
+    } catch (const DatabaseError&) {
+    } catch (const std::exception& other) {
+      ADD_FAILURE() << "byte " << at << ": " << other.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace intfa::tune
