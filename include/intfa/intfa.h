@@ -82,6 +82,12 @@ intfa_status_t intfa_attention_forward(const intfa_problem_t* problem,
 intfa_status_t intfa_quantize_qk(const intfa_shape_t* shape, const intfa_tensor_t* input,
                                  const intfa_tensor_t* output, float* scales, int bits,
                                  CUstream stream) INTFA_NOEXCEPT;
+/* K with smoothing (intfa::QuantizeOptions::smooth_k_channel_mean): `channel_mean` receives the
+   [batch][heads][head_dim] channel means subtracted from K before quantizing (device floats,
+   4-byte aligned); attention outputs are unchanged, LSE becomes that of the smoothed scores. */
+intfa_status_t intfa_quantize_k_smoothed(const intfa_shape_t* shape, const intfa_tensor_t* input,
+                                         const intfa_tensor_t* output, float* scales, int bits,
+                                         float* channel_mean, CUstream stream) INTFA_NOEXCEPT;
 intfa_status_t intfa_quantize_v(const intfa_shape_t* shape, const intfa_tensor_t* input,
                                 void* output, float* scales, intfa_v_granularity_t granularity,
                                 CUstream stream) INTFA_NOEXCEPT;

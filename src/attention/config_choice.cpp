@@ -1,5 +1,6 @@
 #include "attention/config_choice.hpp"
 
+#include <cstdint>
 #include <optional>
 
 #include "common/log.hpp"
@@ -34,11 +35,38 @@ std::optional<KernelConfig> tuned_config(const SpecRequest& request,
   return config;
 }
 
+bool same_request(const SpecRequest& a, const SpecRequest& b) {
+  return a.arch == b.arch && a.head_dim == b.head_dim && a.variant == b.variant &&
+         a.qk_bits == b.qk_bits && a.causal == b.causal && a.v_type == b.v_type &&
+         a.output_type == b.output_type && a.p_encoding == b.p_encoding &&
+         a.p_scale == b.p_scale && a.v_granularity == b.v_granularity;
+}
+
+// The last choice of this thread. A serving loop repeats one problem, and the database lookup
+// (lock, device key strings, bucket search) would otherwise cost most of a microsecond per call.
+struct ChoiceMemo {
+  bool valid = false;
+  SpecRequest request;
+  int seq_bucket = 0;
+  const device::DeviceInfo* device = nullptr;
+  std::uint64_t database_generation = 0;
+  KernelConfig config;
+};
+
 }  // namespace
 
 KernelConfig choose_config(const SpecRequest& request, const AttentionProblem& problem,
                            const device::DeviceInfo& device) {
-  return choose_config(request, problem, device, *tune::process_database());
+  thread_local ChoiceMemo memo;
+  const int bucket = tune::seq_bucket(problem.seq_q, problem.seq_kv);
+  const std::uint64_t generation = tune::process_database_generation();
+  if (memo.valid && memo.device == &device && memo.seq_bucket == bucket &&
+      memo.database_generation == generation && same_request(memo.request, request)) {
+    return memo.config;
+  }
+  const KernelConfig config = choose_config(request, problem, device, *tune::process_database());
+  memo = ChoiceMemo{true, request, bucket, &device, generation, config};
+  return config;
 }
 
 KernelConfig choose_config(const SpecRequest& request, const AttentionProblem& problem,

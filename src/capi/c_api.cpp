@@ -160,6 +160,22 @@ intfa_status_t intfa_quantize_qk(const intfa_shape_t* shape, const intfa_tensor_
   });
 }
 
+intfa_status_t intfa_quantize_k_smoothed(const intfa_shape_t* shape, const intfa_tensor_t* input,
+                                         const intfa_tensor_t* output, float* scales, int bits,
+                                         float* channel_mean, CUstream stream) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(shape, "shape");
+    require(input, "input");
+    require(output, "output");
+    require(channel_mean, "channel_mean");
+    intfa::QuantizeOptions options;
+    options.bits = bits;
+    options.smooth_k_channel_mean = channel_mean;
+    intfa::quantize_qk(to_shape(*shape), to_view(*input, "input"), to_view(*output, "output"),
+                       scales, stream, options);
+  });
+}
+
 intfa_status_t intfa_quantize_v(const intfa_shape_t* shape, const intfa_tensor_t* input,
                                 void* output, float* scales, intfa_v_granularity_t granularity,
                                 CUstream stream) INTFA_NOEXCEPT {

@@ -1,5 +1,7 @@
 #include "device/device_info.hpp"
 
+#include "common/env.hpp"
+#include "common/log.hpp"
 #include "device/driver_api.hpp"
 #include "intfa/errors.hpp"
 
@@ -74,12 +76,34 @@ Arch target_arch() {
 
 namespace intfa::device {
 
+namespace {
+
+// Kernels launched on a GPU are compiled for its own arch (a cubin runs only on its major arch),
+// so INTFA_ARCH, which picks the target when there is no GPU, cannot apply; say so once rather
+// than let a user believe it took effect.
+void warn_if_arch_override_is_ignored(Arch device_arch) {
+  const auto value = env::get("INTFA_ARCH");
+  if (!value) return;
+  const auto forced = parse_arch(*value);
+  if (forced && *forced == device_arch) return;
+  const std::string problem =
+      forced ? "" : " (and is not one of sm_80, sm_86, sm_89, sm_90a)";
+  log::warn_once("INTFA_ARCH ignored", "INTFA_ARCH='" + *value + "' is ignored on a GPU" +
+                                           problem + ": launches use this GPU's " +
+                                           arch_name(device_arch));
+}
+
+}  // namespace
+
 const DeviceInfo& cached_device_info(CUdevice device) {
   static std::mutex mutex;
   static std::map<CUdevice, std::unique_ptr<DeviceInfo>> infos;
   std::lock_guard<std::mutex> lock(mutex);
   auto& slot = infos[device];
-  if (!slot) slot = std::make_unique<DeviceInfo>(query_device(device));
+  if (!slot) {
+    slot = std::make_unique<DeviceInfo>(query_device(device));
+    warn_if_arch_override_is_ignored(slot->arch);
+  }
   return *slot;
 }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <mutex>
 #include <system_error>
@@ -50,6 +51,7 @@ TuningDatabase load_default_database() {
 struct ProcessDatabase {
   std::mutex mutex;
   std::shared_ptr<const TuningDatabase> database;
+  std::atomic<std::uint64_t> generation{0};
 };
 
 ProcessDatabase& process_state() {
@@ -125,6 +127,11 @@ void reset_process_database_for_testing() {
   ProcessDatabase& state = process_state();
   std::lock_guard<std::mutex> lock(state.mutex);
   state.database.reset();
+  state.generation.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::uint64_t process_database_generation() {
+  return process_state().generation.load(std::memory_order_relaxed);
 }
 
 }  // namespace intfa::tune

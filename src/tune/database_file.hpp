@@ -2,6 +2,7 @@
 // the runtime), writing it atomically, and the process-wide copy the runtime's config choice reads.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -37,6 +38,10 @@ void record_entry(const std::filesystem::path& path, const TuningEntry& entry);
 // process (one of intfa's documented process-wide caches; a tuning run in another process is seen
 // by the next process). Thread-safe.
 std::shared_ptr<const TuningDatabase> process_database();
+
+// Changes whenever the process-wide database is forgotten, so a memo of a config chosen from it
+// can tell it is stale (one relaxed atomic load).
+std::uint64_t process_database_generation();
 
 // Forgets the process-wide database so the next process_database() re-reads the environment and
 // the file. For tests.

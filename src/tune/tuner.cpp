@@ -231,9 +231,10 @@ DeviceLimits DeviceLimits::of(const device::DeviceInfo& info) {
 
 std::string resource_rejection(const KernelResources& resources, int threads_per_block,
                                int registers_per_sm) {
-  if (resources.local_bytes_per_thread > 0) {
+  if (resources.local_bytes_per_thread > kTolerableSpillBytes) {
     return "spills " + std::to_string(resources.local_bytes_per_thread) +
-           " bytes per thread to local memory";
+           " bytes per thread to local memory (more than " +
+           std::to_string(kTolerableSpillBytes) + ")";
   }
   if (resources.max_threads_per_block > 0 && threads_per_block > resources.max_threads_per_block) {
     return "launches " + std::to_string(threads_per_block) + " threads per block; the function " +

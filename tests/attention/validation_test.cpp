@@ -220,6 +220,8 @@ TEST(QuantizeValidation, BadShapesDtypesAndPointersAreRefused) {
 // No exception can cross the C API: seen from C++, every function is noexcept.
 static_assert(noexcept(intfa_attention_forward(nullptr, nullptr, nullptr, nullptr)));
 static_assert(noexcept(intfa_quantize_qk(nullptr, nullptr, nullptr, nullptr, 8, nullptr)));
+static_assert(noexcept(intfa_quantize_k_smoothed(nullptr, nullptr, nullptr, nullptr, 8, nullptr,
+                                                 nullptr)));
 static_assert(noexcept(intfa_quantize_v(nullptr, nullptr, nullptr, nullptr, INTFA_V_PER_TENSOR,
                                         nullptr)));
 static_assert(noexcept(intfa_default_options(nullptr)));
@@ -355,6 +357,11 @@ TEST(CApiValidation, QuantizeRefusesBadInputNamingTheField) {
                  "qk: 5 bits");
   expect_refused(intfa_quantize_qk(&shape, &input, &output, nullptr, 8, nullptr), "scales",
                  "qk: null scales");
+  expect_refused(intfa_quantize_k_smoothed(&shape, &input, &output, scales, 8, nullptr, nullptr),
+                 "channel_mean", "k smoothed: null means");
+  expect_refused(intfa_quantize_k_smoothed(&shape, &input, &output, scales, 8,
+                                           static_cast<float*>(fake_pointer(2)), nullptr),
+                 "options.smooth_k_channel_mean", "k smoothed: misaligned means");
   expect_refused(
       intfa_quantize_v(nullptr, &input, fake_pointer(), scales, INTFA_V_PER_TENSOR, nullptr),
       "shape", "v: null shape");

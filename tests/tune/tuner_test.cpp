@@ -136,8 +136,13 @@ TEST(ResourceRejection, KeepsAKernelThatFitsTheRegisterFileWithoutSpills) {
   EXPECT_EQ(resource_rejection({255, 0, 1024}, 256, 65536), "");  // 8 warps x 8192 = 65536
 }
 
-TEST(ResourceRejection, DropsAKernelThatSpills) {
-  EXPECT_NE(resource_rejection({96, 16, 1024}, 128, 65536).find("spills 16 bytes"),
+TEST(ResourceRejection, KeepsAKernelThatSpillsAFewWords) {
+  EXPECT_EQ(resource_rejection({96, kTolerableSpillBytes, 1024}, 128, 65536), "");
+}
+
+TEST(ResourceRejection, DropsAKernelThatSpillsMore) {
+  EXPECT_NE(resource_rejection({96, kTolerableSpillBytes + 4, 1024}, 128, 65536)
+                .find("spills " + std::to_string(kTolerableSpillBytes + 4) + " bytes"),
             std::string::npos);
 }
 

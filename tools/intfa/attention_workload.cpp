@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "reference/half.hpp"
+#include "reference/parallel_heads.hpp"
 
 namespace intfa::cli {
 namespace {
@@ -12,10 +13,13 @@ device::DeviceBuffer random_16bit_buffer(std::size_t count, reference::Distribut
                                          std::uint64_t seed, bool bf16) {
   const std::vector<float> values = reference::random_values(count, distribution, seed);
   std::vector<std::uint16_t> bits(count);
-  for (std::size_t i = 0; i < count; ++i) {
-    bits[i] = bf16 ? reference::float_to_bf16_bits(values[i])
-                   : reference::float_to_f16_bits(values[i]);
-  }
+  reference::for_each_chunk_in_parallel(
+      count, std::size_t{1} << 20, [&](std::size_t, std::size_t begin, std::size_t end) {
+        for (std::size_t i = begin; i < end; ++i) {
+          bits[i] = bf16 ? reference::float_to_bf16_bits(values[i])
+                         : reference::float_to_f16_bits(values[i]);
+        }
+      });
   device::DeviceBuffer buffer(count * 2);
   buffer.upload(bits);
   return buffer;

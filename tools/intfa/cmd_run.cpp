@@ -128,6 +128,8 @@ int run_demo(const Arguments& arguments) {
   const Demo demo = parse_demo(arguments);
   std::string reason;
   if (!device::driver_available(&reason)) return compile_only(demo, reason);
+  // The launches ignore INTFA_ARCH (the library warns); a malformed value is still an error here.
+  device::arch_override_from_env();
   device::use_primary_context();
 
   const AttentionProblem& p = demo.problem;

@@ -13,6 +13,7 @@ struct Command {
   const char* summary;
   const char* usage;  // printed by --help and on a usage error
   int (*run)(const Arguments& arguments);
+  const char* shared_options = nullptr;  // printed after `usage` (options several commands take)
 };
 
 const std::vector<Command>& commands();

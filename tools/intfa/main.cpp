@@ -6,6 +6,7 @@
 
 #include "intfa/args.hpp"
 #include "intfa/commands.hpp"
+#include "intfa/problem_options.hpp"
 #include "intfa/errors.hpp"
 #include "intfa_version.hpp"
 
@@ -15,18 +16,27 @@ const std::vector<Command>& commands() {
   static const std::vector<Command> table = {
       {"info", "GPU, target arch, driver and NVRTC versions, cache location and size", kInfoUsage,
        run_info},
-      {"run", "the demo: quantize, JIT-compile, launch and check attention", kRunUsage, run_demo},
+      {"run", "the demo: quantize, JIT-compile, launch and check attention", kRunUsage, run_demo,
+       kNumericsOptionsHelp},
       {"cache", "list, verify or clear the kernel cache", kCacheUsage, run_cache},
       {"precompile", "compile kernels for deployment into a bundle with a manifest (no GPU)",
        kPrecompileUsage, run_precompile},
       {"tune", "time tile configs on this GPU and record the fastest (tuning database)",
        kTuneUsage, run_tune},
-      {"bench", "time attention and quantization over a grid of problems", kBenchUsage, run_bench},
+      {"bench", "time attention and quantization over a grid of problems", kBenchUsage, run_bench,
+       kNumericsOptionsHelp},
   };
   return table;
 }
 
 namespace {
+
+void print_usage(std::FILE* stream, const Command& command) {
+  std::fprintf(stream, "%s", command.usage);
+  if (command.shared_options != nullptr) {
+    std::fprintf(stream, "\nNumerics and problem options:\n%s", command.shared_options);
+  }
+}
 
 void print_overview() {
   std::printf("intfa %s - JIT INT8/INT4 FlashAttention for NVIDIA GPUs\n\n", INTFA_VERSION_STRING);
@@ -58,14 +68,15 @@ int main(int argc, char** argv) {
     const Arguments arguments(argv + 2, argv + argc);
     for (const std::string& argument : arguments) {
       if (argument == "--help" || argument == "-h") {
-        std::printf("%s", command.usage);
+        print_usage(stdout, command);
         return 0;
       }
     }
     try {
       return command.run(arguments);
     } catch (const UsageError& error) {
-      std::fprintf(stderr, "intfa %s: %s\n\n%s", command.name, error.what(), command.usage);
+      std::fprintf(stderr, "intfa %s: %s\n\n", command.name, error.what());
+      print_usage(stderr, command);
       return 2;
     } catch (const intfa::Error& error) {
       std::fprintf(stderr, "intfa %s: error (%s): %s\n", command.name,
