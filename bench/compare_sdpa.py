@@ -48,8 +48,8 @@ def main():
     parser.add_argument("--causal", default="off,on")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--p", default="u8", choices=["u8", "s8"])
-    parser.add_argument("--p-scale", default="running", choices=["running", "tile"])
-    parser.add_argument("--v-scale", default="tensor", choices=["tensor", "channel", "block"])
+    parser.add_argument("--p-scale", default="tile", choices=["running", "tile"])
+    parser.add_argument("--v-scale", default="channel", choices=["tensor", "channel", "block"])
     parser.add_argument("--config", default="", help="block_m,block_n,warps,stages per head dim: "
                         "'64:128,64,8,2;128:128,64,8,2' (default: intfa's choice)")
     parser.add_argument("--out-dir", default=".")

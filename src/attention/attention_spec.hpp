@@ -18,9 +18,10 @@ struct SpecRequest {
   bool causal = false;
   DType v_type = DType::kF16;    // half INT8 only
   DType output_type = DType::kF16;
-  PEncoding p_encoding = PEncoding::kUnsigned255;
-  PScaleReference p_scale = PScaleReference::kRunningMax;
-  VScaleGranularity v_granularity = VScaleGranularity::kPerTensor;
+  // Full INT8 numerics, as AttentionOptions' defaults.
+  PEncoding p_encoding = AttentionOptions{}.p_encoding;
+  PScaleReference p_scale = AttentionOptions{}.p_scale;
+  VScaleGranularity v_granularity = AttentionOptions{}.v_granularity;
 };
 
 // The spec for `request` with tile config `config` (not validated).

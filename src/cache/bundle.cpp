@@ -115,7 +115,9 @@ Manifest manifest_from_json(const json::Value& document) {
   manifest.nvrtc_version = parse_nvrtc_version(string_member(document, "", "nvrtc_version"), "");
   manifest.format_version = static_cast<std::uint32_t>(
       unsigned_member(document, "", "format_version", std::numeric_limits<std::uint32_t>::max()));
-  const json::Value& entries = member(document, "", "entries");
+  const std::string top_level;  // named, not a temporary: GCC 13 flags a reference returned
+                                // from a call with a temporary argument as dangling
+  const json::Value& entries = member(document, top_level, "entries");
   if (!entries.is_array()) throw ManifestError("entries: expected an array");
   std::map<CacheKey, std::size_t> seen;
   for (const json::Value& value : entries.as_array()) {

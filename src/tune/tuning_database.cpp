@@ -367,7 +367,9 @@ TuningDatabase TuningDatabase::parse(const std::string& text) {
     throw DatabaseError("schema_version", std::to_string(version),
                         "this build reads version " + std::to_string(kSchemaVersion));
   }
-  const json::Value& entries = member(document, "", "entries");
+  const std::string top_level;  // named, not a temporary: GCC 13 flags a reference returned
+                                // from a call with a temporary argument as dangling
+  const json::Value& entries = member(document, top_level, "entries");
   if (!entries.is_array()) throw DatabaseError("entries", shown(entries), "expected an array");
   TuningDatabase database;
   std::map<std::pair<std::string, std::string>, std::size_t> seen;

@@ -7,8 +7,8 @@ namespace intfa::cli {
 const char* const kNumericsOptionsHelp =
     "  --variant full|half        full INT8 (default) or half INT8 (FP16/BF16 V)\n"
     "  --p u8|s8                  P encoding (full INT8): u8 R=255 (default) or s8 R=127\n"
-    "  --p-scale running|tile     P reference: running max (default) or tile max\n"
-    "  --v-scale tensor|channel|block   V scale granularity (default tensor)\n"
+    "  --p-scale running|tile     P reference: running max or tile max (default)\n"
+    "  --v-scale tensor|channel|block   V scale granularity (default channel)\n"
     "  --qk-bits 8|4              Q.K in INT8 (default) or INT4\n"
     "  --dtype f16|bf16           inputs and output (default f16)\n"
     "  --dist normal|uniform      N(0,1) (default) or U(-0.5,0.5) inputs\n"
@@ -21,6 +21,19 @@ const std::vector<std::string>& numerics_option_names() {
       "variant", "p", "p-scale", "v-scale", "qk-bits", "dtype", "dist", "softmax-scale", "config"};
   return names;
 }
+
+namespace {
+
+const char* granularity_name(VScaleGranularity granularity) {
+  switch (granularity) {
+    case VScaleGranularity::kPerTensor: return "tensor";
+    case VScaleGranularity::kPerChannel: return "channel";
+    case VScaleGranularity::kPerBlock: return "block";
+  }
+  return "?";
+}
+
+}  // namespace
 
 Variant parse_variant(const std::string& text) {
   if (text == "full" || text == "full_int8") return Variant::kFullInt8;
@@ -48,16 +61,18 @@ void parse_numerics(const Args& args, AttentionProblem& problem, AttentionOption
   problem.variant = parse_variant(args.get_or("variant", "full"));
   problem.qk_bits = static_cast<int>(args.get_int("qk-bits", 8, 4, 8));
   if (problem.qk_bits != 8 && problem.qk_bits != 4) throw UsageError("--qk-bits: expected 8 or 4");
-  const std::string p = args.get_or("p", "u8");
+  const AttentionOptions defaults;
+  const std::string p = args.get_or("p", defaults.p_encoding == PEncoding::kUnsigned255 ? "u8" : "s8");
   if (p != "u8" && p != "s8") throw UsageError("--p " + p + ": expected u8 or s8");
   options.p_encoding = p == "u8" ? PEncoding::kUnsigned255 : PEncoding::kSigned127;
-  const std::string p_scale = args.get_or("p-scale", "running");
+  const std::string p_scale = args.get_or(
+      "p-scale", defaults.p_scale == PScaleReference::kRunningMax ? "running" : "tile");
   if (p_scale != "running" && p_scale != "tile") {
     throw UsageError("--p-scale " + p_scale + ": expected running or tile");
   }
   options.p_scale =
       p_scale == "running" ? PScaleReference::kRunningMax : PScaleReference::kTileMax;
-  const std::string v_scale = args.get_or("v-scale", "tensor");
+  const std::string v_scale = args.get_or("v-scale", granularity_name(defaults.v_granularity));
   if (v_scale == "tensor") {
     options.v_granularity = VScaleGranularity::kPerTensor;
   } else if (v_scale == "channel") {
@@ -88,10 +103,7 @@ std::string describe_numerics(const AttentionProblem& problem, const AttentionOp
   return std::string("full INT8 (INT") + std::to_string(problem.qk_bits) + " Q.K, P " +
          (options.p_encoding == PEncoding::kUnsigned255 ? "u8" : "s8") + " against the " +
          (options.p_scale == PScaleReference::kRunningMax ? "running" : "tile") + " max, V per " +
-         (options.v_granularity == VScaleGranularity::kPerTensor
-              ? "tensor"
-              : options.v_granularity == VScaleGranularity::kPerChannel ? "channel" : "block") +
-         ")";
+         granularity_name(options.v_granularity) + ")";
 }
 
 std::vector<int> parse_head_dims(const Args& args, const std::vector<long>& fallback) {
