@@ -3,8 +3,10 @@ attention issue's shape set, the ops' plumbing (stream, errors from C++, LSE, K 
 precompile) and a torch.compile'd module. Skipped, saying why, where there is no CUDA GPU.
 
 Accuracy targets (relative L2 over all output elements against float32 attention of the same
-FP16/BF16 inputs): full INT8 <= 3%, half INT8 <= 0.9%. Each measurement is also reported
-(support.report) for the device log."""
+FP16/BF16 inputs): full INT8 (default numerics) <= 1.6%, half INT8 <= 1.0% (bench/RESULTS.md
+measures 1.25-1.48% and 0.85-0.94% on N(0, 1) at N = 1k..16k), each plus the error SDPA itself
+makes in the inputs' dtype (BF16 rounds P and the output to 8 bits: ~0.2%). Each measurement is
+also reported (support.report) for the device log."""
 import time
 import unittest
 
@@ -12,7 +14,7 @@ import intfa
 
 from support import GPU_PROBLEM, needs_gpu, report, torch
 
-TARGET_REL_L2 = {"full_int8": 0.03, "half_int8": 0.009}
+TARGET_REL_L2 = {"full_int8": 0.016, "half_int8": 0.010}
 
 # batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal, layout, dtype name
 SHAPES = [
@@ -85,7 +87,8 @@ class AccuracyAgainstSdpaTest(unittest.TestCase):
             q, k, v = random_qkv(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, layout, dtype)
             ref = reference(q, k, v, causal, layout)
             sdpa_error = rel_l2(reference(q, k, v, causal, layout, dtype=dtype), ref)
-            for variant, target in TARGET_REL_L2.items():
+            for variant, quantization_target in TARGET_REL_L2.items():
+                target = quantization_target + sdpa_error
                 with self.subTest(shape=shape, variant=variant):
                     out = intfa.attention(q, k, v, is_causal=causal, layout=layout,
                                           variant=variant)
@@ -93,17 +96,24 @@ class AccuracyAgainstSdpaTest(unittest.TestCase):
                     error = rel_l2(out, ref)
                     report(f"accuracy B={batch} H={heads_q}/{heads_kv} N={seq_q}/{seq_kv} "
                            f"D={head_dim} causal={causal} {layout} {dtype_name} {variant}: "
-                           f"rel_l2={error:.4%} (target {target:.1%}; SDPA {dtype_name} "
+                           f"rel_l2={error:.4%} (target {target:.2%}; SDPA {dtype_name} "
                            f"{sdpa_error:.4%})")
                     self.assertTrue(torch.isfinite(out).all())
                     self.assertLessEqual(error, target)
 
     def test_sm_scale_is_applied(self):
+        # A 3.4x sharper softmax than the default scale amplifies the INT8 error of S as much, so
+        # the bound is looser; a kernel that ignored sm_scale would be off by tens of percent.
         q, k, v = random_qkv(1, 4, 4, 256, 256, 128, "HND", torch.float16)
-        out = intfa.attention(q, k, v, sm_scale=0.3, variant="half_int8")
-        error = rel_l2(out, reference(q, k, v, False, "HND", sm_scale=0.3))
-        report(f"sm_scale=0.3 half_int8: rel_l2={error:.4%}")
-        self.assertLessEqual(error, TARGET_REL_L2["half_int8"])
+        for variant in ("full_int8", "half_int8"):
+            with self.subTest(variant=variant):
+                out = intfa.attention(q, k, v, sm_scale=0.3, variant=variant)
+                error = rel_l2(out, reference(q, k, v, False, "HND", sm_scale=0.3))
+                default_scale_error = rel_l2(out, reference(q, k, v, False, "HND"))
+                report(f"sm_scale=0.3 {variant}: rel_l2={error:.4%} (against the default scale: "
+                       f"{default_scale_error:.2%})")
+                self.assertLessEqual(error, 3.5 * TARGET_REL_L2[variant])
+                self.assertGreater(default_scale_error, 3 * error)
 
 
 @needs_gpu
@@ -138,7 +148,7 @@ class OpsTest(unittest.TestCase):
         ref = reference(q, k, v, False, "HND")
         scale = 64 ** -0.5
         true_lse = torch.logsumexp(scale * q.float() @ k.float().transpose(-1, -2), dim=-1)
-        errors = {}
+        errors, lse_errors = {}, {}
         for smooth_k in (False, True):
             quantized = intfa.quantize(q, k, v, smooth_k=smooth_k)
             out, lse = intfa.attention_int8(*quantized[:6], return_lse=True)
@@ -146,10 +156,14 @@ class OpsTest(unittest.TestCase):
             if smooth_k:
                 shift = scale * (q.float() @ quantized.k_mean.transpose(-1, -2)).squeeze(-1)
                 lse = lse + shift
-            lse_error = (lse - true_lse).abs().max().item()
+            lse_errors[smooth_k] = (lse - true_lse).abs().max().item()
             report(f"K offset 4 sigma, smooth_k={smooth_k}: rel_l2={errors[smooth_k]:.4%}, "
-                   f"max |LSE error|={lse_error:.4f}")
-            self.assertLess(lse_error, 0.05)
+                   f"max |LSE error|={lse_errors[smooth_k]:.4f}")
+        # Without smoothing K's scale covers the offset, so S (and the LSE) carry ~4x the usual
+        # quantization error; with it, the usual error, and the shift restores the true LSE.
+        self.assertLess(lse_errors[False], 0.25)
+        self.assertLess(lse_errors[True], 0.05)
+        self.assertLess(lse_errors[True], lse_errors[False])
         self.assertLess(errors[True], errors[False])
         self.assertLessEqual(errors[True], TARGET_REL_L2["full_int8"])
 
