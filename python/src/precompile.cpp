@@ -5,6 +5,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <unordered_set>
 
 #include "attention/attention_spec.hpp"
@@ -12,6 +13,7 @@
 #include "device/device_info.hpp"
 #include "intfa/errors.hpp"
 #include "launch/kernel_runtime.hpp"
+#include "quantize/quantize_specs.hpp"
 #include "render/kernel_spec.hpp"
 
 namespace intfa::python {
@@ -22,46 +24,6 @@ device::Arch resolve_arch(const std::string& name) {
   const auto arch = device::parse_arch(name);
   if (!arch) throw InvalidArgument("arch", name, "expected sm_80, sm_86, sm_89 or sm_90a");
   return *arch;
-}
-
-kernels::ElementType element_type(DType dtype) {
-  return dtype == DType::kBF16 ? kernels::ElementType::kBF16 : kernels::ElementType::kF16;
-}
-
-// The quantize kernels intfa.attention runs before the attention kernel, as src/quantize launches
-// them: Q and K rows (K's smoothed after a channel-mean pass when smooth_k); for full INT8 also V,
-// after its scale pass unless scales are per block.
-void add_quantize_specs(const attention::SpecRequest& request, DType dtype, bool smooth_k,
-                        std::vector<render::KernelSpec>& specs) {
-  render::KernelSpec rows;
-  rows.family = render::KernelFamily::kQuantizeRows;
-  rows.arch = request.arch;
-  rows.head_dim = request.head_dim;
-  rows.input_type = element_type(dtype);
-  rows.qk_bits = request.qk_bits;
-  specs.push_back(rows);
-  if (smooth_k) {
-    render::KernelSpec mean;
-    mean.family = render::KernelFamily::kChannelMean;
-    mean.arch = request.arch;
-    mean.head_dim = request.head_dim;
-    mean.input_type = element_type(dtype);
-    specs.push_back(mean);
-    rows.smooth_k = true;
-    specs.push_back(rows);
-  }
-  if (request.variant != Variant::kFullInt8) return;
-  render::KernelSpec v;
-  v.family = render::KernelFamily::kQuantizeV;
-  v.arch = request.arch;
-  v.head_dim = request.head_dim;
-  v.input_type = element_type(dtype);
-  v.v_granularity = static_cast<kernels::VScaleGranularity>(request.v_granularity);
-  specs.push_back(v);
-  if (request.v_granularity != VScaleGranularity::kPerBlock) {
-    v.family = render::KernelFamily::kQuantizeVScale;
-    specs.push_back(v);
-  }
 }
 
 std::vector<render::KernelSpec> request_specs(const PrecompileRequest& request, device::Arch arch) {
@@ -80,7 +42,11 @@ std::vector<render::KernelSpec> request_specs(const PrecompileRequest& request, 
           spec_request.p_encoding = request.numerics.p_encoding;
           spec_request.p_scale = request.numerics.p_scale;
           spec_request.v_granularity = request.numerics.v_granularity;
-          add_quantize_specs(spec_request, dtype, request.smooth_k, all);
+          // The quantize kernels intfa.attention runs before the attention kernel.
+          for (render::KernelSpec& spec :
+               quantize::call_specs(spec_request, dtype, request.smooth_k)) {
+            all.push_back(std::move(spec));
+          }
           const KernelConfig config = attention::heuristic_config(spec_request);
           const render::KernelSpec spec = attention::make_spec(spec_request, config);
           attention::validate_config(spec, device::default_max_shared_bytes(arch));

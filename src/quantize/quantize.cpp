@@ -8,6 +8,7 @@
 #include "intfa/errors.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "quantize/quantize_params.h"
+#include "quantize/quantize_specs.hpp"
 #include "render/kernel_spec.hpp"
 
 namespace intfa {
@@ -45,11 +46,7 @@ void launch_spec(const render::KernelSpec& spec, const LaunchContext& where,
 void launch_channel_mean(const TensorShape& shape, const TensorView& input,
                          kernels::ElementType element, float* channel_mean,
                          const LaunchContext& where, CUstream stream) {
-  render::KernelSpec spec;
-  spec.family = render::KernelFamily::kChannelMean;
-  spec.arch = where.arch;
-  spec.head_dim = shape.head_dim;
-  spec.input_type = element;
+  const render::KernelSpec spec = quantize::channel_mean_spec(where.arch, shape.head_dim, element);
   kernels::ChannelMeanParams params{};
   params.input = input.data;
   params.mean = channel_mean;
@@ -95,13 +92,8 @@ void quantize_qk(const TensorShape& shape, const TensorView& input, const Tensor
   }
 
   const LaunchContext where = current_launch_context(stream);
-  render::KernelSpec spec;
-  spec.family = render::KernelFamily::kQuantizeRows;
-  spec.arch = where.arch;
-  spec.head_dim = shape.head_dim;
-  spec.input_type = element;
-  spec.qk_bits = options.bits;
-  spec.smooth_k = channel_mean != nullptr;
+  const render::KernelSpec spec = quantize::rows_spec(where.arch, shape.head_dim, element,
+                                                      options.bits, channel_mean != nullptr);
   if (channel_mean != nullptr) {
     launch_channel_mean(shape, input, element, channel_mean, where, stream);
   }
@@ -156,12 +148,7 @@ void quantize_v(const TensorShape& shape, const TensorView& input, void* output,
   params.seq = shape.seq;
   params.padded_seq = v_padded_seq(shape.seq);
 
-  render::KernelSpec spec;
-  spec.family = render::KernelFamily::kQuantizeV;
-  spec.arch = where.arch;
-  spec.head_dim = shape.head_dim;
-  spec.input_type = element;
-  spec.v_granularity = static_cast<kernels::VScaleGranularity>(granularity);
+  const render::KernelSpec spec = quantize::v_spec(where.arch, shape.head_dim, element, granularity);
   launch::LaunchShape launch_shape;
   launch_shape.grid[0] = static_cast<unsigned>(params.padded_seq / kernels::kVTokenBlock);
   launch_shape.grid[1] = static_cast<unsigned>(shape.heads);
@@ -173,9 +160,8 @@ void quantize_v(const TensorShape& shape, const TensorView& input, void* output,
     const std::size_t count = v_scale_count(granularity, shape.batch, shape.heads, shape.seq,
                                             shape.head_dim);
     INTFA_DRIVER(cuMemsetD32Async, reinterpret_cast<CUdeviceptr>(scales), 0, count, stream);
-    render::KernelSpec scale_spec = spec;
-    scale_spec.family = render::KernelFamily::kQuantizeVScale;
-    launch_spec(scale_spec, where, launch_shape, stream, &params);
+    launch_spec(quantize::v_scale_spec(where.arch, shape.head_dim, element, granularity), where,
+                launch_shape, stream, &params);
   }
   launch_spec(spec, where, launch_shape, stream, &params);
 }

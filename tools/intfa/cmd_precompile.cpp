@@ -24,6 +24,7 @@
 #include "intfa/problem_options.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "nvrtc/compiler.hpp"
+#include "quantize/quantize_specs.hpp"
 #include "tune/database_file.hpp"
 
 namespace intfa::cli {
@@ -198,36 +199,6 @@ std::vector<KernelConfig> attention_configs(const attention::SpecRequest& reques
   return {config};
 }
 
-kernels::ElementType element_type(DType dtype) {
-  return dtype == DType::kBF16 ? kernels::ElementType::kBF16 : kernels::ElementType::kF16;
-}
-
-// The quantize kernels one attention call of `request` runs before the attention kernel (the
-// same specs src/quantize/quantize.cpp launches): Q and K rows, and for full INT8 V with its scale
-// pass (per-block V scales come out of the quantize pass itself).
-std::vector<render::KernelSpec> quantize_specs(const attention::SpecRequest& request, DType dtype) {
-  render::KernelSpec rows;
-  rows.family = render::KernelFamily::kQuantizeRows;
-  rows.arch = request.arch;
-  rows.head_dim = request.head_dim;
-  rows.input_type = element_type(dtype);
-  rows.qk_bits = request.qk_bits;
-  std::vector<render::KernelSpec> specs = {rows};
-  if (request.variant != Variant::kFullInt8) return specs;
-  render::KernelSpec v;
-  v.family = render::KernelFamily::kQuantizeV;
-  v.arch = request.arch;
-  v.head_dim = request.head_dim;
-  v.input_type = element_type(dtype);
-  v.v_granularity = static_cast<kernels::VScaleGranularity>(request.v_granularity);
-  specs.push_back(v);
-  if (request.v_granularity != VScaleGranularity::kPerBlock) {
-    v.family = render::KernelFamily::kQuantizeVScale;
-    specs.push_back(v);
-  }
-  return specs;
-}
-
 // Every kernel of the plan, each once, in a stable order: the tuning database's for --configs
 // tuned, else by arch, dtype, head dim, variant and causal.
 std::vector<render::KernelSpec> bundle_specs(const BundlePlan& plan) {
@@ -236,7 +207,7 @@ std::vector<render::KernelSpec> bundle_specs(const BundlePlan& plan) {
   // The kernels a call of `request` runs: its quantize kernels, then attention with `configs`.
   auto add_call = [&](const attention::SpecRequest& request, DType dtype,
                       const std::vector<KernelConfig>& configs) {
-    std::vector<render::KernelSpec> call = quantize_specs(request, dtype);
+    std::vector<render::KernelSpec> call = quantize::call_specs(request, dtype, /*smooth_k=*/false);
     for (const KernelConfig& config : configs) {
       call.push_back(attention::make_spec(request, config));
     }

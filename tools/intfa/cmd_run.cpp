@@ -8,6 +8,7 @@
 #include "device/arch.hpp"
 #include "device/device_memory.hpp"
 #include "device/driver_api.hpp"
+#include "quantize/quantize_specs.hpp"
 #include "intfa/args.hpp"
 #include "intfa/attention_workload.hpp"
 #include "intfa/commands.hpp"
@@ -74,26 +75,8 @@ std::vector<render::KernelSpec> demo_specs(const Demo& demo, device::Arch arch) 
   request.v_granularity = demo.options.v_granularity;
   const KernelConfig config =
       demo.options.config ? *demo.options.config : attention::heuristic_config(request);
-  std::vector<render::KernelSpec> specs;
-  render::KernelSpec rows;
-  rows.family = render::KernelFamily::kQuantizeRows;
-  rows.arch = arch;
-  rows.head_dim = demo.problem.head_dim;
-  rows.input_type = demo.io_type == DType::kBF16 ? kernels::ElementType::kBF16
-                                                 : kernels::ElementType::kF16;
-  rows.qk_bits = demo.problem.qk_bits;
-  specs.push_back(rows);
-  if (demo.problem.variant == Variant::kFullInt8) {
-    render::KernelSpec v = rows;
-    v.qk_bits = 8;
-    v.family = render::KernelFamily::kQuantizeV;
-    v.v_granularity = static_cast<kernels::VScaleGranularity>(demo.options.v_granularity);
-    specs.push_back(v);
-    if (demo.options.v_granularity != VScaleGranularity::kPerBlock) {
-      v.family = render::KernelFamily::kQuantizeVScale;
-      specs.push_back(v);
-    }
-  }
+  std::vector<render::KernelSpec> specs =
+      quantize::call_specs(request, demo.io_type, /*smooth_k=*/false);
   specs.push_back(attention::make_spec(request, config));
   return specs;
 }
