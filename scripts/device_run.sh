@@ -80,12 +80,14 @@ if $checks; then
   TAIL_LINES=25 timed python 240 scripts/device_python.sh "$logs"
   for args in "--seq 200 --heads 2 --causal" "--seq 77 --seq-kv 300 --heads 4 --heads-kv 2 --variant half" \
               "--seq 130 --head-dim 64 --p-scale tile --v-scale block" "--seq 65 --head-dim 256 --causal" \
-              "--seq 90 --qk-bits 4 --v-scale channel"; do
+              "--seq 90 --qk-bits 4 --v-scale tensor --p s8 --p-scale running" \
+              "--seq 100 --head-dim 64 --causal --smooth-k"; do
     TAIL_LINES=2 timed "memcheck_$(echo "$args" | tr -c 'a-z0-9\n' '_')" 60 \
       compute-sanitizer --tool memcheck --error-exitcode 9 $bin/intfa run $args --repeats 1
   done
   for tool in racecheck synccheck; do
-    for args in "--seq 200 --heads 1" "--seq 130 --head-dim 64 --causal --variant half"; do
+    for args in "--seq 200 --heads 1" "--seq 130 --head-dim 64 --causal --variant half" \
+                "--seq 90 --qk-bits 4 --smooth-k --v-scale block --causal"; do
       TAIL_LINES=2 timed "${tool}_$(echo "$args" | tr -c 'a-z0-9\n' '_')" 90 \
         compute-sanitizer --tool $tool --error-exitcode 9 $bin/intfa run $args --repeats 1
     done

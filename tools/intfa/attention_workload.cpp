@@ -71,11 +71,17 @@ AttentionWorkload::AttentionWorkload(const AttentionProblem& problem,
   tensors_.out = TensorView::dense(out_.get(), io_type, Layout::kBHND, q_shape_);
 }
 
+void AttentionWorkload::smooth_k() {
+  k_mean_ = device::DeviceBuffer(static_cast<std::size_t>(problem_.batch) * problem_.heads_kv *
+                                 problem_.head_dim * sizeof(float));
+}
+
 void AttentionWorkload::quantize(CUstream stream) {
   QuantizeOptions options;
   options.bits = problem_.qk_bits;
   quantize_qk(q_shape_, TensorView::dense(q_.get(), io_type_, Layout::kBHND, q_shape_),
               tensors_.q, q_scale_.as<float>(), stream, options);
+  options.smooth_k_channel_mean = k_mean_.get() != nullptr ? k_mean_.as<float>() : nullptr;
   quantize_qk(kv_shape_, TensorView::dense(k_.get(), io_type_, Layout::kBHND, kv_shape_),
               tensors_.k, k_scale_.as<float>(), stream, options);
   if (problem_.variant == Variant::kFullInt8) {
@@ -101,6 +107,7 @@ std::uint64_t AttentionWorkload::quantize_bytes_moved() const {
                            problem_.seq_kv * problem_.head_dim;
   const std::uint64_t bits = static_cast<std::uint64_t>(problem_.qk_bits);
   std::uint64_t bytes = (q + kv) * 2 + (q + kv) * bits / 8;  // read 16-bit, write quantized
+  if (k_mean_.get() != nullptr) bytes += kv * 2;              // K smoothing's mean pass
   if (problem_.variant == Variant::kFullInt8) {
     bytes += kv * 2 + kv;  // V: read, write
     if (options_.v_granularity != VScaleGranularity::kPerBlock) bytes += kv * 2;  // max pass

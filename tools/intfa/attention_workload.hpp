@@ -19,6 +19,7 @@ class AttentionWorkload {
   AttentionWorkload(const AttentionProblem& problem, const AttentionOptions& options,
                     DType io_type, reference::Distribution distribution, std::uint64_t seed);
 
+  void smooth_k();                 // from now on quantize() smooths K (a [B][H][D] mean buffer)
   void quantize(CUstream stream);  // Q, K (and V for full INT8) into the attention inputs
   void attend(CUstream stream);    // one attention_forward
   // Times another tile config on the same tensors (the numerics options stay).
@@ -37,6 +38,7 @@ class AttentionWorkload {
   DType io_type_;
   TensorShape q_shape_, kv_shape_;
   device::DeviceBuffer q_, k_, v_, q8_, k8_, v8_, q_scale_, k_scale_, v_scale_, out_;
+  device::DeviceBuffer k_mean_;  // K's channel means when smoothing, else empty
   AttentionTensors tensors_;
 };
 

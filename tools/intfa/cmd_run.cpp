@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "attention/attention_spec.hpp"
+#include "attention/config_choice.hpp"
 #include "device/arch.hpp"
 #include "device/device_memory.hpp"
 #include "device/driver_api.hpp"
@@ -25,7 +26,8 @@ const char* const kRunUsage =
     "Without a GPU: compiles and caches the kernels it would launch (for INTFA_ARCH, else for\n"
     "sm_80, sm_86, sm_89 and sm_90a) and exits 0.\n\n"
     "  --batch B (1)  --heads H (8)  --heads-kv H (= heads)  --seq N (1024)  --seq-kv N (= seq)\n"
-    "  --head-dim D (128)  --causal  --seed S (fresh each run)  --repeats R (20)\n";
+    "  --head-dim D (128)  --causal  --seed S (fresh each run)  --repeats R (20)\n"
+    "  --smooth-k                 quantize K with K smoothing (its channel means subtracted)\n";
 
 namespace {
 
@@ -36,12 +38,13 @@ struct Demo {
   reference::Distribution distribution = reference::Distribution::kNormal;
   std::uint64_t seed = 0;
   int repeats = 20;
+  bool smooth_k = false;
 };
 
 Demo parse_demo(const Arguments& arguments) {
-  const Args args(arguments, {"causal"});
-  std::vector<std::string> known = {"batch",   "heads",    "heads-kv", "seq", "seq-kv",
-                                    "head-dim", "causal", "seed",     "repeats"};
+  const Args args(arguments, {"causal", "smooth-k"});
+  std::vector<std::string> known = {"batch",  "heads", "heads-kv", "seq",     "seq-kv",
+                                    "head-dim", "causal", "seed", "repeats", "smooth-k"};
   for (const std::string& name : numerics_option_names()) known.push_back(name);
   args.reject_unknown(known);
   Demo demo;
@@ -52,6 +55,7 @@ Demo parse_demo(const Arguments& arguments) {
   demo.problem.seq_kv = static_cast<int>(args.get_int("seq-kv", demo.problem.seq_q, 1, 1 << 20));
   demo.problem.head_dim = static_cast<int>(args.get_int("head-dim", 128, 1, 1024));
   demo.problem.causal = args.has("causal");
+  demo.smooth_k = args.has("smooth-k");
   parse_numerics(args, demo.problem, demo.options, demo.io_type);
   demo.distribution = parse_distribution(args);
   demo.seed = static_cast<std::uint64_t>(args.get_int("seed", 0, 0, 1L << 62));
@@ -60,8 +64,7 @@ Demo parse_demo(const Arguments& arguments) {
   return demo;
 }
 
-// The specs one call of this demo launches on `arch`.
-std::vector<render::KernelSpec> demo_specs(const Demo& demo, device::Arch arch) {
+attention::SpecRequest spec_request(const Demo& demo, device::Arch arch) {
   attention::SpecRequest request;
   request.arch = arch;
   request.head_dim = demo.problem.head_dim;
@@ -73,10 +76,15 @@ std::vector<render::KernelSpec> demo_specs(const Demo& demo, device::Arch arch) 
   request.p_encoding = demo.options.p_encoding;
   request.p_scale = demo.options.p_scale;
   request.v_granularity = demo.options.v_granularity;
+  return request;
+}
+
+// The specs one call of this demo launches on `arch` (without a GPU: the heuristic's config).
+std::vector<render::KernelSpec> demo_specs(const Demo& demo, device::Arch arch) {
+  const attention::SpecRequest request = spec_request(demo, arch);
   const KernelConfig config =
       demo.options.config ? *demo.options.config : attention::heuristic_config(request);
-  std::vector<render::KernelSpec> specs =
-      quantize::call_specs(request, demo.io_type, /*smooth_k=*/false);
+  std::vector<render::KernelSpec> specs = quantize::call_specs(request, demo.io_type, demo.smooth_k);
   specs.push_back(attention::make_spec(request, config));
   return specs;
 }
@@ -127,10 +135,12 @@ int run_demo(const Arguments& arguments) {
   check.problem = p;
   check.options = demo.options;
   if (!check.options.config) {
-    attention::SpecRequest request;
-    request.head_dim = p.head_dim;
-    check.options.config = attention::heuristic_config(request);
+    // The config attention_forward would choose (tuned or heuristic), pinned so that the model
+    // steps through the same key tiles and the timing measures the checked kernel.
+    const device::DeviceInfo& info = device::cached_device_info(device::current_device());
+    check.options.config = attention::choose_config(spec_request(demo, info.arch), p, info);
   }
+  check.smooth_k = demo.smooth_k;
   check.io_type = demo.io_type;
   check.distribution = demo.distribution;
   check.seed = demo.seed;
@@ -150,6 +160,7 @@ int run_demo(const Arguments& arguments) {
   AttentionOptions timed_options = demo.options;
   timed_options.config = check.options.config;
   AttentionWorkload workload(p, timed_options, demo.io_type, demo.distribution, demo.seed);
+  if (demo.smooth_k) workload.smooth_k();
   device::Stream stream;
   const Timing quantize_time = time_on_stream(
       [&](CUstream s) { workload.quantize(s); }, stream.get(), 3, demo.repeats);
