@@ -3,9 +3,10 @@
 # compute-sanitizer, the Python binding, then the timings (tuner, JIT path, accuracy, numerics
 # options, INT4, ncu, tile sweep, the side-by-side SDPA benchmark). Expects a Release build
 # carried in build/ (built on the project machine); writes under $OUT.
-#   usage: scripts/device_run.sh [quick|bench|compare|ab|full]
+#   usage: scripts/device_run.sh [quick|bench|extra|compare|ab|full]
 #     quick: checks only; bench: JIT, tune, accuracy, numerics options, INT4, compare_sdpa;
-#     compare: tile sweep, ncu; full: all of them (more than one 10-minute call holds).
+#     extra: K smoothing's cost, INT4 accuracy; compare: tile sweep, ncu;
+#     full: all of them (more than one 10-minute call holds).
 # At most 8 files come back from $OUT, so the details go into logs.tgz, which is rewritten after
 # every step: a call stopped at its time limit still returns what was done. Each step runs under
 # its own time limit, cut to what is left of INTFA_DEADLINE_S (default 570 s from the start).
@@ -56,12 +57,13 @@ timed() {
   return 0
 }
 
-checks=false; timings=false; comparison=false
+checks=false; timings=false; extras=false; comparison=false
 case $mode in
   quick) checks=true ;;
   bench) timings=true ;;
+  extra) extras=true ;;
   compare) comparison=true ;;
-  full) checks=true; timings=true; comparison=true ;;
+  full) checks=true; timings=true; extras=true; comparison=true ;;
   ab) ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
@@ -126,6 +128,26 @@ if $timings; then
     --qk-bits 4 --repeats 5 --json "$logs/int4.json"
   TAIL_LINES=40 timed compare_sdpa 240 python3 bench/compare_sdpa.py --lib $build/lib/libintfa.so \
     --out-dir "$logs"
+fi
+
+if $extras; then
+  # K smoothing's cost (its mean pass is in the quantize columns), against plain K in the same run.
+  for smoothing in "" --smooth-k; do
+    TAIL_LINES=6 timed "quantize${smoothing:+_smooth_k}" 60 $bin/intfa bench --head-dims 64,128 \
+      --seq 4096,16384 --repeats 10 $smoothing --json "$logs/quantize${smoothing:+_smooth_k}.json"
+  done
+  # INT4 Q.K: its error against float64 of the original inputs (intfa run checks it too).
+  for variant in full half; do
+    for d in 64 128; do
+      for n in 1024 4096; do
+        for dist in normal uniform; do
+          TAIL_LINES=0 timed "int4_${variant}_d${d}_n${n}_${dist}" 60 $bin/intfa run --qk-bits 4 \
+            --variant $variant --head-dim $d --seq $n --heads 8 --dist $dist --repeats 5
+          note "  $(grep -m1 'relative L2' "$logs/int4_${variant}_d${d}_n${n}_${dist}.log")"
+        done
+      done
+    done
+  done
 fi
 
 if $comparison; then

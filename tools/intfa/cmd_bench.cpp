@@ -30,6 +30,7 @@ const char* const kBenchUsage =
     "  --configs M,N,W,S;...      tile configs to time (default: the chosen one); 'all' times\n"
     "                             every candidate config of the tuner\n"
     "  --json FILE                write every row as JSON\n"
+    "  --smooth-k                 quantize K with K smoothing (its cost shows in the quant columns)\n"
     "  --jit                      instead: time the JIT path (cold NVRTC compile, disk hit to\n"
     "                             launchable, per-call host overhead above a raw launch)\n";
 
@@ -82,9 +83,9 @@ json::Value row_json(const BenchRow& row, const std::string& gpu) {
 }  // namespace
 
 int run_bench(const Arguments& arguments) {
-  const Args args(arguments, {"jit"});
-  std::vector<std::string> known = {"head-dims", "seq",     "batch",   "heads",
-                                    "causal",    "variants", "repeats", "configs", "json", "jit"};
+  const Args args(arguments, {"jit", "smooth-k"});
+  std::vector<std::string> known = {"head-dims", "seq",     "batch",   "heads", "causal",  "variants",
+                                    "repeats",   "configs", "json",    "jit",   "smooth-k"};
   for (const std::string& name : numerics_option_names()) known.push_back(name);
   args.reject_unknown(known);
   std::string reason;
@@ -115,6 +116,7 @@ int run_bench(const Arguments& arguments) {
   AttentionOptions options;
   DType io_type = DType::kF16;
   parse_numerics(args, base, options, io_type);
+  const bool smooth_k = args.has("smooth-k");
 
   // Every problem with the configs to time on it; all their specs compile in parallel first.
   struct Job {
@@ -163,6 +165,7 @@ int run_bench(const Arguments& arguments) {
     job_options.config = job.configs.front();
     AttentionWorkload workload(job.problem, job_options, io_type, reference::Distribution::kNormal,
                                reference::fresh_seed());
+    if (smooth_k) workload.smooth_k();
     const Timing quantize = time_on_stream([&](CUstream s) { workload.quantize(s); },
                                            stream.get(), 2, std::max(3, repeats / 4));
     workload.quantize(stream.get());
