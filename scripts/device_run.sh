@@ -87,6 +87,11 @@ if $checks; then
     TAIL_LINES=2 timed "memcheck_$(echo "$args" | tr -c 'a-z0-9\n' '_')" 60 \
       compute-sanitizer --tool memcheck --error-exitcode 9 $bin/intfa run $args --repeats 1
   done
+  # Varlen: the packed sequences of the GPU test (empty and length-1 neighbours, GQA, INT4).
+  for tool in memcheck racecheck; do
+    TAIL_LINES=2 timed "${tool}_varlen" 120 compute-sanitizer --tool $tool --error-exitcode 9 \
+      $bin/intfa_tests --gtest_filter='Cases/VarlenGpu.*'
+  done
   for tool in racecheck synccheck; do
     for args in "--seq 200 --heads 1" "--seq 130 --head-dim 64 --causal --variant half" \
                 "--seq 90 --qk-bits 4 --smooth-k --v-scale block --causal"; do
@@ -131,6 +136,10 @@ if $timings; then
 fi
 
 if $extras; then
+  # The default numerics at N=16k (B=4, H=32) against RESULTS.md's table: a change of the kernel's
+  # addressing (varlen) must not cost the dense kernels.
+  TAIL_LINES=6 timed dense_speed 60 $bin/intfa bench --head-dims 64,128 --seq 16384 --causal off,on \
+    --repeats 15 --json "$logs/dense_speed.json"
   # K smoothing's cost (its mean pass is in the quantize columns), against plain K in the same run.
   for smoothing in "" --smooth-k; do
     TAIL_LINES=6 timed "quantize${smoothing:+_smooth_k}" 60 $bin/intfa bench --head-dims 64,128 \

@@ -42,6 +42,24 @@ struct AttentionProblem {
   int qk_bits = 8;  // 8, or 4 for INT4 Q.K (q and k are then DType::kI4x2)
 };
 
+// Varlen (packed) batches, as FlashAttention's varlen API: sequence b is rows
+// cu_seqlens_q[b] .. cu_seqlens_q[b + 1] of the packed Q, out and LSE and rows
+// cu_seqlens_kv[b] .. cu_seqlens_kv[b + 1] of the packed K (and 16-bit V). Then
+// AttentionProblem::batch is the number of sequences and seq_q / seq_kv are the longest ones
+// (they size the grid and INT8 V's padding); causal masking is per sequence, bottom-right aligned.
+// The views of Q, K, 16-bit V and out are [1, heads, total rows, head_dim] (their batch stride is
+// not used), the scales and the LSE [heads][total rows] (quantize_qk of the packed tensor writes
+// exactly that), and INT8 V keeps its per-sequence layout: quantize_v_varlen writes it.
+// A sequence may be empty. The offsets are device memory and are not read on the host: they must
+// start at 0, never decrease, end at total_q / total_kv and step by at most seq_q / seq_kv.
+struct VarlenLayout {
+  const int* cu_seqlens_q = nullptr;   // device int32 [batch + 1]
+  const int* cu_seqlens_kv = nullptr;  // device int32 [batch + 1]
+  int total_q = 0;                     // cu_seqlens_q[batch]
+  int total_kv = 0;                    // cu_seqlens_kv[batch]
+  bool enabled() const { return cu_seqlens_q != nullptr || cu_seqlens_kv != nullptr; }
+};
+
 struct AttentionTensors {
   TensorView q;             // kI8 (or kI4x2), [batch, heads_q, seq_q, head_dim], 16-byte rows
   TensorView k;             // kI8 (or kI4x2), [batch, heads_kv, seq_kv, head_dim]
@@ -53,6 +71,7 @@ struct AttentionTensors {
   const float* v_scale = nullptr;  // full INT8: v_scale_count(...) floats; unused for half INT8
   TensorView out;                  // kF16/kBF16, [batch, heads_q, seq_q, head_dim]
   float* lse = nullptr;            // optional: [batch][heads_q][seq_q] natural-log LSE
+  VarlenLayout varlen;             // packed sequences when set (see VarlenLayout)
 };
 
 // A tile configuration of the attention kernel (what the tuner chooses).

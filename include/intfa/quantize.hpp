@@ -31,4 +31,13 @@ void quantize_qk(const TensorShape& shape, const TensorView& input, const Tensor
 void quantize_v(const TensorShape& shape, const TensorView& input, void* output, float* scales,
                 VScaleGranularity granularity, CUstream stream);
 
+// Varlen V (VarlenLayout): `input` is packed, [1, heads_kv, total_kv, head_dim] (its batch stride
+// unused), sequence b its rows cu_seqlens_kv[b] .. cu_seqlens_kv[b + 1]; `shape` is
+// {batch (sequences), heads_kv, longest sequence, head_dim}. Writes the same INT8 V layout and
+// scales as quantize_v of shape (each sequence zero-padded to v_padded_seq(shape.seq)), so
+// sequence b quantizes exactly as quantize_v of that sequence alone would.
+void quantize_v_varlen(const TensorShape& shape, const TensorView& input, int total_kv,
+                       const int* cu_seqlens_kv, void* output, float* scales,
+                       VScaleGranularity granularity, CUstream stream);
+
 }  // namespace intfa

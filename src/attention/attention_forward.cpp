@@ -46,6 +46,15 @@ kernels::AttentionParams make_params(const AttentionProblem& problem,
   params.seq_kv = problem.seq_kv;
   params.v_padded_seq = v_padded_seq(problem.seq_kv);
   params.scale_log2 = static_cast<float>(softmax_scale * 1.4426950408889634);
+  if (tensors.varlen.enabled()) {
+    // Packed tensors are one batch: the kernel finds each sequence's rows from the offsets.
+    params.q_strides.batch = params.k_strides.batch = params.out_strides.batch = 0;
+    if (problem.variant != Variant::kFullInt8) params.v_strides.batch = 0;
+    params.cu_seqlens_q = tensors.varlen.cu_seqlens_q;
+    params.cu_seqlens_kv = tensors.varlen.cu_seqlens_kv;
+    params.total_q = tensors.varlen.total_q;
+    params.total_kv = tensors.varlen.total_kv;
+  }
   return params;
 }
 
@@ -105,6 +114,7 @@ PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensor
   request.variant = problem.variant;
   request.qk_bits = problem.qk_bits;
   request.causal = problem.causal;
+  request.varlen = tensors.varlen.enabled();
   request.v_type = problem.variant == Variant::kHalfInt8 ? tensors.v.dtype : DType::kF16;
   request.output_type = tensors.out.dtype;
   request.p_encoding = options.p_encoding;

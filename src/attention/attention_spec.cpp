@@ -26,6 +26,7 @@ render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& con
   spec.stages = config.stages;
   spec.qk_bits = request.qk_bits;
   spec.causal = request.causal;
+  spec.varlen = request.varlen;
   spec.output_type = element_type(request.output_type, "tensors.out.dtype");
   if (request.variant == Variant::kFullInt8) {
     spec.variant = kernels::AttentionVariant::kFullInt8;

@@ -16,6 +16,7 @@ struct SpecRequest {
   Variant variant = Variant::kFullInt8;
   int qk_bits = 8;
   bool causal = false;
+  bool varlen = false;  // packed sequences (AttentionTensors::varlen)
   DType v_type = DType::kF16;    // half INT8 only
   DType output_type = DType::kF16;
   // Full INT8 numerics, as AttentionOptions' defaults.

@@ -37,7 +37,8 @@ std::optional<KernelConfig> tuned_config(const SpecRequest& request,
 
 bool same_request(const SpecRequest& a, const SpecRequest& b) {
   return a.arch == b.arch && a.head_dim == b.head_dim && a.variant == b.variant &&
-         a.qk_bits == b.qk_bits && a.causal == b.causal && a.v_type == b.v_type &&
+         a.qk_bits == b.qk_bits && a.causal == b.causal && a.varlen == b.varlen &&
+         a.v_type == b.v_type &&
          a.output_type == b.output_type && a.p_encoding == b.p_encoding &&
          a.p_scale == b.p_scale && a.v_granularity == b.v_granularity;
 }

@@ -125,14 +125,43 @@ void validate_scales(const float* scales, const char* field) {
   }
 }
 
+void validate_offsets(const int* offsets, const char* field) {
+  if (offsets == nullptr) throw InvalidArgument(field, "null", "expected a device pointer");
+  if (reinterpret_cast<std::uintptr_t>(offsets) % 4 != 0) {
+    throw InvalidArgument(field, std::to_string(reinterpret_cast<std::uintptr_t>(offsets)),
+                          "expected 4-byte alignment");
+  }
+}
+
+namespace {
+
+// The [batch, rows] a view of Q (or K) spans: the problem's, or one packed batch of all rows.
+struct RowExtent {
+  std::int64_t batch, rows;
+};
+
+void validate_varlen(const VarlenLayout& varlen) {
+  validate_offsets(varlen.cu_seqlens_q, "tensors.varlen.cu_seqlens_q");
+  validate_offsets(varlen.cu_seqlens_kv, "tensors.varlen.cu_seqlens_kv");
+  require_positive(varlen.total_q, "tensors.varlen.total_q");
+  require_positive(varlen.total_kv, "tensors.varlen.total_kv");
+}
+
+}  // namespace
+
 void validate_tensors(const AttentionProblem& p, const AttentionTensors& t,
                       const AttentionOptions& options) {
+  const bool varlen = t.varlen.enabled();
+  if (varlen) validate_varlen(t.varlen);
+  const RowExtent q_rows = varlen ? RowExtent{1, t.varlen.total_q} : RowExtent{p.batch, p.seq_q};
+  const RowExtent kv_rows =
+      varlen ? RowExtent{1, t.varlen.total_kv} : RowExtent{p.batch, p.seq_kv};
   const DType qk_dtype = p.qk_bits == 8 ? DType::kI8 : DType::kI4x2;
   const std::int64_t qk_row = p.qk_bits == 8 ? p.head_dim : p.head_dim / 2;
   require_dtype(t.q, "tensors.q", {qk_dtype});
   require_dtype(t.k, "tensors.k", {qk_dtype});
-  validate_view(t.q, {"tensors.q", {p.batch, p.heads_q, p.seq_q, qk_row}, 1, 16});
-  validate_view(t.k, {"tensors.k", {p.batch, p.heads_kv, p.seq_kv, qk_row}, 1, 16});
+  validate_view(t.q, {"tensors.q", {q_rows.batch, p.heads_q, q_rows.rows, qk_row}, 1, 16});
+  validate_view(t.k, {"tensors.k", {kv_rows.batch, p.heads_kv, kv_rows.rows, qk_row}, 1, 16});
   validate_scales(t.q_scale, "tensors.q_scale");
   validate_scales(t.k_scale, "tensors.k_scale");
   if (p.variant == Variant::kFullInt8) {
@@ -143,10 +172,10 @@ void validate_tensors(const AttentionProblem& p, const AttentionTensors& t,
     validate_scales(t.v_scale, "tensors.v_scale");
   } else {
     require_dtype(t.v, "tensors.v", {DType::kF16, DType::kBF16});
-    validate_view(t.v, {"tensors.v", {p.batch, p.heads_kv, p.seq_kv, p.head_dim}, 2, 16});
+    validate_view(t.v, {"tensors.v", {kv_rows.batch, p.heads_kv, kv_rows.rows, p.head_dim}, 2, 16});
   }
   require_dtype(t.out, "tensors.out", {DType::kF16, DType::kBF16});
-  validate_view(t.out, {"tensors.out", {p.batch, p.heads_q, p.seq_q, p.head_dim}, 2, 4});
+  validate_view(t.out, {"tensors.out", {q_rows.batch, p.heads_q, q_rows.rows, p.head_dim}, 2, 4});
   if (t.lse != nullptr && reinterpret_cast<std::uintptr_t>(t.lse) % 4 != 0) {
     throw InvalidArgument("tensors.lse", std::to_string(reinterpret_cast<std::uintptr_t>(t.lse)),
                           "expected 4-byte alignment");

@@ -25,6 +25,8 @@ struct ViewRequirements {
 };
 void validate_view(const TensorView& view, const ViewRequirements& requirements);
 void validate_scales(const float* scales, const char* field);
+// A device int32 array of varlen offsets: not null, 4-byte aligned (its values stay on the GPU).
+void validate_offsets(const int* offsets, const char* field);
 void validate_shape(const TensorShape& shape, const char* field);
 
 }  // namespace intfa::attention

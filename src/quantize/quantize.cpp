@@ -122,12 +122,40 @@ void quantize_qk(const TensorShape& shape, const TensorView& input, const Tensor
   launch_spec(spec, where, launch_shape, stream, &params);
 }
 
+namespace {
+
+void launch_quantize_v(const TensorShape& shape, const TensorView& input, const int* cu_seqlens,
+                       void* output, float* scales, VScaleGranularity granularity,
+                       CUstream stream);
+
+}  // namespace
+
 void quantize_v(const TensorShape& shape, const TensorView& input, void* output, float* scales,
                 VScaleGranularity granularity, CUstream stream) {
   attention::validate_shape(shape, "shape");
-  const kernels::ElementType element = input_type(input, "input");
   attention::validate_view(input, {"input", {shape.batch, shape.heads, shape.seq, shape.head_dim},
                                    2, 16});
+  launch_quantize_v(shape, input, nullptr, output, scales, granularity, stream);
+}
+
+void quantize_v_varlen(const TensorShape& shape, const TensorView& input, int total_kv,
+                       const int* cu_seqlens_kv, void* output, float* scales,
+                       VScaleGranularity granularity, CUstream stream) {
+  attention::validate_shape(shape, "shape");
+  if (total_kv < 1) {
+    throw InvalidArgument("total_kv", std::to_string(total_kv), "expected >= 1");
+  }
+  attention::validate_offsets(cu_seqlens_kv, "cu_seqlens_kv");
+  attention::validate_view(input, {"input", {1, shape.heads, total_kv, shape.head_dim}, 2, 16});
+  launch_quantize_v(shape, input, cu_seqlens_kv, output, scales, granularity, stream);
+}
+
+namespace {
+
+void launch_quantize_v(const TensorShape& shape, const TensorView& input, const int* cu_seqlens,
+                       void* output, float* scales, VScaleGranularity granularity,
+                       CUstream stream) {
+  const kernels::ElementType element = input_type(input, "input");
   if (output == nullptr) throw InvalidArgument("output", "null", "expected a device pointer");
   if (reinterpret_cast<std::uintptr_t>(output) % 16 != 0) {
     throw InvalidArgument("output", std::to_string(reinterpret_cast<std::uintptr_t>(output)),
@@ -147,6 +175,7 @@ void quantize_v(const TensorShape& shape, const TensorView& input, void* output,
   params.heads = shape.heads;
   params.seq = shape.seq;
   params.padded_seq = v_padded_seq(shape.seq);
+  params.cu_seqlens = cu_seqlens;
 
   const render::KernelSpec spec = quantize::v_spec(where.arch, shape.head_dim, element, granularity);
   launch::LaunchShape launch_shape;
@@ -165,5 +194,7 @@ void quantize_v(const TensorShape& shape, const TensorView& input, void* output,
   }
   launch_spec(spec, where, launch_shape, stream, &params);
 }
+
+}  // namespace
 
 }  // namespace intfa

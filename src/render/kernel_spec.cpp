@@ -10,7 +10,7 @@ namespace {
 auto as_tuple(const KernelSpec& s) {
   return std::tie(s.family, s.arch, s.head_dim, s.block_m, s.block_n, s.warps, s.stages, s.qk_bits,
                   s.variant, s.input_type, s.output_type, s.causal, s.p_encoding, s.p_scale,
-                  s.v_granularity, s.smooth_k);
+                  s.v_granularity, s.smooth_k, s.varlen);
 }
 
 template <typename Enum, std::size_t N>
@@ -97,7 +97,8 @@ std::string KernelSpec::to_string() const {
       text += " m" + std::to_string(block_m) + " n" + std::to_string(block_n) + " w" +
               std::to_string(warps) + " s" + std::to_string(stages) + " " + variant_name(variant) +
               " qk" + std::to_string(qk_bits) + " " + element_type_name(input_type) + "->" +
-              element_type_name(output_type) + (causal ? " causal" : "");
+              element_type_name(output_type) + (causal ? " causal" : "") +
+              (varlen ? " varlen" : "");
       if (variant == kernels::AttentionVariant::kFullInt8) {
         text += " p=" + p_encoding_name(p_encoding) + "/" + p_scale_name(p_scale) +
                 " v=" + v_granularity_name(v_granularity);
@@ -125,6 +126,7 @@ json::Value KernelSpec::to_json() const {
   object.set("p_scale", p_scale_name(p_scale));
   object.set("v_granularity", v_granularity_name(v_granularity));
   object.set("smooth_k", smooth_k);
+  object.set("varlen", varlen);
   return object;
 }
 
@@ -158,6 +160,9 @@ KernelSpec KernelSpec::from_json(const json::Value& value) {
     spec.p_scale = enum_from_name(value, "p_scale", p_scale_name, kReferences);
     spec.v_granularity = enum_from_name(value, "v_granularity", v_granularity_name, kGranularities);
     spec.smooth_k = value.at("smooth_k").as_bool();
+    // Absent in the files of builds before varlen existed: those specs are not varlen.
+    const json::Value* varlen = value.find("varlen");
+    spec.varlen = varlen != nullptr && varlen->as_bool();
     return spec;
   } catch (const json::TypeError& error) {
     throw InvalidArgument("spec", "(JSON)", error.what());
@@ -189,6 +194,7 @@ std::size_t KernelSpecHash::operator()(const KernelSpec& s) const noexcept {
   mix(static_cast<int>(s.p_scale));
   mix(static_cast<int>(s.v_granularity));
   mix(s.smooth_k);
+  mix(s.varlen);
   return hash;
 }
 

@@ -41,6 +41,7 @@ struct KernelSpec {
   kernels::PScaleReference p_scale = kernels::PScaleReference::kRunningMax;
   kernels::VScaleGranularity v_granularity = kernels::VScaleGranularity::kPerTensor;
   bool smooth_k = false;  // quantize kernels: subtract K's channel mean before quantizing
+  bool varlen = false;    // attention: packed sequences with cu_seqlens (AttentionParams)
 
   friend bool operator==(const KernelSpec& a, const KernelSpec& b);
   friend bool operator!=(const KernelSpec& a, const KernelSpec& b) { return !(a == b); }

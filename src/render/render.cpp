@@ -73,7 +73,7 @@ Instantiation quantize_v(const KernelSpec& spec, const char* kernel) {
 }
 
 Instantiation attention(const KernelSpec& spec) {
-  const std::vector<std::string> arguments = {
+  std::vector<std::string> arguments = {
       std::to_string(spec.head_dim),           std::to_string(spec.block_m),
       std::to_string(spec.block_n),            std::to_string(spec.warps),
       std::to_string(spec.stages),             variant_argument(spec.variant),
@@ -81,6 +81,9 @@ Instantiation attention(const KernelSpec& spec) {
       element_type_argument(spec.output_type), bool_argument(spec.causal),
       p_encoding_argument(spec.p_encoding),    p_scale_argument(spec.p_scale),
       v_granularity_argument(spec.v_granularity)};
+  // Only varlen kernels name the last parameter (default false), so that the units and keys of
+  // the others stay as they were.
+  if (spec.varlen) arguments.push_back(bool_argument(true));
   return {"attention/attention_forward.cuh",
           "intfa::kernels::attention_forward<intfa::kernels::AttentionConfig<" +
               strings::join(arguments, ", ") + ">>",

@@ -10,7 +10,7 @@ namespace kernels {
 
 template <int HeadDim, int BlockM, int BlockN, int Warps, int Stages, AttentionVariant Variant,
           int QkBits, ElementType VType, ElementType OutputType, bool Causal, PEncoding PEnc,
-          PScaleReference PScale, VScaleGranularity VGranularity>
+          PScaleReference PScale, VScaleGranularity VGranularity, bool Varlen = false>
 struct AttentionConfig {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockM = BlockM;
@@ -19,6 +19,7 @@ struct AttentionConfig {
   static constexpr int kStages = Stages;
   static constexpr int kQkBits = QkBits;
   static constexpr bool kCausal = Causal;
+  static constexpr bool kVarlen = Varlen;  // packed sequences (AttentionParams::cu_seqlens_*)
   static constexpr bool kFullInt8 = Variant == AttentionVariant::kFullInt8;
   static constexpr bool kUnsignedP = PEnc == PEncoding::kUnsigned255;
   static constexpr bool kTileMaxReference = PScale == PScaleReference::kTileMax;

@@ -438,17 +438,19 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
   const int lane = thread & 31;
   const int warp_row0 = (thread >> 5) * kMTiles * 16;
   const LaneCoordinates coordinates{lane >> 2, lane & 3};
-  const int causal_offset = params.seq_kv - params.seq_q;
+  const SequenceExtent extent = sequence_extent<Config::kVarlen>(params, batch, head_q, head_kv);
+  // The grid covers the longest sequence; blocks past the end of a shorter one have no rows.
+  if (Config::kVarlen && first_row >= extent.seq_q) return;
+  const int causal_offset = extent.seq_kv - extent.seq_q;
 
   const i64 kv_index = static_cast<i64>(batch) * params.heads_kv + head_kv;
-  const i64 q_index = static_cast<i64>(batch) * params.heads_q + head_q;
-  const AttentionTileLoader<Config> loader(params, batch, head_q, head_kv, thread);
+  const AttentionTileLoader<Config> loader(params, batch, head_q, head_kv, extent, thread);
   const typename Kernel::KFragments k_fragments(lane);
   const typename Kernel::VFragments v_fragments(lane);
   const typename Kernel::HalfVFragments half_v_fragments(lane);
 
   // Key tiles this block visits: all, or up to the diagonal of its last row.
-  int tiles = (params.seq_kv + Config::kBlockN - 1) / Config::kBlockN;
+  int tiles = (extent.seq_kv + Config::kBlockN - 1) / Config::kBlockN;
   if (Config::kCausal) {
     const int last_visible_key = first_row + Config::kBlockM - 1 + causal_offset;
     tiles = last_visible_key < 0 ? 0 : min(tiles, last_visible_key / Config::kBlockN + 1);
@@ -472,7 +474,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = first_row + warp_row0 + mt * 16 + coordinates.group + 8 * half;
-      const float q_scale = row < params.seq_q ? params.q_scale[q_index * params.seq_q + row] : 0.0f;
+      const float q_scale = row < extent.seq_q ? params.q_scale[extent.q_scale0 + row] : 0.0f;
       c[mt][half] = fmaxf(q_scale * params.scale_log2, 1e-30f);
     }
 
@@ -557,7 +559,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
 
     const int slot = tile % kStages;
     const int first_key = tile * Config::kBlockN;
-    const bool needs_mask = first_key + Config::kBlockN > params.seq_kv ||
+    const bool needs_mask = first_key + Config::kBlockN > extent.seq_kv ||
                             (Config::kCausal && first_key + Config::kBlockN - 1 >
                                                     first_row + warp_row0 + causal_offset);
 
@@ -565,7 +567,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
     Kernel::score_tile(s, q, shared_address(k_tile(slot)), k_fragments);
     float y[kMTiles][kScoreTiles][4];
     Kernel::scale_and_mask(y, s, k_scales(slot), needs_mask, first_key, first_row + warp_row0,
-                           params.seq_kv, causal_offset, coordinates);
+                           extent.seq_kv, causal_offset, coordinates);
     float tile_max[kMTiles][2];
     Kernel::tile_row_max(tile_max, y, c);
 
@@ -665,7 +667,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
     tensor_v_scale = v_scale[kv_index];
   }
   u8* const out_head = static_cast<u8*>(params.out) + batch * params.out_strides.batch +
-                       head_q * params.out_strides.head;
+                       head_q * params.out_strides.head + extent.q_row0 * params.out_strides.row;
 #pragma unroll
   for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -674,7 +676,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
       sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
       sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
       const int row = first_row + warp_row0 + mt * 16 + coordinates.group + 8 * half;
-      if (row >= params.seq_q) continue;
+      if (row >= extent.seq_q) continue;
       const float inverse_sum = sum > 0.0f ? divide_rn(1.0f, sum) : 0.0f;
       const float row_scale = inverse_sum * tensor_v_scale;
       u8* const out_row = out_head + static_cast<i64>(row) * params.out_strides.row;
@@ -695,7 +697,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
         const float log2_sum = Config::kFullInt8
                                    ? rows[mt][half].frame + log2_approx(sum / Config::kPRange)
                                    : running_max[mt][half] + log2_approx(sum);
-        params.lse[q_index * params.seq_q + row] =
+        params.lse[extent.q_scale0 + row] =
             sum > 0.0f ? log2_sum * kLn2 : negative_infinity();
       }
     }

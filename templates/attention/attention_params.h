@@ -29,7 +29,46 @@ struct AttentionParams {
   int batch, heads_q, heads_kv, seq_q, seq_kv;
   int v_padded_seq;  // seq_kv rounded up to a multiple of 64 (full INT8)
   float scale_log2;  // softmax scale * log2(e)
+  // Varlen kernels only: sequence b is rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] of the packed
+  // Q, out (batch strides 0) and LSE, and rows cu_seqlens_kv[b] .. of the packed K and 16-bit V;
+  // the scales and LSE are [heads][total rows]; seq_q and seq_kv are the longest sequences. INT8 V
+  // keeps its per-batch layout (quantize_v pads each sequence to v_padded_seq).
+  const int* cu_seqlens_q;
+  const int* cu_seqlens_kv;
+  int total_q, total_kv;
 };
+
+// The rows of one (batch, head) pair: its lengths, the first packed row of the sequence (0 when
+// dense: the batch strides place it) and where its rows start in the scales and LSE.
+struct SequenceExtent {
+  int seq_q, seq_kv;
+  i64 q_row0, kv_row0;
+  i64 q_scale0, k_scale0;
+};
+
+template <bool Varlen>
+INTFA_HOST_DEVICE inline SequenceExtent sequence_extent(const AttentionParams& p, int batch,
+                                                        int head_q, int head_kv) {
+  SequenceExtent extent;
+  if (Varlen) {
+    const int q0 = p.cu_seqlens_q[batch];
+    const int kv0 = p.cu_seqlens_kv[batch];
+    extent.seq_q = p.cu_seqlens_q[batch + 1] - q0;
+    extent.seq_kv = p.cu_seqlens_kv[batch + 1] - kv0;
+    extent.q_row0 = q0;
+    extent.kv_row0 = kv0;
+    extent.q_scale0 = static_cast<i64>(head_q) * p.total_q + q0;
+    extent.k_scale0 = static_cast<i64>(head_kv) * p.total_kv + kv0;
+  } else {
+    extent.seq_q = p.seq_q;
+    extent.seq_kv = p.seq_kv;
+    extent.q_row0 = 0;
+    extent.kv_row0 = 0;
+    extent.q_scale0 = (static_cast<i64>(batch) * p.heads_q + head_q) * p.seq_q;
+    extent.k_scale0 = (static_cast<i64>(batch) * p.heads_kv + head_kv) * p.seq_kv;
+  }
+  return extent;
+}
 
 // V is quantized in blocks of 64 tokens (per-block scales) and padded to a multiple of 64 tokens.
 constexpr int kVTokenBlock = 64;

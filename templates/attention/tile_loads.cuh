@@ -80,13 +80,17 @@ struct AttentionTileLoader {
   VCopy v_copy;
 
   __device__ __forceinline__ AttentionTileLoader(const AttentionParams& p, int batch, int head_q,
-                                                 int head_kv, int thread_index)
-      : q_head(static_cast<const u8*>(p.q) + batch * p.q_strides.batch + head_q * p.q_strides.head),
+                                                 int head_kv, const SequenceExtent& extent,
+                                                 int thread_index)
+      : q_head(static_cast<const u8*>(p.q) + batch * p.q_strides.batch + head_q * p.q_strides.head +
+               extent.q_row0 * p.q_strides.row),
         k_head(static_cast<const u8*>(p.k) + batch * p.k_strides.batch +
-               head_kv * p.k_strides.head),
+               head_kv * p.k_strides.head + extent.kv_row0 * p.k_strides.row),
+        // INT8 V has a per-batch layout (rows are channels); packed 16-bit V starts at kv_row0.
         v_head(static_cast<const u8*>(p.v) + batch * p.v_strides.batch +
-               head_kv * p.v_strides.head),
-        k_scale_head(p.k_scale + (static_cast<i64>(batch) * p.heads_kv + head_kv) * p.seq_kv),
+               head_kv * p.v_strides.head +
+               (Config::kFullInt8 ? 0 : extent.kv_row0 * p.v_strides.row)),
+        k_scale_head(p.k_scale + extent.k_scale0),
         v_block_scale_head(Config::kPerBlockV
                                ? p.v_scale + (static_cast<i64>(batch) * p.heads_kv + head_kv) *
                                                  (p.v_padded_seq / kVTokenBlock) * Config::kHeadDim
@@ -94,8 +98,8 @@ struct AttentionTileLoader {
         q_row_stride(p.q_strides.row),
         k_row_stride(p.k_strides.row),
         v_row_stride(p.v_strides.row),
-        seq_q(p.seq_q),
-        seq_kv(p.seq_kv),
+        seq_q(extent.seq_q),
+        seq_kv(extent.seq_kv),
         v_padded_seq(p.v_padded_seq),
         thread(thread_index),
         k_copy(thread_index, p.k_strides.row),

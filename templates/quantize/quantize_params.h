@@ -42,6 +42,9 @@ struct QuantizeVParams {
   float* scales;
   i64 input_batch_stride, input_head_stride, input_row_stride;  // elements
   int batch, heads, seq, padded_seq;
+  // Varlen: batch b is rows cu_seqlens[b] .. cu_seqlens[b + 1] of a packed input (its batch
+  // stride unused), padded with zeros to padded_seq; null for [batch, heads, seq, head_dim].
+  const int* cu_seqlens;
 };
 
 }  // namespace kernels

@@ -24,19 +24,27 @@ struct VTile {
   u16 values[kTokens * kPitch];
 };
 
-// Loads tokens [first, first + 64) of one (batch, head) as raw 16-bit values, zeros past the end.
+// Loads tokens [first, first + 64) of one (batch, head) as raw 16-bit values, zeros past the end
+// (of the sequence, for varlen input).
 template <int HeadDim>
 __device__ __forceinline__ void load_v_tile(VTile<HeadDim>& tile, const QuantizeVParams& params,
                                             int batch, int head, int first) {
   constexpr int kChunksPerToken = HeadDim / 8;
-  const u16* head_input = static_cast<const u16*>(params.input) + batch * params.input_batch_stride +
-                          head * params.input_head_stride;
+  const u16* head_input = static_cast<const u16*>(params.input) + head * params.input_head_stride;
+  int seq = params.seq;
+  if (params.cu_seqlens != nullptr) {
+    const int first_row = params.cu_seqlens[batch];
+    head_input += static_cast<i64>(first_row) * params.input_row_stride;
+    seq = params.cu_seqlens[batch + 1] - first_row;
+  } else {
+    head_input += batch * params.input_batch_stride;
+  }
   for (int index = threadIdx.x; index < VTile<HeadDim>::kTokens * kChunksPerToken;
        index += VTile<HeadDim>::kThreads) {
     const int token = index / kChunksPerToken;
     const int channel = (index % kChunksPerToken) * 8;
     uint4 raw = make_uint4(0, 0, 0, 0);
-    if (first + token < params.seq) {
+    if (first + token < seq) {
       raw = *reinterpret_cast<const uint4*>(head_input + (i64)(first + token) * params.input_row_stride +
                                             channel);
     }

@@ -70,6 +70,35 @@ TEST_P(AttentionCompile, EveryHeadDimCausalityAndVariantCompiles) {
   }
 }
 
+// Varlen kernels (one head dim: the packed addressing does not depend on it), with the numerics
+// options that change what the kernel reads per sequence (per-block V scales, INT4 Q.K).
+TEST_P(AttentionCompile, VarlenKernelsCompile) {
+  std::vector<render::KernelSpec> specs;
+  for (bool causal : {false, true}) {
+    for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+      SpecRequest request;
+      request.arch = GetParam();
+      request.head_dim = 128;
+      request.causal = causal;
+      request.variant = variant;
+      request.varlen = true;
+      specs.push_back(make_spec(request, heuristic_config(request)));
+    }
+  }
+  SpecRequest per_block;
+  per_block.arch = GetParam();
+  per_block.varlen = true;
+  per_block.v_granularity = VScaleGranularity::kPerBlock;
+  per_block.qk_bits = 4;
+  specs.push_back(make_spec(per_block, heuristic_config(per_block)));
+  for (const render::KernelSpec& spec : specs) {
+    EXPECT_NE(spec.to_string().find(" varlen"), std::string::npos) << spec.to_string();
+  }
+  for (const Failure& failure : compile_all(specs)) {
+    ADD_FAILURE() << failure.spec << ": " << failure.message;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Archs, AttentionCompile, ::testing::ValuesIn(device::all_archs()),
                          [](const auto& param_info) { return device::arch_name(param_info.param); });
 

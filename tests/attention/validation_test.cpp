@@ -155,6 +155,54 @@ TEST(AttentionValidation, EveryRuleRefusesWithTheFieldNamed) {
   }
 }
 
+// A varlen call: 2 sequences packed into 150 query and 170 key rows (longest 100 and 130).
+Call valid_varlen_call(Variant variant) {
+  Call call = valid_call(variant);
+  const AttentionProblem& p = call.problem;
+  AttentionTensors& t = call.tensors;
+  t.varlen.cu_seqlens_q = static_cast<const int*>(fake_pointer());
+  t.varlen.cu_seqlens_kv = static_cast<const int*>(fake_pointer());
+  t.varlen.total_q = 150;
+  t.varlen.total_kv = 170;
+  const TensorShape q{1, p.heads_q, 150, p.head_dim};
+  const TensorShape kv{1, p.heads_kv, 170, p.head_dim};
+  t.q = TensorView::dense(fake_pointer(), DType::kI8, Layout::kBNHD, q);
+  t.k = TensorView::dense(fake_pointer(), DType::kI8, Layout::kBNHD, kv);
+  if (variant == Variant::kHalfInt8) t.v = TensorView::dense(fake_pointer(), DType::kF16, Layout::kBNHD, kv);
+  t.out = TensorView::dense(fake_pointer(), DType::kBF16, Layout::kBNHD, q);
+  return call;
+}
+
+TEST(AttentionValidation, VarlenCallsPassAndEachVarlenRuleNamesItsField) {
+  for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+    const Call call = valid_varlen_call(variant);
+    EXPECT_NO_THROW(attention::validate_tensors(call.problem, call.tensors, call.options));
+  }
+  const std::vector<Rule> varlen_rules = {
+      {"null cu_seqlens_q", [](Call& c) { c.tensors.varlen.cu_seqlens_q = nullptr; },
+       "tensors.varlen.cu_seqlens_q"},
+      {"misaligned cu_seqlens_kv",
+       [](Call& c) { c.tensors.varlen.cu_seqlens_kv = static_cast<const int*>(fake_pointer(2)); },
+       "tensors.varlen.cu_seqlens_kv"},
+      {"zero total_q", [](Call& c) { c.tensors.varlen.total_q = 0; }, "tensors.varlen.total_q"},
+      {"negative total_kv", [](Call& c) { c.tensors.varlen.total_kv = -5; },
+       "tensors.varlen.total_kv"},
+      // Packed views span all rows: rows 16 bytes apart would overlap 128-byte rows.
+      {"packed q rows overlap", [](Call& c) { c.tensors.q.strides[2] = 16; }, "tensors.q.strides"},
+  };
+  const ExpectNothingLaunched nothing_launched;
+  for (const Rule& rule : varlen_rules) {
+    Call call = valid_varlen_call(Variant::kFullInt8);
+    rule.break_it(call);
+    try {
+      attention_forward(call.problem, call.tensors, nullptr, call.options);
+      ADD_FAILURE() << rule.name << ": accepted";
+    } catch (const InvalidArgument& error) {
+      EXPECT_EQ(error.field(), rule.field) << rule.name << ": " << error.what();
+    }
+  }
+}
+
 TEST(AttentionValidation, HalfInt8RefusesAnInt8V) {
   Call call = valid_call(Variant::kHalfInt8);
   call.tensors.v.dtype = DType::kI8;
@@ -213,6 +261,24 @@ TEST(QuantizeValidation, BadShapesDtypesAndPointersAreRefused) {
                          nullptr);
             }),
             "output");
+  const int* offsets = static_cast<const int*>(fake_pointer());
+  const TensorView packed =
+      TensorView::dense(fake_pointer(), DType::kF16, Layout::kBNHD, {1, 2, 25, 64});
+  auto quantize_v_varlen_field = [&](int total, const int* cu, const TensorView& view) {
+    return field_of([&] {
+      quantize_v_varlen(shape, view, total, cu, fake_pointer(), scales,
+                        VScaleGranularity::kPerChannel, nullptr);
+    });
+  };
+  EXPECT_EQ(quantize_v_varlen_field(25, offsets, packed), "(passed validation)");
+  EXPECT_EQ(quantize_v_varlen_field(0, offsets, packed), "total_kv");
+  EXPECT_EQ(quantize_v_varlen_field(25, nullptr, packed), "cu_seqlens_kv");
+  EXPECT_EQ(quantize_v_varlen_field(
+                25, static_cast<const int*>(fake_pointer(1)), packed),
+            "cu_seqlens_kv");
+  TensorView overlapping = packed;
+  overlapping.strides[2] = 8;  // rows of 64 elements 8 apart
+  EXPECT_EQ(quantize_v_varlen_field(25, offsets, overlapping), "input.strides");
 }
 
 // --- The C API: the same rules through intfa_attention_forward, and what only C can get wrong ---

@@ -113,6 +113,26 @@ TEST(CacheKey, ChangesWithEachSpecFieldTheRenderedUnitUses) {
   EXPECT_EQ(keys.size(), recipes.size());
 }
 
+TEST(CacheKey, ChangesWithVarlen) {
+  KeyRecipe dense;
+  dense.spec = render::KernelSpec{};
+  dense.spec.family = render::KernelFamily::kAttention;
+  dense.spec.head_dim = 128;
+  dense.spec.block_m = 64;
+  dense.spec.block_n = 64;
+  dense.spec.warps = 4;
+  dense.spec.stages = 2;
+  KeyRecipe varlen = dense;
+  varlen.spec.varlen = true;
+  const std::string dense_source =
+      render::render(dense.spec, render::TemplateSet::embedded()).source;
+  const std::string varlen_source =
+      render::render(varlen.spec, render::TemplateSet::embedded()).source;
+  EXPECT_EQ(dense_source.find(", true>>"), std::string::npos) << dense_source;
+  EXPECT_NE(varlen_source.find(", true>>"), std::string::npos) << varlen_source;
+  EXPECT_NE(key_for(dense), key_for(varlen));
+}
+
 TEST(CacheKey, IgnoresSpecFieldsThatLeaveTheRenderedUnitAlone) {
   KeyRecipe tiled;
   tiled.spec.block_m = 64;  // attention tiling: quantize_rows does not render it

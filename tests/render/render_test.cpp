@@ -127,7 +127,19 @@ TEST(KernelSpecJson, RoundTripsEveryField) {
   spec.p_scale = kernels::PScaleReference::kTileMax;
   spec.v_granularity = kernels::VScaleGranularity::kPerChannel;
   spec.smooth_k = true;
+  spec.varlen = true;
   EXPECT_EQ(KernelSpec::from_json(json::parse(spec.to_json().dump())), spec);
+}
+
+TEST(KernelSpecJson, ASpecWrittenBeforeVarlenExistedIsNotVarlen) {
+  json::Value value = attention_spec().to_json();
+  json::Value without = json::Value::object();
+  for (const auto& [name, member] : value.as_object()) {
+    if (name != "varlen") without.set(name, member);
+  }
+  const KernelSpec spec = KernelSpec::from_json(without);
+  EXPECT_FALSE(spec.varlen);
+  EXPECT_EQ(spec, attention_spec());
 }
 
 TEST(KernelSpecJson, BadMembersAreNamed) {
