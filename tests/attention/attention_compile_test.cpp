@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "attention/attention_spec.hpp"
@@ -65,6 +66,52 @@ TEST_P(AttentionCompile, EveryHeadDimCausalityAndVariantCompiles) {
       }
     }
   }
+  for (const Failure& failure : compile_all(specs)) {
+    ADD_FAILURE() << failure.spec << ": " << failure.message;
+  }
+}
+
+// Every numerics option of full INT8 (P encoding x P reference x V granularity x Q.K bits) and
+// half INT8's Q.K bits, at one head dim (the options do not interact with it); causal with each
+// P reference and V granularity, the options that change the masked inner loop.
+TEST_P(AttentionCompile, EveryNumericsCombinationCompiles) {
+  std::vector<render::KernelSpec> specs;
+  auto add = [&](Variant variant, int qk_bits, PEncoding encoding, PScaleReference reference,
+                 VScaleGranularity granularity, bool causal) {
+    SpecRequest request;
+    request.arch = GetParam();
+    request.head_dim = 128;
+    request.variant = variant;
+    request.qk_bits = qk_bits;
+    request.p_encoding = encoding;
+    request.p_scale = reference;
+    request.v_granularity = granularity;
+    request.causal = causal;
+    specs.push_back(make_spec(request, heuristic_config(request)));
+  };
+  const VScaleGranularity granularities[] = {VScaleGranularity::kPerTensor,
+                                             VScaleGranularity::kPerChannel,
+                                             VScaleGranularity::kPerBlock};
+  const PScaleReference references[] = {PScaleReference::kRunningMax, PScaleReference::kTileMax};
+  for (int qk_bits : {8, 4}) {
+    for (PEncoding encoding : {PEncoding::kSigned127, PEncoding::kUnsigned255}) {
+      for (PScaleReference reference : references) {
+        for (VScaleGranularity granularity : granularities) {
+          add(Variant::kFullInt8, qk_bits, encoding, reference, granularity, false);
+        }
+      }
+    }
+    add(Variant::kHalfInt8, qk_bits, PEncoding::kUnsigned255, PScaleReference::kTileMax,
+        VScaleGranularity::kPerTensor, false);
+  }
+  for (PScaleReference reference : references) {
+    for (VScaleGranularity granularity : granularities) {
+      add(Variant::kFullInt8, 8, PEncoding::kUnsigned255, reference, granularity, true);
+    }
+  }
+  std::set<std::string> distinct;
+  for (const render::KernelSpec& spec : specs) distinct.insert(spec.to_string());
+  EXPECT_EQ(distinct.size(), specs.size()) << "two combinations made the same kernel";
   for (const Failure& failure : compile_all(specs)) {
     ADD_FAILURE() << failure.spec << ": " << failure.message;
   }
