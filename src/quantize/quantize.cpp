@@ -177,7 +177,8 @@ void launch_quantize_v(const TensorShape& shape, const TensorView& input, const 
   params.padded_seq = v_padded_seq(shape.seq);
   params.cu_seqlens = cu_seqlens;
 
-  const render::KernelSpec spec = quantize::v_spec(where.arch, shape.head_dim, element, granularity);
+  const render::KernelSpec spec =
+      quantize::v_spec(where.arch, shape.head_dim, element, granularity);
   launch::LaunchShape launch_shape;
   launch_shape.grid[0] = static_cast<unsigned>(params.padded_seq / kernels::kVTokenBlock);
   launch_shape.grid[1] = static_cast<unsigned>(shape.heads);

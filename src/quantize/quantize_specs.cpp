@@ -21,7 +21,8 @@ kernels::ElementType element_type(DType dtype) {
 
 render::KernelSpec rows_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
                              bool smooth_k) {
-  render::KernelSpec spec = quantize_spec(render::KernelFamily::kQuantizeRows, arch, head_dim, input);
+  render::KernelSpec spec =
+      quantize_spec(render::KernelFamily::kQuantizeRows, arch, head_dim, input);
   spec.qk_bits = bits;
   spec.smooth_k = smooth_k;
   return spec;

@@ -37,8 +37,9 @@ struct DeviceLimits {
 inline constexpr int kTolerableSpillBytes = 32;
 
 // Why a compiled candidate is not worth timing, or "" when it is: it spills more than
-// kTolerableSpillBytes (local memory traffic in the inner loop), it cannot be launched with `threads_per_block`, or one block needs more
-// registers than the SM has (registers are allocated per warp in units of 256).
+// kTolerableSpillBytes (local memory traffic in the inner loop), it cannot be launched with
+// `threads_per_block`, or one block needs more registers than the SM has (registers are
+// allocated per warp in units of 256).
 std::string resource_rejection(const KernelResources& resources, int threads_per_block,
                                int registers_per_sm);
 

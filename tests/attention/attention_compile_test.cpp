@@ -121,23 +121,24 @@ TEST_P(AttentionCompile, EveryNumericsCombinationCompiles) {
 // options that change what the kernel reads per sequence (per-block V scales, INT4 Q.K).
 TEST_P(AttentionCompile, VarlenKernelsCompile) {
   std::vector<render::KernelSpec> specs;
+  auto add = [&](SpecRequest request) {
+    request.arch = GetParam();
+    request.head_dim = 128;
+    request.varlen = true;
+    specs.push_back(make_spec(request, heuristic_config(request)));
+  };
   for (bool causal : {false, true}) {
     for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
       SpecRequest request;
-      request.arch = GetParam();
-      request.head_dim = 128;
       request.causal = causal;
       request.variant = variant;
-      request.varlen = true;
-      specs.push_back(make_spec(request, heuristic_config(request)));
+      add(request);
     }
   }
-  SpecRequest per_block;
-  per_block.arch = GetParam();
-  per_block.varlen = true;
-  per_block.v_granularity = VScaleGranularity::kPerBlock;
-  per_block.qk_bits = 4;
-  specs.push_back(make_spec(per_block, heuristic_config(per_block)));
+  SpecRequest per_block_int4;
+  per_block_int4.v_granularity = VScaleGranularity::kPerBlock;
+  per_block_int4.qk_bits = 4;
+  add(per_block_int4);
   for (const render::KernelSpec& spec : specs) {
     EXPECT_NE(spec.to_string().find(" varlen"), std::string::npos) << spec.to_string();
   }

@@ -6,9 +6,9 @@
 // no keys must come out zero with an LSE of -inf. Skipped without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -93,8 +93,8 @@ void quantize_and_attend(const VarlenCase& c, const AttentionProblem& problem, i
   if (c.variant == Variant::kFullInt8) {
     const int batch = problem.batch;
     call.v8 = DeviceBuffer(v_int8_bytes(batch, c.heads_kv, problem.seq_kv, d));
-    call.v_scale = DeviceBuffer(
-        v_scale_count(c.granularity, batch, c.heads_kv, problem.seq_kv, d) * sizeof(float));
+    call.v_scale = DeviceBuffer(v_scale_count(c.granularity, batch, c.heads_kv, problem.seq_kv, d) *
+                                sizeof(float));
     const TensorShape v_shape{batch, c.heads_kv, problem.seq_kv, d};
     if (varlen != nullptr) {
       quantize_v_varlen(v_shape, v_view, varlen->total_kv, varlen->cu_seqlens_kv, call.v8.get(),
@@ -160,8 +160,8 @@ TEST_P(VarlenGpu, EverySequenceMatchesItsOwnDenseRun) {
   cu_q.upload(q_offsets);
   cu_kv.upload(kv_offsets);
   const VarlenLayout varlen{cu_q.as<int>(), cu_kv.as<int>(), total_q, total_kv};
-  AttentionProblem packed_problem{batch,         c.heads_q, c.heads_kv, longest(c.q_lengths),
-                                  longest(c.kv_lengths), d, c.causal};
+  AttentionProblem packed_problem{
+      batch, c.heads_q, c.heads_kv, longest(c.q_lengths), longest(c.kv_lengths), d, c.causal};
   packed_problem.variant = c.variant;
   packed_problem.qk_bits = c.qk_bits;
   attention::SpecRequest request;
@@ -177,8 +177,8 @@ TEST_P(VarlenGpu, EverySequenceMatchesItsOwnDenseRun) {
   quantize_and_attend(c, packed_problem, total_q, total_kv, q, k, v, &varlen, config, packed,
                       stream.get());
   stream.synchronize();
-  const auto out = packed.out.download_as<std::uint16_t>(static_cast<std::size_t>(total_q) *
-                                                          c.heads_q * d);
+  const auto out =
+      packed.out.download_as<std::uint16_t>(static_cast<std::size_t>(total_q) * c.heads_q * d);
   const auto lse = packed.lse.download_as<float>(static_cast<std::size_t>(total_q) * c.heads_q);
 
   for (int b = 0; b < batch; ++b) {
@@ -222,18 +222,54 @@ TEST_P(VarlenGpu, EverySequenceMatchesItsOwnDenseRun) {
 }
 
 const VarlenCase kCases[] = {
-    {"FullGqaSelfAttention", Variant::kFullInt8, false, 8, 2, 128, 8, VScaleGranularity::kPerChannel,
-     PEncoding::kUnsigned255, PScaleReference::kTileMax, {1, 0, 0, 77, 130, 64, 1, 200},
+    {"FullGqaSelfAttention",
+     Variant::kFullInt8,
+     false,
+     8,
+     2,
+     128,
+     8,
+     VScaleGranularity::kPerChannel,
+     PEncoding::kUnsigned255,
+     PScaleReference::kTileMax,
+     {1, 0, 0, 77, 130, 64, 1, 200},
      {1, 0, 0, 77, 130, 64, 1, 200}},
-    {"FullCausalCrossLengthsPerBlockV", Variant::kFullInt8, true, 4, 4, 64, 8,
-     VScaleGranularity::kPerBlock, PEncoding::kSigned127, PScaleReference::kRunningMax,
-     {3, 0, 100, 17, 1, 300}, {50, 7, 0, 17, 300, 65}},
-    {"HalfCausalSelfAttention", Variant::kHalfInt8, true, 4, 2, 128, 8,
-     VScaleGranularity::kPerTensor, PEncoding::kUnsigned255, PScaleReference::kTileMax,
-     {129, 1, 0, 64, 250}, {129, 1, 0, 64, 250}},
-    {"FullInt4CausalPerTensor", Variant::kFullInt8, true, 2, 1, 128, 4,
-     VScaleGranularity::kPerTensor, PEncoding::kUnsigned255, PScaleReference::kTileMax,
-     {40, 0, 1, 97}, {40, 0, 1, 97}},
+    {"FullCausalCrossLengthsPerBlockV",
+     Variant::kFullInt8,
+     true,
+     4,
+     4,
+     64,
+     8,
+     VScaleGranularity::kPerBlock,
+     PEncoding::kSigned127,
+     PScaleReference::kRunningMax,
+     {3, 0, 100, 17, 1, 300},
+     {50, 7, 0, 17, 300, 65}},
+    {"HalfCausalSelfAttention",
+     Variant::kHalfInt8,
+     true,
+     4,
+     2,
+     128,
+     8,
+     VScaleGranularity::kPerTensor,
+     PEncoding::kUnsigned255,
+     PScaleReference::kTileMax,
+     {129, 1, 0, 64, 250},
+     {129, 1, 0, 64, 250}},
+    {"FullInt4CausalPerTensor",
+     Variant::kFullInt8,
+     true,
+     2,
+     1,
+     128,
+     4,
+     VScaleGranularity::kPerTensor,
+     PEncoding::kUnsigned255,
+     PScaleReference::kTileMax,
+     {40, 0, 1, 97},
+     {40, 0, 1, 97}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, VarlenGpu, ::testing::ValuesIn(kCases),

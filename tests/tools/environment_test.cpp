@@ -51,7 +51,8 @@ class Environment : public ::testing::Test {
     return device::driver_available() ? "-u INTFA_ARCH" : "INTFA_ARCH=sm_80";
   }
 
-  // `intfa run` on a small problem (for sm_80 without a GPU), with a fresh cache unless the row names another.
+  // `intfa run` on a small problem (for sm_80 without a GPU), with a fresh cache unless the row
+  // names another.
   CliResult run_with(const BadValue& row) const {
     const TempDir cache;
     const std::string environment =

@@ -19,7 +19,8 @@ class RunCommand : public ::testing::Test {
   CliResult run(const std::string& arguments) const {
     return testing::run_cli("run --repeats 2 " + arguments,
                             "-u INTFA_TUNE_DB -u INTFA_DEPLOY_CACHE -u INTFA_CACHE_DISABLE "
-                            "INTFA_ARCH=sm_86 INTFA_CACHE_DIR='" + cache_.path().string() + "'");
+                            "INTFA_ARCH=sm_86 INTFA_CACHE_DIR='" +
+                                cache_.path().string() + "'");
   }
   static bool has_gpu() { return device::driver_available(); }
 

@@ -30,7 +30,7 @@ const char* const kBenchUsage =
     "  --configs M,N,W,S;...      tile configs to time (default: the chosen one); 'all' times\n"
     "                             every candidate config of the tuner\n"
     "  --json FILE                write every row as JSON\n"
-    "  --smooth-k                 quantize K with K smoothing (its cost shows in the quant columns)\n"
+    "  --smooth-k                 quantize K with K smoothing (its cost is in the quant columns)\n"
     "  --jit                      instead: time the JIT path (cold NVRTC compile, disk hit to\n"
     "                             launchable, per-call host overhead above a raw launch)\n";
 
@@ -84,8 +84,8 @@ json::Value row_json(const BenchRow& row, const std::string& gpu) {
 
 int run_bench(const Arguments& arguments) {
   const Args args(arguments, {"jit", "smooth-k"});
-  std::vector<std::string> known = {"head-dims", "seq",     "batch",   "heads", "causal",  "variants",
-                                    "repeats",   "configs", "json",    "jit",   "smooth-k"};
+  std::vector<std::string> known = {"head-dims", "seq",  "batch", "heads", "causal",  "variants",
+                                    "repeats",   "configs", "json", "jit", "smooth-k"};
   for (const std::string& name : numerics_option_names()) known.push_back(name);
   args.reject_unknown(known);
   std::string reason;

@@ -84,7 +84,8 @@ std::vector<render::KernelSpec> demo_specs(const Demo& demo, device::Arch arch) 
   const attention::SpecRequest request = spec_request(demo, arch);
   const KernelConfig config =
       demo.options.config ? *demo.options.config : attention::heuristic_config(request);
-  std::vector<render::KernelSpec> specs = quantize::call_specs(request, demo.io_type, demo.smooth_k);
+  std::vector<render::KernelSpec> specs =
+      quantize::call_specs(request, demo.io_type, demo.smooth_k);
   specs.push_back(attention::make_spec(request, config));
   return specs;
 }

@@ -62,7 +62,8 @@ void parse_numerics(const Args& args, AttentionProblem& problem, AttentionOption
   problem.qk_bits = static_cast<int>(args.get_int("qk-bits", 8, 4, 8));
   if (problem.qk_bits != 8 && problem.qk_bits != 4) throw UsageError("--qk-bits: expected 8 or 4");
   const AttentionOptions defaults;
-  const std::string p = args.get_or("p", defaults.p_encoding == PEncoding::kUnsigned255 ? "u8" : "s8");
+  const std::string p =
+      args.get_or("p", defaults.p_encoding == PEncoding::kUnsigned255 ? "u8" : "s8");
   if (p != "u8" && p != "s8") throw UsageError("--p " + p + ": expected u8 or s8");
   options.p_encoding = p == "u8" ? PEncoding::kUnsigned255 : PEncoding::kSigned127;
   const std::string p_scale = args.get_or(
