@@ -73,12 +73,25 @@ typedef struct intfa_options_t {
   int block_m, block_n, warps, stages;
 } intfa_options_t;
 
+/* Varlen (packed) batches: intfa::VarlenLayout (include/intfa/attention.hpp). Device int32
+   prefix sums [batch + 1]; the views of Q, K, 16-bit V and out span the total rows. */
+typedef struct intfa_varlen_t {
+  const int* cu_seqlens_q;
+  const int* cu_seqlens_kv;
+  int total_q, total_kv;
+} intfa_varlen_t;
+
 /* The defaults of intfa::AttentionOptions. */
 void intfa_default_options(intfa_options_t* options) INTFA_NOEXCEPT;
 
 intfa_status_t intfa_attention_forward(const intfa_problem_t* problem,
                                        const intfa_attention_tensors_t* tensors, CUstream stream,
                                        const intfa_options_t* options) INTFA_NOEXCEPT;
+/* attention_forward over packed sequences: problem->batch sequences, seq_q/seq_kv the longest. */
+intfa_status_t intfa_attention_forward_varlen(const intfa_problem_t* problem,
+                                              const intfa_attention_tensors_t* tensors,
+                                              const intfa_varlen_t* varlen, CUstream stream,
+                                              const intfa_options_t* options) INTFA_NOEXCEPT;
 intfa_status_t intfa_quantize_qk(const intfa_shape_t* shape, const intfa_tensor_t* input,
                                  const intfa_tensor_t* output, float* scales, int bits,
                                  CUstream stream) INTFA_NOEXCEPT;
@@ -91,6 +104,13 @@ intfa_status_t intfa_quantize_k_smoothed(const intfa_shape_t* shape, const intfa
 intfa_status_t intfa_quantize_v(const intfa_shape_t* shape, const intfa_tensor_t* input,
                                 void* output, float* scales, intfa_v_granularity_t granularity,
                                 CUstream stream) INTFA_NOEXCEPT;
+
+/* intfa::quantize_v_varlen: packed V [1, heads_kv, total_kv, head_dim] -> the INT8 V layout of
+   shape {batch (sequences), heads_kv, longest sequence, head_dim}. */
+intfa_status_t intfa_quantize_v_varlen(const intfa_shape_t* shape, const intfa_tensor_t* input,
+                                       int total_kv, const int* cu_seqlens_kv, void* output,
+                                       float* scales, intfa_v_granularity_t granularity,
+                                       CUstream stream) INTFA_NOEXCEPT;
 
 int intfa_v_padded_seq(int seq_kv) INTFA_NOEXCEPT;
 size_t intfa_v_int8_bytes(int batch, int heads_kv, int seq_kv, int head_dim) INTFA_NOEXCEPT;

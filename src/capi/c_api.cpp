@@ -100,49 +100,72 @@ void intfa_default_options(intfa_options_t* options) INTFA_NOEXCEPT {
   options->v_granularity = static_cast<intfa_v_granularity_t>(defaults.v_granularity);
 }
 
+namespace {
+
+// The C++ call of intfa_attention_forward(_varlen); `varlen` may be null (dense).
+void attention_forward_from_c(const intfa_problem_t* problem,
+                              const intfa_attention_tensors_t* tensors,
+                              const intfa_varlen_t* varlen, CUstream stream,
+                              const intfa_options_t* options) {
+  require(problem, "problem");
+  require(tensors, "tensors");
+  intfa::AttentionProblem p;
+  p.batch = problem->batch;
+  p.heads_q = problem->heads_q;
+  p.heads_kv = problem->heads_kv;
+  p.seq_q = problem->seq_q;
+  p.seq_kv = problem->seq_kv;
+  p.head_dim = problem->head_dim;
+  p.causal = problem->causal != 0;
+  p.variant = checked_enum<intfa::Variant>(problem->variant, INTFA_HALF_INT8 + 1, "problem.variant",
+                                           "expected INTFA_FULL_INT8 or INTFA_HALF_INT8");
+  p.qk_bits = problem->qk_bits;
+  intfa::AttentionTensors t;
+  t.q = to_view(tensors->q, "tensors.q");
+  t.k = to_view(tensors->k, "tensors.k");
+  t.v = to_view(tensors->v, "tensors.v");
+  t.out = to_view(tensors->out, "tensors.out");
+  t.q_scale = tensors->q_scale;
+  t.k_scale = tensors->k_scale;
+  t.v_scale = tensors->v_scale;
+  t.lse = tensors->lse;
+  if (varlen != nullptr) {
+    t.varlen = intfa::VarlenLayout{varlen->cu_seqlens_q, varlen->cu_seqlens_kv, varlen->total_q,
+                                   varlen->total_kv};
+  }
+  intfa::AttentionOptions o;
+  if (options != nullptr) {
+    o.softmax_scale = options->softmax_scale;
+    o.p_encoding = checked_enum<intfa::PEncoding>(options->p_encoding, INTFA_P_U8 + 1,
+                                                  "options.p_encoding",
+                                                  "expected INTFA_P_S8 or INTFA_P_U8");
+    o.p_scale = checked_enum<intfa::PScaleReference>(
+        options->p_scale, INTFA_P_TILE_MAX + 1, "options.p_scale",
+        "expected INTFA_P_RUNNING_MAX or INTFA_P_TILE_MAX");
+    o.v_granularity = to_granularity(options->v_granularity, "options.v_granularity");
+    if (options->block_m || options->block_n || options->warps || options->stages) {
+      o.config = intfa::KernelConfig{options->block_m, options->block_n, options->warps,
+                                     options->stages};
+    }
+  }
+  intfa::attention_forward(p, t, stream, o);
+}
+
+}  // namespace
+
 intfa_status_t intfa_attention_forward(const intfa_problem_t* problem,
                                        const intfa_attention_tensors_t* tensors, CUstream stream,
                                        const intfa_options_t* options) INTFA_NOEXCEPT {
+  return guarded([&] { attention_forward_from_c(problem, tensors, nullptr, stream, options); });
+}
+
+intfa_status_t intfa_attention_forward_varlen(const intfa_problem_t* problem,
+                                              const intfa_attention_tensors_t* tensors,
+                                              const intfa_varlen_t* varlen, CUstream stream,
+                                              const intfa_options_t* options) INTFA_NOEXCEPT {
   return guarded([&] {
-    require(problem, "problem");
-    require(tensors, "tensors");
-    intfa::AttentionProblem p;
-    p.batch = problem->batch;
-    p.heads_q = problem->heads_q;
-    p.heads_kv = problem->heads_kv;
-    p.seq_q = problem->seq_q;
-    p.seq_kv = problem->seq_kv;
-    p.head_dim = problem->head_dim;
-    p.causal = problem->causal != 0;
-    p.variant =
-        checked_enum<intfa::Variant>(problem->variant, INTFA_HALF_INT8 + 1, "problem.variant",
-                                     "expected INTFA_FULL_INT8 or INTFA_HALF_INT8");
-    p.qk_bits = problem->qk_bits;
-    intfa::AttentionTensors t;
-    t.q = to_view(tensors->q, "tensors.q");
-    t.k = to_view(tensors->k, "tensors.k");
-    t.v = to_view(tensors->v, "tensors.v");
-    t.out = to_view(tensors->out, "tensors.out");
-    t.q_scale = tensors->q_scale;
-    t.k_scale = tensors->k_scale;
-    t.v_scale = tensors->v_scale;
-    t.lse = tensors->lse;
-    intfa::AttentionOptions o;
-    if (options != nullptr) {
-      o.softmax_scale = options->softmax_scale;
-      o.p_encoding =
-          checked_enum<intfa::PEncoding>(options->p_encoding, INTFA_P_U8 + 1, "options.p_encoding",
-                                         "expected INTFA_P_S8 or INTFA_P_U8");
-      o.p_scale = checked_enum<intfa::PScaleReference>(
-          options->p_scale, INTFA_P_TILE_MAX + 1, "options.p_scale",
-          "expected INTFA_P_RUNNING_MAX or INTFA_P_TILE_MAX");
-      o.v_granularity = to_granularity(options->v_granularity, "options.v_granularity");
-      if (options->block_m || options->block_n || options->warps || options->stages) {
-        o.config = intfa::KernelConfig{options->block_m, options->block_n, options->warps,
-                                       options->stages};
-      }
-    }
-    intfa::attention_forward(p, t, stream, o);
+    require(varlen, "varlen");
+    attention_forward_from_c(problem, tensors, varlen, stream, options);
   });
 }
 
@@ -184,6 +207,18 @@ intfa_status_t intfa_quantize_v(const intfa_shape_t* shape, const intfa_tensor_t
     require(input, "input");
     intfa::quantize_v(to_shape(*shape), to_view(*input, "input"), output, scales,
                       to_granularity(granularity, "granularity"), stream);
+  });
+}
+
+intfa_status_t intfa_quantize_v_varlen(const intfa_shape_t* shape, const intfa_tensor_t* input,
+                                       int total_kv, const int* cu_seqlens_kv, void* output,
+                                       float* scales, intfa_v_granularity_t granularity,
+                                       CUstream stream) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(shape, "shape");
+    require(input, "input");
+    intfa::quantize_v_varlen(to_shape(*shape), to_view(*input, "input"), total_kv, cu_seqlens_kv,
+                             output, scales, to_granularity(granularity, "granularity"), stream);
   });
 }
 

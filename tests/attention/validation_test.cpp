@@ -182,12 +182,8 @@ Call valid_varlen_call(Variant variant) {
   return call;
 }
 
-TEST(AttentionValidation, VarlenCallsPassAndEachVarlenRuleNamesItsField) {
-  for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
-    const Call call = valid_varlen_call(variant);
-    EXPECT_NO_THROW(attention::validate_tensors(call.problem, call.tensors, call.options));
-  }
-  const std::vector<Rule> varlen_rules = {
+const std::vector<Rule>& varlen_rules() {
+  static const std::vector<Rule> list = {
       {"null cu_seqlens_q", [](Call& c) { c.tensors.varlen.cu_seqlens_q = nullptr; },
        "tensors.varlen.cu_seqlens_q"},
       {"misaligned cu_seqlens_kv",
@@ -199,7 +195,15 @@ TEST(AttentionValidation, VarlenCallsPassAndEachVarlenRuleNamesItsField) {
       // Packed views span all rows: rows 16 bytes apart would overlap 128-byte rows.
       {"packed q rows overlap", [](Call& c) { c.tensors.q.strides[2] = 16; }, "tensors.q.strides"},
   };
-  expect_each_rule_refused(varlen_rules, [] { return valid_varlen_call(Variant::kFullInt8); });
+  return list;
+}
+
+TEST(AttentionValidation, VarlenCallsPassAndEachVarlenRuleNamesItsField) {
+  for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+    const Call call = valid_varlen_call(variant);
+    EXPECT_NO_THROW(attention::validate_tensors(call.problem, call.tensors, call.options));
+  }
+  expect_each_rule_refused(varlen_rules(), [] { return valid_varlen_call(Variant::kFullInt8); });
 }
 
 TEST(AttentionValidation, HalfInt8RefusesAnInt8V) {
@@ -287,6 +291,10 @@ static_assert(noexcept(intfa_attention_forward(nullptr, nullptr, nullptr, nullpt
 static_assert(noexcept(intfa_quantize_qk(nullptr, nullptr, nullptr, nullptr, 8, nullptr)));
 static_assert(noexcept(intfa_quantize_k_smoothed(nullptr, nullptr, nullptr, nullptr, 8, nullptr,
                                                  nullptr)));
+static_assert(noexcept(intfa_attention_forward_varlen(nullptr, nullptr, nullptr, nullptr,
+                                                      nullptr)));
+static_assert(noexcept(intfa_quantize_v_varlen(nullptr, nullptr, 0, nullptr, nullptr, nullptr,
+                                               INTFA_V_PER_TENSOR, nullptr)));
 static_assert(noexcept(intfa_quantize_v(nullptr, nullptr, nullptr, nullptr, INTFA_V_PER_TENSOR,
                                         nullptr)));
 static_assert(noexcept(intfa_default_options(nullptr)));
@@ -342,6 +350,38 @@ TEST(CApiValidation, EveryRuleOfTheCppApiIsAnInvalidArgumentNamingTheField) {
     expect_refused(intfa_attention_forward(&c.problem, &c.tensors, nullptr, &c.options), rule.field,
                    rule.name);
   }
+}
+
+TEST(CApiValidation, EveryVarlenRuleIsAnInvalidArgumentNamingTheField) {
+  const ExpectNothingLaunched nothing_launched;
+  for (const Rule& rule : varlen_rules()) {
+    Call call = valid_varlen_call(Variant::kFullInt8);
+    rule.break_it(call);
+    CCall c = to_c(call);
+    const VarlenLayout& layout = call.tensors.varlen;
+    const intfa_varlen_t varlen{layout.cu_seqlens_q, layout.cu_seqlens_kv, layout.total_q,
+                                layout.total_kv};
+    expect_refused(
+        intfa_attention_forward_varlen(&c.problem, &c.tensors, &varlen, nullptr, &c.options),
+        rule.field, rule.name);
+  }
+  CCall c = to_c(valid_varlen_call(Variant::kFullInt8));
+  expect_refused(intfa_attention_forward_varlen(&c.problem, &c.tensors, nullptr, nullptr, nullptr),
+                 "varlen", "null varlen");
+  const intfa_shape_t shape{2, 2, 20, 64};
+  const intfa_tensor_t packed = to_c(
+      TensorView::dense(fake_pointer(), DType::kF16, Layout::kBNHD, TensorShape{1, 2, 25, 64}));
+  float* scales = static_cast<float*>(fake_pointer());
+  expect_refused(intfa_quantize_v_varlen(&shape, &packed, 25, nullptr, fake_pointer(), scales,
+                                         INTFA_V_PER_CHANNEL, nullptr),
+                 "cu_seqlens_kv", "v varlen: null offsets");
+  const int* offsets = static_cast<const int*>(fake_pointer());
+  expect_refused(intfa_quantize_v_varlen(&shape, &packed, 0, offsets, fake_pointer(), scales,
+                                         INTFA_V_PER_CHANNEL, nullptr),
+                 "total_kv", "v varlen: zero total");
+  expect_refused(intfa_quantize_v_varlen(nullptr, &packed, 25, nullptr, fake_pointer(), scales,
+                                         INTFA_V_PER_CHANNEL, nullptr),
+                 "shape", "v varlen: null shape");
 }
 
 // Stores `value` in a C enum member as C code may: C++ cannot convert an int outside the
