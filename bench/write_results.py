@@ -66,10 +66,14 @@ def quantize_section(sweep, compare):
     return lines
 
 
-def numerics_section(run_dir):
+def numerics_section(run_dir, compare):
+    """The TOPS of every numerics_*.json, with SDPA cuDNN's from compare_sdpa.json of the same
+    run where it has the same problem."""
     files = sorted(glob.glob(os.path.join(run_dir, "numerics_*.json")))
     if not files:
         return []
+    cudnn = {(r["head_dim"], r["seq"], r["causal"]): r["sdpa_cudnn_tops"]
+             for r in (compare["rows"] if compare else [])}
     table = defaultdict(dict)
     names = []
     for path in files:
@@ -80,10 +84,13 @@ def numerics_section(run_dir):
                 table[(r["head_dim"], r["seq"], r["causal"])][name] = r["tops"]
     paper = "s8/running/tensor"
     lines = ["## Speed of each full-INT8 numerics option (TOPS; ratio to the paper's numerics)", "",
-             "| d | N | causal | " + " | ".join(names) + " |", "|---|---|---|" + "---|" * len(names)]
+             "| d | N | causal | " + " | ".join(names) + " | SDPA cuDNN FP16 (same run) |",
+             "|---|---|---|" + "---|" * (len(names) + 1)]
     for (d, n, causal), cells in sorted(table.items()):
         base = cells.get(paper)
         shown = [f"{cells[x]:.0f}" + (f" ({cells[x] / base:.2f})" if base else "") for x in names]
+        reference = cudnn.get((d, n, causal))
+        shown.append(f"{reference:.0f}" if reference else "-")
         lines.append(f"| {d} | {n} | {'on' if causal else 'off'} | " + " | ".join(shown) + " |")
     return lines
 
@@ -144,7 +151,7 @@ def main():
                          f"H={accuracy['heads']}, fresh random inputs (seed {accuracy['seed']}); "
                          f"every output element. Command: `{accuracy['command']}`."]
                         + accuracy_tables(accuracy["rows"], names))
-    sections.append(numerics_section(run_dir))
+    sections.append(numerics_section(run_dir, compare))
     if sweep:
         sections.append(sweep_section(sweep))
     if jit:
