@@ -42,20 +42,27 @@ void launch_spec(const render::KernelSpec& spec, const LaunchContext& where,
   launch::launch(kernel, shape, stream, params);
 }
 
-// The first pass of K smoothing: one block per (batch, head) (channel_mean.cuh).
-void launch_channel_mean(const TensorShape& shape, const TensorView& input,
-                         kernels::ElementType element, float* channel_mean,
-                         const LaunchContext& where, CUstream stream) {
-  const render::KernelSpec spec = quantize::channel_mean_spec(where.arch, shape.head_dim, element);
-  kernels::ChannelMeanParams params{};
+// The members every quantize kernel's parameters share: the 16-bit input and its element
+// strides, and the [batch, heads, seq] extent.
+template <typename Params>
+void set_input(Params& params, const TensorShape& shape, const TensorView& input) {
   params.input = input.data;
-  params.mean = channel_mean;
   params.input_batch_stride = input.strides[0];
   params.input_head_stride = input.strides[1];
   params.input_row_stride = input.strides[2];
   params.batch = shape.batch;
   params.heads = shape.heads;
   params.seq = shape.seq;
+}
+
+// The first pass of K smoothing: one block per (batch, head) (channel_mean.cuh).
+void launch_channel_mean(const TensorShape& shape, const TensorView& input,
+                         kernels::ElementType element, float* channel_mean,
+                         const LaunchContext& where, CUstream stream) {
+  const render::KernelSpec spec = quantize::channel_mean_spec(where.arch, shape.head_dim, element);
+  kernels::ChannelMeanParams params{};
+  set_input(params, shape, input);
+  params.mean = channel_mean;
   launch::LaunchShape launch_shape;
   launch_shape.grid[0] = static_cast<unsigned>(shape.batch * shape.heads);
   launch_shape.block[0] = 256;  // ChannelMeanConfig::kThreads
@@ -99,19 +106,13 @@ void quantize_qk(const TensorShape& shape, const TensorView& input, const Tensor
   }
 
   kernels::QuantizeRowsParams params{};
-  params.input = input.data;
+  set_input(params, shape, input);
   params.output = output.data;
   params.scales = scales;
   params.channel_mean = channel_mean;
-  params.input_batch_stride = input.strides[0];
-  params.input_head_stride = input.strides[1];
-  params.input_row_stride = input.strides[2];
   params.output_batch_stride = output.strides[0];
   params.output_head_stride = output.strides[1];
   params.output_row_stride = output.strides[2];
-  params.batch = shape.batch;
-  params.heads = shape.heads;
-  params.seq = shape.seq;
 
   constexpr int kThreads = 128;  // quantize_rows' block size
   const int rows_per_block = kThreads / (shape.head_dim / 8);
@@ -165,15 +166,9 @@ void launch_quantize_v(const TensorShape& shape, const TensorView& input, const 
 
   const LaunchContext where = current_launch_context(stream);
   kernels::QuantizeVParams params{};
-  params.input = input.data;
+  set_input(params, shape, input);
   params.output = static_cast<kernels::i8*>(output);
   params.scales = scales;
-  params.input_batch_stride = input.strides[0];
-  params.input_head_stride = input.strides[1];
-  params.input_row_stride = input.strides[2];
-  params.batch = shape.batch;
-  params.heads = shape.heads;
-  params.seq = shape.seq;
   params.padded_seq = v_padded_seq(shape.seq);
   params.cu_seqlens = cu_seqlens;
 

@@ -27,19 +27,6 @@ std::uint64_t announced_seed() {
   return seed;
 }
 
-Shape make_shape(int heads_q, int heads_kv, int seq_q, int seq_kv, int head_dim, bool causal,
-                 int batch = 1) {
-  Shape shape;
-  shape.batch = batch;
-  shape.heads_q = heads_q;
-  shape.heads_kv = heads_kv;
-  shape.seq_q = seq_q;
-  shape.seq_kv = seq_kv;
-  shape.head_dim = head_dim;
-  shape.causal = causal;
-  return shape;
-}
-
 ModelOptions full_int8(PEncoding encoding, PScaleReference reference, int block_n) {
   ModelOptions options;
   options.variant = Variant::kFullInt8;
@@ -63,7 +50,7 @@ ModelOptions half_int8(bool v_is_bf16, int block_n) {
 // scale_log2 = 1, so with q8 = (1, 0), sq = 1 and sk = 1 the log2-domain scores are x = k8[j][0].
 
 struct HandExample {
-  Shape shape = make_shape(1, 1, 1, 2, 2, false);
+  Shape shape = make_shape(1, 1, 1, 1, 2, 2, false);
   QuantizedRows q{1, 2, 8, {1, 0}, {1.0f}};
   QuantizedRows k{2, 2, 8, {1, 0, 0, 0}, {1.0f, 1.0f}};  // x = (1, 0)
   QuantizedV v{VGranularity::kPerTensor, 1, 1, 2, 2, {10, -3, 2, 5}, {0.5f}};
@@ -173,7 +160,7 @@ TEST(ModelHandExample, HalfInt8RoundsPButNotL) {
 
 TEST(ModelHandExample, RowsWithoutAllowedKeysAreZeroWithMinusInfinityLse) {
   HandExample example;
-  example.shape = make_shape(1, 1, 3, 2, 2, true);  // row 0 sees nothing, row 1 key 0
+  example.shape = make_shape(1, 1, 1, 3, 2, 2, true);  // row 0 sees nothing, row 1 key 0
   example.shape.softmax_scale = kLn2;
   example.q = QuantizedRows{3, 2, 8, {1, 0, 1, 0, 1, 0}, {1.0f, 1.0f, 1.0f}};
   for (const ModelOptions& options :
@@ -278,7 +265,7 @@ double relative_l2(const std::vector<double>& reference, const std::vector<doubl
 
 TEST(ModelTiling, UniformScoresGiveTheSameResultForEveryBlockN) {
   const std::uint64_t seed = announced_seed();
-  Problem problem(make_shape(2, 1, 5, 150, 16, false), seed);
+  Problem problem(make_shape(1, 2, 1, 5, 150, 16, false), seed);
   // Every key the same: every score of a row is equal, whatever the tile.
   for (std::size_t i = 0; i < problem.k.size(); ++i) problem.k[i] = problem.k[i % 16];
   problem.requantize();
@@ -305,7 +292,7 @@ TEST(ModelTiling, UniformScoresGiveTheSameResultForEveryBlockN) {
 TEST(ModelTiling, RunningMaxIgnoresTilesOnceTheMaximumIsKnownTileMaxDoesNot) {
   const std::uint64_t seed = announced_seed();
   const int head_dim = 16, seq_kv = 200;
-  Problem problem(make_shape(3, 3, 1, seq_kv, head_dim, false), seed);
+  Problem problem(make_shape(1, 3, 3, 1, seq_kv, head_dim, false), seed);
   move_largest_score_to_key_0(problem);
   const ModelOptions invariant[] = {
       full_int8(PEncoding::kSigned127, PScaleReference::kRunningMax, 0),
@@ -337,7 +324,7 @@ TEST(ModelTiling, RunningMaxIgnoresTilesOnceTheMaximumIsKnownTileMaxDoesNot) {
 TEST(ModelAccuracy, HalfInt8F16IsCloseToFloat64) {
   const std::uint64_t seed = announced_seed();
   for (const bool causal : {false, true}) {
-    const Problem problem(make_shape(2, 2, 48, 80, 64, causal), seed);
+    const Problem problem(make_shape(1, 2, 2, 48, 80, 64, causal), seed);
     const double error =
         relative_l2(problem.exact(), problem.model(half_int8(false, 32), VGranularity::kPerTensor));
     std::cout << "  half INT8 f16 causal " << causal << ": relative L2 " << error << "\n";
@@ -348,7 +335,7 @@ TEST(ModelAccuracy, HalfInt8F16IsCloseToFloat64) {
 TEST(ModelAccuracy, FullInt8U8TileMaxPerBlockIsCloseToFloat64) {
   const std::uint64_t seed = announced_seed();
   for (const bool causal : {false, true}) {
-    const Problem problem(make_shape(2, 2, 48, 200, 64, causal), seed);
+    const Problem problem(make_shape(1, 2, 2, 48, 200, 64, causal), seed);
     const double error =
         relative_l2(problem.exact(),
                     problem.model(full_int8(PEncoding::kUnsigned255, PScaleReference::kTileMax, 64),
@@ -378,7 +365,7 @@ TEST(ModelAccuracy, CausalGqaLseMatchesFloat64) {
   const std::uint64_t seed = announced_seed();
   // seq_q > seq_kv: the first 20 rows of every head have no key.
   for (const Shape& shape :
-       {make_shape(4, 2, 30, 90, 64, true, 2), make_shape(4, 2, 90, 70, 64, true, 2)}) {
+       {make_shape(2, 4, 2, 30, 90, 64, true), make_shape(2, 4, 2, 90, 70, 64, true)}) {
     const Problem problem(shape, seed);
     std::vector<double> exact_lse, dequantized_lse;
     const std::vector<double> exact = problem.exact(&exact_lse);
@@ -421,7 +408,7 @@ TEST(ModelAccuracy, UnsignedTileMaxBeatsSignedRunningMaxAtLongSequences) {
   const std::uint64_t seed = announced_seed();
   double signed_running = 0, unsigned_tile = 0;
   for (std::uint64_t trial = 0; trial < 2; ++trial) {
-    const Problem problem(make_shape(1, 1, 64, 2048, 64, false), seed + 10 * trial);
+    const Problem problem(make_shape(1, 1, 1, 64, 2048, 64, false), seed + 10 * trial);
     const std::vector<double> exact = problem.exact();
     signed_running += relative_l2(
         exact, problem.model(full_int8(PEncoding::kSigned127, PScaleReference::kRunningMax, 64),

@@ -34,22 +34,13 @@ template <typename Body>
 void for_each_row_block_in_parallel(int batch, int heads, int rows, Body&& body) {
   constexpr int kRowsPerBlock = 32;
   const int blocks_per_head = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
-  const long long total = static_cast<long long>(batch) * heads * blocks_per_head;
-  std::atomic<long long> next{0};
-  auto worker = [&] {
-    for (long long index = next++; index < total; index = next++) {
-      const int block = static_cast<int>(index % blocks_per_head);
-      const int head = static_cast<int>((index / blocks_per_head) % heads);
-      const int b = static_cast<int>(index / (static_cast<long long>(blocks_per_head) * heads));
-      body(b, head, block * kRowsPerBlock, std::min(rows, (block + 1) * kRowsPerBlock));
-    }
-  };
-  const long long threads =
-      std::max(1LL, std::min<long long>(total, std::thread::hardware_concurrency()));
-  std::vector<std::thread> pool;
-  for (long long i = 1; i < threads; ++i) pool.emplace_back(worker);
-  worker();
-  for (std::thread& thread : pool) thread.join();
+  const std::size_t total = static_cast<std::size_t>(batch) * heads * blocks_per_head;
+  for_each_chunk_in_parallel(total, 1, [&](std::size_t index, std::size_t, std::size_t) {
+    const int block = static_cast<int>(index % blocks_per_head);
+    const int head = static_cast<int>((index / blocks_per_head) % heads);
+    const int b = static_cast<int>(index / (static_cast<std::size_t>(blocks_per_head) * heads));
+    body(b, head, block * kRowsPerBlock, std::min(rows, (block + 1) * kRowsPerBlock));
+  });
 }
 
 }  // namespace intfa::reference

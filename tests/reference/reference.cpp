@@ -246,6 +246,20 @@ ErrorMetrics compare(const double* reference, const double* output, std::size_t 
   return compare_values(reference, output, count);
 }
 
+Shape make_shape(int batch, int heads_q, int heads_kv, int seq_q, int seq_kv, int head_dim,
+                 bool causal, double softmax_scale) {
+  Shape shape;
+  shape.batch = batch;
+  shape.heads_q = heads_q;
+  shape.heads_kv = heads_kv;
+  shape.seq_q = seq_q;
+  shape.seq_kv = seq_kv;
+  shape.head_dim = head_dim;
+  shape.causal = causal;
+  shape.softmax_scale = softmax_scale;
+  return shape;
+}
+
 namespace {
 
 std::uint64_t splitmix64(std::uint64_t x) {

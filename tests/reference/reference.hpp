@@ -33,6 +33,9 @@ struct Shape {
   void validate() const;
 };
 
+Shape make_shape(int batch, int heads_q, int heads_kv, int seq_q, int seq_kv, int head_dim,
+                 bool causal, double softmax_scale = 0.0);
+
 // out: [batch][heads_q][seq_q][head_dim]; lse (optional): [batch][heads_q][seq_q], natural log,
 // -inf for rows with no allowed key (their output is 0).
 void attention_f64(const Shape& shape, const float* q, const float* k, const float* v, double* out,

@@ -80,20 +80,6 @@ void naive_attention(const Shape& shape, const Inputs& in, std::vector<long doub
   }
 }
 
-Shape make_shape(int batch, int heads_q, int heads_kv, int seq_q, int seq_kv, int head_dim,
-                 bool causal, double softmax_scale = 0.0) {
-  Shape shape;
-  shape.batch = batch;
-  shape.heads_q = heads_q;
-  shape.heads_kv = heads_kv;
-  shape.seq_q = seq_q;
-  shape.seq_kv = seq_kv;
-  shape.head_dim = head_dim;
-  shape.causal = causal;
-  shape.softmax_scale = softmax_scale;
-  return shape;
-}
-
 std::string describe(const Shape& s) {
   return "b" + std::to_string(s.batch) + " hq" + std::to_string(s.heads_q) + " hkv" +
          std::to_string(s.heads_kv) + " sq" + std::to_string(s.seq_q) + " skv" +
