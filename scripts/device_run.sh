@@ -3,8 +3,9 @@
 # compute-sanitizer, the Python binding, then the timings (tuner, JIT path, accuracy, numerics
 # options, INT4, ncu, tile sweep, the side-by-side SDPA benchmark). Expects a Release build
 # carried in build/ (built on the project machine); writes under $OUT.
-#   usage: scripts/device_run.sh [quick|bench|extra|compare|ab|full]
+#   usage: scripts/device_run.sh [quick|bench|extra|compare|ab|hopper|full]
 #     quick: checks only; bench: JIT, tune, accuracy, numerics options, INT4, compare_sdpa;
+#     hopper: the wgmma kernel's tests, SASS, sanitizers, speed against SDPA and ncu;
 #     extra: K smoothing's cost, INT4 accuracy; compare: tile sweep, ncu;
 #     full: all of them (more than one 10-minute call holds).
 # At most 8 files come back from $OUT, so the details go into logs.tgz, which is rewritten after
@@ -57,9 +58,10 @@ timed() {
   return 0
 }
 
-checks=false; timings=false; extras=false; comparison=false
+checks=false; timings=false; extras=false; comparison=false; hopper=false
 case $mode in
   quick) checks=true ;;
+  hopper) hopper=true ;;
   bench) timings=true ;;
   extra) extras=true ;;
   compare) comparison=true ;;
@@ -99,6 +101,36 @@ if $checks; then
         compute-sanitizer --tool $tool --error-exitcode 9 $bin/intfa run $args --repeats 1
     done
   done
+fi
+
+if $hopper; then
+  timed gpu_tests 200 $bin/intfa_tests --gtest_filter='*Gpu*:-*Wgmma*'
+  grep -E "^\[  FAILED|tests? ran|PASSED|SKIPPED \]" "$logs/gpu_tests.log" | tail -8 | tee -a "$summary"
+  timed wgmma_tests 200 $bin/intfa_tests --gtest_filter='*Wgmma*'
+  grep -E "^\[  FAILED|tests? ran|PASSED|SKIPPED \]|relative L2" "$logs/wgmma_tests.log" | tail -12 |
+    tee -a "$summary"
+  timed demo 60 $bin/intfa run --seq 4096 --heads 16
+  timed sass 60 python3 scripts/dump_sass.py "$INTFA_CACHE_DIR" "$logs/sass" "attention_wgmma sm_90a"
+  note "  GMMA instructions in the wgmma cubins: $(cat "$logs"/sass/*.sass 2>/dev/null | grep -c GMMA)"
+  for tool in memcheck racecheck; do
+    for args in "--seq 200 --heads 2 --causal" "--seq 130 --head-dim 64 --v-scale block" \
+                "--seq 65 --head-dim 256 --causal --p s8 --p-scale running"; do
+      TAIL_LINES=2 timed "${tool}_$(echo "$args" | tr -c 'a-z0-9\n' '_')" 60 \
+        compute-sanitizer --tool $tool --error-exitcode 9 $bin/intfa run $args --repeats 1
+    done
+  done
+  # The Hopper kernel's tile configs (the heuristic's choice comes from this sweep).
+  TAIL_LINES=30 timed wgmma_sweep_d64 120 $bin/intfa bench --head-dims 64 --seq 4096,16384 \
+    --causal off,on --repeats 10 --json "$logs/wgmma_sweep_d64.json" \
+    --configs "128,64,12,2;128,128,12,2;128,128,12,3;192,64,16,2;192,128,16,2"
+  TAIL_LINES=30 timed wgmma_sweep_d128 120 $bin/intfa bench --head-dims 128 --seq 4096,16384 \
+    --causal off,on --repeats 10 --json "$logs/wgmma_sweep_d128.json" \
+    --configs "128,64,12,2;128,64,12,3;128,128,12,2;128,128,12,3"
+  TAIL_LINES=40 timed compare_sdpa 200 python3 bench/compare_sdpa.py --lib $build/lib/libintfa.so \
+    --out-dir "$logs"
+  timed ncu 90 ncu --section SpeedOfLight --section Occupancy --section WarpStateStats \
+    --section ComputeWorkloadAnalysis --section InstructionStats -k regex:attention \
+    --launch-skip 3 --launch-count 1 $bin/intfa bench --seq 8192 --repeats 1
 fi
 
 if [ "$mode" = ab ]; then

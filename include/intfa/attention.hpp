@@ -74,19 +74,31 @@ struct AttentionTensors {
   VarlenLayout varlen;             // packed sequences when set (see VarlenLayout)
 };
 
+// Which attention kernel family runs a config.
+//   kMmaSync: the portable kernel (warp-level mma.sync, cp.async), every arch and option.
+//   kWgmma: the Hopper kernel (sm_90a: warpgroup MMAs, TMA, a producer warpgroup and
+//     `warps / 4 - 1` consumer warpgroups of 64 rows each): full INT8 with 8-bit Q.K, dense
+//     batches, tensors TMA can describe (16-byte aligned bases and strides).
+enum class KernelPath { kMmaSync, kWgmma };
+
 // A tile configuration of the attention kernel (what the tuner chooses).
 struct KernelConfig {
   int block_m = 0;
   int block_n = 0;
   int warps = 0;
   int stages = 0;
+  KernelPath path = KernelPath::kMmaSync;
   std::string to_string() const;
   friend bool operator==(const KernelConfig& a, const KernelConfig& b) {
     return a.block_m == b.block_m && a.block_n == b.block_n && a.warps == b.warps &&
-           a.stages == b.stages;
+           a.stages == b.stages && a.path == b.path;
   }
   friend bool operator!=(const KernelConfig& a, const KernelConfig& b) { return !(a == b); }
 };
+
+// The path of a config given as four numbers (the C API, Python, `intfa --config M,N,W,S`):
+// 12 or 16 warps, a producer and 2 or 3 consumer warpgroups, exist only in the Hopper kernel.
+KernelPath path_for_warps(int warps);
 
 struct AttentionOptions {
   double softmax_scale = 0.0;  // 0: 1 / sqrt(head_dim)

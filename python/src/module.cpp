@@ -267,7 +267,8 @@ PYBIND11_MODULE(_intfa, m) {
         options.p_scale = parse_p_scale(p_scale);
         options.v_granularity = parse_v_granularity(v_granularity);
         if (config)
-          options.config = KernelConfig{(*config)[0], (*config)[1], (*config)[2], (*config)[3]};
+          options.config = KernelConfig{(*config)[0], (*config)[1], (*config)[2], (*config)[3],
+                                        path_for_warps((*config)[2])};
         py::gil_scoped_release unlocked;
         attention_forward(problem, tensors, as_stream(stream), options);
       },

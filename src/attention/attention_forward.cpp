@@ -3,10 +3,12 @@
 #include "attention/attention_launch.hpp"
 #include "attention/attention_spec.hpp"
 #include "attention/config_choice.hpp"
+#include "attention/tensor_maps.hpp"
 #include "attention/validation.hpp"
 #include "device/device_info.hpp"
 #include "device/driver_api.hpp"
 #include "intfa/attention.hpp"
+#include "common/log.hpp"
 #include "intfa/errors.hpp"
 #include "launch/kernel_runtime.hpp"
 
@@ -62,7 +64,12 @@ kernels::AttentionParams make_params(const AttentionProblem& problem,
 
 std::string KernelConfig::to_string() const {
   return "block_m=" + std::to_string(block_m) + " block_n=" + std::to_string(block_n) +
-         " warps=" + std::to_string(warps) + " stages=" + std::to_string(stages);
+         " warps=" + std::to_string(warps) + " stages=" + std::to_string(stages) +
+         (path == KernelPath::kWgmma ? " path=wgmma" : "");
+}
+
+KernelPath path_for_warps(int warps) {
+  return warps == 12 || warps == 16 ? KernelPath::kWgmma : KernelPath::kMmaSync;
 }
 
 int v_padded_seq(int seq_kv) {
@@ -120,8 +127,15 @@ PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensor
   request.p_encoding = options.p_encoding;
   request.p_scale = options.p_scale;
   request.v_granularity = options.v_granularity;
-  const KernelConfig config =
-      options.config ? *options.config : choose_config(request, problem, info);
+  KernelConfig config = options.config ? *options.config : choose_config(request, problem, info);
+  if (config.path == KernelPath::kWgmma) {
+    if (const auto reason = tma_incompatibility(problem, tensors)) {
+      if (options.config) throw Unsupported("options.config.path = wgmma: " + *reason);
+      log::warn_once("wgmma-fallback:" + *reason,
+                     *reason + ": the portable attention kernel runs instead of the Hopper one");
+      config = portable_heuristic_config(request);
+    }
+  }
   const render::KernelSpec spec = make_spec(request, config);
   validate_config(spec, info.max_shared_bytes_per_block_optin);
 
@@ -131,7 +145,9 @@ PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensor
   const double softmax_scale = options.softmax_scale > 0.0
                                    ? options.softmax_scale
                                    : 1.0 / std::sqrt(static_cast<double>(problem.head_dim));
-  planned.params = make_params(problem, tensors, softmax_scale);
+  planned.params.attention = make_params(problem, tensors, softmax_scale);
+  planned.wgmma = spec.family == render::KernelFamily::kAttentionWgmma;
+  if (planned.wgmma) encode_tensor_maps(planned.params, problem, tensors, spec);
   planned.shape.grid[0] =
       static_cast<unsigned>((problem.seq_q + config.block_m - 1) / config.block_m);
   planned.shape.grid[1] = static_cast<unsigned>(problem.heads_q);
@@ -147,7 +163,7 @@ void attention_forward(const AttentionProblem& problem, const AttentionTensors& 
                        CUstream stream, const AttentionOptions& options) {
   const attention::PlannedLaunch planned =
       attention::plan_launch(problem, tensors, stream, options);
-  launch::launch(*planned.kernel, planned.shape, stream, &planned.params);
+  launch::launch(*planned.kernel, planned.shape, stream, planned.arguments());
 }
 
 }  // namespace intfa

@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #include "attention/attention_params.h"
+#include "attention/wgmma_params.h"
 #include "intfa/attention.hpp"
 #include "launch/kernel_runtime.hpp"
 
@@ -14,7 +15,13 @@ namespace intfa::attention {
 struct PlannedLaunch {
   const launch::LoadedKernel* kernel = nullptr;
   launch::LaunchShape shape;
-  kernels::AttentionParams params{};
+  // The Hopper kernel takes all of it; the portable one only params.attention.
+  kernels::WgmmaAttentionParams params{};
+  bool wgmma = false;
+
+  const void* arguments() const {
+    return wgmma ? static_cast<const void*>(&params) : static_cast<const void*>(&params.attention);
+  }
 };
 
 // Validates, chooses the config, compiles or fetches the kernel; launches nothing.

@@ -1,6 +1,7 @@
 #include "attention/attention_spec.hpp"
 
 #include "attention/attention_params.h"
+#include "attention/wgmma_params.h"
 #include "intfa/errors.hpp"
 
 namespace intfa::attention {
@@ -17,7 +18,8 @@ kernels::ElementType element_type(DType dtype, const char* field) {
 
 render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& config) {
   render::KernelSpec spec;
-  spec.family = render::KernelFamily::kAttention;
+  spec.family = config.path == KernelPath::kWgmma ? render::KernelFamily::kAttentionWgmma
+                                                  : render::KernelFamily::kAttention;
   spec.arch = request.arch;
   spec.head_dim = request.head_dim;
   spec.block_m = config.block_m;
@@ -46,7 +48,22 @@ render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& con
   return spec;
 }
 
+bool wgmma_serves(const SpecRequest& request) {
+  return request.arch == device::Arch::kSm90a && request.variant == Variant::kFullInt8 &&
+         request.qk_bits == 8 && !request.varlen;
+}
+
 KernelConfig heuristic_config(const SpecRequest& request) {
+  if (wgmma_serves(request)) {
+    // Two consumer warpgroups taking turns, 128 keys per tile, two stages (64 keys at d=256,
+    // where the output takes the registers): the fastest of the sweep on the H100, B=4 H=32
+    // N=4k/16k, causal off and on (2026-11-23, bench/RESULTS.md).
+    return KernelConfig{128, request.head_dim >= 256 ? 64 : 128, 12, 2, KernelPath::kWgmma};
+  }
+  return portable_heuristic_config(request);
+}
+
+KernelConfig portable_heuristic_config(const SpecRequest& request) {
   // Head dim 256: a 64 x 32 block is what fits the registers (Q, S, P and the output tile stay
   // there). Otherwise 16 rows per warp and 4 warps; 128 keys per tile halves the online-softmax
   // rescales per key against 64, except for half INT8 at d=64, where the 16-bit V tile of 64 keys
@@ -64,6 +81,10 @@ KernelConfig heuristic_config(const SpecRequest& request) {
 }
 
 int shared_bytes(const render::KernelSpec& spec) {
+  if (spec.family == render::KernelFamily::kAttentionWgmma) {
+    return kernels::wgmma_attention_shared_bytes(spec.head_dim, spec.block_m, spec.block_n,
+                                                 spec.stages);
+  }
   return kernels::attention_shared_bytes(
       spec.head_dim, spec.block_m, spec.block_n, spec.stages, spec.qk_bits,
       spec.variant == kernels::AttentionVariant::kFullInt8,
@@ -71,12 +92,50 @@ int shared_bytes(const render::KernelSpec& spec) {
           spec.v_granularity == kernels::VScaleGranularity::kPerBlock);
 }
 
-void validate_config(const render::KernelSpec& spec, int max_shared_bytes) {
-  const std::string where = "config (" + spec.to_string() + ")";
-  if (spec.head_dim != 64 && spec.head_dim != 128 && spec.head_dim != 256) {
-    throw InvalidArgument("problem.head_dim", std::to_string(spec.head_dim),
-                          "supported head dims are 64, 128 and 256");
+namespace {
+
+// The Hopper kernel's rules (attention_forward_wgmma.cuh): what it implements and its tiles.
+void validate_wgmma_config(const render::KernelSpec& spec) {
+  const std::string path = " with config.path = wgmma";
+  if (spec.arch != device::Arch::kSm90a) {
+    throw Unsupported("config.path = wgmma needs sm_90a (warpgroup MMAs and TMA); the target is " +
+                      device::arch_name(spec.arch));
   }
+  if (spec.variant != kernels::AttentionVariant::kFullInt8) {
+    throw InvalidArgument("problem.variant", render::variant_name(spec.variant),
+                          "expected full_int8" + path);
+  }
+  if (spec.qk_bits != 8) {
+    throw InvalidArgument("problem.qk_bits", std::to_string(spec.qk_bits), "expected 8" + path);
+  }
+  if (spec.varlen) {
+    throw InvalidArgument("tensors.varlen", "(set)",
+                          "packed sequences need config.path = mma_sync");
+  }
+  const int consumer_groups = spec.warps / 4 - 1;
+  if (spec.warps % 4 != 0 || consumer_groups < 2 || consumer_groups > 3) {
+    throw InvalidArgument("config.warps", std::to_string(spec.warps),
+                          "expected 12 or 16 (a producer and 2 or 3 consumer warpgroups)" + path);
+  }
+  if (consumer_groups == 3 && spec.head_dim > 64) {
+    throw InvalidArgument("config.warps", std::to_string(spec.warps),
+                          "3 consumer warpgroups leave 160 registers per thread: head_dim 64 only");
+  }
+  if (spec.block_m != kernels::kWgmmaGroupRows * consumer_groups) {
+    throw InvalidArgument("config.block_m", std::to_string(spec.block_m),
+                          "expected 64 rows per consumer warpgroup (16 * (warps - 4))" + path);
+  }
+  if (spec.block_n != 64 && spec.block_n != 128) {
+    throw InvalidArgument("config.block_n", std::to_string(spec.block_n),
+                          "expected 64 or 128" + path);
+  }
+  if (spec.head_dim == 256 && spec.block_n != 64) {
+    throw InvalidArgument("config.block_n", std::to_string(spec.block_n),
+                          "expected 64 at head_dim 256 (registers)" + path);
+  }
+}
+
+void validate_mma_sync_config(const render::KernelSpec& spec) {
   if (spec.qk_bits != 8 && spec.qk_bits != 4) {
     throw InvalidArgument("problem.qk_bits", std::to_string(spec.qk_bits), "expected 8 or 4");
   }
@@ -91,6 +150,21 @@ void validate_config(const render::KernelSpec& spec, int max_shared_bytes) {
     throw InvalidArgument("config.block_n", std::to_string(spec.block_n),
                           "expected 32, 64 or 128");
   }
+}
+
+}  // namespace
+
+void validate_config(const render::KernelSpec& spec, int max_shared_bytes) {
+  const std::string where = "config (" + spec.to_string() + ")";
+  if (spec.head_dim != 64 && spec.head_dim != 128 && spec.head_dim != 256) {
+    throw InvalidArgument("problem.head_dim", std::to_string(spec.head_dim),
+                          "supported head dims are 64, 128 and 256");
+  }
+  if (spec.family == render::KernelFamily::kAttentionWgmma) {
+    validate_wgmma_config(spec);
+  } else {
+    validate_mma_sync_config(spec);
+  }
   if (spec.stages < 2 || spec.stages > 4) {
     throw InvalidArgument("config.stages", std::to_string(spec.stages), "expected 2 to 4");
   }
@@ -104,6 +178,17 @@ void validate_config(const render::KernelSpec& spec, int max_shared_bytes) {
 
 std::vector<KernelConfig> candidate_configs(const SpecRequest& request) {
   std::vector<KernelConfig> configs;
+  if (wgmma_serves(request)) {
+    for (int block_n : {64, 128}) {
+      if (request.head_dim >= 256 && block_n > 64) continue;
+      for (int stages : {2, 3}) {
+        configs.push_back(KernelConfig{128, block_n, 12, stages, KernelPath::kWgmma});
+        if (request.head_dim <= 64) {
+          configs.push_back(KernelConfig{192, block_n, 16, stages, KernelPath::kWgmma});
+        }
+      }
+    }
+  }
   for (int warps : {4, 8}) {
     for (int rows_per_warp : {16, 32}) {
       if (rows_per_warp == 32 && request.head_dim > 64) continue;  // registers

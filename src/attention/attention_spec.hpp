@@ -28,8 +28,17 @@ struct SpecRequest {
 // The spec for `request` with tile config `config` (not validated).
 render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& config);
 
-// The default tile config for an arch, head dim and variant (the tuning database overrides it).
+// Whether the Hopper kernel (KernelPath::kWgmma) implements `request`: sm_90a, full INT8 with
+// 8-bit Q.K, dense batches.
+bool wgmma_serves(const SpecRequest& request);
+
+// The default tile config for an arch, head dim and variant (the tuning database overrides it):
+// the Hopper kernel where it serves the request, else the portable one.
 KernelConfig heuristic_config(const SpecRequest& request);
+
+// The default config of the portable kernel (also the fallback when the Hopper kernel cannot
+// describe the tensors with TMA).
+KernelConfig portable_heuristic_config(const SpecRequest& request);
 
 // Shared memory the kernel of `spec` uses per block.
 int shared_bytes(const render::KernelSpec& spec);

@@ -25,7 +25,7 @@ Enum enum_from_name(const json::Value& object, const char* member, std::string (
 
 const KernelFamily kFamilies[] = {KernelFamily::kQuantizeRows, KernelFamily::kChannelMean,
                                   KernelFamily::kQuantizeVScale, KernelFamily::kQuantizeV,
-                                  KernelFamily::kAttention};
+                                  KernelFamily::kAttention, KernelFamily::kAttentionWgmma};
 const kernels::ElementType kElementTypes[] = {kernels::ElementType::kF16,
                                               kernels::ElementType::kBF16};
 const kernels::AttentionVariant kVariants[] = {kernels::AttentionVariant::kFullInt8,
@@ -49,6 +49,7 @@ std::string family_name(KernelFamily family) {
     case KernelFamily::kQuantizeVScale: return "quantize_v_scale";
     case KernelFamily::kQuantizeV: return "quantize_v";
     case KernelFamily::kAttention: return "attention";
+    case KernelFamily::kAttentionWgmma: return "attention_wgmma";
   }
   throw InternalError("unknown KernelFamily");
 }
@@ -94,6 +95,7 @@ std::string KernelSpec::to_string() const {
       text += " " + element_type_name(input_type) + " v=" + v_granularity_name(v_granularity);
       break;
     case KernelFamily::kAttention:
+    case KernelFamily::kAttentionWgmma:
       text += " m" + std::to_string(block_m) + " n" + std::to_string(block_n) + " w" +
               std::to_string(warps) + " s" + std::to_string(stages) + " " + variant_name(variant) +
               " qk" + std::to_string(qk_bits) + " " + element_type_name(input_type) + "->" +

@@ -90,6 +90,21 @@ Instantiation attention(const KernelSpec& spec) {
           "intfa::kernels::AttentionParams"};
 }
 
+// The Hopper kernel has one full-INT8 variant with 8-bit Q.K, and block_m = 64 per consumer
+// warpgroup (warps = 4 per warpgroup, one of them the producer).
+Instantiation attention_wgmma(const KernelSpec& spec) {
+  const std::vector<std::string> arguments = {
+      std::to_string(spec.head_dim),           std::to_string(spec.block_n),
+      std::to_string(spec.warps / 4 - 1),      std::to_string(spec.stages),
+      element_type_argument(spec.output_type), bool_argument(spec.causal),
+      p_encoding_argument(spec.p_encoding),    p_scale_argument(spec.p_scale),
+      v_granularity_argument(spec.v_granularity)};
+  return {"attention/attention_forward_wgmma.cuh",
+          "intfa::kernels::attention_forward_wgmma<intfa::kernels::WgmmaAttentionConfig<" +
+              strings::join(arguments, ", ") + ">>",
+          "const __grid_constant__ intfa::kernels::WgmmaAttentionParams"};
+}
+
 Instantiation instantiation_for(const KernelSpec& spec) {
   switch (spec.family) {
     case KernelFamily::kQuantizeRows: return quantize_rows(spec);
@@ -97,6 +112,7 @@ Instantiation instantiation_for(const KernelSpec& spec) {
     case KernelFamily::kQuantizeVScale: return quantize_v(spec, "quantize_v_scale");
     case KernelFamily::kQuantizeV: return quantize_v(spec, "quantize_v");
     case KernelFamily::kAttention: return attention(spec);
+    case KernelFamily::kAttentionWgmma: return attention_wgmma(spec);
   }
   throw InternalError("unknown KernelFamily");
 }

@@ -136,6 +136,13 @@ KernelConfig config_from_json(const json::Value& value, const std::string& field
   config.block_n = integer_member(value, where, "block_n", 1, kMaxConfigValue);
   config.warps = integer_member(value, where, "warps", 1, kMaxConfigValue);
   config.stages = integer_member(value, where, "stages", 1, kMaxConfigValue);
+  // Absent in databases written before the Hopper kernel existed: those are portable configs.
+  if (const json::Value* path = value.find("path")) {
+    if (!path->is_string() || (path->as_string() != "wgmma" && path->as_string() != "mma_sync")) {
+      throw DatabaseError(where + "path", shown(*path), "expected \"mma_sync\" or \"wgmma\"");
+    }
+    config.path = path->as_string() == "wgmma" ? KernelPath::kWgmma : KernelPath::kMmaSync;
+  }
   return config;
 }
 
@@ -145,6 +152,7 @@ json::Value config_to_json(const KernelConfig& config) {
   object.set("block_n", config.block_n);
   object.set("warps", config.warps);
   object.set("stages", config.stages);
+  object.set("path", config.path == KernelPath::kWgmma ? "wgmma" : "mma_sync");
   return object;
 }
 

@@ -121,14 +121,24 @@ struct AttentionKernel {
   }
 
   // y = dot * k_scale[key], -inf where the key is not allowed (tails, causal).
-  __device__ __forceinline__ static void scale_and_mask(
-      float (&y)[kMTiles][kScoreTiles][4], const int (&s)[kMTiles][kScoreTiles][4],
-      const float* k_scales, bool needs_mask, int first_key, int first_row, int seq_kv,
-      int causal_offset, LaneCoordinates lane) {
+  // The scales of this lane's keys (columns 8 nt + 2 thread_in_group + {0, 1}) from a tile's
+  // scales in shared memory.
+  __device__ __forceinline__ static void lane_k_scales(float2 (&scale)[kScoreTiles],
+                                                       const float* k_scales,
+                                                       LaneCoordinates lane) {
 #pragma unroll
     for (int nt = 0; nt < kScoreTiles; ++nt) {
-      const float2 scale =
-          *reinterpret_cast<const float2*>(k_scales + nt * 8 + 2 * lane.thread_in_group);
+      scale[nt] = *reinterpret_cast<const float2*>(k_scales + nt * 8 + 2 * lane.thread_in_group);
+    }
+  }
+
+  __device__ __forceinline__ static void scale_and_mask(
+      float (&y)[kMTiles][kScoreTiles][4], const int (&s)[kMTiles][kScoreTiles][4],
+      const float2 (&k_scale)[kScoreTiles], bool needs_mask, int first_key, int first_row,
+      int seq_kv, int causal_offset, LaneCoordinates lane) {
+#pragma unroll
+    for (int nt = 0; nt < kScoreTiles; ++nt) {
+      const float2 scale = k_scale[nt];
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
@@ -406,6 +416,59 @@ __device__ __forceinline__ float fold_factor(RowFrame& row, float reference,
   return exp2_approx(reference - row.frame);
 }
 
+// Normalises the output rows of one warp, applies V's per-tensor or per-channel scale, rounds to
+// the output type and stores them, with the log-sum-exp when asked. `lane_sum` is this lane's
+// part of each row's sum, relative to `log2_reference` (the frame, or the running maximum for
+// half INT8, whose P is not scaled by R).
+template <class Config>
+__device__ __forceinline__ void store_output(
+    const AttentionParams& params, const SequenceExtent& extent, int batch, int head_q,
+    int head_kv, int warp_first_row, LaneCoordinates coordinates,
+    const float (&o)[Config::kMTiles][Config::kOutputTiles][4],
+    const float (&lane_sum)[Config::kMTiles][2],
+    const float (&log2_reference)[Config::kMTiles][2]) {
+  const i64 kv_index = static_cast<i64>(batch) * params.heads_kv + head_kv;
+  const float* v_scale = params.v_scale;
+  float tensor_v_scale = 1.0f;
+  if (Config::kFullInt8 && Config::kVGranularity == VScaleGranularity::kPerTensor) {
+    tensor_v_scale = v_scale[kv_index];
+  }
+  const float p_range = Config::kFullInt8 ? Config::kPRange : 1.0f;
+  u8* const out_head = static_cast<u8*>(params.out) + batch * params.out_strides.batch +
+                       head_q * params.out_strides.head + extent.q_row0 * params.out_strides.row;
+#pragma unroll
+  for (int mt = 0; mt < Config::kMTiles; ++mt) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float sum = lane_sum[mt][half];
+      sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
+      sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
+      const int row = warp_first_row + mt * 16 + coordinates.group + 8 * half;
+      if (row >= extent.seq_q) continue;
+      const float inverse_sum = sum > 0.0f ? divide_rn(1.0f, sum) : 0.0f;
+      const float row_scale = inverse_sum * tensor_v_scale;
+      u8* const out_row = out_head + static_cast<i64>(row) * params.out_strides.row;
+#pragma unroll
+      for (int dt = 0; dt < Config::kOutputTiles; ++dt) {
+        const int channel = dt * 8 + 2 * coordinates.thread_in_group;
+        float2 channel_scale = make_float2(1.0f, 1.0f);
+        if (Config::kFullInt8 && Config::kVGranularity == VScaleGranularity::kPerChannel) {
+          channel_scale = *reinterpret_cast<const float2*>(v_scale + kv_index * Config::kHeadDim +
+                                                           channel);
+        }
+        const u32 packed = pack_float2<Config::kOutputType>(
+            o[mt][dt][2 * half] * row_scale * channel_scale.x,
+            o[mt][dt][2 * half + 1] * row_scale * channel_scale.y);
+        *reinterpret_cast<u32*>(out_row + channel * 2) = packed;
+      }
+      if (params.lse != nullptr && coordinates.thread_in_group == 0) {
+        const float log2_sum = log2_reference[mt][half] + log2_approx(sum / p_range);
+        params.lse[extent.q_scale0 + row] = sum > 0.0f ? log2_sum * kLn2 : negative_infinity();
+      }
+    }
+  }
+}
+
 template <class Config>
 __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
     attention_forward(const AttentionParams params) {
@@ -443,7 +506,6 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
   if (Config::kVarlen && first_row >= extent.seq_q) return;
   const int causal_offset = extent.seq_kv - extent.seq_q;
 
-  const i64 kv_index = static_cast<i64>(batch) * params.heads_kv + head_kv;
   const AttentionTileLoader<Config> loader(params, batch, head_q, head_kv, extent, thread);
   const typename Kernel::KFragments k_fragments(lane);
   const typename Kernel::VFragments v_fragments(lane);
@@ -566,7 +628,9 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
     int s[kMTiles][kScoreTiles][4];
     Kernel::score_tile(s, q, shared_address(k_tile(slot)), k_fragments);
     float y[kMTiles][kScoreTiles][4];
-    Kernel::scale_and_mask(y, s, k_scales(slot), needs_mask, first_key, first_row + warp_row0,
+    float2 k_scale[kScoreTiles];
+    Kernel::lane_k_scales(k_scale, k_scales(slot), coordinates);
+    Kernel::scale_and_mask(y, s, k_scale, needs_mask, first_key, first_row + warp_row0,
                            extent.seq_kv, causal_offset, coordinates);
     float tile_max[kMTiles][2];
     Kernel::tile_row_max(tile_max, y, c);
@@ -661,47 +725,17 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
   fold_persistent();
 
   // ---- epilogue: normalise, apply V's scale, round, store ------------------------------------
-  const float* v_scale = params.v_scale;
-  float tensor_v_scale = 1.0f;
-  if (Config::kFullInt8 && Config::kVGranularity == VScaleGranularity::kPerTensor) {
-    tensor_v_scale = v_scale[kv_index];
-  }
-  u8* const out_head = static_cast<u8*>(params.out) + batch * params.out_strides.batch +
-                       head_q * params.out_strides.head + extent.q_row0 * params.out_strides.row;
+  float log2_reference[kMTiles][2];
+  float lane_sum[kMTiles][2];
 #pragma unroll
-  for (int mt = 0; mt < kMTiles; ++mt) {
+  for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      float sum = Config::kFullInt8 ? rows[mt][half].sum : half_row_sum[mt][half];
-      sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 1);
-      sum += __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
-      const int row = first_row + warp_row0 + mt * 16 + coordinates.group + 8 * half;
-      if (row >= extent.seq_q) continue;
-      const float inverse_sum = sum > 0.0f ? divide_rn(1.0f, sum) : 0.0f;
-      const float row_scale = inverse_sum * tensor_v_scale;
-      u8* const out_row = out_head + static_cast<i64>(row) * params.out_strides.row;
-#pragma unroll
-      for (int dt = 0; dt < kOutputTiles; ++dt) {
-        const int channel = dt * 8 + 2 * coordinates.thread_in_group;
-        float2 channel_scale = make_float2(1.0f, 1.0f);
-        if (Config::kFullInt8 && Config::kVGranularity == VScaleGranularity::kPerChannel) {
-          channel_scale = *reinterpret_cast<const float2*>(v_scale + kv_index * Config::kHeadDim +
-                                                           channel);
-        }
-        const u32 packed = pack_float2<Config::kOutputType>(
-            o[mt][dt][2 * half] * row_scale * channel_scale.x,
-            o[mt][dt][2 * half + 1] * row_scale * channel_scale.y);
-        *reinterpret_cast<u32*>(out_row + channel * 2) = packed;
-      }
-      if (params.lse != nullptr && coordinates.thread_in_group == 0) {
-        const float log2_sum = Config::kFullInt8
-                                   ? rows[mt][half].frame + log2_approx(sum / Config::kPRange)
-                                   : running_max[mt][half] + log2_approx(sum);
-        params.lse[extent.q_scale0 + row] =
-            sum > 0.0f ? log2_sum * kLn2 : negative_infinity();
-      }
+      log2_reference[mt][half] = Config::kFullInt8 ? rows[mt][half].frame : running_max[mt][half];
+      lane_sum[mt][half] = Config::kFullInt8 ? rows[mt][half].sum : half_row_sum[mt][half];
     }
-  }
+  store_output<Config>(params, extent, batch, head_q, head_kv, first_row + warp_row0, coordinates,
+                       o, lane_sum, log2_reference);
 }
 
 }  // namespace kernels

@@ -28,6 +28,12 @@ __device__ __forceinline__ void copy_4_bytes_async(u32 destination, const void* 
                "r"(source_bytes));
 }
 
+// Arrives on an mbarrier once this thread's earlier cp.async copies have landed; the arrival is
+// one of those the barrier was initialised to expect (.noinc).
+__device__ __forceinline__ void async_copies_arrive(u32 barrier) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(barrier) : "memory");
+}
+
 __device__ __forceinline__ void commit_async_copies() {
   asm volatile("cp.async.commit_group;\n" ::);
 }

@@ -171,6 +171,9 @@ TEST_P(VarlenGpu, EverySequenceMatchesItsOwnDenseRun) {
   request.qk_bits = c.qk_bits;
   request.causal = c.causal;
   request.v_granularity = c.granularity;
+  // The packed call's config (the portable kernel: the Hopper one has no varlen), also used by the
+  // dense calls it is compared with bit for bit.
+  request.varlen = true;
   const KernelConfig config = attention::heuristic_config(request);
 
   Call packed;

@@ -127,7 +127,7 @@ CallOverhead time_call_overhead(AttentionWorkload& workload, CUstream stream) {
   const attention::PlannedLaunch planned = attention::plan_launch(
       workload.problem(), workload.tensors(), stream, workload.options());
   CallOverhead overhead;
-  auto raw = [&] { launch::launch(*planned.kernel, planned.shape, stream, &planned.params); };
+  auto raw = [&] { launch::launch(*planned.kernel, planned.shape, stream, planned.arguments()); };
   auto api = [&] { workload.attend(stream); };
   for (int round = 0; round < 2; ++round) {  // the first round warms caches and clocks
     overhead.raw_launch_us = host_us_per_call(raw, stream, 50, 200);

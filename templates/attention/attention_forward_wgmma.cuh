@@ -1,0 +1,557 @@
+// INT-FlashAttention forward for Hopper (sm_90a): warpgroup MMAs (wgmma), TMA loads and warp
+// specialisation. Same numerics as the portable kernel (attention_forward.cuh, whose softmax and
+// output code it shares): full INT8 only, with every P encoding, P reference and V granularity.
+//
+// A block computes 64 * ConsumerGroups query rows of one (batch, query head) with
+// ConsumerGroups + 1 warpgroups:
+//   - the producer warpgroup gives most of its registers away; one thread issues the TMA loads
+//     of Q once and of K and V per key tile into a ring of Stages slots (its lanes copy K's
+//     scales), each slot
+//     guarded by a "full" mbarrier (bytes landed) and an "empty" one (consumers done);
+//   - each consumer warpgroup owns 64 rows: S = Q K^T with wgmma (both operands in shared
+//     memory), the online softmax and P's quantization in registers (the wgmma accumulator is
+//     the m16n8 layout per warp, so the portable code applies unchanged), then P V with P as the
+//     register A operand and V^T in shared memory. The INT8 V layout (channels as rows, tokens
+//     permuted in groups of 16) is exactly the K-major B operand this needs.
+// Consumer warpgroups run independently, so one's softmax overlaps the other's MMAs. K's scales
+// come through shared memory too: the producer warp's lanes copy them with cp.async, which
+// arrives on the same "full" barrier.
+#pragma once
+
+#include "attention/attention_forward.cuh"
+#include "attention/wgmma_params.h"
+#include "common/tma.cuh"
+#include "common/wgmma.cuh"
+
+namespace intfa {
+namespace kernels {
+
+template <int HeadDim, int BlockN, int ConsumerGroups, int Stages, ElementType OutputType,
+          bool Causal, PEncoding PEnc, PScaleReference PScale, VScaleGranularity VGranularity>
+struct WgmmaAttentionConfig {
+  static constexpr int kHeadDim = HeadDim;
+  static constexpr int kBlockN = BlockN;
+  static constexpr int kConsumerGroups = ConsumerGroups;
+  static constexpr int kBlockM = kWgmmaGroupRows * ConsumerGroups;
+  static constexpr int kStages = Stages;
+  static constexpr int kThreads = 128 * (ConsumerGroups + 1);
+  static constexpr bool kCausal = Causal;
+  static constexpr bool kUnsignedP = PEnc == PEncoding::kUnsigned255;
+  static constexpr bool kTileMaxReference = PScale == PScaleReference::kTileMax;
+  static constexpr ElementType kOutputType = OutputType;
+  static constexpr VScaleGranularity kVGranularity = VGranularity;
+  static constexpr bool kPerBlockV = VGranularity == VScaleGranularity::kPerBlock;
+  static constexpr float kPRange = kUnsignedP ? 255.0f : 127.0f;
+
+  // What the shared softmax and output code (AttentionKernel, store_output) reads: each warp
+  // owns one 16-row m tile, Q.K in 8 bits, V in 8 bits.
+  static constexpr bool kFullInt8 = true;
+  static constexpr int kQkBits = 8;
+  static constexpr ElementType kVType = ElementType::kF16;  // unused (no 16-bit V)
+  static constexpr int kMTiles = 1;
+  static constexpr int kQkRowBytes = HeadDim;
+  static constexpr int kQkSteps = HeadDim / 32;
+  static constexpr int kScoreTiles = BlockN / 8;
+  static constexpr int kOutputTiles = HeadDim / 8;
+  static constexpr int kPvSteps = BlockN / 32;
+  static constexpr int kVRowBytes = BlockN;
+
+  // Shared memory (wgmma_params.h): Q as slabs, then per stage K as slabs, V^T, K's scales.
+  static constexpr int kSlabBytes = wgmma_slab_bytes(HeadDim);
+  static constexpr int kSlabs = HeadDim / kSlabBytes;
+  static constexpr int kQTileBytes = kBlockM * HeadDim;
+  static constexpr int kKTileBytes = BlockN * HeadDim;
+  static constexpr int kVTileBytes = HeadDim * BlockN;
+  static constexpr int kKScaleBytes = BlockN * 4;
+  static constexpr int kStageBytes = wgmma_stage_bytes(HeadDim, BlockN);
+  static constexpr int kSharedBytes =
+      wgmma_attention_shared_bytes(HeadDim, kBlockM, BlockN, Stages);
+  // P.V runs in chunks of at most 128 output columns (one accumulator of 64 registers).
+  static constexpr int kPvColumns = HeadDim < 128 ? HeadDim : 128;
+  // Per-block V: the P.V steps that share one 64-token scale block fold together.
+  static constexpr int kStepsPerFold =
+      kPerBlockV ? (kVTokenBlock / 32 < kPvSteps ? kVTokenBlock / 32 : kPvSteps) : kPvSteps;
+
+  // The register split of setmaxnreg: the producer keeps what issuing TMA needs.
+  static constexpr int kProducerRegisters = ConsumerGroups == 2 ? 24 : 32;
+  static constexpr int kConsumerRegisters = ConsumerGroups == 2 ? 240 : 160;
+
+  // Taking turns (WgmmaAttention::main_loop_in_turns) keeps S, P, the P.V accumulator and the
+  // output in registers together; beside them the rest of the loop needs about 32 (ptxas).
+  // Per-block V folds per 64-token block, one block after the other, in main_loop.
+  static constexpr int kTurnRegisters = BlockN / 2 + BlockN / 8 + HeadDim;
+  static constexpr bool kTakesTurns = !kPerBlockV && kTurnRegisters + 32 <= kConsumerRegisters;
+
+  static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
+  static_assert(BlockN == 64 || BlockN == 128, "block_n 64 or 128 (a 64- or 128-byte V row)");
+  static_assert(ConsumerGroups == 2 || ConsumerGroups == 3, "2 or 3 consumer warpgroups");
+  static_assert(Stages >= 2 && Stages <= 4, "2 to 4 pipeline stages");
+  static_assert(kBlockM * HeadDim % 1024 == 0 && kKTileBytes % 1024 == 0, "aligned tiles");
+  static_assert(128 * (kProducerRegisters + ConsumerGroups * kConsumerRegisters) <= 65536,
+                "the register split fits the register file");
+};
+
+template <class Config>
+struct WgmmaAttention {
+  using Softmax = AttentionKernel<Config>;
+  static constexpr int kScoreTiles = Config::kScoreTiles;
+  static constexpr int kOutputTiles = Config::kOutputTiles;
+  static constexpr int kStages = Config::kStages;
+
+  // Shared-memory addresses of the tiles (for TMA and wgmma) and of the mbarriers; the K scales
+  // are also read with plain loads, through `bytes`.
+  struct SharedLayout {
+    u32 base;         // 1024-byte aligned
+    const u8* bytes;  // the same memory, generic
+
+    __device__ __forceinline__ explicit SharedLayout(u8* dynamic_shared) {
+      const u32 raw = shared_address(dynamic_shared);
+      base = (raw + 1023u) & ~1023u;
+      bytes = dynamic_shared + (base - raw);
+    }
+    __device__ __forceinline__ u32 q() const { return base; }
+    __device__ __forceinline__ u32 stage(int slot) const {
+      return base + Config::kQTileBytes + slot * Config::kStageBytes;
+    }
+    __device__ __forceinline__ u32 k(int slot) const { return stage(slot); }
+    __device__ __forceinline__ u32 v(int slot) const { return stage(slot) + Config::kKTileBytes; }
+    __device__ __forceinline__ u32 k_scales(int slot) const {
+      return v(slot) + Config::kVTileBytes;
+    }
+    __device__ __forceinline__ const float* k_scales_generic(int slot) const {
+      return reinterpret_cast<const float*>(bytes + (k_scales(slot) - base));
+    }
+    __device__ __forceinline__ u32 barriers() const { return stage(kStages); }
+    __device__ __forceinline__ u32 full(int slot) const { return barriers() + 8 * slot; }
+    __device__ __forceinline__ u32 empty(int slot) const {
+      return barriers() + 8 * (kStages + slot);
+    }
+    __device__ __forceinline__ u32 q_full() const { return barriers() + 8 * (2 * kStages); }
+  };
+
+  // The block's place in the problem.
+  struct BlockWork {
+    int batch, head_q, head_kv, first_row, tiles, causal_offset;
+    SequenceExtent extent;
+  };
+
+  // A slot is full when the producer's TMA bytes have landed (one arrival with the byte count)
+  // and each lane of the producer warp has seen its K scale copies land (32 arrivals).
+  static constexpr int kFullArrivals = 1 + 32;
+
+  __device__ __forceinline__ static void init_barriers(const SharedLayout& shared) {
+    for (int slot = 0; slot < kStages; ++slot) {
+      mbarrier_init(shared.full(slot), kFullArrivals);
+      // Every consumer warp releases a slot once its MMAs on it are complete.
+      mbarrier_init(shared.empty(slot), 4 * Config::kConsumerGroups);
+    }
+    mbarrier_init(shared.q_full(), 1);
+    fence_barrier_init();
+  }
+
+  // ---- producer (one warp) ----------------------------------------------------------------
+  // Lane 0 issues the TMA loads; every lane copies BlockN / 32 K scales with cp.async (a head's
+  // scales need not start on the 16-byte boundary a TMA box needs), zero past the sequence.
+  __device__ __forceinline__ static void produce(const WgmmaAttentionParams& params,
+                                                 const SharedLayout& shared,
+                                                 const BlockWork& work, int lane) {
+    constexpr int kSlab = Config::kSlabBytes;
+    constexpr int kScalesPerLane = Config::kBlockN / 32;
+    if (lane == 0) {
+      mbarrier_arrive_expect_bytes(shared.q_full(), Config::kQTileBytes);
+#pragma unroll
+      for (int slab = 0; slab < Config::kSlabs; ++slab) {
+        tma_load_4d(shared.q() + slab * Config::kBlockM * kSlab, &params.q_map, shared.q_full(),
+                    slab * kSlab, work.first_row, work.head_q, work.batch);
+      }
+    }
+    const float* head_k_scales = params.attention.k_scale + work.extent.k_scale0;
+    for (int tile = 0; tile < work.tiles; ++tile) {
+      const int slot = tile % kStages;
+      const int round = tile / kStages;
+      if (round > 0) mbarrier_wait(shared.empty(slot), (round - 1) & 1);
+      const int first_key = tile * Config::kBlockN;
+      if (lane == 0) {
+        mbarrier_arrive_expect_bytes(shared.full(slot),
+                                     Config::kKTileBytes + Config::kVTileBytes);
+#pragma unroll
+        for (int slab = 0; slab < Config::kSlabs; ++slab) {
+          tma_load_4d(shared.k(slot) + slab * Config::kBlockN * kSlab, &params.k_map,
+                      shared.full(slot), slab * kSlab, first_key, work.head_kv, work.batch);
+        }
+        tma_load_4d(shared.v(slot), &params.v_map, shared.full(slot), first_key, 0,
+                    work.head_kv, work.batch);
+      }
+#pragma unroll
+      for (int i = 0; i < kScalesPerLane; ++i) {
+        const int index = i * 32 + lane;
+        const int key = first_key + index;
+        const bool valid = key < work.extent.seq_kv;
+        copy_4_bytes_async(shared.k_scales(slot) + 4 * index, head_k_scales + (valid ? key : 0),
+                           valid);
+      }
+      async_copies_arrive(shared.full(slot));
+    }
+  }
+
+  // ---- consumers --------------------------------------------------------------------------
+  // Issues S = Q K^T for this warpgroup's 64 rows and the tile in `slot` (wgmma_wait completes
+  // it).
+  __device__ __forceinline__ static void issue_score_tile(int (&s)[kScoreTiles][4],
+                                                          const SharedLayout& shared, int group,
+                                                          int slot) {
+    constexpr int kSlab = Config::kSlabBytes;
+    wgmma_fence();
+#pragma unroll
+    for (int step = 0; step < Config::kQkSteps; ++step) {
+      const int slab = step * 32 / kSlab;
+      const u32 k_offset = static_cast<u32>(step * 32 % kSlab) / 16;
+      const u64 a = smem_descriptor<kSlab>(shared.q() + slab * Config::kBlockM * kSlab +
+                                           group * kWgmmaGroupRows * kSlab) +
+                    k_offset;
+      const u64 b =
+          smem_descriptor<kSlab>(shared.k(slot) + slab * Config::kBlockN * kSlab) + k_offset;
+      wgmma_s8s8_ss<Config::kBlockN>(s, a, b, step > 0);
+    }
+    wgmma_commit();
+  }
+
+  // Issues acc = P V over P.V steps [first_step, first_step + steps) for output columns
+  // [chunk * kPvColumns, +kPvColumns) (wgmma_wait completes it).
+  __device__ __forceinline__ static void issue_pv(int (&acc)[Config::kPvColumns / 8][4],
+                                                  const u32 (&p)[Config::kPvSteps][4],
+                                                  const SharedLayout& shared, int slot, int chunk,
+                                                  int first_step, int steps) {
+    wgmma_fence();
+#pragma unroll
+    for (int inner = 0; inner < Config::kStepsPerFold; ++inner) {
+      if (inner < steps) {
+        const int step = first_step + inner;
+        const u64 b = smem_descriptor<Config::kBlockN>(
+                          shared.v(slot) + chunk * Config::kPvColumns * Config::kBlockN) +
+                      static_cast<u32>(step * 2);
+        wgmma_x8s8_rs<Config::kPvColumns, Config::kUnsignedP>(acc, p[step], b, inner > 0);
+      }
+    }
+    wgmma_commit();
+  }
+
+  // o[tile] += weight * acc, weight = gamma of the row [* the V block's channel scale].
+  __device__ __forceinline__ static void fold_into_output(
+      float (&o)[kOutputTiles][4], const int (&acc)[Config::kPvColumns / 8][4], int chunk,
+      const float (&gamma)[2], const float* v_scales, LaneCoordinates coordinates) {
+    constexpr int kChunkTiles = Config::kPvColumns / 8;
+#pragma unroll
+    for (int j = 0; j < kChunkTiles; ++j) {
+      const int tile = chunk * kChunkTiles + j;
+      float2 v_scale = make_float2(1.0f, 1.0f);
+      if (v_scales != nullptr) {
+        v_scale = *reinterpret_cast<const float2*>(v_scales + tile * 8 +
+                                                   2 * coordinates.thread_in_group);
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float weight = gamma[i >> 1] * ((i & 1) ? v_scale.y : v_scale.x);
+        // Exact: |acc| <= 255 * 127 * 128 < 2^24.
+        o[tile][i] = fmaf(weight, static_cast<float>(acc[j][i]), o[tile][i]);
+      }
+    }
+  }
+
+  // One tile's P (quantized against its reference) and integer row sums.
+  struct TileP {
+    u32 p[Config::kPvSteps][4];
+    int row_sum[2];
+    float reference[2];
+  };
+
+  struct RowState {
+    float c[1][2];            // q_scale * softmax scale * log2(e) per row
+    float running_max[1][2];  // log2 domain
+    RowFrame frame[2];
+  };
+
+  __device__ __forceinline__ static void quantize_tile(TileP& tile, const int (&s)[kScoreTiles][4],
+                                                       RowState& rows, const float* k_scales,
+                                                       int first_key, int warp_first_row,
+                                                       const BlockWork& work,
+                                                       LaneCoordinates coordinates) {
+    const int seq_kv = work.extent.seq_kv;
+    const bool needs_mask =
+        first_key + Config::kBlockN > seq_kv ||
+        (Config::kCausal &&
+         first_key + Config::kBlockN - 1 > warp_first_row + work.causal_offset);
+    float2 k_scale[kScoreTiles];
+    Softmax::lane_k_scales(k_scale, k_scales, coordinates);
+    const int(&scores)[1][kScoreTiles][4] = reinterpret_cast<const int(&)[1][kScoreTiles][4]>(s);
+    float y[1][kScoreTiles][4];
+    Softmax::scale_and_mask(y, scores, k_scale, needs_mask, first_key, warp_first_row, seq_kv,
+                            work.causal_offset, coordinates);
+    float tile_max[1][2];
+    Softmax::tile_row_max(tile_max, y, rows.c);
+    float reference[1][2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      rows.running_max[0][half] = fmaxf(rows.running_max[0][half], tile_max[0][half]);
+      reference[0][half] =
+          Config::kTileMaxReference ? tile_max[0][half] : rows.running_max[0][half];
+      tile.reference[half] = reference[0][half];
+    }
+    u32(&p)[1][Config::kPvSteps][4] = reinterpret_cast<u32(&)[1][Config::kPvSteps][4]>(tile.p);
+    int(&row_sum)[1][2] = reinterpret_cast<int(&)[1][2]>(tile.row_sum);
+    Softmax::quantize_p(p, row_sum, y, rows.c, reference);
+  }
+
+  // The factors that fold `tile`'s P.V into the output frame; adds its row sums to l.
+  __device__ __forceinline__ static void frame_tile(float (&gamma)[2], const TileP& tile,
+                                                    RowState& rows, float (&o)[kOutputTiles][4]) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      gamma[half] = fold_factor<kOutputTiles>(rows.frame[half], tile.reference[half], o, half);
+      rows.frame[half].sum =
+          fmaf(gamma[half], small_int_to_float(tile.row_sum[half]), rows.frame[half].sum);
+    }
+  }
+
+  __device__ __forceinline__ static void release(const SharedLayout& shared, int slot, int lane) {
+    __syncwarp();
+    if (lane == 0) mbarrier_arrive(shared.empty(slot));
+  }
+
+  __device__ __forceinline__ static void consume(const WgmmaAttentionParams& params,
+                                                 const SharedLayout& shared,
+                                                 const BlockWork& work, int group) {
+    const AttentionParams& attention = params.attention;
+    const int thread = threadIdx.x - 128 * (group + 1);
+    const int lane = thread & 31;
+    const LaneCoordinates coordinates{lane >> 2, lane & 3};
+    const int group_first_row = work.first_row + group * kWgmmaGroupRows;
+    const int warp_first_row = group_first_row + (thread >> 5) * 16;
+
+    RowState rows;
+    // c is kept positive so that -inf * c stays -inf.
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = warp_first_row + coordinates.group + 8 * half;
+      const float q_scale =
+          row < work.extent.seq_q ? attention.q_scale[work.extent.q_scale0 + row] : 0.0f;
+      rows.c[0][half] = fmaxf(q_scale * attention.scale_log2, 1e-30f);
+      rows.running_max[0][half] = negative_infinity();
+      rows.frame[half] = RowFrame{negative_infinity(), 0.0f};
+    }
+    float o[1][kOutputTiles][4];
+#pragma unroll
+    for (int dt = 0; dt < kOutputTiles; ++dt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o[0][dt][i] = 0.0f;
+
+    // Causal: the block's last tiles can lie wholly above this warpgroup's diagonal; they are
+    // only released.
+    int visible_tiles = work.tiles;
+    if (Config::kCausal) {
+      const int last_key = group_first_row + kWgmmaGroupRows - 1 + work.causal_offset;
+      visible_tiles = last_key < 0 ? 0 : min(visible_tiles, last_key / Config::kBlockN + 1);
+    }
+    mbarrier_wait(shared.q_full(), 0);
+    if constexpr (Config::kTakesTurns) {
+      main_loop_in_turns(o[0], rows, shared, work, group, warp_first_row, visible_tiles,
+                         coordinates, lane);
+    } else {
+      main_loop(o[0], rows, attention, shared, work, group, warp_first_row, visible_tiles,
+                coordinates, lane);
+      for (int tile = visible_tiles; tile < work.tiles; ++tile) {
+        mbarrier_wait(shared.full(tile % kStages), (tile / kStages) & 1);
+        release(shared, tile % kStages, lane);
+      }
+    }
+
+    float log2_reference[1][2];
+    float lane_sum[1][2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      log2_reference[0][half] = rows.frame[half].frame;
+      lane_sum[0][half] = rows.frame[half].sum;
+    }
+    store_output<Config>(attention, work.extent, work.batch, work.head_q, work.head_kv,
+                         warp_first_row, coordinates, o, lane_sum, log2_reference);
+  }
+
+  // Named barriers 1..ConsumerGroups (0 is __syncthreads) pass the turn to issue MMAs from one
+  // consumer warpgroup to the next; each has the waiting warpgroup and the one passing it.
+  __device__ __forceinline__ static void wait_for_turn(int group) {
+    asm volatile("bar.sync %0, 256;\n" ::"r"(1 + group) : "memory");
+  }
+  __device__ __forceinline__ static void pass_turn(int group) {
+    asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (group + 1) % Config::kConsumerGroups)
+                 : "memory");
+  }
+
+  // The consumer warpgroups take turns to issue their MMAs (FlashAttention-3's ping-pong), so
+  // one's softmax runs while another's MMAs hold the tensor cores. In turn t a warpgroup issues
+  // tile t - 1's P V and tile t's Q K^T, then folds P V while Q K^T runs. Every warpgroup takes
+  // tiles + 1 turns (tiles above its causal diagonal only pass the turn on), so the turns stay in
+  // step. The prologue and epilogue turns are peeled so that each loop waits on its MMAs
+  // unconditionally, which ptxas needs to leave them asynchronous.
+  __device__ __forceinline__ static void main_loop_in_turns(
+      float (&o)[kOutputTiles][4], RowState& rows, const SharedLayout& shared,
+      const BlockWork& work, int group, int warp_first_row, int visible_tiles,
+      LaneCoordinates coordinates, int lane) {
+    constexpr int kChunks = Config::kHeadDim / Config::kPvColumns;
+    auto wait_full = [&](int tile) {
+      mbarrier_wait(shared.full(tile % kStages), (tile / kStages) & 1);
+    };
+    auto issue_values = [&](int (&acc)[kChunks][Config::kPvColumns / 8][4], const TileP& tile_p,
+                            int tile) {
+#pragma unroll
+      for (int chunk = 0; chunk < kChunks; ++chunk) {
+        issue_pv(acc[chunk], tile_p.p, shared, tile % kStages, chunk, 0, Config::kPvSteps);
+      }
+    };
+    auto fold_values = [&](int (&acc)[kChunks][Config::kPvColumns / 8][4], TileP& tile_p,
+                           int tile) {
+      wgmma_pin(tile_p.p);
+      release(shared, tile % kStages, lane);
+      float gamma[2];
+      frame_tile(gamma, tile_p, rows, o);
+#pragma unroll
+      for (int chunk = 0; chunk < kChunks; ++chunk) {
+        wgmma_pin(acc[chunk]);
+        fold_into_output(o, acc[chunk], chunk, gamma, nullptr, coordinates);
+      }
+    };
+    auto quantize_scores = [&](int (&s)[kScoreTiles][4], TileP& tile_p, int tile) {
+      wgmma_pin(s);
+      quantize_tile(tile_p, s, rows, shared.k_scales_generic(tile % kStages),
+                    tile * Config::kBlockN, warp_first_row, work, coordinates);
+    };
+
+    if (group == Config::kConsumerGroups - 1) pass_turn(group);  // group 0 goes first
+    int turn = 0;
+    if (visible_tiles > 0) {
+      int s[kScoreTiles][4];
+      TileP current;
+      wait_full(0);
+      wait_for_turn(group);
+      issue_score_tile(s, shared, group, 0);
+      pass_turn(group);
+      wgmma_wait<0>();
+      quantize_scores(s, current, 0);
+      for (turn = 1; turn < visible_tiles; ++turn) {
+        int acc[kChunks][Config::kPvColumns / 8][4];
+        wait_full(turn);
+        wait_for_turn(group);
+        issue_values(acc, current, turn - 1);
+        issue_score_tile(s, shared, group, turn % kStages);
+        pass_turn(group);
+        wgmma_wait<1>();
+        fold_values(acc, current, turn - 1);
+        wgmma_wait<0>();
+        quantize_scores(s, current, turn);
+      }
+      int acc[kChunks][Config::kPvColumns / 8][4];
+      if (turn < work.tiles) wait_full(turn);
+      wait_for_turn(group);
+      issue_values(acc, current, turn - 1);
+      pass_turn(group);
+      wgmma_wait<0>();
+      fold_values(acc, current, turn - 1);
+      if (turn < work.tiles) release(shared, turn % kStages, lane);
+      ++turn;
+    }
+    // Turns of tiles wholly above this warpgroup's causal diagonal.
+    for (; turn <= work.tiles; ++turn) {
+      if (turn < work.tiles) wait_full(turn);
+      wait_for_turn(group);
+      pass_turn(group);
+      if (turn < work.tiles) release(shared, turn % kStages, lane);
+    }
+  }
+
+  // Per tile: S = Q K^T, P, then P V folded into the output. With per-block V, each 64-token
+  // block of a tile has its own scale per channel, so its part of P.V folds on its own.
+  // (Issuing the next tile's Q K^T ahead, to overlap its softmax with this tile's P.V, measured
+  // slower on the H100: ptxas serialises the warpgroup around the registers in flight.)
+  __device__ __forceinline__ static void main_loop(
+      float (&o)[kOutputTiles][4], RowState& rows, const AttentionParams& attention,
+      const SharedLayout& shared, const BlockWork& work, int group, int warp_first_row,
+      int visible_tiles, LaneCoordinates coordinates, int lane) {
+    const int v_blocks = attention.v_padded_seq / kVTokenBlock;
+    const float* head_v_scales =
+        Config::kPerBlockV
+            ? attention.v_scale + (static_cast<i64>(work.batch) * attention.heads_kv +
+                                   work.head_kv) *
+                                      v_blocks * Config::kHeadDim
+            : nullptr;
+    for (int tile = 0; tile < visible_tiles; ++tile) {
+      const int slot = tile % kStages;
+      mbarrier_wait(shared.full(slot), (tile / kStages) & 1);
+      int s[kScoreTiles][4];
+      issue_score_tile(s, shared, group, slot);
+      wgmma_wait<0>();
+      wgmma_pin(s);
+      TileP current;
+      quantize_tile(current, s, rows, shared.k_scales_generic(slot), tile * Config::kBlockN,
+                    warp_first_row, work, coordinates);
+      float gamma[2];
+      frame_tile(gamma, current, rows, o);
+#pragma unroll
+      for (int chunk = 0; chunk < Config::kHeadDim / Config::kPvColumns; ++chunk) {
+#pragma unroll
+        for (int part = 0; part < Config::kPvSteps / Config::kStepsPerFold; ++part) {
+          // A tile can reach past V's last block: P is zero there, and no scale exists.
+          const int block = tile * Config::kBlockN / kVTokenBlock + part;
+          if (block >= v_blocks) continue;
+          int acc[Config::kPvColumns / 8][4];
+          issue_pv(acc, current.p, shared, slot, chunk, part * Config::kStepsPerFold,
+                   Config::kStepsPerFold);
+          wgmma_wait<0>();
+          wgmma_pin(acc);
+          wgmma_pin(current.p);  // read by the wgmma until the wait
+          fold_into_output(o, acc, chunk, gamma,
+                           Config::kPerBlockV ? head_v_scales + block * Config::kHeadDim : nullptr,
+                           coordinates);
+        }
+      }
+      release(shared, slot, lane);
+    }
+  }
+};
+
+template <class Config>
+__global__ void __launch_bounds__(Config::kThreads, 1)
+    attention_forward_wgmma(const __grid_constant__ WgmmaAttentionParams params) {
+  using Kernel = WgmmaAttention<Config>;
+  extern __shared__ __align__(1024) u8 dynamic_shared[];
+  const typename Kernel::SharedLayout shared(dynamic_shared);
+
+  typename Kernel::BlockWork work;
+  // Causal blocks near the diagonal have the least work: schedule the longest rows first.
+  const int m_block = Config::kCausal ? gridDim.x - 1 - blockIdx.x : blockIdx.x;
+  work.head_q = blockIdx.y;
+  work.batch = blockIdx.z;
+  work.head_kv = work.head_q / (params.attention.heads_q / params.attention.heads_kv);
+  work.first_row = m_block * Config::kBlockM;
+  work.extent = sequence_extent<false>(params.attention, work.batch, work.head_q, work.head_kv);
+  work.causal_offset = work.extent.seq_kv - work.extent.seq_q;
+  work.tiles = (work.extent.seq_kv + Config::kBlockN - 1) / Config::kBlockN;
+  if (Config::kCausal) {
+    const int last_visible_key = work.first_row + Config::kBlockM - 1 + work.causal_offset;
+    work.tiles =
+        last_visible_key < 0 ? 0 : min(work.tiles, last_visible_key / Config::kBlockN + 1);
+  }
+
+  if (threadIdx.x == 0) Kernel::init_barriers(shared);
+  __syncthreads();
+
+  const int warpgroup = threadIdx.x / 128;
+  if (warpgroup == 0) {
+    release_registers<Config::kProducerRegisters>();
+    if (threadIdx.x < 32) Kernel::produce(params, shared, work, threadIdx.x);
+  } else {
+    acquire_registers<Config::kConsumerRegisters>();
+    Kernel::consume(params, shared, work, warpgroup - 1);
+  }
+}
+
+}  // namespace kernels
+}  // namespace intfa

@@ -1,0 +1,46 @@
+// Parameters and shared-memory size of the Hopper attention kernels (attention_forward_wgmma.cuh),
+// shared by host and device.
+#pragma once
+
+#include "attention/attention_params.h"
+#include "common/tensor_map.h"
+
+namespace intfa {
+namespace kernels {
+
+// The portable parameters (pointers, strides, lengths, scales) and the TMA descriptors of the
+// tiles the producer warp loads. The kernel takes it as a __grid_constant__, so the descriptors
+// stay in parameter memory, where TMA reads them.
+//   q_map, k_map: INT8 (head_dim, seq, heads, batch), box (slab bytes, block rows), swizzled.
+//   v_map: the INT8 V layout (v_padded_seq, head_dim, heads_kv, batch), box (block_n, head_dim).
+struct WgmmaAttentionParams {
+  AttentionParams attention;
+  TensorMap q_map, k_map, v_map;
+};
+
+// Rows of one consumer warpgroup (the M of wgmma).
+constexpr int kWgmmaGroupRows = 64;
+
+// Q and K rows are stored as slabs of at most 128 bytes (the widest TMA/wgmma swizzle); d=256
+// is two slabs side by side.
+INTFA_HOST_DEVICE constexpr int wgmma_slab_bytes(int head_dim) {
+  return head_dim < 128 ? head_dim : 128;
+}
+
+// One pipeline stage: the K tile, the V tile (each a multiple of 1024 bytes, so every tile starts
+// where the 128-byte swizzle pattern repeats) and the K tile's scales, padded to 1024 bytes.
+INTFA_HOST_DEVICE constexpr int wgmma_stage_bytes(int head_dim, int block_n) {
+  return 2 * block_n * head_dim + (block_n * 4 + 1023) / 1024 * 1024;
+}
+
+constexpr int kWgmmaBarrierBytes = 128;
+
+// 1024 bytes of slack align the dynamic shared memory, whose base is only 16-byte aligned.
+INTFA_HOST_DEVICE constexpr int wgmma_attention_shared_bytes(int head_dim, int block_m,
+                                                               int block_n, int stages) {
+  return 1024 + block_m * head_dim + stages * wgmma_stage_bytes(head_dim, block_n) +
+         kWgmmaBarrierBytes;
+}
+
+}  // namespace kernels
+}  // namespace intfa

@@ -1,0 +1,218 @@
+// Warpgroup-level tensor-core MMAs of sm_90a (PTX ISA "Asynchronous Warpgroup Level Matrix
+// Multiply-Accumulate"): the shared-memory matrix descriptors, the fences around an async MMA, and
+// the INT8 shapes the attention kernels use. The accumulator layout of m64nN is the m16n8 one per
+// warp: warp w of the warpgroup holds rows 16w..16w+15, and d[j] is the n8 tile j
+// (d[j][0..1]: row group, cols 8j + 2*thread_in_group + {0,1}; d[j][2..3]: row group + 8).
+// An 8-bit A operand in registers has the m16n8k32 layout of common/mma.cuh.
+#pragma once
+
+#include "common/types.h"
+
+namespace intfa {
+namespace kernels {
+
+// Descriptor of a K-major tile whose rows are RowBytes (64 or 128) bytes, stored with the
+// matching TMA swizzle, 8-row groups contiguous. The tile must start on a 1024-byte boundary (the
+// swizzle repeats there, so the descriptor's base offset is zero). Advancing k by 32 bytes inside
+// a row adds 2 (16-byte units) to the descriptor.
+template <int RowBytes>
+__device__ __forceinline__ u64 smem_descriptor(u32 address) {
+  static_assert(RowBytes == 64 || RowBytes == 128, "64- or 128-byte swizzled rows");
+  constexpr u64 kSwizzle = RowBytes == 128 ? 1 : 2;  // layout type: 1 = 128B, 2 = 64B
+  constexpr u64 kGroupStride = 8 * RowBytes;          // stride byte offset: one 8-row group
+  return static_cast<u64>((address & 0x3FFFF) >> 4) | (static_cast<u64>(1) << 16) |
+         (static_cast<u64>(kGroupStride >> 4) << 32) | (kSwizzle << 62);
+}
+
+// Orders earlier register writes (accumulators, register A operands) before the next wgmma.
+__device__ __forceinline__ void wgmma_fence() {
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+}
+
+__device__ __forceinline__ void wgmma_commit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+// Waits until at most `Pending` committed wgmma groups of this warpgroup are in flight.
+template <int Pending>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(Pending) : "memory");
+}
+
+// Keeps the compiler from moving reads or writes of an async MMA's registers (accumulators, or a
+// register A operand) across the wait that completes it, and from reusing them before it.
+template <class Word, int Tiles>
+__device__ __forceinline__ void wgmma_pin(Word (&d)[Tiles][4]) {
+#pragma unroll
+  for (int j = 0; j < Tiles; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(d[j][i])::"memory");
+}
+
+// D (64 x 64) {=, +=} A (64 x 32, shared) * B (64 x 32, shared), s8 x s8, both K-major.
+__device__ __forceinline__ void wgmma_m64n64k32_s8s8_ss(int (&d)[8][4], u64 a_descriptor,
+                                                        u64 b_descriptor, int accumulate) {
+  asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, %32, %33, p;\n}\n"
+      :
+        "+r"(d[0][0]), "+r"(d[0][1]), "+r"(d[0][2]), "+r"(d[0][3]), "+r"(d[1][0]), "+r"(d[1][1]),
+        "+r"(d[1][2]), "+r"(d[1][3]), "+r"(d[2][0]), "+r"(d[2][1]), "+r"(d[2][2]), "+r"(d[2][3]),
+        "+r"(d[3][0]), "+r"(d[3][1]), "+r"(d[3][2]), "+r"(d[3][3]), "+r"(d[4][0]), "+r"(d[4][1]),
+        "+r"(d[4][2]), "+r"(d[4][3]), "+r"(d[5][0]), "+r"(d[5][1]), "+r"(d[5][2]), "+r"(d[5][3]),
+        "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[6][2]), "+r"(d[6][3]), "+r"(d[7][0]), "+r"(d[7][1]),
+        "+r"(d[7][2]), "+r"(d[7][3])
+      : "l"(a_descriptor), "l"(b_descriptor), "r"(accumulate));
+}
+
+// D (64 x 64) {=, +=} A (64 x 32 s8, registers) * B (64 x 32 s8, shared, K-major).
+__device__ __forceinline__ void wgmma_m64n64k32_s8s8_rs(int (&d)[8][4], const u32 (&a)[4],
+                                                        u64 b_descriptor, int accumulate) {
+  asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.s32.s8.s8 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, {%32, %33, %34, %35}, %36, p;\n}\n"
+      :
+        "+r"(d[0][0]), "+r"(d[0][1]), "+r"(d[0][2]), "+r"(d[0][3]), "+r"(d[1][0]), "+r"(d[1][1]),
+        "+r"(d[1][2]), "+r"(d[1][3]), "+r"(d[2][0]), "+r"(d[2][1]), "+r"(d[2][2]), "+r"(d[2][3]),
+        "+r"(d[3][0]), "+r"(d[3][1]), "+r"(d[3][2]), "+r"(d[3][3]), "+r"(d[4][0]), "+r"(d[4][1]),
+        "+r"(d[4][2]), "+r"(d[4][3]), "+r"(d[5][0]), "+r"(d[5][1]), "+r"(d[5][2]), "+r"(d[5][3]),
+        "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[6][2]), "+r"(d[6][3]), "+r"(d[7][0]), "+r"(d[7][1]),
+        "+r"(d[7][2]), "+r"(d[7][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_descriptor), "r"(accumulate));
+}
+
+// D (64 x 64) {=, +=} A (64 x 32 u8, registers) * B (64 x 32 s8, shared, K-major).
+__device__ __forceinline__ void wgmma_m64n64k32_u8s8_rs(int (&d)[8][4], const u32 (&a)[4],
+                                                        u64 b_descriptor, int accumulate) {
+  asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n64k32.s32.u8.s8 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
+        "}, {%32, %33, %34, %35}, %36, p;\n}\n"
+      :
+        "+r"(d[0][0]), "+r"(d[0][1]), "+r"(d[0][2]), "+r"(d[0][3]), "+r"(d[1][0]), "+r"(d[1][1]),
+        "+r"(d[1][2]), "+r"(d[1][3]), "+r"(d[2][0]), "+r"(d[2][1]), "+r"(d[2][2]), "+r"(d[2][3]),
+        "+r"(d[3][0]), "+r"(d[3][1]), "+r"(d[3][2]), "+r"(d[3][3]), "+r"(d[4][0]), "+r"(d[4][1]),
+        "+r"(d[4][2]), "+r"(d[4][3]), "+r"(d[5][0]), "+r"(d[5][1]), "+r"(d[5][2]), "+r"(d[5][3]),
+        "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[6][2]), "+r"(d[6][3]), "+r"(d[7][0]), "+r"(d[7][1]),
+        "+r"(d[7][2]), "+r"(d[7][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_descriptor), "r"(accumulate));
+}
+
+// D (64 x 128) {=, +=} A (64 x 32, shared) * B (128 x 32, shared), s8 x s8, both K-major.
+__device__ __forceinline__ void wgmma_m64n128k32_s8s8_ss(int (&d)[16][4], u64 a_descriptor,
+                                                        u64 b_descriptor, int accumulate) {
+  asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
+        "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, "
+        "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, %64, %65, p;\n}\n"
+      :
+        "+r"(d[0][0]), "+r"(d[0][1]), "+r"(d[0][2]), "+r"(d[0][3]), "+r"(d[1][0]), "+r"(d[1][1]),
+        "+r"(d[1][2]), "+r"(d[1][3]), "+r"(d[2][0]), "+r"(d[2][1]), "+r"(d[2][2]), "+r"(d[2][3]),
+        "+r"(d[3][0]), "+r"(d[3][1]), "+r"(d[3][2]), "+r"(d[3][3]), "+r"(d[4][0]), "+r"(d[4][1]),
+        "+r"(d[4][2]), "+r"(d[4][3]), "+r"(d[5][0]), "+r"(d[5][1]), "+r"(d[5][2]), "+r"(d[5][3]),
+        "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[6][2]), "+r"(d[6][3]), "+r"(d[7][0]), "+r"(d[7][1]),
+        "+r"(d[7][2]), "+r"(d[7][3]), "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[8][2]), "+r"(d[8][3]),
+        "+r"(d[9][0]), "+r"(d[9][1]), "+r"(d[9][2]), "+r"(d[9][3]), "+r"(d[10][0]),
+        "+r"(d[10][1]), "+r"(d[10][2]), "+r"(d[10][3]), "+r"(d[11][0]), "+r"(d[11][1]),
+        "+r"(d[11][2]), "+r"(d[11][3]), "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[12][2]),
+        "+r"(d[12][3]), "+r"(d[13][0]), "+r"(d[13][1]), "+r"(d[13][2]), "+r"(d[13][3]),
+        "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[14][2]), "+r"(d[14][3]), "+r"(d[15][0]),
+        "+r"(d[15][1]), "+r"(d[15][2]), "+r"(d[15][3])
+      : "l"(a_descriptor), "l"(b_descriptor), "r"(accumulate));
+}
+
+// D (64 x 128) {=, +=} A (64 x 32 s8, registers) * B (128 x 32 s8, shared, K-major).
+__device__ __forceinline__ void wgmma_m64n128k32_s8s8_rs(int (&d)[16][4], const u32 (&a)[4],
+                                                        u64 b_descriptor, int accumulate) {
+  asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.s32.s8.s8 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
+        "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, "
+        "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, {%64, %65, %66, %67}, %68, p;\n}\n"
+      :
+        "+r"(d[0][0]), "+r"(d[0][1]), "+r"(d[0][2]), "+r"(d[0][3]), "+r"(d[1][0]), "+r"(d[1][1]),
+        "+r"(d[1][2]), "+r"(d[1][3]), "+r"(d[2][0]), "+r"(d[2][1]), "+r"(d[2][2]), "+r"(d[2][3]),
+        "+r"(d[3][0]), "+r"(d[3][1]), "+r"(d[3][2]), "+r"(d[3][3]), "+r"(d[4][0]), "+r"(d[4][1]),
+        "+r"(d[4][2]), "+r"(d[4][3]), "+r"(d[5][0]), "+r"(d[5][1]), "+r"(d[5][2]), "+r"(d[5][3]),
+        "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[6][2]), "+r"(d[6][3]), "+r"(d[7][0]), "+r"(d[7][1]),
+        "+r"(d[7][2]), "+r"(d[7][3]), "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[8][2]), "+r"(d[8][3]),
+        "+r"(d[9][0]), "+r"(d[9][1]), "+r"(d[9][2]), "+r"(d[9][3]), "+r"(d[10][0]),
+        "+r"(d[10][1]), "+r"(d[10][2]), "+r"(d[10][3]), "+r"(d[11][0]), "+r"(d[11][1]),
+        "+r"(d[11][2]), "+r"(d[11][3]), "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[12][2]),
+        "+r"(d[12][3]), "+r"(d[13][0]), "+r"(d[13][1]), "+r"(d[13][2]), "+r"(d[13][3]),
+        "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[14][2]), "+r"(d[14][3]), "+r"(d[15][0]),
+        "+r"(d[15][1]), "+r"(d[15][2]), "+r"(d[15][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_descriptor), "r"(accumulate));
+}
+
+// D (64 x 128) {=, +=} A (64 x 32 u8, registers) * B (128 x 32 s8, shared, K-major).
+__device__ __forceinline__ void wgmma_m64n128k32_u8s8_rs(int (&d)[16][4], const u32 (&a)[4],
+                                                        u64 b_descriptor, int accumulate) {
+  asm volatile(
+        "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+        "wgmma.mma_async.sync.aligned.m64n128k32.s32.u8.s8 {"
+        "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, "
+        "%19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, "
+        "%36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, "
+        "%53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+        "}, {%64, %65, %66, %67}, %68, p;\n}\n"
+      :
+        "+r"(d[0][0]), "+r"(d[0][1]), "+r"(d[0][2]), "+r"(d[0][3]), "+r"(d[1][0]), "+r"(d[1][1]),
+        "+r"(d[1][2]), "+r"(d[1][3]), "+r"(d[2][0]), "+r"(d[2][1]), "+r"(d[2][2]), "+r"(d[2][3]),
+        "+r"(d[3][0]), "+r"(d[3][1]), "+r"(d[3][2]), "+r"(d[3][3]), "+r"(d[4][0]), "+r"(d[4][1]),
+        "+r"(d[4][2]), "+r"(d[4][3]), "+r"(d[5][0]), "+r"(d[5][1]), "+r"(d[5][2]), "+r"(d[5][3]),
+        "+r"(d[6][0]), "+r"(d[6][1]), "+r"(d[6][2]), "+r"(d[6][3]), "+r"(d[7][0]), "+r"(d[7][1]),
+        "+r"(d[7][2]), "+r"(d[7][3]), "+r"(d[8][0]), "+r"(d[8][1]), "+r"(d[8][2]), "+r"(d[8][3]),
+        "+r"(d[9][0]), "+r"(d[9][1]), "+r"(d[9][2]), "+r"(d[9][3]), "+r"(d[10][0]),
+        "+r"(d[10][1]), "+r"(d[10][2]), "+r"(d[10][3]), "+r"(d[11][0]), "+r"(d[11][1]),
+        "+r"(d[11][2]), "+r"(d[11][3]), "+r"(d[12][0]), "+r"(d[12][1]), "+r"(d[12][2]),
+        "+r"(d[12][3]), "+r"(d[13][0]), "+r"(d[13][1]), "+r"(d[13][2]), "+r"(d[13][3]),
+        "+r"(d[14][0]), "+r"(d[14][1]), "+r"(d[14][2]), "+r"(d[14][3]), "+r"(d[15][0]),
+        "+r"(d[15][1]), "+r"(d[15][2]), "+r"(d[15][3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_descriptor), "r"(accumulate));
+}
+
+// The shapes above by width: D (64 x N) {=, +=} A (64 x 32) * B (N x 32).
+template <int N>
+__device__ __forceinline__ void wgmma_s8s8_ss(int (&d)[N / 8][4], u64 a_descriptor,
+                                              u64 b_descriptor, int accumulate) {
+  static_assert(N == 64 || N == 128, "n64 or n128");
+  if constexpr (N == 64) {
+    wgmma_m64n64k32_s8s8_ss(d, a_descriptor, b_descriptor, accumulate);
+  } else {
+    wgmma_m64n128k32_s8s8_ss(d, a_descriptor, b_descriptor, accumulate);
+  }
+}
+
+template <int N, bool UnsignedA>
+__device__ __forceinline__ void wgmma_x8s8_rs(int (&d)[N / 8][4], const u32 (&a)[4],
+                                              u64 b_descriptor, int accumulate) {
+  static_assert(N == 64 || N == 128, "n64 or n128");
+  if constexpr (N == 64 && UnsignedA) {
+    wgmma_m64n64k32_u8s8_rs(d, a, b_descriptor, accumulate);
+  } else if constexpr (N == 64) {
+    wgmma_m64n64k32_s8s8_rs(d, a, b_descriptor, accumulate);
+  } else if constexpr (UnsignedA) {
+    wgmma_m64n128k32_u8s8_rs(d, a, b_descriptor, accumulate);
+  } else {
+    wgmma_m64n128k32_s8s8_rs(d, a, b_descriptor, accumulate);
+  }
+}
+
+}  // namespace kernels
+}  // namespace intfa

@@ -1,0 +1,202 @@
+// The Hopper attention kernel (KernelPath::kWgmma) on an sm_90 GPU against the CPU references,
+// and against the portable kernel on the same inputs (skipped without an sm_90 GPU). Every case
+// draws fresh random inputs; the seed is printed so a failure can be replayed.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "attention/attention_spec.hpp"
+#include "device/device_info.hpp"
+#include "intfa/attention.hpp"
+#include "reference/attention_check.hpp"
+#include "reference/reference.hpp"
+#include "support/gpu.hpp"
+
+namespace intfa {
+namespace {
+
+using reference::CheckCase;
+using reference::CheckResult;
+
+constexpr double kModelRelativeL2 = 1e-3;
+constexpr double kLseAbsoluteError = 1e-3;
+// The two kernels compute the same numerics: their float64 errors on one input may differ only by
+// FP32 rounding order (0.05 points of relative L2).
+constexpr double kPathAccuracyGap = 5e-4;
+
+bool on_sm90() {
+  CUdevice device = 0;
+  INTFA_DRIVER(cuCtxGetDevice, &device);
+  return device::cached_device_info(device).arch == device::Arch::kSm90a;
+}
+
+#define INTFA_REQUIRE_SM90()                                                 \
+  do {                                                                       \
+    INTFA_REQUIRE_GPU();                                                     \
+    if (!on_sm90()) GTEST_SKIP() << "the Hopper kernel needs an sm_90 GPU";  \
+  } while (0)
+
+struct Shape {
+  int batch, heads_q, heads_kv, seq_q, seq_kv, head_dim;
+  bool causal;
+};
+
+CheckCase make_case(const Shape& s) {
+  CheckCase check;
+  check.problem.batch = s.batch;
+  check.problem.heads_q = s.heads_q;
+  check.problem.heads_kv = s.heads_kv;
+  check.problem.seq_q = s.seq_q;
+  check.problem.seq_kv = s.seq_kv;
+  check.problem.head_dim = s.head_dim;
+  check.problem.causal = s.causal;
+  check.problem.variant = Variant::kFullInt8;
+  check.seed = reference::fresh_seed();
+  return check;
+}
+
+attention::SpecRequest request_of(const CheckCase& check, device::Arch arch) {
+  attention::SpecRequest request;
+  request.arch = arch;
+  request.head_dim = check.problem.head_dim;
+  return request;
+}
+
+// The Hopper heuristic's config unless the case names one.
+KernelConfig wgmma_config(const CheckCase& check) {
+  const KernelConfig config = attention::heuristic_config(request_of(check, device::Arch::kSm90a));
+  EXPECT_EQ(config.path, KernelPath::kWgmma);
+  return config;
+}
+
+CheckResult expect_correct(CheckCase check, double f64_bound) {
+  if (!check.options.config) check.options.config = wgmma_config(check);
+  const CheckResult result = reference::run_check(check);
+  std::printf("  %s\n    %s\n", check.to_string().c_str(), result.to_string().c_str());
+  const std::string where = check.to_string() + " " + check.options.config->to_string();
+  EXPECT_EQ(result.unwritten_outputs, 0u) << where;
+  EXPECT_EQ(result.vs_model.non_finite, 0u) << where;
+  EXPECT_LE(result.vs_model.relative_l2, kModelRelativeL2) << where;
+  if (check.with_lse) {
+    EXPECT_EQ(result.lse_infinity_mismatches, 0u) << where;
+    EXPECT_LE(result.lse_max_abs_error, kLseAbsoluteError) << where;
+  }
+  if (check.compare_to_f64) {
+    EXPECT_LE(result.vs_f64.relative_l2, f64_bound) << where;
+  }
+  return result;
+}
+
+const std::vector<Shape>& shapes() {
+  static const std::vector<Shape> list = {
+      {1, 2, 2, 1, 1, 128, false},        {1, 2, 2, 17, 17, 128, false},
+      {2, 2, 2, 1000, 1000, 64, false},   {1, 2, 2, 1000, 1000, 128, true},
+      {1, 1, 1, 4097, 4097, 128, false},  {1, 1, 1, 4097, 4097, 64, true},
+      {1, 2, 2, 300, 1000, 128, true},    {1, 2, 2, 1000, 300, 128, true},
+      {1, 2, 2, 77, 1000, 128, false},    {1, 32, 8, 130, 200, 128, true},
+      {1, 32, 1, 100, 257, 64, false},    {1, 2, 2, 333, 333, 256, false},
+      {1, 2, 2, 200, 513, 256, true},
+  };
+  return list;
+}
+
+class WgmmaGpu : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(WgmmaGpu, MatchesTheQuantizedModel) {
+  INTFA_REQUIRE_SM90();
+  expect_correct(make_case(GetParam()), 0.05);
+}
+
+std::string shape_name(const ::testing::TestParamInfo<Shape>& info) {
+  const Shape& s = info.param;
+  return "B" + std::to_string(s.batch) + "_H" + std::to_string(s.heads_q) + "x" +
+         std::to_string(s.heads_kv) + "_N" + std::to_string(s.seq_q) + "x" +
+         std::to_string(s.seq_kv) + "_D" + std::to_string(s.head_dim) +
+         (s.causal ? "_causal" : "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, WgmmaGpu, ::testing::ValuesIn(shapes()), shape_name);
+
+TEST(WgmmaGpuOptions, EveryPQuantizationAndVGranularityMatchesTheModel) {
+  INTFA_REQUIRE_SM90();
+  for (int head_dim : {64, 128}) {
+    for (PEncoding encoding : {PEncoding::kSigned127, PEncoding::kUnsigned255}) {
+      for (PScaleReference reference : {PScaleReference::kRunningMax, PScaleReference::kTileMax}) {
+        for (VScaleGranularity granularity :
+             {VScaleGranularity::kPerTensor, VScaleGranularity::kPerChannel,
+              VScaleGranularity::kPerBlock}) {
+          CheckCase check = make_case({1, 2, 2, 500, 700, head_dim, true});
+          check.options.p_encoding = encoding;
+          check.options.p_scale = reference;
+          check.options.v_granularity = granularity;
+          expect_correct(check, 0.05);
+        }
+      }
+    }
+  }
+}
+
+// The last key tile reaches past V's last 64-token scale block (seq_kv = 130: blocks 0..2, tile
+// 1 covers blocks 2 and 3); block 3's scales do not exist and must not be read.
+TEST(WgmmaGpuOptions, PerBlockVWhereATileEndsPastTheLastBlock) {
+  INTFA_REQUIRE_SM90();
+  for (int head_dim : {64, 128}) {
+    for (bool causal : {false, true}) {
+      CheckCase check = make_case({2, 4, 2, 130, 130, head_dim, causal});
+      check.options.v_granularity = VScaleGranularity::kPerBlock;
+      expect_correct(check, 0.05);
+    }
+  }
+}
+
+TEST(WgmmaGpuOptions, StridedBnhdLayoutsBf16AndKSmoothing) {
+  INTFA_REQUIRE_SM90();
+  CheckCase strided = make_case({2, 4, 2, 129, 300, 128, true});
+  strided.layout = Layout::kBNHD;
+  strided.io_type = DType::kBF16;
+  expect_correct(strided, 0.05);
+  CheckCase smoothed = make_case({2, 4, 2, 333, 517, 64, false});
+  smoothed.smooth_k = true;
+  expect_correct(smoothed, 0.05);
+  CheckCase uniform = make_case({1, 2, 2, 256, 256, 64, false});
+  uniform.distribution = reference::Distribution::kUniformHalf;
+  uniform.options.softmax_scale = 0.3;
+  expect_correct(uniform, 0.02);
+}
+
+TEST(WgmmaGpuOptions, EveryTileConfigOfTheTunerMatchesTheModel) {
+  INTFA_REQUIRE_SM90();
+  for (int head_dim : {64, 128, 256}) {
+    CheckCase probe = make_case({1, 2, 1, 300, 450, head_dim, true});
+    for (const KernelConfig& config :
+         attention::candidate_configs(request_of(probe, device::Arch::kSm90a))) {
+      if (config.path != KernelPath::kWgmma) continue;
+      CheckCase check = make_case({1, 2, 1, 300, 450, head_dim, true});
+      check.options.config = config;
+      expect_correct(check, 0.05);
+    }
+  }
+}
+
+// Same seed, both kernels: the Hopper kernel is exactly as accurate as the portable one.
+TEST(WgmmaGpuOptions, AccuracyEqualsThePortableKernel) {
+  INTFA_REQUIRE_SM90();
+  for (const Shape& shape : std::vector<Shape>{{1, 4, 4, 2048, 2048, 128, false},
+                                               {1, 4, 4, 2048, 2048, 64, true}}) {
+    CheckCase hopper = make_case(shape);
+    const CheckResult hopper_result = expect_correct(hopper, 0.05);
+    CheckCase portable = hopper;
+    portable.options.config =
+        attention::portable_heuristic_config(request_of(portable, device::Arch::kSm90a));
+    const CheckResult portable_result = expect_correct(portable, 0.05);
+    EXPECT_LE(std::fabs(hopper_result.vs_f64.relative_l2 - portable_result.vs_f64.relative_l2),
+              kPathAccuracyGap)
+        << hopper.to_string();
+  }
+}
+
+}  // namespace
+}  // namespace intfa

@@ -1,0 +1,183 @@
+// The Hopper attention kernel (KernelPath::kWgmma) without a GPU: when the runtime picks it, the
+// rules of its configs, its shared memory, what TMA can describe, the four-number config form,
+// and how its configs travel through the tuning database.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "attention/attention_spec.hpp"
+#include "attention/tensor_maps.hpp"
+#include "attention/wgmma_params.h"
+#include "intfa/errors.hpp"
+#include "render/render.hpp"
+#include "tune/tune_test_support.hpp"
+#include "tune/tuning_database.hpp"
+
+namespace intfa::attention {
+namespace {
+
+SpecRequest hopper_request(int head_dim) {
+  SpecRequest request;
+  request.arch = device::Arch::kSm90a;
+  request.head_dim = head_dim;
+  return request;
+}
+
+TEST(WgmmaSpec, TheHeuristicPicksTheHopperKernelExactlyWhereItServes) {
+  for (int head_dim : {64, 128, 256}) {
+    const SpecRequest hopper = hopper_request(head_dim);
+    EXPECT_EQ(heuristic_config(hopper).path, KernelPath::kWgmma) << head_dim;
+    EXPECT_EQ(make_spec(hopper, heuristic_config(hopper)).family,
+              render::KernelFamily::kAttentionWgmma);
+    EXPECT_EQ(portable_heuristic_config(hopper).path, KernelPath::kMmaSync);
+    for (device::Arch arch : {device::Arch::kSm80, device::Arch::kSm86, device::Arch::kSm89}) {
+      SpecRequest other = hopper;
+      other.arch = arch;
+      EXPECT_EQ(heuristic_config(other).path, KernelPath::kMmaSync);
+    }
+    SpecRequest half = hopper;
+    half.variant = Variant::kHalfInt8;
+    SpecRequest int4 = hopper;
+    int4.qk_bits = 4;
+    SpecRequest packed = hopper;
+    packed.varlen = true;
+    for (const SpecRequest& unserved : {half, int4, packed}) {
+      EXPECT_FALSE(wgmma_serves(unserved));
+      EXPECT_EQ(heuristic_config(unserved).path, KernelPath::kMmaSync);
+    }
+  }
+}
+
+// The field an invalid Hopper config is refused for ("(accepted)" when it is valid).
+std::string refused_field(const SpecRequest& request, const KernelConfig& config) {
+  try {
+    validate_config(make_spec(request, config), 227 * 1024);
+  } catch (const InvalidArgument& error) {
+    return error.field();
+  } catch (const Unsupported&) {
+    return "(unsupported)";
+  }
+  return "(accepted)";
+}
+
+TEST(WgmmaSpec, ConfigRulesNameTheBadField) {
+  constexpr KernelPath kWgmma = KernelPath::kWgmma;
+  const SpecRequest d128 = hopper_request(128);
+  EXPECT_EQ(refused_field(d128, {128, 128, 12, 2, kWgmma}), "(accepted)");
+  EXPECT_EQ(refused_field(d128, {128, 64, 12, 3, kWgmma}), "(accepted)");
+  EXPECT_EQ(refused_field(d128, {128, 128, 8, 2, kWgmma}), "config.warps");
+  EXPECT_EQ(refused_field(d128, {128, 128, 14, 2, kWgmma}), "config.warps");
+  EXPECT_EQ(refused_field(d128, {192, 128, 16, 2, kWgmma}), "config.warps");  // registers
+  EXPECT_EQ(refused_field(d128, {64, 128, 12, 2, kWgmma}), "config.block_m");
+  EXPECT_EQ(refused_field(d128, {128, 32, 12, 2, kWgmma}), "config.block_n");
+  EXPECT_EQ(refused_field(d128, {128, 128, 12, 5, kWgmma}), "config.stages");
+  EXPECT_EQ(refused_field(hopper_request(64), {192, 128, 16, 2, kWgmma}), "(accepted)");
+  EXPECT_EQ(refused_field(hopper_request(256), {128, 128, 12, 2, kWgmma}), "config.block_n");
+
+  SpecRequest half = d128;
+  half.variant = Variant::kHalfInt8;
+  EXPECT_EQ(refused_field(half, {128, 128, 12, 2, kWgmma}), "problem.variant");
+  SpecRequest int4 = d128;
+  int4.qk_bits = 4;
+  EXPECT_EQ(refused_field(int4, {128, 128, 12, 2, kWgmma}), "problem.qk_bits");
+  SpecRequest packed = d128;
+  packed.varlen = true;
+  EXPECT_EQ(refused_field(packed, {128, 128, 12, 2, kWgmma}), "tensors.varlen");
+  SpecRequest ampere = d128;
+  ampere.arch = device::Arch::kSm80;
+  EXPECT_EQ(refused_field(ampere, {128, 128, 12, 2, kWgmma}), "(unsupported)");
+}
+
+TEST(WgmmaSpec, SharedBytesAreQThenKVAndScalesPerStage) {
+  const render::KernelSpec spec =
+      make_spec(hopper_request(128), KernelConfig{128, 128, 12, 3, KernelPath::kWgmma});
+  // 1024 alignment slack + Q 128 x 128 + 3 x (K 128 x 128 + V 128 x 128 + 512 B of scales
+  // padded to 1024) + barriers.
+  EXPECT_EQ(shared_bytes(spec), 1024 + 128 * 128 + 3 * (2 * 128 * 128 + 1024) +
+                                    kernels::kWgmmaBarrierBytes);
+}
+
+TEST(WgmmaSpec, RendersTheWarpSpecialisedKernelWithAGridConstantParameter) {
+  const render::KernelSpec spec =
+      make_spec(hopper_request(64), KernelConfig{192, 128, 16, 2, KernelPath::kWgmma});
+  const render::RenderedUnit unit = render::render(spec, render::TemplateSet::embedded());
+  EXPECT_NE(unit.source.find("attention_forward_wgmma<"), std::string::npos) << unit.source;
+  EXPECT_NE(unit.source.find("WgmmaAttentionConfig<64, 128, 3, 2,"), std::string::npos)
+      << unit.source;
+  EXPECT_NE(unit.source.find("const __grid_constant__ intfa::kernels::WgmmaAttentionParams"),
+            std::string::npos)
+      << unit.source;
+  EXPECT_EQ(render::KernelSpec::from_json(spec.to_json()), spec);
+}
+
+TEST(WgmmaSpec, FourNumberConfigsWithTwelveOrSixteenWarpsAreHopperConfigs) {
+  EXPECT_EQ(path_for_warps(12), KernelPath::kWgmma);
+  EXPECT_EQ(path_for_warps(16), KernelPath::kWgmma);
+  for (int warps : {2, 4, 8}) EXPECT_EQ(path_for_warps(warps), KernelPath::kMmaSync);
+  EXPECT_NE(KernelConfig({128, 128, 12, 2, KernelPath::kWgmma}).to_string().find("path=wgmma"),
+            std::string::npos);
+}
+
+// Dense BHND INT8 tensors at 16-byte aligned (never dereferenced) addresses.
+struct FakeTensors {
+  AttentionProblem problem{2, 4, 2, 1000, 1000, 128, false};
+  AttentionTensors tensors;
+  FakeTensors() {
+    const TensorShape q_shape{2, 4, 1000, 128};
+    const TensorShape kv_shape{2, 2, 1000, 128};
+    tensors.q = TensorView::dense(reinterpret_cast<void*>(0x10000), DType::kI8, Layout::kBHND,
+                                  q_shape);
+    tensors.k = TensorView::dense(reinterpret_cast<void*>(0x20000), DType::kI8, Layout::kBHND,
+                                  kv_shape);
+    tensors.v = v_int8_view(reinterpret_cast<void*>(0x30000), 2, 2, 1000, 128);
+    tensors.k_scale = reinterpret_cast<const float*>(0x40004);  // need not be aligned
+  }
+};
+
+TEST(WgmmaSpec, TmaIncompatibleTensorsAreNamed) {
+  FakeTensors ok;
+  EXPECT_EQ(tma_incompatibility(ok.problem, ok.tensors), std::nullopt);
+
+  FakeTensors misaligned;
+  misaligned.tensors.q.data = reinterpret_cast<void*>(0x10008);
+  const auto q_reason = tma_incompatibility(misaligned.problem, misaligned.tensors);
+  ASSERT_TRUE(q_reason.has_value());
+  EXPECT_NE(q_reason->find("tensors.q.data"), std::string::npos) << *q_reason;
+
+  FakeTensors strided;
+  strided.tensors.k.strides[2] = 136 + 4;  // rows 140 bytes apart
+  const auto k_reason = tma_incompatibility(strided.problem, strided.tensors);
+  ASSERT_TRUE(k_reason.has_value());
+  EXPECT_NE(k_reason->find("tensors.k.strides[2]"), std::string::npos) << *k_reason;
+
+  // A dimension of extent 1 is never stepped: its stride does not matter.
+  FakeTensors single_batch;
+  single_batch.problem.batch = 1;
+  single_batch.tensors.q.strides[0] = 3;
+  EXPECT_EQ(tma_incompatibility(single_batch.problem, single_batch.tensors), std::nullopt);
+}
+
+TEST(WgmmaSpec, TheTuningDatabaseKeepsTheKernelPath) {
+  tune::TuningDatabase database;
+  const KernelConfig hopper{128, 128, 12, 2, KernelPath::kWgmma};
+  database.merge(tune::testing::entry_for(tune::testing::d128_request(), 4096, hopper));
+  const std::string text = database.dump();
+  EXPECT_NE(text.find("\"wgmma\""), std::string::npos) << text;
+  const tune::TuningDatabase parsed = tune::TuningDatabase::parse(text);
+  const tune::TuningEntry* entry = parsed.lookup(
+      tune::testing::h100(), tune::ProblemBucket{tune::testing::d128_request(), 4096});
+  ASSERT_NE(entry, nullptr);
+  EXPECT_EQ(entry->best.config, hopper);
+
+  std::string bad = text;
+  bad.replace(bad.find("\"wgmma\""), 7, "\"tma\"");
+  try {
+    tune::TuningDatabase::parse(bad);
+    ADD_FAILURE() << "accepted path \"tma\"";
+  } catch (const tune::DatabaseError& error) {
+    EXPECT_NE(std::string(error.what()).find("path"), std::string::npos) << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace intfa::attention
