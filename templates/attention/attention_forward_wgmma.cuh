@@ -4,18 +4,17 @@
 //
 // A block computes 64 * ConsumerGroups query rows of one (batch, query head) with
 // ConsumerGroups + 1 warpgroups:
-//   - the producer warpgroup gives most of its registers away; one thread issues the TMA loads
-//     of Q once and of K and V per key tile into a ring of Stages slots (its lanes copy K's
-//     scales), each slot
-//     guarded by a "full" mbarrier (bytes landed) and an "empty" one (consumers done);
+//   - the producer warpgroup gives most of its registers away; lane 0 of its first warp issues
+//     the TMA loads of Q once and of K and V per key tile into a ring of Stages slots, and every
+//     lane copies some of the tile's K scales (cp.async, arriving on the same barrier); each
+//     slot is guarded by a "full" mbarrier (bytes landed) and an "empty" one (consumers done);
 //   - each consumer warpgroup owns 64 rows: S = Q K^T with wgmma (both operands in shared
 //     memory), the online softmax and P's quantization in registers (the wgmma accumulator is
 //     the m16n8 layout per warp, so the portable code applies unchanged), then P V with P as the
 //     register A operand and V^T in shared memory. The INT8 V layout (channels as rows, tokens
 //     permuted in groups of 16) is exactly the K-major B operand this needs.
-// Consumer warpgroups run independently, so one's softmax overlaps the other's MMAs. K's scales
-// come through shared memory too: the producer warp's lanes copy them with cp.async, which
-// arrives on the same "full" barrier.
+// Consumer warpgroups take turns to issue their MMAs (named barriers), so one's softmax overlaps
+// another's MMAs, where the registers allow (kTakesTurns); otherwise they run independently.
 #pragma once
 
 #include "attention/attention_forward.cuh"
