@@ -5,10 +5,10 @@
 #include "attention/config_choice.hpp"
 #include "attention/tensor_maps.hpp"
 #include "attention/validation.hpp"
+#include "common/log.hpp"
 #include "device/device_info.hpp"
 #include "device/driver_api.hpp"
 #include "intfa/attention.hpp"
-#include "common/log.hpp"
 #include "intfa/errors.hpp"
 #include "launch/kernel_runtime.hpp"
 
