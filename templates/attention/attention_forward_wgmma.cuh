@@ -63,8 +63,6 @@ struct WgmmaAttentionConfig {
   static constexpr int kVTileBytes = HeadDim * BlockN;
   static constexpr int kKScaleBytes = BlockN * 4;
   static constexpr int kStageBytes = wgmma_stage_bytes(HeadDim, BlockN);
-  static constexpr int kSharedBytes =
-      wgmma_attention_shared_bytes(HeadDim, kBlockM, BlockN, Stages);
   // P.V runs in chunks of at most 128 output columns (one accumulator of 64 registers).
   static constexpr int kPvColumns = HeadDim < 128 ? HeadDim : 128;
   // Per-block V: the P.V steps that share one 64-token scale block fold together.
@@ -312,6 +310,10 @@ struct WgmmaAttention {
     }
   }
 
+  __device__ __forceinline__ static void wait_until_full(const SharedLayout& shared, int tile) {
+    mbarrier_wait(shared.full(tile % kStages), (tile / kStages) & 1);
+  }
+
   __device__ __forceinline__ static void release(const SharedLayout& shared, int slot, int lane) {
     __syncwarp();
     if (lane == 0) mbarrier_arrive(shared.empty(slot));
@@ -359,7 +361,7 @@ struct WgmmaAttention {
       main_loop(o[0], rows, attention, shared, work, group, warp_first_row, visible_tiles,
                 coordinates, lane);
       for (int tile = visible_tiles; tile < work.tiles; ++tile) {
-        mbarrier_wait(shared.full(tile % kStages), (tile / kStages) & 1);
+        wait_until_full(shared, tile);
         release(shared, tile % kStages, lane);
       }
     }
@@ -396,9 +398,6 @@ struct WgmmaAttention {
       const BlockWork& work, int group, int warp_first_row, int visible_tiles,
       LaneCoordinates coordinates, int lane) {
     constexpr int kChunks = Config::kHeadDim / Config::kPvColumns;
-    auto wait_full = [&](int tile) {
-      mbarrier_wait(shared.full(tile % kStages), (tile / kStages) & 1);
-    };
     auto issue_values = [&](int (&acc)[kChunks][Config::kPvColumns / 8][4], const TileP& tile_p,
                             int tile) {
 #pragma unroll
@@ -429,7 +428,7 @@ struct WgmmaAttention {
     if (visible_tiles > 0) {
       int s[kScoreTiles][4];
       TileP current;
-      wait_full(0);
+      wait_until_full(shared, 0);
       wait_for_turn(group);
       issue_score_tile(s, shared, group, 0);
       pass_turn(group);
@@ -437,7 +436,7 @@ struct WgmmaAttention {
       quantize_scores(s, current, 0);
       for (turn = 1; turn < visible_tiles; ++turn) {
         int acc[kChunks][Config::kPvColumns / 8][4];
-        wait_full(turn);
+        wait_until_full(shared, turn);
         wait_for_turn(group);
         issue_values(acc, current, turn - 1);
         issue_score_tile(s, shared, group, turn % kStages);
@@ -448,7 +447,7 @@ struct WgmmaAttention {
         quantize_scores(s, current, turn);
       }
       int acc[kChunks][Config::kPvColumns / 8][4];
-      if (turn < work.tiles) wait_full(turn);
+      if (turn < work.tiles) wait_until_full(shared, turn);
       wait_for_turn(group);
       issue_values(acc, current, turn - 1);
       pass_turn(group);
@@ -459,7 +458,7 @@ struct WgmmaAttention {
     }
     // Turns of tiles wholly above this warpgroup's causal diagonal.
     for (; turn <= work.tiles; ++turn) {
-      if (turn < work.tiles) wait_full(turn);
+      if (turn < work.tiles) wait_until_full(shared, turn);
       wait_for_turn(group);
       pass_turn(group);
       if (turn < work.tiles) release(shared, turn % kStages, lane);
@@ -483,7 +482,7 @@ struct WgmmaAttention {
             : nullptr;
     for (int tile = 0; tile < visible_tiles; ++tile) {
       const int slot = tile % kStages;
-      mbarrier_wait(shared.full(slot), (tile / kStages) & 1);
+      wait_until_full(shared, tile);
       int s[kScoreTiles][4];
       issue_score_tile(s, shared, group, slot);
       wgmma_wait<0>();
