@@ -150,6 +150,12 @@ TEST(WgmmaSpec, TmaIncompatibleTensorsAreNamed) {
   ASSERT_TRUE(k_reason.has_value());
   EXPECT_NE(k_reason->find("tensors.k.strides[2]"), std::string::npos) << *k_reason;
 
+  FakeTensors padded_v;
+  padded_v.tensors.v.strides[3] += 8;  // channels 8 bytes further apart than 16-byte steps
+  const auto v_reason = tma_incompatibility(padded_v.problem, padded_v.tensors);
+  ASSERT_TRUE(v_reason.has_value());
+  EXPECT_NE(v_reason->find("tensors.v.strides[3]"), std::string::npos) << *v_reason;
+
   // A dimension of extent 1 is never stepped: its stride does not matter.
   FakeTensors single_batch;
   single_batch.problem.batch = 1;
