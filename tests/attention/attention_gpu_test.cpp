@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attention/attention_spec.hpp"
+#include "attention/attention_test_support.hpp"
 #include "intfa/attention.hpp"
 #include "reference/attention_check.hpp"
 #include "reference/reference.hpp"
@@ -17,31 +18,14 @@ namespace {
 
 using reference::CheckCase;
 using reference::CheckResult;
+using testing::make_case;
+using testing::Shape;
 
 // Tolerances: against the quantized model only rounding-order differences remain; against
 // float64 the quantization error of each variant is bounded loosely here (the accuracy table in
 // bench/RESULTS.md is where it is measured).
 constexpr double kModelRelativeL2 = 1e-3;
 constexpr double kLseAbsoluteError = 1e-3;
-
-struct Shape {
-  int batch, heads_q, heads_kv, seq_q, seq_kv, head_dim;
-  bool causal;
-};
-
-CheckCase make_case(const Shape& s, Variant variant) {
-  CheckCase check;
-  check.problem.batch = s.batch;
-  check.problem.heads_q = s.heads_q;
-  check.problem.heads_kv = s.heads_kv;
-  check.problem.seq_q = s.seq_q;
-  check.problem.seq_kv = s.seq_kv;
-  check.problem.head_dim = s.head_dim;
-  check.problem.causal = s.causal;
-  check.problem.variant = variant;
-  check.seed = reference::fresh_seed();
-  return check;
-}
 
 // The heuristic's config, made explicit so the model steps through the same key tiles (a tuning
 // database on the test machine must not change what is tested).
@@ -75,19 +59,6 @@ void expect_correct(CheckCase check, double f64_bound) {
   }
 }
 
-const std::vector<Shape>& shapes() {
-  static const std::vector<Shape> list = {
-      {1, 2, 2, 1, 1, 128, false},        {1, 2, 2, 17, 17, 128, false},
-      {2, 2, 2, 1000, 1000, 64, false},   {1, 2, 2, 1000, 1000, 128, true},
-      {1, 1, 1, 4097, 4097, 128, false},  {1, 1, 1, 4097, 4097, 64, true},
-      {1, 2, 2, 300, 1000, 128, true},    {1, 2, 2, 1000, 300, 128, true},
-      {1, 2, 2, 77, 1000, 128, false},    {1, 32, 8, 130, 200, 128, true},
-      {1, 32, 1, 100, 257, 64, false},    {1, 2, 2, 333, 333, 256, false},
-      {1, 2, 2, 200, 513, 256, true},
-  };
-  return list;
-}
-
 class AttentionGpu : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(AttentionGpu, FullInt8MatchesTheQuantizedModel) {
@@ -100,15 +71,8 @@ TEST_P(AttentionGpu, HalfInt8MatchesTheQuantizedModel) {
   expect_correct(make_case(GetParam(), Variant::kHalfInt8), 0.02);
 }
 
-std::string shape_name(const ::testing::TestParamInfo<Shape>& info) {
-  const Shape& s = info.param;
-  return "B" + std::to_string(s.batch) + "_H" + std::to_string(s.heads_q) + "x" +
-         std::to_string(s.heads_kv) + "_N" + std::to_string(s.seq_q) + "x" +
-         std::to_string(s.seq_kv) + "_D" + std::to_string(s.head_dim) +
-         (s.causal ? "_causal" : "");
-}
-
-INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGpu, ::testing::ValuesIn(shapes()), shape_name);
+INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGpu, ::testing::ValuesIn(testing::attention_shapes()),
+                         testing::shape_name);
 
 TEST(AttentionGpuOptions, EveryPQuantizationAndVGranularityMatchesTheModel) {
   INTFA_REQUIRE_GPU();

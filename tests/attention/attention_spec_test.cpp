@@ -3,23 +3,19 @@
 #include <gtest/gtest.h>
 
 #include "attention/attention_params.h"
+#include "attention/attention_test_support.hpp"
 #include "intfa/errors.hpp"
 
 namespace intfa::attention {
 namespace {
 
-SpecRequest request_for(int head_dim) {
-  SpecRequest request;
-  request.arch = device::Arch::kSm90a;
-  request.head_dim = head_dim;
-  return request;
-}
+using testing::sm90a_request;
 
 TEST(AttentionSpec, HeuristicConfigsAreValidAndFitEveryTarget) {
   for (device::Arch arch : device::all_archs()) {
     for (int head_dim : {64, 128, 256}) {
       for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
-        SpecRequest request = request_for(head_dim);
+        SpecRequest request = sm90a_request(head_dim);
         request.arch = arch;
         request.variant = variant;
         const render::KernelSpec spec = make_spec(request, heuristic_config(request));
@@ -31,7 +27,7 @@ TEST(AttentionSpec, HeuristicConfigsAreValidAndFitEveryTarget) {
 }
 
 TEST(AttentionSpec, ConfigFieldsOutOfRangeAreNamed) {
-  const SpecRequest request = request_for(128);
+  const SpecRequest request = sm90a_request(128);
   auto field_of = [&](KernelConfig config) -> std::string {
     try {
       validate_config(make_spec(request, config), 1 << 20);
@@ -49,14 +45,14 @@ TEST(AttentionSpec, ConfigFieldsOutOfRangeAreNamed) {
 }
 
 TEST(AttentionSpec, ConfigsThatDoNotFitTheDevicesSharedMemoryAreUnsupported) {
-  const SpecRequest request = request_for(256);
+  const SpecRequest request = sm90a_request(256);
   const render::KernelSpec spec = make_spec(request, KernelConfig{128, 128, 8, 4});
   EXPECT_GT(shared_bytes(spec), 200 * 1024);
   EXPECT_THROW(validate_config(spec, 99 * 1024), Unsupported);
 }
 
 TEST(AttentionSpec, SharedBytesFollowTheKernelsLayout) {
-  SpecRequest request = request_for(128);
+  SpecRequest request = sm90a_request(128);
   const render::KernelSpec full = make_spec(request, KernelConfig{128, 64, 8, 2});
   // Q 128x128 + 2 x (K 64x128 + V 128x64 + K scales 64x4).
   EXPECT_EQ(shared_bytes(full), 128 * 128 + 2 * (64 * 128 + 128 * 64 + 64 * 4));
@@ -66,7 +62,7 @@ TEST(AttentionSpec, SharedBytesFollowTheKernelsLayout) {
 }
 
 TEST(AttentionSpec, HalfInt8SpecsIgnoreFullInt8NumericsOptions) {
-  SpecRequest request = request_for(64);
+  SpecRequest request = sm90a_request(64);
   request.variant = Variant::kHalfInt8;
   request.p_encoding = PEncoding::kSigned127;
   const render::KernelSpec a = make_spec(request, heuristic_config(request));

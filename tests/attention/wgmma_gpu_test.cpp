@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attention/attention_spec.hpp"
+#include "attention/attention_test_support.hpp"
 #include "device/device_info.hpp"
 #include "intfa/attention.hpp"
 #include "reference/attention_check.hpp"
@@ -20,6 +21,7 @@ namespace {
 
 using reference::CheckCase;
 using reference::CheckResult;
+using testing::Shape;
 
 constexpr double kModelRelativeL2 = 1e-3;
 constexpr double kLseAbsoluteError = 1e-3;
@@ -39,35 +41,13 @@ bool on_sm90() {
     if (!on_sm90()) GTEST_SKIP() << "the Hopper kernel needs an sm_90 GPU";  \
   } while (0)
 
-struct Shape {
-  int batch, heads_q, heads_kv, seq_q, seq_kv, head_dim;
-  bool causal;
-};
+// A full INT8 check of `shape`.
+CheckCase make_case(const Shape& shape) { return testing::make_case(shape, Variant::kFullInt8); }
 
-CheckCase make_case(const Shape& s) {
-  CheckCase check;
-  check.problem.batch = s.batch;
-  check.problem.heads_q = s.heads_q;
-  check.problem.heads_kv = s.heads_kv;
-  check.problem.seq_q = s.seq_q;
-  check.problem.seq_kv = s.seq_kv;
-  check.problem.head_dim = s.head_dim;
-  check.problem.causal = s.causal;
-  check.problem.variant = Variant::kFullInt8;
-  check.seed = reference::fresh_seed();
-  return check;
-}
-
-attention::SpecRequest request_of(const CheckCase& check, device::Arch arch) {
-  attention::SpecRequest request;
-  request.arch = arch;
-  request.head_dim = check.problem.head_dim;
-  return request;
-}
 
 // The Hopper heuristic's config unless the case names one.
 KernelConfig wgmma_config(const CheckCase& check) {
-  const KernelConfig config = attention::heuristic_config(request_of(check, device::Arch::kSm90a));
+  const KernelConfig config = attention::heuristic_config(testing::sm90a_request(check.problem.head_dim));
   EXPECT_EQ(config.path, KernelPath::kWgmma);
   return config;
 }
@@ -90,19 +70,6 @@ CheckResult expect_correct(CheckCase check, double f64_bound) {
   return result;
 }
 
-const std::vector<Shape>& shapes() {
-  static const std::vector<Shape> list = {
-      {1, 2, 2, 1, 1, 128, false},        {1, 2, 2, 17, 17, 128, false},
-      {2, 2, 2, 1000, 1000, 64, false},   {1, 2, 2, 1000, 1000, 128, true},
-      {1, 1, 1, 4097, 4097, 128, false},  {1, 1, 1, 4097, 4097, 64, true},
-      {1, 2, 2, 300, 1000, 128, true},    {1, 2, 2, 1000, 300, 128, true},
-      {1, 2, 2, 77, 1000, 128, false},    {1, 32, 8, 130, 200, 128, true},
-      {1, 32, 1, 100, 257, 64, false},    {1, 2, 2, 333, 333, 256, false},
-      {1, 2, 2, 200, 513, 256, true},
-  };
-  return list;
-}
-
 class WgmmaGpu : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(WgmmaGpu, MatchesTheQuantizedModel) {
@@ -110,15 +77,8 @@ TEST_P(WgmmaGpu, MatchesTheQuantizedModel) {
   expect_correct(make_case(GetParam()), 0.05);
 }
 
-std::string shape_name(const ::testing::TestParamInfo<Shape>& info) {
-  const Shape& s = info.param;
-  return "B" + std::to_string(s.batch) + "_H" + std::to_string(s.heads_q) + "x" +
-         std::to_string(s.heads_kv) + "_N" + std::to_string(s.seq_q) + "x" +
-         std::to_string(s.seq_kv) + "_D" + std::to_string(s.head_dim) +
-         (s.causal ? "_causal" : "");
-}
-
-INSTANTIATE_TEST_SUITE_P(Shapes, WgmmaGpu, ::testing::ValuesIn(shapes()), shape_name);
+INSTANTIATE_TEST_SUITE_P(Shapes, WgmmaGpu, ::testing::ValuesIn(testing::attention_shapes()),
+                         testing::shape_name);
 
 TEST(WgmmaGpuOptions, EveryPQuantizationAndVGranularityMatchesTheModel) {
   INTFA_REQUIRE_SM90();
@@ -170,9 +130,8 @@ TEST(WgmmaGpuOptions, StridedBnhdLayoutsBf16AndKSmoothing) {
 TEST(WgmmaGpuOptions, EveryTileConfigOfTheTunerMatchesTheModel) {
   INTFA_REQUIRE_SM90();
   for (int head_dim : {64, 128, 256}) {
-    CheckCase probe = make_case({1, 2, 1, 300, 450, head_dim, true});
     for (const KernelConfig& config :
-         attention::candidate_configs(request_of(probe, device::Arch::kSm90a))) {
+         attention::candidate_configs(testing::sm90a_request(head_dim))) {
       if (config.path != KernelPath::kWgmma) continue;
       CheckCase check = make_case({1, 2, 1, 300, 450, head_dim, true});
       check.options.config = config;
@@ -190,7 +149,7 @@ TEST(WgmmaGpuOptions, AccuracyEqualsThePortableKernel) {
     const CheckResult hopper_result = expect_correct(hopper, 0.05);
     CheckCase portable = hopper;
     portable.options.config =
-        attention::portable_heuristic_config(request_of(portable, device::Arch::kSm90a));
+        attention::portable_heuristic_config(testing::sm90a_request(shape.head_dim));
     const CheckResult portable_result = expect_correct(portable, 0.05);
     EXPECT_LE(std::fabs(hopper_result.vs_f64.relative_l2 - portable_result.vs_f64.relative_l2),
               kPathAccuracyGap)

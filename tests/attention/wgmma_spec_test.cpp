@@ -6,6 +6,7 @@
 #include <string>
 
 #include "attention/attention_spec.hpp"
+#include "attention/attention_test_support.hpp"
 #include "attention/tensor_maps.hpp"
 #include "attention/wgmma_params.h"
 #include "intfa/errors.hpp"
@@ -16,16 +17,11 @@
 namespace intfa::attention {
 namespace {
 
-SpecRequest hopper_request(int head_dim) {
-  SpecRequest request;
-  request.arch = device::Arch::kSm90a;
-  request.head_dim = head_dim;
-  return request;
-}
+using testing::sm90a_request;
 
 TEST(WgmmaSpec, TheHeuristicPicksTheHopperKernelExactlyWhereItServes) {
   for (int head_dim : {64, 128, 256}) {
-    const SpecRequest hopper = hopper_request(head_dim);
+    const SpecRequest hopper = sm90a_request(head_dim);
     EXPECT_EQ(heuristic_config(hopper).path, KernelPath::kWgmma) << head_dim;
     EXPECT_EQ(make_spec(hopper, heuristic_config(hopper)).family,
               render::KernelFamily::kAttentionWgmma);
@@ -62,7 +58,7 @@ std::string refused_field(const SpecRequest& request, const KernelConfig& config
 
 TEST(WgmmaSpec, ConfigRulesNameTheBadField) {
   constexpr KernelPath kWgmma = KernelPath::kWgmma;
-  const SpecRequest d128 = hopper_request(128);
+  const SpecRequest d128 = sm90a_request(128);
   EXPECT_EQ(refused_field(d128, {128, 128, 12, 2, kWgmma}), "(accepted)");
   EXPECT_EQ(refused_field(d128, {128, 64, 12, 3, kWgmma}), "(accepted)");
   EXPECT_EQ(refused_field(d128, {128, 128, 8, 2, kWgmma}), "config.warps");
@@ -71,8 +67,8 @@ TEST(WgmmaSpec, ConfigRulesNameTheBadField) {
   EXPECT_EQ(refused_field(d128, {64, 128, 12, 2, kWgmma}), "config.block_m");
   EXPECT_EQ(refused_field(d128, {128, 32, 12, 2, kWgmma}), "config.block_n");
   EXPECT_EQ(refused_field(d128, {128, 128, 12, 5, kWgmma}), "config.stages");
-  EXPECT_EQ(refused_field(hopper_request(64), {192, 128, 16, 2, kWgmma}), "(accepted)");
-  EXPECT_EQ(refused_field(hopper_request(256), {128, 128, 12, 2, kWgmma}), "config.block_n");
+  EXPECT_EQ(refused_field(sm90a_request(64), {192, 128, 16, 2, kWgmma}), "(accepted)");
+  EXPECT_EQ(refused_field(sm90a_request(256), {128, 128, 12, 2, kWgmma}), "config.block_n");
 
   SpecRequest half = d128;
   half.variant = Variant::kHalfInt8;
@@ -90,7 +86,7 @@ TEST(WgmmaSpec, ConfigRulesNameTheBadField) {
 
 TEST(WgmmaSpec, SharedBytesAreQThenKVAndScalesPerStage) {
   const render::KernelSpec spec =
-      make_spec(hopper_request(128), KernelConfig{128, 128, 12, 3, KernelPath::kWgmma});
+      make_spec(sm90a_request(128), KernelConfig{128, 128, 12, 3, KernelPath::kWgmma});
   // 1024 alignment slack + Q 128 x 128 + 3 x (K 128 x 128 + V 128 x 128 + 512 B of scales
   // padded to 1024) + barriers.
   EXPECT_EQ(shared_bytes(spec), 1024 + 128 * 128 + 3 * (2 * 128 * 128 + 1024) +
@@ -99,7 +95,7 @@ TEST(WgmmaSpec, SharedBytesAreQThenKVAndScalesPerStage) {
 
 TEST(WgmmaSpec, RendersTheWarpSpecialisedKernelWithAGridConstantParameter) {
   const render::KernelSpec spec =
-      make_spec(hopper_request(64), KernelConfig{192, 128, 16, 2, KernelPath::kWgmma});
+      make_spec(sm90a_request(64), KernelConfig{192, 128, 16, 2, KernelPath::kWgmma});
   const render::RenderedUnit unit = render::render(spec, render::TemplateSet::embedded());
   EXPECT_NE(unit.source.find("attention_forward_wgmma<"), std::string::npos) << unit.source;
   EXPECT_NE(unit.source.find("WgmmaAttentionConfig<64, 128, 3, 2,"), std::string::npos)
