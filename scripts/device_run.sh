@@ -58,6 +58,14 @@ timed() {
   return 0
 }
 
+# sanitize TOOL LIMIT_S ARGS...: `intfa run ARGS` once under compute-sanitizer's TOOL, as a step
+# named after the tool and the arguments.
+sanitize() {
+  local tool=$1 limit=$2; shift 2
+  TAIL_LINES=2 timed "${tool}_$(echo "$*" | tr -c 'a-z0-9\n' '_')" "$limit" \
+    compute-sanitizer --tool "$tool" --error-exitcode 9 $bin/intfa run "$@" --repeats 1
+}
+
 checks=false; timings=false; extras=false; comparison=false; hopper=false
 case $mode in
   quick) checks=true ;;
@@ -80,14 +88,14 @@ if $checks; then
   TAIL_LINES=3 timed cpu_tests 150 $bin/intfa_tests --gtest_filter='-*Gpu*'
   grep -E "^\[  FAILED|tests? ran|PASSED" "$logs/cpu_tests.log" | tail -8 | tee -a "$summary"
   timed demo 60 $bin/intfa run --seq 4096 --heads 16
-  timed sass 60 python3 scripts/dump_sass.py "$INTFA_CACHE_DIR" "$logs/sass" "attention sm_90a d128"
+  timed sass 60 python3 scripts/dump_sass.py "$INTFA_CACHE_DIR" "$logs/sass" \
+    "attention_wgmma sm_90a d128"
   TAIL_LINES=25 timed python 240 scripts/device_python.sh "$logs"
   for args in "--seq 200 --heads 2 --causal" "--seq 77 --seq-kv 300 --heads 4 --heads-kv 2 --variant half" \
               "--seq 130 --head-dim 64 --p-scale tile --v-scale block" "--seq 65 --head-dim 256 --causal" \
               "--seq 90 --qk-bits 4 --v-scale tensor --p s8 --p-scale running" \
               "--seq 100 --head-dim 64 --causal --smooth-k"; do
-    TAIL_LINES=2 timed "memcheck_$(echo "$args" | tr -c 'a-z0-9\n' '_')" 60 \
-      compute-sanitizer --tool memcheck --error-exitcode 9 $bin/intfa run $args --repeats 1
+    sanitize memcheck 60 $args
   done
   # Varlen: the packed sequences of the GPU test (empty and length-1 neighbours, GQA, INT4).
   for tool in memcheck racecheck; do
@@ -97,8 +105,7 @@ if $checks; then
   for tool in racecheck synccheck; do
     for args in "--seq 200 --heads 1" "--seq 130 --head-dim 64 --causal --variant half" \
                 "--seq 90 --qk-bits 4 --smooth-k --v-scale block --causal"; do
-      TAIL_LINES=2 timed "${tool}_$(echo "$args" | tr -c 'a-z0-9\n' '_')" 90 \
-        compute-sanitizer --tool $tool --error-exitcode 9 $bin/intfa run $args --repeats 1
+      sanitize $tool 90 $args
     done
   done
 fi
@@ -115,8 +122,7 @@ if $hopper; then
   for tool in memcheck racecheck; do
     for args in "--seq 200 --heads 2 --causal" "--seq 130 --head-dim 64 --v-scale block" \
                 "--seq 65 --head-dim 256 --causal --p s8 --p-scale running"; do
-      TAIL_LINES=2 timed "${tool}_$(echo "$args" | tr -c 'a-z0-9\n' '_')" 60 \
-        compute-sanitizer --tool $tool --error-exitcode 9 $bin/intfa run $args --repeats 1
+      sanitize $tool 60 $args
     done
   done
   # The Hopper kernel's tile configs (the heuristic's choice comes from this sweep).
