@@ -76,18 +76,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionGpu, ::testing::ValuesIn(testing::atte
 
 TEST(AttentionGpuOptions, EveryPQuantizationAndVGranularityMatchesTheModel) {
   INTFA_REQUIRE_GPU();
-  for (PEncoding encoding : {PEncoding::kSigned127, PEncoding::kUnsigned255}) {
-    for (PScaleReference reference : {PScaleReference::kRunningMax, PScaleReference::kTileMax}) {
-      for (VScaleGranularity granularity :
-           {VScaleGranularity::kPerTensor, VScaleGranularity::kPerChannel,
-            VScaleGranularity::kPerBlock}) {
-        CheckCase check = make_case({1, 2, 2, 500, 700, 128, true}, Variant::kFullInt8);
-        check.options.p_encoding = encoding;
-        check.options.p_scale = reference;
-        check.options.v_granularity = granularity;
-        expect_correct(check, 0.05);
-      }
-    }
+  for (const AttentionOptions& numerics : testing::every_full_int8_numerics()) {
+    CheckCase check = make_case({1, 2, 2, 500, 700, 128, true}, Variant::kFullInt8);
+    check.options = numerics;
+    expect_correct(check, 0.05);
   }
 }
 

@@ -55,6 +55,25 @@ inline reference::CheckCase make_case(const Shape& s, Variant variant) {
   return check;
 }
 
+// Every full-INT8 numerics combination: P encoding x P reference x V granularity.
+inline std::vector<AttentionOptions> every_full_int8_numerics() {
+  std::vector<AttentionOptions> combinations;
+  for (PEncoding encoding : {PEncoding::kSigned127, PEncoding::kUnsigned255}) {
+    for (PScaleReference reference : {PScaleReference::kRunningMax, PScaleReference::kTileMax}) {
+      for (VScaleGranularity granularity :
+           {VScaleGranularity::kPerTensor, VScaleGranularity::kPerChannel,
+            VScaleGranularity::kPerBlock}) {
+        AttentionOptions options;
+        options.p_encoding = encoding;
+        options.p_scale = reference;
+        options.v_granularity = granularity;
+        combinations.push_back(options);
+      }
+    }
+  }
+  return combinations;
+}
+
 inline attention::SpecRequest sm90a_request(int head_dim) {
   attention::SpecRequest request;
   request.arch = device::Arch::kSm90a;

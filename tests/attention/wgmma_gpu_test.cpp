@@ -83,18 +83,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, WgmmaGpu, ::testing::ValuesIn(testing::attentio
 TEST(WgmmaGpuOptions, EveryPQuantizationAndVGranularityMatchesTheModel) {
   INTFA_REQUIRE_SM90();
   for (int head_dim : {64, 128}) {
-    for (PEncoding encoding : {PEncoding::kSigned127, PEncoding::kUnsigned255}) {
-      for (PScaleReference reference : {PScaleReference::kRunningMax, PScaleReference::kTileMax}) {
-        for (VScaleGranularity granularity :
-             {VScaleGranularity::kPerTensor, VScaleGranularity::kPerChannel,
-              VScaleGranularity::kPerBlock}) {
-          CheckCase check = make_case({1, 2, 2, 500, 700, head_dim, true});
-          check.options.p_encoding = encoding;
-          check.options.p_scale = reference;
-          check.options.v_granularity = granularity;
-          expect_correct(check, 0.05);
-        }
-      }
+    for (const AttentionOptions& numerics : testing::every_full_int8_numerics()) {
+      CheckCase check = make_case({1, 2, 2, 500, 700, head_dim, true});
+      check.options = numerics;
+      expect_correct(check, 0.05);
     }
   }
 }
