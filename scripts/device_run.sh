@@ -7,6 +7,7 @@
 #     quick: checks only; bench: JIT, tune, accuracy, numerics options, INT4, compare_sdpa;
 #     hopper: the wgmma kernel's tests, SASS, sanitizers, speed against SDPA and ncu;
 #     extra: K smoothing's cost, INT4 accuracy; compare: tile sweep, ncu;
+#     ab: the template variants in .variants/ against templates/, and the Python tests;
 #     full: all of them (more than one 10-minute call holds).
 # At most 8 files come back from $OUT, so the details go into logs.tgz, which is rewritten after
 # every step: a call stopped at its time limit still returns what was done. Each step runs under
@@ -66,6 +67,12 @@ sanitize() {
     compute-sanitizer --tool "$tool" --error-exitcode 9 $bin/intfa run "$@" --repeats 1
 }
 
+# The issue rates of the softmax's instruction kinds on one SM (bench/pipe_rates.cu).
+pipe_rates() {
+  nvcc -O3 -arch=sm_90a -o "$logs/pipe_rates" bench/pipe_rates.cu > "$logs/pipe_rates_build.log" 2>&1 &&
+    TAIL_LINES=6 timed pipe_rates 30 "$logs/pipe_rates"
+}
+
 checks=false; timings=false; extras=false; comparison=false; hopper=false
 case $mode in
   quick) checks=true ;;
@@ -117,6 +124,7 @@ if $hopper; then
   grep -E "^\[  FAILED|tests? ran|PASSED|SKIPPED \]|relative L2" "$logs/wgmma_tests.log" | tail -12 |
     tee -a "$summary"
   timed demo 60 $bin/intfa run --seq 4096 --heads 16
+  pipe_rates
   timed sass 60 python3 scripts/dump_sass.py "$INTFA_CACHE_DIR" "$logs/sass" "attention_wgmma sm_90a"
   note "  GMMA instructions in the wgmma cubins: $(cat "$logs"/sass/*.sass 2>/dev/null | grep -c GMMA)"
   for tool in memcheck racecheck; do
@@ -140,15 +148,18 @@ if $hopper; then
 fi
 
 if [ "$mode" = ab ]; then
+  pipe_rates
   # Template variants (.variants/<name>/, a full copy of templates/ with one change) against the
-  # embedded templates, same problems, same process setup.
-  for dir in embedded .variants/*; do
+  # embedded templates: the default (heuristic) configs, same problems, same process setup.
+  for dir in embedded .variants/*/; do
     name=$(basename "$dir")
     if [ "$dir" = embedded ]; then unset INTFA_TEMPLATE_DIR; else export INTFA_TEMPLATE_DIR=$PWD/$dir; fi
-    timed "ab_$name" 200 $bin/intfa bench --head-dims 64,128 --seq 4096,16384 --causal off,on \
-      --repeats 15 --configs "128,64,8,2;64,128,4,2;128,128,8,2" --json "$logs/ab_$name.json"
+    timed "ab_$name" 100 $bin/intfa bench --head-dims 64,128 --seq 4096,16384 --causal off,on \
+      --repeats 15 --json "$logs/ab_$name.json"
+    TAIL_LINES=4 timed "ab_accuracy_$name" 30 $bin/intfa run --seq 4096 --heads 8
   done
   unset INTFA_TEMPLATE_DIR
+  TAIL_LINES=25 timed python 240 scripts/device_python.sh "$logs"
 fi
 
 if $timings; then

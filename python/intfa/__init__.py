@@ -6,6 +6,9 @@
     out = intfa.attention(q, k, v, is_causal=True)  # for F.scaled_dot_product_attention
     qz = intfa.quantize(q, k, v)  # INT8 tensors + scales, kept for reuse
     out, lse = intfa.attention_int8(*qz[:6], return_lse=True)
+    # packed sequences, as flash_attn_varlen_func: q [total_q, H, D], int32 offsets [batch + 1]
+    out = intfa.attention_varlen(q_packed, k_packed, v_packed, cu_seqlens_q, cu_seqlens_k,
+                                 max_seqlen_q, max_seqlen_k, is_causal=True)
 
 The kernels are generated for each head dim, variant and dtype, compiled by NVRTC on first use
 (or ahead of time with ``intfa.precompile``) and cached on disk; ``intfa.cache_info()`` shows the
@@ -23,7 +26,7 @@ from intfa._runtime import cache_info, precompile
 
 __version__ = _intfa.version()
 
-_TORCH_NAMES = ("Quantized", "quantize", "attention_int8", "attention")
+_TORCH_NAMES = ("Quantized", "quantize", "attention_int8", "attention", "attention_varlen")
 _MIN_TORCH = (2, 4)  # torch.library.custom_op and register_fake
 
 
@@ -41,7 +44,8 @@ def _torch_problem():
 
 TORCH_UNAVAILABLE = _torch_problem()
 if TORCH_UNAVAILABLE is None:
-    from intfa._torch import Quantized, attention, attention_int8, quantize  # noqa: F401
+    from intfa._torch import (Quantized, attention, attention_int8, attention_varlen,  # noqa: F401
+                              quantize)
 else:
     def __getattr__(name):
         if name in _TORCH_NAMES:

@@ -98,11 +98,12 @@ def _empty_qk(x, layout, smooth_k):
             torch.empty((b, h, d) if smooth_k else (0,), dtype=torch.float32, device=x.device))
 
 
-def _empty_v(v, layout, granularity):
-    b, h, n, d = _bhnd(v, layout)
-    return (torch.empty((b, h, d, _padded_seq(n)), dtype=torch.int8, device=v.device),
+def _empty_v(shape, granularity, device):
+    """The INT8 V layout and V's scales for V of (batch, heads, seq, head_dim) `shape`."""
+    b, h, n, d = shape
+    return (torch.empty((b, h, d, _padded_seq(n)), dtype=torch.int8, device=device),
             torch.empty(_v_scale_shape(granularity, b, h, n, d), dtype=torch.float32,
-                        device=v.device))
+                        device=device))
 
 
 def _empty_attention(q, layout, out_dtype, return_lse):
@@ -125,7 +126,7 @@ def _launch_quantize_qk(x, layout, smooth_k, stream):
 
 
 def _launch_quantize_v(v, layout, granularity, stream):
-    v8, scale = _empty_v(v, layout, granularity)
+    v8, scale = _empty_v(_bhnd(v, layout), granularity, v.device)
     _intfa.quantize_v(shape=_bhnd(v, layout), input=v.data_ptr(),
                       input_dtype=_FLOAT_NAMES[v.dtype], input_strides=_bhnd_strides(v, layout),
                       output=v8.data_ptr(), scales=scale.data_ptr(), v_granularity=granularity,
@@ -133,10 +134,30 @@ def _launch_quantize_v(v, layout, granularity, stream):
     return v8, scale
 
 
+def _launch_quantize_v_varlen(v, packing, granularity, stream):
+    # v: the packed [1, total_kv, H_kv, D] view.
+    _, heads, total, head_dim = _bhnd(v, "NHD")
+    shape = (packing.batch, heads, packing.max_seqlen_k, head_dim)
+    v8, scale = _empty_v(shape, granularity, v.device)
+    _intfa.quantize_v_varlen(shape=shape, input=v.data_ptr(), input_dtype=_FLOAT_NAMES[v.dtype],
+                             input_strides=_bhnd_strides(v, "NHD"), total_kv=total,
+                             cu_seqlens_kv=packing.cu_seqlens_k.data_ptr(), output=v8.data_ptr(),
+                             scales=scale.data_ptr(), v_granularity=granularity, stream=stream)
+    return v8, scale
+
+
 def _launch_attention(q8, k8, v, q_scale, k_scale, v_scale, out, lse, is_causal, sm_scale,
-                      layout, p_encoding, p_scale, config, stream):
+                      layout, p_encoding, p_scale, config, stream, packing=None):
+    """`packing` (a _Packing) makes it a varlen call: q8, k8, out (and 16-bit v) are then the
+    packed [1, total, H, D] views in layout NHD."""
     b, heads_q, seq_q, head_dim = _bhnd(q8, layout)
     _, heads_kv, seq_kv, _ = _bhnd(k8, layout)
+    varlen = {}
+    if packing is not None:
+        varlen = dict(cu_seqlens_q=packing.cu_seqlens_q.data_ptr(),
+                      cu_seqlens_kv=packing.cu_seqlens_k.data_ptr(), total_q=seq_q,
+                      total_kv=seq_kv)
+        b, seq_q, seq_kv = packing.batch, packing.max_seqlen_q, packing.max_seqlen_k
     full = v.dtype == torch.int8
     _intfa.attention_forward(
         batch=b, heads_q=heads_q, heads_kv=heads_kv, seq_q=seq_q, seq_kv=seq_kv,
@@ -151,7 +172,20 @@ def _launch_attention(q8, k8, v, q_scale, k_scale, v_scale, out, lse, is_causal,
         out_strides=_bhnd_strides(out, layout), lse=lse.data_ptr() if lse.numel() else 0,
         softmax_scale=sm_scale, p_encoding=p_encoding, p_scale=p_scale,
         v_granularity=_granularity_of(v_scale) if full else DEFAULTS["v_granularity"],
-        config=config, stream=stream)
+        config=config, stream=stream, **varlen)
+
+
+class _Packing(NamedTuple):
+    """A varlen call's sequences (FlashAttention's varlen arguments)."""
+
+    cu_seqlens_q: torch.Tensor
+    cu_seqlens_k: torch.Tensor
+    max_seqlen_q: int
+    max_seqlen_k: int
+
+    @property
+    def batch(self):
+        return self.cu_seqlens_q.numel() - 1
 
 
 # --- the custom ops -------------------------------------------------------------------------
@@ -180,7 +214,7 @@ def _quantize_v_op(v: torch.Tensor, layout: str,
 
 @_quantize_v_op.register_fake
 def _(v, layout, v_granularity):
-    return _empty_v(v, layout, v_granularity)
+    return _empty_v(_bhnd(v, layout), v_granularity, v.device)
 
 
 @torch.library.custom_op("intfa::attention_int8", mutates_args=(), device_types="cuda")
@@ -224,6 +258,42 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: 
 def _(q, k, v, is_causal, sm_scale, layout, variant, v_granularity, smooth_k, p_encoding,
       p_scale):
     return _empty_attention(q, layout, q.dtype, False)[0]
+
+
+def _empty_varlen_attention(q, return_lse):
+    # out [total_q, H_q, D]; the LSE [H_q, total_q], as FlashAttention's varlen functions.
+    total, heads, _ = q.shape
+    lse_shape = (heads, total) if return_lse else (0,)
+    return (torch.empty(q.shape, dtype=q.dtype, device=q.device),
+            torch.empty(lse_shape, dtype=torch.float32, device=q.device))
+
+
+@torch.library.custom_op("intfa::attention_varlen", mutates_args=(), device_types="cuda")
+def _attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+                         cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
+                         max_seqlen_q: int, max_seqlen_k: int, is_causal: bool, sm_scale: float,
+                         variant: str, v_granularity: str, smooth_k: bool, p_encoding: str,
+                         p_scale: str, return_lse: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    packing = _Packing(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    with torch.cuda.device(q.device):
+        stream = _stream(q.device)
+        out, lse = _empty_varlen_attention(q, return_lse)
+        # The kernels see packed tensors as one batch of NHD rows: [1, total, H, D].
+        q, k, v = (x.unsqueeze(0) for x in (q, k, v))
+        q8, q_scale, _ = _launch_quantize_qk(q, "NHD", False, stream)
+        k8, k_scale, _ = _launch_quantize_qk(k, "NHD", smooth_k, stream)
+        v_scale = None
+        if variant == "full_int8":
+            v, v_scale = _launch_quantize_v_varlen(v, packing, v_granularity, stream)
+        _launch_attention(q8, k8, v, q_scale, k_scale, v_scale, out.unsqueeze(0), lse, is_causal,
+                          sm_scale, "NHD", p_encoding, p_scale, None, stream, packing)
+    return out, lse
+
+
+@_attention_varlen_op.register_fake
+def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal, sm_scale,
+      variant, v_granularity, smooth_k, p_encoding, p_scale, return_lse):
+    return _empty_varlen_attention(q, return_lse)
 
 
 # --- argument checks (before any op runs) ---------------------------------------------------
@@ -305,6 +375,52 @@ def _resolve_sm_scale(sm_scale):
         raise invalid_argument("sm_scale", sm_scale,
                                "expected a finite number > 0 (or None for 1/sqrt(head_dim))")
     return float(sm_scale)
+
+
+class _Numerics(NamedTuple):
+    variant: str
+    v_granularity: str
+    p_encoding: str
+    p_scale: str
+
+
+def _check_numerics(variant, v_granularity, p_encoding, p_scale):
+    """The quantization options of ``attention`` and ``attention_varlen``, defaulted."""
+    return _Numerics(
+        _check_choice("variant", variant, VARIANTS),
+        _check_choice("v_granularity", v_granularity or DEFAULTS["v_granularity"],
+                      V_GRANULARITIES),
+        _check_choice("p_encoding", p_encoding or DEFAULTS["p_encoding"], P_ENCODINGS),
+        _check_choice("p_scale", p_scale or DEFAULTS["p_scale"], P_SCALES))
+
+
+def _check_inputs(q, k, v, dims=4, what="[B, H, N, D] or [B, N, H, D]"):
+    """FP16/BF16 q, k and v of one dtype and `dims` dimensions, each with stride 1 on the head
+    dim."""
+    _check_tensor("q", q, _FLOAT_DTYPES, dims, what)
+    for name, tensor in (("k", k), ("v", v)):
+        _check_tensor(name, tensor, _FLOAT_DTYPES, dims, what)
+        if tensor.dtype != q.dtype:
+            raise invalid_argument(f"{name}.dtype", tensor.dtype, f"expected {q.dtype} as q")
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        _check_head_dim_stride(name, tensor)
+
+
+def _check_offsets(cu_seqlens_q, cu_seqlens_k):
+    """int32 [batch + 1] contiguous offsets, as many for q as for k; returns batch."""
+    for name, offsets in (("cu_seqlens_q", cu_seqlens_q), ("cu_seqlens_k", cu_seqlens_k)):
+        _check_tensor(name, offsets, (torch.int32,), dims=1, what="[batch + 1]")
+        if offsets.numel() < 2:
+            raise invalid_argument(f"{name}.shape", tuple(offsets.shape),
+                                   "expected [batch + 1] with batch >= 1")
+        if not offsets.is_contiguous():
+            raise invalid_argument(f"{name}.stride", offsets.stride(),
+                                   "expected a contiguous tensor")
+    if cu_seqlens_k.numel() != cu_seqlens_q.numel():
+        raise invalid_argument("cu_seqlens_k.shape", tuple(cu_seqlens_k.shape),
+                               f"expected {tuple(cu_seqlens_q.shape)} as cu_seqlens_q (one "
+                               "offset per sequence, plus one)")
+    return cu_seqlens_q.numel() - 1
 
 
 # --- the public functions -------------------------------------------------------------------
@@ -430,21 +546,58 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
                                "(they are one argument under two names)")
     softmax_scale = _resolve_sm_scale(sm_scale if sm_scale is not None else scale)
     _check_choice("layout", layout, LAYOUTS)
-    _check_choice("variant", variant, VARIANTS)
-    v_granularity = _check_choice("v_granularity", v_granularity or DEFAULTS["v_granularity"],
-                                  V_GRANULARITIES)
-    p_encoding = _check_choice("p_encoding", p_encoding or DEFAULTS["p_encoding"], P_ENCODINGS)
-    p_scale = _check_choice("p_scale", p_scale or DEFAULTS["p_scale"], P_SCALES)
-    _check_tensor("q", q, _FLOAT_DTYPES)
-    for name, tensor in (("k", k), ("v", v)):
-        _check_tensor(name, tensor, _FLOAT_DTYPES)
-        if tensor.dtype != q.dtype:
-            raise invalid_argument(f"{name}.dtype", tensor.dtype, f"expected {q.dtype} as q")
-    for name, tensor in (("q", q), ("k", k), ("v", v)):
-        _check_head_dim_stride(name, tensor)
+    numerics = _check_numerics(variant, v_granularity, p_encoding, p_scale)
+    _check_inputs(q, k, v)
     _check_qk(q, k, layout)
     _check_same("v", v, k.shape, "the shape of k")
     _check_problem(q, k, layout, is_causal, variant)
     _check_device([("q", q), ("k", k), ("v", v)])
-    return _attention_op(q, k, v, bool(is_causal), softmax_scale, layout, variant,
-                         v_granularity, bool(smooth_k), p_encoding, p_scale)
+    return _attention_op(q, k, v, bool(is_causal), softmax_scale, layout, numerics.variant,
+                         numerics.v_granularity, bool(smooth_k), numerics.p_encoding,
+                         numerics.p_scale)
+
+
+def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
+                     is_causal=False, sm_scale=None, variant="full_int8", v_granularity=None,
+                     smooth_k=False, p_encoding=None, p_scale=None, return_lse=False):
+    """Quantizes and attends a varlen (packed) batch in one call, with FlashAttention's
+    ``flash_attn_varlen_func`` arguments: q [total_q, H_q, D], k and v [total_k, H_kv, D], FP16 or
+    BF16, one dtype; sequence b is rows ``cu_seqlens_q[b]:cu_seqlens_q[b + 1]`` of q (and of the
+    output) and rows ``cu_seqlens_k[b]:cu_seqlens_k[b + 1]`` of k and v. The offsets are int32
+    CUDA tensors [batch + 1]; ``max_seqlen_q`` / ``max_seqlen_k`` are the longest sequences (they
+    size the grid and V's padding). The offsets are not read on the host (no synchronisation):
+    they must start at 0, never decrease, end at total_q / total_k and step by at most the max
+    lengths. A sequence may be empty; a query that sees no key outputs zeros (LSE -inf). Causal
+    masking is per sequence, bottom-right aligned. Every sequence is quantized as
+    ``intfa.attention`` quantizes it alone (per-token Q and K; V's scales per sequence), except
+    that ``smooth_k`` subtracts the mean over all packed keys (still exact for attention).
+    Returns the output [total_q, H_q, D] in q's dtype, and with ``return_lse`` also the
+    natural-log log-sum-exp, float32 [H_q, total_q]. Runs the portable kernel (the Hopper one
+    takes dense batches only). Forward only: no autograd."""
+    softmax_scale = _resolve_sm_scale(sm_scale)
+    numerics = _check_numerics(variant, v_granularity, p_encoding, p_scale)
+    packed = "[total, H, D]"
+    _check_inputs(q, k, v, dims=3, what=packed)
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if tensor.shape[0] == 0:
+            raise invalid_argument(f"{name}.shape", tuple(tensor.shape),
+                                   f"expected at least one row in {packed}")
+    if k.shape[2] != q.shape[2]:
+        raise invalid_argument("k.shape", tuple(k.shape),
+                               f"expected head dim {q.shape[2]} as q {tuple(q.shape)}")
+    _check_same("v", v, k.shape, "the shape of k")
+    batch = _check_offsets(cu_seqlens_q, cu_seqlens_k)
+    for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise invalid_argument(name, repr(value), "expected an int >= 1 (the longest sequence)")
+    if not torch.compiler.is_compiling():
+        _intfa.validate_problem(batch=batch, heads_q=q.shape[1], heads_kv=k.shape[1],
+                                seq_q=max_seqlen_q, seq_kv=max_seqlen_k, head_dim=q.shape[2],
+                                causal=bool(is_causal), variant=numerics.variant)
+    _check_device([("q", q), ("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q),
+                   ("cu_seqlens_k", cu_seqlens_k)])
+    out, lse = _attention_varlen_op(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                    max_seqlen_k, bool(is_causal), softmax_scale,
+                                    numerics.variant, numerics.v_granularity, bool(smooth_k),
+                                    numerics.p_encoding, numerics.p_scale, bool(return_lse))
+    return (out, lse) if return_lse else out

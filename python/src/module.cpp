@@ -240,6 +240,25 @@ PYBIND11_MODULE(_intfa, m) {
       "scales"_a, "v_granularity"_a, "stream"_a);
 
   m.def(
+      "quantize_v_varlen",
+      [](const std::array<int, 4>& shape, std::uintptr_t input, const std::string& input_dtype,
+         const std::array<std::int64_t, 4>& input_strides, int total_kv,
+         std::uintptr_t cu_seqlens_kv, std::uintptr_t output, std::uintptr_t scales,
+         const std::string& v_granularity, std::uintptr_t stream) {
+        const TensorShape logical{shape[0], shape[1], shape[2], shape[3]};
+        const TensorView in = make_view(input, input_dtype, input_strides);
+        const VScaleGranularity granularity = parse_v_granularity(v_granularity);
+        py::gil_scoped_release unlocked;
+        quantize_v_varlen(logical, in, total_kv, static_cast<const int*>(pointer(cu_seqlens_kv)),
+                          pointer(output), static_cast<float*>(pointer(scales)), granularity,
+                          as_stream(stream));
+      },
+      "shape: {sequences, heads_kv, longest sequence, head_dim}; input: packed "
+      "[1, heads_kv, total_kv, head_dim].",
+      py::kw_only(), "shape"_a, "input"_a, "input_dtype"_a, "input_strides"_a, "total_kv"_a,
+      "cu_seqlens_kv"_a, "output"_a, "scales"_a, "v_granularity"_a, "stream"_a);
+
+  m.def(
       "attention_forward",
       [](int batch, int heads_q, int heads_kv, int seq_q, int seq_kv, int head_dim, bool causal,
          const std::string& variant, std::uintptr_t q, const std::array<std::int64_t, 4>& q_strides,
@@ -249,7 +268,8 @@ PYBIND11_MODULE(_intfa, m) {
          const std::string& out_dtype, const std::array<std::int64_t, 4>& out_strides,
          std::uintptr_t lse, double softmax_scale, const std::string& p_encoding,
          const std::string& p_scale, const std::string& v_granularity,
-         const std::optional<std::array<int, 4>>& config, std::uintptr_t stream) {
+         const std::optional<std::array<int, 4>>& config, std::uintptr_t stream,
+         std::uintptr_t cu_seqlens_q, std::uintptr_t cu_seqlens_kv, int total_q, int total_kv) {
         const AttentionProblem problem =
             make_problem(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal, variant);
         AttentionTensors tensors;
@@ -261,6 +281,9 @@ PYBIND11_MODULE(_intfa, m) {
         tensors.v_scale = static_cast<const float*>(pointer(v_scale));
         tensors.out = make_view(out, out_dtype, out_strides);
         tensors.lse = static_cast<float*>(pointer(lse));
+        tensors.varlen = VarlenLayout{static_cast<const int*>(pointer(cu_seqlens_q)),
+                                      static_cast<const int*>(pointer(cu_seqlens_kv)), total_q,
+                                      total_kv};
         AttentionOptions options;
         options.softmax_scale = softmax_scale;
         options.p_encoding = parse_p_encoding(p_encoding);
@@ -272,12 +295,13 @@ PYBIND11_MODULE(_intfa, m) {
         py::gil_scoped_release unlocked;
         attention_forward(problem, tensors, as_stream(stream), options);
       },
-      "Validates, compiles or fetches the kernel, launches it on `stream`. Asynchronous.",
+      "Validates, compiles or fetches the kernel, launches it on `stream`. Asynchronous. "
+      "Varlen (packed) batches when cu_seqlens_q and cu_seqlens_kv are set (intfa::VarlenLayout).",
       py::kw_only(), "batch"_a, "heads_q"_a, "heads_kv"_a, "seq_q"_a, "seq_kv"_a, "head_dim"_a,
       "causal"_a, "variant"_a, "q"_a, "q_strides"_a, "k"_a, "k_strides"_a, "v"_a, "v_dtype"_a,
       "v_strides"_a, "q_scale"_a, "k_scale"_a, "v_scale"_a, "out"_a, "out_dtype"_a, "out_strides"_a,
       "lse"_a, "softmax_scale"_a, "p_encoding"_a, "p_scale"_a, "v_granularity"_a, "config"_a,
-      "stream"_a);
+      "stream"_a, "cu_seqlens_q"_a = 0, "cu_seqlens_kv"_a = 0, "total_q"_a = 0, "total_kv"_a = 0);
 
   m.def("precompile", &precompile_dict, py::kw_only(), "arch"_a, "head_dims"_a, "variants"_a,
         "dtypes"_a, "causal"_a, "p_encoding"_a, "p_scale"_a, "v_granularity"_a, "smooth_k"_a,

@@ -177,6 +177,64 @@ class AttentionInt8ArgumentsTest(ArgumentsCase):
 
 
 @needs_torch
+class AttentionVarlenArgumentsTest(ArgumentsCase):
+    """attention_varlen over three packed sequences of 5, 0 and 11 tokens (H=4/2, D=64)."""
+
+    def setUp(self):
+        self.q = halves(16, 4, 64)
+        self.k = halves(16, 2, 64)
+        self.v = halves(16, 2, 64)
+        self.cu_q = torch.tensor([0, 5, 5, 16], dtype=torch.int32)
+        self.cu_k = torch.tensor([0, 5, 5, 16], dtype=torch.int32)
+
+    def call(self, *, max_q=11, max_k=11, **replace):
+        names = ("q", "k", "v", "cu_q", "cu_k")
+        tensors = [replace.pop(name, getattr(self, name)) for name in names]
+        return intfa.attention_varlen(*tensors, max_q, max_k, **replace)
+
+    def test_valid_arguments_on_cpu_stop_at_the_device(self):
+        self.assert_invalid("q.device", self.call, is_causal=True, return_lse=True,
+                            variant="half_int8", v_granularity="block", smooth_k=True)
+
+    def test_rejects_dense_four_dimensional_tensors(self):
+        error = self.assert_invalid("q.shape", self.call, q=halves(1, 16, 4, 64))
+        self.assertIn("[total, H, D]", str(error))
+
+    def test_rejects_mixed_dtypes_and_empty_tensors(self):
+        self.assert_invalid("v.dtype", self.call, v=self.v.bfloat16())
+        self.assert_invalid("k.shape", self.call, k=halves(0, 2, 64), v=halves(0, 2, 64))
+
+    def test_k_and_v_must_match_q(self):
+        self.assert_invalid("k.shape", self.call, k=halves(16, 2, 128), v=halves(16, 2, 128))
+        self.assert_invalid("v.shape", self.call, v=halves(15, 2, 64))
+
+    def test_offsets_are_int32_vectors_of_one_length(self):
+        self.assert_invalid("cu_seqlens_q.dtype", self.call, cu_q=self.cu_q.long())
+        self.assert_invalid("cu_seqlens_k.shape", self.call, cu_k=self.cu_k[None])
+        self.assert_invalid("cu_seqlens_q.shape", self.call, cu_q=self.cu_q[:1],
+                            cu_k=self.cu_k[:1])
+        self.assert_invalid("cu_seqlens_k.shape", self.call, cu_k=self.cu_k[:3])
+        strided = torch.zeros(8, dtype=torch.int32)[::2]
+        self.assert_invalid("cu_seqlens_q.stride", self.call, cu_q=strided, cu_k=strided)
+
+    def test_max_lengths_are_positive_ints(self):
+        for bad in (0, -3, 2.5, True, None):
+            self.assert_invalid("max_seqlen_q", self.call, max_q=bad)
+        self.assert_invalid("max_seqlen_k", self.call, max_k=0)
+
+    def test_problem_rules_have_the_cpp_message(self):
+        error = self.assert_invalid("problem.head_dim", self.call, q=halves(16, 4, 96),
+                                    k=halves(16, 2, 96), v=halves(16, 2, 96))
+        self.assertIn("supported head dims are 64, 128 and 256", str(error))
+        self.assert_invalid("problem.heads_q", self.call, q=halves(16, 3, 64))
+
+    def test_rejects_unknown_numerics_and_bad_scale(self):
+        self.assert_invalid("variant", self.call, variant="int4")
+        self.assert_invalid("p_scale", self.call, p_scale="global")
+        self.assert_invalid("sm_scale", self.call, sm_scale=-1.0)
+
+
+@needs_torch
 class FakeImplementationTest(unittest.TestCase):
     """The fake implementations torch.compile traces with give the real ops' output shapes."""
 
@@ -214,6 +272,17 @@ class FakeImplementationTest(unittest.TestCase):
                                                       "HND", torch.bfloat16, "u8", "running",
                                                       return_lse, None)
             self.assertEqual((out.shape, out.dtype), (q8.shape, torch.bfloat16))
+            self.assertEqual(tuple(lse.shape), lse_shape)
+
+    def test_attention_varlen_is_packed_with_a_heads_by_rows_lse(self):
+        q = torch.empty(300, 8, 128, dtype=torch.float16, device="meta")
+        kv = torch.empty(500, 2, 128, dtype=torch.float16, device="meta")
+        offsets = torch.empty(4, dtype=torch.int32, device="meta")
+        for return_lse, lse_shape in ((True, (8, 300)), (False, (0,))):
+            out, lse = torch.ops.intfa.attention_varlen(q, kv, kv, offsets, offsets, 200, 300,
+                                                        True, 0.0, "full_int8", "channel",
+                                                        False, "u8", "tile", return_lse)
+            self.assertEqual((out.shape, out.dtype), (q.shape, q.dtype))
             self.assertEqual(tuple(lse.shape), lse_shape)
 
 
