@@ -5,7 +5,8 @@
 # carried in build/ (built on the project machine); writes under $OUT.
 #   usage: scripts/device_run.sh [quick|bench|extra|compare|ab|hopper|full]
 #     quick: checks only; bench: JIT, tune, accuracy, numerics options, INT4, compare_sdpa;
-#     hopper: the wgmma kernel's tests, SASS, sanitizers, speed against SDPA and ncu;
+#     hopper: the wgmma kernel's tests, SASS, sanitizers, speed against SDPA, JIT and call
+#       overhead, tuner time, the Python tests and ncu;
 #     extra: K smoothing's cost, INT4 accuracy; compare: tile sweep, ncu;
 #     ab: the template variants in .variants/ against templates/, and the Python tests;
 #     full: all of them (more than one 10-minute call holds).
@@ -142,6 +143,12 @@ if $hopper; then
     --configs "128,64,12,2;128,64,12,3;128,128,12,2;128,128,12,3"
   TAIL_LINES=40 timed compare_sdpa 200 python3 bench/compare_sdpa.py --lib $build/lib/libintfa.so \
     --out-dir "$logs"
+  # The JIT and call-overhead targets of issue 2 on the Hopper path (which encodes three tensor
+  # maps per call), and the tuner's time with the Hopper candidates.
+  timed jit 60 $bin/intfa bench --jit --repeats 5 --json "$logs/jit.json"
+  timed tune 120 $bin/intfa tune --head-dims 128 --causal off --tuning-db "$logs/tuning.json" \
+    --json "$logs/tune.json"
+  TAIL_LINES=25 timed python 240 scripts/device_python.sh "$logs"
   timed ncu 90 ncu --section SpeedOfLight --section Occupancy --section WarpStateStats \
     --section ComputeWorkloadAnalysis --section InstructionStats -k regex:attention \
     --launch-skip 3 --launch-count 1 $bin/intfa bench --seq 8192 --repeats 1
