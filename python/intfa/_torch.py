@@ -567,10 +567,11 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     CUDA tensors [batch + 1]; ``max_seqlen_q`` / ``max_seqlen_k`` are the longest sequences (they
     size the grid and V's padding). The offsets are not read on the host (no synchronisation):
     they must start at 0, never decrease, end at total_q / total_k and step by at most the max
-    lengths. A sequence may be empty; a query that sees no key outputs zeros (LSE -inf). Causal
-    masking is per sequence, bottom-right aligned. Every sequence is quantized as
-    ``intfa.attention`` quantizes it alone (per-token Q and K; V's scales per sequence), except
-    that ``smooth_k`` subtracts the mean over all packed keys (still exact for attention).
+    lengths. A sequence may be empty (q, k and v each need one row in all); a query that sees no
+    key outputs zeros (LSE -inf). Causal masking is per sequence, bottom-right aligned. Every
+    sequence is quantized as ``intfa.attention`` quantizes it alone (per-token Q and K; V's scales
+    per sequence), except that ``smooth_k`` subtracts the mean over all packed keys (still exact
+    for attention).
     Returns the output [total_q, H_q, D] in q's dtype, and with ``return_lse`` also the
     natural-log log-sum-exp, float32 [H_q, total_q]. Runs the portable kernel (the Hopper one
     takes dense batches only). Forward only: no autograd."""
