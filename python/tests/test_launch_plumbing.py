@@ -49,7 +49,7 @@ class LaunchPlumbingTest(unittest.TestCase):
         k8, k_scale, _ = _torch._empty_qk(k, layout, False)
         v_scale = None
         if variant == "full_int8":
-            v, v_scale = _torch._empty_v(v, layout, granularity)
+            v, v_scale = _torch._empty_v(_torch._bhnd(v, layout), granularity, v.device)
         out, lse = _torch._empty_attention(q8, layout, q.dtype, True)
         return [q8, k8, v, q_scale, k_scale, v_scale, out, lse, True, 0.0, layout, "u8",
                 "running", None, 0]
@@ -62,6 +62,30 @@ class LaunchPlumbingTest(unittest.TestCase):
                 with self.subTest(layout=layout, variant=variant, granularity=granularity):
                     args = self.attention_args(layout, variant, granularity, torch.bfloat16)
                     self.assert_reaches_launch(_torch._launch_attention, *args)
+
+    def test_varlen_views(self):
+        # Packed [1, total, H, D] views (NHD), three sequences, as attention_varlen makes them.
+        from intfa import _torch
+        lengths = [5, 0, 40]
+        offsets = torch.tensor([0, 5, 5, 45], dtype=torch.int32)
+        packing = _torch._Packing(offsets, offsets, max(lengths), max(lengths))
+        q, k, v = (t[None] for t in (torch.zeros(45, 8, 64, dtype=torch.float16),
+                                     torch.zeros(45, 2, 64, dtype=torch.float16),
+                                     torch.zeros(45, 2, 64, dtype=torch.float16)))
+        q8, q_scale, _ = _torch._empty_qk(q, "NHD", False)
+        k8, k_scale, _ = _torch._empty_qk(k, "NHD", False)
+        out, lse = torch.zeros_like(q), torch.zeros(8, 45)
+        for granularity in ("tensor", "channel", "block"):
+            with self.subTest(granularity=granularity):
+                self.assert_reaches_launch(_torch._launch_quantize_v_varlen, v, packing,
+                                           granularity, 0)
+                v8, v_scale = _torch._empty_v((3, 2, max(lengths), 64), granularity, v.device)
+                self.assert_reaches_launch(_torch._launch_attention, q8, k8, v8, q_scale, k_scale,
+                                           v_scale, out, lse, True, 0.0, "NHD", "u8", "tile",
+                                           None, 0, packing)
+        with self.subTest(variant="half_int8"):
+            self.assert_reaches_launch(_torch._launch_attention, q8, k8, v, q_scale, k_scale, None,
+                                       out, lse, True, 0.0, "NHD", "u8", "tile", None, 0, packing)
 
     def test_misaligned_int8_q_is_refused_by_cpp(self):
         from intfa import _torch
