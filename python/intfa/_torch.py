@@ -126,8 +126,9 @@ def _launch_quantize_qk(x, layout, smooth_k, stream):
 
 
 def _launch_quantize_v(v, layout, granularity, stream):
-    v8, scale = _empty_v(_bhnd(v, layout), granularity, v.device)
-    _intfa.quantize_v(shape=_bhnd(v, layout), input=v.data_ptr(),
+    shape = _bhnd(v, layout)
+    v8, scale = _empty_v(shape, granularity, v.device)
+    _intfa.quantize_v(shape=shape, input=v.data_ptr(),
                       input_dtype=_FLOAT_NAMES[v.dtype], input_strides=_bhnd_strides(v, layout),
                       output=v8.data_ptr(), scales=scale.data_ptr(), v_granularity=granularity,
                       stream=stream)
@@ -337,16 +338,19 @@ def _check_qk(q, k, layout, q_name="q", k_name="k"):
                                f"(layout {layout})")
 
 
-def _check_problem(q, k, layout, is_causal, variant):
+def _validate_problem(**problem):
     # The C++ rules (head dims 64/128/256, heads_q a multiple of heads_kv, sizes >= 1), with the
     # C++ message. Under torch.compile the shapes may be symbolic and an opaque call would break
     # the graph: the op checks them again, still before its launch.
-    if torch.compiler.is_compiling():
-        return
+    if not torch.compiler.is_compiling():
+        _intfa.validate_problem(**problem)
+
+
+def _check_problem(q, k, layout, is_causal, variant):
     b, heads_q, seq_q, head_dim = _bhnd(q, layout)
     _, heads_kv, seq_kv, _ = _bhnd(k, layout)
-    _intfa.validate_problem(batch=b, heads_q=heads_q, heads_kv=heads_kv, seq_q=seq_q,
-                            seq_kv=seq_kv, head_dim=head_dim, causal=is_causal, variant=variant)
+    _validate_problem(batch=b, heads_q=heads_q, heads_kv=heads_kv, seq_q=seq_q, seq_kv=seq_kv,
+                      head_dim=head_dim, causal=is_causal, variant=variant)
 
 
 def _check_device(named_tensors):
@@ -591,10 +595,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise invalid_argument(name, repr(value), "expected an int >= 1 (the longest sequence)")
-    if not torch.compiler.is_compiling():
-        _intfa.validate_problem(batch=batch, heads_q=q.shape[1], heads_kv=k.shape[1],
-                                seq_q=max_seqlen_q, seq_kv=max_seqlen_k, head_dim=q.shape[2],
-                                causal=bool(is_causal), variant=numerics.variant)
+    _validate_problem(batch=batch, heads_q=q.shape[1], heads_kv=k.shape[1], seq_q=max_seqlen_q,
+                      seq_kv=max_seqlen_k, head_dim=q.shape[2], causal=bool(is_causal),
+                      variant=numerics.variant)
     _check_device([("q", q), ("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q),
                    ("cu_seqlens_k", cu_seqlens_k)])
     out, lse = _attention_varlen_op(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
