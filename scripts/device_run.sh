@@ -9,6 +9,10 @@
 #       overhead, tuner time, the Python tests and ncu;
 #     extra: K smoothing's cost, INT4 accuracy; compare: tile sweep, ncu;
 #     ab: the template variants in .variants/ against templates/, and the Python tests;
+#     probe: where a block's time goes (time per wave against tiles per block, ncu stall samples
+#       per SASS instruction); optional: PROBE_TESTS (a gtest filter to run first),
+#       PROBE_AB_BUILD (a second carried build folder timed on the same shapes), PROBE_COMPARE=1
+#       (compare_sdpa), PROBE_SOURCE_SEQ (the ncu source run's N, 1024), PROBE_NCU_SEQS;
 #     full: all of them (more than one 10-minute call holds).
 # At most 8 files come back from $OUT, so the details go into logs.tgz, which is rewritten after
 # every step: a call stopped at its time limit still returns what was done. Each step runs under
@@ -82,7 +86,7 @@ case $mode in
   extra) extras=true ;;
   compare) comparison=true ;;
   full) checks=true; timings=true; extras=true; comparison=true ;;
-  ab) ;;
+  ab|probe) ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
 
@@ -167,6 +171,52 @@ if [ "$mode" = ab ]; then
   done
   unset INTFA_TEMPLATE_DIR
   TAIL_LINES=25 timed python 240 scripts/device_python.sh "$logs"
+fi
+
+if [ "$mode" = probe ]; then
+  if [ -n "${PROBE_TESTS:-}" ]; then
+    timed gpu_tests 240 $bin/intfa_tests --gtest_filter="$PROBE_TESTS"
+    grep -E "^\[  FAILED|tests? ran|PASSED|SKIPPED \]" "$logs/gpu_tests.log" | tail -8 | tee -a "$summary"
+  fi
+  # B=1, H=33: 33 * N / 128 blocks of N / 128 tiles, a whole number of waves on 132 SMs, so the
+  # time per wave against the tiles per block separates a block's fixed cost from a tile's.
+  for d in 128 64; do
+    TAIL_LINES=12 timed "waves_d$d" 90 $bin/intfa bench --batch 1 --heads 33 --head-dims $d \
+      --seq 1024,2048,4096,8192,16384 --causal off --repeats 15 --json "$logs/waves_d$d.json"
+  done
+  # A second build (PROBE_AB_BUILD, e.g. the same source with one host change) on the same shapes.
+  for other in ${PROBE_AB_BUILD:-}; do
+    for d in 128 64; do
+      TAIL_LINES=8 timed "waves_d${d}_$other" 90 $other/bin/intfa bench --batch 1 --heads 33 \
+        --head-dims $d --seq 1024,4096,16384 --causal off --repeats 15
+      TAIL_LINES=8 timed "waves_d${d}_again" 90 $bin/intfa bench --batch 1 --heads 33 \
+        --head-dims $d --seq 1024,4096,16384 --causal off --repeats 15
+    done
+    for b in $bin $other/bin; do
+      TAIL_LINES=8 timed "d64_$(basename $(dirname $b))" 90 $b/intfa bench --head-dims 64 \
+        --seq 4096,16384 --causal off,on --repeats 15
+    done
+  done
+  TAIL_LINES=12 timed reference_shapes 90 $bin/intfa bench --head-dims 128 --seq 1024,4096,16384 \
+    --causal off --repeats 15 --json "$logs/reference_shapes.json"
+  # Where the warps wait, per SASS instruction (stall samples); at 1k the prologue and epilogue
+  # weigh most.
+  timed ncu_source 150 ncu --section WarpStateStats --section SourceCounters -k regex:attention \
+    --launch-skip 3 --launch-count 1 -o "$logs/source" \
+    $bin/intfa bench --batch 1 --heads 33 --seq ${PROBE_SOURCE_SEQ:-1024} --repeats 1
+  timed ncu_source_csv 60 ncu -i "$logs/source.ncu-rep" --page source --csv --print-source sass
+  gzip -f "$logs/ncu_source_csv.log"
+  TAIL_LINES=25 timed stall_samples 30 python3 scripts/stall_samples.py "$logs/ncu_source_csv.log.gz"
+  if [ -n "${PROBE_COMPARE:-}" ]; then
+    TAIL_LINES=30 timed compare_sdpa 240 python3 bench/compare_sdpa.py --lib $build/lib/libintfa.so \
+      --out-dir "$logs"
+  fi
+  for n in ${PROBE_NCU_SEQS:-}; do
+    timed "ncu_$n" 120 ncu --section SpeedOfLight --section Occupancy --section WarpStateStats \
+      --section InstructionStats --section MemoryWorkloadAnalysis --section LaunchStats \
+      -k regex:attention --launch-skip 3 --launch-count 1 \
+      $bin/intfa bench --batch 1 --heads 33 --seq $n --repeats 1
+  done
 fi
 
 if $timings; then
