@@ -12,7 +12,7 @@
 #     probe: where a block's time goes (time per wave against tiles per block, ncu stall samples
 #       per SASS instruction); optional: PROBE_TESTS (a gtest filter to run first),
 #       PROBE_AB_BUILD (a second carried build folder timed on the same shapes), PROBE_COMPARE=1
-#       (compare_sdpa), PROBE_SOURCE_SEQ (the ncu source run's N, 1024), PROBE_NCU_SEQS;
+#       (compare_sdpa), PROBE_SOURCE_SEQ (the ncu source run's N, 1024);
 #     full: all of them (more than one 10-minute call holds).
 # At most 8 files come back from $OUT, so the details go into logs.tgz, which is rewritten after
 # every step: a call stopped at its time limit still returns what was done. Each step runs under
@@ -72,6 +72,13 @@ sanitize() {
     compute-sanitizer --tool "$tool" --error-exitcode 9 $bin/intfa run "$@" --repeats 1
 }
 
+# gtests NAME LIMIT_S FILTER: intfa_tests with a gtest filter, as a step; its verdict lines go to
+# the summary.
+gtests() {
+  timed "$1" "$2" $bin/intfa_tests --gtest_filter="$3"
+  grep -E "^\[  FAILED|tests? ran|PASSED|SKIPPED \]" "$logs/$1.log" | tail -8 | tee -a "$summary"
+}
+
 # The issue rates of the softmax's instruction kinds on one SM (bench/pipe_rates.cu).
 pipe_rates() {
   nvcc -O3 -arch=sm_90a -o "$logs/pipe_rates" bench/pipe_rates.cu > "$logs/pipe_rates_build.log" 2>&1 &&
@@ -123,8 +130,7 @@ if $checks; then
 fi
 
 if $hopper; then
-  timed gpu_tests 200 $bin/intfa_tests --gtest_filter='*Gpu*:-*Wgmma*'
-  grep -E "^\[  FAILED|tests? ran|PASSED|SKIPPED \]" "$logs/gpu_tests.log" | tail -8 | tee -a "$summary"
+  gtests gpu_tests 200 '*Gpu*:-*Wgmma*'
   timed wgmma_tests 200 $bin/intfa_tests --gtest_filter='*Wgmma*'
   grep -E "^\[  FAILED|tests? ran|PASSED|SKIPPED \]|relative L2" "$logs/wgmma_tests.log" | tail -12 |
     tee -a "$summary"
@@ -174,27 +180,15 @@ if [ "$mode" = ab ]; then
 fi
 
 if [ "$mode" = probe ]; then
-  if [ -n "${PROBE_TESTS:-}" ]; then
-    timed gpu_tests 240 $bin/intfa_tests --gtest_filter="$PROBE_TESTS"
-    grep -E "^\[  FAILED|tests? ran|PASSED|SKIPPED \]" "$logs/gpu_tests.log" | tail -8 | tee -a "$summary"
-  fi
+  [ -n "${PROBE_TESTS:-}" ] && gtests gpu_tests 240 "$PROBE_TESTS"
   # B=1, H=33: 33 * N / 128 blocks of N / 128 tiles, a whole number of waves on 132 SMs, so the
-  # time per wave against the tiles per block separates a block's fixed cost from a tile's.
-  for d in 128 64; do
-    TAIL_LINES=12 timed "waves_d$d" 90 $bin/intfa bench --batch 1 --heads 33 --head-dims $d \
-      --seq 1024,2048,4096,8192,16384 --causal off --repeats 15 --json "$logs/waves_d$d.json"
-  done
-  # A second build (PROBE_AB_BUILD, e.g. the same source with one host change) on the same shapes.
-  for other in ${PROBE_AB_BUILD:-}; do
+  # time per wave against the tiles per block separates a block's fixed cost from a tile's. A
+  # second build (PROBE_AB_BUILD, e.g. the same source with one host change) runs the same shapes.
+  for build_dir in $build ${PROBE_AB_BUILD:-}; do
     for d in 128 64; do
-      TAIL_LINES=8 timed "waves_d${d}_$other" 90 $other/bin/intfa bench --batch 1 --heads 33 \
-        --head-dims $d --seq 1024,4096,16384 --causal off --repeats 15
-      TAIL_LINES=8 timed "waves_d${d}_again" 90 $bin/intfa bench --batch 1 --heads 33 \
-        --head-dims $d --seq 1024,4096,16384 --causal off --repeats 15
-    done
-    for b in $bin $other/bin; do
-      TAIL_LINES=8 timed "d64_$(basename $(dirname $b))" 90 $b/intfa bench --head-dims 64 \
-        --seq 4096,16384 --causal off,on --repeats 15
+      TAIL_LINES=12 timed "waves_d${d}_$(basename "$build_dir")" 90 $build_dir/bin/intfa bench \
+        --batch 1 --heads 33 --head-dims $d --seq 1024,2048,4096,8192,16384 --causal off \
+        --repeats 15 --json "$logs/waves_d${d}_$(basename "$build_dir").json"
     done
   done
   TAIL_LINES=12 timed reference_shapes 90 $bin/intfa bench --head-dims 128 --seq 1024,4096,16384 \
@@ -211,12 +205,6 @@ if [ "$mode" = probe ]; then
     TAIL_LINES=30 timed compare_sdpa 240 python3 bench/compare_sdpa.py --lib $build/lib/libintfa.so \
       --out-dir "$logs"
   fi
-  for n in ${PROBE_NCU_SEQS:-}; do
-    timed "ncu_$n" 120 ncu --section SpeedOfLight --section Occupancy --section WarpStateStats \
-      --section InstructionStats --section MemoryWorkloadAnalysis --section LaunchStats \
-      -k regex:attention --launch-skip 3 --launch-count 1 \
-      $bin/intfa bench --batch 1 --heads 33 --seq $n --repeats 1
-  done
 fi
 
 if $timings; then
