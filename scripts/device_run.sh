@@ -9,6 +9,9 @@
 #       overhead, tuner time, the Python tests and ncu;
 #     extra: K smoothing's cost, INT4 accuracy; compare: tile sweep, ncu;
 #     ab: the template variants in .variants/ against templates/, and the Python tests;
+#       optional: AB_BENCH_ARGS (the bench's problem and config options instead of d=64,128,
+#       N=4k,16k, causal off and on), AB_TESTS (a gtest filter run with each variant),
+#       AB_SKIP_PYTHON=1;
 #     probe: where a block's time goes (time per wave against tiles per block, ncu stall samples
 #       per SASS instruction); optional: PROBE_TESTS (a gtest filter to run first),
 #       PROBE_AB_BUILD (a second carried build folder timed on the same shapes), PROBE_COMPARE=1
@@ -167,16 +170,18 @@ fi
 if [ "$mode" = ab ]; then
   pipe_rates
   # Template variants (.variants/<name>/, a full copy of templates/ with one change) against the
-  # embedded templates: the default (heuristic) configs, same problems, same process setup.
+  # embedded templates: same problems and configs (default: the heuristic's), same process setup.
   for dir in embedded .variants/*/; do
     name=$(basename "$dir")
     if [ "$dir" = embedded ]; then unset INTFA_TEMPLATE_DIR; else export INTFA_TEMPLATE_DIR=$PWD/$dir; fi
-    timed "ab_$name" 100 $bin/intfa bench --head-dims 64,128 --seq 4096,16384 --causal off,on \
-      --repeats 15 --json "$logs/ab_$name.json"
+    [ -n "${AB_TESTS:-}" ] && gtests "ab_tests_$name" 200 "$AB_TESTS"
+    # shellcheck disable=SC2086 # AB_BENCH_ARGS is a list of options
+    timed "ab_$name" 150 $bin/intfa bench ${AB_BENCH_ARGS:---head-dims 64,128 --seq 4096,16384 \
+      --causal off,on} --repeats 15 --json "$logs/ab_$name.json"
     TAIL_LINES=4 timed "ab_accuracy_$name" 30 $bin/intfa run --seq 4096 --heads 8
   done
   unset INTFA_TEMPLATE_DIR
-  TAIL_LINES=25 timed python 240 scripts/device_python.sh "$logs"
+  [ -z "${AB_SKIP_PYTHON:-}" ] && TAIL_LINES=25 timed python 240 scripts/device_python.sh "$logs"
 fi
 
 if [ "$mode" = probe ]; then

@@ -63,6 +63,16 @@ struct WgmmaAttentionConfig {
   static constexpr int kVTileBytes = HeadDim * BlockN;
   static constexpr int kKScaleBytes = BlockN * 4;
   static constexpr int kStageBytes = wgmma_stage_bytes(HeadDim, BlockN);
+  // The staged epilogue (wgmma_params.h): each consumer warp's 16 output rows, then V's scales
+  // (one per channel, one per tensor, or none: per-block V folds its scales per tile).
+  static constexpr bool kStagesOutput = wgmma_stages_output(HeadDim);
+  static constexpr int kOutputRowBytes = HeadDim * 2;
+  static constexpr int kWarpOutputBytes = 16 * kOutputRowBytes;
+  static constexpr int kOutputStagingBytes = wgmma_output_staging_bytes(HeadDim, kBlockM);
+  static constexpr int kEpilogueVScales =
+      VGranularity == VScaleGranularity::kPerChannel   ? HeadDim
+      : VGranularity == VScaleGranularity::kPerTensor ? 1
+                                                       : 0;
   // P.V runs in chunks of at most 128 output columns (one accumulator of 64 registers).
   static constexpr int kPvColumns = HeadDim < 128 ? HeadDim : 128;
   // Per-block V: the P.V steps that share one 64-token scale block fold together.
@@ -118,12 +128,27 @@ struct WgmmaAttention {
     __device__ __forceinline__ const float* k_scales_generic(int slot) const {
       return reinterpret_cast<const float*>(bytes + (k_scales(slot) - base));
     }
-    __device__ __forceinline__ u32 barriers() const { return stage(kStages); }
+    __device__ __forceinline__ u32 output(int consumer_warp) const {
+      return stage(kStages) + consumer_warp * Config::kWarpOutputBytes;
+    }
+    __device__ __forceinline__ const u8* output_generic(int consumer_warp) const {
+      return bytes + (output(consumer_warp) - base);
+    }
+    __device__ __forceinline__ u32 v_scales() const {
+      return output(4 * Config::kConsumerGroups);
+    }
+    __device__ __forceinline__ const float* v_scales_generic() const {
+      return reinterpret_cast<const float*>(bytes + (v_scales() - base));
+    }
+    __device__ __forceinline__ u32 barriers() const {
+      return stage(kStages) + Config::kOutputStagingBytes;
+    }
     __device__ __forceinline__ u32 full(int slot) const { return barriers() + 8 * slot; }
     __device__ __forceinline__ u32 empty(int slot) const {
       return barriers() + 8 * (kStages + slot);
     }
     __device__ __forceinline__ u32 q_full() const { return barriers() + 8 * (2 * kStages); }
+    __device__ __forceinline__ u32 v_scales_full() const { return q_full() + 8; }
   };
 
   // The block's place in the problem.
@@ -135,6 +160,8 @@ struct WgmmaAttention {
   // A slot is full when the producer's TMA bytes have landed (one arrival with the byte count)
   // and each lane of the producer warp has seen its K scale copies land (32 arrivals).
   static constexpr int kFullArrivals = 1 + 32;
+  // V's scales for the epilogue arrive on their own barrier, once per lane.
+  static constexpr int kVScaleArrivals = 32;
 
   __device__ __forceinline__ static void init_barriers(const SharedLayout& shared) {
     for (int slot = 0; slot < kStages; ++slot) {
@@ -143,6 +170,7 @@ struct WgmmaAttention {
       mbarrier_init(shared.empty(slot), 4 * Config::kConsumerGroups);
     }
     mbarrier_init(shared.q_full(), 1);
+    if (Config::kStagesOutput) mbarrier_init(shared.v_scales_full(), kVScaleArrivals);
     fence_barrier_init();
   }
 
@@ -189,6 +217,22 @@ struct WgmmaAttention {
       }
       async_copies_arrive(shared.full(slot));
     }
+  }
+
+  // V's scales, which only the staged epilogue reads, copied by the producer's second warp (each
+  // lane arrives once). Copied by the loading warp, they lengthened the consumers' main loop by
+  // 24 instructions per tile (ptxas allocates the registers of all warpgroups' code together).
+  __device__ __forceinline__ static void copy_v_scales(const WgmmaAttentionParams& params,
+                                                       const SharedLayout& shared,
+                                                       const BlockWork& work, int lane) {
+    const i64 kv_index =
+        static_cast<i64>(work.batch) * params.attention.heads_kv + work.head_kv;
+    const float* head_v_scales =
+        params.attention.v_scale + kv_index * (Config::kEpilogueVScales > 1 ? Config::kHeadDim : 1);
+    for (int i = lane; i < Config::kEpilogueVScales; i += 32) {
+      copy_4_bytes_async(shared.v_scales() + 4 * i, head_v_scales + i, true);
+    }
+    async_copies_arrive(shared.v_scales_full());
   }
 
   // ---- consumers --------------------------------------------------------------------------
@@ -373,8 +417,96 @@ struct WgmmaAttention {
       log2_reference[0][half] = rows.frame[half].frame;
       lane_sum[0][half] = rows.frame[half].sum;
     }
-    store_output<Config>(attention, work.extent, work.batch, work.head_q, work.head_kv,
-                         warp_first_row, coordinates, o, lane_sum, log2_reference);
+    if constexpr (Config::kStagesOutput) {
+      store_output_staged(attention, shared, work, warp_first_row, coordinates, o[0], lane_sum,
+                          log2_reference);
+    } else {
+      store_output<Config>(attention, work.extent, work.batch, work.head_q, work.head_kv,
+                           warp_first_row, coordinates, o, lane_sum, log2_reference);
+    }
+  }
+
+  // The epilogue of one consumer warp (d >= 128, wgmma_params.h): its 16 rows normalised as
+  // store_output does, written to the warp's staging tile with stmatrix and read back as 16-byte
+  // chunks of a row, so that 8 lanes store 128 contiguous bytes. Stored from the fragments, each
+  // instruction writes a 16-byte piece of 8 rows, half of each 32-byte sector: the epilogue took
+  // 1.3 to 2.5 us of a d=128 block's 17 at N=1k (H100, timestamps). V's scales come from shared
+  // memory (copy_v_scales), not from a load on this path. A chunk's place in its staging row is
+  // XORed with the row, so neither the stmatrix nor the chunk reads have bank conflicts.
+  __device__ __forceinline__ static void store_output_staged(
+      const AttentionParams& attention, const SharedLayout& shared, const BlockWork& work,
+      int warp_first_row, LaneCoordinates coordinates, const float (&o)[kOutputTiles][4],
+      const float (&lane_sum)[1][2], const float (&log2_reference)[1][2]) {
+    constexpr int kRowBytes = Config::kOutputRowBytes;
+    mbarrier_wait(shared.v_scales_full(), 0);
+    // Read again rather than kept through the main loop, where registers are short.
+    const int consumer_warp = static_cast<int>(threadIdx.x / 32) - 4;
+    const int lane = static_cast<int>(threadIdx.x % 32);
+    const float* v_scales = shared.v_scales_generic();
+    const float tensor_v_scale =
+        Config::kVGranularity == VScaleGranularity::kPerTensor ? v_scales[0] : 1.0f;
+    // Tail rows are normalised too (their sums are 0) and dropped at the global store.
+    float row_scale[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float sum = quad_sum(lane_sum[0][half]);
+      row_scale[half] = output_row_scale(sum, tensor_v_scale);
+      const int row = warp_first_row + coordinates.group + 8 * half;
+      if (row < work.extent.seq_q) {
+        store_lse<Config>(attention, work.extent, row, sum, log2_reference[0][half], coordinates);
+      }
+    }
+    auto channel_scale = [&](int dt) {
+      if (Config::kVGranularity != VScaleGranularity::kPerChannel) return make_float2(1.0f, 1.0f);
+      return *reinterpret_cast<const float2*>(v_scales + dt * 8 + 2 * coordinates.thread_in_group);
+    };
+    // stmatrix j writes the 8x8 matrices (dt, half) = (2j, 0), (2j, 1), (2j + 1, 0), (2j + 1, 1);
+    // lane l gives the address of row l % 8 of matrix l / 8.
+    const u32 tile = shared.output(consumer_warp);
+    const int matrix = lane >> 3;
+    const int matrix_row = (lane & 7) + 8 * (matrix & 1);
+#pragma unroll
+    for (int j = 0; j < kOutputTiles / 2; ++j) {
+      u32 words[4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int dt = 2 * j + (i >> 1);
+        words[i] = output_pair<Config>(o[dt], i & 1, row_scale[i & 1], channel_scale(dt));
+      }
+      const int dt = 2 * j + (matrix >> 1);
+      store_matrix_x4(tile + matrix_row * kRowBytes + ((dt ^ (lane & 7)) << 4), words);
+    }
+    __syncwarp();
+    u8* const out_head = static_cast<u8*>(attention.out) +
+                         work.batch * attention.out_strides.batch +
+                         work.head_q * attention.out_strides.head +
+                         work.extent.q_row0 * attention.out_strides.row;
+    // Whole 16-byte stores where the output's rows allow them (validation asks 4-byte alignment).
+    const u64 alignment_bits =
+        reinterpret_cast<u64>(out_head) | static_cast<u64>(attention.out_strides.row);
+    const bool wide = (alignment_bits & 15) == 0;
+    const u8* const staged = shared.output_generic(consumer_warp);
+#pragma unroll
+    for (int i = 0; i < kOutputTiles / 2; ++i) {
+      const int index = i * 32 + lane;
+      const int row = index / kOutputTiles;
+      const int chunk = index % kOutputTiles;
+      const uint4 value =
+          *reinterpret_cast<const uint4*>(staged + row * kRowBytes + ((chunk ^ (row & 7)) << 4));
+      if (warp_first_row + row >= work.extent.seq_q) continue;
+      u8* const destination =
+          out_head + static_cast<i64>(warp_first_row + row) * attention.out_strides.row +
+          chunk * 16;
+      if (wide) {
+        *reinterpret_cast<uint4*>(destination) = value;
+      } else {
+        u32* const words = reinterpret_cast<u32*>(destination);
+        words[0] = value.x;
+        words[1] = value.y;
+        words[2] = value.z;
+        words[3] = value.w;
+      }
+    }
   }
 
   // Named barriers 1..ConsumerGroups (0 is __syncthreads) pass the turn to issue MMAs from one
@@ -544,7 +676,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
   const int warpgroup = threadIdx.x / 128;
   if (warpgroup == 0) {
     release_registers<Config::kProducerRegisters>();
-    if (threadIdx.x < 32) Kernel::produce(params, shared, work, threadIdx.x);
+    if (threadIdx.x < 32) {
+      Kernel::produce(params, shared, work, threadIdx.x);
+    } else if (Config::kStagesOutput && threadIdx.x < 64) {
+      Kernel::copy_v_scales(params, shared, work, threadIdx.x - 32);
+    }
   } else {
     acquire_registers<Config::kConsumerRegisters>();
     Kernel::consume(params, shared, work, warpgroup - 1);

@@ -35,11 +35,24 @@ INTFA_HOST_DEVICE constexpr int wgmma_stage_bytes(int head_dim, int block_n) {
 
 constexpr int kWgmmaBarrierBytes = 128;
 
-// 1024 bytes of slack align the dynamic shared memory, whose base is only 16-byte aligned.
+// Whether the epilogue stages the output rows in shared memory (attention_forward_wgmma.cuh,
+// store_output_staged): at d >= 128. Every staged d=64 variant measured 1-10% slower than
+// storing from the fragments, its main loop rescheduled by ptxas each time (H100, 2026-11-23,
+// bench/RESULTS.md); unstaged, the d=64 cubin is what it was.
+INTFA_HOST_DEVICE constexpr bool wgmma_stages_output(int head_dim) { return head_dim >= 128; }
+
+// The block's output rows in the 16-bit output type, staged on their way to global memory, and
+// V's scales for the staged epilogue (one FP32 per channel).
+INTFA_HOST_DEVICE constexpr int wgmma_output_staging_bytes(int head_dim, int block_m) {
+  return wgmma_stages_output(head_dim) ? block_m * head_dim * 2 + head_dim * 4 : 0;
+}
+
+// 1024 bytes of slack align the dynamic shared memory, whose base is only 16-byte aligned. After
+// the stages: the output staging, if any, then the barriers.
 INTFA_HOST_DEVICE constexpr int wgmma_attention_shared_bytes(int head_dim, int block_m,
                                                                int block_n, int stages) {
   return 1024 + block_m * head_dim + stages * wgmma_stage_bytes(head_dim, block_n) +
-         kWgmmaBarrierBytes;
+         wgmma_output_staging_bytes(head_dim, block_m) + kWgmmaBarrierBytes;
 }
 
 }  // namespace kernels

@@ -1,5 +1,5 @@
-// Global -> shared copies (cp.async, PTX ISA "Data Movement and Conversion Instructions") and
-// shared -> register fragment loads (ldmatrix).
+// Global -> shared copies (cp.async, PTX ISA "Data Movement and Conversion Instructions"),
+// shared -> register fragment loads (ldmatrix) and their converse (stmatrix).
 #pragma once
 
 #include "common/types.h"
@@ -56,6 +56,18 @@ __device__ __forceinline__ void load_matrix_x4_transposed(u32 (&fragment)[4], u3
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3])
                : "r"(address));
+}
+
+// The converse of load_matrix_x4 (sm_90 and later): register i of each lane goes to matrix i,
+// whose 8 row addresses lanes 8i..8i+7 give.
+__device__ __forceinline__ void store_matrix_x4(u32 address, const u32 (&fragment)[4]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1,%2,%3,%4};\n" ::"r"(address),
+               "r"(fragment[0]), "r"(fragment[1]), "r"(fragment[2]), "r"(fragment[3])
+               : "memory");
+#else
+  asm volatile("trap;");  // no stmatrix before sm_90; only the Hopper kernel calls this
+#endif
 }
 
 }  // namespace kernels

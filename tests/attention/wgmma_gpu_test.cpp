@@ -58,6 +58,7 @@ CheckResult expect_correct(CheckCase check, double f64_bound) {
   std::printf("  %s\n    %s\n", check.to_string().c_str(), result.to_string().c_str());
   const std::string where = check.to_string() + " " + check.options.config->to_string();
   EXPECT_EQ(result.unwritten_outputs, 0u) << where;
+  EXPECT_EQ(result.overwritten_padding, 0u) << where;
   EXPECT_EQ(result.vs_model.non_finite, 0u) << where;
   EXPECT_LE(result.vs_model.relative_l2, kModelRelativeL2) << where;
   if (check.with_lse) {
@@ -117,6 +118,22 @@ TEST(WgmmaGpuOptions, StridedBnhdLayoutsBf16AndKSmoothing) {
   uniform.distribution = reference::Distribution::kUniformHalf;
   uniform.options.softmax_scale = 0.3;
   expect_correct(uniform, 0.02);
+}
+
+// The epilogue stores 16-byte pieces of a row only where the output's rows are 16-byte aligned;
+// rows 4 bytes apart from that take the word-by-word stores, and the padding between them stays.
+TEST(WgmmaGpuOptions, OutputRowsOnly4ByteAlignedAreStoredWordByWord) {
+  INTFA_REQUIRE_SM90();
+  for (int head_dim : {64, 128, 256}) {
+    for (Layout layout : {Layout::kBHND, Layout::kBNHD}) {
+      CheckCase check = make_case({2, 3, 3, 200, 300, head_dim, head_dim == 128});
+      check.layout = layout;
+      check.out_row_padding = 2;
+      expect_correct(check, 0.05);
+      check.out_row_padding = 8;  // 16-byte aligned again, with padding to keep
+      expect_correct(check, 0.05);
+    }
+  }
 }
 
 TEST(WgmmaGpuOptions, EveryTileConfigOfTheTunerMatchesTheModel) {

@@ -84,13 +84,18 @@ TEST(WgmmaSpec, ConfigRulesNameTheBadField) {
   EXPECT_EQ(refused_field(ampere, {128, 128, 12, 2, kWgmma}), "(unsupported)");
 }
 
-TEST(WgmmaSpec, SharedBytesAreQThenKVAndScalesPerStage) {
+TEST(WgmmaSpec, SharedBytesAreQThenKVAndScalesPerStageThenTheOutput) {
   const render::KernelSpec spec =
       make_spec(sm90a_request(128), KernelConfig{128, 128, 12, 3, KernelPath::kWgmma});
   // 1024 alignment slack + Q 128 x 128 + 3 x (K 128 x 128 + V 128 x 128 + 512 B of scales
-  // padded to 1024) + barriers.
+  // padded to 1024) + the output 128 x 128 x 2 + V's 128 channel scales + barriers.
   EXPECT_EQ(shared_bytes(spec), 1024 + 128 * 128 + 3 * (2 * 128 * 128 + 1024) +
-                                    kernels::kWgmmaBarrierBytes);
+                                    128 * 128 * 2 + 128 * 4 + kernels::kWgmmaBarrierBytes);
+  // d=64 stores its output from the registers: no staging.
+  const render::KernelSpec d64 =
+      make_spec(sm90a_request(64), KernelConfig{128, 128, 12, 2, KernelPath::kWgmma});
+  EXPECT_EQ(shared_bytes(d64), 1024 + 128 * 64 + 2 * (2 * 128 * 64 + 1024) +
+                                   kernels::kWgmmaBarrierBytes);
 }
 
 TEST(WgmmaSpec, RendersTheWarpSpecialisedKernelWithAGridConstantParameter) {

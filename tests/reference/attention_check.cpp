@@ -140,11 +140,13 @@ VGranularity model_granularity(VScaleGranularity granularity) {
 std::string CheckCase::to_string() const {
   char text[512];
   std::snprintf(text, sizeof text,
-                "%s b%d hq%d hkv%d nq%d nkv%d d%d%s qk%d%s %s %s %s p=%s/%s v=%d seed=%llu",
+                "%s b%d hq%d hkv%d nq%d nkv%d d%d%s qk%d%s %s%s %s %s p=%s/%s v=%d seed=%llu",
                 problem.variant == intfa::Variant::kFullInt8 ? "full_int8" : "half_int8", problem.batch,
                 problem.heads_q, problem.heads_kv, problem.seq_q, problem.seq_kv,
                 problem.head_dim, problem.causal ? " causal" : "", problem.qk_bits,
-                smooth_k ? " smooth_k" : "", layout == Layout::kBHND ? "BHND" : "BNHD", dtype_name(io_type).c_str(),
+                smooth_k ? " smooth_k" : "", layout == Layout::kBHND ? "BHND" : "BNHD",
+                out_row_padding != 0 ? (" out+" + std::to_string(out_row_padding)).c_str() : "",
+                dtype_name(io_type).c_str(),
                 distribution == Distribution::kNormal ? "N(0,1)" : "U(-.5,.5)",
                 options.p_encoding == intfa::PEncoding::kSigned127 ? "s8" : "u8",
                 options.p_scale == intfa::PScaleReference::kRunningMax ? "running" : "tile",
@@ -156,12 +158,12 @@ std::string CheckResult::to_string() const {
   char text[512];
   std::snprintf(text, sizeof text,
                 "vs model: rel_l2=%.3g cos=%.8f | vs f64: rel_l2=%.4f%% cos=%.6f mre=%.4f%% | "
-                "lse err=%.3g (inf mismatches %zu) | unwritten=%zu | mismatches q=%zu k=%zu v=%zu "
-                "scales=%zu means=%zu",
+                "lse err=%.3g (inf mismatches %zu) | unwritten=%zu padding overwritten=%zu | "
+                "mismatches q=%zu k=%zu v=%zu scales=%zu means=%zu",
                 vs_model.relative_l2, vs_model.cosine, vs_f64.relative_l2 * 100, vs_f64.cosine,
                 vs_f64.mean_relative_error * 100, lse_max_abs_error, lse_infinity_mismatches,
-                unwritten_outputs, q_mismatches, k_mismatches, v_mismatches, scale_mismatches,
-                mean_mismatches);
+                unwritten_outputs, overwritten_padding, q_mismatches, k_mismatches, v_mismatches,
+                scale_mismatches, mean_mismatches);
   return text;
 }
 
@@ -213,11 +215,15 @@ CheckResult run_check(const CheckCase& check) {
   } else {
     tensors.v = TensorView::dense(v_input.get(), check.io_type, check.layout, kv_shape);
   }
-  DeviceBuffer out(q_count * 2);
+  // The output's rows are out_row_elements apart: the row, then the padding.
+  const int out_row_elements = p.head_dim + check.out_row_padding;
+  const std::size_t out_count = q_count / p.head_dim * out_row_elements;
+  DeviceBuffer out(out_count * 2);
   DeviceBuffer lse(static_cast<std::size_t>(p.batch) * p.heads_q * p.seq_q * sizeof(float));
   out.fill_bytes(0xFF);  // NaN in f16 and bf16
   lse.fill_bytes(0xFF);
-  tensors.out = TensorView::dense(out.get(), check.io_type, check.layout, q_shape);
+  tensors.out = TensorView::dense(out.get(), check.io_type, check.layout,
+                                  TensorShape{p.batch, p.heads_q, p.seq_q, out_row_elements});
   tensors.lse = check.with_lse ? lse.as<float>() : nullptr;
   attention_forward(p, tensors, stream.get(), check.options);
   stream.synchronize();
@@ -255,11 +261,16 @@ CheckResult run_check(const CheckCase& check) {
   }
 
   // The output, back in dense [b][h][n][d] order.
-  const auto out_bits = out.download_as<std::uint16_t>(q_count);
+  const auto out_bits = out.download_as<std::uint16_t>(out_count);
   std::vector<float> output(q_count);
   for_each_row(q_shape, [&](int b, int h, int n, std::size_t row) {
-    for (int d = 0; d < p.head_dim; ++d) {
-      const std::uint16_t bits = out_bits[layout_index(check.layout, q_shape, b, h, n, d, p.head_dim)];
+    for (int d = 0; d < out_row_elements; ++d) {
+      const std::uint16_t bits =
+          out_bits[layout_index(check.layout, q_shape, b, h, n, d, out_row_elements)];
+      if (d >= p.head_dim) {
+        if (bits != 0xFFFF) ++result.overwritten_padding;
+        continue;
+      }
       output[row * p.head_dim + d] = bf16 ? bf16_bits_to_float(bits) : f16_bits_to_float(bits);
       if (bits == 0xFFFF) ++result.unwritten_outputs;
     }

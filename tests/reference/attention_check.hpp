@@ -23,6 +23,9 @@ struct CheckCase {
   bool with_lse = true;
   bool smooth_k = false;  // quantize K with K smoothing (the model uses the kernel's means)
   bool compare_to_f64 = true;
+  // Elements after each output row that the kernel must leave alone; 2 makes rows only 4-byte
+  // aligned (with 16-bit outputs), so the kernels cannot store them in 16-byte pieces.
+  int out_row_padding = 0;
   std::string to_string() const;
 };
 
@@ -33,6 +36,7 @@ struct CheckResult {
   double lse_max_abs_error = 0;  // vs the model's LSE, over rows with a finite LSE
   std::size_t lse_infinity_mismatches = 0;
   std::size_t unwritten_outputs = 0;  // output elements still holding the poison
+  std::size_t overwritten_padding = 0;  // padding (out_row_padding) the kernel wrote
   // Quantized tensors that differ from the CPU quantizers (must be 0).
   std::size_t q_mismatches = 0, k_mismatches = 0, v_mismatches = 0, scale_mismatches = 0;
   std::size_t mean_mismatches = 0;  // K smoothing means off float64 by more than FP32 summation
