@@ -431,13 +431,13 @@ struct WgmmaAttention {
   // chunks of a row, so that 8 lanes store 128 contiguous bytes. Stored from the fragments, each
   // instruction writes a 16-byte piece of 8 rows, half of each 32-byte sector: the epilogue took
   // 1.3 to 2.5 us of a d=128 block's 17 at N=1k (H100, timestamps). V's scales come from shared
-  // memory (copy_v_scales), not from a load on this path. A chunk's place in its staging row is
-  // XORed with the row, so neither the stmatrix nor the chunk reads have bank conflicts.
+  // memory (copy_v_scales), not from a load on this path. The staging tile is swizzled
+  // (SwizzledTile), so neither the stmatrix nor the chunk reads have bank conflicts.
   __device__ __forceinline__ static void store_output_staged(
       const AttentionParams& attention, const SharedLayout& shared, const BlockWork& work,
       int warp_first_row, LaneCoordinates coordinates, const float (&o)[kOutputTiles][4],
       const float (&lane_sum)[1][2], const float (&log2_reference)[1][2]) {
-    constexpr int kRowBytes = Config::kOutputRowBytes;
+    using Staging = SwizzledTile<Config::kOutputRowBytes>;
     mbarrier_wait(shared.v_scales_full(), 0);
     // Read again rather than kept through the main loop, where registers are short.
     const int consumer_warp = static_cast<int>(threadIdx.x / 32) - 4;
@@ -474,7 +474,7 @@ struct WgmmaAttention {
         words[i] = output_pair<Config>(o[dt], i & 1, row_scale[i & 1], channel_scale(dt));
       }
       const int dt = 2 * j + (matrix >> 1);
-      store_matrix_x4(tile + matrix_row * kRowBytes + ((dt ^ (lane & 7)) << 4), words);
+      store_matrix_x4(tile + Staging::offset(matrix_row, dt), words);
     }
     __syncwarp();
     u8* const out_head = static_cast<u8*>(attention.out) +
@@ -491,8 +491,7 @@ struct WgmmaAttention {
       const int index = i * 32 + lane;
       const int row = index / kOutputTiles;
       const int chunk = index % kOutputTiles;
-      const uint4 value =
-          *reinterpret_cast<const uint4*>(staged + row * kRowBytes + ((chunk ^ (row & 7)) << 4));
+      const uint4 value = *reinterpret_cast<const uint4*>(staged + Staging::offset(row, chunk));
       if (warp_first_row + row >= work.extent.seq_q) continue;
       u8* const destination =
           out_head + static_cast<i64>(warp_first_row + row) * attention.out_strides.row +
