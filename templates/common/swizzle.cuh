@@ -16,9 +16,12 @@ struct SwizzledTile {
   // Rows narrower than 128 bytes share a 128-byte line with their neighbours; rows of the same
   // line must not be XORed apart, rows of different lines must.
   __device__ __forceinline__ static int chunk_xor(int row) {
-    if (RowBytes >= 128) return row & 7;
-    constexpr int kRowsPerLine = 128 / RowBytes;
-    return (row / kRowsPerLine) % kChunksPerRow;
+    if constexpr (RowBytes >= 128) {
+      return row & 7;
+    } else {
+      constexpr int kRowsPerLine = 128 / RowBytes;
+      return (row / kRowsPerLine) % kChunksPerRow;
+    }
   }
 
   // Byte offset of 16-byte chunk `chunk` of row `row`.
