@@ -66,5 +66,50 @@ TEST_F(RunCommand, HalfInt8QuantizesNoV) {
   EXPECT_FALSE(testing::mentions(result, "quantize_v")) << result.output;
 }
 
+// A Hopper config runs where the GPU is a Hopper; anywhere else, and without a GPU for any arch
+// but sm_90a, it is an error naming the path (not an NVRTC failure of the kernel).
+void expect_hopper_config_runs_or_names_the_path(const CliResult& result, bool on_gpu) {
+  if (on_gpu && result.exit_code == 0) {
+    EXPECT_TRUE(testing::mentions(result, "PASS")) << result.output;
+    return;
+  }
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(testing::mentions(result, "config.path = wgmma needs sm_90a")) << result.output;
+  EXPECT_FALSE(testing::mentions(result, "NVRTC")) << result.output;
+}
+
+// A config given with --config is checked as a launch checks it, with or without a GPU.
+TEST_F(RunCommand, AHopperConfigForAnotherArchIsAnErrorNamingThePath) {
+  expect_hopper_config_runs_or_names_the_path(
+      run("--head-dim 64 --seq 100 --config 128,128,12,2"), has_gpu());
+}
+
+TEST_F(RunCommand, ABadConfigFieldIsAnErrorNamingTheField) {
+  const CliResult result = run("--head-dim 64 --seq 100 --config 64,256,4,2");
+  EXPECT_NE(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(testing::mentions(result, "config.block_n")) << result.output;
+}
+
+// Without INTFA_ARCH and without a GPU the demo compiles for every arch: a Hopper config only
+// for sm_90a, saying why it skipped the others.
+TEST(RunCommandEveryArch, AHopperConfigCompilesForSm90aOnlyAndNamesTheArchsItSkipped) {
+  TempDir cache;
+  const CliResult result = testing::run_cli(
+      "run --repeats 2 --head-dim 64 --seq 100 --config 128,128,12,2",
+      "-u INTFA_TUNE_DB -u INTFA_DEPLOY_CACHE -u INTFA_CACHE_DISABLE -u INTFA_ARCH "
+      "INTFA_CACHE_DIR='" + cache.path().string() + "'");
+  if (device::driver_available()) {
+    expect_hopper_config_runs_or_names_the_path(result, true);
+    return;
+  }
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  for (const char* arch : {"sm_80", "sm_86", "sm_89"}) {
+    EXPECT_TRUE(testing::mentions(result, std::string("skipped for ") + arch)) << result.output;
+    EXPECT_FALSE(testing::mentions(result, std::string("quantize_rows ") + arch)) << result.output;
+  }
+  EXPECT_TRUE(testing::mentions(result, "attention_wgmma sm_90a d64 m128 n128 w12 s2"))
+      << result.output;
+}
+
 }  // namespace
 }  // namespace intfa

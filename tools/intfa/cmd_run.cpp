@@ -2,6 +2,7 @@
 // against float64 attention of the original inputs and the quantized model, and timed. Without a
 // GPU it says so, compiles and caches the kernels it would launch, and exits 0.
 #include <cstdio>
+#include <exception>
 #include <vector>
 
 #include "attention/attention_spec.hpp"
@@ -24,7 +25,8 @@ const char* const kRunUsage =
     "Quantizes random inputs, JIT-compiles and launches INT8 attention, checks it against a\n"
     "float64 reference of the original inputs (and the quantized model), and times it.\n"
     "Without a GPU: compiles and caches the kernels it would launch (for INTFA_ARCH, else for\n"
-    "sm_80, sm_86, sm_89 and sm_90a) and exits 0.\n\n"
+    "sm_80, sm_86, sm_89 and sm_90a; a --config only for the archs that can run it, naming\n"
+    "the others) and exits 0.\n\n"
     "  --batch B (1)  --heads H (8)  --heads-kv H (= heads)  --seq N (1024)  --seq-kv N (= seq)\n"
     "  --head-dim D (128)  --causal  --seed S (fresh each run)  --repeats R (20)\n"
     "  --smooth-k                 quantize K with K smoothing (its channel means subtracted)\n";
@@ -90,6 +92,22 @@ std::vector<render::KernelSpec> demo_specs(const Demo& demo, device::Arch arch) 
   return specs;
 }
 
+// Whether `--config` applies to `arch`, checked as a launch there would check it. A bad field is
+// an error on every arch and propagates; a config the arch cannot run (the Hopper path off sm_90a,
+// more shared memory than it allows) is skipped there, with the reason.
+bool config_applies(const Demo& demo, const render::KernelSpec& attention_spec,
+                    device::Arch arch, std::exception_ptr& skipped) {
+  if (!demo.options.config) return true;
+  try {
+    attention::validate_config(attention_spec, device::default_max_shared_bytes(arch));
+    return true;
+  } catch (const Unsupported& unsupported) {
+    std::printf("  skipped for %s: %s\n", device::arch_name(arch).c_str(), unsupported.what());
+    if (!skipped) skipped = std::current_exception();
+    return false;
+  }
+}
+
 int compile_only(const Demo& demo, const std::string& reason) {
   std::printf("no GPU (%s)\n", reason.c_str());
   std::vector<device::Arch> archs;
@@ -99,8 +117,13 @@ int compile_only(const Demo& demo, const std::string& reason) {
     archs = device::all_archs();
   }
   std::printf("compiling and caching the kernels this run would launch:\n");
+  std::exception_ptr skipped;  // why the first arch the config does not apply to was skipped
+  int compiled_archs = 0;
   for (device::Arch arch : archs) {
-    for (const render::KernelSpec& spec : demo_specs(demo, arch)) {
+    const std::vector<render::KernelSpec> specs = demo_specs(demo, arch);
+    if (!config_applies(demo, specs.back(), arch, skipped)) continue;
+    ++compiled_archs;
+    for (const render::KernelSpec& spec : specs) {
       const launch::CompiledKernel compiled = launch::KernelRuntime::instance().compile(spec);
       std::printf("  %-72s %s (%zu B cubin, key %s)\n", spec.to_string().c_str(),
                   compiled.compiled_now
@@ -110,6 +133,7 @@ int compile_only(const Demo& demo, const std::string& reason) {
                   compiled.cubin->image.size(), compiled.key.hex().substr(0, 12).c_str());
     }
   }
+  if (compiled_archs == 0) std::rethrow_exception(skipped);
   std::printf("run this on a machine with a GPU to launch and check them.\n");
   return 0;
 }
