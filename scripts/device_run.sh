@@ -8,9 +8,10 @@
 #     hopper: the wgmma kernel's tests, SASS, sanitizers, speed against SDPA, JIT and call
 #       overhead, tuner time, the Python tests and ncu;
 #     extra: K smoothing's cost, INT4 accuracy; compare: tile sweep, ncu;
-#     ab: the template variants in .variants/ against templates/, and the Python tests;
-#       optional: AB_BENCH_ARGS (the bench's problem and config options instead of d=64,128,
-#       N=4k,16k, causal off and on), AB_TESTS (a gtest filter run with each variant),
+#     ab: the template variants in .variants/ (hand-made, or scripts/make_ablations.py) against
+#       templates/, and the Python tests; optional: AB_BENCH_ARGS (the bench's problem and config
+#       options instead of d=64,128, N=4k,16k, causal off and on), AB_TESTS (a gtest filter run
+#       with each variant, not with the embedded templates),
 #       AB_SKIP_PYTHON=1;
 #     probe: where a block's time goes (time per wave against tiles per block, ncu stall samples
 #       per SASS instruction); optional: PROBE_TESTS (a gtest filter to run first),
@@ -174,7 +175,7 @@ if [ "$mode" = ab ]; then
   for dir in embedded .variants/*/; do
     name=$(basename "$dir")
     if [ "$dir" = embedded ]; then unset INTFA_TEMPLATE_DIR; else export INTFA_TEMPLATE_DIR=$PWD/$dir; fi
-    [ -n "${AB_TESTS:-}" ] && gtests "ab_tests_$name" 200 "$AB_TESTS"
+    [ "$dir" != embedded ] && [ -n "${AB_TESTS:-}" ] && gtests "ab_tests_$name" 200 "$AB_TESTS"
     # shellcheck disable=SC2086 # AB_BENCH_ARGS is a list of options
     timed "ab_$name" 150 $bin/intfa bench ${AB_BENCH_ARGS:---head-dims 64,128 --seq 4096,16384 \
       --causal off,on} --repeats 15 --json "$logs/ab_$name.json"
