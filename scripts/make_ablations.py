@@ -21,7 +21,8 @@ NO_EXP = (SOFTMAX,
 # The FP32 fold of the INT32 P.V into the output: one element per n8 tile instead of all.
 NO_FOLD = (HOPPER,
            "o[tile][i] = fmaf(weight, static_cast<float>(acc[j][i]), o[tile][i]);",
-           "if (j == 0 && i == 0) o[tile][i] = fmaf(weight, static_cast<float>(acc[j][i]), o[tile][i]);")
+           "if (j == 0 && i == 0) "
+           "o[tile][i] = fmaf(weight, static_cast<float>(acc[j][i]), o[tile][i]);")
 # The row maximum: the first score of the row instead of the chain over the tile.
 NO_MAX = (SOFTMAX,
           "          value = fmaxf(value, fmaxf(y[mt][nt][2 * half], y[mt][nt][2 * half + 1]));",
@@ -34,7 +35,8 @@ NO_CONVERT = (SOFTMAX,
 NO_SOFTMAX = (HOPPER,
               "    Softmax::quantize_p(p, row_sum, y, rows.c, reference);",
               "    for (int step = 0; step < Config::kPvSteps; ++step)\n"
-              "      for (int i = 0; i < 4; ++i) tile.p[step][i] = static_cast<u32>(s[4 * step + i][0]) & 0x01010101u;\n"
+              "      for (int i = 0; i < 4; ++i)\n"
+              "        tile.p[step][i] = static_cast<u32>(s[4 * step + i][0]) & 0x01010101u;\n"
               "    tile.row_sum[0] = s[0][1];\n"
               "    tile.row_sum[1] = s[0][2];")
 # K and V loaded for the first Stages tiles only; later tiles reuse the slots' data.

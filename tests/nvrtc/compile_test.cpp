@@ -53,7 +53,8 @@ TEST(Nvrtc, CompilesEveryQuantizeFamilyForEveryArchAndHeadDim) {
       spec.family = render::KernelFamily::kQuantizeRows;
       spec.smooth_k = true;
       const Cubin smoothed = compile_spec(spec, templates);
-      EXPECT_EQ(smoothed.log.find("warning"), std::string::npos) << spec.to_string() << smoothed.log;
+      EXPECT_EQ(smoothed.log.find("warning"), std::string::npos)
+          << spec.to_string() << smoothed.log;
     }
   }
 }

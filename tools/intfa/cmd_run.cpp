@@ -95,11 +95,11 @@ std::vector<render::KernelSpec> demo_specs(const Demo& demo, device::Arch arch) 
 // Whether `--config` applies to `arch`, checked as a launch there would check it. A bad field is
 // an error on every arch and propagates; a config the arch cannot run (the Hopper path off sm_90a,
 // more shared memory than it allows) is skipped there, with the reason.
-bool config_applies(const Demo& demo, const render::KernelSpec& attention_spec,
-                    device::Arch arch, std::exception_ptr& skipped) {
+bool config_applies(const Demo& demo, device::Arch arch, std::exception_ptr& skipped) {
   if (!demo.options.config) return true;
   try {
-    attention::validate_config(attention_spec, device::default_max_shared_bytes(arch));
+    attention::validate_config(attention::make_spec(spec_request(demo, arch), *demo.options.config),
+                               device::default_max_shared_bytes(arch));
     return true;
   } catch (const Unsupported& unsupported) {
     std::printf("  skipped for %s: %s\n", device::arch_name(arch).c_str(), unsupported.what());
@@ -120,10 +120,9 @@ int compile_only(const Demo& demo, const std::string& reason) {
   std::exception_ptr skipped;  // why the first arch the config does not apply to was skipped
   int compiled_archs = 0;
   for (device::Arch arch : archs) {
-    const std::vector<render::KernelSpec> specs = demo_specs(demo, arch);
-    if (!config_applies(demo, specs.back(), arch, skipped)) continue;
+    if (!config_applies(demo, arch, skipped)) continue;
     ++compiled_archs;
-    for (const render::KernelSpec& spec : specs) {
+    for (const render::KernelSpec& spec : demo_specs(demo, arch)) {
       const launch::CompiledKernel compiled = launch::KernelRuntime::instance().compile(spec);
       std::printf("  %-72s %s (%zu B cubin, key %s)\n", spec.to_string().c_str(),
                   compiled.compiled_now
