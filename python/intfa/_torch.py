@@ -3,7 +3,8 @@
 Each public function checks its arguments first (types, dtypes, shapes, devices: an
 InvalidArgument naming the argument, before anything is launched), then calls a custom op, so a
 ``torch.compile``d graph keeps intfa's kernels as single nodes (the fake implementations give
-the output shapes without running anything). The ops run on the tensors' device and its current
+the output shapes without running anything). Plain eager calls run the op's implementation
+directly, without the dispatcher's per-call cost (_CustomOp). The ops run on the tensors' device and its current
 torch stream; the C++ runtime checks strides and alignment again before every launch.
 
 Layouts: "HND" tensors are [batch, heads, seq, head_dim] (SDPA's), "NHD" ones
@@ -194,7 +195,49 @@ class _Packing(NamedTuple):
 # enumerations, sm_scale 0.0 for 1/sqrt(head_dim) (as in the C API), an empty LSE when none is
 # asked for (an op cannot return None in a tuple).
 
-@torch.library.custom_op("intfa::quantize_qk", mutates_args=(), device_types="cuda")
+def _plain_eager(arguments):
+    """Whether a call may skip the custom op and run its implementation directly: nothing is
+    tracing or intercepting it (torch.compile, export, dispatch or function modes), no argument
+    is a tensor subclass (fake tensors, say), and autograd has nothing to record. The op's
+    dispatch costs about 27 us per call on the H100 machine (bench/python_overhead.py), more
+    than SDPA's whole call; the kernels and their results are the same either way."""
+    if torch.compiler.is_compiling():
+        return False
+    dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
+    function_modes = getattr(torch._C, "_is_torch_function_mode_enabled", None)
+    if dispatch_modes is None or function_modes is None or dispatch_modes() or function_modes():
+        return False
+    grad = torch.is_grad_enabled()
+    for argument in arguments:
+        if isinstance(argument, torch.Tensor) and (
+                type(argument) is not torch.Tensor or (grad and argument.requires_grad)):
+            return False
+    return True
+
+
+class _CustomOp:
+    """A torch.library custom op and the function it runs. Called, it runs the function directly
+    in plain eager mode (_plain_eager) and goes through the op otherwise."""
+
+    def __init__(self, name, implementation):
+        self.implementation = implementation
+        self.op = torch.library.custom_op(name, mutates_args=(),
+                                          device_types="cuda")(implementation)
+
+    def register_fake(self, fake):
+        return self.op.register_fake(fake)
+
+    def __call__(self, *arguments):
+        if _plain_eager(arguments):
+            return self.implementation(*arguments)
+        return self.op(*arguments)
+
+
+def _custom_op(name):
+    return lambda implementation: _CustomOp(name, implementation)
+
+
+@_custom_op("intfa::quantize_qk")
 def _quantize_qk_op(x: torch.Tensor, layout: str,
                     smooth_k: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     with torch.cuda.device(x.device):
@@ -206,7 +249,7 @@ def _(x, layout, smooth_k):
     return _empty_qk(x, layout, smooth_k)
 
 
-@torch.library.custom_op("intfa::quantize_v", mutates_args=(), device_types="cuda")
+@_custom_op("intfa::quantize_v")
 def _quantize_v_op(v: torch.Tensor, layout: str,
                    v_granularity: str) -> Tuple[torch.Tensor, torch.Tensor]:
     with torch.cuda.device(v.device):
@@ -218,7 +261,7 @@ def _(v, layout, v_granularity):
     return _empty_v(_bhnd(v, layout), v_granularity, v.device)
 
 
-@torch.library.custom_op("intfa::attention_int8", mutates_args=(), device_types="cuda")
+@_custom_op("intfa::attention_int8")
 def _attention_int8_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                        q_scale: torch.Tensor, k_scale: torch.Tensor,
                        v_scale: Optional[torch.Tensor], is_causal: bool, sm_scale: float,
@@ -238,7 +281,7 @@ def _(q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scale, layout, out_dtype
     return _empty_attention(q, layout, out_dtype, return_lse)
 
 
-@torch.library.custom_op("intfa::attention", mutates_args=(), device_types="cuda")
+@_custom_op("intfa::attention")
 def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
                   sm_scale: float, layout: str, variant: str, v_granularity: str, smooth_k: bool,
                   p_encoding: str, p_scale: str) -> torch.Tensor:
@@ -269,7 +312,7 @@ def _empty_varlen_attention(q, return_lse):
             torch.empty(lse_shape, dtype=torch.float32, device=q.device))
 
 
-@torch.library.custom_op("intfa::attention_varlen", mutates_args=(), device_types="cuda")
+@_custom_op("intfa::attention_varlen")
 def _attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
                          max_seqlen_q: int, max_seqlen_k: int, is_causal: bool, sm_scale: float,

@@ -286,5 +286,43 @@ class FakeImplementationTest(unittest.TestCase):
             self.assertEqual(tuple(lse.shape), lse_shape)
 
 
+@needs_torch
+class EagerFastPathTest(unittest.TestCase):
+    """Which calls skip the custom op's dispatch (intfa._torch._plain_eager): plain eager ones
+    only, so tracing, fake tensors, modes and autograd still see the op."""
+
+    def plain_eager(self, *arguments):
+        from intfa import _torch as layers
+        return layers._plain_eager(arguments)
+
+    def test_plain_tensors_and_other_arguments_take_the_fast_path(self):
+        self.assertTrue(self.plain_eager(halves(1, 2, 8, 64), None, False, 0.0, "HND", [1, 2]))
+
+    def test_a_tensor_that_needs_a_gradient_goes_through_the_op(self):
+        q = halves(1, 2, 8, 64).requires_grad_()
+        self.assertFalse(self.plain_eager(q, halves(1, 2, 8, 64)))
+        with torch.no_grad():
+            self.assertTrue(self.plain_eager(q, halves(1, 2, 8, 64)))
+
+    def test_fake_tensors_and_dispatch_modes_go_through_the_op(self):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        with FakeTensorMode() as mode:
+            fake = torch.empty(1, 2, 8, 64, dtype=torch.float16)
+            self.assertFalse(self.plain_eager(fake))
+        self.assertFalse(self.plain_eager(mode.from_tensor(halves(1, 2, 8, 64))))
+
+    def test_a_torch_function_mode_goes_through_the_op(self):
+        from torch.overrides import TorchFunctionMode
+
+        class PassThrough(TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        q = halves(1, 2, 8, 64)
+        with PassThrough():
+            self.assertFalse(self.plain_eager(q))
+        self.assertTrue(self.plain_eager(q))
+
+
 if __name__ == "__main__":
     unittest.main()
