@@ -96,7 +96,8 @@ def main():
             ("torch SDPA, FP16", sdpa),
             ("one tiny torch kernel", tiny_kernel)]
     results = []
-    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, {args.calls} calls per round")
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, "
+          f"{args.calls} calls per round")
     print(f"{'layer':40} {'us per call':>12} {'this layer':>12}")
     timed = [(name, per_call_us(function, args.calls)) for name, function in rows]
     for index, (name, us) in enumerate(timed):

@@ -4,8 +4,9 @@ Each public function checks its arguments first (types, dtypes, shapes, devices:
 InvalidArgument naming the argument, before anything is launched), then calls a custom op, so a
 ``torch.compile``d graph keeps intfa's kernels as single nodes (the fake implementations give
 the output shapes without running anything). Plain eager calls run the op's implementation
-directly, without the dispatcher's per-call cost (_CustomOp). The ops run on the tensors' device and its current
-torch stream; the C++ runtime checks strides and alignment again before every launch.
+directly, without the dispatcher's per-call cost (_CustomOp). The ops run on the tensors' device
+and its current torch stream; the C++ runtime checks strides and alignment again before every
+launch.
 
 Layouts: "HND" tensors are [batch, heads, seq, head_dim] (SDPA's), "NHD" ones
 [batch, seq, heads, head_dim] (FlashAttention's). Only the head dim must have stride 1.
