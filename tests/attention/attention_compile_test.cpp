@@ -3,59 +3,13 @@
 // sm_80/86/89/90a.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <mutex>
 #include <set>
-#include <thread>
 
 #include "attention/attention_spec.hpp"
-#include "nvrtc/compiler.hpp"
-#include "render/render.hpp"
+#include "support/compile_all.hpp"
 
 namespace intfa::attention {
 namespace {
-
-struct Failure {
-  std::string spec;
-  std::string message;
-};
-
-// Compiles with both cores; returns the failures.
-std::vector<Failure> compile_all(const std::vector<render::KernelSpec>& specs) {
-  const render::TemplateSet& templates = render::TemplateSet::embedded();
-  std::vector<Failure> failures;
-  std::mutex mutex;
-  std::atomic<std::size_t> next{0};
-  auto worker = [&] {
-    for (std::size_t i = next++; i < specs.size(); i = next++) {
-      const render::KernelSpec& spec = specs[i];
-      try {
-        const render::RenderedUnit unit = render::render(spec, templates);
-        const nvrtc::Cubin cubin =
-            nvrtc::compile(unit, spec, nvrtc::compile_options(spec.arch), templates);
-        if (nvrtc::cubin_sm_number(cubin.image) != device::arch_sm_number(spec.arch)) {
-          std::lock_guard<std::mutex> lock(mutex);
-          failures.push_back({spec.to_string(), "cubin is for another arch"});
-        }
-        // A warning is a template bug waiting for another instantiation (a division by zero in
-        // a branch dead for this one, say): every kernel compiles clean.
-        if (cubin.log.find("warning") != std::string::npos) {
-          std::lock_guard<std::mutex> lock(mutex);
-          failures.push_back({spec.to_string(), "NVRTC warned:\n" + cubin.log});
-        }
-      } catch (const std::exception& error) {
-        std::lock_guard<std::mutex> lock(mutex);
-        failures.push_back({spec.to_string(), error.what()});
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (unsigned i = 0; i < std::max(2u, std::thread::hardware_concurrency()); ++i) {
-    threads.emplace_back(worker);
-  }
-  for (auto& thread : threads) thread.join();
-  return failures;
-}
 
 class AttentionCompile : public ::testing::TestWithParam<device::Arch> {};
 
@@ -73,7 +27,8 @@ TEST_P(AttentionCompile, EveryHeadDimCausalityAndVariantCompiles) {
       }
     }
   }
-  for (const Failure& failure : compile_all(specs)) {
+  for (const testing::CompileFailure& failure :
+       testing::compile_all(specs, render::TemplateSet::embedded())) {
     ADD_FAILURE() << failure.spec << ": " << failure.message;
   }
 }
@@ -119,7 +74,8 @@ TEST_P(AttentionCompile, EveryNumericsCombinationCompiles) {
   std::set<std::string> distinct;
   for (const render::KernelSpec& spec : specs) distinct.insert(spec.to_string());
   EXPECT_EQ(distinct.size(), specs.size()) << "two combinations made the same kernel";
-  for (const Failure& failure : compile_all(specs)) {
+  for (const testing::CompileFailure& failure :
+       testing::compile_all(specs, render::TemplateSet::embedded())) {
     ADD_FAILURE() << failure.spec << ": " << failure.message;
   }
 }
@@ -149,7 +105,8 @@ TEST_P(AttentionCompile, VarlenKernelsCompile) {
   for (const render::KernelSpec& spec : specs) {
     EXPECT_NE(spec.to_string().find(" varlen"), std::string::npos) << spec.to_string();
   }
-  for (const Failure& failure : compile_all(specs)) {
+  for (const testing::CompileFailure& failure :
+       testing::compile_all(specs, render::TemplateSet::embedded())) {
     ADD_FAILURE() << failure.spec << ": " << failure.message;
   }
 }

@@ -2,13 +2,8 @@
 // both variants and each head dim: a config the tuner can reach must never fail at run time.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <mutex>
-#include <thread>
-
 #include "attention/attention_spec.hpp"
-#include "nvrtc/compiler.hpp"
-#include "render/render.hpp"
+#include "support/compile_all.hpp"
 
 namespace intfa::attention {
 namespace {
@@ -26,32 +21,10 @@ TEST(AttentionConfigCompile, EveryCandidateConfigCompiles) {
       }
     }
   }
-  const render::TemplateSet& templates = render::TemplateSet::active();
-  std::atomic<std::size_t> next{0};
-  std::mutex mutex;
-  std::vector<std::string> failures;
-  auto worker = [&] {
-    for (std::size_t i = next++; i < specs.size(); i = next++) {
-      try {
-        const render::RenderedUnit unit = render::render(specs[i], templates);
-        const nvrtc::Cubin cubin =
-            nvrtc::compile(unit, specs[i], nvrtc::compile_options(specs[i].arch), templates);
-        if (cubin.log.find("warning") != std::string::npos) {
-          std::lock_guard<std::mutex> lock(mutex);
-          failures.push_back(specs[i].to_string() + ": NVRTC warned:\n" + cubin.log);
-        }
-      } catch (const std::exception& error) {
-        std::lock_guard<std::mutex> lock(mutex);
-        failures.push_back(specs[i].to_string() + ": " + error.what());
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (unsigned i = 0; i < std::max(2u, std::thread::hardware_concurrency()); ++i) {
-    threads.emplace_back(worker);
+  for (const testing::CompileFailure& failure :
+       testing::compile_all(specs, render::TemplateSet::active())) {
+    ADD_FAILURE() << failure.spec << ": " << failure.message;
   }
-  for (auto& thread : threads) thread.join();
-  for (const std::string& failure : failures) ADD_FAILURE() << failure;
 }
 
 }  // namespace
