@@ -69,11 +69,7 @@ def main():
         torch.ops.intfa.attention_int8(*op_arguments)
 
     def implementation():
-        with torch.cuda.device(q.device):
-            o, l = layers._empty_attention(z.q, "HND", torch.float16, False)
-            layers._launch_attention(z.q, z.k, z.v, z.q_scale, z.k_scale, z.v_scale, o, l, False,
-                                     0.0, "HND", numerics["p_encoding"], numerics["p_scale"],
-                                     None, layers._stream(q.device))
+        layers._attention_int8_op.implementation(*op_arguments)
 
     def launch():
         layers._launch_attention(z.q, z.k, z.v, z.q_scale, z.k_scale, z.v_scale, out, lse, False,
