@@ -143,7 +143,8 @@ if $hopper; then
   timed sass 60 python3 scripts/dump_sass.py "$INTFA_CACHE_DIR" "$logs/sass" "attention_wgmma sm_90a"
   note "  GMMA instructions in the wgmma cubins: $(cat "$logs"/sass/*.sass 2>/dev/null | grep -c GMMA)"
   for tool in memcheck racecheck; do
-    for args in "--seq 200 --heads 2 --causal" "--seq 130 --head-dim 64 --v-scale block" \
+    for args in "--seq 200 --heads 2 --causal" "--seq 300 --heads 2" \
+                "--seq 130 --head-dim 64 --v-scale block" \
                 "--seq 65 --head-dim 256 --causal --p s8 --p-scale running"; do
       sanitize $tool 60 $args
     done
@@ -154,7 +155,7 @@ if $hopper; then
     --configs "128,64,12,2;128,128,12,2;128,128,12,3;192,64,16,2;192,128,16,2"
   TAIL_LINES=30 timed wgmma_sweep_d128 120 $bin/intfa bench --head-dims 128 --seq 4096,16384 \
     --causal off,on --repeats 10 --json "$logs/wgmma_sweep_d128.json" \
-    --configs "128,64,12,2;128,64,12,3;128,128,12,2;128,128,12,3"
+    --configs "128,64,12,2;128,128,12,2;128,128,12,3;192,128,16,2;192,128,16,3"
   TAIL_LINES=40 timed compare_sdpa 200 python3 bench/compare_sdpa.py --lib $build/lib/libintfa.so \
     --out-dir "$logs"
   # The JIT and call-overhead targets of issue 2 on the Hopper path (which encodes three tensor

@@ -57,7 +57,14 @@ KernelConfig heuristic_config(const SpecRequest& request) {
   if (wgmma_serves(request)) {
     // Two consumer warpgroups taking turns, 128 keys per tile, two stages (64 keys at d=256,
     // where the output takes the registers): the fastest of the sweep on the H100, B=4 H=32
-    // N=4k/16k, causal off and on (2026-11-23, bench/RESULTS.md).
+    // N=4k/16k, causal off and on (2026-11-23, bench/RESULTS.md). Except non-causal d=128:
+    // three warpgroups without turns, 6-9% faster at N >= 4k and level at 1k. Causal, their
+    // 192-row blocks lose 6% at N=1k; with per-block V they lose 4% at N=4k (2026-11-23,
+    // bench/RESULTS.md, "three consumer warpgroups at d=128").
+    if (request.head_dim == 128 && !request.causal &&
+        request.v_granularity != VScaleGranularity::kPerBlock) {
+      return KernelConfig{192, 128, 16, 2, KernelPath::kWgmma};
+    }
     return KernelConfig{128, request.head_dim >= 256 ? 64 : 128, 12, 2, KernelPath::kWgmma};
   }
   return portable_heuristic_config(request);
@@ -117,9 +124,9 @@ void validate_wgmma_config(const render::KernelSpec& spec) {
     throw InvalidArgument("config.warps", std::to_string(spec.warps),
                           "expected 12 or 16 (a producer and 2 or 3 consumer warpgroups)" + path);
   }
-  if (consumer_groups == 3 && spec.head_dim > 64) {
+  if (consumer_groups == 3 && spec.head_dim > 128) {
     throw InvalidArgument("config.warps", std::to_string(spec.warps),
-                          "3 consumer warpgroups leave 160 registers per thread: head_dim 64 only");
+                          "3 consumer warpgroups leave 160 registers per thread: head_dim <= 128");
   }
   if (spec.block_m != kernels::kWgmmaGroupRows * consumer_groups) {
     throw InvalidArgument("config.block_m", std::to_string(spec.block_m),
@@ -183,7 +190,9 @@ std::vector<KernelConfig> candidate_configs(const SpecRequest& request) {
       if (request.head_dim >= 256 && block_n > 64) continue;
       for (int stages : {2, 3}) {
         configs.push_back(KernelConfig{128, block_n, 12, stages, KernelPath::kWgmma});
-        if (request.head_dim <= 64) {
+        // Three consumer warpgroups: at d=128 with 128-key tiles only (64-key tiles measured
+        // 25-30% slower there; bench/RESULTS.md).
+        if (request.head_dim <= 64 || (request.head_dim <= 128 && block_n == 128)) {
           configs.push_back(KernelConfig{192, block_n, 16, stages, KernelPath::kWgmma});
         }
       }

@@ -73,8 +73,10 @@ struct WgmmaAttentionConfig {
       VGranularity == VScaleGranularity::kPerChannel   ? HeadDim
       : VGranularity == VScaleGranularity::kPerTensor ? 1
                                                        : 0;
-  // P.V runs in chunks of at most 128 output columns (one accumulator of 64 registers).
-  static constexpr int kPvColumns = HeadDim < 128 ? HeadDim : 128;
+  // P.V runs in chunks of at most 128 output columns (one accumulator of 64 registers); with
+  // three consumer warpgroups in chunks of 64, so that one chunk folds while the other runs
+  // (kPvChunksTogether: 4-10% faster at d=128 than one chunk of 128, same registers).
+  static constexpr int kPvColumns = HeadDim < 128 ? HeadDim : ConsumerGroups == 3 ? 64 : 128;
   // Per-block V: the P.V steps that share one 64-token scale block fold together.
   static constexpr int kStepsPerFold =
       kPerBlockV ? (kVTokenBlock / 32 < kPvSteps ? kVTokenBlock / 32 : kPvSteps) : kPvSteps;
@@ -88,6 +90,12 @@ struct WgmmaAttentionConfig {
   // Per-block V folds per 64-token block, one block after the other, in main_loop.
   static constexpr int kTurnRegisters = BlockN / 2 + BlockN / 8 + HeadDim;
   static constexpr bool kTakesTurns = !kPerBlockV && kTurnRegisters + 32 <= kConsumerRegisters;
+  // Without turns, a tile's two P.V chunks are in flight together where their accumulators fit
+  // beside P and the output (three warpgroups at d=128: 144 registers of 160, no spills), so
+  // the first chunk folds while the second runs.
+  static constexpr int kPvChunks = HeadDim / kPvColumns;
+  static constexpr bool kPvChunksTogether =
+      kPvChunks == 2 && !kPerBlockV && HeadDim + BlockN / 8 + 16 <= kConsumerRegisters;
 
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(BlockN == 64 || BlockN == 128, "block_n 64 or 128 (a 64- or 128-byte V row)");
@@ -528,7 +536,7 @@ struct WgmmaAttention {
       float (&o)[kOutputTiles][4], RowState& rows, const SharedLayout& shared,
       const BlockWork& work, int group, int warp_first_row, int visible_tiles,
       LaneCoordinates coordinates, int lane) {
-    constexpr int kChunks = Config::kHeadDim / Config::kPvColumns;
+    constexpr int kChunks = Config::kPvChunks;
     auto issue_values = [&](int (&acc)[kChunks][Config::kPvColumns / 8][4], const TileP& tile_p,
                             int tile) {
 #pragma unroll
@@ -596,6 +604,25 @@ struct WgmmaAttention {
     }
   }
 
+  // P V of one tile with both output chunks in flight at once (kPvChunksTogether), each folded
+  // into the output as soon as it is done.
+  __device__ __forceinline__ static void fold_tile_values_together(
+      float (&o)[kOutputTiles][4], TileP& tile_p, const SharedLayout& shared, int slot,
+      const float (&gamma)[2], LaneCoordinates coordinates) {
+    int acc[2][Config::kPvColumns / 8][4];
+#pragma unroll
+    for (int chunk = 0; chunk < 2; ++chunk) {
+      issue_pv(acc[chunk], tile_p.p, shared, slot, chunk, 0, Config::kPvSteps);
+    }
+    wgmma_wait<1>();
+    wgmma_pin(acc[0]);
+    fold_into_output(o, acc[0], 0, gamma, nullptr, coordinates);
+    wgmma_wait<0>();
+    wgmma_pin(acc[1]);
+    wgmma_pin(tile_p.p);  // read by the wgmma until the last wait
+    fold_into_output(o, acc[1], 1, gamma, nullptr, coordinates);
+  }
+
   // Per tile: S = Q K^T, P, then P V folded into the output. With per-block V, each 64-token
   // block of a tile has its own scale per channel, so its part of P.V folds on its own.
   // (Issuing the next tile's Q K^T ahead, to overlap its softmax with this tile's P.V, measured
@@ -623,22 +650,27 @@ struct WgmmaAttention {
                     warp_first_row, work, coordinates);
       float gamma[2];
       frame_tile(gamma, current, rows, o);
+      if constexpr (Config::kPvChunksTogether) {
+        fold_tile_values_together(o, current, shared, slot, gamma, coordinates);
+      } else {
 #pragma unroll
-      for (int chunk = 0; chunk < Config::kHeadDim / Config::kPvColumns; ++chunk) {
+        for (int chunk = 0; chunk < Config::kPvChunks; ++chunk) {
 #pragma unroll
-        for (int part = 0; part < Config::kPvSteps / Config::kStepsPerFold; ++part) {
-          // A tile can reach past V's last block: P is zero there, and no scale exists.
-          const int block = tile * Config::kBlockN / kVTokenBlock + part;
-          if (block >= v_blocks) continue;
-          int acc[Config::kPvColumns / 8][4];
-          issue_pv(acc, current.p, shared, slot, chunk, part * Config::kStepsPerFold,
-                   Config::kStepsPerFold);
-          wgmma_wait<0>();
-          wgmma_pin(acc);
-          wgmma_pin(current.p);  // read by the wgmma until the wait
-          fold_into_output(o, acc, chunk, gamma,
-                           Config::kPerBlockV ? head_v_scales + block * Config::kHeadDim : nullptr,
-                           coordinates);
+          for (int part = 0; part < Config::kPvSteps / Config::kStepsPerFold; ++part) {
+            // A tile can reach past V's last block: P is zero there, and no scale exists.
+            const int block = tile * Config::kBlockN / kVTokenBlock + part;
+            if (block >= v_blocks) continue;
+            int acc[Config::kPvColumns / 8][4];
+            issue_pv(acc, current.p, shared, slot, chunk, part * Config::kStepsPerFold,
+                     Config::kStepsPerFold);
+            wgmma_wait<0>();
+            wgmma_pin(acc);
+            wgmma_pin(current.p);  // read by the wgmma until the wait
+            fold_into_output(
+                o, acc, chunk, gamma,
+                Config::kPerBlockV ? head_v_scales + block * Config::kHeadDim : nullptr,
+                coordinates);
+          }
         }
       }
       release(shared, slot, lane);

@@ -11,16 +11,25 @@ namespace {
 
 using testing::sm90a_request;
 
+// The heuristic looks at the head dim, masking and V's granularity (the Hopper kernel's
+// warpgroups); every choice must be valid.
 TEST(AttentionSpec, HeuristicConfigsAreValidAndFitEveryTarget) {
   for (device::Arch arch : device::all_archs()) {
     for (int head_dim : {64, 128, 256}) {
       for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
-        SpecRequest request = sm90a_request(head_dim);
-        request.arch = arch;
-        request.variant = variant;
-        const render::KernelSpec spec = make_spec(request, heuristic_config(request));
-        EXPECT_NO_THROW(validate_config(spec, device::default_max_shared_bytes(arch)))
-            << spec.to_string();
+        for (bool causal : {false, true}) {
+          for (VScaleGranularity granularity :
+               {VScaleGranularity::kPerChannel, VScaleGranularity::kPerBlock}) {
+            SpecRequest request = sm90a_request(head_dim);
+            request.arch = arch;
+            request.variant = variant;
+            request.causal = causal;
+            request.v_granularity = granularity;
+            const render::KernelSpec spec = make_spec(request, heuristic_config(request));
+            EXPECT_NO_THROW(validate_config(spec, device::default_max_shared_bytes(arch)))
+                << spec.to_string();
+          }
+        }
       }
     }
   }

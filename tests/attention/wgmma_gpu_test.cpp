@@ -45,9 +45,13 @@ bool on_sm90() {
 CheckCase make_case(const Shape& shape) { return testing::make_case(shape, Variant::kFullInt8); }
 
 
-// The Hopper heuristic's config unless the case names one.
+// The Hopper heuristic's config for the case's head dim, masking and V granularity, unless the
+// case names one.
 KernelConfig wgmma_config(const CheckCase& check) {
-  const KernelConfig config = attention::heuristic_config(testing::sm90a_request(check.problem.head_dim));
+  attention::SpecRequest request = testing::sm90a_request(check.problem.head_dim);
+  request.causal = check.problem.causal;
+  request.v_granularity = check.options.v_granularity;
+  const KernelConfig config = attention::heuristic_config(request);
   EXPECT_EQ(config.path, KernelPath::kWgmma);
   return config;
 }

@@ -63,7 +63,9 @@ TEST(WgmmaSpec, ConfigRulesNameTheBadField) {
   EXPECT_EQ(refused_field(d128, {128, 64, 12, 3, kWgmma}), "(accepted)");
   EXPECT_EQ(refused_field(d128, {128, 128, 8, 2, kWgmma}), "config.warps");
   EXPECT_EQ(refused_field(d128, {128, 128, 14, 2, kWgmma}), "config.warps");
-  EXPECT_EQ(refused_field(d128, {192, 128, 16, 2, kWgmma}), "config.warps");  // registers
+  EXPECT_EQ(refused_field(d128, {192, 128, 16, 2, kWgmma}), "(accepted)");
+  EXPECT_EQ(refused_field(sm90a_request(256), {192, 64, 16, 2, kWgmma}),
+            "config.warps");  // registers
   EXPECT_EQ(refused_field(d128, {64, 128, 12, 2, kWgmma}), "config.block_m");
   EXPECT_EQ(refused_field(d128, {128, 32, 12, 2, kWgmma}), "config.block_n");
   EXPECT_EQ(refused_field(d128, {128, 128, 12, 5, kWgmma}), "config.stages");
