@@ -30,12 +30,12 @@ except ImportError:
     BindingAttention = None
 
 
-def time_in_both_orders(contenders, repeats):
+def time_in_both_orders(contenders, repeats, where):
     """{name + "_ms": the lower of its two medians}: each contender (name: (call, context), the
     call timed inside the context) timed once in the given order and once in reverse. A kernel
     timed right after another warm one ran up to 10% slower on the H100 (2026-11-23: intfa at
     d=128 N=4k, 653 TOPS timed first, 589-614 right after cuDNN), so a fixed order favours
-    whoever goes first. A back end that fails is left out (and said)."""
+    whoever goes first. A back end that fails is left out (and said, with `where`)."""
     best = {}
     for order in (list(contenders), list(reversed(contenders))):
         for name in order:
@@ -46,7 +46,7 @@ def time_in_both_orders(contenders, repeats):
                 with context():
                     ms = time_ms(call, repeats)
             except RuntimeError as error:
-                print(f"{name} failed: {error}", file=sys.stderr)
+                print(f"{name} failed at {where}: {error}", file=sys.stderr)
                 best[name] = None
                 continue
             best[name] = ms if name not in best else min(best[name], ms)
@@ -122,7 +122,7 @@ def main():
                     runs[name] = (BindingAttention(q, k, v, causal, variant, options) if binding
                                   else IntfaAttention(lib, q, k, v, causal, variant, options))
                     contenders[name] = (runs[name].attend, contextlib.nullcontext)
-                row.update(time_in_both_orders(contenders, args.repeats))
+                row.update(time_in_both_orders(contenders, args.repeats, f"d={d} n={n}"))
                 for name, run in runs.items():
                     row[name + "_quant_ms"] = time_ms(run.quantize, max(5, args.repeats // 2))
                 del runs, contenders
