@@ -191,7 +191,7 @@ std::vector<KernelConfig> candidate_configs(const SpecRequest& request) {
       for (int stages : {2, 3}) {
         configs.push_back(KernelConfig{128, block_n, 12, stages, KernelPath::kWgmma});
         // Three consumer warpgroups: at d=128 with 128-key tiles only (64-key tiles measured
-        // 25-30% slower there; bench/RESULTS.md).
+        // 18-28% slower there, 2026-11-23 H100; bench/RESULTS.md).
         if (request.head_dim <= 64 || (request.head_dim <= 128 && block_n == 128)) {
           configs.push_back(KernelConfig{192, block_n, 16, stages, KernelPath::kWgmma});
         }
