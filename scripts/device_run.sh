@@ -17,6 +17,12 @@
 #       per SASS instruction); optional: PROBE_TESTS (a gtest filter to run first),
 #       PROBE_AB_BUILD (a second carried build folder timed on the same shapes), PROBE_COMPARE=1
 #       (compare_sdpa), PROBE_SOURCE_SEQ (the ncu source run's N, 1024);
+#     runs: the same bench with several builds or environments, for host-side changes (launch
+#       grid, ...); RUNS is a ';'-separated list of "NAME BUILD_DIR [VAR=VALUE ...]", timed in
+#       that order and again reversed (a kernel timed right after another can run slower);
+#       optional: AB_BENCH_ARGS, RUNS_TESTS (a gtest filter to run first), RUNS_SANITIZE (a
+#       ';'-separated list of "[VAR=VALUE ...] intfa run options" run under memcheck and
+#       racecheck);
 #     full: all of them (more than one 10-minute call holds).
 # At most 8 files come back from $OUT, so the details go into logs.tgz, which is rewritten after
 # every step: a call stopped at its time limit still returns what was done. Each step runs under
@@ -97,7 +103,7 @@ case $mode in
   extra) extras=true ;;
   compare) comparison=true ;;
   full) checks=true; timings=true; extras=true; comparison=true ;;
-  ab|probe) ;;
+  ab|probe|runs) ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
 
@@ -186,6 +192,32 @@ if [ "$mode" = ab ]; then
   done
   unset INTFA_TEMPLATE_DIR
   [ -z "${AB_SKIP_PYTHON:-}" ] && TAIL_LINES=25 timed python 240 scripts/device_python.sh "$logs"
+fi
+
+if [ "$mode" = runs ]; then
+  [ -n "${RUNS_TESTS:-}" ] && gtests gpu_tests 240 "$RUNS_TESTS"
+  IFS=';' read -r -a sanitize_runs <<< "${RUNS_SANITIZE:-}"
+  for run in "${sanitize_runs[@]}"; do
+    assignments=$(tr ' ' '\n' <<< "$run" | grep '=')
+    options=$(tr ' ' '\n' <<< "$run" | grep -v '=')
+    for tool in memcheck racecheck; do
+      # shellcheck disable=SC2086 # lists of assignments and options
+      ( [ -n "$assignments" ] && export $assignments; sanitize $tool 120 $options )
+    done
+  done
+  IFS=';' read -r -a runs <<< "${RUNS:?RUNS names the builds and environments to time}"
+  order=("${runs[@]}")
+  for ((i = ${#runs[@]} - 1; i >= 0; --i)); do order+=("${runs[i]}"); done
+  round=1
+  for ((i = 0; i < ${#order[@]}; ++i)); do
+    [ "$i" -eq "${#runs[@]}" ] && round=2
+    set -- ${order[i]}
+    name=$1 run_build=$2; shift 2
+    # shellcheck disable=SC2086 # AB_BENCH_ARGS is a list of options
+    TAIL_LINES=14 timed "run_${name}_round${round}" 150 env "$@" $run_build/bin/intfa bench \
+      ${AB_BENCH_ARGS:---head-dims 64,128 --seq 1024,4096,16384 --causal off,on} --repeats 15 \
+      --json "$logs/run_${name}_round${round}.json"
+  done
 fi
 
 if [ "$mode" = probe ]; then

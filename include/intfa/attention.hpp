@@ -97,8 +97,10 @@ struct KernelConfig {
 };
 
 // The path of a config given as four numbers (the C API, Python, `intfa --config M,N,W,S`):
-// 12 or 16 warps, a producer and 2 or 3 consumer warpgroups, exist only in the Hopper kernel.
-KernelPath path_for_warps(int warps);
+// the Hopper kernel has a producer warpgroup and 1, 2 or 3 consumer warpgroups of 64 rows, so
+// 8 warps with block_m = 64, or 12 or 16 warps; the portable kernel's 8 warps have 128 or 256
+// rows.
+KernelPath path_for_config(int block_m, int warps);
 
 struct AttentionOptions {
   double softmax_scale = 0.0;  // 0: 1 / sqrt(head_dim)

@@ -69,8 +69,9 @@ typedef struct intfa_options_t {
   intfa_p_encoding_t p_encoding;
   intfa_p_scale_t p_scale;
   intfa_v_granularity_t v_granularity;
-  /* Tile config; all four 0 means: tuning database, else heuristic. warps = 12 or 16 selects the
-     Hopper kernel (sm_90a; intfa::KernelPath::kWgmma), others the portable one. */
+  /* Tile config; all four 0 means: tuning database, else heuristic. warps = 12 or 16, or 8 with
+     block_m = 64, selects the Hopper kernel (sm_90a; intfa::KernelPath::kWgmma), others the
+     portable one. */
   int block_m, block_n, warps, stages;
 } intfa_options_t;
 

@@ -291,7 +291,7 @@ PYBIND11_MODULE(_intfa, m) {
         options.v_granularity = parse_v_granularity(v_granularity);
         if (config)
           options.config = KernelConfig{(*config)[0], (*config)[1], (*config)[2], (*config)[3],
-                                        path_for_warps((*config)[2])};
+                                        path_for_config((*config)[0], (*config)[2])};
         py::gil_scoped_release unlocked;
         attention_forward(problem, tensors, as_stream(stream), options);
       },

@@ -47,10 +47,11 @@ std::vector<render::KernelSpec> request_specs(const PrecompileRequest& request, 
                quantize::call_specs(spec_request, dtype, request.smooth_k)) {
             all.push_back(std::move(spec));
           }
-          const KernelConfig config = attention::heuristic_config(spec_request);
-          const render::KernelSpec spec = attention::make_spec(spec_request, config);
-          attention::validate_config(spec, device::default_max_shared_bytes(arch));
-          all.push_back(spec);
+          for (const KernelConfig& config : attention::heuristic_configs(spec_request)) {
+            const render::KernelSpec spec = attention::make_spec(spec_request, config);
+            attention::validate_config(spec, device::default_max_shared_bytes(arch));
+            all.push_back(spec);
+          }
         }
       }
     }

@@ -68,8 +68,9 @@ std::string KernelConfig::to_string() const {
          (path == KernelPath::kWgmma ? " path=wgmma" : "");
 }
 
-KernelPath path_for_warps(int warps) {
-  return warps == 12 || warps == 16 ? KernelPath::kWgmma : KernelPath::kMmaSync;
+KernelPath path_for_config(int block_m, int warps) {
+  const bool hopper = warps == 12 || warps == 16 || (warps == 8 && block_m == 64);
+  return hopper ? KernelPath::kWgmma : KernelPath::kMmaSync;
 }
 
 int v_padded_seq(int seq_kv) {

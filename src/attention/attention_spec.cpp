@@ -53,8 +53,18 @@ bool wgmma_serves(const SpecRequest& request) {
          request.qk_bits == 8 && !request.varlen;
 }
 
-KernelConfig heuristic_config(const SpecRequest& request) {
+KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
   if (wgmma_serves(request)) {
+    // Up to 1k tokens, a block has 8 key tiles, and its fill and drain (the first tile's
+    // softmax, the last P.V, the epilogue) weigh most: one consumer warpgroup per block, two
+    // blocks per SM, so that one block's fill and drain overlap the other's main loop. On the
+    // H100 at N=1k: +5-7% at d=128, +5% at d=64 causal, level at d=64 non-causal, and behind
+    // from 2k on (2026-11-23, bench/RESULTS.md, "one consumer warpgroup, two blocks per SM").
+    const bool short_sequences = seq_bucket > 0 && seq_bucket <= 1024;
+    if (short_sequences && request.v_granularity != VScaleGranularity::kPerBlock &&
+        (request.head_dim == 128 || (request.head_dim == 64 && request.causal))) {
+      return KernelConfig{64, 128, 8, 2, KernelPath::kWgmma};
+    }
     // Two consumer warpgroups taking turns, 128 keys per tile, two stages (64 keys at d=256,
     // where the output takes the registers): the fastest of the sweep on the H100, B=4 H=32
     // N=4k/16k, causal off and on (2026-11-23, bench/RESULTS.md). Except non-causal d=128:
@@ -68,6 +78,13 @@ KernelConfig heuristic_config(const SpecRequest& request) {
     return KernelConfig{128, request.head_dim >= 256 ? 64 : 128, 12, 2, KernelPath::kWgmma};
   }
   return portable_heuristic_config(request);
+}
+
+std::vector<KernelConfig> heuristic_configs(const SpecRequest& request) {
+  std::vector<KernelConfig> configs = {heuristic_config(request)};
+  const KernelConfig short_sequences = heuristic_config(request, 1024);
+  if (short_sequences != configs.front()) configs.push_back(short_sequences);
+  return configs;
 }
 
 KernelConfig portable_heuristic_config(const SpecRequest& request) {
@@ -120,13 +137,19 @@ void validate_wgmma_config(const render::KernelSpec& spec) {
                           "packed sequences need config.path = mma_sync");
   }
   const int consumer_groups = spec.warps / 4 - 1;
-  if (spec.warps % 4 != 0 || consumer_groups < 2 || consumer_groups > 3) {
+  if (spec.warps % 4 != 0 || consumer_groups < 1 || consumer_groups > 3) {
     throw InvalidArgument("config.warps", std::to_string(spec.warps),
-                          "expected 12 or 16 (a producer and 2 or 3 consumer warpgroups)" + path);
+                          "expected 8, 12 or 16 (a producer and 1 to 3 consumer warpgroups)" +
+                              path);
   }
   if (consumer_groups == 3 && spec.head_dim > 128) {
     throw InvalidArgument("config.warps", std::to_string(spec.warps),
                           "3 consumer warpgroups leave 160 registers per thread: head_dim <= 128");
+  }
+  if (consumer_groups == 1 && spec.head_dim > 128) {
+    throw InvalidArgument("config.warps", std::to_string(spec.warps),
+                          "1 consumer warpgroup runs two blocks per SM (232 registers per "
+                          "thread, half the shared memory): head_dim <= 128");
   }
   if (spec.block_m != kernels::kWgmmaGroupRows * consumer_groups) {
     throw InvalidArgument("config.block_m", std::to_string(spec.block_m),
@@ -194,6 +217,11 @@ std::vector<KernelConfig> candidate_configs(const SpecRequest& request) {
         // 18-28% slower there, 2026-11-23 H100; bench/RESULTS.md).
         if (request.head_dim <= 64 || (request.head_dim <= 128 && block_n == 128)) {
           configs.push_back(KernelConfig{192, block_n, 16, stages, KernelPath::kWgmma});
+        }
+        // One consumer warpgroup, two blocks per SM: two stages (three do not fit twice per SM
+        // at d=128), 128-key tiles (64-key tiles measured 15-27% slower at d=64).
+        if (request.head_dim <= 128 && block_n == 128 && stages == 2) {
+          configs.push_back(KernelConfig{64, block_n, 8, stages, KernelPath::kWgmma});
         }
       }
     }

@@ -33,8 +33,14 @@ render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& con
 bool wgmma_serves(const SpecRequest& request);
 
 // The default tile config for an arch, head dim and variant (the tuning database overrides it):
-// the Hopper kernel where it serves the request, else the portable one.
-KernelConfig heuristic_config(const SpecRequest& request);
+// the Hopper kernel where it serves the request, else the portable one. `seq_bucket` is the
+// problem's tune::seq_bucket (max(seq_q, seq_kv) rounded up to a power of two, 1024..16384);
+// 0, where no length is known, gives the choice for long sequences.
+KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket = 0);
+
+// Every config heuristic_config returns for `request` over all sequence lengths, the
+// long-sequence one first (what a deployment bundle compiles).
+std::vector<KernelConfig> heuristic_configs(const SpecRequest& request);
 
 // The default config of the portable kernel (also the fallback when the Hopper kernel cannot
 // describe the tensors with TMA).

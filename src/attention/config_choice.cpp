@@ -73,7 +73,8 @@ KernelConfig choose_config(const SpecRequest& request, const AttentionProblem& p
 KernelConfig choose_config(const SpecRequest& request, const AttentionProblem& problem,
                            const device::DeviceInfo& device, const tune::TuningDatabase& database) {
   if (const auto tuned = tuned_config(request, problem, device, database)) return *tuned;
-  const KernelConfig config = heuristic_config(request);
+  const KernelConfig config =
+      heuristic_config(request, tune::seq_bucket(problem.seq_q, problem.seq_kv));
   if (log::verbose()) log::info("attention config (heuristic): " + config.to_string());
   return config;
 }

@@ -23,7 +23,8 @@ namespace intfa::device {
   X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) X(cuMemcpyHtoD) X(cuMemcpyDtoH)                  \
   X(cuMemcpyDtoDAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async)          \
   X(cuMemsetD32Async) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                     \
-  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuPointerGetAttribute) X(cuTensorMapEncodeTiled)
+  X(cuEventSynchronize) X(cuEventElapsedTime) X(cuPointerGetAttribute) X(cuTensorMapEncodeTiled) \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor)
 
 // The symbol each entry point is resolved by ("cuMemAlloc_v2" for cuMemAlloc): for tests.
 const char* driver_symbol_name_of_cuMemAlloc();

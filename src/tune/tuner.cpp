@@ -83,14 +83,15 @@ class TuningRun {
   // Every candidate, with the ones not worth timing marked and why. The rest keep kTimed: they
   // are the ones measure() times.
   std::vector<CandidateResult> prepare(const attention::SpecRequest& request) {
-    const KernelConfig heuristic = attention::heuristic_config(request);
+    const std::vector<KernelConfig> heuristic = attention::heuristic_configs(request);
     std::vector<CandidateResult> candidates;
     std::vector<render::KernelSpec> specs;
     for (const KernelConfig& config :
          tuning_candidates(request, plan_.limits.max_shared_bytes_per_block, plan_.configs)) {
       CandidateResult candidate;
       candidate.config = config;
-      candidate.heuristic = config == heuristic;
+      candidate.heuristic =
+          std::find(heuristic.begin(), heuristic.end(), config) != heuristic.end();
       candidates.push_back(candidate);
       specs.push_back(attention::make_spec(request, config));
     }
@@ -149,7 +150,8 @@ class TuningRun {
     for (CandidateResult& candidate : result.candidates) {
       if (candidate.status != CandidateStatus::kTimed) continue;
       time_one(timer, candidate);
-      if (candidate.heuristic && candidate.status == CandidateStatus::kTimed) {
+      if (candidate.config == attention::heuristic_config(request, result.bucket.seq_bucket) &&
+          candidate.status == CandidateStatus::kTimed) {
         result.heuristic_ms = candidate.median_ms;
       }
       say_candidate(
@@ -252,7 +254,7 @@ std::string resource_rejection(const KernelResources& resources, int threads_per
 std::vector<KernelConfig> tuning_candidates(const attention::SpecRequest& request,
                                             int max_shared_bytes,
                                             const std::vector<KernelConfig>& requested) {
-  std::vector<KernelConfig> configs = {attention::heuristic_config(request)};
+  std::vector<KernelConfig> configs = attention::heuristic_configs(request);
   for (const KernelConfig& config :
        requested.empty() ? attention::candidate_configs(request) : requested) {
     if (std::find(configs.begin(), configs.end(), config) == configs.end()) {

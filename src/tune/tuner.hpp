@@ -44,8 +44,8 @@ std::string resource_rejection(const KernelResources& resources, int threads_per
                                int registers_per_sm);
 
 // The configs to try for `request`: `requested` when given, else every candidate_configs(),
-// keeping those that fit `max_shared_bytes`; the heuristic's config always comes first (when it
-// fits), so every bucket is measured against it.
+// keeping those that fit `max_shared_bytes`; the heuristic's configs (attention::heuristic_configs)
+// always come first (when they fit), so every bucket is measured against its own.
 std::vector<KernelConfig> tuning_candidates(const attention::SpecRequest& request,
                                             int max_shared_bytes,
                                             const std::vector<KernelConfig>& requested = {});
@@ -92,7 +92,7 @@ std::string status_name(CandidateStatus status);
 
 struct CandidateResult {
   KernelConfig config;
-  bool heuristic = false;  // the config the heuristic would choose
+  bool heuristic = false;  // a config the heuristic chooses (at some sequence length)
   CandidateStatus status = CandidateStatus::kTimed;
   std::string reason;  // why it was dropped
   double median_ms = 0;

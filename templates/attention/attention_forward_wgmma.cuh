@@ -15,6 +15,7 @@
 //     permuted in groups of 16) is exactly the K-major B operand this needs.
 // Consumer warpgroups take turns to issue their MMAs (named barriers), so one's softmax overlaps
 // another's MMAs, where the registers allow (kTakesTurns); otherwise they run independently.
+// With one consumer warpgroup, two blocks share an SM (kBlocksPerSm) and overlap instead.
 #pragma once
 
 #include "attention/attention_forward.cuh"
@@ -81,15 +82,20 @@ struct WgmmaAttentionConfig {
   static constexpr int kStepsPerFold =
       kPerBlockV ? (kVTokenBlock / 32 < kPvSteps ? kVTokenBlock / 32 : kPvSteps) : kPvSteps;
 
+  // One consumer warpgroup: two blocks share an SM, so that one's pipeline fill and drain (the
+  // first tile's softmax, the last P.V, the epilogue) overlap the other's main loop.
+  static constexpr int kBlocksPerSm = ConsumerGroups == 1 ? 2 : 1;
   // The register split of setmaxnreg: the producer keeps what issuing TMA needs.
-  static constexpr int kProducerRegisters = ConsumerGroups == 2 ? 24 : 32;
-  static constexpr int kConsumerRegisters = ConsumerGroups == 2 ? 240 : 160;
+  static constexpr int kProducerRegisters = ConsumerGroups == 3 ? 32 : 24;
+  static constexpr int kConsumerRegisters =
+      ConsumerGroups == 1 ? 232 : ConsumerGroups == 2 ? 240 : 160;
 
   // Taking turns (WgmmaAttention::main_loop_in_turns) keeps S, P, the P.V accumulator and the
   // output in registers together; beside them the rest of the loop needs about 32 (ptxas).
   // Per-block V folds per 64-token block, one block after the other, in main_loop.
   static constexpr int kTurnRegisters = BlockN / 2 + BlockN / 8 + HeadDim;
-  static constexpr bool kTakesTurns = !kPerBlockV && kTurnRegisters + 32 <= kConsumerRegisters;
+  static constexpr bool kTakesTurns =
+      ConsumerGroups > 1 && !kPerBlockV && kTurnRegisters + 32 <= kConsumerRegisters;
   // Without turns, a tile's two P.V chunks are in flight together where their accumulators fit
   // beside P and the output (three warpgroups at d=128: 144 registers of 160, no spills), so
   // the first chunk folds while the second runs.
@@ -99,10 +105,11 @@ struct WgmmaAttentionConfig {
 
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(BlockN == 64 || BlockN == 128, "block_n 64 or 128 (a 64- or 128-byte V row)");
-  static_assert(ConsumerGroups == 2 || ConsumerGroups == 3, "2 or 3 consumer warpgroups");
+  static_assert(ConsumerGroups >= 1 && ConsumerGroups <= 3, "1 to 3 consumer warpgroups");
   static_assert(Stages >= 2 && Stages <= 4, "2 to 4 pipeline stages");
   static_assert(kBlockM * HeadDim % 1024 == 0 && kKTileBytes % 1024 == 0, "aligned tiles");
-  static_assert(128 * (kProducerRegisters + ConsumerGroups * kConsumerRegisters) <= 65536,
+  static_assert(128 * (kProducerRegisters + ConsumerGroups * kConsumerRegisters) * kBlocksPerSm <=
+                    65536,
                 "the register split fits the register file");
 };
 
@@ -171,12 +178,13 @@ struct WgmmaAttention {
   // V's scales for the epilogue arrive on their own barrier, once per lane.
   static constexpr int kVScaleArrivals = 32;
 
-  __device__ __forceinline__ static void init_barriers(const SharedLayout& shared) {
+  __device__ __forceinline__ static void init_barriers(const SharedLayout& shared,
+                                                       int working_groups) {
     for (int slot = 0; slot < kStages; ++slot) {
       mbarrier_init(shared.full(slot), kFullArrivals);
-      // Every consumer thread releases a slot once its MMAs and its reads of the K scales there
-      // are complete (release).
-      mbarrier_init(shared.empty(slot), 128 * Config::kConsumerGroups);
+      // Every working consumer thread releases a slot once its MMAs and its reads of the K
+      // scales there are complete (release).
+      mbarrier_init(shared.empty(slot), 128 * working_groups);
     }
     mbarrier_init(shared.q_full(), 1);
     if (Config::kStagesOutput) mbarrier_init(shared.v_scales_full(), kVScaleArrivals);
@@ -683,7 +691,7 @@ struct WgmmaAttention {
 };
 
 template <class Config>
-__global__ void __launch_bounds__(Config::kThreads, 1)
+__global__ void __launch_bounds__(Config::kThreads, Config::kBlocksPerSm)
     attention_forward_wgmma(const __grid_constant__ WgmmaAttentionParams params) {
   using Kernel = WgmmaAttention<Config>;
   extern __shared__ __align__(1024) u8 dynamic_shared[];
@@ -705,7 +713,16 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
         last_visible_key < 0 ? 0 : min(work.tiles, last_visible_key / Config::kBlockN + 1);
   }
 
-  if (threadIdx.x == 0) Kernel::init_barriers(shared);
+  // Consumer warpgroups whose rows all lie past the sequence have no work: with three of them,
+  // the last query block at N = 1k, 4k or 16k has 64 rows. They leave at once, unless they take
+  // turns (main_loop_in_turns), where each one's turns pass the turn on. (Deciding this inside
+  // consume() instead made ptxas build the d=128 and d=256 main loops differently.)
+  int working_groups = Config::kConsumerGroups;
+  if (!Config::kTakesTurns) {
+    const int rows = work.extent.seq_q - work.first_row;
+    working_groups = min(working_groups, (rows + kWgmmaGroupRows - 1) / kWgmmaGroupRows);
+  }
+  if (threadIdx.x == 0) Kernel::init_barriers(shared, working_groups);
   __syncthreads();
 
   const int warpgroup = threadIdx.x / 128;
@@ -718,7 +735,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1)
     }
   } else {
     acquire_registers<Config::kConsumerRegisters>();
-    Kernel::consume(params, shared, work, warpgroup - 1);
+    if (warpgroup - 1 < working_groups) Kernel::consume(params, shared, work, warpgroup - 1);
   }
 }
 

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "attention/attention_params.h"
 #include "attention/attention_test_support.hpp"
 #include "intfa/errors.hpp"
@@ -11,8 +13,8 @@ namespace {
 
 using testing::sm90a_request;
 
-// The heuristic looks at the head dim, masking and V's granularity (the Hopper kernel's
-// warpgroups); every choice must be valid.
+// The heuristic looks at the head dim, masking, V's granularity and the sequence length (the
+// Hopper kernel's warpgroups); every choice must be valid, and heuristic_configs lists each.
 TEST(AttentionSpec, HeuristicConfigsAreValidAndFitEveryTarget) {
   for (device::Arch arch : device::all_archs()) {
     for (int head_dim : {64, 128, 256}) {
@@ -25,14 +27,46 @@ TEST(AttentionSpec, HeuristicConfigsAreValidAndFitEveryTarget) {
             request.variant = variant;
             request.causal = causal;
             request.v_granularity = granularity;
-            const render::KernelSpec spec = make_spec(request, heuristic_config(request));
-            EXPECT_NO_THROW(validate_config(spec, device::default_max_shared_bytes(arch)))
-                << spec.to_string();
+            const std::vector<KernelConfig> listed = heuristic_configs(request);
+            EXPECT_EQ(listed.front(), heuristic_config(request));
+            for (int seq_bucket : {0, 1024, 2048, 16384}) {
+              const KernelConfig config = heuristic_config(request, seq_bucket);
+              const render::KernelSpec spec = make_spec(request, config);
+              EXPECT_NO_THROW(validate_config(spec, device::default_max_shared_bytes(arch)))
+                  << spec.to_string();
+              EXPECT_NE(std::find(listed.begin(), listed.end(), config), listed.end())
+                  << spec.to_string() << " seq_bucket " << seq_bucket;
+            }
           }
         }
       }
     }
   }
+}
+
+// Up to 1k tokens the Hopper kernel runs one consumer warpgroup per block, two blocks per SM (at
+// d=128, and at d=64 causal, where that measured faster); from 2k on, as without a length.
+TEST(AttentionSpec, ShortSequencesOnHopperTakeTwoBlocksPerSm) {
+  const KernelConfig two_blocks{64, 128, 8, 2, KernelPath::kWgmma};
+  SpecRequest d128 = sm90a_request(128);
+  for (bool causal : {false, true}) {
+    d128.causal = causal;
+    EXPECT_EQ(heuristic_config(d128, 1024), two_blocks);
+    EXPECT_EQ(heuristic_config(d128, 2048), heuristic_config(d128));
+    EXPECT_NE(heuristic_config(d128), two_blocks);
+    // Shared memory: two blocks fit the SM's 228 KB.
+    EXPECT_LE(2 * shared_bytes(make_spec(d128, two_blocks)), 228 * 1024);
+  }
+  SpecRequest d64 = sm90a_request(64);
+  EXPECT_NE(heuristic_config(d64, 1024), two_blocks);
+  d64.causal = true;
+  EXPECT_EQ(heuristic_config(d64, 1024), two_blocks);
+  SpecRequest per_block_v = sm90a_request(128);
+  per_block_v.v_granularity = VScaleGranularity::kPerBlock;
+  EXPECT_NE(heuristic_config(per_block_v, 1024), two_blocks);
+  SpecRequest ampere = sm90a_request(128);
+  ampere.arch = device::Arch::kSm80;
+  EXPECT_EQ(heuristic_config(ampere, 1024), heuristic_config(ampere));
 }
 
 TEST(AttentionSpec, ConfigFieldsOutOfRangeAreNamed) {

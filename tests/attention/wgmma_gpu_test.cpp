@@ -12,6 +12,7 @@
 #include "attention/attention_test_support.hpp"
 #include "device/device_info.hpp"
 #include "intfa/attention.hpp"
+#include "launch/kernel_runtime.hpp"
 #include "reference/attention_check.hpp"
 #include "reference/reference.hpp"
 #include "support/gpu.hpp"
@@ -151,6 +152,44 @@ TEST(WgmmaGpuOptions, EveryTileConfigOfTheTunerMatchesTheModel) {
       expect_correct(check, 0.05);
     }
   }
+}
+
+// One consumer warpgroup per block (the heuristic's choice up to 1k tokens): two blocks share
+// an SM, or the config loses its point, and it matches the model with tails, GQA, per-block V,
+// causal masking and the LSE.
+TEST(WgmmaGpuOptions, OneConsumerWarpgroupBlocksShareAnSmAndMatchTheModel) {
+  INTFA_REQUIRE_SM90();
+  const KernelConfig two_blocks{64, 128, 8, 2, KernelPath::kWgmma};
+  CUcontext context = nullptr;
+  INTFA_DRIVER(cuCtxGetCurrent, &context);
+  for (int head_dim : {64, 128}) {
+    for (bool causal : {false, true}) {
+      attention::SpecRequest request = testing::sm90a_request(head_dim);
+      request.causal = causal;
+      const render::KernelSpec spec = attention::make_spec(request, two_blocks);
+      const unsigned shared = static_cast<unsigned>(attention::shared_bytes(spec));
+      const launch::LoadedKernel& kernel =
+          launch::KernelRuntime::instance().load(spec, context, shared);
+      int blocks_per_sm = 0;
+      INTFA_DRIVER(cuOccupancyMaxActiveBlocksPerMultiprocessor, &blocks_per_sm, kernel.function,
+                   two_blocks.warps * 32, shared);
+      EXPECT_EQ(blocks_per_sm, 2) << spec.to_string() << ": " << kernel.registers_per_thread
+                                  << " registers, " << shared << " B shared";
+      EXPECT_EQ(kernel.local_bytes_per_thread, 0) << spec.to_string();
+    }
+  }
+  for (const Shape& shape : std::vector<Shape>{{2, 8, 2, 1000, 1000, 128, false},
+                                               {1, 4, 4, 777, 1030, 64, true},
+                                               {2, 6, 3, 1030, 777, 128, true},
+                                               {1, 2, 2, 1, 1, 64, false}}) {
+    CheckCase check = make_case(shape);
+    check.options.config = two_blocks;
+    expect_correct(check, 0.05);
+  }
+  CheckCase per_block_v = make_case({2, 4, 2, 300, 500, 128, false});
+  per_block_v.options.config = two_blocks;
+  per_block_v.options.v_granularity = VScaleGranularity::kPerBlock;
+  expect_correct(per_block_v, 0.05);
 }
 
 // Same seed, both kernels: the Hopper kernel is exactly as accurate as the portable one.

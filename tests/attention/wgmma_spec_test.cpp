@@ -61,7 +61,12 @@ TEST(WgmmaSpec, ConfigRulesNameTheBadField) {
   const SpecRequest d128 = sm90a_request(128);
   EXPECT_EQ(refused_field(d128, {128, 128, 12, 2, kWgmma}), "(accepted)");
   EXPECT_EQ(refused_field(d128, {128, 64, 12, 3, kWgmma}), "(accepted)");
-  EXPECT_EQ(refused_field(d128, {128, 128, 8, 2, kWgmma}), "config.warps");
+  EXPECT_EQ(refused_field(d128, {64, 128, 8, 2, kWgmma}), "(accepted)");
+  EXPECT_EQ(refused_field(sm90a_request(64), {64, 128, 8, 2, kWgmma}), "(accepted)");
+  EXPECT_EQ(refused_field(d128, {128, 128, 8, 2, kWgmma}), "config.block_m");
+  EXPECT_EQ(refused_field(d128, {64, 128, 4, 2, kWgmma}), "config.warps");
+  EXPECT_EQ(refused_field(sm90a_request(256), {64, 64, 8, 2, kWgmma}),
+            "config.warps");  // two blocks per SM
   EXPECT_EQ(refused_field(d128, {128, 128, 14, 2, kWgmma}), "config.warps");
   EXPECT_EQ(refused_field(d128, {192, 128, 16, 2, kWgmma}), "(accepted)");
   EXPECT_EQ(refused_field(sm90a_request(256), {192, 64, 16, 2, kWgmma}),
@@ -113,10 +118,13 @@ TEST(WgmmaSpec, RendersTheWarpSpecialisedKernelWithAGridConstantParameter) {
   EXPECT_EQ(render::KernelSpec::from_json(spec.to_json()), spec);
 }
 
-TEST(WgmmaSpec, FourNumberConfigsWithTwelveOrSixteenWarpsAreHopperConfigs) {
-  EXPECT_EQ(path_for_warps(12), KernelPath::kWgmma);
-  EXPECT_EQ(path_for_warps(16), KernelPath::kWgmma);
-  for (int warps : {2, 4, 8}) EXPECT_EQ(path_for_warps(warps), KernelPath::kMmaSync);
+TEST(WgmmaSpec, FourNumberConfigsWithAProducerWarpgroupAreHopperConfigs) {
+  EXPECT_EQ(path_for_config(128, 12), KernelPath::kWgmma);
+  EXPECT_EQ(path_for_config(192, 16), KernelPath::kWgmma);
+  EXPECT_EQ(path_for_config(64, 8), KernelPath::kWgmma);
+  // The portable kernel's 8 warps have 16 or 32 rows each.
+  for (int block_m : {128, 256}) EXPECT_EQ(path_for_config(block_m, 8), KernelPath::kMmaSync);
+  for (int warps : {2, 4}) EXPECT_EQ(path_for_config(64, warps), KernelPath::kMmaSync);
   EXPECT_NE(KernelConfig({128, 128, 12, 2, KernelPath::kWgmma}).to_string().find("path=wgmma"),
             std::string::npos);
 }

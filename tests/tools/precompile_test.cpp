@@ -57,6 +57,9 @@ std::map<fs::path, std::pair<std::string, fs::file_time_type>> snapshot(const fs
 }
 
 constexpr const char* kReducedSet = "--head-dims 64 --variants full";
+// Its kernels: per arch quantize_rows, quantize_v, quantize_v_scale and attention causal off and
+// on, and on sm_90a the short-sequence config of d=64 causal (attention::heuristic_configs).
+constexpr std::size_t kReducedSetKernels = 4 * 5 + 1;
 
 // One bundle for the whole suite: building it is the slow part.
 class Precompile : public ::testing::Test {
@@ -106,7 +109,8 @@ TEST_F(Precompile, WritesAManifestWithTheDocumentedMembersAndOneEntryPerKernel) 
   }
 
   // Exactly the kernels --list names: per arch quantize_rows, quantize_v, quantize_v_scale and the
-  // attention kernel with causal off and on.
+  // attention kernel with causal off and on; on sm_90a also the heuristic's config for short
+  // sequences at d=64 causal (attention::heuristic_configs).
   const CliResult listed = run_cli(std::string("precompile --list ") + kReducedSet);
   ASSERT_EQ(listed.exit_code, 0) << listed.output;
   std::vector<std::string> expected = lines_of(listed.output);
@@ -116,7 +120,7 @@ TEST_F(Precompile, WritesAManifestWithTheDocumentedMembersAndOneEntryPerKernel) 
     bundled.push_back(entry.spec.to_string());
   }
   EXPECT_EQ(bundled, expected);
-  EXPECT_EQ(bundled.size(), 4u * 5u);
+  EXPECT_EQ(bundled.size(), kReducedSetKernels);
 }
 
 TEST_F(Precompile, EveryEntryVerifiesAgainstTheManifest) {
@@ -131,7 +135,7 @@ TEST_F(Precompile, ASecondRunCompilesNothingAndLeavesTheEntriesAlone) {
       run_cli(std::string("precompile ") + kReducedSet + " -j 2 --out " + bundle().string());
   EXPECT_EQ(second.exit_code, 0) << second.output;
   EXPECT_TRUE(mentions(second, "compiled now: 0")) << second.output;
-  EXPECT_TRUE(mentions(second, "already present: 20")) << second.output;
+  EXPECT_TRUE(mentions(second, "already present: " + std::to_string(kReducedSetKernels))) << second.output;
   const auto after = snapshot(bundle());
   ASSERT_EQ(after.size(), before.size());
   for (const auto& [path, contents] : before) {
@@ -145,7 +149,7 @@ TEST_F(Precompile, ASecondRunCompilesNothingAndLeavesTheEntriesAlone) {
 TEST_F(Precompile, CacheVerifyPassesOnTheBundle) {
   const CliResult verify = run_cli("cache verify " + bundle().string());
   EXPECT_EQ(verify.exit_code, 0) << verify.output;
-  EXPECT_TRUE(mentions(verify, "20 manifest entries verified, 0 bad")) << verify.output;
+  EXPECT_TRUE(mentions(verify, std::to_string(kReducedSetKernels) + " manifest entries verified, 0 bad")) << verify.output;
   EXPECT_EQ(run_cli("cache verify --dir " + bundle().string()).exit_code, 0);
 }
 
@@ -231,8 +235,9 @@ TEST(PrecompileOptions, TheDefaultSetIsEveryArchHeadDimVariantAndCausalOnce) {
   const CliResult listed = run_cli("precompile --list");
   ASSERT_EQ(listed.exit_code, 0) << listed.output;
   // Per arch: 3 head dims x 2 variants x causal off/on attention kernels, quantize_rows for each
-  // head dim, and quantize_v + quantize_v_scale for each head dim (full INT8).
-  EXPECT_TRUE(mentions(listed, std::to_string(4 * (12 + 3 + 6)) + " kernels")) << listed.output;
+  // head dim, and quantize_v + quantize_v_scale for each head dim (full INT8); on sm_90a the
+  // short-sequence configs of d=128 causal off and on and d=64 causal.
+  EXPECT_TRUE(mentions(listed, std::to_string(4 * (12 + 3 + 6) + 3) + " kernels")) << listed.output;
 }
 
 TEST(PrecompileOptions, TunedConfigsWithoutADatabaseAreAUsageError) {

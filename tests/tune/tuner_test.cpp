@@ -31,6 +31,16 @@ KernelConfig heuristic() {
   return attention::heuristic_config(d128_request());
 }
 
+// Every config the heuristic chooses at some length (at d=128: one for short sequences too); the
+// tuner lists and times them all first.
+std::vector<KernelConfig> heuristics() { return attention::heuristic_configs(d128_request()); }
+
+std::vector<KernelConfig> heuristics_and(const std::vector<KernelConfig>& more) {
+  std::vector<KernelConfig> configs = heuristics();
+  configs.insert(configs.end(), more.begin(), more.end());
+  return configs;
+}
+
 KernelConfig config_of(const render::KernelSpec& spec) {
   return KernelConfig{spec.block_m, spec.block_n, spec.warps, spec.stages};
 }
@@ -101,7 +111,8 @@ struct Tuning : ::testing::Test {
   Tuning() {
     // The fixture's configs must not be the heuristic's, whatever the heuristic becomes.
     for (const KernelConfig& config : {kFast, kWrongButFastest, kSpilling, kBroken}) {
-      EXPECT_NE(config, heuristic()) << "pick another test config than " << config.to_string();
+      EXPECT_FALSE(has(heuristics(), config))
+          << "pick another test config than " << config.to_string();
     }
     backend.ms = [](const KernelConfig& config, int) {
       if (config == kFast) return 1.0;
@@ -185,7 +196,7 @@ TEST(TuningCandidates, AreTheFittingCandidateConfigsWithTheHeuristicFirst) {
 TEST(TuningCandidates, RequestedConfigsReplaceTheSearchSpaceButKeepTheHeuristic) {
   const std::vector<KernelConfig> configs =
       tuning_candidates(d128_request(), 232448, {kFast, kFast, heuristic()});
-  EXPECT_EQ(configs, (std::vector<KernelConfig>{heuristic(), kFast}));
+  EXPECT_EQ(configs, heuristics_and({kFast}));
   EXPECT_THROW(tuning_candidates(d128_request(), 232448, {{100, 64, 4, 2}}), InvalidArgument);
 }
 
@@ -199,7 +210,8 @@ TEST_F(Tuning, ChoosesTheFastestCorrectCandidateWithTheOthersAsRunnerUps) {
   ASSERT_TRUE(result.entry);
   EXPECT_EQ(result.entry->best.config, kFast);
   EXPECT_EQ(result.entry->best.median_ms, 1.0);
-  ASSERT_EQ(result.entry->runner_ups.size(), 1u);
+  // The heuristic's configs, 2 ms each; the one for this length first.
+  ASSERT_EQ(result.entry->runner_ups.size(), heuristics().size());
   EXPECT_EQ(result.entry->runner_ups[0].config, heuristic());
   EXPECT_EQ(result.heuristic_ms, 2.0);
   EXPECT_EQ(result.entry->bucket.seq_bucket, 4096);
@@ -225,7 +237,7 @@ TEST_F(Tuning, DropsASpillingCandidateBeforeCheckingOrTimingIt) {
 
 TEST_F(Tuning, ACandidateThatFailsToCompileOrRunIsDroppedAlone) {
   backend.broken = {kBroken};
-  backend.untimeable = {heuristic()};
+  backend.untimeable = heuristics();
   const BucketResult result = run(plan_for({4096}, {kFast, kBroken})).at(0);
   EXPECT_EQ(candidate(result, kBroken).status, CandidateStatus::kCompileFailed);
   EXPECT_NE(candidate(result, kBroken).reason.find("NVRTC failed"), std::string::npos);
@@ -240,7 +252,7 @@ TEST_F(Tuning, ACandidateThatFailsToCompileOrRunIsDroppedAlone) {
 }
 
 TEST_F(Tuning, RecordsNothingWhenNoCandidateIsCorrect) {
-  backend.wrong = {heuristic(), kFast};
+  backend.wrong = heuristics_and({kFast});
   const BucketResult result = run(plan_for({4096}, {kFast})).at(0);
   EXPECT_EQ(result.status, BucketStatus::kNoCandidate);
   EXPECT_FALSE(result.entry);
@@ -256,7 +268,8 @@ TEST_F(Tuning, CompilesAndChecksOncePerKernelAndTimesEachBucketAtItsLength) {
   const std::vector<BucketResult> results = run(plan_for({1000, 4096, 16384}, four));
   ASSERT_EQ(results.size(), 3u);
   EXPECT_EQ(backend.compile_calls, 1);
-  EXPECT_EQ(backend.checked.size(), 3u);  // heuristic, kFast, kWrongButFastest
+  // The heuristic's, kFast, kWrongButFastest.
+  EXPECT_EQ(backend.checked.size(), heuristics().size() + 2);
   EXPECT_EQ(backend.timers, 3);
   EXPECT_EQ(results[0].entry->bucket.seq_bucket, 1024);
   EXPECT_EQ(results[0].entry->best.config, kFast);
@@ -292,7 +305,9 @@ TEST_F(Tuning, StartsNoBucketOnceTheBudgetIsSpent) {
   hooks.elapsed_s = [&now_s] { return now_s; };
   backend.on_time = [&now_s] { now_s += 1.0; };  // each timed candidate takes a second
   TuningPlan plan = plan_for({1024, 2048, 4096}, four);
-  plan.budget_s = 3;  // two timed candidates per bucket: starts at 0 s and 2 s, not at 4 s
+  // t timed candidates per bucket (the heuristic's and kFast): starts at 0 s and t s, not at 2t s.
+  const int timed_per_bucket = static_cast<int>(heuristics().size()) + 1;
+  plan.budget_s = 2 * timed_per_bucket - 1;
   const std::vector<BucketResult> results = run(plan);
   EXPECT_EQ(results[0].status, BucketStatus::kTuned);
   EXPECT_EQ(results[1].status, BucketStatus::kTuned);
@@ -308,9 +323,13 @@ TEST_F(Tuning, ReportsEachCandidateWithItsCountAndTheElapsedTime) {
       return line.find(text) != std::string::npos;
     });
   };
-  EXPECT_TRUE(line_with("[1/4] " + heuristic().to_string() + " (heuristic): correct"));
-  EXPECT_TRUE(line_with("[3/4] " + kWrongButFastest.to_string() + ": wrong: relative L2"));
-  EXPECT_TRUE(line_with("seq<=4096 [2/2] " + kFast.to_string() + ": 1.0000 ms"));
+  const std::string listed = std::to_string(heuristics().size() + 3);
+  const std::string timed = std::to_string(heuristics().size() + 1);
+  EXPECT_TRUE(line_with("[1/" + listed + "] " + heuristic().to_string() + " (heuristic): correct"));
+  EXPECT_TRUE(line_with("[" + std::to_string(heuristics().size() + 2) + "/" + listed + "] " +
+                        kWrongButFastest.to_string() + ": wrong: relative L2"));
+  EXPECT_TRUE(line_with("seq<=4096 [" + timed + "/" + timed + "] " + kFast.to_string() +
+                        ": 1.0000 ms"));
   EXPECT_TRUE(line_with(" s)"));
 }
 

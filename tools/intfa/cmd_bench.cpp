@@ -1,5 +1,6 @@
 // `intfa bench`: times attention (and quantization, separately) over a grid of problems and tile
 // configs with CUDA events; prints a table and optionally writes JSON rows.
+#include <algorithm>
 #include <cstdio>
 #include <thread>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "intfa/parallel.hpp"
 #include "intfa/problem_options.hpp"
 #include "launch/kernel_runtime.hpp"
+#include "tune/tuning_database.hpp"
 
 namespace intfa::cli {
 
@@ -49,9 +51,9 @@ struct BenchRow {
 std::vector<KernelConfig> configs_for(const Args& args, const attention::SpecRequest& request,
                                       const device::DeviceInfo& info) {
   const std::string text = args.get_or("configs", "");
-  std::vector<KernelConfig> configs;
+  std::vector<KernelConfig> configs;  // empty: the heuristic's config for each length
   if (text.empty()) {
-    configs.push_back(attention::heuristic_config(request));
+    return configs;
   } else if (text == "all") {
     configs = attention::fitting_configs(request, attention::candidate_configs(request),
                                          info.max_shared_bytes_per_block_optin);
@@ -140,8 +142,16 @@ int run_bench(const Arguments& arguments) {
         request.p_scale = options.p_scale;
         request.v_granularity = options.v_granularity;
         const std::vector<KernelConfig> configs = configs_for(args, request, info);
-        for (const KernelConfig& config : configs) specs.push_back(attention::make_spec(request, config));
         for (long seq : seqs) {
+          const std::vector<KernelConfig> job_configs =
+              !configs.empty() ? configs
+                               : std::vector<KernelConfig>{attention::heuristic_config(
+                                     request, tune::seq_bucket(static_cast<int>(seq),
+                                                               static_cast<int>(seq)))};
+          for (const KernelConfig& config : job_configs) {
+            const render::KernelSpec spec = attention::make_spec(request, config);
+            if (std::find(specs.begin(), specs.end(), spec) == specs.end()) specs.push_back(spec);
+          }
           AttentionProblem problem = base;
           problem.variant = variant;
           problem.head_dim = static_cast<int>(head_dim);
@@ -149,7 +159,7 @@ int run_bench(const Arguments& arguments) {
           problem.batch = batch;
           problem.heads_q = problem.heads_kv = heads;
           problem.seq_q = problem.seq_kv = static_cast<int>(seq);
-          jobs.push_back({problem, configs});
+          jobs.push_back({problem, job_configs});
         }
       }
   const CompileSummary compiled = compile_in_parallel(specs, "bench");

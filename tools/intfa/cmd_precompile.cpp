@@ -194,9 +194,11 @@ std::vector<KernelConfig> attention_configs(const attention::SpecRequest& reques
     return attention::fitting_configs(request, attention::candidate_configs(request),
                                       max_shared_bytes);
   }
-  const KernelConfig config = attention::heuristic_config(request);
-  attention::validate_config(attention::make_spec(request, config), max_shared_bytes);
-  return {config};
+  const std::vector<KernelConfig> configs = attention::heuristic_configs(request);
+  for (const KernelConfig& config : configs) {
+    attention::validate_config(attention::make_spec(request, config), max_shared_bytes);
+  }
+  return configs;
 }
 
 // Every kernel of the plan, each once, in a stable order: the tuning database's for --configs

@@ -14,7 +14,8 @@ const char* const kNumericsOptionsHelp =
     "  --dist normal|uniform      N(0,1) (default) or U(-0.5,0.5) inputs\n"
     "  --softmax-scale X          default 1/sqrt(head_dim)\n"
     "  --config M,N,W,S           tile config block_m,block_n,warps,stages (default: tuned or\n"
-    "                             heuristic); W = 12 or 16 is the Hopper (wgmma) kernel\n";
+    "                             heuristic); W = 12 or 16, or 8 with M = 64, is the\n"
+    "                             Hopper (wgmma) kernel\n";
 
 const std::vector<std::string>& numerics_option_names() {
   static const std::vector<std::string> names = {
@@ -53,7 +54,8 @@ KernelConfig parse_config(const std::string& text) {
     }
     values[i] = static_cast<int>(*value);
   }
-  return KernelConfig{values[0], values[1], values[2], values[3], path_for_warps(values[2])};
+  return KernelConfig{values[0], values[1], values[2], values[3],
+                      path_for_config(values[0], values[2])};
 }
 
 void parse_numerics(const Args& args, AttentionProblem& problem, AttentionOptions& options,
