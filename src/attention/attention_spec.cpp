@@ -67,12 +67,12 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
     }
     // Two consumer warpgroups taking turns, 128 keys per tile, two stages (64 keys at d=256,
     // where the output takes the registers): the fastest of the sweep on the H100, B=4 H=32
-    // N=4k/16k, causal off and on (2026-11-23, bench/RESULTS.md). Except non-causal d=128:
-    // three warpgroups without turns, 6-9% faster at N >= 4k and level at 1k. Causal, their
-    // 192-row blocks lose 6% at N=1k; with per-block V they lose 4% at N=4k (2026-11-23,
-    // bench/RESULTS.md, "three consumer warpgroups at d=128").
-    if (request.head_dim == 128 && !request.causal &&
-        request.v_granularity != VScaleGranularity::kPerBlock) {
+    // N=4k/16k, causal off and on (2026-11-23, bench/RESULTS.md). Except d=128: three
+    // warpgroups without turns, 6-9% faster at N >= 4k non-causal, and 3-4% causal at N >= 2k
+    // once idle warpgroups of the last query block exit (with per-block V they lose 4% at
+    // N=4k; bench/RESULTS.md, "three consumer warpgroups at d=128" and "one consumer
+    // warpgroup, two blocks per SM").
+    if (request.head_dim == 128 && request.v_granularity != VScaleGranularity::kPerBlock) {
       return KernelConfig{192, 128, 16, 2, KernelPath::kWgmma};
     }
     return KernelConfig{128, request.head_dim >= 256 ? 64 : 128, 12, 2, KernelPath::kWgmma};
