@@ -58,8 +58,8 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
     // Up to 1k tokens, a block has 8 key tiles, and its fill and drain (the first tile's
     // softmax, the last P.V, the epilogue) weigh most: one consumer warpgroup per block, two
     // blocks per SM, so that one block's fill and drain overlap the other's main loop. On the
-    // H100 at N=1k: +5-7% at d=128, +5% at d=64 causal, level at d=64 non-causal, and behind
-    // from 2k on (2026-11-23, bench/RESULTS.md, "one consumer warpgroup, two blocks per SM").
+    // H100 at N=1k: +9% / +5% at d=128 (off / on), +3.5% at d=64 causal, level at d=64
+    // non-causal, and behind from 2k on (bench/RESULTS.md, "2026-11-23 (midnight)").
     const bool short_sequences = seq_bucket > 0 && seq_bucket <= 1024;
     if (short_sequences && request.v_granularity != VScaleGranularity::kPerBlock &&
         (request.head_dim == 128 || (request.head_dim == 64 && request.causal))) {
@@ -70,8 +70,8 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
     // N=4k/16k, causal off and on (2026-11-23, bench/RESULTS.md). Except d=128: three
     // warpgroups without turns, 6-9% faster at N >= 4k non-causal, and 3-4% causal at N >= 2k
     // once idle warpgroups of the last query block exit (with per-block V they lose 4% at
-    // N=4k; bench/RESULTS.md, "three consumer warpgroups at d=128" and "one consumer
-    // warpgroup, two blocks per SM").
+    // N=4k; bench/RESULTS.md, "three consumer warpgroups at d=128" and "2026-11-23
+    // (midnight)").
     if (request.head_dim == 128 && request.v_granularity != VScaleGranularity::kPerBlock) {
       return KernelConfig{192, 128, 16, 2, KernelPath::kWgmma};
     }

@@ -145,7 +145,8 @@ void attention_forward_from_c(const intfa_problem_t* problem,
     o.v_granularity = to_granularity(options->v_granularity, "options.v_granularity");
     if (options->block_m || options->block_n || options->warps || options->stages) {
       o.config = intfa::KernelConfig{options->block_m, options->block_n, options->warps,
-                                     options->stages, intfa::path_for_config(options->block_m, options->warps)};
+                                     options->stages,
+                                     intfa::path_for_config(options->block_m, options->warps)};
     }
   }
   intfa::attention_forward(p, t, stream, o);

@@ -135,7 +135,8 @@ TEST_F(Precompile, ASecondRunCompilesNothingAndLeavesTheEntriesAlone) {
       run_cli(std::string("precompile ") + kReducedSet + " -j 2 --out " + bundle().string());
   EXPECT_EQ(second.exit_code, 0) << second.output;
   EXPECT_TRUE(mentions(second, "compiled now: 0")) << second.output;
-  EXPECT_TRUE(mentions(second, "already present: " + std::to_string(kReducedSetKernels))) << second.output;
+  EXPECT_TRUE(mentions(second, "already present: " + std::to_string(kReducedSetKernels)))
+      << second.output;
   const auto after = snapshot(bundle());
   ASSERT_EQ(after.size(), before.size());
   for (const auto& [path, contents] : before) {
@@ -149,7 +150,9 @@ TEST_F(Precompile, ASecondRunCompilesNothingAndLeavesTheEntriesAlone) {
 TEST_F(Precompile, CacheVerifyPassesOnTheBundle) {
   const CliResult verify = run_cli("cache verify " + bundle().string());
   EXPECT_EQ(verify.exit_code, 0) << verify.output;
-  EXPECT_TRUE(mentions(verify, std::to_string(kReducedSetKernels) + " manifest entries verified, 0 bad")) << verify.output;
+  EXPECT_TRUE(
+      mentions(verify, std::to_string(kReducedSetKernels) + " manifest entries verified, 0 bad"))
+      << verify.output;
   EXPECT_EQ(run_cli("cache verify --dir " + bundle().string()).exit_code, 0);
 }
 
