@@ -7,6 +7,9 @@
 namespace intfa::attention {
 namespace {
 
+// The largest sequence bucket (tune::seq_bucket) the heuristic treats as short.
+constexpr int kShortSequenceBucket = 1024;
+
 kernels::ElementType element_type(DType dtype, const char* field) {
   if (dtype == DType::kF16) return kernels::ElementType::kF16;
   if (dtype == DType::kBF16) return kernels::ElementType::kBF16;
@@ -60,7 +63,7 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
     // blocks per SM, so that one block's fill and drain overlap the other's main loop. On the
     // H100 at N=1k: +9% / +5% at d=128 (off / on), +3.5% at d=64 causal, level at d=64
     // non-causal, and behind from 2k on (bench/RESULTS.md, "2026-11-23 (midnight)").
-    const bool short_sequences = seq_bucket > 0 && seq_bucket <= 1024;
+    const bool short_sequences = seq_bucket > 0 && seq_bucket <= kShortSequenceBucket;
     if (short_sequences && request.v_granularity != VScaleGranularity::kPerBlock &&
         (request.head_dim == 128 || (request.head_dim == 64 && request.causal))) {
       return KernelConfig{64, 128, 8, 2, KernelPath::kWgmma};
@@ -82,7 +85,7 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
 
 std::vector<KernelConfig> heuristic_configs(const SpecRequest& request) {
   std::vector<KernelConfig> configs = {heuristic_config(request)};
-  const KernelConfig short_sequences = heuristic_config(request, 1024);
+  const KernelConfig short_sequences = heuristic_config(request, kShortSequenceBucket);
   if (short_sequences != configs.front()) configs.push_back(short_sequences);
   return configs;
 }

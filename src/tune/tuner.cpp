@@ -147,11 +147,11 @@ class TuningRun {
         std::count_if(result.candidates.begin(), result.candidates.end(),
                       [](const CandidateResult& c) { return c.status == CandidateStatus::kTimed; });
     std::size_t done = 0;
+    const KernelConfig heuristic = attention::heuristic_config(request, result.bucket.seq_bucket);
     for (CandidateResult& candidate : result.candidates) {
       if (candidate.status != CandidateStatus::kTimed) continue;
       time_one(timer, candidate);
-      if (candidate.config == attention::heuristic_config(request, result.bucket.seq_bucket) &&
-          candidate.status == CandidateStatus::kTimed) {
+      if (candidate.config == heuristic && candidate.status == CandidateStatus::kTimed) {
         result.heuristic_ms = candidate.median_ms;
       }
       say_candidate(
