@@ -31,6 +31,11 @@ NO_MAX = (SOFTMAX,
 NO_CONVERT = (SOFTMAX,
               "const float dot = static_cast<float>(s[mt][nt][i]);",
               "const float dot = __int_as_float(s[mt][nt][i]);")
+# K's per-token scale: the scores used as they are (what a K scale per tile, folded into c,
+# would leave), and no loads of the tile's scales.
+NO_K_SCALE = (SOFTMAX,
+              "          y[mt][nt][i] = dot * ((i & 1) ? scale.y : scale.x);",
+              "          y[mt][nt][i] = dot;")
 # No softmax arithmetic at all: P taken from the scores' low bits.
 NO_SOFTMAX = (HOPPER,
               "    Softmax::quantize_p(p, row_sum, y, rows.c, reference);",
@@ -56,6 +61,8 @@ ABLATIONS = {
     "abl_no_fold": [NO_FOLD],
     "abl_no_max": [NO_MAX],
     "abl_no_convert": [NO_CONVERT],
+    "abl_no_k_scale": [NO_K_SCALE],
+    "abl_no_k_scale_fold": [NO_K_SCALE, NO_FOLD],
     "abl_no_exp_fold_max": [NO_EXP, NO_FOLD, NO_MAX],
     "abl_skeleton": SKELETON,
     "abl_no_load": [NO_LOAD],
