@@ -232,7 +232,6 @@ if [ "$mode" = limits ]; then
                 smsp__issue_active.avg.pct_of_peak_sustained_active \
                 smsp__warps_active.avg.per_cycle_active \
                 sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
-                sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active \
                 sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active \
                 sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active; do
     if grep -q "^${metric%%.*} " "$logs/ncu_query_metrics.log"; then
@@ -252,7 +251,8 @@ if [ "$mode" = limits ]; then
   for d in 64 128; do
     TAIL_LINES=2 timed "stalls_d${d}_n16384_off" 120 ncu --clock-control none --csv \
       --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
-      -k regex:attention --launch-skip 3 --launch-count 1 --log-file "$logs/stalls_d${d}_n16384_off.csv" \
+      -k regex:attention --launch-skip 3 --launch-count 1 \
+      --log-file "$logs/stalls_d${d}_n16384_off.csv" \
       $bin/intfa bench --head-dims $d --seq 16384 --causal off --repeats 1
   done
   python3 scripts/issue_bound.py "$logs"/limits_*.csv "$logs"/stalls_*.csv | tee -a "$summary"

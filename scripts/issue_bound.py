@@ -73,8 +73,8 @@ def main():
             print_stalls(path)
     print("| d | N | causal | measured TOPS | SM clock GHz | % of the INT8 MMA rate at that clock "
           "| instructions per 32 scores | issue slots busy (ncu) | TOPS with every slot busy "
-          "| XU pipe | tensor pipe |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| XU (MUFU) pipe | ALU pipe | FMA pipe |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for path in sorted(args.files):
         shape = re.search(r"(^|/)limits_d(\d+)_n(\d+)_(on|off)\.csv$", path)
         if not shape:
@@ -103,7 +103,8 @@ def main():
               f"| {percent('smsp__issue_active.avg.pct_of_peak_sustained_active')} "
               f"| {issue_bound:.0f} "
               f"| {percent('sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active')} "
-              f"| {percent('sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active')} |")
+              f"| {percent('sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active')} "
+              f"| {percent('sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active')} |")
 
 
 if __name__ == "__main__":
