@@ -56,6 +56,10 @@ struct ChoiceMemo {
 
 }  // namespace
 
+KernelConfig heuristic_config_for(const SpecRequest& request, const AttentionProblem& problem) {
+  return heuristic_config(request, tune::seq_bucket(problem.seq_q, problem.seq_kv));
+}
+
 KernelConfig choose_config(const SpecRequest& request, const AttentionProblem& problem,
                            const device::DeviceInfo& device) {
   thread_local ChoiceMemo memo;
@@ -73,8 +77,7 @@ KernelConfig choose_config(const SpecRequest& request, const AttentionProblem& p
 KernelConfig choose_config(const SpecRequest& request, const AttentionProblem& problem,
                            const device::DeviceInfo& device, const tune::TuningDatabase& database) {
   if (const auto tuned = tuned_config(request, problem, device, database)) return *tuned;
-  const KernelConfig config =
-      heuristic_config(request, tune::seq_bucket(problem.seq_q, problem.seq_kv));
+  const KernelConfig config = heuristic_config_for(request, problem);
   if (log::verbose()) log::info("attention config (heuristic): " + config.to_string());
   return config;
 }

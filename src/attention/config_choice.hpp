@@ -12,6 +12,10 @@
 
 namespace intfa::attention {
 
+// The heuristic's config for `problem`'s sequence bucket (tune::seq_bucket): what choose_config
+// falls back to, and what the tools time and compile when no config is named.
+KernelConfig heuristic_config_for(const SpecRequest& request, const AttentionProblem& problem);
+
 // Reads the process-wide database (tune::process_database()).
 KernelConfig choose_config(const SpecRequest& request, const AttentionProblem& problem,
                            const device::DeviceInfo& device);

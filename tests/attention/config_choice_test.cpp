@@ -92,6 +92,20 @@ TEST_F(ConfigChoice, UsesTheHeuristicForAKernelTheDatabaseDoesNotHave) {
             heuristic_config(d128_request(true)));
 }
 
+// Without a tuned entry the heuristic sees the problem's length bucket: on sm_90a, d=128 takes
+// its short-sequence config up to 1k tokens and its long one beyond.
+TEST_F(ConfigChoice, TheHeuristicSeesTheProblemsSequenceBucket) {
+  const tune::TuningDatabase empty;
+  for (int seq : {1, 1000, 1024, 1025, 4096, 20000}) {
+    const AttentionProblem problem = problem_of_length(seq);
+    const KernelConfig expected = heuristic_config(d128_request(), tune::seq_bucket(seq, seq));
+    EXPECT_EQ(heuristic_config_for(d128_request(), problem), expected) << seq;
+    EXPECT_EQ(choose_config(d128_request(), problem, h100_info(), empty), expected) << seq;
+  }
+  EXPECT_NE(heuristic_config_for(d128_request(), problem_of_length(1000)),
+            heuristic_config_for(d128_request(), problem_of_length(4096)));
+}
+
 TEST_F(ConfigChoice, ATunedConfigThatDoesNotFitThisDeviceFallsBackWithOneWarning) {
   device::DeviceInfo small = h100_info();
   small.max_shared_bytes_per_block_optin = shared_bytes(make_spec(d128_request(), kTuned)) - 1;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "attention/attention_spec.hpp"
+#include "attention/config_choice.hpp"
 #include "common/json.hpp"
 #include "common/strings.hpp"
 #include "device/device_info.hpp"
@@ -18,7 +19,6 @@
 #include "intfa/parallel.hpp"
 #include "intfa/problem_options.hpp"
 #include "launch/kernel_runtime.hpp"
-#include "tune/tuning_database.hpp"
 
 namespace intfa::cli {
 
@@ -143,15 +143,6 @@ int run_bench(const Arguments& arguments) {
         request.v_granularity = options.v_granularity;
         const std::vector<KernelConfig> configs = configs_for(args, request, info);
         for (long seq : seqs) {
-          const std::vector<KernelConfig> job_configs =
-              !configs.empty() ? configs
-                               : std::vector<KernelConfig>{attention::heuristic_config(
-                                     request, tune::seq_bucket(static_cast<int>(seq),
-                                                               static_cast<int>(seq)))};
-          for (const KernelConfig& config : job_configs) {
-            const render::KernelSpec spec = attention::make_spec(request, config);
-            if (std::find(specs.begin(), specs.end(), spec) == specs.end()) specs.push_back(spec);
-          }
           AttentionProblem problem = base;
           problem.variant = variant;
           problem.head_dim = static_cast<int>(head_dim);
@@ -159,6 +150,14 @@ int run_bench(const Arguments& arguments) {
           problem.batch = batch;
           problem.heads_q = problem.heads_kv = heads;
           problem.seq_q = problem.seq_kv = static_cast<int>(seq);
+          const std::vector<KernelConfig> job_configs =
+              !configs.empty()
+                  ? configs
+                  : std::vector<KernelConfig>{attention::heuristic_config_for(request, problem)};
+          for (const KernelConfig& config : job_configs) {
+            const render::KernelSpec spec = attention::make_spec(request, config);
+            if (std::find(specs.begin(), specs.end(), spec) == specs.end()) specs.push_back(spec);
+          }
           jobs.push_back({problem, job_configs});
         }
       }

@@ -16,7 +16,6 @@
 #include "intfa/commands.hpp"
 #include "intfa/problem_options.hpp"
 #include "launch/kernel_runtime.hpp"
-#include "tune/tuning_database.hpp"
 #include "reference/attention_check.hpp"
 
 namespace intfa::cli {
@@ -86,10 +85,8 @@ attention::SpecRequest spec_request(const Demo& demo, device::Arch arch) {
 std::vector<render::KernelSpec> demo_specs(const Demo& demo, device::Arch arch) {
   const attention::SpecRequest request = spec_request(demo, arch);
   const KernelConfig config =
-      demo.options.config
-          ? *demo.options.config
-          : attention::heuristic_config(
-                request, tune::seq_bucket(demo.problem.seq_q, demo.problem.seq_kv));
+      demo.options.config ? *demo.options.config
+                          : attention::heuristic_config_for(request, demo.problem);
   std::vector<render::KernelSpec> specs =
       quantize::call_specs(request, demo.io_type, demo.smooth_k);
   specs.push_back(attention::make_spec(request, config));
