@@ -1,6 +1,9 @@
 // Issue rates of the instructions the attention softmax is made of, on one SM, in results per
 // clock: int32 -> float conversion (I2FP), ex2 (MUFU), and both together (do they share a pipe?),
-// against the integer/float ops that replace a conversion with the 1.5 * 2^23 trick.
+// against the integer/float ops that replace a conversion with the 1.5 * 2^23 trick; and the
+// instructions of P's f16 encoding (online_softmax.cuh, quantize_p_pair): the packed
+// f32 -> f16x2 convert (F2FP), alone and beside ex2 (does it share MUFU's pipe?), the f16x2 FMA
+// (HFMA2) and the byte dot product of the row sums (IDP4A).
 // One block of 1024 threads (8 warps per scheduler) on one SM, cycles from clock64.
 //   nvcc -O3 -arch=sm_90a -o pipe_rates bench/pipe_rates.cu && ./pipe_rates
 #include <cuda_runtime.h>
@@ -14,7 +17,9 @@ constexpr int kIndependent = 8;  // independent chains per thread: no latency st
 constexpr int kIterations = 4096;
 constexpr int kThreads = 1024;
 
-enum class Work { kConvert, kExp, kConvertAndExp, kMagicConvert };
+enum class Work {
+  kConvert, kExp, kConvertAndExp, kMagicConvert, kPackF16, kExpAndPackF16, kHalfFma, kDp4a
+};
 
 template <Work kWork>
 __global__ void rate_kernel(float* sink, long long* cycles, int seed) {
@@ -40,16 +45,34 @@ __global__ void rate_kernel(float* sink, long long* cycles, int seed) {
         float e;
         asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(value[j]));
         value[j] = e * -0.5f + static_cast<float>(integer[j] + it);  // + IADD, I2FP, FFMA
-      } else {
+      } else if constexpr (kWork == Work::kMagicConvert) {
         // IADD, FADD (the conversion), FADD
         value[j] += __int_as_float(integer[j] + it + 0x4B400000) - 12582912.0f;
+      } else if constexpr (kWork == Work::kPackF16) {
+        unsigned packed;  // F2FP
+        asm volatile("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(value[j]), "f"(value[j]));
+        value[j] = __int_as_float(static_cast<int>(packed));
+      } else if constexpr (kWork == Work::kExpAndPackF16) {
+        float e;  // MUFU, F2FP
+        unsigned packed;
+        asm volatile("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(value[j]));
+        asm volatile("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(packed) : "f"(e), "f"(e));
+        value[j] = __int_as_float(static_cast<int>(packed));
+      } else if constexpr (kWork == Work::kHalfFma) {
+        unsigned word = static_cast<unsigned>(integer[j]);  // HFMA2
+        asm volatile("fma.rn.f16x2 %0, %0, %1, %2;" : "+r"(word) : "r"(0x3C003C00u), "r"(0x3C003C00u));
+        integer[j] = static_cast<int>(word);
+      } else {
+        unsigned word = static_cast<unsigned>(integer[j]);  // IDP4A
+        asm volatile("dp4a.u32.u32 %0, %0, %1, %0;" : "+r"(word) : "r"(0x01010101u));
+        integer[j] = static_cast<int>(word);
       }
     }
   }
   __syncthreads();
   const long long stop = clock64();
   float total = 0.0f;
-  for (int j = 0; j < kIndependent; ++j) total += value[j];
+  for (int j = 0; j < kIndependent; ++j) total += value[j] + static_cast<float>(integer[j]);
   sink[blockIdx.x * blockDim.x + threadIdx.x] = total;
   if (threadIdx.x == 0) cycles[blockIdx.x] = stop - start;
 }
@@ -90,6 +113,13 @@ int main() {
   std::printf("  MUFU.EX2 + FMUL          : %6.1f\n", results_per_clock<Work::kExp>(sink, cycles));
   std::printf("  MUFU.EX2 + IADD + I2FP + FFMA: %6.1f\n",
               results_per_clock<Work::kConvertAndExp>(sink, cycles));
+  std::printf("  F2FP (cvt.rn.f16x2.f32)  : %6.1f\n",
+              results_per_clock<Work::kPackF16>(sink, cycles));
+  std::printf("  MUFU.EX2 + F2FP          : %6.1f\n",
+              results_per_clock<Work::kExpAndPackF16>(sink, cycles));
+  std::printf("  HFMA2 (fma.rn.f16x2)     : %6.1f\n",
+              results_per_clock<Work::kHalfFma>(sink, cycles));
+  std::printf("  IDP4A (dp4a.u32.u32)     : %6.1f\n", results_per_clock<Work::kDp4a>(sink, cycles));
   check(cudaFree(sink), "free");
   check(cudaFree(cycles), "free");
   return 0;

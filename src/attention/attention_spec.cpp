@@ -58,26 +58,25 @@ bool wgmma_serves(const SpecRequest& request) {
 
 KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
   if (wgmma_serves(request)) {
-    // Up to 1k tokens, a block has 8 key tiles, and its fill and drain (the first tile's
-    // softmax, the last P.V, the epilogue) weigh most: one consumer warpgroup per block, two
-    // blocks per SM, so that one block's fill and drain overlap the other's main loop. On the
-    // H100 at N=1k: +9% / +5% at d=128 (off / on), +3.5% at d=64 causal, level at d=64
-    // non-causal, and behind from 2k on (bench/RESULTS.md, "2026-11-23 (midnight)").
+    // d <= 128 (not per-block V), with the softmax of 2026-11-24 (f16 P, vote-free folds,
+    // uniform descriptors): the fastest of the sweep on the H100, B=4 H=32, causal off and on,
+    // both orders (bench/RESULTS.md, "2026-11-24: fewer instructions per score").
+    //   - Up to 1k tokens a block has 8 key tiles, and its fill and drain (the first tile's
+    //     softmax, the last P.V, the epilogue) weigh most: one consumer warpgroup per block,
+    //     two blocks per SM, so that one block's fill and drain overlap the other's main loop
+    //     (d=64: 312-327 / 215-225 TOPS off / on, against 277-292 / 188-207 for the others).
+    //   - Beyond: three consumer warpgroups without turns. d=128: 763-770 TOPS at 4k and
+    //     851-853 at 16k, against 604-609 / 654-658 for two in turns. d=64: 479-480 at 16k and
+    //     381-386 causal at 4k, against 408 / 337-339 for two in turns (which lost 6% to the
+    //     new softmax while these gained); level with one warpgroup at 4k non-causal.
+    // With per-block V three warpgroups lose 4% at d=128 N=4k (2026-11-23 (midnight)).
     const bool short_sequences = seq_bucket > 0 && seq_bucket <= kShortSequenceBucket;
-    if (short_sequences && request.v_granularity != VScaleGranularity::kPerBlock &&
-        (request.head_dim == 128 || (request.head_dim == 64 && request.causal))) {
-      return KernelConfig{64, 128, 8, 2, KernelPath::kWgmma};
+    if (request.head_dim <= 128 && request.v_granularity != VScaleGranularity::kPerBlock) {
+      return short_sequences ? KernelConfig{64, 128, 8, 2, KernelPath::kWgmma}
+                             : KernelConfig{192, 128, 16, 2, KernelPath::kWgmma};
     }
-    // Two consumer warpgroups taking turns, 128 keys per tile, two stages (64 keys at d=256,
-    // where the output takes the registers): the fastest of the sweep on the H100, B=4 H=32
-    // N=4k/16k, causal off and on (2026-11-23, bench/RESULTS.md). Except d=128: three
-    // warpgroups without turns, 6-9% faster at N >= 4k non-causal, and 3-4% causal at N >= 2k
-    // once idle warpgroups of the last query block exit (with per-block V they lose 4% at
-    // N=4k; bench/RESULTS.md, "three consumer warpgroups at d=128" and "2026-11-23
-    // (midnight)").
-    if (request.head_dim == 128 && request.v_granularity != VScaleGranularity::kPerBlock) {
-      return KernelConfig{192, 128, 16, 2, KernelPath::kWgmma};
-    }
+    // Otherwise two consumer warpgroups, 128 keys per tile (64 at d=256, where the output takes
+    // the registers), two stages (2026-11-23, bench/RESULTS.md).
     return KernelConfig{128, request.head_dim >= 256 ? 64 : 128, 12, 2, KernelPath::kWgmma};
   }
   return portable_heuristic_config(request);

@@ -15,6 +15,8 @@
 
 #include "attention/attention_config.cuh"
 #include "attention/attention_params.h"
+#include "attention/epilogue.cuh"
+#include "attention/online_softmax.cuh"
 #include "attention/tile_loads.cuh"
 #include "common/copy.cuh"
 #include "common/kernel_enums.h"
@@ -24,26 +26,6 @@
 
 namespace intfa {
 namespace kernels {
-
-// -inf (NVRTC has neither <limits> nor a constexpr infinity builtin).
-__device__ __forceinline__ float negative_infinity() { return __int_as_float(0xff800000); }
-constexpr float kLn2 = 0.6931471805599453f;
-// Past this distance (log2 units) between a row's frame and a reference, 2^distance could
-// overflow later sums: the row is rebased.
-constexpr float kMaxFrameDistance = 64.0f;
-
-// Position of this lane inside the MMA fragments.
-struct LaneCoordinates {
-  int group;            // lane / 4: the fragment row (and row + 8)
-  int thread_in_group;  // lane % 4: the fragment column pair
-};
-
-// Four 8-bit values, each the low byte of one word, packed into one word (lowest first).
-__device__ __forceinline__ u32 pack_low_bytes(u32 b0, u32 b1, u32 b2, u32 b3) {
-  const u32 low = __byte_perm(b0, b1, 0x0040);
-  const u32 high = __byte_perm(b2, b3, 0x0040);
-  return __byte_perm(low, high, 0x5410);
-}
 
 // Per-lane byte offsets, inside a swizzled tile whose rows are the n dimension, of the
 // ldmatrix.x4 that reads the B fragments of two n8 tiles (rows 0..15) x 32 bytes of k at k-step
@@ -116,117 +98,6 @@ struct AttentionKernel {
             mma_s4s4_m16n8k64(s[mt][2 * pair + 1], q[mt][step], b[2], b[3]);
           }
         }
-      }
-    }
-  }
-
-  // y = dot * k_scale[key], -inf where the key is not allowed (tails, causal).
-  // The scales of this lane's keys (columns 8 nt + 2 thread_in_group + {0, 1}) from a tile's
-  // scales in shared memory.
-  __device__ __forceinline__ static void lane_k_scales(float2 (&scale)[kScoreTiles],
-                                                       const float* k_scales,
-                                                       LaneCoordinates lane) {
-#pragma unroll
-    for (int nt = 0; nt < kScoreTiles; ++nt) {
-      scale[nt] = *reinterpret_cast<const float2*>(k_scales + nt * 8 + 2 * lane.thread_in_group);
-    }
-  }
-
-  __device__ __forceinline__ static void scale_and_mask(
-      float (&y)[kMTiles][kScoreTiles][4], const int (&s)[kMTiles][kScoreTiles][4],
-      const float2 (&k_scale)[kScoreTiles], bool needs_mask, int first_key, int first_row,
-      int seq_kv, int causal_offset, LaneCoordinates lane) {
-#pragma unroll
-    for (int nt = 0; nt < kScoreTiles; ++nt) {
-      const float2 scale = k_scale[nt];
-#pragma unroll
-      for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          // I2F measured faster here than the magic-number trick (one op, on a pipe the
-          // softmax leaves idle), H100 2026-11-22.
-          const float dot = static_cast<float>(s[mt][nt][i]);
-          y[mt][nt][i] = dot * ((i & 1) ? scale.y : scale.x);
-        }
-      }
-    }
-    if (!needs_mask) return;
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt)
-#pragma unroll
-      for (int nt = 0; nt < kScoreTiles; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int key = first_key + nt * 8 + 2 * lane.thread_in_group + (i & 1);
-          const int row = first_row + mt * 16 + lane.group + ((i >> 1) << 3);
-          const bool allowed =
-              key < seq_kv && (!Config::kCausal || key <= row + causal_offset);
-          if (!allowed) y[mt][nt][i] = negative_infinity();
-        }
-  }
-
-  // Row maxima of y over the tile, in the log2 domain (times c = q_scale * scale_log2 >= 0).
-  __device__ __forceinline__ static void tile_row_max(float (&tile_max)[kMTiles][2],
-                                                      const float (&y)[kMTiles][kScoreTiles][4],
-                                                      const float (&c)[kMTiles][2]) {
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        float value = negative_infinity();
-#pragma unroll
-        for (int nt = 0; nt < kScoreTiles; ++nt) {
-          value = fmaxf(value, fmaxf(y[mt][nt][2 * half], y[mt][nt][2 * half + 1]));
-        }
-        value = fmaxf(value, __shfl_xor_sync(0xFFFFFFFFu, value, 1));
-        value = fmaxf(value, __shfl_xor_sync(0xFFFFFFFFu, value, 2));
-        tile_max[mt][half] = value == negative_infinity() ? value : value * c[mt][half];
-      }
-    }
-  }
-
-  // ---- full INT8: P in 8 bits, P.V with the s32 MMA -----------------------------------------
-  // P = round(R * 2^(y * c - ref)) packed into the A fragments of the P.V MMA, and each lane's
-  // part of the integer row sums.
-  __device__ __forceinline__ static void quantize_p(u32 (&p)[kMTiles][Config::kPvSteps][4],
-                                                    int (&row_sum)[kMTiles][2],
-                                                    const float (&y)[kMTiles][kScoreTiles][4],
-                                                    const float (&c)[kMTiles][2],
-                                                    const float (&reference)[kMTiles][2]) {
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
-      float offset[2];
-      u32 sum_bits[2] = {0, 0};
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        offset[half] = reference[mt][half] == negative_infinity() ? 0.0f : -reference[mt][half];
-      }
-      u32 bits[kScoreTiles][4];
-#pragma unroll
-      for (int nt = 0; nt < kScoreTiles; ++nt) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const float e = exp2_approx(fmaf(y[mt][nt][i], c[mt][i >> 1], offset[i >> 1]));
-          bits[nt][i] = static_cast<u32>(__float_as_int(fmaf(e, Config::kPRange, kRoundingMagic)));
-          sum_bits[i >> 1] += bits[nt][i];
-        }
-      }
-      // Each summed word carried the rounding constant's bits; remove them (mod 2^32).
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        row_sum[mt][half] = static_cast<int>(
-            sum_bits[half] - static_cast<u32>(kScoreTiles * 2) * static_cast<u32>(kRoundingMagicBits));
-      }
-      // A fragment of k-step `step`: n8 tiles 4*step .. 4*step+3 (see v_position_of_token).
-#pragma unroll
-      for (int step = 0; step < Config::kPvSteps; ++step) {
-        const int nt = 4 * step;
-        p[mt][step][0] = pack_low_bytes(bits[nt][0], bits[nt][1], bits[nt + 1][0], bits[nt + 1][1]);
-        p[mt][step][1] = pack_low_bytes(bits[nt][2], bits[nt][3], bits[nt + 1][2], bits[nt + 1][3]);
-        p[mt][step][2] =
-            pack_low_bytes(bits[nt + 2][0], bits[nt + 2][1], bits[nt + 3][0], bits[nt + 3][1]);
-        p[mt][step][3] =
-            pack_low_bytes(bits[nt + 2][2], bits[nt + 2][3], bits[nt + 3][2], bits[nt + 3][3]);
       }
     }
   }
@@ -317,39 +188,6 @@ struct AttentionKernel {
   }
 
   // ---- half INT8: P and V in 16-bit floats, FP32 accumulation --------------------------------
-  __device__ __forceinline__ static void exponentiate_p_16bit(
-      u32 (&p)[kMTiles][Config::kPvSteps][4], float (&row_sum)[kMTiles][2],
-      const float (&y)[kMTiles][kScoreTiles][4], const float (&c)[kMTiles][2],
-      const float (&reference)[kMTiles][2]) {
-#pragma unroll
-    for (int mt = 0; mt < kMTiles; ++mt) {
-      float e[kScoreTiles][4];
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const float offset =
-            reference[mt][half] == negative_infinity() ? 0.0f : -reference[mt][half];
-        float sum = 0.0f;
-#pragma unroll
-        for (int nt = 0; nt < kScoreTiles; ++nt) {
-#pragma unroll
-          for (int i = 2 * half; i < 2 * half + 2; ++i) {
-            e[nt][i] = exp2_approx(fmaf(y[mt][nt][i], c[mt][half], offset));
-            sum += e[nt][i];
-          }
-        }
-        row_sum[mt][half] = sum;
-      }
-      // A fragment of m16n8k16 k-step `step`: n8 tiles 2*step (k 0..7) and 2*step+1 (k 8..15).
-#pragma unroll
-      for (int step = 0; step < Config::kPvSteps; ++step) {
-        p[mt][step][0] = pack_float2<Config::kVType>(e[2 * step][0], e[2 * step][1]);
-        p[mt][step][1] = pack_float2<Config::kVType>(e[2 * step][2], e[2 * step][3]);
-        p[mt][step][2] = pack_float2<Config::kVType>(e[2 * step + 1][0], e[2 * step + 1][1]);
-        p[mt][step][3] = pack_float2<Config::kVType>(e[2 * step + 1][2], e[2 * step + 1][3]);
-      }
-    }
-  }
-
   // Half INT8: V rows are keys. Matrices (keys +0..7 | +8..15) x (channels +0..7 | +8..15) are
   // read transposed; the swizzle XOR depends on the lane only, so the offset of each channel pair
   // is computed once and a k-step adds 16 rows.
@@ -390,120 +228,11 @@ struct AttentionKernel {
   }
 };
 
-// Per-row FP32 state of the fixed-frame accumulation (full INT8).
-struct RowFrame {
-  float frame;      // log2-domain reference O and l are expressed against; -inf until set
-  float sum;        // this lane's part of l, in the frame
-};
-
-// The factor 2^(reference - frame) that folds a partial sum taken against `reference`; sets the
-// frame on first use and rebases the row (scaling `o_row`) when the distance grows too large.
-template <int kOutputTiles>
-__device__ __forceinline__ float fold_factor(RowFrame& row, float reference,
-                                             float (&o)[kOutputTiles][4], int half) {
-  if (reference == negative_infinity()) return 0.0f;
-  if (row.frame == negative_infinity()) row.frame = reference;
-  if (reference - row.frame > kMaxFrameDistance) {
-    const float shrink = exp2_approx(row.frame - reference);
-#pragma unroll
-    for (int dt = 0; dt < kOutputTiles; ++dt) {
-      o[dt][2 * half] *= shrink;
-      o[dt][2 * half + 1] *= shrink;
-    }
-    row.sum *= shrink;
-    row.frame = reference;
-  }
-  return exp2_approx(reference - row.frame);
-}
-
-// A row's sum from the parts of the four lanes of its quad.
-__device__ __forceinline__ float quad_sum(float lane_part) {
-  float sum = lane_part + __shfl_xor_sync(0xFFFFFFFFu, lane_part, 1);
-  return sum + __shfl_xor_sync(0xFFFFFFFFu, sum, 2);
-}
-
-// What a row's outputs are multiplied by: 1 / l (0 for a row that saw no key) times V's
-// per-tensor scale.
-__device__ __forceinline__ float output_row_scale(float sum, float tensor_v_scale) {
-  return (sum > 0.0f ? divide_rn(1.0f, sum) : 0.0f) * tensor_v_scale;
-}
-
-// The row's log-sum-exp, when asked, from its sum relative to `log2_reference` (the frame, or the
-// running maximum for half INT8, whose P is not scaled by R).
-template <class Config>
-__device__ __forceinline__ void store_lse(const AttentionParams& params,
-                                          const SequenceExtent& extent, int row, float sum,
-                                          float log2_reference, LaneCoordinates coordinates) {
-  if (params.lse != nullptr && coordinates.thread_in_group == 0) {
-    const float p_range = Config::kFullInt8 ? Config::kPRange : 1.0f;
-    const float log2_sum = log2_reference + log2_approx(sum / p_range);
-    params.lse[extent.q_scale0 + row] = sum > 0.0f ? log2_sum * kLn2 : negative_infinity();
-  }
-}
-
-// Output columns 8 dt + 2 thread_in_group + {0, 1} of one row, normalised, scaled by V's channel
-// scales and rounded to the output type, as one word.
-template <class Config>
-__device__ __forceinline__ u32 output_pair(const float (&o_tile)[4], int half, float row_scale,
-                                           float2 channel_scale) {
-  return pack_float2<Config::kOutputType>(o_tile[2 * half] * row_scale * channel_scale.x,
-                                          o_tile[2 * half + 1] * row_scale * channel_scale.y);
-}
-
-// Normalises the output rows of one warp, applies V's per-tensor or per-channel scale, rounds to
-// the output type and stores them, with the log-sum-exp when asked. `lane_sum` is this lane's
-// part of each row's sum, relative to `log2_reference` (store_lse).
-template <class Config>
-__device__ __forceinline__ void store_output(
-    const AttentionParams& params, const SequenceExtent& extent, int batch, int head_q,
-    int head_kv, int warp_first_row, LaneCoordinates coordinates,
-    const float (&o)[Config::kMTiles][Config::kOutputTiles][4],
-    const float (&lane_sum)[Config::kMTiles][2],
-    const float (&log2_reference)[Config::kMTiles][2]) {
-  const i64 kv_index = static_cast<i64>(batch) * params.heads_kv + head_kv;
-  const float* v_scale = params.v_scale;
-  float tensor_v_scale = 1.0f;
-  if (Config::kFullInt8 && Config::kVGranularity == VScaleGranularity::kPerTensor) {
-    tensor_v_scale = v_scale[kv_index];
-  }
-  // Every scale is loaded before the first store: the compiler must assume that a store may
-  // alias v_scale, so a load placed after one waits out its own memory latency, once per output
-  // tile (measured: a quarter of the d=128 Hopper kernel's stall samples at N=1k).
-  float2 channel_scale[Config::kOutputTiles];
-#pragma unroll
-  for (int dt = 0; dt < Config::kOutputTiles; ++dt) {
-    channel_scale[dt] = make_float2(1.0f, 1.0f);
-    if (Config::kFullInt8 && Config::kVGranularity == VScaleGranularity::kPerChannel) {
-      channel_scale[dt] = *reinterpret_cast<const float2*>(
-          v_scale + kv_index * Config::kHeadDim + dt * 8 + 2 * coordinates.thread_in_group);
-    }
-  }
-  u8* const out_head = static_cast<u8*>(params.out) + batch * params.out_strides.batch +
-                       head_q * params.out_strides.head + extent.q_row0 * params.out_strides.row;
-#pragma unroll
-  for (int mt = 0; mt < Config::kMTiles; ++mt) {
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const float sum = quad_sum(lane_sum[mt][half]);
-      const int row = warp_first_row + mt * 16 + coordinates.group + 8 * half;
-      if (row >= extent.seq_q) continue;
-      const float row_scale = output_row_scale(sum, tensor_v_scale);
-      u8* const out_row = out_head + static_cast<i64>(row) * params.out_strides.row;
-#pragma unroll
-      for (int dt = 0; dt < Config::kOutputTiles; ++dt) {
-        const int channel = dt * 8 + 2 * coordinates.thread_in_group;
-        *reinterpret_cast<u32*>(out_row + channel * 2) =
-            output_pair<Config>(o[mt][dt], half, row_scale, channel_scale[dt]);
-      }
-      store_lse<Config>(params, extent, row, sum, log2_reference[mt][half], coordinates);
-    }
-  }
-}
-
 template <class Config>
 __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
     attention_forward(const AttentionParams params) {
   using Kernel = AttentionKernel<Config>;
+  using Softmax = OnlineSoftmax<Config>;
   constexpr int kMTiles = Config::kMTiles;
   constexpr int kScoreTiles = Config::kScoreTiles;
   constexpr int kOutputTiles = Config::kOutputTiles;
@@ -660,11 +389,11 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
     Kernel::score_tile(s, q, shared_address(k_tile(slot)), k_fragments);
     float y[kMTiles][kScoreTiles][4];
     float2 k_scale[kScoreTiles];
-    Kernel::lane_k_scales(k_scale, k_scales(slot), coordinates);
-    Kernel::scale_and_mask(y, s, k_scale, needs_mask, first_key, first_row + warp_row0,
+    Softmax::lane_k_scales(k_scale, k_scales(slot), coordinates);
+    Softmax::scale_and_mask(y, s, k_scale, needs_mask, first_key, first_row + warp_row0,
                            extent.seq_kv, causal_offset, coordinates);
     float tile_max[kMTiles][2];
-    Kernel::tile_row_max(tile_max, y, c);
+    Softmax::tile_row_max(tile_max, y, c);
 
     float reference[kMTiles][2];
     float previous_max[kMTiles][2];
@@ -681,7 +410,8 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
     u32 p[kMTiles][Config::kPvSteps][4];
     if constexpr (Config::kFullInt8) {
       int row_sum[kMTiles][2];
-      Kernel::quantize_p(p, row_sum, y, c, reference);
+      Softmax::quantize_p(p, y, c, reference);
+      Softmax::p_row_sums(row_sum, p);
       if constexpr (Config::kPersistentPv) {
         bool moved = tiles_since_fold >= Config::kMaxTilesPerFold;
 #pragma unroll
@@ -705,12 +435,11 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
         ++tiles_since_fold;
       } else {
         float gamma[kMTiles][2];
+        fold_factors(gamma, rows, reference, o);
 #pragma unroll
         for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll
           for (int half = 0; half < 2; ++half) {
-            gamma[mt][half] =
-                fold_factor<kOutputTiles>(rows[mt][half], reference[mt][half], o[mt], half);
             rows[mt][half].sum = fmaf(gamma[mt][half], small_int_to_float(row_sum[mt][half]),
                                       rows[mt][half].sum);
           }
@@ -744,7 +473,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
           }
       }
       float row_sum[kMTiles][2];
-      Kernel::exponentiate_p_16bit(p, row_sum, y, c, running_max);
+      Softmax::exponentiate_p_16bit(p, row_sum, y, c, running_max);
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll

@@ -1,6 +1,6 @@
 // INT-FlashAttention forward for Hopper (sm_90a): warpgroup MMAs (wgmma), TMA loads and warp
-// specialisation. Same numerics as the portable kernel (attention_forward.cuh, whose softmax and
-// output code it shares): full INT8 only, with every P encoding, P reference and V granularity.
+// specialisation. Same numerics as the portable kernel (attention_forward.cuh; both take their
+// softmax from online_softmax.cuh and their output code from epilogue.cuh): full INT8 only, with every P encoding, P reference and V granularity.
 //
 // A block computes 64 * ConsumerGroups query rows of one (batch, query head) with
 // ConsumerGroups + 1 warpgroups:
@@ -18,8 +18,11 @@
 // With one consumer warpgroup, two blocks share an SM (kBlocksPerSm) and overlap instead.
 #pragma once
 
-#include "attention/attention_forward.cuh"
+#include "attention/epilogue.cuh"
+#include "attention/online_softmax.cuh"
 #include "attention/wgmma_params.h"
+#include "common/copy.cuh"
+#include "common/swizzle.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
 
@@ -43,7 +46,7 @@ struct WgmmaAttentionConfig {
   static constexpr bool kPerBlockV = VGranularity == VScaleGranularity::kPerBlock;
   static constexpr float kPRange = kUnsignedP ? 255.0f : 127.0f;
 
-  // What the shared softmax and output code (AttentionKernel, store_output) reads: each warp
+  // What the shared softmax and output code (OnlineSoftmax, store_output) reads: each warp
   // owns one 16-row m tile, Q.K in 8 bits, V in 8 bits.
   static constexpr bool kFullInt8 = true;
   static constexpr int kQkBits = 8;
@@ -115,7 +118,7 @@ struct WgmmaAttentionConfig {
 
 template <class Config>
 struct WgmmaAttention {
-  using Softmax = AttentionKernel<Config>;
+  using Softmax = OnlineSoftmax<Config>;
   static constexpr int kScoreTiles = Config::kScoreTiles;
   static constexpr int kOutputTiles = Config::kOutputTiles;
   static constexpr int kStages = Config::kStages;
@@ -191,6 +194,28 @@ struct WgmmaAttention {
     fence_barrier_init();
   }
 
+  // Where the producer puts the scale of key `key` of a tile, so that each consumer lane reads the
+  // scales of its columns of two n8 tiles (8 nt + 2 thread_in_group + {0, 1} for nt = 2 pair and
+  // 2 pair + 1) as one 16-byte load: position 16 pair + 4 thread_in_group + 2 (nt % 2) + e. The
+  // four lanes of a quad read four consecutive 16-byte chunks, so no two share a bank.
+  __device__ __forceinline__ static int k_scale_position(int key) {
+    const int nt = key >> 3;
+    const int thread_in_group = (key >> 1) & 3;
+    return (nt >> 1) * 16 + thread_in_group * 4 + (nt & 1) * 2 + (key & 1);
+  }
+
+  __device__ __forceinline__ static void lane_k_scales(float2 (&scale)[kScoreTiles],
+                                                       const float* k_scales,
+                                                       LaneCoordinates lane) {
+#pragma unroll
+    for (int pair = 0; pair < kScoreTiles / 2; ++pair) {
+      const float4 four =
+          *reinterpret_cast<const float4*>(k_scales + pair * 16 + 4 * lane.thread_in_group);
+      scale[2 * pair] = make_float2(four.x, four.y);
+      scale[2 * pair + 1] = make_float2(four.z, four.w);
+    }
+  }
+
   // ---- producer (one warp) ----------------------------------------------------------------
   // Lane 0 issues the TMA loads; every lane copies BlockN / 32 K scales with cp.async (a head's
   // scales need not start on the 16-byte boundary a TMA box needs), zero past the sequence.
@@ -229,7 +254,8 @@ struct WgmmaAttention {
         const int index = i * 32 + lane;
         const int key = first_key + index;
         const bool valid = key < work.extent.seq_kv;
-        copy_4_bytes_async(shared.k_scales(slot) + 4 * index, head_k_scales + (valid ? key : 0),
+        copy_4_bytes_async(shared.k_scales(slot) + 4 * k_scale_position(index),
+                           head_k_scales + (valid ? key : 0),
                            valid);
       }
       async_copies_arrive(shared.full(slot));
@@ -254,21 +280,24 @@ struct WgmmaAttention {
 
   // ---- consumers --------------------------------------------------------------------------
   // Issues S = Q K^T for this warpgroup's 64 rows and the tile in `slot` (wgmma_wait completes
-  // it).
+  // it). The descriptors are offsets from the low words of the Q tile and of slot 0's K tile, which
+  // the compiler takes once, outside the loops (SharedTileDescriptor).
   __device__ __forceinline__ static void issue_score_tile(int (&s)[kScoreTiles][4],
                                                           const SharedLayout& shared, int group,
                                                           int slot) {
     constexpr int kSlab = Config::kSlabBytes;
+    using Descriptor = SharedTileDescriptor<kSlab>;
+    const u32 q_low = Descriptor::low_word(shared.q() + group * kWgmmaGroupRows * kSlab);
+    const u32 k_low = Descriptor::low_word(shared.k(0));
+    const u32 slot_units = static_cast<u32>(slot) * (Config::kStageBytes / 16);
     wgmma_fence();
 #pragma unroll
     for (int step = 0; step < Config::kQkSteps; ++step) {
       const int slab = step * 32 / kSlab;
-      const u32 k_offset = static_cast<u32>(step * 32 % kSlab) / 16;
-      const u64 a = smem_descriptor<kSlab>(shared.q() + slab * Config::kBlockM * kSlab +
-                                           group * kWgmmaGroupRows * kSlab) +
-                    k_offset;
+      const u32 k_units = static_cast<u32>(step * 32 % kSlab) / 16;
+      const u64 a = Descriptor::at(q_low, slab * Config::kBlockM * kSlab / 16 + k_units);
       const u64 b =
-          smem_descriptor<kSlab>(shared.k(slot) + slab * Config::kBlockN * kSlab) + k_offset;
+          Descriptor::at(k_low, slot_units + slab * Config::kBlockN * kSlab / 16 + k_units);
       wgmma_s8s8_ss<Config::kBlockN>(s, a, b, step > 0);
     }
     wgmma_commit();
@@ -280,14 +309,16 @@ struct WgmmaAttention {
                                                   const u32 (&p)[Config::kPvSteps][4],
                                                   const SharedLayout& shared, int slot, int chunk,
                                                   int first_step, int steps) {
+    using Descriptor = SharedTileDescriptor<Config::kBlockN>;
+    const u32 v_low = Descriptor::low_word(shared.v(0));
+    const u32 tile_units = static_cast<u32>(slot) * (Config::kStageBytes / 16) +
+                           chunk * Config::kPvColumns * Config::kBlockN / 16;
     wgmma_fence();
 #pragma unroll
     for (int inner = 0; inner < Config::kStepsPerFold; ++inner) {
       if (inner < steps) {
         const int step = first_step + inner;
-        const u64 b = smem_descriptor<Config::kBlockN>(
-                          shared.v(slot) + chunk * Config::kPvColumns * Config::kBlockN) +
-                      static_cast<u32>(step * 2);
+        const u64 b = Descriptor::at(v_low, tile_units + static_cast<u32>(step * 2));
         wgmma_x8s8_rs<Config::kPvColumns, Config::kUnsignedP>(acc, p[step], b, inner > 0);
       }
     }
@@ -316,10 +347,9 @@ struct WgmmaAttention {
     }
   }
 
-  // One tile's P (quantized against its reference) and integer row sums.
+  // One tile's P, quantized against its reference.
   struct TileP {
     u32 p[Config::kPvSteps][4];
-    int row_sum[2];
     float reference[2];
   };
 
@@ -340,7 +370,7 @@ struct WgmmaAttention {
         (Config::kCausal &&
          first_key + Config::kBlockN - 1 > warp_first_row + work.causal_offset);
     float2 k_scale[kScoreTiles];
-    Softmax::lane_k_scales(k_scale, k_scales, coordinates);
+    lane_k_scales(k_scale, k_scales, coordinates);
     const int(&scores)[1][kScoreTiles][4] = reinterpret_cast<const int(&)[1][kScoreTiles][4]>(s);
     float y[1][kScoreTiles][4];
     Softmax::scale_and_mask(y, scores, k_scale, needs_mask, first_key, warp_first_row, seq_kv,
@@ -356,18 +386,30 @@ struct WgmmaAttention {
       tile.reference[half] = reference[0][half];
     }
     u32(&p)[1][Config::kPvSteps][4] = reinterpret_cast<u32(&)[1][Config::kPvSteps][4]>(tile.p);
-    int(&row_sum)[1][2] = reinterpret_cast<int(&)[1][2]>(tile.row_sum);
-    Softmax::quantize_p(p, row_sum, y, rows.c, reference);
+    Softmax::quantize_p(p, y, rows.c, reference);
   }
 
-  // The factors that fold `tile`'s P.V into the output frame; adds its row sums to l.
+  // The factors that fold `tile`'s P.V into the output frame.
   __device__ __forceinline__ static void frame_tile(float (&gamma)[2], const TileP& tile,
                                                     RowState& rows, float (&o)[kOutputTiles][4]) {
+    fold_factors(reinterpret_cast<float(&)[1][2]>(gamma),
+                 reinterpret_cast<RowFrame(&)[1][2]>(rows.frame),
+                 reinterpret_cast<const float(&)[1][2]>(tile.reference),
+                 reinterpret_cast<float(&)[1][kOutputTiles][4]>(o));
+  }
+
+  // Adds `tile`'s integer row sums, weighted by its fold factors, to l. Called once the tile's
+  // P.V no longer reads P (a wgmma's register operands may not be read while it runs), where
+  // nothing waits on it: after the fold, not before the next MMA.
+  __device__ __forceinline__ static void sum_tile(RowState& rows, const float (&gamma)[2],
+                                                  const TileP& tile) {
+    int row_sum[1][2];
+    Softmax::p_row_sums(row_sum,
+                        reinterpret_cast<const u32(&)[1][Config::kPvSteps][4]>(tile.p));
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      gamma[half] = fold_factor<kOutputTiles>(rows.frame[half], tile.reference[half], o, half);
       rows.frame[half].sum =
-          fmaf(gamma[half], small_int_to_float(tile.row_sum[half]), rows.frame[half].sum);
+          fmaf(gamma[half], small_int_to_float(row_sum[0][half]), rows.frame[half].sum);
     }
   }
 
@@ -567,6 +609,7 @@ struct WgmmaAttention {
         wgmma_pin(acc[chunk]);
         fold_into_output(o, acc[chunk], chunk, gamma, nullptr, coordinates);
       }
+      sum_tile(rows, gamma, tile_p);
     };
     auto quantize_scores = [&](int (&s)[kScoreTiles][4], TileP& tile_p, int tile) {
       wgmma_pin(s);
@@ -685,6 +728,7 @@ struct WgmmaAttention {
           }
         }
       }
+      sum_tile(rows, gamma, current);
       release(shared, slot);
     }
   }
@@ -725,7 +769,9 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kBlocksPerSm)
   if (threadIdx.x == 0) Kernel::init_barriers(shared, working_groups);
   __syncthreads();
 
-  const int warpgroup = threadIdx.x / 128;
+  // Read through a shuffle so that the compiler knows it is the same in every lane: the wgmma
+  // descriptors derived from it then live in uniform registers (no R2UR before each wgmma).
+  const int warpgroup = __shfl_sync(0xFFFFFFFFu, static_cast<int>(threadIdx.x / 128), 0);
   if (warpgroup == 0) {
     release_registers<Config::kProducerRegisters>();
     if (threadIdx.x < 32) {

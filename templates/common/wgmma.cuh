@@ -13,15 +13,35 @@ namespace kernels {
 
 // Descriptor of a K-major tile whose rows are RowBytes (64 or 128) bytes, stored with the
 // matching TMA swizzle, 8-row groups contiguous. The tile must start on a 1024-byte boundary (the
-// swizzle repeats there, so the descriptor's base offset is zero). Advancing k by 32 bytes inside
-// a row adds 2 (16-byte units) to the descriptor.
+// swizzle repeats there, so the descriptor's base offset is zero).
+//
+// Kept as its two words: the low one holds the start address (in 16-byte units, bits 0..13) and
+// the constant leading byte offset, the high one only constants (stride byte offset: one 8-row
+// group; layout type). The descriptor of a tile at a known distance from another is therefore
+// that one's low word plus the distance in 16-byte units: the address field cannot carry into the
+// next field, since shared memory is smaller than 256 KB. Advancing k by 32 bytes inside a row
+// adds 2 units. A kernel takes the low words of its tiles once and adds one uniform offset per
+// wgmma, instead of masking, shifting and or-ing an address each time.
+template <int RowBytes>
+struct SharedTileDescriptor {
+  static_assert(RowBytes == 64 || RowBytes == 128, "64- or 128-byte swizzled rows");
+  static constexpr u32 kSwizzle = RowBytes == 128 ? 1 : 2;  // layout type: 1 = 128B, 2 = 64B
+  static constexpr u32 kGroupStride = 8 * RowBytes;          // stride byte offset: one 8-row group
+  static constexpr u32 kHighWord = (kGroupStride >> 4) | (kSwizzle << 30);
+
+  __device__ __forceinline__ static u32 low_word(u32 address) {
+    return ((address & 0x3FFFF) >> 4) | (1u << 16);
+  }
+  // The descriptor of the tile `units` 16-byte units past the one whose low word is `low`.
+  __device__ __forceinline__ static u64 at(u32 low, u32 units) {
+    return (static_cast<u64>(kHighWord) << 32) | (low + units);
+  }
+};
+
 template <int RowBytes>
 __device__ __forceinline__ u64 smem_descriptor(u32 address) {
-  static_assert(RowBytes == 64 || RowBytes == 128, "64- or 128-byte swizzled rows");
-  constexpr u64 kSwizzle = RowBytes == 128 ? 1 : 2;  // layout type: 1 = 128B, 2 = 64B
-  constexpr u64 kGroupStride = 8 * RowBytes;          // stride byte offset: one 8-row group
-  return static_cast<u64>((address & 0x3FFFF) >> 4) | (static_cast<u64>(1) << 16) |
-         (static_cast<u64>(kGroupStride >> 4) << 32) | (kSwizzle << 62);
+  using Descriptor = SharedTileDescriptor<RowBytes>;
+  return Descriptor::at(Descriptor::low_word(address), 0);
 }
 
 // Orders earlier register writes (accumulators, register A operands) before the next wgmma.

@@ -45,22 +45,21 @@ TEST(AttentionSpec, HeuristicConfigsAreValidAndFitEveryTarget) {
 }
 
 // Up to 1k tokens the Hopper kernel runs one consumer warpgroup per block, two blocks per SM (at
-// d=128, and at d=64 causal, where that measured faster); from 2k on, as without a length.
+// d=64 and d=128, causal or not, where that measured fastest); from 2k on, as without a length.
 TEST(AttentionSpec, ShortSequencesOnHopperTakeTwoBlocksPerSm) {
   const KernelConfig two_blocks{64, 128, 8, 2, KernelPath::kWgmma};
-  SpecRequest d128 = sm90a_request(128);
-  for (bool causal : {false, true}) {
-    d128.causal = causal;
-    EXPECT_EQ(heuristic_config(d128, 1024), two_blocks);
-    EXPECT_EQ(heuristic_config(d128, 2048), heuristic_config(d128));
-    EXPECT_NE(heuristic_config(d128), two_blocks);
-    // Shared memory: two blocks fit the SM's 228 KB.
-    EXPECT_LE(2 * shared_bytes(make_spec(d128, two_blocks)), 228 * 1024);
+  for (int head_dim : {64, 128}) {
+    SpecRequest request = sm90a_request(head_dim);
+    for (bool causal : {false, true}) {
+      request.causal = causal;
+      EXPECT_EQ(heuristic_config(request, 1024), two_blocks) << head_dim;
+      EXPECT_EQ(heuristic_config(request, 2048), heuristic_config(request)) << head_dim;
+      EXPECT_NE(heuristic_config(request), two_blocks) << head_dim;
+      // Shared memory: two blocks fit the SM's 228 KB.
+      EXPECT_LE(2 * shared_bytes(make_spec(request, two_blocks)), 228 * 1024) << head_dim;
+    }
   }
-  SpecRequest d64 = sm90a_request(64);
-  EXPECT_NE(heuristic_config(d64, 1024), two_blocks);
-  d64.causal = true;
-  EXPECT_EQ(heuristic_config(d64, 1024), two_blocks);
+  EXPECT_NE(heuristic_config(sm90a_request(256), 1024), two_blocks);
   SpecRequest per_block_v = sm90a_request(128);
   per_block_v.v_granularity = VScaleGranularity::kPerBlock;
   EXPECT_NE(heuristic_config(per_block_v, 1024), two_blocks);

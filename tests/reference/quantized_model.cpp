@@ -201,8 +201,10 @@ void full_int8_tile(const ModelSetup& setup, const HeadInputs& head, int first, 
   double integer_row_sum = 0;
   for (int j = first; j < end; ++j) {
     const std::size_t t = static_cast<std::size_t>(j - first);
-    // Round half to even, as the kernel's add of 1.5 * 2^23 (a tie needs x - ref = -1 exactly).
-    scratch.p[t] = std::nearbyint(setup.p_range * std::exp2(scratch.log2_scores[t] - reference));
+    // e = 2^(x - ref) rounded to FP16 first, then R * e rounded half to even (the kernel's
+    // cvt.rn.f16x2.f32 and f16x2 FMA of R * e + 1024; README "Full INT8").
+    const float e = static_cast<float>(std::exp2(scratch.log2_scores[t] - reference));
+    scratch.p[t] = std::nearbyint(setup.p_range * static_cast<double>(round_to_16bit(e, false)));
     integer_row_sum += scratch.p[t];
   }
   accumulate_full_int8_pv(setup, head, first, end, scratch);
