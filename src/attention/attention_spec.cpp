@@ -52,8 +52,7 @@ render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& con
 }
 
 bool wgmma_serves(const SpecRequest& request) {
-  return request.arch == device::Arch::kSm90a && request.variant == Variant::kFullInt8 &&
-         request.qk_bits == 8 && !request.varlen;
+  return request.arch == device::Arch::kSm90a && request.qk_bits == 8 && !request.varlen;
 }
 
 KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
@@ -71,6 +70,14 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
     //     new softmax while these gained); level with one warpgroup at 4k non-causal.
     // With per-block V three warpgroups lose 4% at d=128 N=4k (2026-11-23 (midnight)).
     const bool short_sequences = seq_bucket > 0 && seq_bucket <= kShortSequenceBucket;
+    // Half INT8: two consumer warpgroups (its FP32 output, S and 16-bit P do not fit three's
+    // registers at d=128), one up to 1k tokens.
+    if (request.variant == Variant::kHalfInt8) {
+      if (short_sequences && request.head_dim <= 128) {
+        return KernelConfig{64, 128, 8, 2, KernelPath::kWgmma};
+      }
+      return KernelConfig{128, request.head_dim >= 256 ? 64 : 128, 12, 2, KernelPath::kWgmma};
+    }
     if (request.head_dim <= 128 && request.v_granularity != VScaleGranularity::kPerBlock) {
       return short_sequences ? KernelConfig{64, 128, 8, 2, KernelPath::kWgmma}
                              : KernelConfig{192, 128, 16, 2, KernelPath::kWgmma};
@@ -108,8 +115,9 @@ KernelConfig portable_heuristic_config(const SpecRequest& request) {
 
 int shared_bytes(const render::KernelSpec& spec) {
   if (spec.family == render::KernelFamily::kAttentionWgmma) {
+    const bool full_int8 = spec.variant == kernels::AttentionVariant::kFullInt8;
     return kernels::wgmma_attention_shared_bytes(spec.head_dim, spec.block_m, spec.block_n,
-                                                 spec.stages);
+                                                 spec.stages, full_int8 ? 1 : 2);
   }
   return kernels::attention_shared_bytes(
       spec.head_dim, spec.block_m, spec.block_n, spec.stages, spec.qk_bits,
@@ -127,10 +135,6 @@ void validate_wgmma_config(const render::KernelSpec& spec) {
     throw Unsupported("config.path = wgmma needs sm_90a (warpgroup MMAs and TMA); the target is " +
                       device::arch_name(spec.arch));
   }
-  if (spec.variant != kernels::AttentionVariant::kFullInt8) {
-    throw InvalidArgument("problem.variant", render::variant_name(spec.variant),
-                          "expected full_int8" + path);
-  }
   if (spec.qk_bits != 8) {
     throw InvalidArgument("problem.qk_bits", std::to_string(spec.qk_bits), "expected 8" + path);
   }
@@ -147,6 +151,13 @@ void validate_wgmma_config(const render::KernelSpec& spec) {
   if (consumer_groups == 3 && spec.head_dim > 128) {
     throw InvalidArgument("config.warps", std::to_string(spec.warps),
                           "3 consumer warpgroups leave 160 registers per thread: head_dim <= 128");
+  }
+  // Half INT8 keeps the FP32 output, S and the 16-bit P in registers together.
+  if (consumer_groups == 3 && spec.variant == kernels::AttentionVariant::kHalfInt8 &&
+      spec.head_dim > 64) {
+    throw InvalidArgument("config.warps", std::to_string(spec.warps),
+                          "3 consumer warpgroups leave 160 registers per thread: head_dim <= 64 "
+                          "for half_int8");
   }
   if (consumer_groups == 1 && spec.head_dim > 128) {
     throw InvalidArgument("config.warps", std::to_string(spec.warps),
@@ -217,7 +228,10 @@ std::vector<KernelConfig> candidate_configs(const SpecRequest& request) {
         configs.push_back(KernelConfig{128, block_n, 12, stages, KernelPath::kWgmma});
         // Three consumer warpgroups: at d=128 with 128-key tiles only (64-key tiles measured
         // 18-28% slower there, 2026-11-23 H100; bench/RESULTS.md).
-        if (request.head_dim <= 64 || (request.head_dim <= 128 && block_n == 128)) {
+        // Half INT8 keeps its FP32 output, S and P in registers: three fit at d <= 64 only.
+        const bool three_fit = request.head_dim <= 64 ||
+                               (request.head_dim <= 128 && request.variant == Variant::kFullInt8);
+        if (three_fit && (request.head_dim <= 64 || block_n == 128)) {
           configs.push_back(KernelConfig{192, block_n, 16, stages, KernelPath::kWgmma});
         }
         // One consumer warpgroup, two blocks per SM: two stages (three do not fit twice per SM

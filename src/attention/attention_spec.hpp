@@ -28,8 +28,8 @@ struct SpecRequest {
 // The spec for `request` with tile config `config` (not validated).
 render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& config);
 
-// Whether the Hopper kernel (KernelPath::kWgmma) implements `request`: sm_90a, full INT8 with
-// 8-bit Q.K, dense batches.
+// Whether the Hopper kernel (KernelPath::kWgmma) implements `request`: sm_90a, full or half INT8
+// with 8-bit Q.K, dense batches.
 bool wgmma_serves(const SpecRequest& request);
 
 // The default tile config for an arch, head dim and variant (the tuning database overrides it):

@@ -19,14 +19,16 @@ bool aligned(const void* pointer) {
   return reinterpret_cast<std::uintptr_t>(pointer) % kTmaAlignment == 0;
 }
 
-// One INT8 operand as TMA sees it: four dimensions, innermost first, and the byte strides of
-// dimensions 1..3 with the TensorView::strides index each comes from (for messages).
+// One operand as TMA sees it: four dimensions, innermost first, in elements of `element_bytes`
+// (1: INT8, 2: half INT8's 16-bit V), and the byte strides of dimensions 1..3 with the
+// TensorView::strides index each comes from (for messages).
 struct TmaOperand {
   const char* name;  // "q", "k" or "v"
   const void* data;
   std::uint64_t dims[4];
   std::int64_t strides[3];
   int stride_index[3];
+  int element_bytes = 1;
 };
 
 // Q or K: (head_dim, seq, heads, batch).
@@ -50,6 +52,25 @@ TmaOperand v_operand(const AttentionProblem& problem, const TensorView& view) {
                      static_cast<std::uint64_t>(problem.batch)},
                     {view.strides[3], view.strides[1], view.strides[0]},
                     {3, 1, 0}};
+}
+
+// Half INT8's V: the caller's 16-bit tensor, (head_dim, seq_kv, heads_kv, batch).
+TmaOperand v16_operand(const AttentionProblem& problem, const TensorView& view) {
+  return TmaOperand{"v",
+                    view.data,
+                    {static_cast<std::uint64_t>(problem.head_dim),
+                     static_cast<std::uint64_t>(problem.seq_kv),
+                     static_cast<std::uint64_t>(problem.heads_kv),
+                     static_cast<std::uint64_t>(problem.batch)},
+                    {view.strides[2] * 2, view.strides[1] * 2, view.strides[0] * 2},
+                    {2, 1, 0},
+                    2};
+}
+
+// The V operand of the problem's variant.
+TmaOperand any_v_operand(const AttentionProblem& problem, const TensorView& view) {
+  return problem.variant == Variant::kFullInt8 ? v_operand(problem, view)
+                                               : v16_operand(problem, view);
 }
 
 std::optional<std::string> incompatibility(const TmaOperand& operand) {
@@ -80,7 +101,7 @@ void encode(kernels::TensorMap& out, const TmaOperand& operand, int box_inner, i
   // The stride of a dimension of extent 1 is never used; the dense value keeps the strides
   // ordered as the driver expects.
   std::uint64_t strides[3];
-  std::uint64_t dense = operand.dims[0];
+  std::uint64_t dense = operand.dims[0] * static_cast<std::uint64_t>(operand.element_bytes);
   for (int i = 0; i < 3; ++i) {
     strides[i] = operand.dims[i + 1] == 1 ? dense : static_cast<std::uint64_t>(operand.strides[i]);
     dense = strides[i] * operand.dims[i + 1];
@@ -88,11 +109,14 @@ void encode(kernels::TensorMap& out, const TmaOperand& operand, int box_inner, i
   const cuuint32_t box[4] = {static_cast<cuuint32_t>(box_inner),
                              static_cast<cuuint32_t>(box_outer), 1, 1};
   const cuuint32_t element_strides[4] = {1, 1, 1, 1};
+  const int row_bytes = box_inner * operand.element_bytes;
   const CUtensorMapSwizzle swizzle =
-      box_inner == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+      row_bytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  const CUtensorMapDataType type =
+      operand.element_bytes == 1 ? CU_TENSOR_MAP_DATA_TYPE_UINT8 : CU_TENSOR_MAP_DATA_TYPE_UINT16;
   CUtensorMap map;
   const CUresult result = device::driver().cuTensorMapEncodeTiled(
-      &map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void*>(operand.data), operand.dims,
+      &map, type, 4, const_cast<void*>(operand.data), operand.dims,
       strides, box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
       CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   if (result != CUDA_SUCCESS) {
@@ -114,7 +138,7 @@ std::optional<std::string> tma_incompatibility(const AttentionProblem& problem,
                      problem.head_dim),
         rows_operand("k", tensors.k, problem.batch, problem.heads_kv, problem.seq_kv,
                      problem.head_dim),
-        v_operand(problem, tensors.v)}) {
+        any_v_operand(problem, tensors.v)}) {
     if (auto reason = incompatibility(operand)) return reason;
   }
   return std::nullopt;
@@ -122,8 +146,9 @@ std::optional<std::string> tma_incompatibility(const AttentionProblem& problem,
 
 void encode_tensor_maps(kernels::WgmmaAttentionParams& params, const AttentionProblem& problem,
                         const AttentionTensors& tensors, const render::KernelSpec& spec) {
-  // Q and K rows as slabs of at most 128 bytes by a block of rows; V as a tile's tokens (one
-  // row of block_n bytes) of every channel.
+  // Q and K rows as slabs of at most 128 bytes by a block of rows; INT8 V as a tile's tokens
+  // (one row of block_n bytes) of every channel; 16-bit V as slabs of 64 channels (128 bytes)
+  // by a tile's keys.
   const int slab = kernels::wgmma_slab_bytes(problem.head_dim);
   encode(params.q_map,
          rows_operand("q", tensors.q, problem.batch, problem.heads_q, problem.seq_q,
@@ -133,7 +158,11 @@ void encode_tensor_maps(kernels::WgmmaAttentionParams& params, const AttentionPr
          rows_operand("k", tensors.k, problem.batch, problem.heads_kv, problem.seq_kv,
                       problem.head_dim),
          slab, spec.block_n);
-  encode(params.v_map, v_operand(problem, tensors.v), spec.block_n, problem.head_dim);
+  if (problem.variant == Variant::kFullInt8) {
+    encode(params.v_map, v_operand(problem, tensors.v), spec.block_n, problem.head_dim);
+  } else {
+    encode(params.v_map, v16_operand(problem, tensors.v), 64, spec.block_n);
+  }
 }
 
 }  // namespace intfa::attention

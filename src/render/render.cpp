@@ -90,12 +90,13 @@ Instantiation attention(const KernelSpec& spec) {
           "intfa::kernels::AttentionParams"};
 }
 
-// The Hopper kernel has one full-INT8 variant with 8-bit Q.K, and block_m = 64 per consumer
-// warpgroup (warps = 4 per warpgroup, one of them the producer).
+// The Hopper kernel has 8-bit Q.K, full or half INT8, and block_m = 64 per consumer warpgroup
+// (warps = 4 per warpgroup, one of them the producer).
 Instantiation attention_wgmma(const KernelSpec& spec) {
   const std::vector<std::string> arguments = {
       std::to_string(spec.head_dim),           std::to_string(spec.block_n),
       std::to_string(spec.warps / 4 - 1),      std::to_string(spec.stages),
+      variant_argument(spec.variant),          element_type_argument(spec.input_type),
       element_type_argument(spec.output_type), bool_argument(spec.causal),
       p_encoding_argument(spec.p_encoding),    p_scale_argument(spec.p_scale),
       v_granularity_argument(spec.v_granularity)};

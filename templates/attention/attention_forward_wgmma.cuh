@@ -1,6 +1,8 @@
 // INT-FlashAttention forward for Hopper (sm_90a): warpgroup MMAs (wgmma), TMA loads and warp
 // specialisation. Same numerics as the portable kernel (attention_forward.cuh; both take their
-// softmax from online_softmax.cuh and their output code from epilogue.cuh): full INT8 only, with every P encoding, P reference and V granularity.
+// softmax from online_softmax.cuh and their output code from epilogue.cuh): full INT8 with every
+// P encoding, P reference and V granularity, and half INT8 (FP16/BF16 V and P, P.V accumulated
+// in FP32 by the wgmma into the output, which is rescaled when a row's maximum moves).
 //
 // A block computes 64 * ConsumerGroups query rows of one (batch, query head) with
 // ConsumerGroups + 1 warpgroups:
@@ -12,7 +14,8 @@
 //     memory), the online softmax and P's quantization in registers (the wgmma accumulator is
 //     the m16n8 layout per warp, so the portable code applies unchanged), then P V with P as the
 //     register A operand and V^T in shared memory. The INT8 V layout (channels as rows, tokens
-//     permuted in groups of 16) is exactly the K-major B operand this needs.
+//     permuted in groups of 16) is exactly the K-major B operand this needs; half INT8's 16-bit
+//     V (keys as rows) is the MN-major B operand that 16-bit wgmma reads transposed.
 // Consumer warpgroups take turns to issue their MMAs (named barriers), so one's softmax overlaps
 // another's MMAs, where the registers allow (kTakesTurns); otherwise they run independently.
 // With one consumer warpgroup, two blocks share an SM (kBlocksPerSm) and overlap instead.
@@ -29,8 +32,12 @@
 namespace intfa {
 namespace kernels {
 
-template <int HeadDim, int BlockN, int ConsumerGroups, int Stages, ElementType OutputType,
-          bool Causal, PEncoding PEnc, PScaleReference PScale, VScaleGranularity VGranularity>
+// Variant: full INT8 (P in 8 bits, INT8 V in the V layout) or half INT8 (P in VType, V the
+// caller's 16-bit tensor, P.V accumulated in FP32 by the wgmma into the output itself). PEnc,
+// PScale and VGranularity are full INT8's (the renderer passes their defaults for half INT8).
+template <int HeadDim, int BlockN, int ConsumerGroups, int Stages, AttentionVariant Variant,
+          ElementType VType, ElementType OutputType, bool Causal, PEncoding PEnc,
+          PScaleReference PScale, VScaleGranularity VGranularity>
 struct WgmmaAttentionConfig {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockN = BlockN;
@@ -42,31 +49,34 @@ struct WgmmaAttentionConfig {
   static constexpr bool kUnsignedP = PEnc == PEncoding::kUnsigned255;
   static constexpr bool kTileMaxReference = PScale == PScaleReference::kTileMax;
   static constexpr ElementType kOutputType = OutputType;
+  static constexpr bool kFullInt8 = Variant == AttentionVariant::kFullInt8;
   static constexpr VScaleGranularity kVGranularity = VGranularity;
-  static constexpr bool kPerBlockV = VGranularity == VScaleGranularity::kPerBlock;
+  static constexpr bool kPerBlockV = kFullInt8 && VGranularity == VScaleGranularity::kPerBlock;
   static constexpr float kPRange = kUnsignedP ? 255.0f : 127.0f;
 
   // What the shared softmax and output code (OnlineSoftmax, store_output) reads: each warp
-  // owns one 16-row m tile, Q.K in 8 bits, V in 8 bits.
-  static constexpr bool kFullInt8 = true;
+  // owns one 16-row m tile, Q.K in 8 bits, V in 8 bits (full INT8) or VType.
   static constexpr int kQkBits = 8;
-  static constexpr ElementType kVType = ElementType::kF16;  // unused (no 16-bit V)
+  static constexpr ElementType kVType = VType;
   static constexpr int kMTiles = 1;
   static constexpr int kQkRowBytes = HeadDim;
   static constexpr int kQkSteps = HeadDim / 32;
   static constexpr int kScoreTiles = BlockN / 8;
   static constexpr int kOutputTiles = HeadDim / 8;
-  static constexpr int kPvSteps = BlockN / 32;
+  // P.V k-steps: 32 keys of 8-bit P, or 16 keys of 16-bit P.
+  static constexpr int kPvSteps = kFullInt8 ? BlockN / 32 : BlockN / 16;
   static constexpr int kVRowBytes = BlockN;
+  // Half INT8's V tile: slabs of 64 channels (128-byte rows) by BlockN keys.
+  static constexpr int kVSlabBytes = BlockN * 128;
 
   // Shared memory (wgmma_params.h): Q as slabs, then per stage K as slabs, V^T, K's scales.
   static constexpr int kSlabBytes = wgmma_slab_bytes(HeadDim);
   static constexpr int kSlabs = HeadDim / kSlabBytes;
   static constexpr int kQTileBytes = kBlockM * HeadDim;
   static constexpr int kKTileBytes = BlockN * HeadDim;
-  static constexpr int kVTileBytes = HeadDim * BlockN;
+  static constexpr int kVTileBytes = HeadDim * BlockN * (kFullInt8 ? 1 : 2);
   static constexpr int kKScaleBytes = BlockN * 4;
-  static constexpr int kStageBytes = wgmma_stage_bytes(HeadDim, BlockN);
+  static constexpr int kStageBytes = wgmma_stage_bytes(HeadDim, BlockN, kFullInt8 ? 1 : 2);
   // The staged epilogue (wgmma_params.h): each consumer warp's 16 output rows, then V's scales
   // (one per channel, one per tensor, or none: per-block V folds its scales per tile).
   static constexpr bool kStagesOutput = wgmma_stages_output(HeadDim);
@@ -74,13 +84,16 @@ struct WgmmaAttentionConfig {
   static constexpr int kWarpOutputBytes = 16 * kOutputRowBytes;
   static constexpr int kOutputStagingBytes = wgmma_output_staging_bytes(HeadDim, kBlockM);
   static constexpr int kEpilogueVScales =
-      VGranularity == VScaleGranularity::kPerChannel   ? HeadDim
-      : VGranularity == VScaleGranularity::kPerTensor ? 1
+      !kFullInt8                                       ? 0
+      : VGranularity == VScaleGranularity::kPerChannel ? HeadDim
+      : VGranularity == VScaleGranularity::kPerTensor  ? 1
                                                        : 0;
-  // P.V runs in chunks of at most 128 output columns (one accumulator of 64 registers); with
-  // three consumer warpgroups in chunks of 64, so that one chunk folds while the other runs
-  // (kPvChunksTogether: 4-10% faster at d=128 than one chunk of 128, same registers).
-  static constexpr int kPvColumns = HeadDim < 128 ? HeadDim : ConsumerGroups == 3 ? 64 : 128;
+  // P.V runs in chunks of at most 128 output columns (one accumulator of 64 registers); full
+  // INT8 with three consumer warpgroups in chunks of 64, so that one chunk folds while the other
+  // runs (kPvChunksTogether: 4-10% faster at d=128 than one chunk of 128, same registers).
+  // Half INT8 accumulates into the output itself: nothing to fold.
+  static constexpr int kPvColumns =
+      HeadDim < 128 ? HeadDim : (ConsumerGroups == 3 && kFullInt8) ? 64 : 128;
   // Per-block V: the P.V steps that share one 64-token scale block fold together.
   static constexpr int kStepsPerFold =
       kPerBlockV ? (kVTokenBlock / 32 < kPvSteps ? kVTokenBlock / 32 : kPvSteps) : kPvSteps;
@@ -97,14 +110,14 @@ struct WgmmaAttentionConfig {
   // output in registers together; beside them the rest of the loop needs about 32 (ptxas).
   // Per-block V folds per 64-token block, one block after the other, in main_loop.
   static constexpr int kTurnRegisters = BlockN / 2 + BlockN / 8 + HeadDim;
-  static constexpr bool kTakesTurns =
-      ConsumerGroups > 1 && !kPerBlockV && kTurnRegisters + 32 <= kConsumerRegisters;
+  static constexpr bool kTakesTurns = kFullInt8 && ConsumerGroups > 1 && !kPerBlockV &&
+                                      kTurnRegisters + 32 <= kConsumerRegisters;
   // Without turns, a tile's two P.V chunks are in flight together where their accumulators fit
   // beside P and the output (three warpgroups at d=128: 144 registers of 160, no spills), so
   // the first chunk folds while the second runs.
   static constexpr int kPvChunks = HeadDim / kPvColumns;
-  static constexpr bool kPvChunksTogether =
-      kPvChunks == 2 && !kPerBlockV && HeadDim + BlockN / 8 + 16 <= kConsumerRegisters;
+  static constexpr bool kPvChunksTogether = kFullInt8 && kPvChunks == 2 && !kPerBlockV &&
+                                            HeadDim + BlockN / 8 + 16 <= kConsumerRegisters;
 
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(BlockN == 64 || BlockN == 128, "block_n 64 or 128 (a 64- or 128-byte V row)");
@@ -190,7 +203,7 @@ struct WgmmaAttention {
       mbarrier_init(shared.empty(slot), 128 * working_groups);
     }
     mbarrier_init(shared.q_full(), 1);
-    if (Config::kStagesOutput) mbarrier_init(shared.v_scales_full(), kVScaleArrivals);
+    if (Config::kEpilogueVScales > 0) mbarrier_init(shared.v_scales_full(), kVScaleArrivals);
     fence_barrier_init();
   }
 
@@ -246,8 +259,16 @@ struct WgmmaAttention {
           tma_load_4d(shared.k(slot) + slab * Config::kBlockN * kSlab, &params.k_map,
                       shared.full(slot), slab * kSlab, first_key, work.head_kv, work.batch);
         }
-        tma_load_4d(shared.v(slot), &params.v_map, shared.full(slot), first_key, 0,
-                    work.head_kv, work.batch);
+        if constexpr (Config::kFullInt8) {
+          tma_load_4d(shared.v(slot), &params.v_map, shared.full(slot), first_key, 0,
+                      work.head_kv, work.batch);
+        } else {
+#pragma unroll
+          for (int slab = 0; slab < Config::kHeadDim / 64; ++slab) {
+            tma_load_4d(shared.v(slot) + slab * Config::kVSlabBytes, &params.v_map,
+                        shared.full(slot), slab * 64, first_key, work.head_kv, work.batch);
+          }
+        }
       }
 #pragma unroll
       for (int i = 0; i < kScalesPerLane; ++i) {
@@ -325,6 +346,33 @@ struct WgmmaAttention {
     wgmma_commit();
   }
 
+  // Half INT8: issues o += P V for every output column (wgmma_wait completes it). P is the
+  // 16-bit register A operand, V the caller's 16-bit tile as TMA wrote it (MN-major B: keys are
+  // rows, MnMajorTileDescriptor), and the FP32 accumulator is the output itself.
+  __device__ __forceinline__ static void issue_pv_16bit(float (&o)[kOutputTiles][4],
+                                                        const u32 (&p)[Config::kPvSteps][4],
+                                                        const SharedLayout& shared, int slot) {
+    using Descriptor = MnMajorTileDescriptor<Config::kVSlabBytes>;
+    constexpr int kChunkTiles = Config::kPvColumns / 8;
+    const u32 v_low = Descriptor::low_word(shared.v(0));
+    const u32 slot_units = static_cast<u32>(slot) * (Config::kStageBytes / 16);
+    wgmma_fence();
+#pragma unroll
+    for (int chunk = 0; chunk < Config::kPvChunks; ++chunk) {
+      float(&o_chunk)[kChunkTiles][4] =
+          *reinterpret_cast<float(*)[kChunkTiles][4]>(&o[chunk * kChunkTiles][0]);
+      const u32 chunk_units = chunk * (Config::kPvColumns / 64) * (Config::kVSlabBytes / 16);
+#pragma unroll
+      for (int step = 0; step < Config::kPvSteps; ++step) {
+        const u64 b =
+            Descriptor::at(v_low, slot_units + chunk_units + step * Descriptor::kUnitsPerK16);
+        wgmma_f32_16bit_rs<Config::kPvColumns, Config::kVType == ElementType::kBF16>(
+            o_chunk, p[step], b);
+      }
+    }
+    wgmma_commit();
+  }
+
   // o[tile] += weight * acc, weight = gamma of the row [* the V block's channel scale].
   __device__ __forceinline__ static void fold_into_output(
       float (&o)[kOutputTiles][4], const int (&acc)[Config::kPvColumns / 8][4], int chunk,
@@ -356,14 +404,19 @@ struct WgmmaAttention {
   struct RowState {
     float c[1][2];            // q_scale * softmax scale * log2(e) per row
     float running_max[1][2];  // log2 domain
-    RowFrame frame[2];
+    RowFrame frame[2];        // full INT8: the fixed frame of O and l
+    float sum[1][2];          // half INT8: this lane's part of l, against the running max
   };
 
-  __device__ __forceinline__ static void quantize_tile(TileP& tile, const int (&s)[kScoreTiles][4],
-                                                       RowState& rows, const float* k_scales,
-                                                       int first_key, int warp_first_row,
-                                                       const BlockWork& work,
-                                                       LaneCoordinates coordinates) {
+  // A tile's scores y (K scales applied, -inf where a key is not allowed) and their row maxima
+  // in the log2 domain.
+  __device__ __forceinline__ static void scale_tile(float (&y)[1][kScoreTiles][4],
+                                                    float (&tile_max)[1][2],
+                                                    const int (&s)[kScoreTiles][4],
+                                                    const RowState& rows, const float* k_scales,
+                                                    int first_key, int warp_first_row,
+                                                    const BlockWork& work,
+                                                    LaneCoordinates coordinates) {
     const int seq_kv = work.extent.seq_kv;
     const bool needs_mask =
         first_key + Config::kBlockN > seq_kv ||
@@ -372,11 +425,19 @@ struct WgmmaAttention {
     float2 k_scale[kScoreTiles];
     lane_k_scales(k_scale, k_scales, coordinates);
     const int(&scores)[1][kScoreTiles][4] = reinterpret_cast<const int(&)[1][kScoreTiles][4]>(s);
-    float y[1][kScoreTiles][4];
     Softmax::scale_and_mask(y, scores, k_scale, needs_mask, first_key, warp_first_row, seq_kv,
                             work.causal_offset, coordinates);
-    float tile_max[1][2];
     Softmax::tile_row_max(tile_max, y, rows.c);
+  }
+
+  __device__ __forceinline__ static void quantize_tile(TileP& tile, const int (&s)[kScoreTiles][4],
+                                                       RowState& rows, const float* k_scales,
+                                                       int first_key, int warp_first_row,
+                                                       const BlockWork& work,
+                                                       LaneCoordinates coordinates) {
+    float y[1][kScoreTiles][4];
+    float tile_max[1][2];
+    scale_tile(y, tile_max, s, rows, k_scales, first_key, warp_first_row, work, coordinates);
     float reference[1][2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -445,6 +506,7 @@ struct WgmmaAttention {
       rows.c[0][half] = fmaxf(q_scale * attention.scale_log2, 1e-30f);
       rows.running_max[0][half] = negative_infinity();
       rows.frame[half] = RowFrame{negative_infinity(), 0.0f};
+      rows.sum[0][half] = 0.0f;
     }
     float o[1][kOutputTiles][4];
 #pragma unroll
@@ -460,7 +522,14 @@ struct WgmmaAttention {
       visible_tiles = last_key < 0 ? 0 : min(visible_tiles, last_key / Config::kBlockN + 1);
     }
     mbarrier_wait(shared.q_full(), 0);
-    if constexpr (Config::kTakesTurns) {
+    if constexpr (!Config::kFullInt8) {
+      main_loop_16bit_pv(o[0], rows, shared, work, group, warp_first_row, visible_tiles,
+                         coordinates);
+      for (int tile = visible_tiles; tile < work.tiles; ++tile) {
+        wait_until_full(shared, tile);
+        release(shared, tile % kStages);
+      }
+    } else if constexpr (Config::kTakesTurns) {
       main_loop_in_turns(o[0], rows, shared, work, group, warp_first_row, visible_tiles,
                          coordinates);
     } else {
@@ -476,8 +545,9 @@ struct WgmmaAttention {
     float lane_sum[1][2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      log2_reference[0][half] = rows.frame[half].frame;
-      lane_sum[0][half] = rows.frame[half].sum;
+      log2_reference[0][half] =
+          Config::kFullInt8 ? rows.frame[half].frame : rows.running_max[0][half];
+      lane_sum[0][half] = Config::kFullInt8 ? rows.frame[half].sum : rows.sum[0][half];
     }
     if constexpr (Config::kStagesOutput) {
       store_output_staged(attention, shared, work, warp_first_row, coordinates, o[0], lane_sum,
@@ -500,13 +570,17 @@ struct WgmmaAttention {
       int warp_first_row, LaneCoordinates coordinates, const float (&o)[kOutputTiles][4],
       const float (&lane_sum)[1][2], const float (&log2_reference)[1][2]) {
     using Staging = SwizzledTile<Config::kOutputRowBytes>;
-    mbarrier_wait(shared.v_scales_full(), 0);
+    // Half INT8 has no V scales (kEpilogueVScales = 0).
+    constexpr bool kPerTensorV =
+        Config::kEpilogueVScales > 0 && Config::kVGranularity == VScaleGranularity::kPerTensor;
+    constexpr bool kPerChannelV =
+        Config::kEpilogueVScales > 0 && Config::kVGranularity == VScaleGranularity::kPerChannel;
+    if constexpr (Config::kEpilogueVScales > 0) mbarrier_wait(shared.v_scales_full(), 0);
     // Read again rather than kept through the main loop, where registers are short.
     const int consumer_warp = static_cast<int>(threadIdx.x / 32) - 4;
     const int lane = static_cast<int>(threadIdx.x % 32);
     const float* v_scales = shared.v_scales_generic();
-    const float tensor_v_scale =
-        Config::kVGranularity == VScaleGranularity::kPerTensor ? v_scales[0] : 1.0f;
+    const float tensor_v_scale = kPerTensorV ? v_scales[0] : 1.0f;
     // Tail rows are normalised too (their sums are 0) and dropped at the global store.
     float row_scale[2];
 #pragma unroll
@@ -519,7 +593,7 @@ struct WgmmaAttention {
       }
     }
     auto channel_scale = [&](int dt) {
-      if (Config::kVGranularity != VScaleGranularity::kPerChannel) return make_float2(1.0f, 1.0f);
+      if (!kPerChannelV) return make_float2(1.0f, 1.0f);
       return *reinterpret_cast<const float2*>(v_scales + dt * 8 + 2 * coordinates.thread_in_group);
     };
     // stmatrix j writes the 8x8 matrices (dt, half) = (2j, 0), (2j, 1), (2j + 1, 0), (2j + 1, 1);
@@ -732,6 +806,58 @@ struct WgmmaAttention {
       release(shared, slot);
     }
   }
+
+  // Half INT8 (README "Half INT8"): per tile, S = Q K^T, the running maximum, O and l rescaled
+  // by alpha when a row's maximum moved (one warp vote), e in FP32, P = e rounded to V's type,
+  // then O += P V by the wgmma into the FP32 output.
+  __device__ __forceinline__ static void main_loop_16bit_pv(
+      float (&o)[kOutputTiles][4], RowState& rows, const SharedLayout& shared,
+      const BlockWork& work, int group, int warp_first_row, int visible_tiles,
+      LaneCoordinates coordinates) {
+    for (int tile = 0; tile < visible_tiles; ++tile) {
+      const int slot = tile % kStages;
+      wait_until_full(shared, tile);
+      int s[kScoreTiles][4];
+      issue_score_tile(s, shared, group, slot);
+      wgmma_wait<0>();
+      wgmma_pin(s);
+      float y[1][kScoreTiles][4];
+      float tile_max[1][2];
+      scale_tile(y, tile_max, s, rows, shared.k_scales_generic(slot), tile * Config::kBlockN,
+                 warp_first_row, work, coordinates);
+      float alpha[2];
+      bool rescale = false;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float previous = rows.running_max[0][half];
+        const float updated = fmaxf(previous, tile_max[0][half]);
+        rows.running_max[0][half] = updated;
+        alpha[half] = previous == negative_infinity() ? 0.0f : exp2_approx(previous - updated);
+        rescale |= previous != updated;
+      }
+      if (__any_sync(0xFFFFFFFFu, rescale)) {
+#pragma unroll
+        for (int half = 0; half < 2; ++half) {
+          rows.sum[0][half] *= alpha[half];
+#pragma unroll
+          for (int dt = 0; dt < kOutputTiles; ++dt) {
+            o[dt][2 * half] *= alpha[half];
+            o[dt][2 * half + 1] *= alpha[half];
+          }
+        }
+      }
+      u32 p[1][Config::kPvSteps][4];
+      float tile_sum[1][2];
+      Softmax::exponentiate_p_16bit(p, tile_sum, y, rows.c, rows.running_max);
+#pragma unroll
+      for (int half = 0; half < 2; ++half) rows.sum[0][half] += tile_sum[0][half];
+      issue_pv_16bit(o, p[0], shared, slot);
+      wgmma_wait<0>();
+      wgmma_pin(o);
+      wgmma_pin(p[0]);  // read by the wgmma until the wait
+      release(shared, slot);
+    }
+  }
 };
 
 template <class Config>
@@ -776,7 +902,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kBlocksPerSm)
     release_registers<Config::kProducerRegisters>();
     if (threadIdx.x < 32) {
       Kernel::produce(params, shared, work, threadIdx.x);
-    } else if (Config::kStagesOutput && threadIdx.x < 64) {
+    } else if (Config::kStagesOutput && Config::kEpilogueVScales > 0 && threadIdx.x < 64) {
       Kernel::copy_v_scales(params, shared, work, threadIdx.x - 32);
     }
   } else {

@@ -12,7 +12,9 @@ namespace kernels {
 // tiles the producer warp loads. The kernel takes it as a __grid_constant__, so the descriptors
 // stay in parameter memory, where TMA reads them.
 //   q_map, k_map: INT8 (head_dim, seq, heads, batch), box (slab bytes, block rows), swizzled.
-//   v_map: the INT8 V layout (v_padded_seq, head_dim, heads_kv, batch), box (block_n, head_dim).
+//   v_map: full INT8: the INT8 V layout (v_padded_seq, head_dim, heads_kv, batch), box
+//     (block_n, head_dim); half INT8: 16-bit V (head_dim, seq_kv, heads_kv, batch), box
+//     (64 channels, block_n), swizzled: slabs of 64 channels.
 struct WgmmaAttentionParams {
   AttentionParams attention;
   TensorMap q_map, k_map, v_map;
@@ -27,10 +29,12 @@ INTFA_HOST_DEVICE constexpr int wgmma_slab_bytes(int head_dim) {
   return head_dim < 128 ? head_dim : 128;
 }
 
-// One pipeline stage: the K tile, the V tile (each a multiple of 1024 bytes, so every tile starts
-// where the 128-byte swizzle pattern repeats) and the K tile's scales, padded to 1024 bytes.
-INTFA_HOST_DEVICE constexpr int wgmma_stage_bytes(int head_dim, int block_n) {
-  return 2 * block_n * head_dim + (block_n * 4 + 1023) / 1024 * 1024;
+// One pipeline stage: the K tile, the V tile (INT8, or 16-bit for half INT8; each a multiple of
+// 1024 bytes, so every tile starts where the 128-byte swizzle pattern repeats) and the K tile's
+// scales, padded to 1024 bytes.
+INTFA_HOST_DEVICE constexpr int wgmma_stage_bytes(int head_dim, int block_n,
+                                                  int v_element_bytes) {
+  return block_n * head_dim * (1 + v_element_bytes) + (block_n * 4 + 1023) / 1024 * 1024;
 }
 
 constexpr int kWgmmaBarrierBytes = 128;
@@ -50,8 +54,9 @@ INTFA_HOST_DEVICE constexpr int wgmma_output_staging_bytes(int head_dim, int blo
 // 1024 bytes of slack align the dynamic shared memory, whose base is only 16-byte aligned. After
 // the stages: the output staging, if any, then the barriers.
 INTFA_HOST_DEVICE constexpr int wgmma_attention_shared_bytes(int head_dim, int block_m,
-                                                               int block_n, int stages) {
-  return 1024 + block_m * head_dim + stages * wgmma_stage_bytes(head_dim, block_n) +
+                                                               int block_n, int stages,
+                                                               int v_element_bytes) {
+  return 1024 + block_m * head_dim + stages * wgmma_stage_bytes(head_dim, block_n, v_element_bytes) +
          wgmma_output_staging_bytes(head_dim, block_m) + kWgmmaBarrierBytes;
 }
 

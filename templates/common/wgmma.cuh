@@ -38,6 +38,27 @@ struct SharedTileDescriptor {
   }
 };
 
+// Descriptor of an MN-major tile of 16-bit elements (the B operand V of half-INT8 P.V: rows are
+// keys, the k dimension, and each row holds 64 channels, the n dimension, in 128 bytes), stored
+// with the 128-byte TMA swizzle as slabs of 64 channels, `SlabBytes` apart. In the canonical
+// MN-major layout ((8 x 16 B, n), (8 rows, k)) the leading byte offset steps n (to the next
+// slab) and the stride byte offset steps k by 8 rows (1024 bytes). A k16 step adds 16 rows,
+// 2048 bytes (128 units); like SharedTileDescriptor, a tile's descriptor is its low word plus an
+// offset in 16-byte units.
+template <int SlabBytes>
+struct MnMajorTileDescriptor {
+  static_assert(SlabBytes % 1024 == 0 && SlabBytes / 16 < (1 << 14), "slabs of whole 8-row groups");
+  static constexpr u32 kHighWord = (1024u >> 4) | (1u << 30);  // SBO: 8 rows; 128B swizzle
+  static constexpr u32 kUnitsPerK16 = 16 * 128 / 16;
+
+  __device__ __forceinline__ static u32 low_word(u32 address) {
+    return ((address & 0x3FFFF) >> 4) | (static_cast<u32>(SlabBytes >> 4) << 16);
+  }
+  __device__ __forceinline__ static u64 at(u32 low, u32 units) {
+    return (static_cast<u64>(kHighWord) << 32) | (low + units);
+  }
+};
+
 template <int RowBytes>
 __device__ __forceinline__ u64 smem_descriptor(u32 address) {
   using Descriptor = SharedTileDescriptor<RowBytes>;
@@ -69,6 +90,14 @@ __device__ __forceinline__ void wgmma_pin(Word (&d)[Tiles][4]) {
     for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(d[j][i])::"memory");
 }
 
+template <int Tiles>
+__device__ __forceinline__ void wgmma_pin(float (&d)[Tiles][4]) {
+#pragma unroll
+  for (int j = 0; j < Tiles; ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) asm volatile("" : "+f"(d[j][i])::"memory");
+}
+
 // The accumulator operands of m64n64 (d[8][4]: %0..%31) and m64n128 (d[16][4]: %0..%63), as the
 // register list of the instruction and as "+r" asm operands; the instruction's other operands are
 // numbered after them.
@@ -98,6 +127,54 @@ __device__ __forceinline__ void wgmma_pin(Word (&d)[Tiles][4]) {
     "+r"(d[13][1]), "+r"(d[13][2]), "+r"(d[13][3]), "+r"(d[14][0]), "+r"(d[14][1]),                \
     "+r"(d[14][2]), "+r"(d[14][3]), "+r"(d[15][0]), "+r"(d[15][1]), "+r"(d[15][2]),                \
     "+r"(d[15][3])
+
+// The same register lists with FP32 accumulators ("+f").
+#define INTFA_WGMMA_N64_F32_ACCUMULATOR(d)                                                         \
+    "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),      \
+    "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),      \
+    "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),      \
+    "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),      \
+    "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),      \
+    "+f"(d[7][2]), "+f"(d[7][3])
+
+#define INTFA_WGMMA_N128_F32_ACCUMULATOR(d)                                                        \
+    INTFA_WGMMA_N64_F32_ACCUMULATOR(d),                                                            \
+    "+f"(d[8][0]), "+f"(d[8][1]), "+f"(d[8][2]), "+f"(d[8][3]), "+f"(d[9][0]), "+f"(d[9][1]),      \
+    "+f"(d[9][2]), "+f"(d[9][3]), "+f"(d[10][0]), "+f"(d[10][1]), "+f"(d[10][2]),                  \
+    "+f"(d[10][3]), "+f"(d[11][0]), "+f"(d[11][1]), "+f"(d[11][2]), "+f"(d[11][3]),                \
+    "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]),                \
+    "+f"(d[13][1]), "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]),                \
+    "+f"(d[14][2]), "+f"(d[14][3]), "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]),                \
+    "+f"(d[15][3])
+
+// D (64 x 64, FP32) += A (64 x 16 f16/bf16, registers) * B (16 x 64, shared, MN-major: the
+// transposed layout, imm-trans-b 1). The accumulator is always added to (scale-d 1): the
+// half-INT8 output starts at zero and is rescaled in place.
+#define INTFA_WGMMA_16BIT_RS(N, TYPE)                                                              \
+  __device__ __forceinline__ void wgmma_m64n##N##k16_f32_##TYPE##_rs(                              \
+      float (&d)[N / 8][4], const u32 (&a)[4], u64 b_descriptor) {                                 \
+    asm volatile("wgmma.mma_async.sync.aligned.m64n" #N "k16.f32." #TYPE "." #TYPE " {"           \
+                 INTFA_WGMMA_N##N##_ACCUMULATOR_LIST "}, {%" INTFA_WGMMA_A0_##N ", %"             \
+                 INTFA_WGMMA_A1_##N ", %" INTFA_WGMMA_A2_##N ", %" INTFA_WGMMA_A3_##N "}, %"      \
+                 INTFA_WGMMA_B_##N ", 1, 1, 1, 1;\n"                                              \
+                 : INTFA_WGMMA_N##N##_F32_ACCUMULATOR(d)                                           \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b_descriptor));                 \
+  }
+// Operand numbers after the accumulators: A's four registers, then B's descriptor.
+#define INTFA_WGMMA_A0_64 "32"
+#define INTFA_WGMMA_A1_64 "33"
+#define INTFA_WGMMA_A2_64 "34"
+#define INTFA_WGMMA_A3_64 "35"
+#define INTFA_WGMMA_B_64 "36"
+#define INTFA_WGMMA_A0_128 "64"
+#define INTFA_WGMMA_A1_128 "65"
+#define INTFA_WGMMA_A2_128 "66"
+#define INTFA_WGMMA_A3_128 "67"
+#define INTFA_WGMMA_B_128 "68"
+INTFA_WGMMA_16BIT_RS(64, f16)
+INTFA_WGMMA_16BIT_RS(128, f16)
+INTFA_WGMMA_16BIT_RS(64, bf16)
+INTFA_WGMMA_16BIT_RS(128, bf16)
 
 // D (64 x 64) {=, +=} A (64 x 32, shared) * B (64 x 32, shared), s8 x s8, both K-major.
 __device__ __forceinline__ void wgmma_m64n64k32_s8s8_ss(int (&d)[8][4], u64 a_descriptor,
@@ -189,6 +266,22 @@ __device__ __forceinline__ void wgmma_x8s8_rs(int (&d)[N / 8][4], const u32 (&a)
     wgmma_m64n128k32_u8s8_rs(d, a, b_descriptor, accumulate);
   } else {
     wgmma_m64n128k32_s8s8_rs(d, a, b_descriptor, accumulate);
+  }
+}
+
+// The 16-bit shapes above by width and type: D (64 x N, FP32) += A (64 x 16) * B (16 x N).
+template <int N, bool BFloat16>
+__device__ __forceinline__ void wgmma_f32_16bit_rs(float (&d)[N / 8][4], const u32 (&a)[4],
+                                                   u64 b_descriptor) {
+  static_assert(N == 64 || N == 128, "n64 or n128");
+  if constexpr (N == 64 && BFloat16) {
+    wgmma_m64n64k16_f32_bf16_rs(d, a, b_descriptor);
+  } else if constexpr (N == 64) {
+    wgmma_m64n64k16_f32_f16_rs(d, a, b_descriptor);
+  } else if constexpr (BFloat16) {
+    wgmma_m64n128k16_f32_bf16_rs(d, a, b_descriptor);
+  } else {
+    wgmma_m64n128k16_f32_f16_rs(d, a, b_descriptor);
   }
 }
 

@@ -46,10 +46,16 @@ bool on_sm90() {
 CheckCase make_case(const Shape& shape) { return testing::make_case(shape, Variant::kFullInt8); }
 
 
-// The Hopper heuristic's config for the case's head dim, masking and V granularity, unless the
-// case names one.
+// A half INT8 check of `shape` (16-bit V and P, P.V in FP32).
+CheckCase make_half_case(const Shape& shape) {
+  return testing::make_case(shape, Variant::kHalfInt8);
+}
+
+// The Hopper heuristic's config for the case's head dim, variant, masking and V granularity,
+// unless the case names one.
 KernelConfig wgmma_config(const CheckCase& check) {
   attention::SpecRequest request = testing::sm90a_request(check.problem.head_dim);
+  request.variant = check.problem.variant;
   request.causal = check.problem.causal;
   request.v_granularity = check.options.v_granularity;
   const KernelConfig config = attention::heuristic_config(request);
@@ -85,6 +91,63 @@ TEST_P(WgmmaGpu, MatchesTheQuantizedModel) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, WgmmaGpu, ::testing::ValuesIn(testing::attention_shapes()),
                          testing::shape_name);
+
+// Half INT8 on the Hopper kernel: every shape of the attention tests (tails, GQA, causal with
+// seq_q != seq_kv, d = 64, 128, 256) against the quantized model and float64.
+class WgmmaHalfGpu : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(WgmmaHalfGpu, MatchesTheQuantizedModel) {
+  INTFA_REQUIRE_SM90();
+  expect_correct(make_half_case(GetParam()), 0.02);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, WgmmaHalfGpu, ::testing::ValuesIn(testing::attention_shapes()),
+                         testing::shape_name);
+
+TEST(WgmmaHalfGpuOptions, EveryTileConfigOfTheTunerMatchesTheModel) {
+  INTFA_REQUIRE_SM90();
+  for (int head_dim : {64, 128, 256}) {
+    attention::SpecRequest request = testing::sm90a_request(head_dim);
+    request.variant = Variant::kHalfInt8;
+    for (const KernelConfig& config : attention::candidate_configs(request)) {
+      if (config.path != KernelPath::kWgmma) continue;
+      CheckCase check = make_half_case({1, 2, 1, 300, 450, head_dim, true});
+      check.options.config = config;
+      expect_correct(check, 0.02);
+    }
+  }
+}
+
+// BF16 inputs, V and output; BNHD strides; K smoothing; the LSE; a 1-row problem.
+TEST(WgmmaHalfGpuOptions, Bf16StridedLayoutsSmoothingAndTinyShapes) {
+  INTFA_REQUIRE_SM90();
+  CheckCase strided = make_half_case({2, 4, 2, 129, 300, 128, true});
+  strided.layout = Layout::kBNHD;
+  strided.io_type = DType::kBF16;
+  expect_correct(strided, 0.02);
+  CheckCase smoothed = make_half_case({2, 4, 2, 333, 517, 64, false});
+  smoothed.smooth_k = true;
+  expect_correct(smoothed, 0.02);
+  expect_correct(make_half_case({1, 2, 2, 1, 1, 128, false}), 0.02);
+}
+
+// Same seed, both kernels: half INT8 on the Hopper kernel is as accurate as on the portable one.
+TEST(WgmmaHalfGpuOptions, AccuracyEqualsThePortableKernel) {
+  INTFA_REQUIRE_SM90();
+  for (const Shape& shape : std::vector<Shape>{{1, 4, 4, 2048, 2048, 128, false},
+                                               {1, 4, 4, 2048, 2048, 64, true}}) {
+    CheckCase hopper = make_half_case(shape);
+    const CheckResult hopper_result = expect_correct(hopper, 0.02);
+    CheckCase portable = hopper;
+    attention::SpecRequest request = testing::sm90a_request(shape.head_dim);
+    request.variant = Variant::kHalfInt8;
+    portable.options.config = attention::portable_heuristic_config(request);
+    const CheckResult portable_result = expect_correct(portable, 0.02);
+    EXPECT_LE(std::fabs(hopper_result.vs_f64.relative_l2 - portable_result.vs_f64.relative_l2),
+              kPathAccuracyGap)
+        << hopper.to_string();
+  }
+}
 
 TEST(WgmmaGpuOptions, EveryPQuantizationAndVGranularityMatchesTheModel) {
   INTFA_REQUIRE_SM90();

@@ -33,11 +33,13 @@ TEST(WgmmaSpec, TheHeuristicPicksTheHopperKernelExactlyWhereItServes) {
     }
     SpecRequest half = hopper;
     half.variant = Variant::kHalfInt8;
+    EXPECT_TRUE(wgmma_serves(half)) << head_dim;
+    EXPECT_EQ(heuristic_config(half).path, KernelPath::kWgmma) << head_dim;
     SpecRequest int4 = hopper;
     int4.qk_bits = 4;
     SpecRequest packed = hopper;
     packed.varlen = true;
-    for (const SpecRequest& unserved : {half, int4, packed}) {
+    for (const SpecRequest& unserved : {int4, packed}) {
       EXPECT_FALSE(wgmma_serves(unserved));
       EXPECT_EQ(heuristic_config(unserved).path, KernelPath::kMmaSync);
     }
@@ -77,9 +79,15 @@ TEST(WgmmaSpec, ConfigRulesNameTheBadField) {
   EXPECT_EQ(refused_field(sm90a_request(64), {192, 128, 16, 2, kWgmma}), "(accepted)");
   EXPECT_EQ(refused_field(sm90a_request(256), {128, 128, 12, 2, kWgmma}), "config.block_n");
 
+  // Half INT8: one or two consumer warpgroups; three only at d=64 (registers).
   SpecRequest half = d128;
   half.variant = Variant::kHalfInt8;
-  EXPECT_EQ(refused_field(half, {128, 128, 12, 2, kWgmma}), "problem.variant");
+  EXPECT_EQ(refused_field(half, {128, 128, 12, 2, kWgmma}), "(accepted)");
+  EXPECT_EQ(refused_field(half, {64, 128, 8, 2, kWgmma}), "(accepted)");
+  EXPECT_EQ(refused_field(half, {192, 128, 16, 2, kWgmma}), "config.warps");
+  SpecRequest half64 = sm90a_request(64);
+  half64.variant = Variant::kHalfInt8;
+  EXPECT_EQ(refused_field(half64, {192, 128, 16, 2, kWgmma}), "(accepted)");
   SpecRequest int4 = d128;
   int4.qk_bits = 4;
   EXPECT_EQ(refused_field(int4, {128, 128, 12, 2, kWgmma}), "problem.qk_bits");
