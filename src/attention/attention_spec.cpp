@@ -70,12 +70,13 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
     //     new softmax while these gained); level with one warpgroup at 4k non-causal.
     // With per-block V three warpgroups lose 4% at d=128 N=4k (2026-11-23 (midnight)).
     const bool short_sequences = seq_bucket > 0 && seq_bucket <= kShortSequenceBucket;
-    // Half INT8: two consumer warpgroups (its FP32 output, S and 16-bit P do not fit three's
-    // registers at d=128), one up to 1k tokens.
+    // Half INT8 (its FP32 output, S and 16-bit P do not fit three warpgroups' registers at
+    // d=128), the fastest of the H100 sweep of 2026-11-24 at N = 1k, 4k, 16k, causal off and on
+    // (bench/RESULTS.md, "half INT8 on the Hopper kernel"): d=64, one consumer warpgroup, two
+    // blocks per SM (301-306 / 402-406 / 409-427 TOPS non-causal); d=128, two taking turns
+    // (424-433 / 589-595 / 633-636); d=256, two with 64-key tiles.
     if (request.variant == Variant::kHalfInt8) {
-      if (short_sequences && request.head_dim <= 128) {
-        return KernelConfig{64, 128, 8, 2, KernelPath::kWgmma};
-      }
+      if (request.head_dim <= 64) return KernelConfig{64, 128, 8, 2, KernelPath::kWgmma};
       return KernelConfig{128, request.head_dim >= 256 ? 64 : 128, 12, 2, KernelPath::kWgmma};
     }
     if (request.head_dim <= 128 && request.v_granularity != VScaleGranularity::kPerBlock) {

@@ -109,9 +109,14 @@ struct WgmmaAttentionConfig {
   // Taking turns (WgmmaAttention::main_loop_in_turns) keeps S, P, the P.V accumulator and the
   // output in registers together; beside them the rest of the loop needs about 32 (ptxas).
   // Per-block V folds per 64-token block, one block after the other, in main_loop.
-  static constexpr int kTurnRegisters = BlockN / 2 + BlockN / 8 + HeadDim;
-  static constexpr bool kTakesTurns = kFullInt8 && ConsumerGroups > 1 && !kPerBlockV &&
-                                      kTurnRegisters + 32 <= kConsumerRegisters;
+  // Half INT8's turns (main_loop_16bit_pv_in_turns) keep S, P and the FP32 output; they pay at
+  // d=128 (+4-5% at N >= 4k non-causal on the H100) and lose 16-26% at d=256, where the
+  // warpgroups run without them (bench/RESULTS.md, "half INT8 on the Hopper kernel").
+  static constexpr int kTurnRegisters =
+      kFullInt8 ? BlockN / 2 + BlockN / 8 + HeadDim : BlockN / 2 + BlockN / 4 + HeadDim / 2;
+  static constexpr bool kTakesTurns = ConsumerGroups > 1 && !kPerBlockV &&
+                                      kTurnRegisters + 32 <= kConsumerRegisters &&
+                                      (kFullInt8 || HeadDim <= 128);
   // Without turns, a tile's two P.V chunks are in flight together where their accumulators fit
   // beside P and the output (three warpgroups at d=128: 144 registers of 160, no spills), so
   // the first chunk folds while the second runs.
@@ -522,7 +527,10 @@ struct WgmmaAttention {
       visible_tiles = last_key < 0 ? 0 : min(visible_tiles, last_key / Config::kBlockN + 1);
     }
     mbarrier_wait(shared.q_full(), 0);
-    if constexpr (!Config::kFullInt8) {
+    if constexpr (!Config::kFullInt8 && Config::kTakesTurns) {
+      main_loop_16bit_pv_in_turns(o[0], rows, shared, work, group, warp_first_row, visible_tiles,
+                                  coordinates);
+    } else if constexpr (!Config::kFullInt8) {
       main_loop_16bit_pv(o[0], rows, shared, work, group, warp_first_row, visible_tiles,
                          coordinates);
       for (int tile = visible_tiles; tile < work.tiles; ++tile) {
@@ -807,9 +815,54 @@ struct WgmmaAttention {
     }
   }
 
-  // Half INT8 (README "Half INT8"): per tile, S = Q K^T, the running maximum, O and l rescaled
-  // by alpha when a row's maximum moved (one warp vote), e in FP32, P = e rounded to V's type,
-  // then O += P V by the wgmma into the FP32 output.
+  // Half INT8's softmax of one tile (README "Half INT8"): y from S, the running maximum, e in
+  // FP32 and P = e rounded to V's type into `p`, l rescaled by alpha and the tile's sum added;
+  // alpha (0 where a row saw no key before) is left for the caller to rescale the output with,
+  // and whether any row of the warp needs it.
+  __device__ __forceinline__ static bool softmax_16bit(u32 (&p)[Config::kPvSteps][4],
+                                                       float (&alpha)[2],
+                                                       const int (&s)[kScoreTiles][4],
+                                                       RowState& rows, const float* k_scales,
+                                                       int tile, int warp_first_row,
+                                                       const BlockWork& work,
+                                                       LaneCoordinates coordinates) {
+    float y[1][kScoreTiles][4];
+    float tile_max[1][2];
+    scale_tile(y, tile_max, s, rows, k_scales, tile * Config::kBlockN, warp_first_row, work,
+               coordinates);
+    bool rescale = false;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float previous = rows.running_max[0][half];
+      const float updated = fmaxf(previous, tile_max[0][half]);
+      rows.running_max[0][half] = updated;
+      alpha[half] = previous == negative_infinity() ? 0.0f : exp2_approx(previous - updated);
+      rescale |= previous != updated;
+    }
+    float tile_sum[1][2];
+    Softmax::exponentiate_p_16bit(reinterpret_cast<u32(&)[1][Config::kPvSteps][4]>(p), tile_sum,
+                                  y, rows.c, rows.running_max);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      rows.sum[0][half] = fmaf(rows.sum[0][half], alpha[half], tile_sum[0][half]);
+    }
+    return __any_sync(0xFFFFFFFFu, rescale);
+  }
+
+  __device__ __forceinline__ static void rescale_output(float (&o)[kOutputTiles][4],
+                                                        const float (&alpha)[2]) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+#pragma unroll
+      for (int dt = 0; dt < kOutputTiles; ++dt) {
+        o[dt][2 * half] *= alpha[half];
+        o[dt][2 * half + 1] *= alpha[half];
+      }
+    }
+  }
+
+  // Half INT8, one warpgroup at a time: per tile S = Q K^T, the softmax, the output rescaled
+  // when a row's maximum moved, then O += P V by the wgmma into the FP32 output.
   __device__ __forceinline__ static void main_loop_16bit_pv(
       float (&o)[kOutputTiles][4], RowState& rows, const SharedLayout& shared,
       const BlockWork& work, int group, int warp_first_row, int visible_tiles,
@@ -821,41 +874,79 @@ struct WgmmaAttention {
       issue_score_tile(s, shared, group, slot);
       wgmma_wait<0>();
       wgmma_pin(s);
-      float y[1][kScoreTiles][4];
-      float tile_max[1][2];
-      scale_tile(y, tile_max, s, rows, shared.k_scales_generic(slot), tile * Config::kBlockN,
-                 warp_first_row, work, coordinates);
+      u32 p[Config::kPvSteps][4];
       float alpha[2];
-      bool rescale = false;
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        const float previous = rows.running_max[0][half];
-        const float updated = fmaxf(previous, tile_max[0][half]);
-        rows.running_max[0][half] = updated;
-        alpha[half] = previous == negative_infinity() ? 0.0f : exp2_approx(previous - updated);
-        rescale |= previous != updated;
+      if (softmax_16bit(p, alpha, s, rows, shared.k_scales_generic(slot), tile, warp_first_row,
+                        work, coordinates)) {
+        rescale_output(o, alpha);
       }
-      if (__any_sync(0xFFFFFFFFu, rescale)) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          rows.sum[0][half] *= alpha[half];
-#pragma unroll
-          for (int dt = 0; dt < kOutputTiles; ++dt) {
-            o[dt][2 * half] *= alpha[half];
-            o[dt][2 * half + 1] *= alpha[half];
-          }
-        }
-      }
-      u32 p[1][Config::kPvSteps][4];
-      float tile_sum[1][2];
-      Softmax::exponentiate_p_16bit(p, tile_sum, y, rows.c, rows.running_max);
-#pragma unroll
-      for (int half = 0; half < 2; ++half) rows.sum[0][half] += tile_sum[0][half];
-      issue_pv_16bit(o, p[0], shared, slot);
+      issue_pv_16bit(o, p, shared, slot);
       wgmma_wait<0>();
       wgmma_pin(o);
-      wgmma_pin(p[0]);  // read by the wgmma until the wait
+      wgmma_pin(p);  // read by the wgmma until the wait
       release(shared, slot);
+    }
+  }
+
+  // Half INT8 with the consumer warpgroups taking turns to issue their MMAs (as full INT8's
+  // main_loop_in_turns), FlashAttention-3's ping-pong: in turn t a warpgroup issues tile t's
+  // Q K^T and tile t - 1's P V, waits for both, then makes tile t's P and rescales the output
+  // while the next warpgroup's MMAs hold the tensor cores. (Making P while this warpgroup's own
+  // P V runs needs a second set of P registers: it spilled at d=128 and measured slower at d=64
+  // causal and at d=256, 2026-11-24.)
+  __device__ __forceinline__ static void main_loop_16bit_pv_in_turns(
+      float (&o)[kOutputTiles][4], RowState& rows, const SharedLayout& shared,
+      const BlockWork& work, int group, int warp_first_row, int visible_tiles,
+      LaneCoordinates coordinates) {
+    u32 p[Config::kPvSteps][4];
+    int s[kScoreTiles][4];
+    float alpha[2];
+    if (group == Config::kConsumerGroups - 1) pass_turn(group);  // group 0 goes first
+    int turn = 0;
+    if (visible_tiles > 0) {
+      wait_until_full(shared, 0);
+      wait_for_turn(group);
+      issue_score_tile(s, shared, group, 0);
+      pass_turn(group);
+      wgmma_wait<0>();
+      wgmma_pin(s);
+      // The output is still zero: no rescale.
+      softmax_16bit(p, alpha, s, rows, shared.k_scales_generic(0), 0, warp_first_row, work,
+                    coordinates);
+      for (turn = 1; turn < visible_tiles; ++turn) {
+        wait_until_full(shared, turn);
+        wait_for_turn(group);
+        issue_score_tile(s, shared, group, turn % kStages);
+        issue_pv_16bit(o, p, shared, (turn - 1) % kStages);
+        pass_turn(group);
+        wgmma_wait<0>();
+        wgmma_pin(s);
+        wgmma_pin(o);
+        wgmma_pin(p);
+        release(shared, (turn - 1) % kStages);
+        if (softmax_16bit(p, alpha, s, rows, shared.k_scales_generic(turn % kStages), turn,
+                          warp_first_row, work, coordinates)) {
+          rescale_output(o, alpha);
+        }
+      }
+      // The last P V.
+      if (turn < work.tiles) wait_until_full(shared, turn);
+      wait_for_turn(group);
+      issue_pv_16bit(o, p, shared, (turn - 1) % kStages);
+      pass_turn(group);
+      wgmma_wait<0>();
+      wgmma_pin(o);
+      wgmma_pin(p);
+      release(shared, (turn - 1) % kStages);
+      if (turn < work.tiles) release(shared, turn % kStages);
+      ++turn;
+    }
+    // Turns of tiles wholly above this warpgroup's causal diagonal.
+    for (; turn <= work.tiles; ++turn) {
+      if (turn < work.tiles) wait_until_full(shared, turn);
+      wait_for_turn(group);
+      pass_turn(group);
+      if (turn < work.tiles) release(shared, turn % kStages);
     }
   }
 };
