@@ -255,17 +255,17 @@ intfa_status_t intfa_precompile(const intfa_problem_t* problem, intfa_dtype_t dt
     intfa::PrecompileRequest request;
     request.arch = arch == nullptr ? "" : arch;
     request.head_dims = {problem->head_dim};
-    request.variants = {checked_enum<intfa::Variant>(problem->variant, INTFA_HALF_INT8 + 1,
-                                                     "problem.variant",
-                                                     "expected INTFA_FULL_INT8 or INTFA_HALF_INT8")};
-    request.dtypes = {checked_enum<intfa::DType>(dtype, INTFA_I4X2 + 1, "dtype",
-                                                 "expected an intfa_dtype_t")};
+    request.variants = {
+        checked_enum<intfa::Variant>(problem->variant, INTFA_HALF_INT8 + 1, "problem.variant",
+                                     "expected INTFA_FULL_INT8 or INTFA_HALF_INT8")};
+    request.dtypes = {
+        checked_enum<intfa::DType>(dtype, INTFA_I4X2 + 1, "dtype", "expected an intfa_dtype_t")};
     request.causal = {problem->causal != 0};
     request.qk_bits = problem->qk_bits;
     if (options != nullptr) {
-      request.numerics.p_encoding = checked_enum<intfa::PEncoding>(
-          options->p_encoding, INTFA_P_U8 + 1, "options.p_encoding",
-          "expected INTFA_P_S8 or INTFA_P_U8");
+      request.numerics.p_encoding =
+          checked_enum<intfa::PEncoding>(options->p_encoding, INTFA_P_U8 + 1, "options.p_encoding",
+                                         "expected INTFA_P_S8 or INTFA_P_U8");
       request.numerics.p_scale = checked_enum<intfa::PScaleReference>(
           options->p_scale, INTFA_P_TILE_MAX + 1, "options.p_scale",
           "expected INTFA_P_RUNNING_MAX or INTFA_P_TILE_MAX");

@@ -9,14 +9,15 @@ namespace {
 
 // An arch-specific target ('a': wgmma, setmaxnreg; or sm_100a) loads on its own compute
 // capability alone; the others on every later minor of their major.
-bool arch_specific(Arch arch) { return arch == Arch::kSm90a || arch == Arch::kSm100a; }
+bool arch_specific(Arch arch) {
+  return arch == Arch::kSm90a || arch == Arch::kSm100a;
+}
 
 }  // namespace
 
 const std::vector<Arch>& all_archs() {
-  static const std::vector<Arch> archs = {Arch::kSm80,  Arch::kSm86,   Arch::kSm87,
-                                          Arch::kSm89,  Arch::kSm90a,  Arch::kSm100a,
-                                          Arch::kSm120, Arch::kSm121};
+  static const std::vector<Arch> archs = {Arch::kSm80,  Arch::kSm86,   Arch::kSm87,  Arch::kSm89,
+                                          Arch::kSm90a, Arch::kSm100a, Arch::kSm120, Arch::kSm121};
   return archs;
 }
 

@@ -22,9 +22,9 @@ std::string arch_names(std::string_view conjunction = "or");
 
 // The most shared memory one block may opt in to on every GPU of this arch: 163 KiB on sm_80
 // (A100) and sm_87 (Orin), 99 KiB on sm_86, sm_89, sm_120 and sm_121, 227 KiB on sm_90a and
-// sm_100a (CUDA C++ Programming Guide, table "Technical Specifications per Compute Capability"). For choosing kernels without a GPU
-// (precompile); with one, the device's own CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN
-// is the authority.
+// sm_100a (CUDA C++ Programming Guide, table "Technical Specifications per Compute Capability").
+// For choosing kernels without a GPU (precompile); with one, the device's own
+// CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN is the authority.
 int default_max_shared_bytes(Arch arch);
 
 // The target for a device of this compute capability: 8.0, 8.6, 8.7, 8.9 and 12.0, 12.1 their own

@@ -56,7 +56,8 @@ std::map<fs::path, std::pair<std::string, fs::file_time_type>> snapshot(const fs
   return files;
 }
 
-constexpr const char* kReducedSet = "--arch sm_80,sm_86,sm_89,sm_90a --head-dims 64 --variants full";
+constexpr const char* kReducedSet =
+    "--arch sm_80,sm_86,sm_89,sm_90a --head-dims 64 --variants full";
 // Its kernels: per arch quantize_rows, quantize_v, quantize_v_scale and attention causal off and
 // on, and on sm_90a the short-sequence config of d=64 causal (attention::heuristic_configs).
 constexpr std::size_t kReducedSetKernels = 4 * 5 + 1;
