@@ -122,6 +122,16 @@ size_t intfa_v_scale_count(intfa_v_granularity_t granularity, int batch, int hea
 void intfa_v_int8_view(void* data, int batch, int heads_kv, int seq_kv, int head_dim,
                        intfa_tensor_t* view) INTFA_NOEXCEPT;
 
+/* intfa::precompile (include/intfa/precompile.hpp) for one problem: compiles now, into the kernel
+   cache, the kernels that quantizing Q, K and V in `dtype` (INTFA_F16 or INTFA_BF16) and
+   intfa_attention_forward of `problem` with `options` (NULL: the defaults; its tile config is not
+   used: the heuristic's) will launch, for `arch` ("sm_90a", ...; NULL or "": INTFA_ARCH, else the
+   GPU's own; naming one needs no GPU). `kernels` and `compiled_now` (each may be NULL) receive
+   how many kernels that is and how many NVRTC compiled in this call (the others were cached). */
+intfa_status_t intfa_precompile(const intfa_problem_t* problem, intfa_dtype_t dtype,
+                                const intfa_options_t* options, const char* arch, size_t* kernels,
+                                size_t* compiled_now) INTFA_NOEXCEPT;
+
 /* This thread's message for the last failed call ("" when none). */
 const char* intfa_last_error(void) INTFA_NOEXCEPT;
 const char* intfa_status_string(intfa_status_t status) INTFA_NOEXCEPT;

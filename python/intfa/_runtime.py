@@ -40,7 +40,8 @@ def precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),
     kernels and the attention kernel at the heuristic's tile config (a tuning database entry for a
     particular shape may pick another). Each argument takes one value or a sequence.
 
-    ``arch`` ("sm_80", "sm_86", "sm_89", "sm_90a") defaults to INTFA_ARCH, else the GPU's own;
+    ``arch`` ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90a", "sm_100a", "sm_120", "sm_121")
+    defaults to INTFA_ARCH, else the GPU's own;
     naming one needs no GPU. ``jobs`` parallel NVRTC compiles (0: all cores). The numerics options
     default as in ``intfa.attention``; ``smooth_k`` adds K's smoothing kernels. Returns a dict:
     ``arch``, ``kernels``, ``compiled_now``, ``already_present``, ``specs``. Raises NoDevice when
@@ -48,7 +49,7 @@ def precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),
     kernel.
 
     For a deployment bundle built on another machine use ``intfa precompile --out DIR`` (the
-    command-line tool) and INTFA_DEPLOY_CACHE instead."""
+    command-line tool, which ``pip install`` puts on PATH) and INTFA_DEPLOY_CACHE instead."""
     if not isinstance(jobs, int) or jobs < 0:
         raise invalid_argument("jobs", jobs, "expected an int >= 0")
     for name, value in (("head_dims", head_dims), ("causal", causal)):

@@ -18,8 +18,8 @@
 #include "cache/disk_cache.hpp"
 #include "errors.hpp"
 #include "intfa/intfa.hpp"
+#include "intfa/precompile.hpp"
 #include "launch/kernel_runtime.hpp"
-#include "precompile.hpp"
 
 namespace py = pybind11;
 using namespace pybind11::literals;

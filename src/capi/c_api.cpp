@@ -7,6 +7,7 @@
 
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
+#include "intfa/precompile.hpp"
 #include "intfa/quantize.hpp"
 #include "intfa_version.hpp"
 
@@ -244,6 +245,37 @@ void intfa_v_int8_view(void* data, int batch, int heads_kv, int seq_kv, int head
   view->data = v.data;
   view->dtype = INTFA_I8;
   for (int i = 0; i < 4; ++i) view->strides[i] = v.strides[static_cast<std::size_t>(i)];
+}
+
+intfa_status_t intfa_precompile(const intfa_problem_t* problem, intfa_dtype_t dtype,
+                                const intfa_options_t* options, const char* arch, size_t* kernels,
+                                size_t* compiled_now) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(problem, "problem");
+    intfa::PrecompileRequest request;
+    request.arch = arch == nullptr ? "" : arch;
+    request.head_dims = {problem->head_dim};
+    request.variants = {
+        checked_enum<intfa::Variant>(problem->variant, INTFA_HALF_INT8 + 1, "problem.variant",
+                                     "expected INTFA_FULL_INT8 or INTFA_HALF_INT8")};
+    request.dtypes = {
+        checked_enum<intfa::DType>(dtype, INTFA_I4X2 + 1, "dtype", "expected an intfa_dtype_t")};
+    request.causal = {problem->causal != 0};
+    request.qk_bits = problem->qk_bits;
+    if (options != nullptr) {
+      request.numerics.p_encoding =
+          checked_enum<intfa::PEncoding>(options->p_encoding, INTFA_P_U8 + 1, "options.p_encoding",
+                                         "expected INTFA_P_S8 or INTFA_P_U8");
+      request.numerics.p_scale = checked_enum<intfa::PScaleReference>(
+          options->p_scale, INTFA_P_TILE_MAX + 1, "options.p_scale",
+          "expected INTFA_P_RUNNING_MAX or INTFA_P_TILE_MAX");
+      request.numerics.v_granularity =
+          to_granularity(options->v_granularity, "options.v_granularity");
+    }
+    const intfa::PrecompileReport report = intfa::precompile(request);
+    if (kernels != nullptr) *kernels = report.kernels;
+    if (compiled_now != nullptr) *compiled_now = report.compiled_now;
+  });
 }
 
 const char* intfa_last_error(void) INTFA_NOEXCEPT {

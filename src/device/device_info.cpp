@@ -63,7 +63,8 @@ Arch target_arch() {
   if (const auto forced = arch_override_from_env()) return *forced;
   std::string reason;
   if (!driver_available(&reason)) {
-    throw NoDevice(reason + "; set INTFA_ARCH=sm_80|sm_86|sm_89|sm_90a to compile without a GPU");
+    throw NoDevice(reason + "; set INTFA_ARCH to one of " + arch_names() +
+                   " to compile without a GPU");
   }
   return query_device(current_device()).arch;
 }
@@ -86,11 +87,9 @@ void warn_if_arch_override_is_ignored(Arch device_arch) {
   if (!value) return;
   const auto forced = parse_arch(*value);
   if (forced && *forced == device_arch) return;
-  const std::string problem =
-      forced ? "" : " (and is not one of sm_80, sm_86, sm_89, sm_90a)";
-  log::warn_once("INTFA_ARCH ignored", "INTFA_ARCH='" + *value + "' is ignored on a GPU" +
-                                           problem + ": launches use this GPU's " +
-                                           arch_name(device_arch));
+  const std::string problem = forced ? "" : " (and is not one of " + arch_names() + ")";
+  log::warn_once("INTFA_ARCH ignored", "INTFA_ARCH='" + *value + "' is ignored on a GPU" + problem +
+                                           ": launches use this GPU's " + arch_name(device_arch));
 }
 
 }  // namespace

@@ -123,7 +123,7 @@ device::Arch arch_member(const json::Value& object, const std::string& where) {
   if (value.is_string()) {
     if (const auto arch = device::parse_arch(value.as_string())) return *arch;
   }
-  throw DatabaseError(where + "arch", shown(value), "expected sm_80, sm_86, sm_89 or sm_90a");
+  throw DatabaseError(where + "arch", shown(value), "expected " + device::arch_names());
 }
 
 // --- Entry members ---

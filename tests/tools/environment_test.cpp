@@ -45,7 +45,7 @@ class Environment : public ::testing::Test {
   std::string file() const { return (directory_.path() / "a-file").string(); }
   std::string shared() const { return (directory_.path() / "group-writable").string(); }
 
-  // Without a GPU, `intfa run` compiles for one arch instead of all four; with one, it launches on
+  // Without a GPU, `intfa run` compiles for one arch instead of all of them; with one, it launches on
   // the GPU's own arch and would warn that INTFA_ARCH is ignored.
   static std::string compile_only_arch() {
     return device::driver_available() ? "-u INTFA_ARCH" : "INTFA_ARCH=sm_80";

@@ -1,4 +1,4 @@
-// `intfa precompile` as a deployment runs it: the built binary writes a bundle for the four archs
+// `intfa precompile` as a deployment runs it: the built binary writes a bundle for four archs
 // (head dim 64, full INT8: a reduced set, to keep the suite fast), a second run compiles nothing,
 // `intfa cache verify` checks it against its manifest, and a runtime pointed at it compiles
 // nothing the bundle holds.
@@ -56,7 +56,8 @@ std::map<fs::path, std::pair<std::string, fs::file_time_type>> snapshot(const fs
   return files;
 }
 
-constexpr const char* kReducedSet = "--head-dims 64 --variants full";
+constexpr const char* kReducedSet =
+    "--arch sm_80,sm_86,sm_89,sm_90a --head-dims 64 --variants full";
 // Its kernels: per arch quantize_rows, quantize_v, quantize_v_scale and attention causal off and
 // on, and on sm_90a the short-sequence configs of d=64 causal off and on
 // (attention::heuristic_configs).
@@ -231,8 +232,12 @@ TEST(PrecompileOptions, ConfigsAllKeepsTheTunerCandidatesThatFitTheArchsSharedMe
 TEST(PrecompileOptions, TheSharedMemoryTableIsTheOptInLimitPerBlock) {
   EXPECT_EQ(device::default_max_shared_bytes(device::Arch::kSm80), 163 * 1024);
   EXPECT_EQ(device::default_max_shared_bytes(device::Arch::kSm86), 99 * 1024);
+  EXPECT_EQ(device::default_max_shared_bytes(device::Arch::kSm87), 163 * 1024);
   EXPECT_EQ(device::default_max_shared_bytes(device::Arch::kSm89), 99 * 1024);
   EXPECT_EQ(device::default_max_shared_bytes(device::Arch::kSm90a), 232448);
+  EXPECT_EQ(device::default_max_shared_bytes(device::Arch::kSm100a), 232448);
+  EXPECT_EQ(device::default_max_shared_bytes(device::Arch::kSm120), 99 * 1024);
+  EXPECT_EQ(device::default_max_shared_bytes(device::Arch::kSm121), 99 * 1024);
 }
 
 TEST(PrecompileOptions, TheDefaultSetIsEveryArchHeadDimVariantAndCausalOnce) {
@@ -241,7 +246,9 @@ TEST(PrecompileOptions, TheDefaultSetIsEveryArchHeadDimVariantAndCausalOnce) {
   // Per arch: 3 head dims x 2 variants x causal off/on attention kernels, quantize_rows for each
   // head dim, and quantize_v + quantize_v_scale for each head dim (full INT8); on sm_90a the
   // short-sequence configs of full INT8 at d=64 and d=128, causal off and on.
-  EXPECT_TRUE(mentions(listed, std::to_string(4 * (12 + 3 + 6) + 4) + " kernels")) << listed.output;
+  const std::size_t archs = device::all_archs().size();
+  EXPECT_TRUE(mentions(listed, std::to_string(archs * (12 + 3 + 6) + 4) + " kernels"))
+      << listed.output;
 }
 
 TEST(PrecompileOptions, TunedConfigsWithoutADatabaseAreAUsageError) {

@@ -37,7 +37,8 @@ const char* const kPrecompileUsage =
     "machines and those kernels are never compiled there. Entries DIR already holds and that\n"
     "verify are kept, so a re-run compiles only what is missing.\n\n"
     "  --out DIR                  the bundle directory (created if needed)\n"
-    "  --arch LIST                sm_80,sm_86,sm_89,sm_90a (default: all four)\n"
+    "  --arch LIST                sm_80,sm_86,sm_87,sm_89,sm_90a,sm_100a,sm_120,sm_121\n"
+    "                             (default: all of them)\n"
     "  --head-dims LIST           64,128,256 (default: all three)\n"
     "  --variants LIST            full,half (default: both)\n"
     "  --dtypes LIST              f16,bf16: inputs and output (default: f16)\n"
@@ -100,7 +101,7 @@ std::vector<device::Arch> parse_archs(const Args& args) {
   std::vector<device::Arch> archs;
   for (const std::string& name : args.get_list("arch", {})) {
     const auto arch = device::parse_arch(name);
-    if (!arch) throw UsageError("--arch " + name + ": expected sm_80, sm_86, sm_89 or sm_90a");
+    if (!arch) throw UsageError("--arch " + name + ": expected " + device::arch_names());
     archs.push_back(*arch);
   }
   return archs.empty() ? device::all_archs() : archs;

@@ -25,8 +25,8 @@ const char* const kRunUsage =
     "Quantizes random inputs, JIT-compiles and launches INT8 attention, checks it against a\n"
     "float64 reference of the original inputs (and the quantized model), and times it.\n"
     "Without a GPU: compiles and caches the kernels it would launch (for INTFA_ARCH, else for\n"
-    "sm_80, sm_86, sm_89 and sm_90a; a --config only for the archs that can run it, naming\n"
-    "the others) and exits 0.\n\n"
+    "sm_80, sm_86, sm_87, sm_89, sm_90a, sm_100a, sm_120 and sm_121; a --config only for the\n"
+    "archs that can run it, naming the others) and exits 0.\n\n"
     "  --batch B (1)  --heads H (8)  --heads-kv H (= heads)  --seq N (1024)  --seq-kv N (= seq)\n"
     "  --head-dim D (128)  --causal  --seed S (fresh each run)  --repeats R (20)\n"
     "  --smooth-k                 quantize K with K smoothing (its channel means subtracted)\n";

@@ -1,7 +1,8 @@
-// intfa.precompile(): compiles, ahead of the first call, the kernels attention calls will launch
-// (the quantize kernels and the attention kernel at the heuristic's tile config) into the user
+// intfa::precompile: compiles, ahead of the first call, the kernels attention calls will launch
+// (the quantize kernels and the attention kernel at the heuristic's tile configs) into the user
 // cache, so that a service's first request does not wait for NVRTC. Needs no GPU when an arch is
-// named (or INTFA_ARCH is set).
+// named (or INTFA_ARCH is set). Python: intfa.precompile; C: intfa_precompile; a deployment
+// bundle for other machines: `intfa precompile --out DIR`.
 #pragma once
 
 #include <cstddef>
@@ -11,15 +12,16 @@
 #include "intfa/attention.hpp"
 #include "intfa/types.hpp"
 
-namespace intfa::python {
+namespace intfa {
 
 struct PrecompileRequest {
-  std::string arch;  // "sm_90a", ...; "" for the GPU's own (or INTFA_ARCH)
+  std::string arch;  // "sm_90a", ...; "" for INTFA_ARCH, else the GPU's own
   std::vector<int> head_dims;
   std::vector<Variant> variants;
   std::vector<DType> dtypes;  // inputs and output: kF16, kBF16
   std::vector<bool> causal;
   AttentionOptions numerics;  // p_encoding, p_scale, v_granularity
+  int qk_bits = 8;            // 8, or 4 for INT4 Q.K (AttentionProblem::qk_bits)
   bool smooth_k = false;      // K's quantize kernels with smoothing (and the channel-mean pass)
   unsigned jobs = 0;          // parallel NVRTC compiles; 0: all cores
 };
@@ -36,4 +38,4 @@ struct PrecompileReport {
 // CompileError for the first kernel NVRTC rejects (after the others were tried).
 PrecompileReport precompile(const PrecompileRequest& request);
 
-}  // namespace intfa::python
+}  // namespace intfa

@@ -1,4 +1,4 @@
-#include "precompile.hpp"
+#include "intfa/precompile.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -16,13 +16,13 @@
 #include "quantize/quantize_specs.hpp"
 #include "render/kernel_spec.hpp"
 
-namespace intfa::python {
+namespace intfa {
 namespace {
 
 device::Arch resolve_arch(const std::string& name) {
   if (name.empty()) return device::target_arch();
   const auto arch = device::parse_arch(name);
-  if (!arch) throw InvalidArgument("arch", name, "expected sm_80, sm_86, sm_89 or sm_90a");
+  if (!arch) throw InvalidArgument("arch", name, "expected " + device::arch_names());
   return *arch;
 }
 
@@ -37,6 +37,7 @@ std::vector<render::KernelSpec> request_specs(const PrecompileRequest& request, 
           spec_request.head_dim = head_dim;
           spec_request.variant = variant;
           spec_request.causal = causal;
+          spec_request.qk_bits = request.qk_bits;
           spec_request.v_type = dtype;
           spec_request.output_type = dtype;
           spec_request.p_encoding = request.numerics.p_encoding;
@@ -76,6 +77,9 @@ void validate_request(const PrecompileRequest& request) {
     if (dtype != DType::kF16 && dtype != DType::kBF16) {
       throw InvalidArgument("dtypes", dtype_name(dtype), "expected f16 or bf16");
     }
+  }
+  if (request.qk_bits != 8 && request.qk_bits != 4) {
+    throw InvalidArgument("qk_bits", std::to_string(request.qk_bits), "expected 8 or 4");
   }
   if (request.head_dims.empty()) throw InvalidArgument("head_dims", "[]", "expected one or more");
   if (request.variants.empty()) throw InvalidArgument("variants", "[]", "expected one or more");
@@ -125,4 +129,4 @@ PrecompileReport precompile(const PrecompileRequest& request) {
   return report;
 }
 
-}  // namespace intfa::python
+}  // namespace intfa
