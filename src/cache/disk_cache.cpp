@@ -29,7 +29,8 @@ namespace {
 // A cubin is at most tens of MiB; anything far larger at an entry's name is not ours, and reading
 // it whole into memory is what a bad file must not make us do.
 constexpr std::uint64_t kMaxEntryBytes = std::uint64_t{1} << 30;
-constexpr std::uint64_t kMaxSidecarBytes = std::uint64_t{1} << 20;
+// A sidecar is a few hundred bytes (one spec); one far larger was not written by intfa.
+constexpr std::uint64_t kMaxSidecarBytes = std::uint64_t{64} << 10;
 // A writer holds its temp file for milliseconds; one this old was left by a killed process.
 constexpr std::time_t kStaleTempSeconds = std::time_t{60} * 60;
 constexpr std::string_view kEntrySuffix = ".cubin";

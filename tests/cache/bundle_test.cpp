@@ -17,6 +17,7 @@
 #include "common/log.hpp"
 #include "intfa/errors.hpp"
 #include "launch/kernel_runtime.hpp"
+#include "support/timing.hpp"
 
 namespace intfa::cache {
 namespace {
@@ -208,6 +209,19 @@ TEST(Manifest, RandomGarbageNeverCrashesTheParser) {
   }
 }
 
+// A 2 MiB manifest once cost 75 s of CPU: one of 1 MiB, a spec of 55,200 members, is refused
+// within the parser's budget.
+TEST(Manifest, AMebibyteManifestIsReadWithinTheBudget) {
+  const std::string text = edited_manifest([](json::Value& document) {
+    json::Value entries = document.at("entries");
+    entries.as_array().at(0).set("spec", json::parse(wide_json_object(55200)));
+    document.set("entries", entries);
+  });
+  ASSERT_GE(text.size(), std::size_t{1} << 20);
+  const double ms = least_ms([&] { EXPECT_TRUE(contains(parse_error(text), "spec")); });
+  EXPECT_LT(ms, 50 * kSanitizerSlowdown);
+}
+
 TEST(Manifest, AnotherNvrtcOrFormatVersionIsIncompatible) {
   Manifest other_nvrtc = Manifest::for_this_build();
   other_nvrtc.nvrtc_version.major += 1;
@@ -231,6 +245,20 @@ TEST(ManifestFile, AMissingOrUnreadableManifestIsAManifestError) {
   EXPECT_THROW(read_manifest(bundle.path()), ManifestError);
   fs::create_directory(manifest_path(bundle.path()));
   EXPECT_THROW(read_manifest(bundle.path()), ManifestError);
+}
+
+// A manifest of every kernel precompile makes is about 1 MiB; one over 16 MiB is refused unread.
+TEST(ManifestFile, AFileOverSixteenMebibytesIsRefusedUnread) {
+  const TempDirectory bundle;
+  std::string text = two_entry_manifest().to_json().dump(2);
+  text.append((std::size_t{16} << 20) + 1 - text.size(), ' ');
+  write_text(manifest_path(bundle.path()), text);
+  try {
+    read_manifest(bundle.path());
+    FAIL() << "accepted";
+  } catch (const ManifestError& error) {
+    EXPECT_TRUE(contains(error.what(), "larger than")) << error.what();
+  }
 }
 
 // --- A bundle against its manifest ---
