@@ -4,10 +4,11 @@
 #include <cstring>
 #include <exception>
 
+#include "common/strings.hpp"
 #include "intfa/args.hpp"
 #include "intfa/commands.hpp"
-#include "intfa/problem_options.hpp"
 #include "intfa/errors.hpp"
+#include "intfa/problem_options.hpp"
 #include "intfa_version.hpp"
 
 namespace intfa::cli {
@@ -80,10 +81,12 @@ int main(int argc, char** argv) {
       return 2;
     } catch (const intfa::Error& error) {
       std::fprintf(stderr, "intfa %s: error (%s): %s\n", command.name,
-                   intfa::status_name(error.status()), error.what());
+                   intfa::status_name(error.status()),
+                   intfa::strings::printable(error.what(), true).c_str());
       return 1;
     } catch (const std::exception& error) {
-      std::fprintf(stderr, "intfa %s: error: %s\n", command.name, error.what());
+      std::fprintf(stderr, "intfa %s: error: %s\n", command.name,
+                   intfa::strings::printable(error.what(), true).c_str());
       return 1;
     }
   }
