@@ -119,27 +119,6 @@ std::string temp_name(const CacheKey& key) {
 
 // --- Reading ---
 
-std::string file_type_name(fs::file_type type) {
-  switch (type) {
-    case fs::file_type::regular:
-      return "a regular file";
-    case fs::file_type::directory:
-      return "a directory";
-    case fs::file_type::symlink:
-      return "a symbolic link";
-    case fs::file_type::fifo:
-      return "a FIFO";
-    case fs::file_type::socket:
-      return "a socket";
-    case fs::file_type::character:
-      return "a character device";
-    case fs::file_type::block:
-      return "a block device";
-    default:
-      return "a special file";
-  }
-}
-
 fs::file_type file_type_of(mode_t mode) {
   if (S_ISREG(mode)) return fs::file_type::regular;
   if (S_ISDIR(mode)) return fs::file_type::directory;
@@ -177,6 +156,27 @@ std::string untrusted_directory_problem(const struct stat& info) {
 }
 
 }  // namespace
+
+std::string file_type_name(fs::file_type type) {
+  switch (type) {
+    case fs::file_type::regular:
+      return "a regular file";
+    case fs::file_type::directory:
+      return "a directory";
+    case fs::file_type::symlink:
+      return "a symbolic link";
+    case fs::file_type::fifo:
+      return "a FIFO";
+    case fs::file_type::socket:
+      return "a socket";
+    case fs::file_type::character:
+      return "a character device";
+    case fs::file_type::block:
+      return "a block device";
+    default:
+      return "a special file";
+  }
+}
 
 std::vector<char> read_regular_file(const fs::path& path, std::uint64_t max_bytes) {
   // O_NONBLOCK: a FIFO planted at an entry's name must not hang the open.

@@ -66,6 +66,9 @@ struct DirectoryCheck {
 };
 DirectoryCheck check_directory(const std::filesystem::path& directory);
 
+// "a regular file", "a directory", "a symbolic link", "a FIFO", "a character device", ...
+std::string file_type_name(std::filesystem::file_type type);
+
 // The bytes of a regular file, never following a symbolic link nor blocking on a FIFO. Throws
 // EntryError when the file itself is bad (not a regular file, over `max_bytes`) and
 // std::system_error when it cannot be read.

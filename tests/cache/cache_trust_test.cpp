@@ -132,6 +132,21 @@ TEST(CacheTrust, ABundleOfAnotherUserIsIgnoredWithOneWarning) {
   EXPECT_NE(capture.warnings()[0].find("uid 65534"), std::string::npos) << capture.warnings()[0];
 }
 
+// A bundle is shared read-only: the advice takes away the others' write permission and keeps
+// their read permission (chmod 700, the user cache's advice, would lock the service out).
+TEST(CacheTrust, ABundleOthersMayWriteIsIgnoredWithAdviceThatKeepsItReadable) {
+  const TempDirectory bundle;
+  plant_entries(bundle.path());
+  write_manifest(bundle.path(), Manifest::for_this_build());
+  ASSERT_EQ(::chmod(bundle.path().c_str(), 0777), 0);
+  log::ScopedCapture capture;
+  EXPECT_EQ(DeploymentBundle::open(bundle.path()), nullptr);
+  ASSERT_EQ(capture.warnings().size(), 1u);
+  EXPECT_NE(capture.warnings()[0].find("chmod go-w " + bundle.path().string()), std::string::npos)
+      << capture.warnings()[0];
+  EXPECT_EQ(capture.warnings()[0].find("chmod 700"), std::string::npos) << capture.warnings()[0];
+}
+
 TEST(CacheTrust, ABundleWhoseManifestBelongsToAnotherUserIsIgnored) {
   INTFA_REQUIRE_ROOT();
   const TempDirectory bundle;

@@ -139,11 +139,12 @@ int clear_entries(cache::DiskCache& disk, bool stale_only) {
 }  // namespace
 
 int run_cache(const Arguments& arguments) {
-  const Args args(arguments, {"stale"});
+  Grammar grammar;
+  grammar.values = {"dir"};
+  grammar.flags = {"stale"};
+  grammar.max_positional = 2;  // the verb and DIR
+  const Args args(arguments, grammar);
   if (args.positional().empty()) throw UsageError("missing verb: ls, verify or clear");
-  if (args.positional().size() > 2) {
-    throw UsageError("unexpected argument '" + args.positional()[2] + "'");
-  }
   const std::string& verb = args.positional().front();
   if (verb != "ls" && verb != "verify" && verb != "clear") {
     throw UsageError("unknown verb '" + verb + "': expected ls, verify or clear");
@@ -161,7 +162,7 @@ int run_cache(const Arguments& arguments) {
   cache::DiskCache disk(directory->path);
   if (verb == "ls") return list_entries(disk);
   if (verb == "verify") return verify_entries(disk);
-  return clear_entries(disk, args.has("stale"));
+  return clear_entries(disk, args.flag("stale"));
 }
 
 }  // namespace intfa::cli

@@ -21,7 +21,7 @@ const char* const kInfoUsage =
     "size.\n";
 
 int run_info(const Arguments& arguments) {
-  Args(arguments, {}).reject_unknown({});
+  const Args args(arguments, Grammar{});  // no options: refuses any
   std::printf("intfa          %s\n", INTFA_VERSION_STRING);
   std::string reason;
   if (device::driver_available(&reason)) {

@@ -76,8 +76,9 @@ int main(int argc, char** argv) {
     try {
       return command.run(arguments);
     } catch (const UsageError& error) {
-      std::fprintf(stderr, "intfa %s: %s\n\n", command.name, error.what());
-      print_usage(stderr, command);
+      // The error and where the help is: the whole help would bury the one line that matters.
+      std::fprintf(stderr, "intfa %s: %s\nsee 'intfa %s --help' for its options\n", command.name,
+                   intfa::strings::printable(error.what()).c_str(), command.name);
       return 2;
     } catch (const intfa::Error& error) {
       std::fprintf(stderr, "intfa %s: error (%s): %s\n", command.name,
@@ -90,7 +91,7 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  std::fprintf(stderr, "intfa: unknown command '%s'\n\n", argv[1]);
-  print_overview();
+  std::fprintf(stderr, "intfa: unknown command '%s'\nsee 'intfa --help' for the commands\n",
+               intfa::strings::printable(argv[1]).c_str());
   return 2;
 }
