@@ -18,6 +18,7 @@
 #include "cache/disk_cache.hpp"
 #include "errors.hpp"
 #include "intfa/intfa.hpp"
+#include "intfa_version.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "precompile.hpp"
 
@@ -174,7 +175,9 @@ PYBIND11_MODULE(_intfa, m) {
   m.doc() = "intfa's C++ runtime over raw device pointers (use the intfa package, not this)";
   register_error_translator();
 
-  m.def("version", [] { return runtime_info().version; });
+  // Not runtime_info(): `import intfa` asks for the version, and must not depend on the cache
+  // variables (a malformed INTFA_CACHE_DIR is the error of the first call that needs the cache).
+  m.def("version", [] { return std::string(INTFA_VERSION_STRING); });
   m.def("runtime_info", &runtime_dict,
         "Versions, GPU, target arch, kernel cache and this process's runtime counters.");
 
