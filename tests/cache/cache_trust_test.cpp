@@ -7,7 +7,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -104,15 +106,34 @@ TEST(CacheTrust, AnotherUsersDirectoryCreatedAfterTheCacheWasOpenedIsRefusedToo)
   expect_refused_with_one_warning(disk, capture, (parent.path() / "cache").string(), "uid 65534");
 }
 
-TEST(CacheTrust, RootsDirectoriesAreTrustedByEveryUser) {
-  if (rerun_without_root()) return;
-  // The child runs as "nobody"; /tmp's root-owned sticky directory is where its cache lives.
-  const TempDirectory directory;
+// Root's directories are trusted by everyone: a bundle a package installed, say. Root writes a
+// cache readable by others; uid 65534 loads from it without a warning.
+TEST(CacheTrust, ACacheOfRootIsTrustedByAnotherUser) {
+  INTFA_REQUIRE_ROOT();  // the parent, and the child before it gives up root
+  constexpr const char* kRootsCache = "INTFA_TEST_ROOTS_CACHE";
+  std::optional<TempDirectory> roots_cache;
+  std::optional<ScopedEnv> named;
+  if (std::getenv(kRootsCache) == nullptr) {
+    roots_cache.emplace();
+    plant_entries(roots_cache->path());
+    fs::permissions(roots_cache->path(), fs::perms::owner_all | fs::perms::group_read |
+                                             fs::perms::group_exec | fs::perms::others_read |
+                                             fs::perms::others_exec);
+    for (const auto& item : fs::recursive_directory_iterator(roots_cache->path())) {
+      const bool folder = item.is_directory();
+      fs::permissions(item.path(),
+                      folder ? fs::perms::group_exec | fs::perms::others_exec |
+                                   fs::perms::group_read | fs::perms::others_read
+                             : fs::perms::group_read | fs::perms::others_read,
+                      fs::perm_options::add);
+    }
+    named.emplace(kRootsCache, roots_cache->path().string());
+  }
+  if (rerun_without_root()) return;  // the rest runs as uid 65534
   log::ScopedCapture capture;
-  DiskCache disk(directory.path());
-  disk.store(test_key(0x05), fake_cubin(), quantize_rows_spec());
-  EXPECT_EQ(disk.load(test_key(0x05)), fake_cubin());
-  EXPECT_TRUE(capture.warnings().empty());
+  DiskCache disk(std::getenv(kRootsCache), DiskCache::Access::kReadOnly);
+  EXPECT_EQ(disk.load(test_key(0x01)), fake_cubin());
+  EXPECT_TRUE(capture.warnings().empty()) << capture.warnings().front();
 }
 
 // The bundle's owner may differ from the user who runs it only when it is root: install a bundle
