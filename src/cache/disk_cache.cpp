@@ -451,14 +451,15 @@ bool fill_metadata(CacheFile& file) {
   return true;
 }
 
-// The names in `directory`, sorted. Throws CacheError when it cannot be read: an unreadable cache
-// is not an empty one.
+// The names in `directory`, sorted; none when it went away (a concurrent clear removes emptied
+// key folders). Throws CacheError when it cannot be read: an unreadable cache is not an empty one.
 std::vector<fs::path> children(const fs::path& directory) {
   std::vector<fs::path> paths;
   std::error_code error;
   for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
     paths.push_back(it->path());
   }
+  if (error == std::errc::no_such_file_or_directory) return {};
   if (error) throw CacheError("cannot read " + directory.string() + ": " + error.message());
   std::sort(paths.begin(), paths.end());
   return paths;
