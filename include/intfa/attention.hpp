@@ -122,7 +122,9 @@ void attention_forward(const AttentionProblem& problem, const AttentionTensors& 
                        CUstream stream, const AttentionOptions& options = {});
 
 // The INT8 V layout: [batch][heads_kv][head_dim][v_padded_seq(seq_kv)] bytes, tokens permuted in
-// groups of 16 (templates/attention/README.md).
+// groups of 16 (templates/attention/README.md). Each throws InvalidArgument naming the parameter
+// for what no problem can have: batch or heads_kv outside [1, 65535], seq_kv outside [1, 2^28],
+// a head dim other than 64, 128 or 256.
 int v_padded_seq(int seq_kv);
 std::size_t v_int8_bytes(int batch, int heads_kv, int seq_kv, int head_dim);
 TensorView v_int8_view(void* data, int batch, int heads_kv, int seq_kv, int head_dim);

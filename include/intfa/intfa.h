@@ -114,11 +114,25 @@ intfa_status_t intfa_quantize_v_varlen(const intfa_shape_t* shape, const intfa_t
                                        float* scales, intfa_v_granularity_t granularity,
                                        CUstream stream) INTFA_NOEXCEPT;
 
+/* The INT8 V layout (intfa::v_padded_seq, ...). Out-of-range input (batch or heads_kv outside
+   [1, 65535], seq_kv outside [1, 2^28], a head dim other than 64, 128 or 256, an unknown
+   granularity, a null result pointer) is INTFA_INVALID_ARGUMENT naming the parameter. */
+intfa_status_t intfa_v_padded_seq_checked(int seq_kv, int* padded_seq) INTFA_NOEXCEPT;
+intfa_status_t intfa_v_int8_bytes_checked(int batch, int heads_kv, int seq_kv, int head_dim,
+                                          size_t* bytes) INTFA_NOEXCEPT;
+intfa_status_t intfa_v_scale_count_checked(intfa_v_granularity_t granularity, int batch,
+                                           int heads_kv, int seq_kv, int head_dim,
+                                           size_t* count) INTFA_NOEXCEPT;
+/* Fills `view` with the INT8 V layout's strides for `data`. */
+intfa_status_t intfa_v_int8_view_checked(void* data, int batch, int heads_kv, int seq_kv,
+                                         int head_dim, intfa_tensor_t* view) INTFA_NOEXCEPT;
+
+/* The same, with the signatures (and ABI) of intfa 0.1.0: out-of-range input gives -1, 0, or a
+   view with a null data pointer and zero strides, and intfa_last_error() says why. */
 int intfa_v_padded_seq(int seq_kv) INTFA_NOEXCEPT;
 size_t intfa_v_int8_bytes(int batch, int heads_kv, int seq_kv, int head_dim) INTFA_NOEXCEPT;
 size_t intfa_v_scale_count(intfa_v_granularity_t granularity, int batch, int heads_kv, int seq_kv,
                            int head_dim) INTFA_NOEXCEPT;
-/* Fills `view` with the INT8 V layout's strides for `data`. */
 void intfa_v_int8_view(void* data, int batch, int heads_kv, int seq_kv, int head_dim,
                        intfa_tensor_t* view) INTFA_NOEXCEPT;
 

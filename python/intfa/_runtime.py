@@ -1,17 +1,16 @@
 """What needs no PyTorch: the runtime's facts and counters, and ahead-of-time kernel compiles."""
 from intfa import _intfa
+from intfa._checks import as_list, choice, is_int
 from intfa._errors import invalid_argument
 
 # The C++ defaults (intfa::AttentionOptions{}), the one source of truth for the Python defaults.
 DEFAULTS = _intfa.default_options()
 
 _DTYPE_NAMES = {"f16": "f16", "float16": "f16", "half": "f16", "bf16": "bf16", "bfloat16": "bf16"}
-
-
-def _as_list(value):
-    if isinstance(value, (str, bytes, int, float, bool)) or not hasattr(value, "__iter__"):
-        return [value]
-    return list(value)
+_HEAD_DIMS = (64, 128, 256)
+_VARIANTS = ("full_int8", "half_int8")
+_ARCHS = tuple(_intfa.target_archs())  # the C++ list (device::all_archs)
+_MAX_JOBS = 1024  # as intfa precompile -j
 
 
 def _dtype_name(dtype):
@@ -50,20 +49,38 @@ def precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),
 
     For a deployment bundle built on another machine use ``intfa precompile --out DIR`` (the
     command-line tool, which ``pip install`` puts on PATH) and INTFA_DEPLOY_CACHE instead."""
-    if not isinstance(jobs, int) or jobs < 0:
-        raise invalid_argument("jobs", jobs, "expected an int >= 0")
-    for name, value in (("head_dims", head_dims), ("causal", causal)):
-        for item in _as_list(value):
-            wanted = int if name == "head_dims" else bool
-            if not isinstance(item, wanted) or (wanted is int and isinstance(item, bool)):
-                raise invalid_argument(name, repr(item), f"expected {wanted.__name__} values")
+    if not is_int(jobs) or not 0 <= jobs <= _MAX_JOBS:
+        raise invalid_argument("jobs", repr(jobs), f"expected an int in [0, {_MAX_JOBS}]")
+    if arch is not None and arch != "":
+        choice("arch", arch, _ARCHS)
+    if not isinstance(smooth_k, bool):
+        raise invalid_argument("smooth_k", repr(smooth_k), "expected True or False")
+    # Each list is read once: a generator given for one is consumed here, not twice.
+    head_dims = as_list("head_dims", head_dims)
+    variants = as_list("variants", variants)
+    dtypes = as_list("dtypes", dtypes)
+    causal = as_list("causal", causal)
+    for name, values in (("head_dims", head_dims), ("variants", variants), ("dtypes", dtypes),
+                         ("causal", causal)):
+        if not values:
+            raise invalid_argument(name, "[]", "expected one value or more")
+    for head_dim in head_dims:
+        if not is_int(head_dim) or head_dim not in _HEAD_DIMS:
+            raise invalid_argument("head_dims", repr(head_dim),
+                                   "supported head dims are 64, 128 and 256")
+    for variant in variants:
+        choice("variants", variant, _VARIANTS)
+    for setting in causal:
+        if not isinstance(setting, bool):
+            raise invalid_argument("causal", repr(setting), "expected True or False values")
     return _intfa.precompile(
         arch=arch or "",
-        head_dims=_as_list(head_dims),
-        variants=[str(variant) for variant in _as_list(variants)],
-        dtypes=[_dtype_name(dtype) for dtype in _as_list(dtypes)],
-        causal=_as_list(causal),
-        p_encoding=p_encoding or DEFAULTS["p_encoding"],
-        p_scale=p_scale or DEFAULTS["p_scale"],
-        v_granularity=v_granularity or DEFAULTS["v_granularity"],
-        smooth_k=bool(smooth_k), jobs=jobs)
+        head_dims=head_dims,
+        variants=variants,
+        dtypes=[_dtype_name(dtype) for dtype in dtypes],
+        causal=causal,
+        p_encoding=choice("p_encoding", p_encoding or DEFAULTS["p_encoding"], ("u8", "s8")),
+        p_scale=choice("p_scale", p_scale or DEFAULTS["p_scale"], ("running", "tile")),
+        v_granularity=choice("v_granularity", v_granularity or DEFAULTS["v_granularity"],
+                             ("tensor", "channel", "block")),
+        smooth_k=smooth_k, jobs=jobs)

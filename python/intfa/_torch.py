@@ -11,12 +11,11 @@ launch.
 Layouts: "HND" tensors are [batch, heads, seq, head_dim] (SDPA's), "NHD" ones
 [batch, seq, heads, head_dim] (FlashAttention's). Only the head dim must have stride 1.
 """
-import math
 from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 
-from intfa import _intfa
+from intfa import _checks, _intfa
 from intfa._errors import Unsupported, invalid_argument
 from intfa._runtime import DEFAULTS
 
@@ -382,19 +381,21 @@ def _check_qk(q, k, layout, q_name="q", k_name="k"):
                                f"(layout {layout})")
 
 
-def _validate_problem(**problem):
+def _validate_problem(names, **problem):
     # The C++ rules (head dims 64/128/256, heads_q a multiple of heads_kv, sizes >= 1), with the
-    # C++ message. Under torch.compile the shapes may be symbolic and an opaque call would break
-    # the graph: the op checks them again, still before its launch.
+    # C++ reason, naming the Python argument (`names`: _checks.TENSOR_PROBLEM, VARLEN_PROBLEM).
+    # Under torch.compile the shapes may be symbolic and an opaque call would break the graph:
+    # the op checks them again, still before its launch.
     if not torch.compiler.is_compiling():
-        _intfa.validate_problem(**problem)
+        _checks.validate_problem(names, **problem)
 
 
 def _check_problem(q, k, layout, is_causal, variant):
     b, heads_q, seq_q, head_dim = _bhnd(q, layout)
     _, heads_kv, seq_kv, _ = _bhnd(k, layout)
-    _validate_problem(batch=b, heads_q=heads_q, heads_kv=heads_kv, seq_q=seq_q, seq_kv=seq_kv,
-                      head_dim=head_dim, causal=is_causal, variant=variant)
+    _validate_problem(_checks.TENSOR_PROBLEM, batch=b, heads_q=heads_q, heads_kv=heads_kv,
+                      seq_q=seq_q, seq_kv=seq_kv, head_dim=head_dim, causal=is_causal,
+                      variant=variant)
 
 
 def _check_device(named_tensors):
@@ -415,14 +416,10 @@ def _check_scale(name, scale, expected_shape):
         raise invalid_argument(f"{name}.stride", scale.stride(), "expected a contiguous tensor")
 
 
-def _resolve_sm_scale(sm_scale):
-    # The C API reads 0 as "1/sqrt(head_dim)"; here None says that and 0 is refused.
-    if sm_scale is None:
-        return 0.0
-    if not isinstance(sm_scale, (int, float)) or not math.isfinite(sm_scale) or sm_scale <= 0:
-        raise invalid_argument("sm_scale", sm_scale,
-                               "expected a finite number > 0 (or None for 1/sqrt(head_dim))")
-    return float(sm_scale)
+def _resolve_sm_scale(sm_scale, name="sm_scale"):
+    # The C API reads 0 as "1/sqrt(head_dim)"; here None says that and 0 is refused (as are
+    # bools, and what float32 cannot hold: _checks.resolve_sm_scale).
+    return _checks.resolve_sm_scale(sm_scale, name)
 
 
 class _Numerics(NamedTuple):
@@ -592,7 +589,8 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
     if scale is not None and sm_scale is not None and scale != sm_scale:
         raise invalid_argument("scale", scale, f"expected the same as sm_scale = {sm_scale} "
                                "(they are one argument under two names)")
-    softmax_scale = _resolve_sm_scale(sm_scale if sm_scale is not None else scale)
+    softmax_scale = (_resolve_sm_scale(sm_scale) if sm_scale is not None
+                     else _resolve_sm_scale(scale, "scale"))
     _check_choice("layout", layout, LAYOUTS)
     numerics = _check_numerics(variant, v_granularity, p_encoding, p_scale)
     _check_inputs(q, k, v)
@@ -639,9 +637,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     for name, value in (("max_seqlen_q", max_seqlen_q), ("max_seqlen_k", max_seqlen_k)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise invalid_argument(name, repr(value), "expected an int >= 1 (the longest sequence)")
-    _validate_problem(batch=batch, heads_q=q.shape[1], heads_kv=k.shape[1], seq_q=max_seqlen_q,
-                      seq_kv=max_seqlen_k, head_dim=q.shape[2], causal=bool(is_causal),
-                      variant=numerics.variant)
+    _validate_problem(_checks.VARLEN_PROBLEM, batch=batch, heads_q=q.shape[1],
+                      heads_kv=k.shape[1], seq_q=max_seqlen_q, seq_kv=max_seqlen_k,
+                      head_dim=q.shape[2], causal=bool(is_causal), variant=numerics.variant)
     _check_device([("q", q), ("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q),
                    ("cu_seqlens_k", cu_seqlens_k)])
     out, lse = _attention_varlen_op(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,

@@ -16,9 +16,11 @@
 #include "attention/validation.hpp"
 #include "cache/bundle.hpp"
 #include "cache/disk_cache.hpp"
+#include "device/arch.hpp"
 #include "errors.hpp"
 #include "intfa/intfa.hpp"
 #include "intfa/precompile.hpp"
+#include "intfa_version.hpp"
 #include "launch/kernel_runtime.hpp"
 
 namespace py = pybind11;
@@ -174,10 +176,20 @@ PYBIND11_MODULE(_intfa, m) {
   m.doc() = "intfa's C++ runtime over raw device pointers (use the intfa package, not this)";
   register_error_translator();
 
-  m.def("version", [] { return runtime_info().version; });
+  // Not runtime_info(): `import intfa` asks for the version, and must not depend on the cache
+  // variables (a malformed INTFA_CACHE_DIR is the error of the first call that needs the cache).
+  m.def("version", [] { return std::string(INTFA_VERSION_STRING); });
   m.def("runtime_info", &runtime_dict,
         "Versions, GPU, target arch, kernel cache and this process's runtime counters.");
 
+  m.def(
+      "target_archs",
+      [] {
+        std::vector<std::string> names;
+        for (device::Arch arch : device::all_archs()) names.push_back(device::arch_name(arch));
+        return names;
+      },
+      "The archs kernels can be compiled for (INTFA_ARCH, precompile's arch).");
   m.def("default_options", [] {
     const AttentionOptions defaults;
     return py::dict("p_encoding"_a = p_encoding_text(defaults.p_encoding),

@@ -1,10 +1,22 @@
 """What the binding's tests share: the package under test, torch when usable, skip decorators that
 say why a test cannot run here."""
+import atexit
 import importlib
 import os
+import shutil
+import tempfile
 import unittest
 
-import intfa
+# The tests compile kernels into the kernel cache. ctest names one in the build tree
+# (INTFA_CACHE_DIR); run any other way, they get one of their own, removed at exit, and never
+# touch the user's. intfa reads the variable at the first call that needs the cache, not at
+# import (PackageTest.test_import_does_not_depend_on_the_cache_variables).
+if not os.environ.get("INTFA_CACHE_DIR"):
+    TEST_CACHE_DIR = tempfile.mkdtemp(prefix="intfa-python-tests-")
+    os.environ["INTFA_CACHE_DIR"] = TEST_CACHE_DIR
+    atexit.register(shutil.rmtree, TEST_CACHE_DIR, ignore_errors=True)
+
+import intfa  # noqa: E402 (after the cache variable)
 
 torch = None if intfa.TORCH_UNAVAILABLE else importlib.import_module("torch")
 

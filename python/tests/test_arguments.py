@@ -58,13 +58,14 @@ class AttentionArgumentsTest(ArgumentsCase):
         self.assert_invalid("v.shape", intfa.attention, halves(1, 2, 16, 64), halves(1, 2, 16, 64),
                             halves(1, 2, 17, 64))
 
-    def test_unsupported_head_dim_has_the_cpp_message(self):
+    def test_unsupported_head_dim_has_the_cpp_message_and_names_q(self):
         q = halves(1, 2, 16, 96)
-        error = self.assert_invalid("problem.head_dim", intfa.attention, q, q, q)
+        error = self.assert_invalid("q.shape", intfa.attention, q, q, q)
         self.assertIn("supported head dims are 64, 128 and 256", str(error))
+        self.assertIn("head dim of q", str(error))
 
     def test_heads_q_must_be_a_multiple_of_heads_kv(self):
-        self.assert_invalid("problem.heads_q", intfa.attention, halves(1, 3, 16, 64),
+        self.assert_invalid("q.shape", intfa.attention, halves(1, 3, 16, 64),
                             halves(1, 2, 16, 64), halves(1, 2, 16, 64))
 
     def test_nhd_layout_reads_heads_from_dimension_two(self):
@@ -72,7 +73,7 @@ class AttentionArgumentsTest(ArgumentsCase):
         # read as HND the same tensors would be 16 heads over 32.
         q, kv = halves(1, 16, 4, 64), halves(1, 32, 2, 64)
         self.assert_invalid("q.device", intfa.attention, q, kv, kv, layout="NHD")
-        self.assert_invalid("problem.heads_q", intfa.attention, q, kv, kv, layout="HND")
+        self.assert_invalid("q.shape", intfa.attention, q, kv, kv, layout="HND")
 
     def test_rejects_unknown_layout_variant_and_numerics(self):
         q = halves(1, 2, 16, 64)
@@ -87,6 +88,12 @@ class AttentionArgumentsTest(ArgumentsCase):
         for bad in (0.0, -0.125, math.nan, math.inf):
             self.assert_invalid("sm_scale", intfa.attention, q, q, q, sm_scale=bad)
         self.assert_invalid("scale", intfa.attention, q, q, q, scale=0.1, sm_scale=0.2)
+
+    def test_scales_of_the_wrong_type_or_beyond_float32_name_the_argument(self):
+        q = halves(1, 2, 16, 64)
+        for bad in (True, 10**400, 1e300, 1e-320):
+            self.assert_invalid("sm_scale", intfa.attention, q, q, q, sm_scale=bad)
+        self.assert_invalid("scale", intfa.attention, q, q, q, scale=10**400)
 
     def test_sdpa_scale_is_accepted_like_sm_scale(self):
         q = halves(1, 2, 16, 64)
@@ -223,10 +230,14 @@ class AttentionVarlenArgumentsTest(ArgumentsCase):
         self.assert_invalid("max_seqlen_k", self.call, max_k=0)
 
     def test_problem_rules_have_the_cpp_message(self):
-        error = self.assert_invalid("problem.head_dim", self.call, q=halves(16, 4, 96),
+        error = self.assert_invalid("q.shape", self.call, q=halves(16, 4, 96),
                                     k=halves(16, 2, 96), v=halves(16, 2, 96))
         self.assertIn("supported head dims are 64, 128 and 256", str(error))
-        self.assert_invalid("problem.heads_q", self.call, q=halves(16, 3, 64))
+        self.assert_invalid("q.shape", self.call, q=halves(16, 3, 64))
+
+    def test_lengths_beyond_int32_are_invalid_arguments(self):
+        self.assert_invalid("max_seqlen_q", self.call, max_q=2**40)
+        self.assert_invalid("max_seqlen_k", self.call, max_k=2**29)
 
     def test_rejects_unknown_numerics_and_bad_scale(self):
         self.assert_invalid("variant", self.call, variant="int4")

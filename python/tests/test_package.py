@@ -1,5 +1,8 @@
 """The package builds, imports and works without a GPU (and, for these tests, without torch)."""
 import os
+import subprocess
+import sys
+import tempfile
 import unittest
 
 import intfa
@@ -37,6 +40,39 @@ class PackageTest(unittest.TestCase):
             self.assertTrue(issubclass(cls, intfa.Error))
         self.assertTrue(issubclass(intfa.InvalidArgument, ValueError))
         self.assertTrue(issubclass(intfa.Error, RuntimeError))
+
+    def test_import_does_not_depend_on_the_cache_variables(self):
+        # The error belongs to the first call that needs the cache, and names the variable.
+        code = ("import intfa\n"
+                "try:\n"
+                "    intfa.cache_info()\n"
+                "except intfa.InvalidArgument as error:\n"
+                "    print('refused', error.field)\n")
+        for variable, value in (("INTFA_CACHE_DIR", "relative/cache"),
+                                ("INTFA_CACHE_DISABLE", "maybe")):
+            environment = dict(os.environ, **{variable: value})
+            result = subprocess.run([sys.executable, "-c", code], env=environment,
+                                    capture_output=True, text=True)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            self.assertIn(f"refused {variable}", result.stdout)
+
+    def test_the_tests_run_directly_get_a_cache_of_their_own(self):
+        # Outside ctest (no INTFA_CACHE_DIR), support.py names a temporary cache before any test
+        # calls intfa, and removes it at exit: the user's cache under HOME is never written.
+        with tempfile.TemporaryDirectory() as home:
+            environment = {name: value for name, value in os.environ.items()
+                           if name not in ("INTFA_CACHE_DIR", "XDG_CACHE_HOME")}
+            environment["HOME"] = home
+            code = "import support, intfa; print(intfa.cache_info()['cache_directory'])"
+            result = subprocess.run([sys.executable, "-c", code], env=environment,
+                                    cwd=os.path.dirname(os.path.abspath(__file__)),
+                                    capture_output=True, text=True)
+            self.assertEqual(result.returncode, 0, result.stderr)
+            directory = result.stdout.strip()
+            self.assertFalse(directory.startswith(home), directory)
+            self.assertTrue(os.path.basename(directory).startswith("intfa-python-tests-"),
+                            directory)
+            self.assertFalse(os.path.exists(directory), "removed at exit")
 
     @unittest.skipIf(torch is not None, "PyTorch is installed here: the torch functions exist")
     def test_torch_functions_say_torch_is_missing(self):
@@ -86,7 +122,7 @@ class PrecompileTest(unittest.TestCase):
     def test_rejects_unknown_variant_and_dtype(self):
         with self.assertRaises(intfa.InvalidArgument) as caught:
             intfa.precompile(variants="int4", arch="sm_80")
-        self.assertEqual(caught.exception.field, "variant")
+        self.assertEqual(caught.exception.field, "variants")
         with self.assertRaises(intfa.InvalidArgument) as caught:
             intfa.precompile(dtypes="float32", arch="sm_80")
         self.assertEqual(caught.exception.field, "dtypes")

@@ -74,25 +74,29 @@ KernelPath path_for_config(int block_m, int warps) {
 }
 
 int v_padded_seq(int seq_kv) {
+  attention::validate_v_seq(seq_kv);
   return (seq_kv + kernels::kVTokenBlock - 1) / kernels::kVTokenBlock * kernels::kVTokenBlock;
 }
 
 std::size_t v_int8_bytes(int batch, int heads_kv, int seq_kv, int head_dim) {
+  attention::validate_v_layout(batch, heads_kv, seq_kv, head_dim);
   return static_cast<std::size_t>(batch) * heads_kv * head_dim * v_padded_seq(seq_kv);
 }
 
 TensorView v_int8_view(void* data, int batch, int heads_kv, int seq_kv, int head_dim) {
-  (void)batch;
+  attention::validate_v_layout(batch, heads_kv, seq_kv, head_dim);
   const std::int64_t padded = v_padded_seq(seq_kv);
   TensorView view;
   view.data = data;
   view.dtype = DType::kI8;
-  view.strides = {heads_kv * head_dim * padded, head_dim * padded, 1, padded};
+  view.strides = {std::int64_t{heads_kv} * head_dim * padded, std::int64_t{head_dim} * padded, 1,
+                  padded};
   return view;
 }
 
 std::size_t v_scale_count(VScaleGranularity granularity, int batch, int heads_kv, int seq_kv,
                           int head_dim) {
+  attention::validate_v_layout(batch, heads_kv, seq_kv, head_dim);
   const std::size_t heads = static_cast<std::size_t>(batch) * heads_kv;
   switch (granularity) {
     case VScaleGranularity::kPerTensor: return heads;

@@ -1,15 +1,35 @@
 #include "attention/validation.hpp"
 
 #include <algorithm>
+#include <cfloat>
+#include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <limits>
 #include <numeric>
 #include <string>
 
+#include "attention/attention_spec.hpp"
 #include "intfa/errors.hpp"
 
 namespace intfa::attention {
 namespace {
+
+// The launch grid's y and z dimensions hold at most 65535 blocks: heads and batches of the
+// attention kernel, heads and batches of the V quantize kernels.
+constexpr int kMaxGridYZ = 65535;
+// Offsets inside one (batch, head) are 32-bit in the kernels.
+constexpr int kMaxSeq = 1 << 28;
+// The quantize kernels index rows with 32-bit integers (their grid's x dimension with them).
+constexpr long long kMaxRows = INT_MAX;
+
+void require_at_most(int value, int limit, const std::string& field, const std::string& why) {
+  if (value > limit) {
+    throw InvalidArgument(field, std::to_string(value),
+                          "expected <= " + std::to_string(limit) + " (" + why + ")");
+  }
+}
 
 std::string strides_text(const std::array<std::int64_t, 4>& strides) {
   return "[" + std::to_string(strides[0]) + ", " + std::to_string(strides[1]) + ", " +
@@ -39,6 +59,31 @@ void validate_shape(const TensorShape& shape, const char* field) {
     throw InvalidArgument(prefix + ".head_dim", std::to_string(shape.head_dim),
                           "supported head dims are 64, 128 and 256");
   }
+  require_at_most(shape.batch, kMaxGridYZ, prefix + ".batch", "a grid dimension");
+  require_at_most(shape.heads, kMaxGridYZ, prefix + ".heads", "a grid dimension");
+  require_at_most(shape.seq, kMaxSeq, prefix + ".seq", "32-bit offsets in the kernels");
+  const long long rows = static_cast<long long>(shape.batch) * shape.heads * shape.seq;
+  if (rows > kMaxRows) {
+    throw InvalidArgument(prefix, std::to_string(rows) + " rows (batch * heads * seq)",
+                          "expected at most 2^31 - 1 rows (32-bit row indices in the kernels)");
+  }
+}
+
+void validate_v_seq(int seq_kv) {
+  require_positive(seq_kv, "seq_kv");
+  require_at_most(seq_kv, kMaxSeq, "seq_kv", "32-bit offsets in the kernels");
+}
+
+void validate_v_layout(int batch, int heads_kv, int seq_kv, int head_dim) {
+  require_positive(batch, "batch");
+  require_positive(heads_kv, "heads_kv");
+  require_at_most(batch, kMaxGridYZ, "batch", "a grid dimension");
+  require_at_most(heads_kv, kMaxGridYZ, "heads_kv", "a grid dimension");
+  validate_v_seq(seq_kv);
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
+    throw InvalidArgument("head_dim", std::to_string(head_dim),
+                          "supported head dims are 64, 128 and 256");
+  }
 }
 
 void validate_problem(const AttentionProblem& problem) {
@@ -59,8 +104,8 @@ void validate_problem(const AttentionProblem& problem) {
   if (problem.qk_bits != 8 && problem.qk_bits != 4) {
     throw InvalidArgument("problem.qk_bits", std::to_string(problem.qk_bits), "expected 8 or 4");
   }
-  // Offsets inside one (batch, head) are 32-bit in the kernels.
-  constexpr int kMaxSeq = 1 << 28;
+  require_at_most(problem.batch, kMaxGridYZ, "problem.batch", "the grid's z dimension");
+  require_at_most(problem.heads_q, kMaxGridYZ, "problem.heads_q", "the grid's y dimension");
   if (problem.seq_q > kMaxSeq || problem.seq_kv > kMaxSeq) {
     throw InvalidArgument(problem.seq_q > kMaxSeq ? "problem.seq_q" : "problem.seq_kv",
                           std::to_string(std::max(problem.seq_q, problem.seq_kv)),
@@ -73,7 +118,26 @@ void validate_options(const AttentionProblem& problem, const AttentionOptions& o
     throw InvalidArgument("options.softmax_scale", std::to_string(options.softmax_scale),
                           "expected a finite value > 0 (or 0 for 1/sqrt(head_dim))");
   }
-  (void)problem;
+  // The kernels take scale * log2(e) as a float32: 1e300 would become infinity and 1e-320 zero.
+  const double scale_log2 = options.softmax_scale * 1.4426950408889634;
+  if (options.softmax_scale != 0.0 && !(scale_log2 >= FLT_MIN && scale_log2 <= FLT_MAX)) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%g", options.softmax_scale);
+    throw InvalidArgument("options.softmax_scale", value,
+                          "expected a scale float32 holds (times log2(e), in [1.2e-38, 3.4e38])");
+  }
+  if (options.config) {
+    // The config's own rules, before the device is looked up: a config that is wrong everywhere is
+    // an InvalidArgument even without a GPU. Its arch and shared memory wait for the device.
+    SpecRequest request;
+    request.arch =
+        options.config->path == KernelPath::kWgmma ? device::Arch::kSm90a : device::Arch::kSm80;
+    request.head_dim = problem.head_dim;
+    request.variant = problem.variant;
+    request.qk_bits = problem.qk_bits;
+    request.causal = problem.causal;
+    validate_config(make_spec(request, *options.config), std::numeric_limits<int>::max());
+  }
 }
 
 void validate_view(const TensorView& view, const ViewRequirements& r) {
@@ -88,11 +152,29 @@ void validate_view(const TensorView& view, const ViewRequirements& r) {
     throw InvalidArgument(field + ".strides", strides_text(strides),
                           "expected stride 1 on dimension " + std::to_string(r.contiguous_dim));
   }
+  // Overflow-safe: the byte offset of the last element must fit in int64, or products of the
+  // strides below wrap around (2^62 strides once aliased, and INT64_MAX - 31 passed).
+  std::int64_t last = 0;
   for (int dim = 0; dim < 4; ++dim) {
     if (strides[dim] < 0) {
       throw InvalidArgument(field + ".strides", strides_text(strides), "expected strides >= 0");
     }
+    std::int64_t step = 0;
+    if (__builtin_mul_overflow(strides[dim], r.extents[dim] - 1, &step) ||
+        __builtin_add_overflow(last, step, &last)) {
+      throw InvalidArgument(field + ".strides", strides_text(strides),
+                            "the view spans more than 2^63 elements");
+    }
+  }
+  std::int64_t last_byte = 0;
+  if (__builtin_add_overflow(last, 1, &last_byte) ||
+      __builtin_mul_overflow(last_byte, std::int64_t{r.element_bytes}, &last_byte)) {
+    throw InvalidArgument(field + ".strides", strides_text(strides),
+                          "the view spans more than 2^63 bytes");
+  }
+  for (int dim = 0; dim < 4; ++dim) {
     if (dim == r.contiguous_dim || r.extents[dim] == 1) continue;
+    // No overflow: a stride of a dimension of extent > 1 is at most `last`.
     if ((strides[dim] * r.element_bytes) % r.alignment_bytes != 0) {
       throw InvalidArgument(field + ".strides", strides_text(strides),
                             "dimension " + std::to_string(dim) + " must step by a multiple of " +
@@ -113,7 +195,11 @@ void validate_view(const TensorView& view, const ViewRequirements& r) {
                                 std::to_string(strides[dim]) + ") steps inside dimensions that span " +
                                 std::to_string(span) + " elements");
     }
-    span = strides[dim] * r.extents[dim];
+    // Saturates past the last element: only a later stride >= INT64_MAX could compare with it,
+    // and none fits under `last`.
+    if (__builtin_mul_overflow(strides[dim], r.extents[dim], &span)) {
+      span = std::numeric_limits<std::int64_t>::max();
+    }
   }
 }
 
@@ -153,6 +239,13 @@ void validate_tensors(const AttentionProblem& p, const AttentionTensors& t,
                       const AttentionOptions& options) {
   const bool varlen = t.varlen.enabled();
   if (varlen) validate_varlen(t.varlen);
+  if (!varlen && (t.varlen.total_q != 0 || t.varlen.total_kv != 0)) {
+    // Totals without offsets: the caller meant packed sequences, and would get a dense call.
+    throw InvalidArgument(
+        t.varlen.total_q != 0 ? "tensors.varlen.total_q" : "tensors.varlen.total_kv",
+        std::to_string(t.varlen.total_q != 0 ? t.varlen.total_q : t.varlen.total_kv),
+        "expected 0 without cu_seqlens_q and cu_seqlens_kv (a dense call)");
+  }
   const RowExtent q_rows = varlen ? RowExtent{1, t.varlen.total_q} : RowExtent{p.batch, p.seq_q};
   const RowExtent kv_rows =
       varlen ? RowExtent{1, t.varlen.total_kv} : RowExtent{p.batch, p.seq_kv};

@@ -28,5 +28,9 @@ void validate_scales(const float* scales, const char* field);
 // A device int32 array of varlen offsets: not null, 4-byte aligned (its values stay on the GPU).
 void validate_offsets(const int* offsets, const char* field);
 void validate_shape(const TensorShape& shape, const char* field);
+// The arguments of the INT8 V layout helpers (v_padded_seq, v_int8_bytes, ...), named as their
+// parameters: what no problem can have is refused rather than computed into a wrong size.
+void validate_v_seq(int seq_kv);
+void validate_v_layout(int batch, int heads_kv, int seq_kv, int head_dim);
 
 }  // namespace intfa::attention

@@ -1,11 +1,9 @@
 #include "cache/bundle.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <chrono>
-#include <cinttypes>
-#include <cstdio>
 #include <limits>
 #include <map>
 #include <system_error>
@@ -21,9 +19,10 @@ namespace intfa::cache {
 namespace fs = std::filesystem;
 namespace {
 
-// A manifest lists tens of thousands of entries at most (about 1 KiB each); a larger file is not
-// one, and reading it whole is what a bad file must not make us do.
-constexpr std::uint64_t kMaxManifestBytes = std::uint64_t{64} << 20;
+// `intfa precompile --configs all` with both dtypes lists about 1,450 kernels of about 700 bytes
+// each (1 MiB); a file sixteen times that is not a manifest, and reading it whole is what a bad
+// file must not make us do.
+constexpr std::uint64_t kMaxManifestBytes = std::uint64_t{16} << 20;
 // Same bound as the disk cache's: a cubin is at most tens of MiB.
 constexpr std::uint64_t kMaxEntryBytes = std::uint64_t{1} << 30;
 constexpr std::size_t kChecksumHexDigits = 16;
@@ -281,16 +280,6 @@ void write_manifest(const fs::path& bundle, const Manifest& manifest) {
   }
 }
 
-std::uint64_t entry_file_checksum(const std::vector<char>& bytes) {
-  return XXH3_64bits(bytes.data(), bytes.size());
-}
-
-std::string checksum_hex(std::uint64_t checksum) {
-  char text[24];
-  std::snprintf(text, sizeof text, "%016" PRIx64, checksum);
-  return text;
-}
-
 ManifestEntry describe_entry(const fs::path& bundle, const CacheKey& key,
                              const render::KernelSpec& spec) {
   const fs::path path = DiskCache(bundle, DiskCache::Access::kReadOnly).entry_path(key);
@@ -345,18 +334,48 @@ std::optional<fs::path> DeploymentBundle::directory_from_environment() {
   return fs::path(*directory);
 }
 
-std::unique_ptr<DeploymentBundle> DeploymentBundle::open(const fs::path& directory) {
-  std::string problem;
-  try {
-    const Manifest manifest = read_manifest(directory);
-    problem = incompatibility(manifest);
-    if (problem.empty()) {
-      log::info("using the deployment bundle " + directory.string() + " (" +
-                std::to_string(manifest.entries.size()) + " kernels)");
-      return std::unique_ptr<DeploymentBundle>(new DeploymentBundle(directory, manifest));
+namespace {
+
+// Why the runtime must not read kernels from the bundle at `directory` (see check_directory), or
+// "". Its manifest names the keys it serves, so it must be as trustworthy as the directory.
+std::string untrusted_bundle_problem(const fs::path& directory) {
+  const DirectoryCheck check = check_directory(directory);
+  if (check.verdict == DirectoryCheck::Verdict::kUntrusted ||
+      check.verdict == DirectoryCheck::Verdict::kUnreadable) {
+    if (check.owned_by_another_user) {
+      return check.problem + " (install it as root or as this user)";
     }
-  } catch (const ManifestError& error) {
-    problem = error.what();
+    if (check.problem.find("writable") != std::string::npos) {
+      // Shared read-only: taking away the others' write permission keeps it readable.
+      return check.problem + " (fix: chmod go-w " + directory.string() + ")";
+    }
+    return check.problem;
+  }
+  struct stat manifest {};
+  if (::lstat(manifest_path(directory).c_str(), &manifest) == 0 && manifest.st_uid != ::geteuid() &&
+      manifest.st_uid != 0) {
+    return "its manifest belongs to uid " + std::to_string(manifest.st_uid) +
+           ", not to this user (uid " + std::to_string(::geteuid()) + ") or root";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::unique_ptr<DeploymentBundle> DeploymentBundle::open(const fs::path& directory) {
+  std::string problem = untrusted_bundle_problem(directory);
+  if (problem.empty()) {
+    try {
+      const Manifest manifest = read_manifest(directory);
+      problem = incompatibility(manifest);
+      if (problem.empty()) {
+        log::info("using the deployment bundle " + directory.string() + " (" +
+                  std::to_string(manifest.entries.size()) + " kernels)");
+        return std::unique_ptr<DeploymentBundle>(new DeploymentBundle(directory, manifest));
+      }
+    } catch (const ManifestError& error) {
+      problem = error.what();
+    }
   }
   log::warn_once("deploy-bundle:" + directory.string(),
                  "ignoring the deployment bundle " + directory.string() + ": " + problem +
@@ -367,12 +386,15 @@ std::unique_ptr<DeploymentBundle> DeploymentBundle::open(const fs::path& directo
 
 DeploymentBundle::DeploymentBundle(const fs::path& directory, const Manifest& manifest)
     : entries_(directory, DiskCache::Access::kReadOnly) {
-  for (const ManifestEntry& entry : manifest.entries) keys_.insert(entry.key);
+  for (const ManifestEntry& entry : manifest.entries) {
+    recorded_.emplace(entry.key, RecordedFile{entry.entry_bytes, entry.checksum});
+  }
 }
 
 std::optional<nvrtc::Cubin> DeploymentBundle::load(const CacheKey& key) {
-  if (keys_.count(key) == 0) return std::nullopt;
-  return entries_.load(key);
+  const auto recorded = recorded_.find(key);
+  if (recorded == recorded_.end()) return std::nullopt;
+  return entries_.load(key, &recorded->second);
 }
 
 }  // namespace intfa::cache

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -74,10 +75,6 @@ Manifest read_manifest(const std::filesystem::path& bundle);
 // Writes manifest.json atomically (temp file, fsync, rename). Throws CacheError.
 void write_manifest(const std::filesystem::path& bundle, const Manifest& manifest);
 
-// XXH3-64 (seed 0) of a whole entry file, and its 16 lowercase hex digits.
-std::uint64_t entry_file_checksum(const std::vector<char>& bytes);
-std::string checksum_hex(std::uint64_t checksum);
-
 // The manifest entry for the entry file of `key` in `bundle` as it is on disk now, after checking
 // that it decodes. Throws CacheError saying what is wrong.
 ManifestEntry describe_entry(const std::filesystem::path& bundle, const CacheKey& key,
@@ -98,22 +95,24 @@ class DeploymentBundle {
   static std::optional<std::filesystem::path> directory_from_environment();
 
   // The bundle at `directory`, or nullptr after one warning (per directory and process) when its
-  // manifest is missing, invalid, or made by another NVRTC or cache-format version: such a bundle
-  // is never read.
+  // manifest is missing, invalid, or made by another NVRTC or cache-format version, or when the
+  // directory or its manifest is not trusted (check_directory: another user's but root's, or
+  // writable by others): such a bundle is never read.
   static std::unique_ptr<DeploymentBundle> open(const std::filesystem::path& directory);
 
   // The verified cubin, or nullopt: the key is not in the manifest, the file is missing, or it is
-  // bad (warned about once, left in place).
+  // bad or not the file the manifest records (size and checksum; warned about once, left in
+  // place).
   std::optional<nvrtc::Cubin> load(const CacheKey& key);
 
   const std::filesystem::path& directory() const { return entries_.directory(); }
-  std::size_t size() const { return keys_.size(); }
+  std::size_t size() const { return recorded_.size(); }
 
  private:
   DeploymentBundle(const std::filesystem::path& directory, const Manifest& manifest);
 
   DiskCache entries_;
-  std::set<CacheKey> keys_;
+  std::map<CacheKey, RecordedFile> recorded_;
 };
 
 }  // namespace intfa::cache

@@ -3,13 +3,17 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cinttypes>
 #include <csignal>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <random>
 #include <string_view>
@@ -29,7 +33,8 @@ namespace {
 // A cubin is at most tens of MiB; anything far larger at an entry's name is not ours, and reading
 // it whole into memory is what a bad file must not make us do.
 constexpr std::uint64_t kMaxEntryBytes = std::uint64_t{1} << 30;
-constexpr std::uint64_t kMaxSidecarBytes = std::uint64_t{1} << 20;
+// A sidecar is a few hundred bytes (one spec); one far larger was not written by intfa.
+constexpr std::uint64_t kMaxSidecarBytes = std::uint64_t{64} << 10;
 // A writer holds its temp file for milliseconds; one this old was left by a killed process.
 constexpr std::time_t kStaleTempSeconds = std::time_t{60} * 60;
 constexpr std::string_view kEntrySuffix = ".cubin";
@@ -37,6 +42,15 @@ constexpr std::string_view kSidecarSuffix = ".json";
 constexpr std::string_view kTempPrefix = ".tmp-";
 constexpr std::size_t kKeyHexDigits = 32;
 constexpr std::size_t kFolderHexDigits = 2;
+// The Cache Directory Tagging specification (https://bford.info/cachedir/): backup tools skip a
+// directory holding this file, and `intfa cache clear` takes it as proof the directory is a cache.
+constexpr const char* kTagFileName = "CACHEDIR.TAG";
+constexpr std::string_view kTagSignature = "Signature: 8a477f597d28d172789f06886806bc55";
+constexpr std::string_view kTagText =
+    "Signature: 8a477f597d28d172789f06886806bc55\n"
+    "# This directory is an intfa kernel cache (cache/README.md in intfa's sources).\n"
+    "# For information about cache directory tags, see https://bford.info/cachedir/\n";
+constexpr std::uint64_t kMaxTagBytes = 4096;
 
 std::atomic<bool> g_fail_writes_for_testing{false};
 // Test-only (cache/README.md): a writer stops itself with SIGSTOP halfway through a temp file.
@@ -105,6 +119,44 @@ std::string temp_name(const CacheKey& key) {
 
 // --- Reading ---
 
+fs::file_type file_type_of(mode_t mode) {
+  if (S_ISREG(mode)) return fs::file_type::regular;
+  if (S_ISDIR(mode)) return fs::file_type::directory;
+  if (S_ISLNK(mode)) return fs::file_type::symlink;
+  if (S_ISFIFO(mode)) return fs::file_type::fifo;
+  if (S_ISSOCK(mode)) return fs::file_type::socket;
+  if (S_ISCHR(mode)) return fs::file_type::character;
+  if (S_ISBLK(mode)) return fs::file_type::block;
+  return fs::file_type::unknown;
+}
+
+std::string not_regular_problem(fs::file_type type) {
+  return "is " + file_type_name(type) + ", not a regular file" +
+         (type == fs::file_type::symlink ? " (never followed)" : "");
+}
+
+bool trusted_owner(uid_t owner) {
+  return owner == ::geteuid() || owner == 0;
+}
+
+// Why code must not be read from the directory `info` describes, or "" when it may: as ssh trusts
+// its files, only a directory of this user or root that nobody else can write.
+std::string untrusted_directory_problem(const struct stat& info) {
+  if (!S_ISDIR(info.st_mode)) {
+    return "it is " + file_type_name(file_type_of(info.st_mode)) + ", not a directory";
+  }
+  if (!trusted_owner(info.st_uid)) {
+    return "it belongs to uid " + std::to_string(info.st_uid) + ", not to this user (uid " +
+           std::to_string(::geteuid()) + ") or root, so its owner could plant kernels in it";
+  }
+  if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    return "it is group- or world-writable, so others could plant kernels in it";
+  }
+  return "";
+}
+
+}  // namespace
+
 std::string file_type_name(fs::file_type type) {
   switch (type) {
     case fs::file_type::regular:
@@ -113,17 +165,18 @@ std::string file_type_name(fs::file_type type) {
       return "a directory";
     case fs::file_type::symlink:
       return "a symbolic link";
+    case fs::file_type::fifo:
+      return "a FIFO";
+    case fs::file_type::socket:
+      return "a socket";
+    case fs::file_type::character:
+      return "a character device";
+    case fs::file_type::block:
+      return "a block device";
     default:
       return "a special file";
   }
 }
-
-std::string not_regular_problem(fs::file_type type) {
-  return "is " + file_type_name(type) + ", not a regular file" +
-         (type == fs::file_type::symlink ? " (never followed)" : "");
-}
-
-}  // namespace
 
 std::vector<char> read_regular_file(const fs::path& path, std::uint64_t max_bytes) {
   // O_NONBLOCK: a FIFO planted at an entry's name must not hang the open.
@@ -134,9 +187,10 @@ std::vector<char> read_regular_file(const fs::path& path, std::uint64_t max_byte
   }
   struct stat info {};
   if (::fstat(file.get(), &info) != 0) throw_errno("cannot stat", path, errno);
-  if (!S_ISREG(info.st_mode)) throw EntryError(not_regular_problem(fs::file_type::unknown));
+  if (!S_ISREG(info.st_mode)) throw EntryError(not_regular_problem(file_type_of(info.st_mode)));
   if (static_cast<std::uint64_t>(info.st_size) > max_bytes) {
-    throw EntryError("is " + std::to_string(info.st_size) + " bytes, larger than any entry");
+    throw EntryError("is " + std::to_string(info.st_size) + " bytes, larger than intfa writes at " +
+                     "this name (" + std::to_string(max_bytes) + " bytes at most)");
   }
   std::vector<char> bytes(static_cast<std::size_t>(info.st_size));
   std::size_t filled = 0;
@@ -154,15 +208,18 @@ std::vector<char> read_regular_file(const fs::path& path, std::uint64_t max_byte
 namespace {
 
 // What is at an entry's name: a verified cubin, nothing, a bad file, or one that cannot be read
-// (an I/O error is no proof the entry is bad, so such a file is left in place).
+// (an I/O error is no proof the entry is bad, so such a file is left in place). A directory there
+// is bad too, but it is not intfa's to remove.
 struct EntryCheck {
   enum class Outcome { kGood, kMissing, kBad, kUnreadable };
   Outcome outcome = Outcome::kMissing;
   std::optional<nvrtc::Cubin> cubin;
   std::string problem;
+  bool is_directory = false;
 };
 
-EntryCheck check_entry(const fs::path& path, const CacheKey& key) {
+EntryCheck check_entry(const fs::path& path, const CacheKey& key,
+                       const RecordedFile* recorded = nullptr) {
   using Outcome = EntryCheck::Outcome;
   EntryCheck check;
   std::error_code error;
@@ -176,10 +233,25 @@ EntryCheck check_entry(const fs::path& path, const CacheKey& key) {
   if (status.type() != fs::file_type::regular) {
     check.outcome = Outcome::kBad;
     check.problem = not_regular_problem(status.type());
+    check.is_directory = status.type() == fs::file_type::directory;
     return check;
   }
   try {
-    check.cubin = decode_entry(read_regular_file(path, kMaxEntryBytes), key);
+    const std::vector<char> bytes = read_regular_file(path, kMaxEntryBytes);
+    if (recorded != nullptr) {
+      // Another valid entry (its own checksum recomputed) passes decode_entry; only the record
+      // kept apart from the file tells it from the one that was installed.
+      if (bytes.size() != recorded->size_bytes) {
+        throw EntryError("size " + std::to_string(bytes.size()) + " bytes, the manifest records " +
+                         std::to_string(recorded->size_bytes));
+      }
+      const std::uint64_t checksum = entry_file_checksum(bytes);
+      if (checksum != recorded->xxh3_64) {
+        throw EntryError("checksum " + checksum_hex(checksum) + ", the manifest records " +
+                         checksum_hex(recorded->xxh3_64));
+      }
+    }
+    check.cubin = decode_entry(bytes, key);
     check.outcome = Outcome::kGood;
   } catch (const EntryError& bad) {
     check.outcome = Outcome::kBad;
@@ -202,16 +274,11 @@ std::string read_spec_text(const fs::path& sidecar) {
   }
 }
 
-// Removes whatever is at `path` without following a link; a directory at an entry's name is
-// removed with its contents, since only intfa names things that way inside the cache.
-std::error_code remove_path(const fs::path& path) {
-  std::error_code error;
-  if (fs::symlink_status(path, error).type() == fs::file_type::directory) {
-    fs::remove_all(path, error);
-  } else {
-    fs::remove(path, error);
-  }
-  return error;
+// Removes the name `path` (a file, a link, a FIFO; never a directory, and never what a link
+// points to). Only ever called on intfa's own names inside a <2 hex> folder.
+std::error_code remove_file(const fs::path& path) {
+  if (::unlink(path.c_str()) != 0) return std::error_code(errno, std::generic_category());
+  return {};
 }
 
 // --- Writing ---
@@ -227,15 +294,30 @@ void create_private_directories(const fs::path& directory) {
   }
 }
 
-// The <2 hex> folder, which must be a real directory: a link there would send writes elsewhere.
-void create_entry_folder(const fs::path& folder) {
-  if (::mkdir(folder.c_str(), 0700) == 0) return;
-  if (errno != EEXIST) throw_errno("cannot create directory", folder, errno);
-  struct stat info {};
-  if (::lstat(folder.c_str(), &info) != 0) throw_errno("cannot stat", folder, errno);
-  if (!S_ISDIR(info.st_mode)) {
-    throw std::system_error(ENOTDIR, std::generic_category(),
-                            folder.string() + " is not a plain directory");
+// A tag that is not (yet, or no longer) complete proves nothing; reading it never throws.
+bool holds_cache_tag(const fs::path& directory) {
+  try {
+    const std::vector<char> bytes = read_regular_file(directory / kTagFileName, kMaxTagBytes);
+    const std::string_view text(bytes.data(), bytes.size());
+    return strings::starts_with(text, kTagSignature) && text.find("intfa") != text.npos;
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
+// Best effort: a directory without its tag still works; `intfa cache clear` then looks for
+// entries instead.
+void write_cache_tag(const fs::path& directory) {
+  const fs::path path = directory / kTagFileName;
+  FileDescriptor file(
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!file.valid()) return;  // there already, or the directory is not writable
+  std::size_t written = 0;
+  while (written < kTagText.size()) {
+    const ssize_t wrote = ::write(file.get(), kTagText.data() + written, kTagText.size() - written);
+    if (wrote < 0 && errno == EINTR) continue;
+    if (wrote <= 0) return;
+    written += static_cast<std::size_t>(wrote);
   }
 }
 
@@ -355,51 +437,85 @@ std::optional<CacheFile> classify(const fs::path& path, const std::string& folde
   return file;
 }
 
-void fill_metadata(CacheFile& file) {
+// false when the file went away since it was listed (a concurrent clear or load); throws
+// CacheError when it cannot be looked at.
+bool fill_metadata(CacheFile& file) {
   struct stat info {};
-  if (::lstat(file.path.c_str(), &info) != 0) return;
-  file.type = S_ISREG(info.st_mode)   ? fs::file_type::regular
-              : S_ISDIR(info.st_mode) ? fs::file_type::directory
-              : S_ISLNK(info.st_mode) ? fs::file_type::symlink
-                                      : fs::file_type::unknown;
+  if (::lstat(file.path.c_str(), &info) != 0) {
+    if (errno == ENOENT) return false;
+    throw CacheError("cannot read " + file.path.string() + ": " + std::strerror(errno));
+  }
+  file.type = file_type_of(info.st_mode);
   file.size_bytes = static_cast<std::uint64_t>(info.st_size);
   file.modified = info.st_mtime;
+  return true;
 }
 
+// The names in `directory`, sorted; none when it went away (a concurrent clear removes emptied
+// key folders). Throws CacheError when it cannot be read: an unreadable cache is not an empty one.
 std::vector<fs::path> children(const fs::path& directory) {
   std::vector<fs::path> paths;
   std::error_code error;
   for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
     paths.push_back(it->path());
   }
+  if (error == std::errc::no_such_file_or_directory) return {};
+  if (error) throw CacheError("cannot read " + directory.string() + ": " + error.message());
   std::sort(paths.begin(), paths.end());
   return paths;
 }
 
+// Whether `directory` exists; throws CacheError when that cannot be told (EACCES on a parent, a
+// path too long, a file where a parent directory should be).
+bool directory_exists(const fs::path& directory) {
+  struct stat info {};
+  if (::stat(directory.c_str(), &info) == 0) {
+    if (!S_ISDIR(info.st_mode)) {
+      throw CacheError(directory.string() + " is " + file_type_name(file_type_of(info.st_mode)) +
+                       ", not a directory");
+    }
+    return true;
+  }
+  if (errno == ENOENT) return false;
+  throw CacheError("cannot read " + directory.string() + ": " + std::strerror(errno));
+}
+
 // Every cache-named file under `directory`'s <2 hex> folders, and every <2 hex> name that is not
-// a plain directory (never descended into). Collected first so callers may remove as they go.
+// a plain directory (never descended into). Collected first so callers may remove as they go. A
+// missing directory holds nothing; one that cannot be read throws CacheError.
 std::vector<CacheFile> scan(const fs::path& directory) {
   std::vector<CacheFile> files;
+  if (!directory_exists(directory)) return files;
   for (const fs::path& folder : children(directory)) {
     const std::string folder_name = folder.filename().string();
     if (folder_name.size() != kFolderHexDigits || !is_lower_hex(folder_name)) continue;
-    std::error_code error;
-    if (fs::symlink_status(folder, error).type() != fs::file_type::directory) {
-      CacheFile odd;
-      odd.kind = CacheFile::Kind::kFolder;
-      odd.path = folder;
-      fill_metadata(odd);
+    CacheFile odd;
+    odd.kind = CacheFile::Kind::kFolder;
+    odd.path = folder;
+    if (!fill_metadata(odd)) continue;
+    if (odd.type != fs::file_type::directory) {
       files.push_back(odd);
       continue;
     }
     for (const fs::path& path : children(folder)) {
       auto file = classify(path, folder_name);
-      if (!file) continue;
-      fill_metadata(*file);
-      files.push_back(*file);
+      if (file && fill_metadata(*file)) files.push_back(*file);
     }
   }
   return files;
+}
+
+// Whether a clear may remove anything from `directory`: it holds intfa's tag, or an entry or temp
+// file in its own key folder, or nothing at all. A mistyped --dir must not cost anyone a file.
+bool looks_like_cache(const fs::path& directory, const std::vector<CacheFile>& files) {
+  if (holds_cache_tag(directory)) return true;
+  for (const CacheFile& file : files) {
+    if ((file.kind == CacheFile::Kind::kEntry || file.kind == CacheFile::Kind::kTemp) &&
+        file.in_own_folder && file.type == fs::file_type::regular) {
+      return true;
+    }
+  }
+  return children(directory).empty();
 }
 
 bool is_stale_temp(const CacheFile& file) {
@@ -421,9 +537,17 @@ std::string folder_problem(fs::file_type type) {
 }
 
 void remove_counted(const CacheFile& file, ClearReport& report) {
-  if (remove_path(file.path)) return;
+  if (remove_file(file.path)) return;
   report.removed_files++;
   if (file.type == fs::file_type::regular) report.freed_bytes += file.size_bytes;
+}
+
+// Why clear must leave `file` where it is although it has one of intfa's names, or "".
+std::string not_ours_problem(const CacheFile& file) {
+  if (file.kind == CacheFile::Kind::kFolder) return folder_problem(file.type);
+  if (file.type == fs::file_type::directory) return "is a directory, not a file intfa wrote";
+  if (!file.in_own_folder) return "is in another key's folder, where intfa never writes it";
+  return "";
 }
 
 fs::path normalized_directory(fs::path directory) {
@@ -460,26 +584,89 @@ std::optional<fs::path> DiskCache::default_directory() {
   return std::nullopt;
 }
 
+DirectoryCheck check_directory(const fs::path& directory) {
+  DirectoryCheck check;
+  struct stat info {};
+  if (::stat(directory.c_str(), &info) != 0) {
+    if (errno == ENOENT) return check;  // made by the first store
+    check.verdict = DirectoryCheck::Verdict::kUnreadable;
+    check.problem = std::string("it cannot be read: ") + std::strerror(errno);
+    return check;
+  }
+  check.problem = untrusted_directory_problem(info);
+  if (!check.problem.empty()) {
+    check.verdict = DirectoryCheck::Verdict::kUntrusted;
+    check.owned_by_another_user = S_ISDIR(info.st_mode) && !trusted_owner(info.st_uid);
+    return check;
+  }
+  if (::faccessat(AT_FDCWD, directory.c_str(), R_OK | X_OK, AT_EACCESS) != 0) {
+    check.verdict = DirectoryCheck::Verdict::kUnreadable;
+    check.problem = std::string("it cannot be read: ") + std::strerror(errno);
+    return check;
+  }
+  check.verdict = DirectoryCheck::Verdict::kTrusted;
+  return check;
+}
+
+namespace {
+
+std::string untrusted_directory_advice(const fs::path& directory, const DirectoryCheck& check,
+                                       DiskCache::Access access) {
+  if (check.verdict != DirectoryCheck::Verdict::kUntrusted) return "";
+  if (check.owned_by_another_user) {
+    return " (fix: use a directory of this user, or have root own it)";
+  }
+  if (check.problem.find("writable") == std::string::npos) return "";
+  // A bundle is shared read-only: taking away the others' write permission keeps it readable.
+  return access == DiskCache::Access::kReadOnly ? " (fix: chmod go-w " + directory.string() + ")"
+                                                : " (fix: chmod 700 " + directory.string() + ")";
+}
+
+}  // namespace
+
+std::uint64_t entry_file_checksum(const std::vector<char>& bytes) {
+  return XXH3_64bits(bytes.data(), bytes.size());
+}
+
+std::string checksum_hex(std::uint64_t checksum) {
+  char text[24];
+  std::snprintf(text, sizeof text, "%016" PRIx64, checksum);
+  return text;
+}
+
 DiskCache::DiskCache(fs::path directory, Access access, std::string named_by)
     : directory_(normalized_directory(std::move(directory))),
       named_by_(std::move(named_by)),
       read_only_(access == Access::kReadOnly),
       disabled_writes_(read_only_) {
-  struct stat info {};
-  if (::stat(directory_.c_str(), &info) == 0 && (info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    // Anyone who can write the directory could plant a cubin this process would run.
-    refused_ = true;
-    disabled_writes_ = true;
-    log::warn_once("cache-insecure:" + directory_.string(),
-                   "not using the kernel cache " + description() +
-                       ": it is group- or world-writable, so others could plant kernels in it; "
-                       "kernels are compiled without the disk cache (fix: chmod 700 " +
-                       directory_.string() + ")");
+  const DirectoryCheck check = check_directory(directory_);
+  if (check.verdict == DirectoryCheck::Verdict::kUntrusted ||
+      check.verdict == DirectoryCheck::Verdict::kUnreadable) {
+    refuse(check.problem + untrusted_directory_advice(directory_, check, access));
   }
 }
 
 std::string DiskCache::description() const {
   return directory_.string() + (named_by_.empty() ? "" : " (named by " + named_by_ + ")");
+}
+
+void DiskCache::refuse(const std::string& reason) {
+  refused_.store(true);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    disabled_writes_ = true;
+  }
+  // One warning per directory and process, however many kernels and DiskCache objects ask.
+  log::warn_once("cache-refused:" + directory_.string(),
+                 "not using the kernel cache " + description() + ": " + reason +
+                     "; kernels are compiled without the disk cache");
+}
+
+void DiskCache::warn_not_ours(const fs::path& path, const std::string& problem) const {
+  log::warn_once("cache-not-ours:" + path.string(),
+                 "leaving " + path.string() + " alone: it " + problem +
+                     ", so it is not intfa's; the kernels it would hold are compiled without the "
+                     "disk cache");
 }
 
 fs::path DiskCache::entry_path(const CacheKey& key) const {
@@ -497,35 +684,40 @@ fs::path DiskCache::sidecar_path(const CacheKey& key) const {
   return entry_path(key).replace_extension(kSidecarSuffix);
 }
 
-std::optional<nvrtc::Cubin> DiskCache::load(const CacheKey& key) {
-  if (refused_) return std::nullopt;
+DiskCache::FolderState DiskCache::inspect_folder(const fs::path& folder) {
+  struct stat info {};
+  if (::lstat(folder.c_str(), &info) != 0) {
+    if (errno == ENOENT) return FolderState::kMissing;
+    refuse("its folder " + folder.string() + " cannot be read: " + std::strerror(errno));
+    return FolderState::kRefused;
+  }
+  if (!S_ISDIR(info.st_mode)) {
+    warn_not_ours(folder, folder_problem(file_type_of(info.st_mode)));
+    return FolderState::kNotOurs;
+  }
+  const std::string problem = untrusted_directory_problem(info);
+  if (!problem.empty()) {
+    refuse("its folder " + folder.string() + ": " + problem);
+    return FolderState::kRefused;
+  }
+  return FolderState::kUsable;
+}
+
+std::optional<nvrtc::Cubin> DiskCache::load(const CacheKey& key, const RecordedFile* recorded) {
+  if (refused_.load()) return std::nullopt;
   try {
     const fs::path path = entry_path(key);
-    const fs::path folder = path.parent_path();
-    std::error_code error;
-    const fs::file_type folder_type = fs::symlink_status(folder, error).type();
-    if (folder_type == fs::file_type::not_found) return std::nullopt;
-    if (folder_type != fs::file_type::directory) {
-      if (read_only_) {
-        log::warn_once("cache-bad-folder:" + folder.string(),
-                       "ignoring read-only cache folder " + folder.string() + ": it " +
-                           folder_problem(folder_type) + "; compiling instead");
-        return std::nullopt;
-      }
-      const std::error_code removal = remove_path(folder);
-      log::warn("ignoring cache folder " + folder.string() + ": it " + folder_problem(folder_type) +
-                (removal ? " (could not remove it: " + removal.message() + ")" : "; removed"));
-      return std::nullopt;
-    }
-    EntryCheck check = check_entry(path, key);
+    if (inspect_folder(path.parent_path()) != FolderState::kUsable) return std::nullopt;
+    EntryCheck check = check_entry(path, key, recorded);
     switch (check.outcome) {
       case EntryCheck::Outcome::kGood:
         return std::move(check.cubin);
       case EntryCheck::Outcome::kMissing:
         return std::nullopt;
       case EntryCheck::Outcome::kUnreadable:
-        log::warn("cannot read cache entry " + path.string() + ": " + check.problem +
-                  "; compiling instead");
+        log::warn_once("cache-unreadable:" + path.string(),
+                       "cannot read cache entry " + path.string() + ": " + check.problem +
+                           "; compiling instead");
         return std::nullopt;
       case EntryCheck::Outcome::kBad: {
         if (read_only_) {
@@ -535,8 +727,12 @@ std::optional<nvrtc::Cubin> DiskCache::load(const CacheKey& key) {
                              " of the read-only cache: " + check.problem + "; compiling instead");
           return std::nullopt;
         }
-        const std::error_code removal = remove_path(path);
-        remove_path(sidecar_path(key));
+        if (check.is_directory) {
+          warn_not_ours(path, check.problem);
+          return std::nullopt;
+        }
+        const std::error_code removal = remove_file(path);
+        remove_file(sidecar_path(key));
         log::warn("dropping bad cache entry " + path.string() + ": " + check.problem +
                   (removal ? " (could not remove it: " + removal.message() + ")"
                            : "; removed, it will be rebuilt"));
@@ -549,24 +745,64 @@ std::optional<nvrtc::Cubin> DiskCache::load(const CacheKey& key) {
   return std::nullopt;
 }
 
+bool DiskCache::write_entry(const CacheKey& key, const std::vector<char>& entry,
+                            const std::string& sidecar) {
+  const fs::path path = entry_path(key);
+  const fs::path folder = path.parent_path();
+  create_private_directories(directory_);
+  const DirectoryCheck check = check_directory(directory_);
+  if (check.verdict != DirectoryCheck::Verdict::kTrusted) {
+    refuse(check.problem + untrusted_directory_advice(directory_, check, Access::kReadWrite));
+    return false;
+  }
+  tag_directory_once();
+  if (::mkdir(folder.c_str(), 0700) != 0) {
+    if (errno != EEXIST) throw_errno("cannot create directory", folder, errno);
+    if (inspect_folder(folder) != FolderState::kUsable) return false;
+  }
+  struct stat at_name {};
+  if (::lstat(path.c_str(), &at_name) == 0 && S_ISDIR(at_name.st_mode)) {
+    warn_not_ours(path, "is a directory, not a regular file");
+    return false;
+  }
+  write_file_atomically(path, temp_name(key), entry.data(), entry.size());
+  write_file_atomically(sidecar_path(key), temp_name(key), sidecar.data(), sidecar.size());
+  sync_directory(folder);
+  return true;
+}
+
 void DiskCache::store(const CacheKey& key, const nvrtc::Cubin& cubin,
                       const render::KernelSpec& spec) {
   if (!writable()) return;
   try {
     const std::vector<char> entry = encode_entry(key, cubin);
     const std::string sidecar = sidecar_text(key, cubin, spec);
-    const fs::path path = entry_path(key);
-    create_private_directories(directory_);
-    create_entry_folder(path.parent_path());
-    write_file_atomically(path, temp_name(key), entry.data(), entry.size());
-    write_file_atomically(sidecar_path(key), temp_name(key), sidecar.data(), sidecar.size());
-    sync_directory(path.parent_path());
+    for (int attempt = 1;; ++attempt) {
+      try {
+        if (!write_entry(key, entry, sidecar)) return;
+        break;
+      } catch (const std::system_error& error) {
+        // A concurrent `intfa cache clear` may remove the key folder (with this writer's temp
+        // file) between the mkdir and the rename: the folder is made again, once.
+        if (attempt == 1 && error.code() == std::errc::no_such_file_or_directory) continue;
+        throw;
+      }
+    }
     remove_stale_temps_once();
   } catch (const std::exception& error) {
     disable_writes(error.what());
   } catch (...) {
     disable_writes("unknown error");
   }
+}
+
+void DiskCache::tag_directory_once() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (tagged_) return;
+    tagged_ = true;
+  }
+  write_cache_tag(directory_);
 }
 
 void DiskCache::disable_writes(const std::string& reason) {
@@ -587,8 +823,15 @@ void DiskCache::remove_stale_temps_once() {
     swept_stale_temps_ = true;
   }
   std::size_t removed = 0;
-  for (const CacheFile& file : scan(directory_)) {
-    if (is_stale_temp(file) && !remove_path(file.path)) removed++;
+  try {
+    for (const CacheFile& file : scan(directory_)) {
+      if (is_stale_temp(file) && file.in_own_folder && file.type != fs::file_type::directory &&
+          !remove_file(file.path)) {
+        removed++;
+      }
+    }
+  } catch (const std::exception&) {
+    return;  // tidying up is best effort; the entry was stored
   }
   if (removed > 0) {
     log::info("removed " + std::to_string(removed) + " temp files over an hour old from " +
@@ -648,9 +891,20 @@ ClearReport DiskCache::clear(bool stale_only) {
   if (read_only_) {
     throw CacheError("the kernel cache " + directory_.string() + " is opened read-only");
   }
+  if (!directory_exists(directory_)) return {};
+  const std::vector<CacheFile> files = scan(directory_);
+  if (!looks_like_cache(directory_, files)) {
+    throw CacheError(directory_.string() +
+                     " does not look like an intfa kernel cache: it holds neither intfa's " +
+                     kTagFileName + " nor a cache entry; nothing was removed");
+  }
   ClearReport report;
   std::vector<CacheFile> sidecars;
-  for (const CacheFile& file : scan(directory_)) {
+  for (const CacheFile& file : files) {
+    if (std::string problem = not_ours_problem(file); !problem.empty()) {
+      report.kept.emplace_back(file.path, std::move(problem));
+      continue;
+    }
     bool remove = !stale_only;
     switch (file.kind) {
       case CacheFile::Kind::kEntry:
@@ -659,11 +913,10 @@ ClearReport DiskCache::clear(bool stale_only) {
       case CacheFile::Kind::kTemp:
         remove = remove || is_stale_temp(file);
         break;
-      case CacheFile::Kind::kFolder:
-        remove = true;
-        break;
       case CacheFile::Kind::kSidecar:
         if (!remove) sidecars.push_back(file);  // orphan or not is known after the entries
+        break;
+      case CacheFile::Kind::kFolder:
         break;
     }
     if (remove) remove_counted(file, report);
@@ -671,16 +924,14 @@ ClearReport DiskCache::clear(bool stale_only) {
   for (const CacheFile& sidecar : sidecars) {
     std::error_code error;
     const fs::path entry = fs::path(sidecar.path).replace_extension(kEntrySuffix);
-    if (!sidecar.in_own_folder ||
-        fs::symlink_status(entry, error).type() != fs::file_type::regular) {
+    if (fs::symlink_status(entry, error).type() != fs::file_type::regular) {
       remove_counted(sidecar, report);
     }
   }
   for (const fs::path& folder : children(directory_)) {
     const std::string name = folder.filename().string();
-    std::error_code error;
-    if (name.size() == kFolderHexDigits && is_lower_hex(name) && fs::is_empty(folder, error)) {
-      fs::remove(folder, error);  // only empty folders; one holding foreign files stays
+    if (name.size() == kFolderHexDigits && is_lower_hex(name)) {
+      ::rmdir(folder.c_str());  // only an empty folder goes: one holding anything else stays
     }
   }
   return report;

@@ -3,6 +3,7 @@
 // turns the cache memory-only with one warning.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <ctime>
 #include <filesystem>
@@ -34,7 +35,39 @@ struct VerifyReport {
 struct ClearReport {
   std::size_t removed_files = 0;
   std::uint64_t freed_bytes = 0;
+  // Things at intfa's names that are not intfa's (a directory at an entry's name, a file or link at
+  // a key folder's name, a file in another key's folder): left in place, with why.
+  std::vector<std::pair<std::filesystem::path, std::string>> kept;
 };
+
+// What a manifest recorded about an entry file, checked on every load of it: another valid entry
+// put in its place passes the entry's own checks, not these.
+struct RecordedFile {
+  std::uint64_t size_bytes = 0;
+  std::uint64_t xxh3_64 = 0;  // entry_file_checksum
+};
+
+// XXH3-64 (seed 0) of a whole entry file, and its 16 lowercase hex digits.
+std::uint64_t entry_file_checksum(const std::vector<char>& bytes);
+std::string checksum_hex(std::uint64_t checksum);
+
+// Whether intfa may read kernels from a directory, as ssh decides which of its files to trust:
+// only a directory owned by this user or root that no one else can write.
+struct DirectoryCheck {
+  enum class Verdict {
+    kMissing,  // nothing there yet (the first store makes it)
+    kTrusted,
+    kUntrusted,   // not a directory, another user's, or group- or world-writable
+    kUnreadable,  // stat or search fails: EACCES, ENAMETOOLONG, a file in the path, ...
+  };
+  Verdict verdict = Verdict::kMissing;
+  std::string problem;  // "it belongs to uid 1001, not to this user ...", for messages
+  bool owned_by_another_user = false;
+};
+DirectoryCheck check_directory(const std::filesystem::path& directory);
+
+// "a regular file", "a directory", "a symbolic link", "a FIFO", "a character device", ...
+std::string file_type_name(std::filesystem::file_type type);
 
 // The bytes of a regular file, never following a symbolic link nor blocking on a FIFO. Throws
 // EntryError when the file itself is bad (not a regular file, over `max_bytes`) and
@@ -67,9 +100,10 @@ class DiskCache {
     kReadOnly,   // a deployment bundle: nothing in it is ever written, removed or created
   };
 
-  // Creates the directory (0700) on first write. A group- or world-writable existing directory is
-  // refused with a warning (the cache then works from memory only). Warnings name `named_by`, the
-  // variable the directory came from, when given.
+  // Creates the directory (0700) on first write, and tags it (CACHEDIR.TAG). An existing directory
+  // check_directory() does not trust, or cannot read, is refused with one warning (the cache then
+  // works from memory only); so is a key folder found later of another user, or writable by
+  // others. Warnings name `named_by`, the variable the directory came from, when given.
   explicit DiskCache(std::filesystem::path directory, Access access = Access::kReadWrite,
                      std::string named_by = {});
 
@@ -79,25 +113,34 @@ class DiskCache {
 
   // The verified cubin for `key`, or nullopt on a miss. A present but bad entry is removed, with
   // one warning, and reported as a miss so the caller rebuilds and replaces it. Read-only: the bad
-  // entry stays where it is and is warned about once per file and process.
-  std::optional<nvrtc::Cubin> load(const CacheKey& key);
+  // entry stays where it is and is warned about once per file and process. With `recorded`, the
+  // file must also have the size and checksum recorded for it (a bundle's manifest). What is not
+  // intfa's (a directory at the entry's name, a file or link at the key folder's name) is left in
+  // place with one warning, and that key works from memory.
+  std::optional<nvrtc::Cubin> load(const CacheKey& key, const RecordedFile* recorded = nullptr);
 
   // Writes the entry (temp file in the same folder, fsync, rename) and its readable spec sidecar.
-  // I/O failures never throw: the first one warns and makes this cache memory-only. Read-only:
-  // does nothing. The first store also removes temp files over an hour old, left by killed
-  // writers.
+  // I/O failures never throw: the first one warns and makes this cache memory-only. A key folder
+  // that vanished mid-write (a concurrent clear) is made again, once. Read-only: does nothing. The
+  // first store also removes temp files over an hour old, left by killed writers.
   void store(const CacheKey& key, const nvrtc::Cubin& cubin, const render::KernelSpec& spec);
 
   bool writable() const;
   bool read_only() const { return read_only_; }
 
+  // list(), verify() and clear() throw CacheError when the directory cannot be read; a missing one
+  // holds nothing.
   std::vector<EntryInfo> list() const;
-  // Decodes every entry as load() would, and flags temp files older than an hour; removes nothing.
+  // Decodes every entry as load() would, and flags temp files older than an hour, anything at a
+  // key folder's name that is not a directory and entries in another key's folder; removes nothing.
   VerifyReport verify() const;
   // Removes every entry, sidecar and temp file (stale_only = false), or only what this build
   // cannot use: entries that do not verify (another format or NVRTC version included), their
-  // sidecars and orphan sidecars, and temp files older than an hour. Files not named like cache
-  // files are never touched. Read-only: throws CacheError and removes nothing.
+  // sidecars and orphan sidecars, and temp files older than an hour; then emptied key folders.
+  // Only those files, in their own key folders, are ever removed (unlinked: a link, never what it
+  // points to); ClearReport::kept lists what is at intfa's names but is not intfa's. Throws
+  // CacheError and removes nothing when the directory does not look like a cache (no CACHEDIR.TAG
+  // of intfa's, no entry, yet not empty), cannot be read, or is read-only.
   ClearReport clear(bool stale_only);
 
   // Test hook: while set, every write_file_atomically in this process fails halfway through its
@@ -106,17 +149,28 @@ class DiskCache {
   static void set_write_failure_for_testing(bool fail);
 
  private:
+  enum class FolderState { kMissing, kUsable, kNotOurs, kRefused };
+
   std::string description() const;  // the directory, and the variable that named it
+  // Never reads nor writes the directory again, after one warning per directory and process.
+  void refuse(const std::string& reason);
+  void warn_not_ours(const std::filesystem::path& path, const std::string& problem) const;
+  FolderState inspect_folder(const std::filesystem::path& folder);
+  // false when the entry was not written because something at its names is not intfa's or the
+  // directory is refused; throws std::system_error on an I/O failure.
+  bool write_entry(const CacheKey& key, const std::vector<char>& entry, const std::string& sidecar);
+  void tag_directory_once();
   void disable_writes(const std::string& reason);
   void remove_stale_temps_once();
 
   std::filesystem::path directory_;
   std::string named_by_;
   bool read_only_ = false;
-  bool refused_ = false;  // group- or world-writable: never read nor written
+  std::atomic<bool> refused_{false};  // untrusted or unreadable: never read nor written
   mutable std::mutex mutex_;
   bool disabled_writes_ = false;
   bool swept_stale_temps_ = false;
+  bool tagged_ = false;
 };
 
 }  // namespace intfa::cache

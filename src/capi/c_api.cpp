@@ -167,6 +167,13 @@ intfa_status_t intfa_attention_forward_varlen(const intfa_problem_t* problem,
                                               const intfa_options_t* options) INTFA_NOEXCEPT {
   return guarded([&] {
     require(varlen, "varlen");
+    if (varlen->cu_seqlens_q == nullptr && varlen->cu_seqlens_kv == nullptr) {
+      // The C++ API reads null offsets as a dense call; this entry point exists for packed ones.
+      throw intfa::InvalidArgument(
+          "varlen.cu_seqlens_q", "null",
+          "expected a device pointer (intfa_attention_forward_varlen "
+          "takes packed sequences; intfa_attention_forward a dense batch)");
+    }
     attention_forward_from_c(problem, tensors, varlen, stream, options);
   });
 }
@@ -224,27 +231,71 @@ intfa_status_t intfa_quantize_v_varlen(const intfa_shape_t* shape, const intfa_t
   });
 }
 
+intfa_status_t intfa_v_padded_seq_checked(int seq_kv, int* padded_seq) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(padded_seq, "padded_seq");
+    *padded_seq = intfa::v_padded_seq(seq_kv);
+  });
+}
+
+intfa_status_t intfa_v_int8_bytes_checked(int batch, int heads_kv, int seq_kv, int head_dim,
+                                          size_t* bytes) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(bytes, "bytes");
+    *bytes = intfa::v_int8_bytes(batch, heads_kv, seq_kv, head_dim);
+  });
+}
+
+intfa_status_t intfa_v_scale_count_checked(intfa_v_granularity_t granularity, int batch,
+                                           int heads_kv, int seq_kv, int head_dim,
+                                           size_t* count) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(count, "count");
+    *count = intfa::v_scale_count(to_granularity(granularity, "granularity"), batch, heads_kv,
+                                  seq_kv, head_dim);
+  });
+}
+
+intfa_status_t intfa_v_int8_view_checked(void* data, int batch, int heads_kv, int seq_kv,
+                                         int head_dim, intfa_tensor_t* view) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(view, "view");
+    const intfa::TensorView v = intfa::v_int8_view(data, batch, heads_kv, seq_kv, head_dim);
+    view->data = v.data;
+    view->dtype = INTFA_I8;
+    for (int i = 0; i < 4; ++i) view->strides[i] = v.strides[static_cast<std::size_t>(i)];
+  });
+}
+
+// The 0.1.0 signatures: a value no valid input has (-1, 0, a null view) says "see
+// intfa_last_error()".
 int intfa_v_padded_seq(int seq_kv) INTFA_NOEXCEPT {
-  return intfa::v_padded_seq(seq_kv);
+  int padded = 0;
+  return intfa_v_padded_seq_checked(seq_kv, &padded) == INTFA_OK ? padded : -1;
 }
 
 size_t intfa_v_int8_bytes(int batch, int heads_kv, int seq_kv, int head_dim) INTFA_NOEXCEPT {
-  return intfa::v_int8_bytes(batch, heads_kv, seq_kv, head_dim);
+  size_t bytes = 0;
+  return intfa_v_int8_bytes_checked(batch, heads_kv, seq_kv, head_dim, &bytes) == INTFA_OK ? bytes
+                                                                                           : 0;
 }
 
 size_t intfa_v_scale_count(intfa_v_granularity_t granularity, int batch, int heads_kv, int seq_kv,
                            int head_dim) INTFA_NOEXCEPT {
-  return intfa::v_scale_count(static_cast<intfa::VScaleGranularity>(raw_enum(granularity)), batch,
-                              heads_kv, seq_kv, head_dim);
+  size_t count = 0;
+  return intfa_v_scale_count_checked(granularity, batch, heads_kv, seq_kv, head_dim, &count) ==
+                 INTFA_OK
+             ? count
+             : 0;
 }
 
 void intfa_v_int8_view(void* data, int batch, int heads_kv, int seq_kv, int head_dim,
                        intfa_tensor_t* view) INTFA_NOEXCEPT {
   if (view == nullptr) return;
-  const intfa::TensorView v = intfa::v_int8_view(data, batch, heads_kv, seq_kv, head_dim);
-  view->data = v.data;
-  view->dtype = INTFA_I8;
-  for (int i = 0; i < 4; ++i) view->strides[i] = v.strides[static_cast<std::size_t>(i)];
+  if (intfa_v_int8_view_checked(data, batch, heads_kv, seq_kv, head_dim, view) != INTFA_OK) {
+    *view = intfa_tensor_t{};
+    view->dtype = INTFA_I8;
+  }
 }
 
 intfa_status_t intfa_precompile(const intfa_problem_t* problem, intfa_dtype_t dtype,

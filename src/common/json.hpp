@@ -1,7 +1,7 @@
 // A small JSON value, parser and writer for intfa's own files: spec sidecars in the cache,
 // deployment manifests and the tuning database. Objects keep insertion order so written files are
-// stable and diffable. The parser is strict (RFC 8259), bounded in depth, and never trusts input:
-// it is fuzzed (tests/fuzz).
+// stable and diffable. The parser is strict (RFC 8259), bounded in depth, members and values, and
+// never trusts input: it is fuzzed (tests/fuzz) and timed (JsonParseCost.*).
 #pragma once
 
 #include <cstdint>
@@ -87,8 +87,19 @@ class Value {
   std::variant<std::nullptr_t, bool, double, std::string, Array, Object> data_{nullptr};
 };
 
-// Parses one JSON document (surrounding whitespace allowed). Nesting deeper than 64 is refused.
-Value parse(std::string_view text);
+// Bounds on a document parse() accepts, far above what intfa's own files hold (a manifest of every
+// kernel of `intfa precompile --configs all` has about 40,000 values, an object 20 members): a
+// document beyond one is a ParseError naming the bound. Time and memory then stay proportional to
+// what the bounds allow, whatever the input (tests/common/json_test.cpp, JsonParseCost.*).
+struct ParseLimits {
+  int max_depth = 64;
+  std::size_t max_members = 65536;                // in one object
+  std::size_t max_values = std::size_t{1} << 20;  // in the whole document
+};
+
+// Parses one JSON document (surrounding whitespace allowed) in time proportional to its size.
+// Duplicate member names are refused.
+Value parse(std::string_view text, const ParseLimits& limits = {});
 
 // Writes `value` pretty-printed to `path` (tool output; not atomic). Throws Error.
 void write_file(const std::string& path, const Value& value);

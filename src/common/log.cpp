@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/env.hpp"
+#include "common/strings.hpp"
 
 namespace intfa::log {
 
@@ -27,14 +28,16 @@ Sink& sink() {
 }
 
 void emit(Level level, const std::string& message) {
+  // Messages quote files (a manifest's member names, a database's values): their control
+  // characters never reach the terminal.
+  std::string text = strings::printable(message, /*keep_newlines=*/true);
   Sink& s = sink();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.capture != nullptr) {
-    (level == Level::kWarning ? s.capture->warnings : s.capture->infos).push_back(message);
+    (level == Level::kWarning ? s.capture->warnings : s.capture->infos).push_back(std::move(text));
     return;
   }
-  std::fprintf(stderr, "intfa: %s%s\n", level == Level::kWarning ? "warning: " : "",
-               message.c_str());
+  std::fprintf(stderr, "intfa: %s%s\n", level == Level::kWarning ? "warning: " : "", text.c_str());
 }
 
 }  // namespace

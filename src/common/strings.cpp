@@ -80,4 +80,58 @@ std::string human_bytes(std::uint64_t bytes) {
   return text;
 }
 
+namespace {
+
+// The length of the valid UTF-8 sequence at text[at], or 0.
+std::size_t utf8_length(std::string_view text, std::size_t at) {
+  const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+  const unsigned char lead = byte(at);
+  std::size_t length = 0;
+  if (lead >= 0xC2 && lead <= 0xDF) length = 2;
+  if (lead >= 0xE0 && lead <= 0xEF) length = 3;
+  if (lead >= 0xF0 && lead <= 0xF4) length = 4;
+  if (length == 0 || at + length > text.size()) return 0;
+  for (std::size_t i = 1; i < length; ++i) {
+    if ((byte(at + i) & 0xC0) != 0x80) return 0;
+  }
+  return length;
+}
+
+void append_escape(std::string& out, const char* format, unsigned value) {
+  char escape[8];
+  std::snprintf(escape, sizeof escape, format, value);
+  out += escape;
+}
+
+}  // namespace
+
+std::string printable(std::string_view text, bool keep_newlines) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t at = 0; at < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[at]);
+    if (byte < 0x80) {
+      if ((byte < 0x20 || byte == 0x7F) && !(keep_newlines && byte == '\n')) {
+        append_escape(out, "\\x%02x", byte);
+      } else {
+        out += static_cast<char>(byte);
+      }
+      ++at;
+      continue;
+    }
+    const std::size_t length = utf8_length(text, at);
+    if (length == 0) {
+      append_escape(out, "\\x%02x", byte);
+      ++at;
+    } else if (length == 2 && byte == 0xC2 && static_cast<unsigned char>(text[at + 1]) < 0xA0) {
+      append_escape(out, "\\u%04x", static_cast<unsigned char>(text[at + 1]));  // C1 control
+      at += 2;
+    } else {
+      out.append(text.substr(at, length));
+      at += length;
+    }
+  }
+  return out;
+}
+
 }  // namespace intfa::strings

@@ -20,5 +20,9 @@ std::optional<long> parse_int(std::string_view text);
 std::string to_hex(const unsigned char* bytes, std::size_t count);
 // "1.5 KiB", "3.2 MiB": for human-facing sizes.
 std::string human_bytes(std::uint64_t bytes);
+// `text` safe to print on a terminal: C0 controls and DEL as \xNN (newlines kept when asked), C1
+// controls (U+0080..U+009F) as \u00NN, and bytes that are not UTF-8 as \xNN. Text from files
+// (sidecars, manifests) can otherwise clear the screen or set the window title.
+std::string printable(std::string_view text, bool keep_newlines = false);
 
 }  // namespace intfa::strings

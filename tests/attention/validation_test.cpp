@@ -1,15 +1,19 @@
 // Every validation rule of attention_forward, table-driven: bad input is refused with the
 // documented typed error naming the field, before anything is launched (these run without a GPU:
 // validation comes before the driver is touched).
+#include "attention/validation.hpp"
+
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <string>
 #include <thread>
 
-#include "attention/validation.hpp"
 #include "device/device_info.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
@@ -104,6 +108,53 @@ const std::vector<Rule>& rules() {
       {"heads overlap", [](Call& c) { c.tensors.out.strides[1] = 0; }, "tensors.out.strides"},
       {"V channels overlap tokens", [](Call& c) { c.tensors.v.strides[3] = 64; },
        "tensors.v.strides"},
+      // Strides whose products overflow int64 once wrapped around to offsets that looked apart.
+      {"out head stride near INT64_MAX",
+       [](Call& c) { c.tensors.out.strides[1] = std::numeric_limits<std::int64_t>::max() - 31; },
+       "tensors.out.strides"},
+      {"batch and head strides of 2^62 alias",
+       [](Call& c) { c.tensors.q.strides[0] = c.tensors.q.strides[1] = std::int64_t{1} << 62; },
+       "tensors.q.strides"},
+      {"k row stride of 2^60 bytes times 130 rows",
+       [](Call& c) { c.tensors.k.strides[2] = std::int64_t{1} << 60; }, "tensors.k.strides"},
+      // The grid's y and z dimensions hold at most 65535 blocks.
+      {"heads above 65535",
+       [](Call& c) {
+         c.problem.heads_q = 65536 * 2;
+         c.problem.heads_kv = 2;
+       },
+       "problem.heads_q"},
+      {"batch above 65535", [](Call& c) { c.problem.batch = 65536; }, "problem.batch"},
+      // What float32 cannot hold: the kernels take the scale as a float.
+      {"softmax scale beyond float32", [](Call& c) { c.options.softmax_scale = 1e300; },
+       "options.softmax_scale"},
+      {"softmax scale below float32's normal range",
+       [](Call& c) { c.options.softmax_scale = 1e-320; }, "options.softmax_scale"},
+      // A config is checked before the device is looked up (without a GPU: not NO_DEVICE).
+      {"negative block_m",
+       [](Call& c) {
+         c.options.config = KernelConfig{-1, 64, 4, 2};
+       },
+       "config.block_m"},
+      {"block_m not a multiple of the warps' rows",
+       [](Call& c) {
+         c.options.config = KernelConfig{100, 64, 8, 2};
+       },
+       "config.block_m"},
+      {"one stage",
+       [](Call& c) {
+         c.options.config = KernelConfig{64, 64, 4, 1};
+       },
+       "config.stages"},
+      {"three Hopper consumer warpgroups on half INT8 at d=128 (registers)",
+       [](Call& c) {
+         c.problem.variant = Variant::kHalfInt8;
+         c.tensors.v = TensorView::dense(
+             fake_pointer(), DType::kF16, Layout::kBHND,
+             {c.problem.batch, c.problem.heads_kv, c.problem.seq_kv, c.problem.head_dim});
+         c.options.config = KernelConfig{192, 128, 16, 2, KernelPath::kWgmma};
+       },
+       "config.warps"},
   };
   return list;
 }
@@ -206,6 +257,18 @@ TEST(AttentionValidation, VarlenCallsPassAndEachVarlenRuleNamesItsField) {
   expect_each_rule_refused(varlen_rules(), [] { return valid_varlen_call(Variant::kFullInt8); });
 }
 
+// Totals without offsets: the caller meant packed sequences, and would get a dense call. (The C
+// API refuses null offsets in intfa_attention_forward_varlen itself: CApiValidation.*.)
+TEST(AttentionValidation, VarlenTotalsWithoutOffsetsAreRefused) {
+  expect_each_rule_refused({{"totals set, no offsets",
+                             [](Call& c) {
+                               c.tensors.varlen.cu_seqlens_q = nullptr;
+                               c.tensors.varlen.cu_seqlens_kv = nullptr;
+                             },
+                             "tensors.varlen.total_q"}},
+                           [] { return valid_varlen_call(Variant::kFullInt8); });
+}
+
 TEST(AttentionValidation, HalfInt8RefusesAnInt8V) {
   Call call = valid_call(Variant::kHalfInt8);
   call.tensors.v.dtype = DType::kI8;
@@ -217,12 +280,15 @@ TEST(AttentionValidation, HalfInt8RefusesAnInt8V) {
   }
 }
 
-TEST(AttentionValidation, BadTileConfigIsRefusedNamingTheField) {
-  // Config checks need the device's shared-memory limit, so they run after the driver is found;
-  // without a GPU the call stops at NoDevice first. attention_spec_test covers validate_config.
+// The rules of a config itself are checked before the device is looked up; only whether it fits
+// the device's shared memory, and a Hopper config's arch, wait for the device.
+TEST(AttentionValidation, AValidConfigPassesTheChecksMadeBeforeTheDevice) {
   Call call = valid_call();
-  call.options.config = KernelConfig{100, 64, 8, 2};
-  EXPECT_THROW(attention_forward(call.problem, call.tensors, nullptr, call.options), Error);
+  for (const KernelConfig& config :
+       {KernelConfig{64, 128, 4, 2}, KernelConfig{128, 128, 12, 2, KernelPath::kWgmma}}) {
+    call.options.config = config;
+    EXPECT_NO_THROW(attention::validate_options(call.problem, call.options)) << config.to_string();
+  }
 }
 
 TEST(QuantizeValidation, BadShapesDtypesAndPointersAreRefused) {
@@ -245,6 +311,20 @@ TEST(QuantizeValidation, BadShapesDtypesAndPointersAreRefused) {
   EXPECT_EQ(field_of([&] { quantize_qk({0, 2, 10, 64}, input, output, scales, nullptr); }),
             "shape.batch");
   EXPECT_EQ(field_of([&] { quantize_qk(shape, output, output, scales, nullptr); }), "input.dtype");
+  // Grid limits (65535 blocks in y and z) and 32-bit row indices, before any launch.
+  EXPECT_EQ(field_of([&] {
+              quantize_qk({70000, 1, 10, 64}, input, output, scales, nullptr);
+            }),
+            "shape.batch");
+  EXPECT_EQ(field_of([&] {
+              quantize_v({1, 70000, 10, 64}, input, fake_pointer(), scales,
+                         VScaleGranularity::kPerTensor, nullptr);
+            }),
+            "shape.heads");
+  EXPECT_EQ(field_of([&] {
+              quantize_qk({65535, 65535, 1024, 64}, input, output, scales, nullptr);
+            }),
+            "shape");
   EXPECT_EQ(field_of([&] { quantize_qk(shape, input, input, scales, nullptr); }), "output.dtype");
   EXPECT_EQ(field_of([&] { quantize_qk(shape, input, output, nullptr, nullptr); }), "scales");
   QuantizeOptions four_bits;
@@ -368,6 +448,11 @@ TEST(CApiValidation, EveryVarlenRuleIsAnInvalidArgumentNamingTheField) {
   CCall c = to_c(valid_varlen_call(Variant::kFullInt8));
   expect_refused(intfa_attention_forward_varlen(&c.problem, &c.tensors, nullptr, nullptr, nullptr),
                  "varlen", "null varlen");
+  // Both offsets null would run a dense call: the varlen entry point is for packed sequences.
+  const intfa_varlen_t no_offsets{nullptr, nullptr, 0, 0};
+  expect_refused(
+      intfa_attention_forward_varlen(&c.problem, &c.tensors, &no_offsets, nullptr, nullptr),
+      "varlen.cu_seqlens_q", "both offsets null");
   const intfa_shape_t shape{2, 2, 20, 64};
   const intfa_tensor_t packed = to_c(
       TensorView::dense(fake_pointer(), DType::kF16, Layout::kBNHD, TensorShape{1, 2, 25, 64}));
@@ -475,6 +560,64 @@ TEST(CApiValidation, QuantizeRefusesBadInputNamingTheField) {
   expect_refused(
       intfa_test_quantize_v_with_granularity(&shape, &input, fake_pointer(), scales, 3),
       "granularity", "v: granularity 3");
+}
+
+// The V layout helpers refuse what no problem can have (their C forms once returned
+// -2147483584, 1.8e19 and a batch stride of 0): the _checked functions with a status and the
+// message, the old ones with -1, 0 or a null view and the same message.
+TEST(CApiValidation, TheVLayoutHelpersRefuseOutOfRangeInputNamingIt) {
+  int padded = 0;
+  EXPECT_EQ(intfa_v_padded_seq_checked(1000, &padded), INTFA_OK);
+  EXPECT_EQ(padded, intfa_v_padded_seq(1000));
+  EXPECT_EQ(padded, 1024);
+  expect_refused(intfa_v_padded_seq_checked(INT_MAX, &padded), "seq_kv", "padded seq INT_MAX");
+  EXPECT_EQ(intfa_v_padded_seq(INT_MAX), -1);
+  EXPECT_NE(std::string(intfa_last_error()).find("seq_kv"), std::string::npos);
+  expect_refused(intfa_v_padded_seq_checked(0, &padded), "seq_kv", "padded seq 0");
+  expect_refused(intfa_v_padded_seq_checked(16, nullptr), "padded_seq", "null result");
+
+  size_t bytes = 0;
+  EXPECT_EQ(intfa_v_int8_bytes_checked(2, 8, 1000, 128, &bytes), INTFA_OK);
+  EXPECT_EQ(bytes, intfa_v_int8_bytes(2, 8, 1000, 128));
+  EXPECT_EQ(bytes, size_t{2} * 8 * 128 * 1024);
+  expect_refused(intfa_v_int8_bytes_checked(-1, 1, 64, 64, &bytes), "batch", "bytes: batch -1");
+  EXPECT_EQ(intfa_v_int8_bytes(-1, 1, 64, 64), 0u);
+  expect_refused(intfa_v_int8_bytes_checked(1, 1 << 24, 1000, 256, &bytes), "heads_kv",
+                 "bytes: 2^24 heads");
+
+  intfa_tensor_t view{};
+  EXPECT_EQ(intfa_v_int8_view_checked(fake_pointer(), 2, 8, 1000, 128, &view), INTFA_OK);
+  EXPECT_EQ(view.strides[0], std::int64_t{8} * 128 * 1024);
+  EXPECT_EQ(view.strides[3], 1024);
+  expect_refused(intfa_v_int8_view_checked(fake_pointer(), 1, 1 << 24, 1000, 256, &view),
+                 "heads_kv", "view: 2^24 heads");
+  intfa_v_int8_view(fake_pointer(), 1, 1 << 24, 1000, 256, &view);
+  EXPECT_EQ(view.data, nullptr) << "a view with a batch stride of 0";
+  EXPECT_NE(std::string(intfa_last_error()).find("heads_kv"), std::string::npos);
+  expect_refused(intfa_v_int8_view_checked(fake_pointer(), 1, 1, 64, 96, &view), "head_dim",
+                 "view: head dim 96");
+
+  size_t count = 0;
+  EXPECT_EQ(intfa_v_scale_count_checked(INTFA_V_PER_BLOCK, 2, 8, 1000, 128, &count), INTFA_OK);
+  EXPECT_EQ(count, size_t{2} * 8 * 16 * 128);
+  expect_refused(intfa_v_scale_count_checked(INTFA_V_PER_CHANNEL, 0, 8, 1000, 128, &count), "batch",
+                 "scale count: batch 0");
+  EXPECT_EQ(intfa_v_scale_count(INTFA_V_PER_CHANNEL, 0, 8, 1000, 128), 0u);
+}
+
+TEST(AttentionValidation, TheVLayoutHelpersThrowForOutOfRangeInput) {
+  EXPECT_EQ(v_padded_seq(65), 128);
+  for (int seq_kv : {0, -5, INT_MAX, (1 << 28) + 1}) {
+    try {
+      v_padded_seq(seq_kv);
+      ADD_FAILURE() << seq_kv << " accepted";
+    } catch (const InvalidArgument& error) {
+      EXPECT_EQ(error.field(), "seq_kv");
+    }
+  }
+  EXPECT_THROW(v_int8_bytes(-1, 1, 64, 64), InvalidArgument);
+  EXPECT_THROW(v_int8_view(fake_pointer(), 1, 1 << 24, 1000, 256), InvalidArgument);
+  EXPECT_THROW(v_scale_count(VScaleGranularity::kPerTensor, 70000, 1, 64, 64), InvalidArgument);
 }
 
 TEST(CApiValidation, TheLastErrorBelongsToTheFailingThread) {

@@ -17,6 +17,7 @@
 #include "common/log.hpp"
 #include "intfa/errors.hpp"
 #include "launch/kernel_runtime.hpp"
+#include "support/timing.hpp"
 
 namespace intfa::cache {
 namespace {
@@ -208,6 +209,19 @@ TEST(Manifest, RandomGarbageNeverCrashesTheParser) {
   }
 }
 
+// A 2 MiB manifest once cost 75 s of CPU: one of 1 MiB, a spec of 55,200 members, is refused
+// within the parser's budget.
+TEST(Manifest, AMebibyteManifestIsReadWithinTheBudget) {
+  const std::string text = edited_manifest([](json::Value& document) {
+    json::Value entries = document.at("entries");
+    entries.as_array().at(0).set("spec", json::parse(wide_json_object(55200)));
+    document.set("entries", entries);
+  });
+  ASSERT_GE(text.size(), std::size_t{1} << 20);
+  const double ms = least_ms([&] { EXPECT_TRUE(contains(parse_error(text), "spec")); });
+  EXPECT_LT(ms, 50 * kSanitizerSlowdown);
+}
+
 TEST(Manifest, AnotherNvrtcOrFormatVersionIsIncompatible) {
   Manifest other_nvrtc = Manifest::for_this_build();
   other_nvrtc.nvrtc_version.major += 1;
@@ -231,6 +245,20 @@ TEST(ManifestFile, AMissingOrUnreadableManifestIsAManifestError) {
   EXPECT_THROW(read_manifest(bundle.path()), ManifestError);
   fs::create_directory(manifest_path(bundle.path()));
   EXPECT_THROW(read_manifest(bundle.path()), ManifestError);
+}
+
+// A manifest of every kernel precompile makes is about 1 MiB; one over 16 MiB is refused unread.
+TEST(ManifestFile, AFileOverSixteenMebibytesIsRefusedUnread) {
+  const TempDirectory bundle;
+  std::string text = two_entry_manifest().to_json().dump(2);
+  text.append((std::size_t{16} << 20) + 1 - text.size(), ' ');
+  write_text(manifest_path(bundle.path()), text);
+  try {
+    read_manifest(bundle.path());
+    FAIL() << "accepted";
+  } catch (const ManifestError& error) {
+    EXPECT_TRUE(contains(error.what(), "larger than")) << error.what();
+  }
 }
 
 // --- A bundle against its manifest ---
@@ -437,6 +465,25 @@ TEST_F(RuntimeWithBundle, ABadEntryIsNeverTrustedNorRemoved) {
   EXPECT_TRUE(contains(capture.warnings()[0], path.string())) << capture.warnings()[0];
 }
 
+// The manifest records each entry file's size and checksum; a load checks them too, not only the
+// entry's own header: an entry replaced by another valid one (its own checksum recomputed, as
+// anyone who can write the file can do) is never loaded.
+TEST_F(RuntimeWithBundle, AnEntryThatIsNotTheFileTheManifestRecordsIsNeverLoaded) {
+  const fs::path path = DiskCache(bundle_.path()).entry_path(bundled_key_);
+  nvrtc::Cubin tampered = decode_entry(read_bytes(path), bundled_key_);
+  tampered.image.back() = static_cast<char>(tampered.image.back() ^ 0x01);
+  write_bytes(path, encode_entry(bundled_key_, tampered));
+  ASSERT_NO_THROW(decode_entry(read_bytes(path), bundled_key_)) << "a valid entry in itself";
+  log::ScopedCapture capture;
+  const RuntimeLayers layers(bundle_.path().string(), user_cache_.path());
+  const std::uint64_t bundle_hits = launch::KernelRuntime::instance().stats().bundle_hits;
+  EXPECT_EQ(compiles_for(bundled_), 1u);
+  EXPECT_EQ(launch::KernelRuntime::instance().stats().bundle_hits, bundle_hits);
+  ASSERT_EQ(capture.warnings().size(), 1u);
+  EXPECT_TRUE(contains(capture.warnings()[0], path.string())) << capture.warnings()[0];
+  EXPECT_TRUE(contains(capture.warnings()[0], "the manifest records")) << capture.warnings()[0];
+}
+
 // A bundle this build must not read: ignored with exactly one warning naming it, never loaded.
 void expect_ignored_with_one_warning(const fs::path& bundle, const fs::path& user_cache,
                                      const render::KernelSpec& bundled,
@@ -464,6 +511,19 @@ TEST_F(RuntimeWithBundle, ABundleOfAnotherFormatVersionIsIgnoredWithOneWarning) 
 TEST_F(RuntimeWithBundle, ABundleWithACorruptManifestIsIgnoredWithOneWarning) {
   write_text(manifest_path(bundle_.path()), "{\"manifest_version\": 1, \"entries\": [");
   expect_ignored_with_one_warning(bundle_.path(), user_cache_.path(), bundled_, not_bundled_);
+}
+
+// The warning quotes the manifest (a member name here): its control characters are escaped.
+TEST_F(RuntimeWithBundle, AManifestsControlCharactersNeverReachTheTerminal) {
+  write_text(manifest_path(bundle_.path()),
+             "{\"\\u001b]0;owned\\u0007\": 1, "
+             "\"\\u001b]0;owned\\u0007\": 2}");
+  log::ScopedCapture capture;
+  const RuntimeLayers layers(bundle_.path().string(), user_cache_.path());
+  launch::KernelRuntime::instance().compile(bundled_);
+  ASSERT_EQ(capture.warnings().size(), 1u);
+  EXPECT_EQ(capture.warnings()[0].find('\x1b'), std::string::npos) << capture.warnings()[0];
+  EXPECT_TRUE(contains(capture.warnings()[0], "\\x1b]0;owned\\x07")) << capture.warnings()[0];
 }
 
 TEST_F(RuntimeWithBundle, ABundleWithoutAManifestIsIgnoredWithOneWarning) {

@@ -1,6 +1,8 @@
 // `intfa cache ls|verify|clear` as a user runs it: the built binary, its output and exit codes.
 #include <gtest/gtest.h>
 
+#include <cerrno>
+#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -115,6 +117,71 @@ TEST_F(CacheCli, ReportsADisabledCacheWithoutFailing) {
   const CliResult result = run_cli("cache verify", "INTFA_CACHE_DISABLE=1");
   EXPECT_EQ(result.exit_code, 0) << result.output;
   EXPECT_TRUE(mentions(result, "disabled")) << result.output;
+}
+
+// A typo in a deployment check must not pass: a directory that does not exist, or a file, is an
+// error for every verb, naming the path.
+TEST_F(CacheCli, EveryVerbFailsOnAMissingDirectoryOrAFile) {
+  const std::string missing = (directory_.path() / "no-such-dir").string();
+  write_text(directory_.path() / "a-file", "x\n");
+  const std::string file = (directory_.path() / "a-file").string();
+  for (const char* verb : {"ls", "verify", "clear", "clear --stale"}) {
+    const CliResult on_missing = run_cli(std::string("cache ") + verb + " " + missing);
+    EXPECT_EQ(on_missing.exit_code, 1) << verb << ": " << on_missing.output;
+    EXPECT_TRUE(mentions(on_missing, missing + " does not exist")) << on_missing.output;
+    const CliResult on_file = run_cli(std::string("cache ") + verb + " --dir " + file);
+    EXPECT_EQ(on_file.exit_code, 1) << verb << ": " << on_file.output;
+    EXPECT_TRUE(mentions(on_file, "not a directory")) << on_file.output;
+  }
+}
+
+// The default directory before anything was cached is an empty cache, not an error.
+TEST_F(CacheCli, TheDefaultDirectoryNotCreatedYetHasNoEntries) {
+  const std::string never = (directory_.path() / "never-created").string();
+  const CliResult result = run_cli("cache ls", "INTFA_CACHE_DIR='" + never + "'");
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_TRUE(mentions(result, "0 entries")) << result.output;
+}
+
+// An unreadable cache is reported by ls, clear and info, not counted as empty.
+TEST_F(CacheCli, AnUnreadableDirectoryIsAnErrorNotAnEmptyCache) {
+  fs::path too_long = directory_.path();
+  while (too_long.string().size() <= 4100) too_long /= std::string(200, 'd');
+  for (const char* verb : {"ls", "verify", "clear"}) {
+    const CliResult result = run_cli(std::string("cache ") + verb + " --dir " + too_long.string());
+    EXPECT_EQ(result.exit_code, 1) << verb << ": " << result.output;
+    EXPECT_TRUE(mentions(result, std::strerror(ENAMETOOLONG))) << verb << ": " << result.output;
+    EXPECT_FALSE(mentions(result, "0 entries")) << result.output;
+    EXPECT_FALSE(mentions(result, "removed 0")) << result.output;
+  }
+  const CliResult info = run_cli("info", "INTFA_CACHE_DIR='" + too_long.string() + "'");
+  EXPECT_EQ(info.exit_code, 1) << info.output;
+  EXPECT_TRUE(mentions(info, std::strerror(ENAMETOOLONG))) << info.output;
+  EXPECT_FALSE(mentions(info, "0 entries")) << info.output;
+}
+
+// A sidecar is text another program may have written: its control characters are shown escaped,
+// never sent to the terminal (this one would clear the screen and set the window title).
+TEST_F(CacheCli, LsEscapesControlCharactersOfTheSidecarsSpec) {
+  write_text(disk_.sidecar_path(test_key(0x11)),
+             "{\"spec_text\": \"evil\\u001b[2J\\u001b]0;owned\\u0007\\u009b31m\"}\n");
+  const CliResult result = run_cli("cache ls" + dir_option());
+  EXPECT_EQ(result.exit_code, 0) << result.output;
+  EXPECT_EQ(result.output.find('\x1b'), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find('\x07'), std::string::npos) << result.output;
+  EXPECT_EQ(result.output.find("\xc2\x9b"), std::string::npos) << result.output;
+  EXPECT_TRUE(mentions(result, "evil\\x1b[2J\\x1b]0;owned\\x07\\u009b31m")) << result.output;
+}
+
+TEST_F(CacheCli, ClearRefusesADirectoryThatIsNotACache) {
+  const TempDirectory other;
+  write_text(other.path() / "de", "precious\n");
+  fs::create_directory(other.path() / "ab");
+  const CliResult result = run_cli("cache clear --stale " + other.path().string());
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_TRUE(mentions(result, "does not look like an intfa kernel cache")) << result.output;
+  EXPECT_TRUE(fs::exists(other.path() / "de"));
+  EXPECT_TRUE(fs::exists(other.path() / "ab"));
 }
 
 TEST_F(CacheCli, AnUnknownVerbIsAUsageError) {

@@ -39,6 +39,18 @@ TEST(CacheCrashChild, DISABLED_StoresOneEntry) {
   DiskCache(directory).store(killed_key(), killed_cubin(), quantize_rows_spec());
 }
 
+// Runs only in a child process, which the hook stops halfway through each temp file it writes.
+TEST(CacheCrashChild, DISABLED_StoresOneEntryAndStaysWritable) {
+  const char* directory = std::getenv("INTFA_CACHE_DIR");
+  if (std::getenv(kPauseWriteVariable) == nullptr || directory == nullptr) {
+    GTEST_SKIP() << "run by CacheCrash.* in a child process";
+  }
+  DiskCache disk(directory);
+  disk.store(killed_key(), killed_cubin(), quantize_rows_spec());
+  EXPECT_TRUE(disk.writable()) << "a store that lost its folder to a clear turned memory-only";
+  EXPECT_EQ(disk.load(killed_key()), killed_cubin());
+}
+
 // The temp file of a writer of killed_key() that was killed halfway through writing it.
 fs::path kill_a_writer_halfway(const fs::path& cache, const fs::path& control) {
   ChildTest writer({"CacheCrashChild.DISABLED_StoresOneEntry",
@@ -103,6 +115,29 @@ TEST_F(CacheCrash, ALaterWriterRemovesTheTempFileOnlyOnceItIsOverAnHourOld) {
   const VerifyReport report = later.verify();
   EXPECT_EQ(report.checked, 2u);
   EXPECT_TRUE(report.ok());
+}
+
+// A full clear removes every temp file and then the emptied key folder, also under a writer that
+// is halfway through its temp file: that writer makes the folder again and writes once more,
+// instead of turning memory-only for the rest of its life.
+TEST_F(CacheCrash, AWriterWhoseFolderAClearRemovedRetriesOnceAndStaysWritable) {
+  ChildTest writer(
+      {"CacheCrashChild.DISABLED_StoresOneEntryAndStaysWritable",
+       {"INTFA_CACHE_DIR=" + cache_.path().string(), std::string(kPauseWriteVariable) + "=1"},
+       {},
+       control_.path() / "writer.txt"});
+  ASSERT_TRUE(writer.wait_until_stopped()) << writer.output();
+  const fs::path folder = DiskCache(cache_.path()).entry_path(killed_key()).parent_path();
+  ASSERT_EQ(files_named(folder, ".tmp-").size(), 1u);
+  DiskCache(cache_.path()).clear(false);
+  ASSERT_FALSE(fs::exists(folder)) << "the clear removed the temp file and the emptied folder";
+  do {
+    writer.resume();
+  } while (writer.wait_until_stopped());
+  EXPECT_EQ(writer.wait_until(std::chrono::steady_clock::now() + std::chrono::minutes(1)), 0)
+      << writer.output();
+  EXPECT_EQ(DiskCache(cache_.path()).load(killed_key()), killed_cubin());
+  EXPECT_TRUE(files_named(cache_.path(), ".tmp-").empty());
 }
 
 TEST(CachePauseHook, AMalformedValueIsAWarningNamingTheVariable) {

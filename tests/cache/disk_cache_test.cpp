@@ -12,6 +12,7 @@
 #include "common/json.hpp"
 #include "common/log.hpp"
 #include "launch/kernel_runtime.hpp"
+#include "support/timing.hpp"
 
 namespace intfa::cache {
 namespace {
@@ -123,6 +124,22 @@ TEST(DiskCache, ListsEveryEntrySortedByKeyWithItsSpec) {
   EXPECT_EQ(entries[0].path, disk.entry_path(test_key(0x05)));
   EXPECT_EQ(entries[0].size_bytes, fs::file_size(entries[0].path));
   EXPECT_LE(std::abs(std::time(nullptr) - entries[0].modified), 60);
+}
+
+// `intfa cache ls` once took 26 s over one 1 MiB sidecar. A sidecar is a few hundred bytes; one
+// far larger is not read, and costs the listing nothing but its readable spec.
+TEST(DiskCache, ASidecarOfAMebibyteCostsTheListingNoTime) {
+  const TempDirectory directory;
+  DiskCache disk(directory.path());
+  disk.store(test_key(0x05), fake_cubin(), quantize_rows_spec());
+  std::string sidecar = wide_json_object(55000);  // just under 1 MiB
+  sidecar.insert(1, "\"spec_text\": \"planted\", ");
+  write_text(disk.sidecar_path(test_key(0x05)), sidecar);
+  std::vector<EntryInfo> entries;
+  const double ms = least_ms([&] { entries = disk.list(); });
+  EXPECT_LT(ms, 50 * kSanitizerSlowdown);
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].spec, "") << "a sidecar that large is not ours";
 }
 
 TEST(DiskCache, AHitNeedsNoNvrtcCompile) {

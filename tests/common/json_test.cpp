@@ -2,8 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
+#include "support/timing.hpp"
+
 namespace intfa::json {
 namespace {
+
+using testing::kSanitizerSlowdown;
+using testing::least_ms;
+using testing::wide_json_object;
 
 TEST(Json, RoundTripsNestedValuesInInsertionOrder) {
   Value object = Value::object();
@@ -33,6 +41,16 @@ TEST(Json, RejectsMalformedDocumentsWithTheirOffset) {
   }
 }
 
+TEST(Json, ADuplicateMemberIsRefusedAtItsSecondName) {
+  try {
+    parse("{\"a\": 1, \"b\": 2, \"a\": 3}");
+    FAIL();
+  } catch (const ParseError& error) {
+    EXPECT_EQ(error.offset(), 17u);
+    EXPECT_NE(std::string(error.what()).find("duplicate member 'a'"), std::string::npos);
+  }
+}
+
 TEST(Json, RefusesNestingDeeperThanTheLimit) {
   EXPECT_NO_THROW(parse(std::string(64, '[') + std::string(64, ']')));
   EXPECT_THROW(parse(std::string(100000, '[')), ParseError);
@@ -48,6 +66,44 @@ TEST(Json, TypeErrorsNameWhatWasExpected) {
   EXPECT_THROW(number.as_int(), TypeError);
   EXPECT_EQ(Value(42).as_int(), 42);
   EXPECT_THROW(Value::object().at("missing"), TypeError);
+}
+
+// 55,200 members (1 MiB) took 12 s of duplicate checks when each name was compared with every
+// earlier one.
+TEST(JsonParseCost, AMebibyteObjectParsesWithinFiftyMilliseconds) {
+  const std::string text = wide_json_object(55200);
+  ASSERT_GE(text.size(), std::size_t{1} << 20);
+  Value document;
+  const double ms = least_ms([&] { document = parse(text); });
+  EXPECT_EQ(document.as_object().size(), 55200u);
+  EXPECT_LT(ms, 50 * kSanitizerSlowdown) << text.size() << " bytes";
+}
+
+TEST(JsonParseCost, AnObjectOfMoreMembersThanAnyFileOfOursHoldsIsRefused) {
+  EXPECT_NO_THROW(parse(wide_json_object(65536)));
+  try {
+    parse(wide_json_object(65537));
+    FAIL() << "accepted";
+  } catch (const ParseError& error) {
+    EXPECT_NE(std::string(error.what()).find("more than 65536 members"), std::string::npos)
+        << error.what();
+  }
+}
+
+// A 60 MiB manifest of zeros once took 1.4 GB to hold: the number of values is bounded, and the
+// parse stops at the bound, long before the end of the text.
+TEST(JsonParseCost, ADocumentOfMoreValuesThanAnyFileOfOursHoldsIsRefusedAtTheBound) {
+  std::string zeros = "[0";
+  for (int i = 0; i < (1 << 20) + 10; ++i) zeros += ",0";
+  zeros += "]";
+  try {
+    parse(zeros);
+    FAIL() << "accepted";
+  } catch (const ParseError& error) {
+    EXPECT_NE(std::string(error.what()).find("more than 1048576 values"), std::string::npos)
+        << error.what();
+    EXPECT_LE(error.offset(), std::size_t{2} << 20);
+  }
 }
 
 }  // namespace

@@ -105,12 +105,12 @@ ChildTest::~ChildTest() {
 }
 
 ChildTest::ChildTest(ChildTest&& other) noexcept
-    : pid_(other.pid_), output_(std::move(other.output_)) {
+    : pid_(other.pid_), ended_status_(other.ended_status_), output_(std::move(other.output_)) {
   other.pid_ = -1;
 }
 
 int ChildTest::wait_until(std::chrono::steady_clock::time_point deadline) {
-  if (pid_ < 0) return -1;
+  if (pid_ < 0) return ended_status_;
   int status = 0;
   while (::waitpid(pid_, &status, WNOHANG) == 0) {
     if (std::chrono::steady_clock::now() > deadline) {
@@ -129,7 +129,12 @@ bool ChildTest::wait_until_stopped() {
   if (::waitpid(pid_, &status, WUNTRACED) != pid_) return false;
   if (WIFSTOPPED(status)) return true;
   pid_ = -1;  // it ended
+  ended_status_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return false;
+}
+
+void ChildTest::resume() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
 }
 
 void ChildTest::kill_now() {

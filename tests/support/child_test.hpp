@@ -34,14 +34,17 @@ class ChildTest {
   // The exit status; -1 when it was killed by a signal, or did not exit by `deadline` (it is
   // then killed).
   int wait_until(std::chrono::steady_clock::time_point deadline);
-  // Blocks until the child stops itself (SIGSTOP); false when it ended instead.
+  // Blocks until the child stops itself (SIGSTOP); false when it ended instead (wait_until then
+  // returns its exit status).
   bool wait_until_stopped();
+  void resume();    // SIGCONT to a stopped child
   void kill_now();  // SIGKILL, then reaped
   // What the child wrote to Options::output ("" without one).
   std::string output() const;
 
  private:
   pid_t pid_ = -1;
+  int ended_status_ = -1;  // the exit status, once wait_until_stopped saw the child end
   std::filesystem::path output_;
 };
 

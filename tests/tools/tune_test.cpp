@@ -29,7 +29,8 @@ TEST(TuneOptions, BadValuesAreUsageErrorsNamingTheOption) {
         "extra"}) {
     const CliResult result = run_cli(std::string("tune ") + arguments);
     EXPECT_EQ(result.exit_code, 2) << arguments << "\n" << result.output;
-    EXPECT_TRUE(mentions(result, "usage: intfa tune")) << arguments << "\n" << result.output;
+    EXPECT_TRUE(mentions(result, "intfa tune --help")) << arguments << "\n" << result.output;
+    EXPECT_FALSE(mentions(result, "usage: intfa tune")) << arguments << "\n" << result.output;
   }
   EXPECT_TRUE(mentions(run_cli("tune --seq 3000,4096"), "3000 and 4096 fall in one bucket"));
 }

@@ -94,6 +94,17 @@ TEST_F(DatabaseFile, ReadErrorsNameTheFileAndTheMember) {
   }
 }
 
+// A directory where the file should be is named as one (it was "a special file").
+TEST_F(DatabaseFile, ADirectoryInPlaceOfTheFileIsNamedSo) {
+  std::filesystem::create_directories(path());
+  try {
+    read_database_file(path());
+    FAIL() << "read a directory as a database";
+  } catch (const DatabaseError& error) {
+    EXPECT_NE(std::string(error.what()).find("is a directory"), std::string::npos) << error.what();
+  }
+}
+
 TEST_F(DatabaseFile, ACorruptFileIsOneWarningAndAnEmptyDatabase) {
   write_text(path(), "{\"schema_version\": 1, \"entries\": [{\"gpu\": ");
   const log::ScopedCapture capture;

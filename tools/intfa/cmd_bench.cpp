@@ -28,13 +28,15 @@ const char* const kBenchUsage =
     "runs) and prints ms and TOPS (4*B*H*Nq*Nkv*D / t, halved for causal). Quantization is timed\n"
     "separately and reported in its own columns.\n\n"
     "  --head-dims 64,128 (128)   --seq 1k,2k,4k,8k,16k (4k)   --batch B (4)   --heads H (32)\n"
-    "  --causal off,on (off)      --variants full,half (full)  --repeats R (20)\n"
+    "  --causal[=off,on] (off)    --variants full,half (full)  --repeats R (20)\n"
     "  --configs M,N,W,S;...      tile configs to time (default: the chosen one); 'all' times\n"
     "                             every candidate config of the tuner\n"
     "  --json FILE                write every row as JSON\n"
     "  --smooth-k                 quantize K with K smoothing (its cost is in the quant columns)\n"
     "  --jit                      instead: time the JIT path (cold NVRTC compile, disk hit to\n"
-    "                             launchable, per-call host overhead above a raw launch)\n";
+    "                             launchable, per-call host overhead above a raw launch)\n\n"
+    "A flag is on alone, or takes a value: --causal=off (1/0, true/false, on/off, yes/no); a\n"
+    "list sweeps it: --causal=off,on (or --causal off,on). Integers take a k suffix (4k = 4096).\n";
 
 namespace {
 
@@ -48,19 +50,32 @@ struct BenchRow {
   double quantize_gbps = 0;
 };
 
-std::vector<KernelConfig> configs_for(const Args& args, const attention::SpecRequest& request,
-                                      const device::DeviceInfo& info) {
+// The configs --configs names: none (the heuristic's for each length), "all" (the tuner's
+// candidates, which need the device), or a list.
+struct ConfigChoice {
+  bool all = false;
+  std::vector<KernelConfig> listed;
+};
+
+ConfigChoice parse_configs(const Args& args) {
+  ConfigChoice choice;
   const std::string text = args.get_or("configs", "");
-  std::vector<KernelConfig> configs;  // empty: the heuristic's config for each length
-  if (text.empty()) {
-    return configs;
-  } else if (text == "all") {
-    configs = attention::fitting_configs(request, attention::candidate_configs(request),
-                                         info.max_shared_bytes_per_block_optin);
-  } else {
-    for (const std::string& part : strings::split(text, ';')) configs.push_back(parse_config(part));
+  if (text == "all") {
+    choice.all = true;
+  } else if (!text.empty()) {
+    for (const std::string& part : strings::split(text, ';')) {
+      choice.listed.push_back(parse_config(part));
+    }
   }
-  return configs;
+  return choice;
+}
+
+std::vector<KernelConfig> configs_for(const ConfigChoice& choice,
+                                      const attention::SpecRequest& request,
+                                      const device::DeviceInfo& info) {
+  if (!choice.all) return choice.listed;  // empty: the heuristic's config for each length
+  return attention::fitting_configs(request, attention::candidate_configs(request),
+                                    info.max_shared_bytes_per_block_optin);
 }
 
 json::Value row_json(const BenchRow& row, const std::string& gpu) {
@@ -85,40 +100,48 @@ json::Value row_json(const BenchRow& row, const std::string& gpu) {
 }  // namespace
 
 int run_bench(const Arguments& arguments) {
-  const Args args(arguments, {"jit", "smooth-k"});
-  std::vector<std::string> known = {"head-dims", "seq",  "batch", "heads", "causal",  "variants",
-                                    "repeats",   "configs", "json", "jit", "smooth-k"};
-  for (const std::string& name : numerics_option_names()) known.push_back(name);
-  args.reject_unknown(known);
+  Grammar grammar;
+  grammar.values = {"head-dims", "seq", "batch", "heads", "variants", "repeats", "configs", "json"};
+  for (const std::string& name : numerics_option_names()) grammar.values.push_back(name);
+  grammar.flags = {"jit", "smooth-k"};
+  grammar.switch_lists = {"causal"};
+  // The whole command line, problems included, is checked before anything looks for a GPU.
+  const Args args(arguments, grammar);
+  const bool jit = args.flag("jit");
+  const auto head_dims = parse_head_dims(args, {128});
+  const auto seqs = args.get_int_list("seq", {4096}, 1, 1 << 20);
+  const int batch = static_cast<int>(args.get_int("batch", 4, 1, 4096));
+  const int heads = static_cast<int>(args.get_int("heads", 32, 1, 4096));
+  const int repeats = static_cast<int>(args.get_int("repeats", jit ? 5 : 20, 1, 10000));
+  const std::vector<bool> causal_values = parse_causal_list(args, {false});
+  const std::vector<Variant> variants = parse_variant_list(args, {"full"});
+  AttentionProblem base;
+  AttentionOptions options;
+  DType io_type = DType::kF16;
+  parse_numerics(args, base, options, io_type);
+  const bool smooth_k = args.flag("smooth-k");
+  const ConfigChoice config_choice = parse_configs(args);
+  for (Variant variant : variants)
+    for (int head_dim : head_dims)
+      for (long seq : seqs) {
+        AttentionProblem problem = base;
+        problem.variant = variant;
+        problem.head_dim = head_dim;
+        problem.batch = batch;
+        problem.heads_q = problem.heads_kv = heads;
+        problem.seq_q = problem.seq_kv = static_cast<int>(seq);
+        validate_problem_options(problem, options);
+      }
+  if (jit && repeats > 100) throw UsageError("--repeats: --jit takes at most 100");
+
   std::string reason;
   if (!device::driver_available(&reason)) {
     std::fprintf(stderr, "intfa bench: needs a GPU (%s)\n", reason.c_str());
     return 1;
   }
-  if (args.has("jit")) {
-    return run_jit_bench(args.get_or("json", ""), static_cast<int>(args.get_int("repeats", 5, 1, 100)));
-  }
+  if (jit) return run_jit_bench(args.get_or("json", ""), repeats);
   device::use_primary_context();
   const device::DeviceInfo& info = device::cached_device_info(device::current_device());
-  const auto head_dims = args.get_int_list("head-dims", {128}, 64, 256);
-  const auto seqs = args.get_int_list("seq", {4096}, 1, 1 << 20);
-  const int batch = static_cast<int>(args.get_int("batch", 4, 1, 4096));
-  const int heads = static_cast<int>(args.get_int("heads", 32, 1, 4096));
-  const int repeats = static_cast<int>(args.get_int("repeats", 20, 1, 10000));
-  std::vector<bool> causal_values;
-  for (const std::string& value : args.get_list("causal", {"off"})) {
-    if (value != "on" && value != "off") throw UsageError("--causal: expected on and/or off");
-    causal_values.push_back(value == "on");
-  }
-  std::vector<Variant> variants;
-  for (const std::string& value : args.get_list("variants", {"full"})) {
-    variants.push_back(parse_variant(value));
-  }
-  AttentionProblem base;
-  AttentionOptions options;
-  DType io_type = DType::kF16;
-  parse_numerics(args, base, options, io_type);
-  const bool smooth_k = args.has("smooth-k");
 
   // Every problem with the configs to time on it; all their specs compile in parallel first.
   struct Job {
@@ -128,11 +151,11 @@ int run_bench(const Arguments& arguments) {
   std::vector<Job> jobs;
   std::vector<render::KernelSpec> specs;
   for (Variant variant : variants)
-    for (long head_dim : head_dims)
+    for (int head_dim : head_dims)
       for (bool causal : causal_values) {
         attention::SpecRequest request;
         request.arch = info.arch;
-        request.head_dim = static_cast<int>(head_dim);
+        request.head_dim = head_dim;
         request.variant = variant;
         request.qk_bits = base.qk_bits;
         request.causal = causal;
@@ -141,11 +164,11 @@ int run_bench(const Arguments& arguments) {
         request.p_encoding = options.p_encoding;
         request.p_scale = options.p_scale;
         request.v_granularity = options.v_granularity;
-        const std::vector<KernelConfig> configs = configs_for(args, request, info);
+        const std::vector<KernelConfig> configs = configs_for(config_choice, request, info);
         for (long seq : seqs) {
           AttentionProblem problem = base;
           problem.variant = variant;
-          problem.head_dim = static_cast<int>(head_dim);
+          problem.head_dim = head_dim;
           problem.causal = causal;
           problem.batch = batch;
           problem.heads_q = problem.heads_kv = heads;

@@ -12,6 +12,7 @@
 #include "common/strings.hpp"
 #include "intfa/args.hpp"
 #include "intfa/commands.hpp"
+#include "intfa/errors.hpp"
 
 namespace intfa::cli {
 
@@ -27,20 +28,40 @@ const char* const kCacheUsage =
     "                                format version, orphan sidecars, temp files over an hour "
     "old\n\n"
     "DIR (--dir DIR, or as the last argument) defaults to $INTFA_CACHE_DIR, else\n"
-    "$XDG_CACHE_HOME/intfa, else ~/.cache/intfa.\n"
-    "Only files named like cache entries are ever removed.\n";
+    "$XDG_CACHE_HOME/intfa, else ~/.cache/intfa. A DIR given that does not exist, or is not a\n"
+    "directory, is an error.\n"
+    "clear removes only intfa's own files (entries, sidecars, temp files, in their key folders)\n"
+    "and refuses a directory that does not look like an intfa cache.\n";
 
 namespace {
 
+struct CacheDirectory {
+  std::filesystem::path path;
+  bool given = false;  // by --dir or DIR, not the default location
+};
+
 // --dir or the argument after the verb, else the directory the library would use; nullopt when
-// the cache is disabled.
-std::optional<std::filesystem::path> cache_directory(const Args& args) {
+// the cache is disabled. A directory given must exist: a mistyped path must not pass a check.
+std::optional<CacheDirectory> cache_directory(const Args& args) {
   const auto option = args.get("dir");
   const bool positional = args.positional().size() == 2;
   if (option && positional) throw UsageError("give the directory once: --dir DIR or DIR");
-  if (option) return std::filesystem::absolute(*option);
-  if (positional) return std::filesystem::absolute(args.positional()[1]);
-  return cache::DiskCache::default_directory();
+  if (!option && !positional) {
+    const auto location = cache::DiskCache::default_directory();
+    if (!location) return std::nullopt;
+    return CacheDirectory{*location, false};
+  }
+  const std::filesystem::path given =
+      std::filesystem::absolute(option ? *option : args.positional()[1]);
+  std::error_code error;
+  const std::filesystem::file_status status = std::filesystem::status(given, error);
+  if (status.type() == std::filesystem::file_type::not_found) {
+    throw CacheError(given.string() + " does not exist");
+  }
+  if (!error && status.type() != std::filesystem::file_type::directory) {
+    throw CacheError(given.string() + " is not a directory");
+  }
+  return CacheDirectory{given, true};
 }
 
 std::string local_date(std::time_t when) {
@@ -59,8 +80,9 @@ int list_entries(const cache::DiskCache& disk) {
   }
   for (const cache::EntryInfo& entry : entries) {
     total_bytes += entry.size_bytes;
-    std::printf("%-32s  %-48s  %10s  %s\n", entry.key.hex().c_str(),
-                entry.spec.empty() ? "(no sidecar)" : entry.spec.c_str(),
+    // The sidecar is text from a file: its control characters never reach the terminal.
+    const std::string spec = entry.spec.empty() ? "(no sidecar)" : strings::printable(entry.spec);
+    std::printf("%-32s  %-48s  %10s  %s\n", entry.key.hex().c_str(), spec.c_str(),
                 strings::human_bytes(entry.size_bytes).c_str(), local_date(entry.modified).c_str());
   }
   std::printf("%zu entries, %s in %s\n", entries.size(), strings::human_bytes(total_bytes).c_str(),
@@ -70,7 +92,8 @@ int list_entries(const cache::DiskCache& disk) {
 
 int print_report(const cache::VerifyReport& report, const char* what) {
   for (const auto& [path, problem] : report.bad) {
-    std::printf("bad  %s: %s\n", path.c_str(), problem.c_str());
+    std::printf("bad  %s: %s\n", strings::printable(path.string()).c_str(),
+                strings::printable(problem).c_str());
   }
   std::printf("%zu %s verified, %zu bad\n", report.checked, what, report.bad.size());
   return report.ok() ? 0 : 1;
@@ -87,11 +110,12 @@ int verify_bundle(const std::filesystem::path& directory) {
   try {
     manifest = cache::read_manifest(directory);
   } catch (const cache::ManifestError& error) {
-    std::printf("bad  %s\n", error.what());  // names the manifest's path
+    std::printf("bad  %s\n", strings::printable(error.what()).c_str());  // names the manifest
     return 1;
   }
   std::printf("bundle %s: intfa %s, NVRTC %s, cache format %u, %zu entries\n", directory.c_str(),
-              manifest.library_version.c_str(), manifest.nvrtc_version.to_string().c_str(),
+              strings::printable(manifest.library_version).c_str(),
+              manifest.nvrtc_version.to_string().c_str(),
               static_cast<unsigned>(manifest.format_version), manifest.entries.size());
   const std::string incompatibility = cache::incompatibility(manifest);
   if (!incompatibility.empty()) {
@@ -102,6 +126,10 @@ int verify_bundle(const std::filesystem::path& directory) {
 
 int clear_entries(cache::DiskCache& disk, bool stale_only) {
   const cache::ClearReport report = disk.clear(stale_only);
+  for (const auto& [path, reason] : report.kept) {
+    std::printf("kept %s: it %s\n", strings::printable(path.string()).c_str(),
+                strings::printable(reason).c_str());
+  }
   std::printf("removed %zu %sfiles, freed %s (%llu bytes) in %s\n", report.removed_files,
               stale_only ? "stale " : "", strings::human_bytes(report.freed_bytes).c_str(),
               static_cast<unsigned long long>(report.freed_bytes), disk.directory().c_str());
@@ -111,11 +139,12 @@ int clear_entries(cache::DiskCache& disk, bool stale_only) {
 }  // namespace
 
 int run_cache(const Arguments& arguments) {
-  const Args args(arguments, {"stale"});
+  Grammar grammar;
+  grammar.values = {"dir"};
+  grammar.flags = {"stale"};
+  grammar.max_positional = 2;  // the verb and DIR
+  const Args args(arguments, grammar);
   if (args.positional().empty()) throw UsageError("missing verb: ls, verify or clear");
-  if (args.positional().size() > 2) {
-    throw UsageError("unexpected argument '" + args.positional()[2] + "'");
-  }
   const std::string& verb = args.positional().front();
   if (verb != "ls" && verb != "verify" && verb != "clear") {
     throw UsageError("unknown verb '" + verb + "': expected ls, verify or clear");
@@ -127,11 +156,13 @@ int run_cache(const Arguments& arguments) {
     std::printf("the kernel cache is disabled (INTFA_CACHE_DISABLE=1, or no HOME to put it in)\n");
     return 0;
   }
-  if (verb == "verify" && cache::holds_manifest(*directory)) return verify_bundle(*directory);
-  cache::DiskCache disk(*directory);
+  if (verb == "verify" && cache::holds_manifest(directory->path)) {
+    return verify_bundle(directory->path);
+  }
+  cache::DiskCache disk(directory->path);
   if (verb == "ls") return list_entries(disk);
   if (verb == "verify") return verify_entries(disk);
-  return clear_entries(disk, args.has("stale"));
+  return clear_entries(disk, args.flag("stale"));
 }
 
 }  // namespace intfa::cli

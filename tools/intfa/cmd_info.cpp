@@ -7,6 +7,7 @@
 #include "device/driver_api.hpp"
 #include "intfa/args.hpp"
 #include "intfa/commands.hpp"
+#include "intfa/errors.hpp"
 #include "intfa_version.hpp"
 #include "nvrtc/compiler.hpp"
 #include "render/template_set.hpp"
@@ -20,7 +21,7 @@ const char* const kInfoUsage =
     "size.\n";
 
 int run_info(const Arguments& arguments) {
-  Args(arguments, {}).reject_unknown({});
+  const Args args(arguments, Grammar{});  // no options: refuses any
   std::printf("intfa          %s\n", INTFA_VERSION_STRING);
   std::string reason;
   if (device::driver_available(&reason)) {
@@ -50,7 +51,14 @@ int run_info(const Arguments& arguments) {
   }
   const cache::DiskCache disk(*directory);
   std::uint64_t bytes = 0;
-  const auto entries = disk.list();
+  std::vector<cache::EntryInfo> entries;
+  try {
+    entries = disk.list();
+  } catch (const CacheError& error) {
+    // An unreadable cache is not an empty one.
+    std::printf("cache          %s (%s)\n", directory->c_str(), error.what());
+    return 1;
+  }
   for (const auto& entry : entries) bytes += entry.size_bytes;
   std::printf("cache          %s (%zu entries, %s)\n", directory->c_str(), entries.size(),
               strings::human_bytes(bytes).c_str());

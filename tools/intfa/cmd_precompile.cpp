@@ -57,6 +57,8 @@ const char* const kPrecompileUsage =
     "  --p-scale running|tile     P reference: running max or tile max (default)\n"
     "  --v-scale tensor|channel|block   V scale granularity (default channel)\n"
     "  --qk-bits 8|4              Q.K in INT8 (default) or INT4\n\n"
+    "A flag is on alone, or takes a value: --list=no (1/0, true/false, on/off, yes/no).\n"
+    "Integers take a k suffix (4k = 4096).\n\n"
     "Prints the number of kernels, how many were compiled now and how many were already\n"
     "present, failures, the bundle's size and the wall time. Exit 1 on any failure (the manifest\n"
     "is then left as it was). Check a bundle with: intfa cache verify DIR\n";
@@ -125,17 +127,25 @@ ConfigMode parse_config_mode(const std::string& text) {
 }
 
 BundlePlan parse_plan(const Arguments& arguments) {
-  const Args args(with_long_options(arguments), {"list"});
-  args.reject_unknown({"out", "arch", "head-dims", "variants", "dtypes", "configs", "tuning-db",
-                       "jobs", "list", "p", "p-scale", "v-scale", "qk-bits"});
-  if (!args.positional().empty()) {
-    throw UsageError("unexpected argument '" + args.positional().front() + "'");
-  }
+  Grammar grammar;
+  grammar.values = {"out",       "arch", "head-dims", "variants", "dtypes",  "configs",
+                    "tuning-db", "jobs", "p",         "p-scale",  "v-scale", "qk-bits"};
+  grammar.flags = {"list"};
+  const Args args(with_long_options(arguments), grammar);
   BundlePlan plan;
-  plan.list_only = args.has("list");
+  plan.list_only = args.flag("list");
   const auto out = args.get("out");
   if (!out && !plan.list_only) throw UsageError("missing --out DIR");
-  if (out) plan.directory = fs::absolute(*out).lexically_normal();
+  if (out) {
+    plan.directory = fs::absolute(*out).lexically_normal();
+    std::error_code error;
+    const fs::file_type type = fs::symlink_status(plan.directory, error).type();
+    if (type != fs::file_type::not_found && type != fs::file_type::none &&
+        !fs::is_directory(plan.directory, error)) {
+      throw UsageError("--out " + *out + ": it is " + cache::file_type_name(type) +
+                       ", not a directory");
+    }
+  }
   plan.archs = parse_archs(args);
   plan.head_dims = parse_head_dims(args, {64, 128, 256});
   plan.variants = parse_variant_list(args, {"full", "half"});

@@ -29,7 +29,9 @@ const char* const kRunUsage =
     "archs that can run it, naming the others) and exits 0.\n\n"
     "  --batch B (1)  --heads H (8)  --heads-kv H (= heads)  --seq N (1024)  --seq-kv N (= seq)\n"
     "  --head-dim D (128)  --causal  --seed S (fresh each run)  --repeats R (20)\n"
-    "  --smooth-k                 quantize K with K smoothing (its channel means subtracted)\n";
+    "  --smooth-k                 quantize K with K smoothing (its channel means subtracted)\n\n"
+    "A flag is on alone, or takes a value: --causal=off (1/0, true/false, on/off, yes/no).\n"
+    "Integers take a k suffix: --seq 4k is 4096.\n";
 
 namespace {
 
@@ -44,11 +46,12 @@ struct Demo {
 };
 
 Demo parse_demo(const Arguments& arguments) {
-  const Args args(arguments, {"causal", "smooth-k"});
-  std::vector<std::string> known = {"batch",  "heads", "heads-kv", "seq",     "seq-kv",
-                                    "head-dim", "causal", "seed", "repeats", "smooth-k"};
-  for (const std::string& name : numerics_option_names()) known.push_back(name);
-  args.reject_unknown(known);
+  Grammar grammar;
+  grammar.values = {"batch", "heads", "heads-kv", "seq", "seq-kv", "head-dim", "seed", "repeats"};
+  for (const std::string& name : numerics_option_names()) grammar.values.push_back(name);
+  grammar.flags = {"smooth-k"};
+  grammar.switch_lists = {"causal"};
+  const Args args(arguments, grammar);
   Demo demo;
   demo.problem.batch = static_cast<int>(args.get_int("batch", 1, 1, 1024));
   demo.problem.heads_q = static_cast<int>(args.get_int("heads", 8, 1, 1024));
@@ -56,13 +59,17 @@ Demo parse_demo(const Arguments& arguments) {
   demo.problem.seq_q = static_cast<int>(args.get_int("seq", 1024, 1, 1 << 20));
   demo.problem.seq_kv = static_cast<int>(args.get_int("seq-kv", demo.problem.seq_q, 1, 1 << 20));
   demo.problem.head_dim = static_cast<int>(args.get_int("head-dim", 128, 1, 1024));
-  demo.problem.causal = args.has("causal");
-  demo.smooth_k = args.has("smooth-k");
+  const std::vector<bool> causal = parse_causal_list(args, {false});
+  if (causal.size() != 1) throw UsageError("--causal: run takes one value (on or off)");
+  demo.problem.causal = causal.front();
+  demo.smooth_k = args.flag("smooth-k");
   parse_numerics(args, demo.problem, demo.options, demo.io_type);
   demo.distribution = parse_distribution(args);
   demo.seed = static_cast<std::uint64_t>(args.get_int("seed", 0, 0, 1L << 62));
   if (demo.seed == 0) demo.seed = reference::fresh_seed();
   demo.repeats = static_cast<int>(args.get_int("repeats", 20, 1, 100000));
+  // As a launch checks them, with or without a GPU.
+  validate_problem_options(demo.problem, demo.options);
   return demo;
 }
 

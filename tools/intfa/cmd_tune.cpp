@@ -39,7 +39,7 @@ const char* const kTuneUsage =
     "GPU (INTFA_LOG=1 says so).\n"
     "Buckets the database already has for this GPU are skipped unless --force.\n\n"
     "  --head-dims LIST (64,128)     --seq LIST (1k,4k,16k): the length timed for each bucket\n"
-    "  --causal off,on (both)        --variants full,half (full)\n"
+    "  --causal[=off,on] (both)      --variants full,half (full)\n"
     "  --batch B (4) --heads H (32)  the problem each bucket is timed on\n"
     "  --repeats R (20)              timed runs per candidate\n"
     "  --budget-s S                  start no bucket after S seconds (those left are listed)\n"
@@ -51,7 +51,9 @@ const char* const kTuneUsage =
     "  --dtype f16|bf16  --qk-bits 8|4  --p u8|s8  --p-scale running|tile\n"
     "  --v-scale tensor|channel|block\n\n"
     "Prints a line per candidate on stderr and a table of the chosen configs with their speedup\n"
-    "over the heuristic's. Exit 1 when a bucket had no correct candidate, or on an error.\n";
+    "over the heuristic's. Exit 1 when a bucket had no correct candidate, or on an error.\n\n"
+    "A flag is on alone, or takes a value: --force=no, --causal=off (1/0, true/false, on/off,\n"
+    "yes/no); --causal also takes a list: --causal=off,on. Integers take a k suffix (4k = 4096).\n";
 
 namespace {
 
@@ -105,17 +107,17 @@ fs::path database_path(const Args& args) {
 }
 
 TuneOptions parse_options(const Arguments& arguments) {
-  const Args args(arguments, {"force"});
-  args.reject_unknown({"head-dims", "seq", "causal", "variants", "batch", "heads", "repeats",
-                       "budget-s", "force", "configs", "tuning-db", "json", "dtype", "qk-bits", "p",
-                       "p-scale", "v-scale"});
-  if (!args.positional().empty()) {
-    throw UsageError("unexpected argument '" + args.positional().front() + "'");
-  }
+  Grammar grammar;
+  grammar.values = {"head-dims", "seq",      "variants", "batch",     "heads",
+                    "repeats",   "budget-s", "configs",  "tuning-db", "json",
+                    "dtype",     "qk-bits",  "p",        "p-scale",   "v-scale"};
+  grammar.flags = {"force"};
+  grammar.switch_lists = {"causal"};
+  const Args args(arguments, grammar);
   TuneOptions options;
   options.head_dims = parse_head_dims(args, {64, 128});
   options.seqs = parse_seqs(args);
-  options.causal_values = parse_causal_list(args, {"off", "on"});
+  options.causal_values = parse_causal_list(args, {false, true});
   options.variants = parse_variant_list(args, {"full"});
   if (const auto configs = args.get("configs")) {
     for (const std::string& text : strings::split(*configs, ';')) {
@@ -128,7 +130,7 @@ TuneOptions parse_options(const Arguments& arguments) {
   options.repeats = static_cast<int>(args.get_int("repeats", 20, 1, 10000));
   options.budget_s = args.get_double("budget-s", 0);
   if (!(options.budget_s >= 0)) throw UsageError("--budget-s: expected seconds >= 0");
-  options.force = args.has("force");
+  options.force = args.flag("force");
   options.database = database_path(args);
   options.json_path = args.get("json");
   return options;

@@ -4,10 +4,11 @@
 #include <cstring>
 #include <exception>
 
+#include "common/strings.hpp"
 #include "intfa/args.hpp"
 #include "intfa/commands.hpp"
-#include "intfa/problem_options.hpp"
 #include "intfa/errors.hpp"
+#include "intfa/problem_options.hpp"
 #include "intfa_version.hpp"
 
 namespace intfa::cli {
@@ -75,19 +76,22 @@ int main(int argc, char** argv) {
     try {
       return command.run(arguments);
     } catch (const UsageError& error) {
-      std::fprintf(stderr, "intfa %s: %s\n\n", command.name, error.what());
-      print_usage(stderr, command);
+      // The error and where the help is: the whole help would bury the one line that matters.
+      std::fprintf(stderr, "intfa %s: %s\nsee 'intfa %s --help' for its options\n", command.name,
+                   intfa::strings::printable(error.what()).c_str(), command.name);
       return 2;
     } catch (const intfa::Error& error) {
       std::fprintf(stderr, "intfa %s: error (%s): %s\n", command.name,
-                   intfa::status_name(error.status()), error.what());
+                   intfa::status_name(error.status()),
+                   intfa::strings::printable(error.what(), true).c_str());
       return 1;
     } catch (const std::exception& error) {
-      std::fprintf(stderr, "intfa %s: error: %s\n", command.name, error.what());
+      std::fprintf(stderr, "intfa %s: error: %s\n", command.name,
+                   intfa::strings::printable(error.what(), true).c_str());
       return 1;
     }
   }
-  std::fprintf(stderr, "intfa: unknown command '%s'\n\n", argv[1]);
-  print_overview();
+  std::fprintf(stderr, "intfa: unknown command '%s'\nsee 'intfa --help' for the commands\n",
+               intfa::strings::printable(argv[1]).c_str());
   return 2;
 }

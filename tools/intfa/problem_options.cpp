@@ -1,6 +1,8 @@
 #include "intfa/problem_options.hpp"
 
+#include "attention/validation.hpp"
 #include "common/strings.hpp"
+#include "intfa/errors.hpp"
 
 namespace intfa::cli {
 
@@ -121,13 +123,32 @@ std::vector<int> parse_head_dims(const Args& args, const std::vector<long>& fall
   return head_dims;
 }
 
-std::vector<bool> parse_causal_list(const Args& args, const std::vector<std::string>& fallback) {
-  std::vector<bool> values;
-  for (const std::string& value : args.get_list("causal", fallback)) {
-    if (value != "on" && value != "off") throw UsageError("--causal: expected on and/or off");
-    values.push_back(value == "on");
+std::vector<bool> parse_causal_list(const Args& args, const std::vector<bool>& fallback) {
+  return args.switch_list("causal", fallback);
+}
+
+void validate_problem_options(const AttentionProblem& problem, const AttentionOptions& options) {
+  static const std::pair<const char*, const char*> kOptionOfField[] = {
+      {"problem.batch", "--batch"},
+      {"problem.heads_q", "--heads"},
+      {"problem.heads_kv", "--heads-kv"},
+      {"problem.seq_q", "--seq"},
+      {"problem.seq_kv", "--seq-kv"},
+      {"problem.head_dim", "--head-dim"},
+      {"problem.qk_bits", "--qk-bits"},
+      {"problem.variant", "--variant"},
+      {"options.softmax_scale", "--softmax-scale"}};
+  try {
+    attention::validate_problem(problem);
+    attention::validate_options(problem, options);
+  } catch (const InvalidArgument& error) {
+    std::string option = strings::starts_with(error.field(), "config.") ? "--config" : "";
+    for (const auto& [field, name] : kOptionOfField) {
+      if (error.field() == field) option = name;
+    }
+    if (option.empty()) throw;
+    throw UsageError(option + ": " + error.what());
   }
-  return values;
 }
 
 std::vector<Variant> parse_variant_list(const Args& args,

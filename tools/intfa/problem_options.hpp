@@ -29,9 +29,14 @@ KernelConfig parse_config(const std::string& text);
 std::string describe_numerics(const AttentionProblem& problem, const AttentionOptions& options);
 
 // The list options of the verbs that sweep a grid (head dims 64, 128, 256). Each value is
-// checked; a bad one is a UsageError naming the option.
+// checked; a bad one is a UsageError naming the option. --causal is a flag (on alone) that also
+// takes a list: --causal=off,on.
 std::vector<int> parse_head_dims(const Args& args, const std::vector<long>& fallback);
-std::vector<bool> parse_causal_list(const Args& args, const std::vector<std::string>& fallback);
+std::vector<bool> parse_causal_list(const Args& args, const std::vector<bool>& fallback);
+
+// The checks attention_forward makes of a problem and its options (as a launch would, but without
+// a GPU), each failure a UsageError naming the option that set the field ("--head-dim 96: ...").
+void validate_problem_options(const AttentionProblem& problem, const AttentionOptions& options);
 std::vector<Variant> parse_variant_list(const Args& args, const std::vector<std::string>& fallback);
 
 // The kernel request for `problem` under `options`' numerics, with 16-bit tensors of `io_type`.

@@ -1,0 +1,93 @@
+"""Argument checks that need no PyTorch: numbers, lists and the C++ problem rules, each failure an
+``InvalidArgument`` naming the Python argument (``sm_scale``, ``max_seqlen_q``, ``q.shape``), never a
+pybind11 ``TypeError`` or an ``OverflowError`` from a conversion."""
+import math
+
+from intfa import _intfa
+from intfa._errors import InvalidArgument, invalid_argument
+
+_INT32_MAX = 2**31 - 1
+# The kernels take sm_scale * log2(e) as a float32: what it cannot hold (1e300 would become
+# infinity, 1e-320 zero) is refused, as the C++ API refuses it.
+_LOG2_E = 1.4426950408889634
+_FLOAT32_MIN_NORMAL = 1.1754943508222875e-38
+_FLOAT32_MAX = 3.4028234663852886e38
+
+
+def is_int(value):
+    """An int that is not a bool (True is an int to Python, not a count to intfa)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def resolve_sm_scale(sm_scale, name="sm_scale"):
+    """The softmax scale for the C++ API: None gives 0.0 (1/sqrt(head_dim) there); a positive
+    finite number float32 can hold (times log2(e)) is passed on; anything else is refused."""
+    if sm_scale is None:
+        return 0.0
+    if isinstance(sm_scale, bool) or not isinstance(sm_scale, (int, float)):
+        raise invalid_argument(name, repr(sm_scale),
+                               "expected a number > 0 (or None for 1/sqrt(head_dim))")
+    try:
+        scale = float(sm_scale)
+    except OverflowError:  # an int beyond any float (10**400)
+        scale = math.inf
+    if not math.isfinite(scale) or scale <= 0:
+        raise invalid_argument(name, sm_scale,
+                               "expected a finite number > 0 (or None for 1/sqrt(head_dim))")
+    if not _FLOAT32_MIN_NORMAL <= scale * _LOG2_E <= _FLOAT32_MAX:
+        raise invalid_argument(name, sm_scale,
+                               "expected a scale float32 holds (times log2(e), in "
+                               "[1.2e-38, 3.4e38])")
+    return scale
+
+
+# For each problem member, the Python argument it comes from and what it is there.
+TENSOR_PROBLEM = {
+    "batch": ("q.shape", "the batch of q"),
+    "heads_q": ("q.shape", "the heads of q"),
+    "heads_kv": ("k.shape", "the heads of k"),
+    "seq_q": ("q.shape", "the sequence length of q"),
+    "seq_kv": ("k.shape", "the sequence length of k"),
+    "head_dim": ("q.shape", "the head dim of q"),
+}
+VARLEN_PROBLEM = dict(TENSOR_PROBLEM,
+                      batch=("cu_seqlens_q.shape", "the number of sequences"),
+                      seq_q=("max_seqlen_q", "the longest query sequence"),
+                      seq_kv=("max_seqlen_k", "the longest key sequence"))
+
+
+def validate_problem(names, **problem):
+    """The C++ problem rules (head dims 64/128/256, heads_q a multiple of heads_kv, sizes >= 1,
+    the grid's limits) with the C++ reason, naming the Python argument `names` maps each member
+    to. Sizes beyond int32 are refused here: pybind11 would raise TypeError for them."""
+    for member, value in problem.items():
+        if member in names and is_int(value) and value > _INT32_MAX:
+            field, what = names[member]
+            raise invalid_argument(field, value, f"expected at most 2**31 - 1 ({what})")
+    try:
+        _intfa.validate_problem(**problem)
+    except InvalidArgument as error:
+        member = error.field.replace("problem.", "", 1)
+        if member not in names:
+            raise
+        field, what = names[member]
+        reason = str(error).split(": ", 1)[-1]
+        raise invalid_argument(field, error.value, f"{reason} ({what})") from None
+
+
+def as_list(name, value):
+    """One value or an iterable of them, read once (a generator is consumed here, not twice)."""
+    if isinstance(value, (str, bytes, int, float, bool)) or not hasattr(value, "__iter__"):
+        return [value]
+    try:
+        return list(value)
+    except TypeError as error:
+        raise invalid_argument(name, repr(value), f"expected a value or a sequence ({error})")
+
+
+def choice(name, value, choices):
+    """`value` when it is one of the strings `choices`."""
+    if not isinstance(value, str) or value not in choices:
+        shown = value if isinstance(value, str) else repr(value)
+        raise invalid_argument(name, shown, "expected " + " or ".join(map(repr, choices)))
+    return value

@@ -1,0 +1,96 @@
+"""The argument checks that need no PyTorch (intfa._checks, intfa.precompile): a bad value is an
+InvalidArgument (a ValueError) naming the Python argument, never a pybind11 TypeError, an
+OverflowError, or a value silently read as something else."""
+import unittest
+
+import intfa
+from intfa import _checks
+
+import support  # noqa: F401 (the tests' own kernel cache)
+
+
+class ArgumentsCase(unittest.TestCase):
+    def assert_invalid(self, field, call, *args, **kwargs):
+        with self.assertRaises(intfa.InvalidArgument) as caught:
+            call(*args, **kwargs)
+        self.assertEqual(caught.exception.field, field, str(caught.exception))
+        self.assertIn(f"invalid {field} = ", str(caught.exception))
+        return caught.exception
+
+
+class SoftmaxScaleTest(ArgumentsCase):
+    def test_a_positive_number_is_passed_on_and_none_means_the_default(self):
+        self.assertEqual(_checks.resolve_sm_scale(0.125), 0.125)
+        self.assertEqual(_checks.resolve_sm_scale(2), 2.0)
+        self.assertEqual(_checks.resolve_sm_scale(None), 0.0)
+
+    def test_a_bool_is_not_a_scale(self):
+        self.assert_invalid("sm_scale", _checks.resolve_sm_scale, True)
+
+    def test_an_int_beyond_any_float_is_an_invalid_argument_not_an_overflow_error(self):
+        self.assert_invalid("sm_scale", _checks.resolve_sm_scale, 10**400)
+
+    def test_what_float32_cannot_hold_is_refused(self):
+        for scale in (1e300, 1e-320, 3e38):
+            error = self.assert_invalid("sm_scale", _checks.resolve_sm_scale, scale)
+            self.assertIn("float32", str(error))
+
+    def test_the_error_names_the_argument_given(self):
+        self.assert_invalid("scale", _checks.resolve_sm_scale, "0.1", "scale")
+
+
+def problem(**changes):
+    values = dict(batch=1, heads_q=4, heads_kv=2, seq_q=16, seq_kv=16, head_dim=64,
+                  causal=False, variant="full_int8")
+    values.update(changes)
+    return values
+
+
+class ProblemTest(ArgumentsCase):
+    def test_a_valid_problem_passes(self):
+        _checks.validate_problem(_checks.TENSOR_PROBLEM, **problem())
+
+    def test_the_cpp_rules_name_the_python_argument(self):
+        error = self.assert_invalid("q.shape", _checks.validate_problem, _checks.TENSOR_PROBLEM,
+                                    **problem(head_dim=96))
+        self.assertIn("supported head dims are 64, 128 and 256", str(error))
+        self.assertIn("head dim of q", str(error))
+        self.assert_invalid("q.shape", _checks.validate_problem, _checks.TENSOR_PROBLEM,
+                            **problem(heads_q=3))
+        self.assert_invalid("max_seqlen_k", _checks.validate_problem, _checks.VARLEN_PROBLEM,
+                            **problem(seq_kv=2**29))
+
+    def test_sizes_beyond_int32_are_an_invalid_argument_not_a_type_error(self):
+        self.assert_invalid("max_seqlen_q", _checks.validate_problem, _checks.VARLEN_PROBLEM,
+                            **problem(seq_q=2**40))
+        self.assert_invalid("k.shape", _checks.validate_problem, _checks.TENSOR_PROBLEM,
+                            **problem(seq_kv=2**40))
+
+
+class PrecompileArgumentsTest(ArgumentsCase):
+    """Each is refused before anything is compiled (the C++ side would raise TypeError or read a
+    wrong value)."""
+
+    def test_ints_beyond_what_the_call_takes(self):
+        self.assert_invalid("head_dims", intfa.precompile, head_dims=2**40, arch="sm_80")
+        self.assert_invalid("jobs", intfa.precompile, head_dims=64, jobs=2**40, arch="sm_80")
+        self.assert_invalid("jobs", intfa.precompile, head_dims=64, jobs=True, arch="sm_80")
+
+    def test_strings_of_the_wrong_type(self):
+        self.assert_invalid("arch", intfa.precompile, head_dims=64, arch=80)
+        self.assert_invalid("p_scale", intfa.precompile, head_dims=64, arch="sm_80", p_scale=5)
+        self.assert_invalid("p_encoding", intfa.precompile, head_dims=64, arch="sm_80",
+                            p_encoding="u7")
+        self.assert_invalid("variants", intfa.precompile, variants="int4", arch="sm_80")
+        self.assert_invalid("smooth_k", intfa.precompile, head_dims=64, arch="sm_80",
+                            smooth_k="no")
+
+    def test_a_generator_is_read_once(self):
+        report = intfa.precompile(head_dims=(d for d in [64]), variants="half_int8",
+                                  causal=(c for c in [False]), arch="sm_80")
+        self.assertEqual(report["kernels"], 2, report["specs"])  # Q/K rows and attention
+        self.assertTrue(all(" d64 " in spec for spec in report["specs"]), report["specs"])
+
+
+if __name__ == "__main__":
+    unittest.main()
