@@ -32,3 +32,14 @@ class BindingAttention:
         z = self.quantized
         return intfa.attention_int8(z.q, z.k, z.v if self.full else self.v, z.q_scale, z.k_scale,
                                     z.v_scale, is_causal=self.causal, **self.numerics)
+
+
+def end_to_end(q, k, v, causal, variant, options):
+    """intfa.attention as a user calls it on FP16 inputs (quantize and attend, one C++ call), with
+    the same numerics options as BindingAttention."""
+    full = variant == FULL_INT8
+    numerics = dict(variant="full_int8" if full else "half_int8",
+                    p_encoding=P_ENCODINGS[options.p_encoding], p_scale=P_SCALES[options.p_scale])
+    if full:
+        numerics["v_granularity"] = V_GRANULARITIES[options.v_granularity]
+    return lambda: intfa.attention(q, k, v, is_causal=causal, **numerics)

@@ -1,15 +1,14 @@
 #!/usr/bin/env python3
-"""Host time per call of intfa.attention_int8 through the Python package, layer by layer, on a
-problem small enough that the GPU never limits the rate (B=1, H=1, N=128, d=128): each row calls
-one layer CALLS times back to back and divides the wall time (synchronised) by CALLS, and
-keeps the least of several rounds.
+"""Host time per call of intfa.attention and intfa.attention_int8 through the Python package,
+layer by layer, on the issue's tiny problem (B=1, H=8, N=128, d=64), small enough that the GPU
+never limits the rate: each row calls one layer CALLS times back to back and divides the wall time
+(synchronised) by CALLS, and keeps the least of several rounds.
 
-Layers, outermost first: the public function (argument checks, then the op); the op as the
-public function calls it (in plain eager mode its implementation, directly: _CustomOp); the
-implementation (output allocation, then the launch); the launch alone (the pybind11 call into the
-C++ runtime). The same op through torch's dispatcher (torch.ops.intfa.attention_int8, the path
-torch.compile'd graphs take), Torch's SDPA on the FP16 inputs and one tiny torch kernel give the
-reference points.
+Layers of intfa.attention, outermost first: the public function (argument checks, cached per call
+signature); the op's implementation (output and workspace from torch's allocator, the plan of the
+signature, one call into C++); the C++ call alone (intfa::attention_forward_16bit: quantize and
+attend, four or five launches). Then intfa.attention_int8 (public, and the C++ call alone), Torch's
+SDPA on the FP16 inputs, and one tiny torch kernel as the reference points.
 
 Uses the package's private functions (intfa._torch), so it tracks their names. Needs torch, a GPU
 and the package on PYTHONPATH (scripts/device_python.sh builds it as build-device-py/python).
@@ -50,31 +49,39 @@ def main():
     args = parser.parse_args()
 
     torch.manual_seed(0)
-    shape = (1, 1, 128, 128)
+    shape = (1, 8, 128, 64)
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(3))
-    z = intfa.quantize(q, k, v)
-    numerics = dict(p_encoding=layers.DEFAULTS["p_encoding"], p_scale=layers.DEFAULTS["p_scale"])
-    op_arguments = (z.q, z.k, z.v, z.q_scale, z.k_scale, z.v_scale, False, 0.0, "HND",
-                    torch.float16, numerics["p_encoding"], numerics["p_scale"], False, None)
-    out, lse = layers._empty_attention(z.q, "HND", torch.float16, False)
+    defaults = (layers.DEFAULTS["v_granularity"], False, layers.DEFAULTS["p_encoding"],
+                layers.DEFAULTS["p_scale"])
+    out = torch.empty_like(q)
+    plan = layers._attention_plan(q, k, v, out, False, 0.0, "HND", "full_int8", *defaults)
+    workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device="cuda")
     stream = layers._stream(q.device)
+    z = intfa.quantize(q, k, v)
+    int8_out, int8_lse = layers._empty_attention(z.q, "HND", torch.float16, False)
+    int8_plan = layers._int8_attention_plan(z.q, z.k, z.v, z.v_scale, int8_out, False, 0.0, "HND",
+                                            layers.DEFAULTS["p_encoding"],
+                                            layers.DEFAULTS["p_scale"], None)
 
     def public():
-        intfa.attention_int8(z.q, z.k, z.v, z.q_scale, z.k_scale, z.v_scale, **numerics)
+        intfa.attention(q, k, v)
 
-    def op_as_called():
-        layers._attention_int8_op(*op_arguments)
-
-    def dispatcher():
-        torch.ops.intfa.attention_int8(*op_arguments)
+    def public_half():
+        intfa.attention(q, k, v, variant="half_int8")
 
     def implementation():
-        layers._attention_int8_op.implementation(*op_arguments)
+        layers._attention_op.implementation(q, k, v, False, 0.0, "HND", "full_int8", *defaults)
 
-    def launch():
-        layers._launch_attention(z.q, z.k, z.v, z.q_scale, z.k_scale, z.v_scale, out, lse, False,
-                                 0.0, "HND", numerics["p_encoding"], numerics["p_scale"], None,
-                                 stream)
+    def cpp_call():
+        plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0,
+                 workspace.data_ptr(), stream)
+
+    def int8_public():
+        intfa.attention_int8(*z[:6])
+
+    def int8_cpp_call():
+        int8_plan.run(z.q.data_ptr(), z.k.data_ptr(), z.v.data_ptr(), z.q_scale.data_ptr(),
+                      z.k_scale.data_ptr(), z.v_scale.data_ptr(), int8_out.data_ptr(), 0, stream)
 
     def sdpa():
         F.scaled_dot_product_attention(q, k, v)
@@ -84,22 +91,22 @@ def main():
     def tiny_kernel():
         scratch.add_(1.0)
 
-    rows = [("intfa.attention_int8 (public)", public),
-            ("the op, as the public function calls it", op_as_called),
-            ("implementation (allocate + launch)", implementation),
-            ("launch (pybind11 -> C++ runtime)", launch),
-            ("the op through torch's dispatcher", dispatcher),
+    rows = [("intfa.attention (public, full INT8)", public),
+            ("  its implementation (allocate + plan.run)", implementation),
+            ("  the C++ call (quantize + attend)", cpp_call),
+            ("intfa.attention (public, half INT8)", public_half),
+            ("intfa.attention_int8 (public)", int8_public),
+            ("  the C++ call (attention_forward)", int8_cpp_call),
             ("torch SDPA, FP16", sdpa),
             ("one tiny torch kernel", tiny_kernel)]
     results = []
     print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, "
           f"{args.calls} calls per round")
-    print(f"{'layer':40} {'us per call':>12} {'this layer':>12}")
+    print(f"{'layer':44} {'us per call':>12}")
     timed = [(name, per_call_us(function, args.calls)) for name, function in rows]
-    for index, (name, us) in enumerate(timed):
-        own = us - timed[index + 1][1] if index < 3 else None
-        print(f"{name:40} {us:12.1f} {'' if own is None else f'{own:12.1f}'}")
-        results.append({"layer": name, "us_per_call": us, "own_us": own})
+    for name, us in timed:
+        print(f"{name:44} {us:12.1f}")
+        results.append({"layer": name.strip(), "us_per_call": us})
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,

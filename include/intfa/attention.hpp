@@ -11,6 +11,7 @@
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -120,6 +121,37 @@ struct AttentionOptions {
 // Unsupported), compiles or fetches the kernel, and launches it on `stream`. Asynchronous.
 void attention_forward(const AttentionProblem& problem, const AttentionTensors& tensors,
                        CUstream stream, const AttentionOptions& options = {});
+
+// ---- 16-bit inputs: quantize and attend in one call ---------------------------------------------
+//
+// What `intfa.attention` runs: FP16/BF16 Q, K (and V for full INT8) are quantized into
+// `workspace` (Q and K per token, K smoothed when asked; V in the INT8 V layout with
+// options.v_granularity) and attended to, all on `stream`, with no allocation and no host
+// synchronisation (CUDA-graph safe). Half INT8 reads V as given.
+struct AttentionInputs {
+  TensorView q;    // kF16/kBF16, [batch, heads_q, seq_q, head_dim], 16-byte rows, any strides
+  TensorView k;    // q's dtype, [batch, heads_kv, seq_kv, head_dim]
+  TensorView v;    // q's dtype, k's shape
+  TensorView out;  // kF16/kBF16, [batch, heads_q, seq_q, head_dim]
+  float* lse = nullptr;  // optional: [batch][heads_q][seq_q] natural-log LSE (of the smoothed
+                         // scores when K is smoothed)
+  // Packed sequences (as AttentionTensors::varlen): q, k, v and out are then
+  // [1, heads, total rows, head_dim] and the LSE [heads_q][total_q]; K smoothing subtracts the
+  // mean over all packed keys of a head.
+  VarlenLayout varlen;
+};
+
+// The workspace attention_forward_16bit needs (bytes; 256-byte aligned device memory): for
+// packed sequences only varlen's totals are read. Throws InvalidArgument for a problem
+// attention_forward would refuse.
+std::size_t attention_workspace_bytes(const AttentionProblem& problem,
+                                      const VarlenLayout& varlen = {}, bool smooth_k = false);
+
+// Validates everything first (InvalidArgument naming "inputs.q.strides", "workspace_bytes", ...),
+// then launches the quantize kernels and the attention kernel on `stream`. Asynchronous.
+void attention_forward_16bit(const AttentionProblem& problem, const AttentionInputs& inputs,
+                             void* workspace, std::size_t workspace_bytes, CUstream stream,
+                             const AttentionOptions& options = {}, bool smooth_k = false);
 
 // The INT8 V layout: [batch][heads_kv][head_dim][v_padded_seq(seq_kv)] bytes, tokens permuted in
 // groups of 16 (templates/attention/README.md). Each throws InvalidArgument naming the parameter

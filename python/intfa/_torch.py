@@ -11,6 +11,7 @@ launch.
 Layouts: "HND" tensors are [batch, heads, seq, head_dim] (SDPA's), "NHD" ones
 [batch, seq, heads, head_dim] (FlashAttention's). Only the head dim must have stride 1.
 """
+import contextlib
 from typing import List, NamedTuple, Optional, Tuple
 
 import torch
@@ -84,8 +85,24 @@ def _granularity_of(v_scale):
     return {2: "tensor", 3: "channel", 4: "block"}[v_scale.dim()]
 
 
+# The current stream's handle in one C call where torch has it (a private function, but the one
+# torch.compile's own generated code and Triton call for this): torch.cuda.current_stream() costs
+# about 2 us more per call.
+_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+
+
 def _stream(device):
+    if _raw_stream is not None:
+        return _raw_stream(device.index)
     return torch.cuda.current_stream(device).cuda_stream
+
+
+def _on(device):
+    """The CUDA device context for launches on `device`: nothing to switch (and no cost) when it
+    is already the current device."""
+    if torch.cuda.current_device() == device.index:
+        return contextlib.nullcontext()
+    return torch.cuda.device(device)
 
 
 # --- outputs, shared by the real and the fake implementations -------------------------------
@@ -134,60 +151,6 @@ def _launch_quantize_v(v, layout, granularity, stream):
                       output=v8.data_ptr(), scales=scale.data_ptr(), v_granularity=granularity,
                       stream=stream)
     return v8, scale
-
-
-def _launch_quantize_v_varlen(v, packing, granularity, stream):
-    # v: the packed [1, total_kv, H_kv, D] view.
-    _, heads, total, head_dim = _bhnd(v, "NHD")
-    shape = (packing.batch, heads, packing.max_seqlen_k, head_dim)
-    v8, scale = _empty_v(shape, granularity, v.device)
-    _intfa.quantize_v_varlen(shape=shape, input=v.data_ptr(), input_dtype=_FLOAT_NAMES[v.dtype],
-                             input_strides=_bhnd_strides(v, "NHD"), total_kv=total,
-                             cu_seqlens_kv=packing.cu_seqlens_k.data_ptr(), output=v8.data_ptr(),
-                             scales=scale.data_ptr(), v_granularity=granularity, stream=stream)
-    return v8, scale
-
-
-def _launch_attention(q8, k8, v, q_scale, k_scale, v_scale, out, lse, is_causal, sm_scale,
-                      layout, p_encoding, p_scale, config, stream, packing=None):
-    """`packing` (a _Packing) makes it a varlen call: q8, k8, out (and 16-bit v) are then the
-    packed [1, total, H, D] views in layout NHD."""
-    b, heads_q, seq_q, head_dim = _bhnd(q8, layout)
-    _, heads_kv, seq_kv, _ = _bhnd(k8, layout)
-    varlen = {}
-    if packing is not None:
-        varlen = dict(cu_seqlens_q=packing.cu_seqlens_q.data_ptr(),
-                      cu_seqlens_kv=packing.cu_seqlens_k.data_ptr(), total_q=seq_q,
-                      total_kv=seq_kv)
-        b, seq_q, seq_kv = packing.batch, packing.max_seqlen_q, packing.max_seqlen_k
-    full = v.dtype == torch.int8
-    _intfa.attention_forward(
-        batch=b, heads_q=heads_q, heads_kv=heads_kv, seq_q=seq_q, seq_kv=seq_kv,
-        head_dim=head_dim, causal=is_causal, variant="full_int8" if full else "half_int8",
-        q=q8.data_ptr(), q_strides=_bhnd_strides(q8, layout),
-        k=k8.data_ptr(), k_strides=_bhnd_strides(k8, layout),
-        v=v.data_ptr(), v_dtype="i8" if full else _FLOAT_NAMES[v.dtype],
-        v_strides=_v_int8_strides(v) if full else _bhnd_strides(v, layout),
-        q_scale=q_scale.data_ptr(), k_scale=k_scale.data_ptr(),
-        v_scale=v_scale.data_ptr() if full else 0,
-        out=out.data_ptr(), out_dtype=_FLOAT_NAMES[out.dtype],
-        out_strides=_bhnd_strides(out, layout), lse=lse.data_ptr() if lse.numel() else 0,
-        softmax_scale=sm_scale, p_encoding=p_encoding, p_scale=p_scale,
-        v_granularity=_granularity_of(v_scale) if full else DEFAULTS["v_granularity"],
-        config=config, stream=stream, **varlen)
-
-
-class _Packing(NamedTuple):
-    """A varlen call's sequences (FlashAttention's varlen arguments)."""
-
-    cu_seqlens_q: torch.Tensor
-    cu_seqlens_k: torch.Tensor
-    max_seqlen_q: int
-    max_seqlen_k: int
-
-    @property
-    def batch(self):
-        return self.cu_seqlens_q.numel() - 1
 
 
 # --- the custom ops -------------------------------------------------------------------------
@@ -240,7 +203,7 @@ def _custom_op(name):
 @_custom_op("intfa::quantize_qk")
 def _quantize_qk_op(x: torch.Tensor, layout: str,
                     smooth_k: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    with torch.cuda.device(x.device):
+    with _on(x.device):
         return _launch_quantize_qk(x, layout, smooth_k, _stream(x.device))
 
 
@@ -252,7 +215,7 @@ def _(x, layout, smooth_k):
 @_custom_op("intfa::quantize_v")
 def _quantize_v_op(v: torch.Tensor, layout: str,
                    v_granularity: str) -> Tuple[torch.Tensor, torch.Tensor]:
-    with torch.cuda.device(v.device):
+    with _on(v.device):
         return _launch_quantize_v(v, layout, v_granularity, _stream(v.device))
 
 
@@ -268,10 +231,13 @@ def _attention_int8_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                        layout: str, out_dtype: torch.dtype, p_encoding: str, p_scale: str,
                        return_lse: bool,
                        config: Optional[List[int]]) -> Tuple[torch.Tensor, torch.Tensor]:
-    with torch.cuda.device(q.device):
-        out, lse = _empty_attention(q, layout, out_dtype, return_lse)
-        _launch_attention(q, k, v, q_scale, k_scale, v_scale, out, lse, is_causal, sm_scale,
-                          layout, p_encoding, p_scale, config, _stream(q.device))
+    out, lse = _empty_attention(q, layout, out_dtype, return_lse)
+    plan = _int8_attention_plan(q, k, v, v_scale, out, is_causal, sm_scale, layout, p_encoding,
+                                p_scale, config)
+    with _on(q.device):
+        plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), q_scale.data_ptr(), k_scale.data_ptr(),
+                 v_scale.data_ptr() if v_scale is not None else 0, out.data_ptr(),
+                 lse.data_ptr() if lse.numel() else 0, _stream(q.device))
     return out, lse
 
 
@@ -281,20 +247,89 @@ def _(q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scale, layout, out_dtype
     return _empty_attention(q, layout, out_dtype, return_lse)
 
 
+# intfa::attention_forward_16bit plans, one per signature (shapes, strides, dtype, options): a
+# call of a known signature is one pybind11 call with seven addresses. Bounded: a process that
+# sees more signatures than this starts over.
+_ATTENTION_PLANS = {}
+_MAX_ATTENTION_PLANS = 512
+
+
+def _remember(plans, key, plan):
+    if len(plans) >= _MAX_ATTENTION_PLANS:
+        plans.clear()
+    plans[key] = plan
+    return plan
+
+
+def _attention_plan(q, k, v, out, is_causal, sm_scale, layout, variant, v_granularity, smooth_k,
+                    p_encoding, p_scale, packing=None):
+    """The plan of one signature; `packing` (sequences, max_seqlen_q, max_seqlen_k) for packed
+    sequences, whose tensors are then [1, total, H, D] views in layout NHD."""
+    key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), out.stride(), q.dtype,
+           layout, is_causal, sm_scale, variant, v_granularity, smooth_k, p_encoding, p_scale,
+           packing)
+    plan = _ATTENTION_PLANS.get(key)
+    if plan is not None:
+        return plan
+    # The C++ views carry strides, not extents: V is read with K's (the public functions check
+    # this too; the op may be called directly).
+    _check_same("v", v, k.shape, "the shape of k")
+    b, heads_q, seq_q, head_dim = _bhnd(q, layout)
+    _, heads_kv, seq_kv, _ = _bhnd(k, layout)
+    totals = {}
+    if packing is not None:
+        totals = dict(total_q=seq_q, total_kv=seq_kv)
+        b, seq_q, seq_kv = packing
+    return _remember(_ATTENTION_PLANS, key, _intfa.AttentionPlan(
+        batch=b, heads_q=heads_q, heads_kv=heads_kv, seq_q=seq_q, seq_kv=seq_kv,
+        head_dim=head_dim, causal=is_causal, variant=variant, dtype=_FLOAT_NAMES[q.dtype],
+        q_strides=_bhnd_strides(q, layout), k_strides=_bhnd_strides(k, layout),
+        v_strides=_bhnd_strides(v, layout), out_strides=_bhnd_strides(out, layout),
+        softmax_scale=sm_scale, p_encoding=p_encoding, p_scale=p_scale,
+        v_granularity=v_granularity, smooth_k=smooth_k, **totals))
+
+
+def _int8_attention_plan(q, k, v, v_scale, out, is_causal, sm_scale, layout, p_encoding, p_scale,
+                         config):
+    """intfa::attention_forward over quantized tensors, one plan per signature."""
+    full = v.dtype == torch.int8
+    key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), out.stride(), v.dtype,
+           out.dtype, None if v_scale is None else v_scale.dim(), layout, is_causal, sm_scale,
+           p_encoding, p_scale, None if config is None else tuple(config))
+    plan = _INT8_ATTENTION_PLANS.get(key)
+    if plan is not None:
+        return plan
+    b, heads_q, seq_q, head_dim = _bhnd(q, layout)
+    _, heads_kv, seq_kv, _ = _bhnd(k, layout)
+    return _remember(_INT8_ATTENTION_PLANS, key, _intfa.Int8AttentionPlan(
+        batch=b, heads_q=heads_q, heads_kv=heads_kv, seq_q=seq_q, seq_kv=seq_kv,
+        head_dim=head_dim, causal=is_causal, variant="full_int8" if full else "half_int8",
+        v_dtype="i8" if full else _FLOAT_NAMES[v.dtype], out_dtype=_FLOAT_NAMES[out.dtype],
+        q_strides=_bhnd_strides(q, layout), k_strides=_bhnd_strides(k, layout),
+        v_strides=_v_int8_strides(v) if full else _bhnd_strides(v, layout),
+        out_strides=_bhnd_strides(out, layout), softmax_scale=sm_scale, p_encoding=p_encoding,
+        p_scale=p_scale,
+        v_granularity=_granularity_of(v_scale) if full else DEFAULTS["v_granularity"],
+        config=config))
+
+
+_INT8_ATTENTION_PLANS = {}
+
+
 @_custom_op("intfa::attention")
 def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
                   sm_scale: float, layout: str, variant: str, v_granularity: str, smooth_k: bool,
                   p_encoding: str, p_scale: str) -> torch.Tensor:
-    with torch.cuda.device(q.device):
-        stream = _stream(q.device)
-        q8, q_scale, _ = _launch_quantize_qk(q, layout, False, stream)
-        k8, k_scale, _ = _launch_quantize_qk(k, layout, smooth_k, stream)
-        v_scale = None
-        if variant == "full_int8":
-            v, v_scale = _launch_quantize_v(v, layout, v_granularity, stream)
-        out, lse = _empty_attention(q, layout, q.dtype, False)
-        _launch_attention(q8, k8, v, q_scale, k_scale, v_scale, out, lse, is_causal, sm_scale,
-                          layout, p_encoding, p_scale, None, stream)
+    # One C++ call quantizes Q, K (and V) into a workspace from torch's caching allocator and
+    # attends (intfa::attention_forward_16bit); the workspace goes back to the allocator at once,
+    # stream-ordered, as any temporary of an eager op does.
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    plan = _attention_plan(q, k, v, out, is_causal, sm_scale, layout, variant, v_granularity,
+                           smooth_k, p_encoding, p_scale)
+    workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=q.device)
+    with _on(q.device):
+        plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0,
+                 workspace.data_ptr(), _stream(q.device))
     return out
 
 
@@ -318,19 +353,18 @@ def _attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          max_seqlen_q: int, max_seqlen_k: int, is_causal: bool, sm_scale: float,
                          variant: str, v_granularity: str, smooth_k: bool, p_encoding: str,
                          p_scale: str, return_lse: bool) -> Tuple[torch.Tensor, torch.Tensor]:
-    packing = _Packing(cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    with torch.cuda.device(q.device):
-        stream = _stream(q.device)
-        out, lse = _empty_varlen_attention(q, return_lse)
-        # The kernels see packed tensors as one batch of NHD rows: [1, total, H, D].
-        q, k, v = (x.unsqueeze(0) for x in (q, k, v))
-        q8, q_scale, _ = _launch_quantize_qk(q, "NHD", False, stream)
-        k8, k_scale, _ = _launch_quantize_qk(k, "NHD", smooth_k, stream)
-        v_scale = None
-        if variant == "full_int8":
-            v, v_scale = _launch_quantize_v_varlen(v, packing, v_granularity, stream)
-        _launch_attention(q8, k8, v, q_scale, k_scale, v_scale, out.unsqueeze(0), lse, is_causal,
-                          sm_scale, "NHD", p_encoding, p_scale, None, stream, packing)
+    out, lse = _empty_varlen_attention(q, return_lse)
+    # The kernels see packed tensors as one batch of NHD rows: [1, total, H, D]; the plan has the
+    # sequences' count and longest lengths, the offsets come with the call.
+    packed = tuple(x.unsqueeze(0) for x in (q, k, v, out))
+    plan = _attention_plan(*packed, is_causal, sm_scale, "NHD", variant, v_granularity, smooth_k,
+                           p_encoding, p_scale,
+                           packing=(cu_seqlens_q.numel() - 1, max_seqlen_q, max_seqlen_k))
+    workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=q.device)
+    with _on(q.device):
+        plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+                 lse.data_ptr() if lse.numel() else 0, workspace.data_ptr(), _stream(q.device),
+                 cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr())
     return out, lse
 
 
@@ -586,6 +620,36 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
     if dropout_p != 0.0:
         raise Unsupported(f"intfa.attention: dropout_p = {dropout_p} is not supported (only 0)",
                           field="dropout_p")
+    signature = None
+    arguments = None
+    if not torch.compiler.is_compiling():
+        try:
+            # The checks read only these: a call with the signature of one that passed them passes
+            # them too. The types keep True from standing for 1 (a bool scale is refused).
+            signature = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype,
+                         k.dtype, v.dtype, q.device, k.device, v.device, is_causal, scale,
+                         type(scale), sm_scale, type(sm_scale), layout, variant, v_granularity,
+                         smooth_k, type(smooth_k), p_encoding, p_scale)
+            arguments = _CHECKED_ATTENTION_CALLS.get(signature)
+        except (AttributeError, TypeError):  # not tensors, or an unhashable option: checked below
+            signature = None
+    if arguments is None:
+        arguments = _check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant,
+                                     v_granularity, smooth_k, p_encoding, p_scale)
+        if signature is not None:
+            if len(_CHECKED_ATTENTION_CALLS) >= _MAX_ATTENTION_PLANS:
+                _CHECKED_ATTENTION_CALLS.clear()
+            _CHECKED_ATTENTION_CALLS[signature] = arguments
+    return _attention_op(q, k, v, *arguments)
+
+
+# `attention`'s checked arguments by call signature (see `attention`).
+_CHECKED_ATTENTION_CALLS = {}
+
+
+def _check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant, v_granularity,
+                     smooth_k, p_encoding, p_scale):
+    """Every check of `attention`; returns the op's arguments after q, k and v."""
     if scale is not None and sm_scale is not None and scale != sm_scale:
         raise invalid_argument("scale", scale, f"expected the same as sm_scale = {sm_scale} "
                                "(they are one argument under two names)")
@@ -598,9 +662,8 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
     _check_same("v", v, k.shape, "the shape of k")
     _check_problem(q, k, layout, is_causal, variant)
     _check_device([("q", q), ("k", k), ("v", v)])
-    return _attention_op(q, k, v, bool(is_causal), softmax_scale, layout, numerics.variant,
-                         numerics.v_granularity, bool(smooth_k), numerics.p_encoding,
-                         numerics.p_scale)
+    return (bool(is_causal), softmax_scale, layout, numerics.variant, numerics.v_granularity,
+            bool(smooth_k), numerics.p_encoding, numerics.p_scale)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,

@@ -168,6 +168,95 @@ py::dict precompile_dict(const std::string& arch, const std::vector<int>& head_d
 }
 
 }  // namespace
+// One `intfa.attention` (or `attention_varlen`) signature (shapes, strides, dtypes, options),
+// parsed once: run() takes only the addresses, so a repeated call costs one small pybind11 call
+// (the Python side keeps a plan per signature). Everything is still validated by
+// attention_forward_16bit on every run.
+class AttentionPlan {
+ public:
+  AttentionPlan(const AttentionProblem& problem, const std::string& dtype,
+                const std::array<std::int64_t, 4>& q_strides,
+                const std::array<std::int64_t, 4>& k_strides,
+                const std::array<std::int64_t, 4>& v_strides,
+                const std::array<std::int64_t, 4>& out_strides, const AttentionOptions& options,
+                bool smooth_k, int total_q, int total_kv)
+      : problem_(problem), options_(options), smooth_k_(smooth_k) {
+    inputs_.q = make_view(0, dtype, q_strides);
+    inputs_.k = make_view(0, dtype, k_strides);
+    inputs_.v = make_view(0, dtype, v_strides);
+    inputs_.out = make_view(0, dtype, out_strides);
+    inputs_.varlen.total_q = total_q;
+    inputs_.varlen.total_kv = total_kv;
+    // The workspace depends on the totals only; the offsets' addresses come with each run.
+    workspace_bytes_ = attention_workspace_bytes(problem_, inputs_.varlen, smooth_k_);
+  }
+
+  std::size_t workspace_bytes() const { return workspace_bytes_; }
+
+  void run(std::uintptr_t q, std::uintptr_t k, std::uintptr_t v, std::uintptr_t out,
+           std::uintptr_t lse, std::uintptr_t workspace, std::uintptr_t stream,
+           std::uintptr_t cu_seqlens_q, std::uintptr_t cu_seqlens_kv) const {
+    AttentionInputs inputs = inputs_;
+    inputs.q.data = pointer(q);
+    inputs.k.data = pointer(k);
+    inputs.v.data = pointer(v);
+    inputs.out.data = pointer(out);
+    inputs.lse = static_cast<float*>(pointer(lse));
+    inputs.varlen.cu_seqlens_q = static_cast<const int*>(pointer(cu_seqlens_q));
+    inputs.varlen.cu_seqlens_kv = static_cast<const int*>(pointer(cu_seqlens_kv));
+    py::gil_scoped_release unlocked;  // the first run of a signature compiles its kernels
+    attention_forward_16bit(problem_, inputs, pointer(workspace), workspace_bytes_,
+                            as_stream(stream), options_, smooth_k_);
+  }
+
+ private:
+  AttentionProblem problem_;
+  AttentionInputs inputs_;
+  AttentionOptions options_;
+  bool smooth_k_;
+  std::size_t workspace_bytes_ = 0;
+};
+
+// One `intfa.attention_int8` signature: attention_forward over already quantized tensors,
+// parsed once, launched with the addresses alone.
+class Int8AttentionPlan {
+ public:
+  Int8AttentionPlan(const AttentionProblem& problem, const std::string& v_dtype,
+                    const std::string& out_dtype, const std::array<std::int64_t, 4>& q_strides,
+                    const std::array<std::int64_t, 4>& k_strides,
+                    const std::array<std::int64_t, 4>& v_strides,
+                    const std::array<std::int64_t, 4>& out_strides,
+                    const AttentionOptions& options)
+      : problem_(problem), options_(options) {
+    tensors_.q = make_view(0, "i8", q_strides);
+    tensors_.k = make_view(0, "i8", k_strides);
+    tensors_.v = make_view(0, v_dtype, v_strides);
+    tensors_.out = make_view(0, out_dtype, out_strides);
+  }
+
+  void run(std::uintptr_t q, std::uintptr_t k, std::uintptr_t v, std::uintptr_t q_scale,
+           std::uintptr_t k_scale, std::uintptr_t v_scale, std::uintptr_t out, std::uintptr_t lse,
+           std::uintptr_t stream) const {
+    AttentionTensors tensors = tensors_;
+    tensors.q.data = pointer(q);
+    tensors.k.data = pointer(k);
+    tensors.v.data = pointer(v);
+    tensors.q_scale = static_cast<const float*>(pointer(q_scale));
+    tensors.k_scale = static_cast<const float*>(pointer(k_scale));
+    tensors.v_scale = static_cast<const float*>(pointer(v_scale));
+    tensors.out.data = pointer(out);
+    tensors.lse = static_cast<float*>(pointer(lse));
+    py::gil_scoped_release unlocked;
+    attention_forward(problem_, tensors, as_stream(stream), options_);
+  }
+
+ private:
+  AttentionProblem problem_;
+  AttentionTensors tensors_;
+  AttentionOptions options_;
+};
+
+
 }  // namespace intfa::python
 
 PYBIND11_MODULE(_intfa, m) {
@@ -215,6 +304,74 @@ PYBIND11_MODULE(_intfa, m) {
       "The problem checks attention_forward makes before anything else (no GPU needed).",
       py::kw_only(), "batch"_a, "heads_q"_a, "heads_kv"_a, "seq_q"_a, "seq_kv"_a, "head_dim"_a,
       "causal"_a, "variant"_a);
+
+  py::class_<AttentionPlan>(m, "AttentionPlan",
+                            "One intfa.attention signature: quantize and attend in one call.")
+      .def(py::init([](int batch, int heads_q, int heads_kv, int seq_q, int seq_kv, int head_dim,
+                       bool causal, const std::string& variant, const std::string& dtype,
+                       const std::array<std::int64_t, 4>& q_strides,
+                       const std::array<std::int64_t, 4>& k_strides,
+                       const std::array<std::int64_t, 4>& v_strides,
+                       const std::array<std::int64_t, 4>& out_strides, double softmax_scale,
+                       const std::string& p_encoding, const std::string& p_scale,
+                       const std::string& v_granularity, bool smooth_k, int total_q,
+                       int total_kv) {
+             AttentionOptions options;
+             options.softmax_scale = softmax_scale;
+             options.p_encoding = parse_p_encoding(p_encoding);
+             options.p_scale = parse_p_scale(p_scale);
+             options.v_granularity = parse_v_granularity(v_granularity);
+             return AttentionPlan(
+                 make_problem(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal, variant),
+                 dtype, q_strides, k_strides, v_strides, out_strides, options, smooth_k, total_q,
+                 total_kv);
+           }),
+           py::kw_only(), "batch"_a, "heads_q"_a, "heads_kv"_a, "seq_q"_a, "seq_kv"_a,
+           "head_dim"_a, "causal"_a, "variant"_a, "dtype"_a, "q_strides"_a, "k_strides"_a,
+           "v_strides"_a, "out_strides"_a, "softmax_scale"_a, "p_encoding"_a, "p_scale"_a,
+           "v_granularity"_a, "smooth_k"_a, "total_q"_a = 0, "total_kv"_a = 0)
+      .def_property_readonly("workspace_bytes", &AttentionPlan::workspace_bytes)
+      .def("run", &AttentionPlan::run,
+           "Quantizes q, k (and v) into `workspace` and attends into `out` (and `lse`, 0 for "
+           "none) on `stream`: intfa::attention_forward_16bit. Addresses as ints; the offsets 0 "
+           "unless the plan has totals (packed sequences).",
+           "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "workspace"_a, "stream"_a,
+           "cu_seqlens_q"_a = 0, "cu_seqlens_kv"_a = 0);
+
+  py::class_<Int8AttentionPlan>(m, "Int8AttentionPlan",
+                                "One intfa.attention_int8 signature, launched by addresses.")
+      .def(py::init([](int batch, int heads_q, int heads_kv, int seq_q, int seq_kv, int head_dim,
+                       bool causal, const std::string& variant, const std::string& v_dtype,
+                       const std::string& out_dtype, const std::array<std::int64_t, 4>& q_strides,
+                       const std::array<std::int64_t, 4>& k_strides,
+                       const std::array<std::int64_t, 4>& v_strides,
+                       const std::array<std::int64_t, 4>& out_strides, double softmax_scale,
+                       const std::string& p_encoding, const std::string& p_scale,
+                       const std::string& v_granularity,
+                       const std::optional<std::array<int, 4>>& config) {
+             AttentionOptions options;
+             options.softmax_scale = softmax_scale;
+             options.p_encoding = parse_p_encoding(p_encoding);
+             options.p_scale = parse_p_scale(p_scale);
+             options.v_granularity = parse_v_granularity(v_granularity);
+             if (config) {
+               options.config = KernelConfig{(*config)[0], (*config)[1], (*config)[2],
+                                             (*config)[3],
+                                             path_for_config((*config)[0], (*config)[2])};
+             }
+             return Int8AttentionPlan(
+                 make_problem(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal, variant),
+                 v_dtype, out_dtype, q_strides, k_strides, v_strides, out_strides, options);
+           }),
+           py::kw_only(), "batch"_a, "heads_q"_a, "heads_kv"_a, "seq_q"_a, "seq_kv"_a,
+           "head_dim"_a, "causal"_a, "variant"_a, "v_dtype"_a, "out_dtype"_a, "q_strides"_a,
+           "k_strides"_a, "v_strides"_a, "out_strides"_a, "softmax_scale"_a, "p_encoding"_a,
+           "p_scale"_a, "v_granularity"_a, "config"_a)
+      .def("run", &Int8AttentionPlan::run,
+           "intfa::attention_forward on `stream` (addresses as ints; lse and v_scale 0 for "
+           "none).",
+           "q"_a, "k"_a, "v"_a, "q_scale"_a, "k_scale"_a, "v_scale"_a, "out"_a, "lse"_a,
+           "stream"_a);
 
   m.def(
       "quantize_qk",

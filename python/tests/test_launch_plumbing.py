@@ -42,7 +42,8 @@ class LaunchPlumbingTest(unittest.TestCase):
                     self.assert_reaches_launch(_torch._launch_quantize_v, v, layout, granularity,
                                                0)
 
-    def attention_args(self, layout, variant, granularity="tensor", dtype=None):
+    def int8_call(self, layout, variant, granularity="tensor", dtype=None):
+        """attention_int8's plan and the addresses of its run, as the op makes them."""
         from intfa import _torch
         q, k, v = self.tensors(layout, dtype=dtype)
         q8, q_scale, _ = _torch._empty_qk(q, layout, False)
@@ -51,50 +52,76 @@ class LaunchPlumbingTest(unittest.TestCase):
         if variant == "full_int8":
             v, v_scale = _torch._empty_v(_torch._bhnd(v, layout), granularity, v.device)
         out, lse = _torch._empty_attention(q8, layout, q.dtype, True)
-        return [q8, k8, v, q_scale, k_scale, v_scale, out, lse, True, 0.0, layout, "u8",
-                "running", None, 0]
+        plan = _torch._int8_attention_plan(q8, k8, v, v_scale, out, True, 0.0, layout, "u8",
+                                           "running", None)
+        addresses = [q8.data_ptr(), k8.data_ptr(), v.data_ptr(), q_scale.data_ptr(),
+                     k_scale.data_ptr(), v_scale.data_ptr() if v_scale is not None else 0,
+                     out.data_ptr(), lse.data_ptr(), 0]
+        return plan, addresses
 
-    def test_attention_views(self):
-        from intfa import _torch
+    def test_int8_attention_views(self):
         for layout in ("HND", "NHD"):
             for variant, granularity in (("full_int8", "tensor"), ("full_int8", "block"),
                                          ("half_int8", "tensor")):
                 with self.subTest(layout=layout, variant=variant, granularity=granularity):
-                    args = self.attention_args(layout, variant, granularity, torch.bfloat16)
-                    self.assert_reaches_launch(_torch._launch_attention, *args)
+                    plan, addresses = self.int8_call(layout, variant, granularity, torch.bfloat16)
+                    self.assert_reaches_launch(plan.run, *addresses)
+
+    def test_16bit_attention_views(self):
+        # intfa.attention's one call: quantize into the workspace, then attend.
+        from intfa import _torch
+        for layout in ("HND", "NHD"):
+            for variant in ("full_int8", "half_int8"):
+                for smooth_k in (False, True):
+                    with self.subTest(layout=layout, variant=variant, smooth_k=smooth_k):
+                        q, k, v = self.tensors(layout)
+                        out = torch.zeros_like(q)
+                        plan = _torch._attention_plan(q, k, v, out, True, 0.0, layout, variant,
+                                                      "channel", smooth_k, "u8", "tile")
+                        workspace = torch.zeros(plan.workspace_bytes + 256, dtype=torch.uint8)
+                        aligned = (workspace.data_ptr() + 255) // 256 * 256
+                        self.assert_reaches_launch(plan.run, q.data_ptr(), k.data_ptr(),
+                                                   v.data_ptr(), out.data_ptr(), 0, aligned, 0)
 
     def test_varlen_views(self):
         # Packed [1, total, H, D] views (NHD), three sequences, as attention_varlen makes them.
         from intfa import _torch
         lengths = [5, 0, 40]
         offsets = torch.tensor([0, 5, 5, 45], dtype=torch.int32)
-        packing = _torch._Packing(offsets, offsets, max(lengths), max(lengths))
         q, k, v = (t[None] for t in (torch.zeros(45, 8, 64, dtype=torch.float16),
                                      torch.zeros(45, 2, 64, dtype=torch.float16),
                                      torch.zeros(45, 2, 64, dtype=torch.float16)))
-        q8, q_scale, _ = _torch._empty_qk(q, "NHD", False)
-        k8, k_scale, _ = _torch._empty_qk(k, "NHD", False)
         out, lse = torch.zeros_like(q), torch.zeros(8, 45)
-        for granularity in ("tensor", "channel", "block"):
-            with self.subTest(granularity=granularity):
-                self.assert_reaches_launch(_torch._launch_quantize_v_varlen, v, packing,
-                                           granularity, 0)
-                v8, v_scale = _torch._empty_v((3, 2, max(lengths), 64), granularity, v.device)
-                self.assert_reaches_launch(_torch._launch_attention, q8, k8, v8, q_scale, k_scale,
-                                           v_scale, out, lse, True, 0.0, "NHD", "u8", "tile",
-                                           None, 0, packing)
-        with self.subTest(variant="half_int8"):
-            self.assert_reaches_launch(_torch._launch_attention, q8, k8, v, q_scale, k_scale, None,
-                                       out, lse, True, 0.0, "NHD", "u8", "tile", None, 0, packing)
+        for variant, granularity in (("full_int8", "tensor"), ("full_int8", "channel"),
+                                     ("full_int8", "block"), ("half_int8", "channel")):
+            with self.subTest(variant=variant, granularity=granularity):
+                plan = _torch._attention_plan(q, k, v, out, True, 0.0, "NHD", variant,
+                                              granularity, False, "u8", "tile",
+                                              packing=(3, max(lengths), max(lengths)))
+                workspace = torch.zeros(plan.workspace_bytes + 256, dtype=torch.uint8)
+                aligned = (workspace.data_ptr() + 255) // 256 * 256
+                self.assert_reaches_launch(plan.run, q.data_ptr(), k.data_ptr(), v.data_ptr(),
+                                           out.data_ptr(), lse.data_ptr(), aligned, 0,
+                                           offsets.data_ptr(), offsets.data_ptr())
 
     def test_misaligned_int8_q_is_refused_by_cpp(self):
-        from intfa import _torch
-        args = self.attention_args("HND", "full_int8")
-        storage = torch.zeros(args[0].numel() + 1, dtype=torch.int8)
-        args[0] = storage[1:].view(args[0].shape)
+        plan, addresses = self.int8_call("HND", "full_int8")
+        addresses[0] += 1
         with self.assertRaises(intfa.InvalidArgument) as caught:
-            _torch._launch_attention(*args)
+            plan.run(*addresses)
         self.assertEqual(caught.exception.field, "tensors.q.data")
+
+    def test_a_short_workspace_is_refused_naming_it(self):
+        from intfa import _torch
+        q, k, v = self.tensors("HND")
+        out = torch.zeros_like(q)
+        plan = _torch._attention_plan(q, k, v, out, False, 0.0, "HND", "full_int8", "channel",
+                                      False, "u8", "tile")
+        workspace = torch.zeros(plan.workspace_bytes + 256, dtype=torch.uint8)
+        aligned = (workspace.data_ptr() + 255) // 256 * 256
+        with self.assertRaises(intfa.InvalidArgument) as caught:
+            plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0, aligned + 16, 0)
+        self.assertEqual(caught.exception.field, "workspace")
 
 
 if __name__ == "__main__":

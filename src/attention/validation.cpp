@@ -226,19 +226,19 @@ struct RowExtent {
   std::int64_t batch, rows;
 };
 
-void validate_varlen(const VarlenLayout& varlen) {
-  validate_offsets(varlen.cu_seqlens_q, "tensors.varlen.cu_seqlens_q");
-  validate_offsets(varlen.cu_seqlens_kv, "tensors.varlen.cu_seqlens_kv");
-  require_positive(varlen.total_q, "tensors.varlen.total_q");
-  require_positive(varlen.total_kv, "tensors.varlen.total_kv");
-}
-
 }  // namespace
+
+void validate_varlen(const VarlenLayout& varlen, const std::string& field) {
+  validate_offsets(varlen.cu_seqlens_q, (field + ".cu_seqlens_q").c_str());
+  validate_offsets(varlen.cu_seqlens_kv, (field + ".cu_seqlens_kv").c_str());
+  require_positive(varlen.total_q, field + ".total_q");
+  require_positive(varlen.total_kv, field + ".total_kv");
+}
 
 void validate_tensors(const AttentionProblem& p, const AttentionTensors& t,
                       const AttentionOptions& options) {
   const bool varlen = t.varlen.enabled();
-  if (varlen) validate_varlen(t.varlen);
+  if (varlen) validate_varlen(t.varlen, "tensors.varlen");
   if (!varlen && (t.varlen.total_q != 0 || t.varlen.total_kv != 0)) {
     // Totals without offsets: the caller meant packed sequences, and would get a dense call.
     throw InvalidArgument(

@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <string>
 
 #include "intfa/attention.hpp"
 #include "intfa/types.hpp"
@@ -25,6 +26,8 @@ struct ViewRequirements {
 };
 void validate_view(const TensorView& view, const ViewRequirements& requirements);
 void validate_scales(const float* scales, const char* field);
+// Packed sequences' offsets and totals, named `field`.cu_seqlens_q, ...
+void validate_varlen(const VarlenLayout& varlen, const std::string& field);
 // A device int32 array of varlen offsets: not null, 4-byte aligned (its values stay on the GPU).
 void validate_offsets(const int* offsets, const char* field);
 void validate_shape(const TensorShape& shape, const char* field);

@@ -1,0 +1,190 @@
+// intfa::attention_forward_16bit: FP16/BF16 inputs quantized into a caller's workspace, then
+// attention_forward; the one C++ call behind `intfa.attention`.
+#include <cstdint>
+#include <string>
+
+#include "attention/validation.hpp"
+#include "intfa/attention.hpp"
+#include "intfa/errors.hpp"
+#include "intfa/quantize.hpp"
+
+namespace intfa {
+namespace {
+
+constexpr std::size_t kWorkspaceAlignment = 256;
+
+std::size_t align_up(std::size_t bytes) {
+  return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
+}
+
+// Where each quantized tensor lives in the workspace (byte offsets, each 256-byte aligned).
+struct WorkspaceLayout {
+  std::size_t q = 0, q_scale = 0, k = 0, k_scale = 0, k_mean = 0, v = 0, v_scale = 0;
+  std::size_t total = 0;
+};
+
+// Packed sequences: their offsets or their totals are set (a dense call with totals is refused
+// by attention_forward's checks).
+bool packed(const VarlenLayout& varlen) {
+  return varlen.enabled() || varlen.total_q != 0 || varlen.total_kv != 0;
+}
+
+// Q and K as quantize_qk sees them: the problem's [batch, heads, seq, head_dim], or packed
+// sequences as one batch of the total rows.
+TensorShape q_rows_shape(const AttentionProblem& problem, const VarlenLayout& varlen) {
+  return packed(varlen)
+             ? TensorShape{1, problem.heads_q, varlen.total_q, problem.head_dim}
+             : TensorShape{problem.batch, problem.heads_q, problem.seq_q, problem.head_dim};
+}
+
+TensorShape k_rows_shape(const AttentionProblem& problem, const VarlenLayout& varlen) {
+  return packed(varlen)
+             ? TensorShape{1, problem.heads_kv, varlen.total_kv, problem.head_dim}
+             : TensorShape{problem.batch, problem.heads_kv, problem.seq_kv, problem.head_dim};
+}
+
+std::size_t rows_of(const TensorShape& shape) {
+  return static_cast<std::size_t>(shape.batch) * shape.heads * shape.seq;
+}
+
+WorkspaceLayout workspace_layout(const AttentionProblem& problem, const VarlenLayout& varlen,
+                                 bool smooth_k) {
+  const std::size_t row_bytes = static_cast<std::size_t>(problem.head_dim) * problem.qk_bits / 8;
+  const std::size_t q_rows = rows_of(q_rows_shape(problem, varlen));
+  const std::size_t k_rows = rows_of(k_rows_shape(problem, varlen));
+  WorkspaceLayout layout;
+  std::size_t offset = 0;
+  auto take = [&](std::size_t& field, std::size_t bytes) {
+    field = offset;
+    offset += align_up(bytes);
+  };
+  take(layout.q, q_rows * row_bytes);
+  take(layout.q_scale, q_rows * sizeof(float));
+  take(layout.k, k_rows * row_bytes);
+  take(layout.k_scale, k_rows * sizeof(float));
+  if (smooth_k) {
+    take(layout.k_mean, rows_of(k_rows_shape(problem, varlen)) / k_rows_shape(problem, varlen).seq *
+                            problem.head_dim * sizeof(float));
+  }
+  if (problem.variant == Variant::kFullInt8) {
+    take(layout.v, v_int8_bytes(problem.batch, problem.heads_kv, problem.seq_kv,
+                                problem.head_dim));
+    // The largest granularity: the layout does not depend on the options.
+    take(layout.v_scale, v_scale_count(VScaleGranularity::kPerBlock, problem.batch,
+                                       problem.heads_kv, problem.seq_kv, problem.head_dim) *
+                             sizeof(float));
+  }
+  layout.total = offset;
+  return layout;
+}
+
+void validate_inputs(const AttentionProblem& problem, const AttentionInputs& inputs) {
+  if (inputs.varlen.enabled()) attention::validate_varlen(inputs.varlen, "inputs.varlen");
+  const TensorShape q_shape = q_rows_shape(problem, inputs.varlen);
+  const TensorShape k_shape = k_rows_shape(problem, inputs.varlen);
+  if (inputs.q.dtype != DType::kF16 && inputs.q.dtype != DType::kBF16) {
+    throw InvalidArgument("inputs.q.dtype", dtype_name(inputs.q.dtype), "expected f16 or bf16");
+  }
+  for (const auto& [field, view] : {std::pair<const char*, const TensorView&>{"inputs.k", inputs.k},
+                                    {"inputs.v", inputs.v}}) {
+    if (view.dtype != inputs.q.dtype) {
+      throw InvalidArgument(std::string(field) + ".dtype", dtype_name(view.dtype),
+                            "expected " + dtype_name(inputs.q.dtype) + ", the dtype of inputs.q");
+    }
+  }
+  const std::array<std::int64_t, 4> q_extents{q_shape.batch, q_shape.heads, q_shape.seq,
+                                              q_shape.head_dim};
+  const std::array<std::int64_t, 4> kv_extents{k_shape.batch, k_shape.heads, k_shape.seq,
+                                               k_shape.head_dim};
+  attention::validate_view(inputs.q, {"inputs.q", q_extents, 2, 16});
+  attention::validate_view(inputs.k, {"inputs.k", kv_extents, 2, 16});
+  attention::validate_view(inputs.v, {"inputs.v", kv_extents, 2, 16});
+  if (inputs.out.dtype != DType::kF16 && inputs.out.dtype != DType::kBF16) {
+    throw InvalidArgument("inputs.out.dtype", dtype_name(inputs.out.dtype), "expected f16 or bf16");
+  }
+  attention::validate_view(inputs.out, {"inputs.out", q_extents, 2, 4});
+  if (reinterpret_cast<std::uintptr_t>(inputs.lse) % 4 != 0) {
+    throw InvalidArgument("inputs.lse", std::to_string(reinterpret_cast<std::uintptr_t>(inputs.lse)),
+                          "expected 4-byte alignment");
+  }
+}
+
+}  // namespace
+
+std::size_t attention_workspace_bytes(const AttentionProblem& problem, const VarlenLayout& varlen,
+                                      bool smooth_k) {
+  attention::validate_problem(problem);
+  if (packed(varlen)) {
+    // Only the totals size the workspace; the offsets may come later.
+    if (varlen.total_q < 1) {
+      throw InvalidArgument("varlen.total_q", std::to_string(varlen.total_q), "expected >= 1");
+    }
+    if (varlen.total_kv < 1) {
+      throw InvalidArgument("varlen.total_kv", std::to_string(varlen.total_kv), "expected >= 1");
+    }
+  }
+  return workspace_layout(problem, varlen, smooth_k).total;
+}
+
+void attention_forward_16bit(const AttentionProblem& problem, const AttentionInputs& inputs,
+                             void* workspace, std::size_t workspace_bytes, CUstream stream,
+                             const AttentionOptions& options, bool smooth_k) {
+  attention::validate_problem(problem);
+  attention::validate_options(problem, options);
+  validate_inputs(problem, inputs);
+  const WorkspaceLayout layout = workspace_layout(problem, inputs.varlen, smooth_k);
+  if (workspace == nullptr) throw InvalidArgument("workspace", "null", "expected device memory");
+  if (reinterpret_cast<std::uintptr_t>(workspace) % kWorkspaceAlignment != 0) {
+    throw InvalidArgument("workspace", std::to_string(reinterpret_cast<std::uintptr_t>(workspace)),
+                          "expected 256-byte alignment");
+  }
+  if (workspace_bytes < layout.total) {
+    throw InvalidArgument("workspace_bytes", std::to_string(workspace_bytes),
+                          "expected at least " + std::to_string(layout.total) +
+                              " (attention_workspace_bytes)");
+  }
+  std::uint8_t* const base = static_cast<std::uint8_t*>(workspace);
+  auto floats = [&](std::size_t offset) { return reinterpret_cast<float*>(base + offset); };
+  const DType qk_dtype = problem.qk_bits == 8 ? DType::kI8 : DType::kI4x2;
+  const TensorShape q_shape = q_rows_shape(problem, inputs.varlen);
+  const TensorShape k_shape = k_rows_shape(problem, inputs.varlen);
+  const TensorShape v_shape{problem.batch, problem.heads_kv, problem.seq_kv, problem.head_dim};
+  // Dense BHND rows of head_dim * bits / 8 bytes (TensorView::dense counts kI4x2 in bytes).
+  auto quantized_view = [&](std::size_t offset, const TensorShape& shape) {
+    TensorShape bytes = shape;
+    if (qk_dtype == DType::kI4x2) bytes.head_dim /= 2;
+    return TensorView::dense(base + offset, qk_dtype, Layout::kBHND, bytes);
+  };
+
+  AttentionTensors tensors;
+  tensors.q = quantized_view(layout.q, q_shape);
+  tensors.k = quantized_view(layout.k, k_shape);
+  tensors.q_scale = floats(layout.q_scale);
+  tensors.k_scale = floats(layout.k_scale);
+  tensors.out = inputs.out;
+  tensors.lse = inputs.lse;
+  tensors.varlen = inputs.varlen;
+  QuantizeOptions q_options;
+  q_options.bits = problem.qk_bits;
+  quantize_qk(q_shape, inputs.q, tensors.q, floats(layout.q_scale), stream, q_options);
+  QuantizeOptions k_options = q_options;
+  if (smooth_k) k_options.smooth_k_channel_mean = floats(layout.k_mean);
+  quantize_qk(k_shape, inputs.k, tensors.k, floats(layout.k_scale), stream, k_options);
+  if (problem.variant == Variant::kFullInt8) {
+    if (inputs.varlen.enabled()) {
+      quantize_v_varlen(v_shape, inputs.v, inputs.varlen.total_kv, inputs.varlen.cu_seqlens_kv,
+                        base + layout.v, floats(layout.v_scale), options.v_granularity, stream);
+    } else {
+      quantize_v(v_shape, inputs.v, base + layout.v, floats(layout.v_scale),
+                 options.v_granularity, stream);
+    }
+    tensors.v = v_int8_view(base + layout.v, problem.batch, problem.heads_kv, problem.seq_kv,
+                            problem.head_dim);
+    tensors.v_scale = floats(layout.v_scale);
+  } else {
+    tensors.v = inputs.v;
+  }
+  attention_forward(problem, tensors, stream, options);
+}
+
+}  // namespace intfa

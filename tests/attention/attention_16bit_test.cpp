@@ -1,0 +1,229 @@
+// intfa::attention_forward_16bit (what intfa.attention runs): its workspace and input checks name
+// the field before anything is launched (no GPU needed), and on a GPU it writes exactly what the
+// two steps it stands for write: quantize_qk / quantize_v into separate buffers, then
+// attention_forward.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "intfa/attention.hpp"
+#include "intfa/errors.hpp"
+#include "intfa/quantize.hpp"
+#include "reference/half.hpp"
+#include "reference/reference.hpp"
+#include "support/gpu.hpp"
+
+namespace intfa {
+namespace {
+
+// Addresses that are never dereferenced: the checks refuse before any launch.
+void* fake_pointer(std::uintptr_t offset = 0) {
+  return reinterpret_cast<void*>(std::uintptr_t{1} << 20 | offset);
+}
+
+AttentionProblem small_problem(Variant variant) {
+  AttentionProblem problem;
+  problem.batch = 2;
+  problem.heads_q = 4;
+  problem.heads_kv = 2;
+  problem.seq_q = 77;
+  problem.seq_kv = 130;
+  problem.head_dim = 64;
+  problem.causal = true;
+  problem.variant = variant;
+  return problem;
+}
+
+AttentionInputs fake_inputs(const AttentionProblem& p, DType dtype = DType::kF16) {
+  const TensorShape q{p.batch, p.heads_q, p.seq_q, p.head_dim};
+  const TensorShape kv{p.batch, p.heads_kv, p.seq_kv, p.head_dim};
+  AttentionInputs inputs;
+  inputs.q = TensorView::dense(fake_pointer(), dtype, Layout::kBHND, q);
+  inputs.k = TensorView::dense(fake_pointer(), dtype, Layout::kBNHD, kv);
+  inputs.v = TensorView::dense(fake_pointer(), dtype, Layout::kBNHD, kv);
+  inputs.out = TensorView::dense(fake_pointer(), dtype, Layout::kBHND, q);
+  return inputs;
+}
+
+// The field an InvalidArgument names, or "(no InvalidArgument)" (NoDevice: every check passed).
+// Only calls with a bad field may reach here on a GPU: a valid one would launch on fake addresses.
+std::string refused_field(const AttentionProblem& problem, const AttentionInputs& inputs,
+                          void* workspace, std::size_t bytes) {
+  try {
+    attention_forward_16bit(problem, inputs, workspace, bytes, nullptr);
+  } catch (const InvalidArgument& error) {
+    return error.field();
+  } catch (const Error&) {
+  }
+  return "(no InvalidArgument)";
+}
+
+TEST(Attention16bit, TheWorkspaceIsSizedFromTheProblemAndGrowsWithWhatItHolds) {
+  const AttentionProblem full = small_problem(Variant::kFullInt8);
+  const AttentionProblem half = small_problem(Variant::kHalfInt8);
+  // Full INT8 holds quantized V too; smoothing adds K's channel means.
+  EXPECT_GT(attention_workspace_bytes(full), attention_workspace_bytes(half));
+  EXPECT_GT(attention_workspace_bytes(full, {}, true), attention_workspace_bytes(full));
+  // At least INT8 Q and K and their scales.
+  const std::size_t minimum =
+      static_cast<std::size_t>(full.batch) *
+      (full.heads_q * full.seq_q + full.heads_kv * full.seq_kv) * (full.head_dim + 4);
+  EXPECT_GE(attention_workspace_bytes(half), minimum);
+  EXPECT_EQ(attention_workspace_bytes(full) % 256, 0u);
+  AttentionProblem bad = full;
+  bad.head_dim = 96;
+  try {
+    attention_workspace_bytes(bad);
+    ADD_FAILURE() << "head_dim 96 was sized";
+  } catch (const InvalidArgument& error) {
+    EXPECT_EQ(error.field(), "problem.head_dim");
+  }
+  // Packed sequences are sized from their totals.
+  VarlenLayout packed;
+  packed.total_q = 10;
+  packed.total_kv = 20;
+  EXPECT_LT(attention_workspace_bytes(full, packed), attention_workspace_bytes(full));
+  packed.total_kv = 0;
+  try {
+    attention_workspace_bytes(full, packed);
+    ADD_FAILURE() << "a packed batch without keys was sized";
+  } catch (const InvalidArgument& error) {
+    EXPECT_EQ(error.field(), "varlen.total_kv");
+  }
+}
+
+TEST(Attention16bit, EveryBadInputOrWorkspaceIsRefusedNamingIt) {
+  const AttentionProblem problem = small_problem(Variant::kFullInt8);
+  const std::size_t bytes = attention_workspace_bytes(problem);
+  void* const workspace = fake_pointer();
+  const AttentionInputs valid = fake_inputs(problem);
+  if (!testing::gpu_available()) {
+    EXPECT_EQ(refused_field(problem, valid, workspace, bytes), "(no InvalidArgument)");
+  }
+
+  EXPECT_EQ(refused_field(problem, valid, nullptr, bytes), "workspace");
+  EXPECT_EQ(refused_field(problem, valid, fake_pointer(16), bytes), "workspace");
+  EXPECT_EQ(refused_field(problem, valid, workspace, bytes - 1), "workspace_bytes");
+
+  AttentionInputs inputs = valid;
+  inputs.q.dtype = DType::kI8;
+  EXPECT_EQ(refused_field(problem, inputs, workspace, bytes), "inputs.q.dtype");
+  inputs = valid;
+  inputs.k.dtype = DType::kBF16;
+  EXPECT_EQ(refused_field(problem, inputs, workspace, bytes), "inputs.k.dtype");
+  inputs = valid;
+  inputs.v.strides[3] = 2;
+  EXPECT_EQ(refused_field(problem, inputs, workspace, bytes), "inputs.v.strides");
+  inputs = valid;
+  inputs.q.data = fake_pointer(2);
+  EXPECT_EQ(refused_field(problem, inputs, workspace, bytes), "inputs.q.data");
+  inputs = valid;
+  inputs.out.dtype = DType::kI8;
+  EXPECT_EQ(refused_field(problem, inputs, workspace, bytes), "inputs.out.dtype");
+  inputs = valid;
+  inputs.lse = static_cast<float*>(fake_pointer(2));
+  EXPECT_EQ(refused_field(problem, inputs, workspace, bytes), "inputs.lse");
+  inputs = valid;
+  inputs.varlen.cu_seqlens_q = static_cast<const int*>(fake_pointer());
+  EXPECT_EQ(refused_field(problem, inputs, workspace, bytes), "inputs.varlen.cu_seqlens_kv");
+  AttentionProblem bad = problem;
+  bad.heads_q = 3;
+  EXPECT_EQ(refused_field(bad, fake_inputs(bad), workspace, bytes), "problem.heads_q");
+}
+
+// Random FP16 values as device bits in a dense BHND tensor of `shape`.
+device::DeviceBuffer random_f16(const TensorShape& shape, std::uint64_t seed) {
+  const std::size_t count =
+      static_cast<std::size_t>(shape.batch) * shape.heads * shape.seq * shape.head_dim;
+  const std::vector<float> values =
+      reference::random_values(count, reference::Distribution::kNormal, seed);
+  std::vector<std::uint16_t> bits(count);
+  for (std::size_t i = 0; i < count; ++i) bits[i] = reference::float_to_f16_bits(values[i]);
+  device::DeviceBuffer buffer(count * 2);
+  buffer.upload(bits);
+  return buffer;
+}
+
+// On a GPU: the one call writes, bit for bit, what quantize_qk, quantize_v and attention_forward
+// write into buffers of their own (so the workspace holds each tensor whole and apart), for both
+// variants, with and without K smoothing, and with the LSE.
+TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
+  INTFA_REQUIRE_GPU();
+  const std::uint64_t seed = reference::fresh_seed();
+  for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+    for (bool smooth_k : {false, true}) {
+      const AttentionProblem p = small_problem(variant);
+      const TensorShape q_shape{p.batch, p.heads_q, p.seq_q, p.head_dim};
+      const TensorShape kv_shape{p.batch, p.heads_kv, p.seq_kv, p.head_dim};
+      const device::DeviceBuffer q = random_f16(q_shape, seed);
+      const device::DeviceBuffer k = random_f16(kv_shape, seed + 1);
+      const device::DeviceBuffer v = random_f16(kv_shape, seed + 2);
+      const std::size_t out_count =
+          static_cast<std::size_t>(p.batch) * p.heads_q * p.seq_q * p.head_dim;
+      const std::size_t rows_q = static_cast<std::size_t>(p.batch) * p.heads_q * p.seq_q;
+      const std::size_t rows_k = static_cast<std::size_t>(p.batch) * p.heads_kv * p.seq_kv;
+      device::Stream stream;
+
+      // The one call, into poisoned outputs.
+      device::DeviceBuffer workspace(attention_workspace_bytes(p, {}, smooth_k));
+      workspace.fill_bytes(0xFF);
+      device::DeviceBuffer out(out_count * 2), lse(rows_q * 4);
+      out.fill_bytes(0xFF);
+      lse.fill_bytes(0xFF);
+      AttentionInputs inputs;
+      inputs.q = TensorView::dense(q.get(), DType::kF16, Layout::kBHND, q_shape);
+      inputs.k = TensorView::dense(k.get(), DType::kF16, Layout::kBHND, kv_shape);
+      inputs.v = TensorView::dense(v.get(), DType::kF16, Layout::kBHND, kv_shape);
+      inputs.out = TensorView::dense(out.get(), DType::kF16, Layout::kBHND, q_shape);
+      inputs.lse = lse.as<float>();
+      attention_forward_16bit(p, inputs, workspace.get(), workspace.bytes(), stream.get(), {},
+                              smooth_k);
+
+      // The steps, each into its own buffer.
+      device::DeviceBuffer q8(rows_q * p.head_dim), k8(rows_k * p.head_dim);
+      device::DeviceBuffer q_scale(rows_q * 4), k_scale(rows_k * 4);
+      device::DeviceBuffer k_mean(static_cast<std::size_t>(p.batch) * p.heads_kv * p.head_dim * 4);
+      device::DeviceBuffer v8(v_int8_bytes(p.batch, p.heads_kv, p.seq_kv, p.head_dim));
+      device::DeviceBuffer v_scale(v_scale_count(VScaleGranularity::kPerChannel, p.batch,
+                                                 p.heads_kv, p.seq_kv, p.head_dim) *
+                                   4);
+      device::DeviceBuffer expected_out(out_count * 2), expected_lse(rows_q * 4);
+      expected_out.fill_bytes(0xFF);
+      AttentionTensors tensors;
+      tensors.q = TensorView::dense(q8.get(), DType::kI8, Layout::kBHND, q_shape);
+      tensors.k = TensorView::dense(k8.get(), DType::kI8, Layout::kBHND, kv_shape);
+      quantize_qk(q_shape, inputs.q, tensors.q, q_scale.as<float>(), stream.get());
+      QuantizeOptions k_options;
+      if (smooth_k) k_options.smooth_k_channel_mean = k_mean.as<float>();
+      quantize_qk(kv_shape, inputs.k, tensors.k, k_scale.as<float>(), stream.get(), k_options);
+      tensors.v = inputs.v;
+      if (variant == Variant::kFullInt8) {
+        quantize_v(kv_shape, inputs.v, v8.get(), v_scale.as<float>(),
+                   VScaleGranularity::kPerChannel, stream.get());
+        tensors.v = v_int8_view(v8.get(), p.batch, p.heads_kv, p.seq_kv, p.head_dim);
+        tensors.v_scale = v_scale.as<float>();
+      }
+      tensors.q_scale = q_scale.as<float>();
+      tensors.k_scale = k_scale.as<float>();
+      tensors.out = TensorView::dense(expected_out.get(), DType::kF16, Layout::kBHND, q_shape);
+      tensors.lse = expected_lse.as<float>();
+      attention_forward(p, tensors, stream.get());
+      stream.synchronize();
+
+      const auto got = out.download_as<std::uint16_t>(out_count);
+      const auto want = expected_out.download_as<std::uint16_t>(out_count);
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), out_count * 2), 0)
+          << (variant == Variant::kFullInt8 ? "full" : "half") << " smooth_k=" << smooth_k
+          << " seed=" << seed;
+      const auto got_lse = lse.download_as<float>(rows_q);
+      const auto want_lse = expected_lse.download_as<float>(rows_q);
+      EXPECT_EQ(std::memcmp(got_lse.data(), want_lse.data(), rows_q * 4), 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace intfa
