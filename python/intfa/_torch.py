@@ -326,6 +326,10 @@ def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: 
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     plan = _attention_plan(q, k, v, out, is_causal, sm_scale, layout, variant, v_granularity,
                            smooth_k, p_encoding, p_scale)
+    return _run_attention_plan(plan, q, k, v, out)
+
+
+def _run_attention_plan(plan, q, k, v, out):
     workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=q.device)
     with _on(q.device):
         plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0,
@@ -550,6 +554,44 @@ def attention_int8(q, k, v, q_scale, k_scale, v_scale=None, *, is_causal=False, 
     ``p_encoding`` "u8"/"s8" and ``p_scale`` "running"/"tile" select the full-INT8 P numerics.
     ``config`` (block_m, block_n, warps, stages) overrides the tile config the tuning database or
     the heuristic would pick (benchmarks, tuning); the C++ runtime checks it before compiling."""
+    arguments = None
+    signature = None
+    if not torch.compiler.is_compiling():
+        try:
+            # As in `attention`: a call with the signature of one that passed the checks passes
+            # them too (they read shapes, strides, dtypes, devices and the options only).
+            signature = tuple(_tensor_signature(x) for x in (q, k, v, q_scale, k_scale, v_scale)) + (
+                is_causal, type(is_causal), sm_scale, type(sm_scale), layout, out_dtype,
+                return_lse, p_encoding, p_scale, None if config is None else tuple(config),
+                None if config is None else tuple(map(type, config)))
+            arguments = _CHECKED_INT8_CALLS.get(signature)
+        except (AttributeError, TypeError):  # not tensors, or an unhashable option: checked below
+            signature = None
+    if arguments is None:
+        arguments = _check_attention_int8(q, k, v, q_scale, k_scale, v_scale, is_causal,
+                                          sm_scale, layout, out_dtype, return_lse, p_encoding,
+                                          p_scale, config)
+        if signature is not None:
+            _remember(_CHECKED_INT8_CALLS, signature, arguments)
+    out, lse = _attention_int8_op(q, k, v, q_scale, k_scale, v_scale, *arguments)
+    return (out, lse) if return_lse else out
+
+
+# `attention_int8`'s checked arguments by call signature.
+_CHECKED_INT8_CALLS = {}
+
+
+def _tensor_signature(tensor):
+    """What the checks read of a tensor argument (None stays None)."""
+    if tensor is None:
+        return None
+    return (tensor.shape, tensor.stride(), tensor.dtype, tensor.device,
+            tensor.is_contiguous(), type(tensor))
+
+
+def _check_attention_int8(q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scale, layout,
+                          out_dtype, return_lse, p_encoding, p_scale, config):
+    """Every check of `attention_int8`; returns the op's arguments after the six tensors."""
     _check_choice("layout", layout, LAYOUTS)
     p_encoding = _check_choice("p_encoding", p_encoding or DEFAULTS["p_encoding"], P_ENCODINGS)
     p_scale = _check_choice("p_scale", p_scale or DEFAULTS["p_scale"], P_SCALES)
@@ -596,10 +638,8 @@ def attention_int8(q, k, v, q_scale, k_scale, v_scale=None, *, is_causal=False, 
     _check_device([("q", q), ("k", k), ("v", v), ("q_scale", q_scale), ("k_scale", k_scale),
                    ("v_scale", v_scale)])
 
-    out, lse = _attention_int8_op(q, k, v, q_scale, k_scale, v_scale, bool(is_causal),
-                                  softmax_scale, layout, out_dtype, p_encoding, p_scale,
-                                  bool(return_lse), config)
-    return (out, lse) if return_lse else out
+    return (bool(is_causal), softmax_scale, layout, out_dtype, p_encoding, p_scale,
+            bool(return_lse), config)
 
 
 def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
@@ -634,13 +674,20 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
         except (AttributeError, TypeError):  # not tensors, or an unhashable option: checked below
             signature = None
     if arguments is None:
-        arguments = _check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant,
-                                     v_granularity, smooth_k, p_encoding, p_scale)
+        # [the op's arguments after q, k, v; the plan, made at the first plain eager call]
+        arguments = [_check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant,
+                                      v_granularity, smooth_k, p_encoding, p_scale), None]
         if signature is not None:
-            if len(_CHECKED_ATTENTION_CALLS) >= _MAX_ATTENTION_PLANS:
-                _CHECKED_ATTENTION_CALLS.clear()
-            _CHECKED_ATTENTION_CALLS[signature] = arguments
-    return _attention_op(q, k, v, *arguments)
+            _remember(_CHECKED_ATTENTION_CALLS, signature, arguments)
+    if signature is not None and _plain_eager((q, k, v)):
+        # The op's implementation with the plan of this signature at hand (the output's strides
+        # follow from q's shape, so one signature has one plan).
+        op_arguments, plan = arguments
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+        if plan is None:
+            plan = arguments[1] = _attention_plan(q, k, v, out, *op_arguments)
+        return _run_attention_plan(plan, q, k, v, out)
+    return _attention_op(q, k, v, *arguments[0])
 
 
 # `attention`'s checked arguments by call signature (see `attention`).
