@@ -73,6 +73,11 @@ struct AttentionTensors {
   TensorView out;                  // kF16/kBF16, [batch, heads_q, seq_q, head_dim]
   float* lse = nullptr;            // optional: [batch][heads_q][seq_q] natural-log LSE
   VarlenLayout varlen;             // packed sequences when set (see VarlenLayout)
+  // K smoothed (QuantizeOptions::smooth_k_channel_mean): q . (K's channel mean) per query row,
+  // as quantize_qk of Q writes it (QuantizeOptions::q_dot_k_mean), in the layout of q_scale. The
+  // LSE adds softmax_scale times it, and so stays the LSE of the original scores. null: the LSE
+  // of the scores of q and k as given.
+  const float* q_dot_k_mean = nullptr;
 };
 
 // Which attention kernel family runs a config.
@@ -112,6 +117,21 @@ struct AttentionOptions {
   PEncoding p_encoding = PEncoding::kUnsigned255;
   PScaleReference p_scale = PScaleReference::kTileMax;
   VScaleGranularity v_granularity = VScaleGranularity::kPerChannel;
+  // How attention_forward_16bit (intfa.attention) quantizes its 16-bit Q and K; attention_forward
+  // reads INT8 tensors quantized by the caller, who chooses these in QuantizeOptions. Neither
+  // changes the attention in exact arithmetic, nor the meaning of the LSE (that of the original
+  // scores); both narrow the range INT8 must cover (templates/attention/README.md, "K smoothing",
+  // "Rotation"; the accuracy tables in bench/RESULTS.md, "Accuracy on the inputs real models
+  // produce").
+  // K smoothing: K minus its channel means (over a sample of keys) before it is quantized: keys
+  // with per-channel offsets lose their extra error (4-sigma offsets: 2.7-3.0% -> 1.4% relative
+  // L2), other inputs are unchanged; one short pass over the sampled keys.
+  bool smooth_k = true;
+  // Incoherent processing: Q and K rotated by one orthogonal (signed Walsh-Hadamard) matrix before
+  // they are quantized, so that a few channels much larger than the rest (outlier channels) are
+  // spread over the row: 4 channels 10x larger, 3.0-3.7% -> 1.3-1.5%. A few shuffles per value
+  // in the quantize kernels.
+  bool rotate_qk = false;
   // Output element type comes from tensors.out.dtype. A config overrides the tuning database and
   // the heuristic (benchmarks, tuning).
   std::optional<KernelConfig> config;
@@ -125,33 +145,35 @@ void attention_forward(const AttentionProblem& problem, const AttentionTensors& 
 // ---- 16-bit inputs: quantize and attend in one call ---------------------------------------------
 //
 // What `intfa.attention` runs: FP16/BF16 Q, K (and V for full INT8) are quantized into
-// `workspace` (Q and K per token, K smoothed when asked; V in the INT8 V layout with
-// options.v_granularity) and attended to, all on `stream`, with no allocation and no host
-// synchronisation (CUDA-graph safe). Half INT8 reads V as given.
+// `workspace` (Q and K per token, K smoothed and Q and K rotated as options.smooth_k and
+// options.rotate_qk say; V in the INT8 V layout with options.v_granularity) and attended to, all
+// on `stream`, with no allocation and no host synchronisation (CUDA-graph safe). Half INT8 reads V
+// as given.
 struct AttentionInputs {
   TensorView q;    // kF16/kBF16, [batch, heads_q, seq_q, head_dim], 16-byte rows, any strides
   TensorView k;    // q's dtype, [batch, heads_kv, seq_kv, head_dim]
   TensorView v;    // q's dtype, k's shape
   TensorView out;  // kF16/kBF16, [batch, heads_q, seq_q, head_dim]
-  float* lse = nullptr;  // optional: [batch][heads_q][seq_q] natural-log LSE (of the smoothed
-                         // scores when K is smoothed)
+  float* lse = nullptr;  // optional: [batch][heads_q][seq_q] natural-log LSE of the original
+                         // scores (K smoothing's term added back)
   // Packed sequences (as AttentionTensors::varlen): q, k, v and out are then
   // [1, heads, total rows, head_dim] and the LSE [heads_q][total_q]; K smoothing subtracts the
-  // mean over all packed keys of a head.
+  // mean over (a sample of) all packed keys of a head.
   VarlenLayout varlen;
 };
 
-// The workspace attention_forward_16bit needs (bytes; 256-byte aligned device memory): for
-// packed sequences only varlen's totals are read. Throws InvalidArgument for a problem
-// attention_forward would refuse.
+// The workspace attention_forward_16bit needs (bytes; 256-byte aligned device memory), whatever
+// the options: for packed sequences only varlen's totals are read. Throws InvalidArgument for a
+// problem attention_forward would refuse.
 std::size_t attention_workspace_bytes(const AttentionProblem& problem,
-                                      const VarlenLayout& varlen = {}, bool smooth_k = false);
+                                      const VarlenLayout& varlen = {});
 
 // Validates everything first (InvalidArgument naming "inputs.q.strides", "workspace_bytes", ...),
-// then launches the quantize kernels and the attention kernel on `stream`. Asynchronous.
+// then launches the quantize kernels (K smoothing's mean pass, K, Q, V) and the attention kernel
+// on `stream`. Asynchronous.
 void attention_forward_16bit(const AttentionProblem& problem, const AttentionInputs& inputs,
                              void* workspace, std::size_t workspace_bytes, CUstream stream,
-                             const AttentionOptions& options = {}, bool smooth_k = false);
+                             const AttentionOptions& options = {});
 
 // The INT8 V layout: [batch][heads_kv][head_dim][v_padded_seq(seq_kv)] bytes, tokens permuted in
 // groups of 16 (templates/attention/README.md). Each throws InvalidArgument naming the parameter

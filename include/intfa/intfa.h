@@ -86,6 +86,22 @@ typedef struct intfa_varlen_t {
 /* The defaults of intfa::AttentionOptions. */
 void intfa_default_options(intfa_options_t* options) INTFA_NOEXCEPT;
 
+/* How intfa_attention_forward_16bit quantizes its 16-bit Q and K (intfa::AttentionOptions'
+   smooth_k and rotate_qk): K smoothing (K minus its channel means over a sample of keys; the LSE
+   stays that of the original scores) and the rotation of Q and K (incoherent processing). Neither
+   changes the attention in exact arithmetic; intfa_default_qk_transforms gives the defaults. */
+typedef struct intfa_qk_transforms_t {
+  int smooth_k; /* 0 or 1 */
+  int rotate;   /* 0 or 1 */
+} intfa_qk_transforms_t;
+void intfa_default_qk_transforms(intfa_qk_transforms_t* transforms) INTFA_NOEXCEPT;
+
+/* 16-bit inputs of intfa_attention_forward_16bit (intfa::AttentionInputs). */
+typedef struct intfa_attention_inputs_t {
+  intfa_tensor_t q, k, v, out; /* INTFA_F16 or INTFA_BF16 */
+  float* lse;                  /* optional: the LSE of the original scores */
+} intfa_attention_inputs_t;
+
 intfa_status_t intfa_attention_forward(const intfa_problem_t* problem,
                                        const intfa_attention_tensors_t* tensors, CUstream stream,
                                        const intfa_options_t* options) INTFA_NOEXCEPT;
@@ -103,9 +119,47 @@ intfa_status_t intfa_quantize_qk(const intfa_shape_t* shape, const intfa_tensor_
 intfa_status_t intfa_quantize_k_smoothed(const intfa_shape_t* shape, const intfa_tensor_t* input,
                                          const intfa_tensor_t* output, float* scales, int bits,
                                          float* channel_mean, CUstream stream) INTFA_NOEXCEPT;
+/* intfa::QuantizeOptions (include/intfa/quantize.hpp): K smoothing's means (K), the LSE term of a
+   smoothed K (Q: k_channel_mean and q_dot_k_mean, both or neither), the rotation (Q and K alike).
+   Pointers NULL when unused; intfa_default_quantize_options fills bits = 8 and the rest zero. */
+typedef struct intfa_quantize_options_t {
+  int bits;                     /* 8 or 4 */
+  float* smooth_k_channel_mean; /* K: receives [batch][heads][head_dim] channel means */
+  const float* k_channel_mean;  /* Q: K's means, [batch][k_channel_mean_heads][head_dim] */
+  float* q_dot_k_mean;          /* Q: receives q . mean per row, [batch][heads][seq] */
+  int k_channel_mean_heads;     /* Q: K's heads (0: the shape's heads) */
+  int rotate;                   /* 0 or 1 */
+} intfa_quantize_options_t;
+void intfa_default_quantize_options(intfa_quantize_options_t* options) INTFA_NOEXCEPT;
+intfa_status_t intfa_quantize_qk_with_options(const intfa_shape_t* shape,
+                                              const intfa_tensor_t* input,
+                                              const intfa_tensor_t* output, float* scales,
+                                              const intfa_quantize_options_t* options,
+                                              CUstream stream) INTFA_NOEXCEPT;
 intfa_status_t intfa_quantize_v(const intfa_shape_t* shape, const intfa_tensor_t* input,
                                 void* output, float* scales, intfa_v_granularity_t granularity,
                                 CUstream stream) INTFA_NOEXCEPT;
+
+/* intfa_attention_forward(_varlen) over a smoothed K (intfa::AttentionTensors::q_dot_k_mean):
+   `q_dot_k_mean` is what Q's intfa_quantize_qk_with_options wrote, and the LSE adds
+   softmax_scale times it, so it stays the LSE of the original scores. `varlen` NULL: dense. */
+intfa_status_t intfa_attention_forward_smoothed_k(const intfa_problem_t* problem,
+                                                  const intfa_attention_tensors_t* tensors,
+                                                  const float* q_dot_k_mean,
+                                                  const intfa_varlen_t* varlen, CUstream stream,
+                                                  const intfa_options_t* options) INTFA_NOEXCEPT;
+
+/* intfa::attention_workspace_bytes and intfa::attention_forward_16bit: 16-bit Q, K, V quantized
+   into `workspace` (256-byte aligned device memory of at least `bytes`) and attended, all on
+   `stream`. `varlen` NULL: a dense batch. `options` NULL: intfa_default_options;
+   `transforms` NULL: intfa_default_qk_transforms. */
+intfa_status_t intfa_attention_workspace_bytes(const intfa_problem_t* problem,
+                                               const intfa_varlen_t* varlen,
+                                               size_t* bytes) INTFA_NOEXCEPT;
+intfa_status_t intfa_attention_forward_16bit(
+    const intfa_problem_t* problem, const intfa_attention_inputs_t* inputs,
+    const intfa_varlen_t* varlen, void* workspace, size_t workspace_bytes, CUstream stream,
+    const intfa_options_t* options, const intfa_qk_transforms_t* transforms) INTFA_NOEXCEPT;
 
 /* intfa::quantize_v_varlen: packed V [1, heads_kv, total_kv, head_dim] -> the INT8 V layout of
    shape {batch (sequences), heads_kv, longest sequence, head_dim}. */
@@ -137,11 +191,12 @@ void intfa_v_int8_view(void* data, int batch, int heads_kv, int seq_kv, int head
                        intfa_tensor_t* view) INTFA_NOEXCEPT;
 
 /* intfa::precompile (include/intfa/precompile.hpp) for one problem: compiles now, into the kernel
-   cache, the kernels that quantizing Q, K and V in `dtype` (INTFA_F16 or INTFA_BF16) and
-   intfa_attention_forward of `problem` with `options` (NULL: the defaults; its tile config is not
-   used: the heuristic's) will launch, for `arch` ("sm_90a", ...; NULL or "": INTFA_ARCH, else the
-   GPU's own; naming one needs no GPU). `kernels` and `compiled_now` (each may be NULL) receive
-   how many kernels that is and how many NVRTC compiled in this call (the others were cached). */
+   cache, the kernels intfa_attention_forward_16bit of `problem` with `dtype` inputs (INTFA_F16 or
+   INTFA_BF16), `options` (NULL: the defaults; its tile config is not used: the heuristic's) and
+   the default Q/K transforms will launch (the quantize kernels and the attention kernel), for
+   `arch` ("sm_90a", ...; NULL or "": INTFA_ARCH, else the GPU's own; naming one needs no GPU).
+   `kernels` and `compiled_now` (each may be NULL) receive how many kernels that is and how many
+   NVRTC compiled in this call (the others were cached). */
 intfa_status_t intfa_precompile(const intfa_problem_t* problem, intfa_dtype_t dtype,
                                 const intfa_options_t* options, const char* arch, size_t* kernels,
                                 size_t* compiled_now) INTFA_NOEXCEPT;

@@ -20,9 +20,11 @@ struct PrecompileRequest {
   std::vector<Variant> variants;
   std::vector<DType> dtypes;  // inputs and output: kF16, kBF16
   std::vector<bool> causal;
-  AttentionOptions numerics;  // p_encoding, p_scale, v_granularity
+  // p_encoding, p_scale, v_granularity, and smooth_k and rotate_qk: which quantize kernels
+  // attention_forward_16bit launches (K smoothing's mean pass, K's and Q's rows with the
+  // smoothing, the LSE term and the rotation).
+  AttentionOptions numerics;
   int qk_bits = 8;            // 8, or 4 for INT4 Q.K (AttentionProblem::qk_bits)
-  bool smooth_k = false;      // K's quantize kernels with smoothing (and the channel-mean pass)
   unsigned jobs = 0;          // parallel NVRTC compiles; 0: all cores
 };
 

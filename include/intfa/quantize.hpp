@@ -12,17 +12,33 @@ namespace intfa {
 struct QuantizeOptions {
   int bits = 8;  // 8, or 4 (Q and K only: output kI4x2)
   // K smoothing (for K only): when not null, [batch][heads][head_dim] device floats that receive
-  // the per-(batch, head) channel means of the input, which are subtracted from every row before
-  // it is quantized. Attention outputs are unchanged by it (softmax ignores a per-query constant)
-  // while INT8 covers a narrower range when K has channel offsets; the LSE output becomes that of
-  // the smoothed scores (lower by softmax_scale * q . mean per row). 4-byte aligned.
+  // the per-(batch, head) channel means of the input, taken over a sample of at most 256 evenly
+  // spread keys, which are subtracted from every row before it is quantized. Attention outputs are
+  // unchanged by it (softmax ignores any vector subtracted from all keys) while INT8 covers a
+  // narrower range when K has channel offsets. The LSE stays that of the original scores when Q is
+  // quantized with k_channel_mean and q_dot_k_mean below and attention_forward gets
+  // AttentionTensors::q_dot_k_mean; else it is that of the smoothed scores (lower by
+  // softmax_scale * q . mean per row). 4-byte aligned.
   float* smooth_k_channel_mean = nullptr;
+  // Q of a smoothed K (for Q only; both or neither): K's channel means (the buffer K's quantize_qk
+  // wrote as smooth_k_channel_mean, on this stream before: [batch][k_channel_mean_heads]
+  // [head_dim]) and [batch][heads][seq] device floats (the scales' layout) that receive
+  // q . mean per row, from the original 16-bit row, with the mean of its KV head (GQA: head h
+  // reads h / (heads / k_channel_mean_heads)). 4-byte aligned.
+  const float* k_channel_mean = nullptr;
+  float* q_dot_k_mean = nullptr;
+  int k_channel_mean_heads = 0;  // 0: the shape's heads; else a divisor of them
+  // Incoherent processing: rows are multiplied by the orthogonal R = D H / sqrt(head_dim) (H the
+  // Walsh-Hadamard matrix, D fixed random signs; templates/quantize/rotation.h) after smoothing,
+  // before quantizing. Rotate Q and K alike, or neither: (q R)(k R)^T = q k^T, so attention is
+  // unchanged, while channels much larger than the rest are spread over the whole row.
+  bool rotate = false;
 };
 
 // Q or K [batch, heads, seq, head_dim] (kF16/kBF16, 16-byte rows) -> `output` (kI8 or kI4x2, same
 // logical shape, any 16-byte-row layout) and `scales` [batch][heads][seq]:
 // scale = max|row| / R, q = round_half_even(x / scale) with R = 127 (or 7), x after K smoothing
-// when options.smooth_k_channel_mean is set (then two passes over the input, else one).
+// and the rotation when asked (K smoothing adds a short pass over the sampled keys first).
 void quantize_qk(const TensorShape& shape, const TensorView& input, const TensorView& output,
                  float* scales, CUstream stream, const QuantizeOptions& options = {});
 

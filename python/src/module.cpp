@@ -145,7 +145,8 @@ py::dict precompile_dict(const std::string& arch, const std::vector<int>& head_d
                          const std::vector<std::string>& variants,
                          const std::vector<std::string>& dtypes, const std::vector<bool>& causal,
                          const std::string& p_encoding, const std::string& p_scale,
-                         const std::string& v_granularity, bool smooth_k, unsigned jobs) {
+                         const std::string& v_granularity, bool smooth_k, unsigned jobs,
+                         bool rotate_qk) {
   PrecompileRequest request;
   request.arch = arch;
   request.head_dims = head_dims;
@@ -155,7 +156,8 @@ py::dict precompile_dict(const std::string& arch, const std::vector<int>& head_d
   request.numerics.p_encoding = parse_p_encoding(p_encoding);
   request.numerics.p_scale = parse_p_scale(p_scale);
   request.numerics.v_granularity = parse_v_granularity(v_granularity);
-  request.smooth_k = smooth_k;
+  request.numerics.smooth_k = smooth_k;
+  request.numerics.rotate_qk = rotate_qk;
   request.jobs = jobs;
   PrecompileReport report;
   {
@@ -179,8 +181,8 @@ class AttentionPlan {
                 const std::array<std::int64_t, 4>& k_strides,
                 const std::array<std::int64_t, 4>& v_strides,
                 const std::array<std::int64_t, 4>& out_strides, const AttentionOptions& options,
-                bool smooth_k, int total_q, int total_kv)
-      : problem_(problem), options_(options), smooth_k_(smooth_k) {
+                int total_q, int total_kv)
+      : problem_(problem), options_(options) {
     inputs_.q = make_view(0, dtype, q_strides);
     inputs_.k = make_view(0, dtype, k_strides);
     inputs_.v = make_view(0, dtype, v_strides);
@@ -188,7 +190,7 @@ class AttentionPlan {
     inputs_.varlen.total_q = total_q;
     inputs_.varlen.total_kv = total_kv;
     // The workspace depends on the totals only; the offsets' addresses come with each run.
-    workspace_bytes_ = attention_workspace_bytes(problem_, inputs_.varlen, smooth_k_);
+    workspace_bytes_ = attention_workspace_bytes(problem_, inputs_.varlen);
   }
 
   std::size_t workspace_bytes() const { return workspace_bytes_; }
@@ -206,14 +208,13 @@ class AttentionPlan {
     inputs.varlen.cu_seqlens_kv = static_cast<const int*>(pointer(cu_seqlens_kv));
     py::gil_scoped_release unlocked;  // the first run of a signature compiles its kernels
     attention_forward_16bit(problem_, inputs, pointer(workspace), workspace_bytes_,
-                            as_stream(stream), options_, smooth_k_);
+                            as_stream(stream), options_);
   }
 
  private:
   AttentionProblem problem_;
   AttentionInputs inputs_;
   AttentionOptions options_;
-  bool smooth_k_;
   std::size_t workspace_bytes_ = 0;
 };
 
@@ -236,7 +237,7 @@ class Int8AttentionPlan {
 
   void run(std::uintptr_t q, std::uintptr_t k, std::uintptr_t v, std::uintptr_t q_scale,
            std::uintptr_t k_scale, std::uintptr_t v_scale, std::uintptr_t out, std::uintptr_t lse,
-           std::uintptr_t stream) const {
+           std::uintptr_t stream, std::uintptr_t q_dot_k_mean) const {
     AttentionTensors tensors = tensors_;
     tensors.q.data = pointer(q);
     tensors.k.data = pointer(k);
@@ -246,6 +247,7 @@ class Int8AttentionPlan {
     tensors.v_scale = static_cast<const float*>(pointer(v_scale));
     tensors.out.data = pointer(out);
     tensors.lse = static_cast<float*>(pointer(lse));
+    tensors.q_dot_k_mean = static_cast<const float*>(pointer(q_dot_k_mean));
     py::gil_scoped_release unlocked;
     attention_forward(problem_, tensors, as_stream(stream), options_);
   }
@@ -283,7 +285,8 @@ PYBIND11_MODULE(_intfa, m) {
     const AttentionOptions defaults;
     return py::dict("p_encoding"_a = p_encoding_text(defaults.p_encoding),
                     "p_scale"_a = p_scale_text(defaults.p_scale),
-                    "v_granularity"_a = v_granularity_text(defaults.v_granularity));
+                    "v_granularity"_a = v_granularity_text(defaults.v_granularity),
+                    "smooth_k"_a = defaults.smooth_k, "rotate"_a = defaults.rotate_qk);
   });
 
   m.def("v_padded_seq", &v_padded_seq, "seq_kv"_a);
@@ -314,29 +317,31 @@ PYBIND11_MODULE(_intfa, m) {
                        const std::array<std::int64_t, 4>& v_strides,
                        const std::array<std::int64_t, 4>& out_strides, double softmax_scale,
                        const std::string& p_encoding, const std::string& p_scale,
-                       const std::string& v_granularity, bool smooth_k, int total_q,
-                       int total_kv) {
+                       const std::string& v_granularity, bool smooth_k, int total_q, int total_kv,
+                       bool rotate) {
              AttentionOptions options;
              options.softmax_scale = softmax_scale;
              options.p_encoding = parse_p_encoding(p_encoding);
              options.p_scale = parse_p_scale(p_scale);
              options.v_granularity = parse_v_granularity(v_granularity);
+             options.smooth_k = smooth_k;
+             options.rotate_qk = rotate;
              return AttentionPlan(
                  make_problem(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal, variant),
-                 dtype, q_strides, k_strides, v_strides, out_strides, options, smooth_k, total_q,
-                 total_kv);
+                 dtype, q_strides, k_strides, v_strides, out_strides, options, total_q, total_kv);
            }),
-           py::kw_only(), "batch"_a, "heads_q"_a, "heads_kv"_a, "seq_q"_a, "seq_kv"_a,
-           "head_dim"_a, "causal"_a, "variant"_a, "dtype"_a, "q_strides"_a, "k_strides"_a,
-           "v_strides"_a, "out_strides"_a, "softmax_scale"_a, "p_encoding"_a, "p_scale"_a,
-           "v_granularity"_a, "smooth_k"_a, "total_q"_a = 0, "total_kv"_a = 0)
+           py::kw_only(), "batch"_a, "heads_q"_a, "heads_kv"_a, "seq_q"_a, "seq_kv"_a, "head_dim"_a,
+           "causal"_a, "variant"_a, "dtype"_a, "q_strides"_a, "k_strides"_a, "v_strides"_a,
+           "out_strides"_a, "softmax_scale"_a, "p_encoding"_a, "p_scale"_a, "v_granularity"_a,
+           "smooth_k"_a, "total_q"_a = 0, "total_kv"_a = 0,
+           "rotate"_a = AttentionOptions{}.rotate_qk)
       .def_property_readonly("workspace_bytes", &AttentionPlan::workspace_bytes)
       .def("run", &AttentionPlan::run,
            "Quantizes q, k (and v) into `workspace` and attends into `out` (and `lse`, 0 for "
            "none) on `stream`: intfa::attention_forward_16bit. Addresses as ints; the offsets 0 "
            "unless the plan has totals (packed sequences).",
-           "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "workspace"_a, "stream"_a,
-           "cu_seqlens_q"_a = 0, "cu_seqlens_kv"_a = 0);
+           "q"_a, "k"_a, "v"_a, "out"_a, "lse"_a, "workspace"_a, "stream"_a, "cu_seqlens_q"_a = 0,
+           "cu_seqlens_kv"_a = 0);
 
   py::class_<Int8AttentionPlan>(m, "Int8AttentionPlan",
                                 "One intfa.attention_int8 signature, launched by addresses.")
@@ -363,35 +368,44 @@ PYBIND11_MODULE(_intfa, m) {
                  make_problem(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal, variant),
                  v_dtype, out_dtype, q_strides, k_strides, v_strides, out_strides, options);
            }),
-           py::kw_only(), "batch"_a, "heads_q"_a, "heads_kv"_a, "seq_q"_a, "seq_kv"_a,
-           "head_dim"_a, "causal"_a, "variant"_a, "v_dtype"_a, "out_dtype"_a, "q_strides"_a,
-           "k_strides"_a, "v_strides"_a, "out_strides"_a, "softmax_scale"_a, "p_encoding"_a,
-           "p_scale"_a, "v_granularity"_a, "config"_a)
+           py::kw_only(), "batch"_a, "heads_q"_a, "heads_kv"_a, "seq_q"_a, "seq_kv"_a, "head_dim"_a,
+           "causal"_a, "variant"_a, "v_dtype"_a, "out_dtype"_a, "q_strides"_a, "k_strides"_a,
+           "v_strides"_a, "out_strides"_a, "softmax_scale"_a, "p_encoding"_a, "p_scale"_a,
+           "v_granularity"_a, "config"_a)
       .def("run", &Int8AttentionPlan::run,
-           "intfa::attention_forward on `stream` (addresses as ints; lse and v_scale 0 for "
-           "none).",
-           "q"_a, "k"_a, "v"_a, "q_scale"_a, "k_scale"_a, "v_scale"_a, "out"_a, "lse"_a,
-           "stream"_a);
+           "intfa::attention_forward on `stream` (addresses as ints; lse, v_scale and "
+           "q_dot_k_mean 0 for none).",
+           "q"_a, "k"_a, "v"_a, "q_scale"_a, "k_scale"_a, "v_scale"_a, "out"_a, "lse"_a, "stream"_a,
+           "q_dot_k_mean"_a = 0);
 
   m.def(
       "quantize_qk",
       [](const std::array<int, 4>& shape, std::uintptr_t input, const std::string& input_dtype,
          const std::array<std::int64_t, 4>& input_strides, std::uintptr_t output,
          const std::array<std::int64_t, 4>& output_strides, std::uintptr_t scales,
-         std::uintptr_t smooth_k_channel_mean, std::uintptr_t stream) {
+         std::uintptr_t smooth_k_channel_mean, std::uintptr_t stream, std::uintptr_t k_channel_mean,
+         int k_channel_mean_heads, std::uintptr_t q_dot_k_mean, bool rotate) {
         const TensorShape logical{shape[0], shape[1], shape[2], shape[3]};
         const TensorView in = make_view(input, input_dtype, input_strides);
         const TensorView out = make_view(output, "i8", output_strides);
         QuantizeOptions options;
         options.smooth_k_channel_mean = static_cast<float*>(pointer(smooth_k_channel_mean));
+        options.k_channel_mean = static_cast<const float*>(pointer(k_channel_mean));
+        options.k_channel_mean_heads = k_channel_mean_heads;
+        options.q_dot_k_mean = static_cast<float*>(pointer(q_dot_k_mean));
+        options.rotate = rotate;
         py::gil_scoped_release unlocked;  // the first call of a shape compiles its kernel
         quantize_qk(logical, in, out, static_cast<float*>(pointer(scales)), as_stream(stream),
                     options);
       },
       "smooth_k_channel_mean: 0, or [batch][heads][head_dim] floats that receive K's channel "
-      "means, subtracted before quantizing.",
+      "means, subtracted before quantizing. Q of a smoothed K: k_channel_mean (K's means, "
+      "k_channel_mean_heads heads) and q_dot_k_mean ([batch][heads][seq] floats that receive "
+      "q . mean per row, the LSE term). rotate: the rotation of incoherent processing (Q and K "
+      "alike).",
       py::kw_only(), "shape"_a, "input"_a, "input_dtype"_a, "input_strides"_a, "output"_a,
-      "output_strides"_a, "scales"_a, "smooth_k_channel_mean"_a, "stream"_a);
+      "output_strides"_a, "scales"_a, "smooth_k_channel_mean"_a, "stream"_a, "k_channel_mean"_a = 0,
+      "k_channel_mean_heads"_a = 0, "q_dot_k_mean"_a = 0, "rotate"_a = false);
 
   m.def(
       "quantize_v",
@@ -438,7 +452,8 @@ PYBIND11_MODULE(_intfa, m) {
          std::uintptr_t lse, double softmax_scale, const std::string& p_encoding,
          const std::string& p_scale, const std::string& v_granularity,
          const std::optional<std::array<int, 4>>& config, std::uintptr_t stream,
-         std::uintptr_t cu_seqlens_q, std::uintptr_t cu_seqlens_kv, int total_q, int total_kv) {
+         std::uintptr_t cu_seqlens_q, std::uintptr_t cu_seqlens_kv, int total_q, int total_kv,
+         std::uintptr_t q_dot_k_mean) {
         const AttentionProblem problem =
             make_problem(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal, variant);
         AttentionTensors tensors;
@@ -453,6 +468,7 @@ PYBIND11_MODULE(_intfa, m) {
         tensors.varlen = VarlenLayout{static_cast<const int*>(pointer(cu_seqlens_q)),
                                       static_cast<const int*>(pointer(cu_seqlens_kv)), total_q,
                                       total_kv};
+        tensors.q_dot_k_mean = static_cast<const float*>(pointer(q_dot_k_mean));
         AttentionOptions options;
         options.softmax_scale = softmax_scale;
         options.p_encoding = parse_p_encoding(p_encoding);
@@ -470,9 +486,10 @@ PYBIND11_MODULE(_intfa, m) {
       "causal"_a, "variant"_a, "q"_a, "q_strides"_a, "k"_a, "k_strides"_a, "v"_a, "v_dtype"_a,
       "v_strides"_a, "q_scale"_a, "k_scale"_a, "v_scale"_a, "out"_a, "out_dtype"_a, "out_strides"_a,
       "lse"_a, "softmax_scale"_a, "p_encoding"_a, "p_scale"_a, "v_granularity"_a, "config"_a,
-      "stream"_a, "cu_seqlens_q"_a = 0, "cu_seqlens_kv"_a = 0, "total_q"_a = 0, "total_kv"_a = 0);
+      "stream"_a, "cu_seqlens_q"_a = 0, "cu_seqlens_kv"_a = 0, "total_q"_a = 0, "total_kv"_a = 0,
+      "q_dot_k_mean"_a = 0);
 
   m.def("precompile", &precompile_dict, py::kw_only(), "arch"_a, "head_dims"_a, "variants"_a,
         "dtypes"_a, "causal"_a, "p_encoding"_a, "p_scale"_a, "v_granularity"_a, "smooth_k"_a,
-        "jobs"_a);
+        "jobs"_a, "rotate"_a = AttentionOptions{}.rotate_qk);
 }

@@ -45,7 +45,7 @@ std::vector<render::KernelSpec> request_specs(const PrecompileRequest& request, 
           spec_request.v_granularity = request.numerics.v_granularity;
           // The quantize kernels intfa.attention runs before the attention kernel.
           for (render::KernelSpec& spec :
-               quantize::call_specs(spec_request, dtype, request.smooth_k)) {
+               quantize::call_specs(spec_request, dtype, request.numerics)) {
             all.push_back(std::move(spec));
           }
           for (const KernelConfig& config : attention::heuristic_configs(spec_request)) {

@@ -31,6 +31,7 @@ kernels::AttentionParams make_params(const AttentionProblem& problem,
   params.v_scale = tensors.v_scale;
   params.out = tensors.out.data;
   params.lse = tensors.lse;
+  params.q_dot_k_mean = tensors.q_dot_k_mean;
   params.q_strides = byte_strides(tensors.q, 1);
   params.k_strides = byte_strides(tensors.k, 1);
   if (problem.variant == Variant::kFullInt8) {

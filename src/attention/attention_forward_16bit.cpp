@@ -19,7 +19,8 @@ std::size_t align_up(std::size_t bytes) {
 
 // Where each quantized tensor lives in the workspace (byte offsets, each 256-byte aligned).
 struct WorkspaceLayout {
-  std::size_t q = 0, q_scale = 0, k = 0, k_scale = 0, k_mean = 0, v = 0, v_scale = 0;
+  std::size_t q = 0, q_scale = 0, q_dot_k_mean = 0, k = 0, k_scale = 0, k_mean = 0, v = 0,
+              v_scale = 0;
   std::size_t total = 0;
 };
 
@@ -47,8 +48,9 @@ std::size_t rows_of(const TensorShape& shape) {
   return static_cast<std::size_t>(shape.batch) * shape.heads * shape.seq;
 }
 
-WorkspaceLayout workspace_layout(const AttentionProblem& problem, const VarlenLayout& varlen,
-                                 bool smooth_k) {
+// K smoothing's buffers are always there (a float per query row and per KV head and channel), so
+// that the size does not depend on the options.
+WorkspaceLayout workspace_layout(const AttentionProblem& problem, const VarlenLayout& varlen) {
   const std::size_t row_bytes = static_cast<std::size_t>(problem.head_dim) * problem.qk_bits / 8;
   const std::size_t q_rows = rows_of(q_rows_shape(problem, varlen));
   const std::size_t k_rows = rows_of(k_rows_shape(problem, varlen));
@@ -60,12 +62,12 @@ WorkspaceLayout workspace_layout(const AttentionProblem& problem, const VarlenLa
   };
   take(layout.q, q_rows * row_bytes);
   take(layout.q_scale, q_rows * sizeof(float));
+  take(layout.q_dot_k_mean, q_rows * sizeof(float));
   take(layout.k, k_rows * row_bytes);
   take(layout.k_scale, k_rows * sizeof(float));
-  if (smooth_k) {
-    take(layout.k_mean, rows_of(k_rows_shape(problem, varlen)) / k_rows_shape(problem, varlen).seq *
-                            problem.head_dim * sizeof(float));
-  }
+  const TensorShape k_shape = k_rows_shape(problem, varlen);
+  take(layout.k_mean,
+       static_cast<std::size_t>(k_shape.batch) * k_shape.heads * problem.head_dim * sizeof(float));
   if (problem.variant == Variant::kFullInt8) {
     take(layout.v, v_int8_bytes(problem.batch, problem.heads_kv, problem.seq_kv,
                                 problem.head_dim));
@@ -111,8 +113,7 @@ void validate_inputs(const AttentionProblem& problem, const AttentionInputs& inp
 
 }  // namespace
 
-std::size_t attention_workspace_bytes(const AttentionProblem& problem, const VarlenLayout& varlen,
-                                      bool smooth_k) {
+std::size_t attention_workspace_bytes(const AttentionProblem& problem, const VarlenLayout& varlen) {
   attention::validate_problem(problem);
   if (packed(varlen)) {
     // Only the totals size the workspace; the offsets may come later.
@@ -123,16 +124,16 @@ std::size_t attention_workspace_bytes(const AttentionProblem& problem, const Var
       throw InvalidArgument("varlen.total_kv", std::to_string(varlen.total_kv), "expected >= 1");
     }
   }
-  return workspace_layout(problem, varlen, smooth_k).total;
+  return workspace_layout(problem, varlen).total;
 }
 
 void attention_forward_16bit(const AttentionProblem& problem, const AttentionInputs& inputs,
                              void* workspace, std::size_t workspace_bytes, CUstream stream,
-                             const AttentionOptions& options, bool smooth_k) {
+                             const AttentionOptions& options) {
   attention::validate_problem(problem);
   attention::validate_options(problem, options);
   validate_inputs(problem, inputs);
-  const WorkspaceLayout layout = workspace_layout(problem, inputs.varlen, smooth_k);
+  const WorkspaceLayout layout = workspace_layout(problem, inputs.varlen);
   if (workspace == nullptr) throw InvalidArgument("workspace", "null", "expected device memory");
   if (reinterpret_cast<std::uintptr_t>(workspace) % kWorkspaceAlignment != 0) {
     throw InvalidArgument("workspace", std::to_string(reinterpret_cast<std::uintptr_t>(workspace)),
@@ -164,12 +165,22 @@ void attention_forward_16bit(const AttentionProblem& problem, const AttentionInp
   tensors.out = inputs.out;
   tensors.lse = inputs.lse;
   tensors.varlen = inputs.varlen;
+  // K first: with smoothing, Q's pass reads K's channel means for the LSE term.
+  QuantizeOptions k_options;
+  k_options.bits = problem.qk_bits;
+  k_options.rotate = options.rotate_qk;
+  if (options.smooth_k) k_options.smooth_k_channel_mean = floats(layout.k_mean);
+  quantize_qk(k_shape, inputs.k, tensors.k, floats(layout.k_scale), stream, k_options);
   QuantizeOptions q_options;
   q_options.bits = problem.qk_bits;
+  q_options.rotate = options.rotate_qk;
+  if (options.smooth_k) {
+    q_options.k_channel_mean = floats(layout.k_mean);
+    q_options.k_channel_mean_heads = problem.heads_kv;
+    q_options.q_dot_k_mean = floats(layout.q_dot_k_mean);
+    tensors.q_dot_k_mean = floats(layout.q_dot_k_mean);
+  }
   quantize_qk(q_shape, inputs.q, tensors.q, floats(layout.q_scale), stream, q_options);
-  QuantizeOptions k_options = q_options;
-  if (smooth_k) k_options.smooth_k_channel_mean = floats(layout.k_mean);
-  quantize_qk(k_shape, inputs.k, tensors.k, floats(layout.k_scale), stream, k_options);
   if (problem.variant == Variant::kFullInt8) {
     if (inputs.varlen.enabled()) {
       quantize_v_varlen(v_shape, inputs.v, inputs.varlen.total_kv, inputs.varlen.cu_seqlens_kv,

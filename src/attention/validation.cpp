@@ -273,6 +273,11 @@ void validate_tensors(const AttentionProblem& p, const AttentionTensors& t,
     throw InvalidArgument("tensors.lse", std::to_string(reinterpret_cast<std::uintptr_t>(t.lse)),
                           "expected 4-byte alignment");
   }
+  if (reinterpret_cast<std::uintptr_t>(t.q_dot_k_mean) % 4 != 0) {
+    throw InvalidArgument("tensors.q_dot_k_mean",
+                          std::to_string(reinterpret_cast<std::uintptr_t>(t.q_dot_k_mean)),
+                          "expected 4-byte alignment");
+  }
   (void)options;
 }
 

@@ -103,13 +103,8 @@ void intfa_default_options(intfa_options_t* options) INTFA_NOEXCEPT {
 
 namespace {
 
-// The C++ call of intfa_attention_forward(_varlen); `varlen` may be null (dense).
-void attention_forward_from_c(const intfa_problem_t* problem,
-                              const intfa_attention_tensors_t* tensors,
-                              const intfa_varlen_t* varlen, CUstream stream,
-                              const intfa_options_t* options) {
+intfa::AttentionProblem to_problem(const intfa_problem_t* problem) {
   require(problem, "problem");
-  require(tensors, "tensors");
   intfa::AttentionProblem p;
   p.batch = problem->batch;
   p.heads_q = problem->heads_q;
@@ -121,19 +116,12 @@ void attention_forward_from_c(const intfa_problem_t* problem,
   p.variant = checked_enum<intfa::Variant>(problem->variant, INTFA_HALF_INT8 + 1, "problem.variant",
                                            "expected INTFA_FULL_INT8 or INTFA_HALF_INT8");
   p.qk_bits = problem->qk_bits;
-  intfa::AttentionTensors t;
-  t.q = to_view(tensors->q, "tensors.q");
-  t.k = to_view(tensors->k, "tensors.k");
-  t.v = to_view(tensors->v, "tensors.v");
-  t.out = to_view(tensors->out, "tensors.out");
-  t.q_scale = tensors->q_scale;
-  t.k_scale = tensors->k_scale;
-  t.v_scale = tensors->v_scale;
-  t.lse = tensors->lse;
-  if (varlen != nullptr) {
-    t.varlen = intfa::VarlenLayout{varlen->cu_seqlens_q, varlen->cu_seqlens_kv, varlen->total_q,
-                                   varlen->total_kv};
-  }
+  return p;
+}
+
+// The C++ options of `options` (null: the defaults) and `transforms` (null: the defaults).
+intfa::AttentionOptions to_options(const intfa_options_t* options,
+                                   const intfa_qk_transforms_t* transforms = nullptr) {
   intfa::AttentionOptions o;
   if (options != nullptr) {
     o.softmax_scale = options->softmax_scale;
@@ -150,7 +138,38 @@ void attention_forward_from_c(const intfa_problem_t* problem,
                                      intfa::path_for_config(options->block_m, options->warps)};
     }
   }
-  intfa::attention_forward(p, t, stream, o);
+  if (transforms != nullptr) {
+    o.smooth_k = transforms->smooth_k != 0;
+    o.rotate_qk = transforms->rotate != 0;
+  }
+  return o;
+}
+
+intfa::VarlenLayout to_varlen(const intfa_varlen_t* varlen) {
+  if (varlen == nullptr) return {};
+  return intfa::VarlenLayout{varlen->cu_seqlens_q, varlen->cu_seqlens_kv, varlen->total_q,
+                             varlen->total_kv};
+}
+
+// The C++ call of intfa_attention_forward(_varlen, _smoothed_k); `varlen` may be null (dense).
+void attention_forward_from_c(const intfa_problem_t* problem,
+                              const intfa_attention_tensors_t* tensors,
+                              const intfa_varlen_t* varlen, CUstream stream,
+                              const intfa_options_t* options, const float* q_dot_k_mean = nullptr) {
+  const intfa::AttentionProblem p = to_problem(problem);
+  require(tensors, "tensors");
+  intfa::AttentionTensors t;
+  t.q = to_view(tensors->q, "tensors.q");
+  t.k = to_view(tensors->k, "tensors.k");
+  t.v = to_view(tensors->v, "tensors.v");
+  t.out = to_view(tensors->out, "tensors.out");
+  t.q_scale = tensors->q_scale;
+  t.k_scale = tensors->k_scale;
+  t.v_scale = tensors->v_scale;
+  t.lse = tensors->lse;
+  t.varlen = to_varlen(varlen);
+  t.q_dot_k_mean = q_dot_k_mean;
+  intfa::attention_forward(p, t, stream, to_options(options));
 }
 
 }  // namespace
@@ -175,6 +194,80 @@ intfa_status_t intfa_attention_forward_varlen(const intfa_problem_t* problem,
           "takes packed sequences; intfa_attention_forward a dense batch)");
     }
     attention_forward_from_c(problem, tensors, varlen, stream, options);
+  });
+}
+
+intfa_status_t intfa_attention_forward_smoothed_k(const intfa_problem_t* problem,
+                                                  const intfa_attention_tensors_t* tensors,
+                                                  const float* q_dot_k_mean,
+                                                  const intfa_varlen_t* varlen, CUstream stream,
+                                                  const intfa_options_t* options) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(q_dot_k_mean, "q_dot_k_mean");
+    attention_forward_from_c(problem, tensors, varlen, stream, options, q_dot_k_mean);
+  });
+}
+
+void intfa_default_qk_transforms(intfa_qk_transforms_t* transforms) INTFA_NOEXCEPT {
+  if (transforms == nullptr) return;
+  const intfa::AttentionOptions defaults;
+  transforms->smooth_k = defaults.smooth_k ? 1 : 0;
+  transforms->rotate = defaults.rotate_qk ? 1 : 0;
+}
+
+intfa_status_t intfa_attention_workspace_bytes(const intfa_problem_t* problem,
+                                               const intfa_varlen_t* varlen,
+                                               size_t* bytes) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(bytes, "bytes");
+    *bytes = intfa::attention_workspace_bytes(to_problem(problem), to_varlen(varlen));
+  });
+}
+
+intfa_status_t intfa_attention_forward_16bit(
+    const intfa_problem_t* problem, const intfa_attention_inputs_t* inputs,
+    const intfa_varlen_t* varlen, void* workspace, size_t workspace_bytes, CUstream stream,
+    const intfa_options_t* options, const intfa_qk_transforms_t* transforms) INTFA_NOEXCEPT {
+  return guarded([&] {
+    const intfa::AttentionProblem p = to_problem(problem);
+    require(inputs, "inputs");
+    intfa::AttentionInputs in;
+    in.q = to_view(inputs->q, "inputs.q");
+    in.k = to_view(inputs->k, "inputs.k");
+    in.v = to_view(inputs->v, "inputs.v");
+    in.out = to_view(inputs->out, "inputs.out");
+    in.lse = inputs->lse;
+    in.varlen = to_varlen(varlen);
+    intfa::attention_forward_16bit(p, in, workspace, workspace_bytes, stream,
+                                   to_options(options, transforms));
+  });
+}
+
+void intfa_default_quantize_options(intfa_quantize_options_t* options) INTFA_NOEXCEPT {
+  if (options == nullptr) return;
+  *options = intfa_quantize_options_t{};
+  options->bits = intfa::QuantizeOptions{}.bits;
+}
+
+intfa_status_t intfa_quantize_qk_with_options(const intfa_shape_t* shape,
+                                              const intfa_tensor_t* input,
+                                              const intfa_tensor_t* output, float* scales,
+                                              const intfa_quantize_options_t* options,
+                                              CUstream stream) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(shape, "shape");
+    require(input, "input");
+    require(output, "output");
+    require(options, "options");
+    intfa::QuantizeOptions o;
+    o.bits = options->bits;
+    o.smooth_k_channel_mean = options->smooth_k_channel_mean;
+    o.k_channel_mean = options->k_channel_mean;
+    o.q_dot_k_mean = options->q_dot_k_mean;
+    o.k_channel_mean_heads = options->k_channel_mean_heads;
+    o.rotate = options->rotate != 0;
+    intfa::quantize_qk(to_shape(*shape), to_view(*input, "input"), to_view(*output, "output"),
+                       scales, stream, o);
   });
 }
 
@@ -313,16 +406,7 @@ intfa_status_t intfa_precompile(const intfa_problem_t* problem, intfa_dtype_t dt
         checked_enum<intfa::DType>(dtype, INTFA_I4X2 + 1, "dtype", "expected an intfa_dtype_t")};
     request.causal = {problem->causal != 0};
     request.qk_bits = problem->qk_bits;
-    if (options != nullptr) {
-      request.numerics.p_encoding =
-          checked_enum<intfa::PEncoding>(options->p_encoding, INTFA_P_U8 + 1, "options.p_encoding",
-                                         "expected INTFA_P_S8 or INTFA_P_U8");
-      request.numerics.p_scale = checked_enum<intfa::PScaleReference>(
-          options->p_scale, INTFA_P_TILE_MAX + 1, "options.p_scale",
-          "expected INTFA_P_RUNNING_MAX or INTFA_P_TILE_MAX");
-      request.numerics.v_granularity =
-          to_granularity(options->v_granularity, "options.v_granularity");
-    }
+    request.numerics = to_options(options);
     const intfa::PrecompileReport report = intfa::precompile(request);
     if (kernels != nullptr) *kernels = report.kernels;
     if (compiled_now != nullptr) *compiled_now = report.compiled_now;

@@ -65,8 +65,38 @@ void launch_channel_mean(const TensorShape& shape, const TensorView& input,
   params.mean = channel_mean;
   launch::LaunchShape launch_shape;
   launch_shape.grid[0] = static_cast<unsigned>(shape.batch * shape.heads);
-  launch_shape.block[0] = 256;  // ChannelMeanConfig::kThreads
+  launch_shape.block[0] = 512;  // ChannelMeanConfig::kThreads
   launch_spec(spec, where, launch_shape, stream, &params);
+}
+
+void require_float_alignment(const void* pointer, const char* field) {
+  if (reinterpret_cast<std::uintptr_t>(pointer) % 4 != 0) {
+    throw InvalidArgument(field, std::to_string(reinterpret_cast<std::uintptr_t>(pointer)),
+                          "expected 4-byte alignment");
+  }
+}
+
+// The QuantizeOptions fields about K smoothing and the LSE term, checked against `shape`.
+void validate_smoothing(const TensorShape& shape, const QuantizeOptions& options) {
+  require_float_alignment(options.smooth_k_channel_mean, "options.smooth_k_channel_mean");
+  require_float_alignment(options.k_channel_mean, "options.k_channel_mean");
+  require_float_alignment(options.q_dot_k_mean, "options.q_dot_k_mean");
+  if ((options.k_channel_mean == nullptr) != (options.q_dot_k_mean == nullptr)) {
+    throw InvalidArgument(
+        options.k_channel_mean == nullptr ? "options.k_channel_mean" : "options.q_dot_k_mean",
+        "null", "expected both k_channel_mean and q_dot_k_mean, or neither (Q of a smoothed K)");
+  }
+  if (options.k_channel_mean != nullptr && options.smooth_k_channel_mean != nullptr) {
+    throw InvalidArgument("options.smooth_k_channel_mean", "(set)",
+                          "expected null with options.k_channel_mean: smoothing is for K, the "
+                          "LSE term for Q");
+  }
+  const int mean_heads = options.k_channel_mean_heads;
+  if (mean_heads < 0 || (mean_heads > 0 && shape.heads % mean_heads != 0)) {
+    throw InvalidArgument("options.k_channel_mean_heads", std::to_string(mean_heads),
+                          "expected 0 (the shape's heads) or a divisor of shape.heads " +
+                              std::to_string(shape.heads));
+  }
 }
 
 }  // namespace
@@ -91,25 +121,29 @@ void quantize_qk(const TensorShape& shape, const TensorView& input, const Tensor
                            {"output", {shape.batch, shape.heads, shape.seq, output_row_bytes}, 1, 16});
   attention::validate_scales(scales, "scales");
 
-  float* const channel_mean = options.smooth_k_channel_mean;
-  if (channel_mean != nullptr && reinterpret_cast<std::uintptr_t>(channel_mean) % 4 != 0) {
-    throw InvalidArgument("options.smooth_k_channel_mean",
-                          std::to_string(reinterpret_cast<std::uintptr_t>(channel_mean)),
-                          "expected 4-byte alignment");
-  }
+  validate_smoothing(shape, options);
 
   const LaunchContext where = current_launch_context(stream);
-  const render::KernelSpec spec = quantize::rows_spec(where.arch, shape.head_dim, element,
-                                                      options.bits, channel_mean != nullptr);
-  if (channel_mean != nullptr) {
-    launch_channel_mean(shape, input, element, channel_mean, where, stream);
+  quantize::RowTransforms transforms;
+  transforms.smooth_k = options.smooth_k_channel_mean != nullptr;
+  transforms.q_dot_k_mean = options.q_dot_k_mean != nullptr;
+  transforms.rotate = options.rotate;
+  const render::KernelSpec spec =
+      quantize::rows_spec(where.arch, shape.head_dim, element, options.bits, transforms);
+  if (transforms.smooth_k) {
+    launch_channel_mean(shape, input, element, options.smooth_k_channel_mean, where, stream);
   }
 
   kernels::QuantizeRowsParams params{};
   set_input(params, shape, input);
   params.output = output.data;
   params.scales = scales;
-  params.channel_mean = channel_mean;
+  params.channel_mean =
+      transforms.smooth_k ? options.smooth_k_channel_mean : options.k_channel_mean;
+  params.q_dot_k_mean = options.q_dot_k_mean;
+  params.channel_mean_heads = transforms.q_dot_k_mean && options.k_channel_mean_heads > 0
+                                  ? options.k_channel_mean_heads
+                                  : shape.heads;
   params.output_batch_stride = output.strides[0];
   params.output_head_stride = output.strides[1];
   params.output_row_stride = output.strides[2];

@@ -20,11 +20,13 @@ kernels::ElementType element_type(DType dtype) {
 }
 
 render::KernelSpec rows_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
-                             bool smooth_k) {
+                             const RowTransforms& transforms) {
   render::KernelSpec spec =
       quantize_spec(render::KernelFamily::kQuantizeRows, arch, head_dim, input);
   spec.qk_bits = bits;
-  spec.smooth_k = smooth_k;
+  spec.smooth_k = transforms.smooth_k;
+  spec.q_dot_k_mean = transforms.q_dot_k_mean;
+  spec.rotate = transforms.rotate;
   return spec;
 }
 
@@ -47,14 +49,20 @@ render::KernelSpec v_scale_spec(device::Arch arch, int head_dim, kernels::Elemen
 }
 
 std::vector<render::KernelSpec> call_specs(const attention::SpecRequest& request, DType dtype,
-                                           bool smooth_k) {
+                                           const AttentionOptions& options) {
   const kernels::ElementType input = element_type(dtype);
-  std::vector<render::KernelSpec> specs = {
-      rows_spec(request.arch, request.head_dim, input, request.qk_bits, false)};
-  if (smooth_k) {
-    specs.push_back(channel_mean_spec(request.arch, request.head_dim, input));
-    specs.push_back(rows_spec(request.arch, request.head_dim, input, request.qk_bits, true));
-  }
+  std::vector<render::KernelSpec> specs;
+  if (options.smooth_k) specs.push_back(channel_mean_spec(request.arch, request.head_dim, input));
+  RowTransforms k_rows;
+  k_rows.smooth_k = options.smooth_k;
+  k_rows.rotate = options.rotate_qk;
+  RowTransforms q_rows;
+  q_rows.q_dot_k_mean = options.smooth_k;
+  q_rows.rotate = options.rotate_qk;
+  specs.push_back(rows_spec(request.arch, request.head_dim, input, request.qk_bits, k_rows));
+  const render::KernelSpec q_spec =
+      rows_spec(request.arch, request.head_dim, input, request.qk_bits, q_rows);
+  if (q_spec != specs.back()) specs.push_back(q_spec);  // one kernel when K is not smoothed
   if (request.variant == Variant::kFullInt8) {
     specs.push_back(v_spec(request.arch, request.head_dim, input, request.v_granularity));
     if (request.v_granularity != VScaleGranularity::kPerBlock) {

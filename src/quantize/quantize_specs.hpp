@@ -15,9 +15,16 @@ namespace intfa::quantize {
 // 16-bit input type of the quantize kernels (kF16 or kBF16).
 kernels::ElementType element_type(DType dtype);
 
-// quantize_qk's row pass; with `smooth_k`, the variant that subtracts the channel means.
+// What quantize_rows does to a row besides quantizing it (the KernelSpec fields of the same names).
+struct RowTransforms {
+  bool smooth_k = false;      // K: minus its channel means
+  bool q_dot_k_mean = false;  // Q of a smoothed K: q . mean per row, the LSE term
+  bool rotate = false;        // Q and K: the rotation of incoherent processing
+};
+
+// quantize_qk's row pass.
 render::KernelSpec rows_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
-                             bool smooth_k);
+                             const RowTransforms& transforms = {});
 // K smoothing's first pass: the per-(batch, head) channel means.
 render::KernelSpec channel_mean_spec(device::Arch arch, int head_dim, kernels::ElementType input);
 // quantize_v's quantize pass and, unless per block, the max pass that runs before it.
@@ -26,9 +33,11 @@ render::KernelSpec v_spec(device::Arch arch, int head_dim, kernels::ElementType 
 render::KernelSpec v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
                                 VScaleGranularity granularity);
 
-// Every quantize kernel one attention call of `request` with `dtype` inputs needs: Q's and K's
-// rows (K smoothed, with its mean pass, when `smooth_k`) and, for full INT8, V's passes.
+// Every quantize kernel one attention call of `request` with `dtype` inputs needs under `options`
+// (attention_forward_16bit's order): with K smoothing its mean pass, then K's rows and Q's rows
+// (smoothed, rotated, with the LSE term as options.smooth_k and options.rotate_qk say) and, for
+// full INT8, V's passes.
 std::vector<render::KernelSpec> call_specs(const attention::SpecRequest& request, DType dtype,
-                                           bool smooth_k);
+                                           const AttentionOptions& options);
 
 }  // namespace intfa::quantize

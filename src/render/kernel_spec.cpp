@@ -1,6 +1,7 @@
 #include "render/kernel_spec.hpp"
 
 #include <tuple>
+#include <utility>
 
 #include "intfa/errors.hpp"
 
@@ -10,7 +11,7 @@ namespace {
 auto as_tuple(const KernelSpec& s) {
   return std::tie(s.family, s.arch, s.head_dim, s.block_m, s.block_n, s.warps, s.stages, s.qk_bits,
                   s.variant, s.input_type, s.output_type, s.causal, s.p_encoding, s.p_scale,
-                  s.v_granularity, s.smooth_k, s.varlen);
+                  s.v_granularity, s.smooth_k, s.varlen, s.q_dot_k_mean, s.rotate);
 }
 
 template <typename Enum, std::size_t N>
@@ -86,6 +87,8 @@ std::string KernelSpec::to_string() const {
     case KernelFamily::kQuantizeRows:
       text += " " + element_type_name(input_type) + "->" + (qk_bits == 4 ? "i4" : "i8");
       if (smooth_k) text += " smooth_k";
+      if (q_dot_k_mean) text += " q_dot_k_mean";
+      if (rotate) text += " rotate";
       break;
     case KernelFamily::kChannelMean:
       text += " " + element_type_name(input_type);
@@ -129,6 +132,8 @@ json::Value KernelSpec::to_json() const {
   object.set("v_granularity", v_granularity_name(v_granularity));
   object.set("smooth_k", smooth_k);
   object.set("varlen", varlen);
+  object.set("q_dot_k_mean", q_dot_k_mean);
+  object.set("rotate", rotate);
   return object;
 }
 
@@ -165,6 +170,12 @@ KernelSpec KernelSpec::from_json(const json::Value& value) {
     // Absent in the files of builds before varlen existed: those specs are not varlen.
     const json::Value* varlen = value.find("varlen");
     spec.varlen = varlen != nullptr && varlen->as_bool();
+    // Absent before K smoothing's LSE term and the rotation existed (issue 25): neither.
+    for (auto [member, field] : {std::pair<const char*, bool*>{"q_dot_k_mean", &spec.q_dot_k_mean},
+                                 {"rotate", &spec.rotate}}) {
+      const json::Value* found = value.find(member);
+      *field = found != nullptr && found->as_bool();
+    }
     return spec;
   } catch (const json::TypeError& error) {
     throw InvalidArgument("spec", "(JSON)", error.what());
@@ -197,6 +208,8 @@ std::size_t KernelSpecHash::operator()(const KernelSpec& s) const noexcept {
   mix(static_cast<int>(s.v_granularity));
   mix(s.smooth_k);
   mix(s.varlen);
+  mix(s.q_dot_k_mean);
+  mix(s.rotate);
   return hash;
 }
 

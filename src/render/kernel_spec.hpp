@@ -43,6 +43,10 @@ struct KernelSpec {
   kernels::VScaleGranularity v_granularity = kernels::VScaleGranularity::kPerTensor;
   bool smooth_k = false;  // quantize kernels: subtract K's channel mean before quantizing
   bool varlen = false;    // attention: packed sequences with cu_seqlens (AttentionParams)
+  // quantize_rows of Q when K is smoothed: also write q . (K's channel mean) per row, the LSE term.
+  bool q_dot_k_mean = false;
+  // quantize_rows: rotate rows (incoherent processing, quantize/rotation.h) before quantizing.
+  bool rotate = false;
 
   friend bool operator==(const KernelSpec& a, const KernelSpec& b);
   friend bool operator!=(const KernelSpec& a, const KernelSpec& b) { return !(a == b); }

@@ -52,8 +52,9 @@ struct Instantiation {
 Instantiation quantize_rows(const KernelSpec& spec) {
   return {"quantize/quantize_rows.cuh",
           "intfa::kernels::quantize_rows<" + std::to_string(spec.head_dim) + ", " +
-              element_type_argument(spec.input_type) + ", " + std::to_string(spec.qk_bits) +
-              ", " + bool_argument(spec.smooth_k) + ">",
+              element_type_argument(spec.input_type) + ", " + std::to_string(spec.qk_bits) + ", " +
+              bool_argument(spec.smooth_k) + ", " + bool_argument(spec.q_dot_k_mean) + ", " +
+              bool_argument(spec.rotate) + ">",
           "intfa::kernels::QuantizeRowsParams"};
 }
 

@@ -25,6 +25,10 @@ struct AttentionParams {
   const float* v_scale;
   void* out;   // 16-bit float [batch][heads_q][seq_q][head_dim]
   float* lse;  // natural-log log-sum-exp [batch][heads_q][seq_q], or null
+  // K smoothing's LSE term: q . (K's channel mean) per query row, in the layout of q_scale
+  // (quantize_rows with DotKMean writes it), added as scale_log2 * value to the log2 LSE so that
+  // it is the LSE of the original scores; null when K was not smoothed (README.md).
+  const float* q_dot_k_mean;
   Strides q_strides, k_strides, v_strides, out_strides;
   int batch, heads_q, heads_kv, seq_q, seq_kv;
   int v_padded_seq;  // seq_kv rounded up to a multiple of 64 (full INT8)

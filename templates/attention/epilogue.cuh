@@ -25,14 +25,19 @@ __device__ __forceinline__ float output_row_scale(float sum, float tensor_v_scal
 }
 
 // The row's log-sum-exp, when asked, from its sum relative to `log2_reference` (the frame, or the
-// running maximum for half INT8, whose P is not scaled by R).
+// running maximum for half INT8, whose P is not scaled by R). With K smoothed, the scores the
+// kernel saw are the original ones less softmax_scale * q . mean: adding that term back makes it
+// the LSE of the original scores (README.md, "K smoothing").
 template <class Config>
 __device__ __forceinline__ void store_lse(const AttentionParams& params,
                                           const SequenceExtent& extent, int row, float sum,
                                           float log2_reference, LaneCoordinates coordinates) {
   if (params.lse != nullptr && coordinates.thread_in_group == 0) {
     const float p_range = Config::kFullInt8 ? Config::kPRange : 1.0f;
-    const float log2_sum = log2_reference + log2_approx(sum / p_range);
+    float log2_sum = log2_reference + log2_approx(sum / p_range);
+    if (params.q_dot_k_mean != nullptr) {
+      log2_sum += params.scale_log2 * params.q_dot_k_mean[extent.q_scale0 + row];
+    }
     params.lse[extent.q_scale0 + row] = sum > 0.0f ? log2_sum * kLn2 : negative_infinity();
   }
 }

@@ -13,16 +13,37 @@ struct QuantizeRowsParams {
   const void* input;
   void* output;
   float* scales;
-  // Per-(batch, head) channel means subtracted before quantizing (K smoothing), [b][h][d]; or null.
+  // K smoothing's channel means, [batch][channel_mean_heads][head_dim]: subtracted from K's rows
+  // before quantizing (SmoothK), or dotted with Q's original rows (DotKMean); else unused.
   const float* channel_mean;
+  // DotKMean: q . mean of its KV head per row, [batch][heads][seq] (the scales' layout), which
+  // the attention kernel adds back to the LSE (README.md, "K smoothing").
+  float* q_dot_k_mean;
   i64 input_batch_stride, input_head_stride, input_row_stride;     // elements
   i64 output_batch_stride, output_head_stride, output_row_stride;  // bytes
   int batch, heads, seq;
+  // Heads of channel_mean: `heads` for K; heads_kv for Q (head h reads h / (heads / heads_kv)).
+  int channel_mean_heads;
 };
 
+// K smoothing's mean is taken over a sample of the keys, not all of them: softmax ignores any
+// vector subtracted from every key of a (batch, head) (it shifts each query's scores by one
+// constant), so the mean only has to be close enough to narrow K's range, and a sample costs one
+// short pass whatever the length. kChannelMeanSamples keys, evenly spread (all of them when the
+// sequence is shorter): sample i is row channel_mean_sample_row(i, count, seq).
+constexpr int kChannelMeanSamples = 256;
+
+INTFA_HOST_DEVICE constexpr int channel_mean_sample_count(int seq) {
+  return seq < kChannelMeanSamples ? seq : kChannelMeanSamples;
+}
+
+INTFA_HOST_DEVICE constexpr int channel_mean_sample_row(int sample, int count, int seq) {
+  return static_cast<int>(static_cast<i64>(sample) * seq / count);
+}
+
 // K [batch, heads, seq, head_dim] (element strides, unit stride on head_dim) -> mean[b][h][d] in
-// FP32 over the sequence (K smoothing: subtracting it from every key shifts each query's scores by
-// one constant, which softmax ignores, and narrows the range INT8 must cover).
+// FP32 over the sampled rows above (K smoothing: subtracting it from every key narrows the range
+// INT8 must cover, and changes no attention output).
 struct ChannelMeanParams {
   const void* input;
   float* mean;

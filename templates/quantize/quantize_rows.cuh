@@ -1,28 +1,75 @@
 // Per-token quantization of Q or K: one scale per row of head_dim values (Algorithm 1's S_Q, S_K).
 // Each thread owns 8 consecutive elements (one 16-byte load); the HeadDim / 8 threads of a row
 // reduce max|x| with shuffles, so the kernel reads each input byte once and writes each output
-// byte once.
+// byte once. Before the row is quantized, K may be smoothed (SmoothK: minus its channel means),
+// and Q and K may be rotated (Rotate: rotation.h, with shuffles between the row's lanes); Q of a
+// smoothed K writes q . mean per row (DotKMean), the term the attention kernel adds back to the
+// LSE. The order is the CPU model's (tests/reference/quantized_model.cpp): subtract, rotate,
+// quantize; the dot product takes the original row.
 #pragma once
 
 #include "common/numeric.cuh"
 #include "quantize/quantize_params.h"
+#include "quantize/rotation.h"
 
 namespace intfa {
 namespace kernels {
 
-template <int HeadDim, ElementType InputType, int Bits, bool SmoothK>
+template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, bool Rotate>
 struct QuantizeRowsConfig {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(Bits == 8 || Bits == 4, "8 or 4 bits");
+  static_assert(!(SmoothK && DotKMean), "K is smoothed, Q dotted with K's mean: not both");
   static constexpr int kThreadsPerRow = HeadDim / 8;
   static constexpr int kThreads = 128;
   static constexpr int kRowsPerBlock = kThreads / kThreadsPerRow;
   static constexpr float kRange = Bits == 8 ? 127.0f : 7.0f;
 };
 
-template <int HeadDim, ElementType InputType, int Bits, bool SmoothK>
+// The rotation of rotation.h on one row held by Config::kThreadsPerRow consecutive lanes, 8
+// consecutive channels each: the signs, butterflies of strides 1, 2, 4 inside the thread, then one
+// shuffle per value for each larger stride (lane bit), then the normaliser. Every lane of the warp
+// takes part (rows past the end with zeros).
+template <class Config>
+__device__ __forceinline__ void rotate_row(float (&values)[8], int lane_in_row) {
+  constexpr int kHeadDim = Config::kThreadsPerRow * 8;
+  const int channel = lane_in_row * 8;
+  const u32 signs = rotation_sign_bits(channel / 32) >> (channel % 32);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    values[i] =
+        __int_as_float(__float_as_int(values[i]) ^ static_cast<int>(((signs >> i) & 1u) << 31));
+  }
+#pragma unroll
+  for (int stride = 1; stride < 8; stride *= 2) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      if ((i & stride) != 0) continue;
+      const float low = values[i];
+      const float high = values[i + stride];
+      values[i] = low + high;
+      values[i + stride] = low - high;
+    }
+  }
+#pragma unroll
+  for (int lane_stride = 1; lane_stride < Config::kThreadsPerRow; lane_stride *= 2) {
+    // The lane with the bit clear holds the lower channel: (low, high) -> (low + high, low - high),
+    // as one FFMA each, +-1 * own + partner (the product is exact: one rounding, as the FADD).
+    const float own_sign = (lane_in_row & lane_stride) != 0 ? -1.0f : 1.0f;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const float partner = __shfl_xor_sync(0xFFFFFFFFu, values[i], lane_stride);
+      values[i] = fmaf(own_sign, values[i], partner);
+    }
+  }
+  constexpr float kNormaliser = rotation_normaliser(kHeadDim);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) values[i] *= kNormaliser;
+}
+
+template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, bool Rotate>
 __global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams params) {
-  using Config = QuantizeRowsConfig<HeadDim, InputType, Bits, SmoothK>;
+  using Config = QuantizeRowsConfig<HeadDim, InputType, Bits, SmoothK, DotKMean, Rotate>;
   const int lane_in_row = threadIdx.x % Config::kThreadsPerRow;
   const i64 row = static_cast<i64>(blockIdx.x) * Config::kRowsPerBlock +
                   threadIdx.x / Config::kThreadsPerRow;
@@ -35,6 +82,7 @@ __global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams pa
   const int channel = lane_in_row * 8;
 
   float values[8];
+  float dot_k_mean = 0.0f;  // DotKMean: this lane's part of q . mean
   if (active) {
     const u16* input = static_cast<const u16*>(params.input) + b * params.input_batch_stride +
                        h * params.input_head_stride + n * params.input_row_stride + channel;
@@ -45,16 +93,29 @@ __global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams pa
       values[2 * i] = element_to_float<InputType>(static_cast<u16>(words[i] & 0xFFFF));
       values[2 * i + 1] = element_to_float<InputType>(static_cast<u16>(words[i] >> 16));
     }
-    if (SmoothK) {
-      const float* mean =
-          params.channel_mean + (static_cast<i64>(b) * params.heads + h) * HeadDim + channel;
+    if (SmoothK || DotKMean) {
+      // GQA: query head h reads the mean of KV head h / (heads / heads_kv); K reads its own.
+      const int mean_head = h / (params.heads / params.channel_mean_heads);
+      const float* mean = params.channel_mean +
+                          (static_cast<i64>(b) * params.channel_mean_heads + mean_head) * HeadDim +
+                          channel;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) values[i] -= mean[i];
+      for (int i = 0; i < 8; ++i) {
+        if (SmoothK) values[i] -= mean[i];
+        if (DotKMean) dot_k_mean = fmaf(values[i], mean[i], dot_k_mean);
+      }
     }
   } else {
 #pragma unroll
     for (int i = 0; i < 8; ++i) values[i] = 0.0f;
   }
+  if (DotKMean) {
+#pragma unroll
+    for (int offset = Config::kThreadsPerRow / 2; offset > 0; offset /= 2) {
+      dot_k_mean += __shfl_xor_sync(0xFFFFFFFFu, dot_k_mean, offset);
+    }
+  }
+  if (Rotate) rotate_row<Config>(values, lane_in_row);
 
   float amax = 0.0f;
 #pragma unroll
@@ -94,7 +155,9 @@ __global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams pa
     *reinterpret_cast<u32*>(output + channel / 2) = packed;
   }
   if (lane_in_row == 0) {
-    params.scales[(static_cast<i64>(b) * params.heads + h) * params.seq + n] = scale;
+    const i64 row_index = (static_cast<i64>(b) * params.heads + h) * params.seq + n;
+    params.scales[row_index] = scale;
+    if (DotKMean) params.q_dot_k_mean[row_index] = dot_k_mean;
   }
 }
 

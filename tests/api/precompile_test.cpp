@@ -40,14 +40,23 @@ PrecompileRequest one_call(const char* arch) {
 TEST_F(PrecompileApi, CompilesTheQuantizeAndAttentionKernelsOfACallOnceForANamedArch) {
   const PrecompileReport first = precompile(one_call("sm_120"));
   EXPECT_EQ(first.arch, "sm_120");
-  // Q's and K's rows (one spec), V's scale and quantize passes, the portable attention kernel.
-  EXPECT_EQ(first.kernels, 4u);
-  EXPECT_EQ(first.compiled_now, 4u);
+  // K smoothing's mean pass, K's smoothed rows, Q's rows with the LSE term (the defaults), V's
+  // scale and quantize passes, the portable attention kernel.
+  EXPECT_EQ(first.kernels, 6u);
+  EXPECT_EQ(first.compiled_now, 6u);
   launch::KernelRuntime::instance().reset_for_testing();  // the second call reads the disk cache
   const PrecompileReport again = precompile(one_call("sm_120"));
   EXPECT_EQ(again.specs, first.specs);
   EXPECT_EQ(again.compiled_now, 0u);
-  EXPECT_EQ(again.already_present, 4u);
+  EXPECT_EQ(again.already_present, 6u);
+  // Without smoothing, rotated: one rows kernel for Q and K, the only one not compiled yet.
+  PrecompileRequest rotated = one_call("sm_120");
+  rotated.numerics.smooth_k = false;
+  rotated.numerics.rotate_qk = true;
+  const PrecompileReport plain = precompile(rotated);
+  EXPECT_EQ(plain.kernels, 4u);
+  EXPECT_EQ(plain.compiled_now, 1u);
+  EXPECT_EQ(plain.specs.front(), "quantize_rows sm_120 d64 f16->i8 rotate");
 }
 
 TEST_F(PrecompileApi, BadRequestsAreInvalidArgumentsNamingTheField) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "intfa/attention.hpp"
@@ -64,13 +65,13 @@ std::string refused_field(const AttentionProblem& problem, const AttentionInputs
 TEST(Attention16bit, TheWorkspaceIsSizedFromTheProblemAndGrowsWithWhatItHolds) {
   const AttentionProblem full = small_problem(Variant::kFullInt8);
   const AttentionProblem half = small_problem(Variant::kHalfInt8);
-  // Full INT8 holds quantized V too; smoothing adds K's channel means.
+  // Full INT8 holds quantized V too.
   EXPECT_GT(attention_workspace_bytes(full), attention_workspace_bytes(half));
-  EXPECT_GT(attention_workspace_bytes(full, {}, true), attention_workspace_bytes(full));
-  // At least INT8 Q and K and their scales.
+  // At least INT8 Q and K and their scales, K smoothing's means and Q's LSE terms.
   const std::size_t minimum =
       static_cast<std::size_t>(full.batch) *
-      (full.heads_q * full.seq_q + full.heads_kv * full.seq_kv) * (full.head_dim + 4);
+      (full.heads_q * full.seq_q * (full.head_dim + 8) +
+       full.heads_kv * (full.seq_kv * (full.head_dim + 4) + full.head_dim * 4));
   EXPECT_GE(attention_workspace_bytes(half), minimum);
   EXPECT_EQ(attention_workspace_bytes(full) % 256, 0u);
   AttentionProblem bad = full;
@@ -149,12 +150,14 @@ device::DeviceBuffer random_f16(const TensorShape& shape, std::uint64_t seed) {
 
 // On a GPU: the one call writes, bit for bit, what quantize_qk, quantize_v and attention_forward
 // write into buffers of their own (so the workspace holds each tensor whole and apart), for both
-// variants, with and without K smoothing, and with the LSE.
+// variants, with and without K smoothing (K, then Q with the LSE term) and the rotation, and with
+// the LSE.
 TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
   INTFA_REQUIRE_GPU();
   const std::uint64_t seed = reference::fresh_seed();
   for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
-    for (bool smooth_k : {false, true}) {
+    for (const auto& [smooth_k, rotate] : {std::pair{false, false}, std::pair{true, false},
+                                           std::pair{false, true}, std::pair{true, true}}) {
       const AttentionProblem p = small_problem(variant);
       const TensorShape q_shape{p.batch, p.heads_q, p.seq_q, p.head_dim};
       const TensorShape kv_shape{p.batch, p.heads_kv, p.seq_kv, p.head_dim};
@@ -168,7 +171,7 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
       device::Stream stream;
 
       // The one call, into poisoned outputs.
-      device::DeviceBuffer workspace(attention_workspace_bytes(p, {}, smooth_k));
+      device::DeviceBuffer workspace(attention_workspace_bytes(p));
       workspace.fill_bytes(0xFF);
       device::DeviceBuffer out(out_count * 2), lse(rows_q * 4);
       out.fill_bytes(0xFF);
@@ -179,12 +182,14 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
       inputs.v = TensorView::dense(v.get(), DType::kF16, Layout::kBHND, kv_shape);
       inputs.out = TensorView::dense(out.get(), DType::kF16, Layout::kBHND, q_shape);
       inputs.lse = lse.as<float>();
-      attention_forward_16bit(p, inputs, workspace.get(), workspace.bytes(), stream.get(), {},
-                              smooth_k);
+      AttentionOptions options;
+      options.smooth_k = smooth_k;
+      options.rotate_qk = rotate;
+      attention_forward_16bit(p, inputs, workspace.get(), workspace.bytes(), stream.get(), options);
 
       // The steps, each into its own buffer.
       device::DeviceBuffer q8(rows_q * p.head_dim), k8(rows_k * p.head_dim);
-      device::DeviceBuffer q_scale(rows_q * 4), k_scale(rows_k * 4);
+      device::DeviceBuffer q_scale(rows_q * 4), k_scale(rows_k * 4), q_dot_k_mean(rows_q * 4);
       device::DeviceBuffer k_mean(static_cast<std::size_t>(p.batch) * p.heads_kv * p.head_dim * 4);
       device::DeviceBuffer v8(v_int8_bytes(p.batch, p.heads_kv, p.seq_kv, p.head_dim));
       device::DeviceBuffer v_scale(v_scale_count(VScaleGranularity::kPerChannel, p.batch,
@@ -195,10 +200,19 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
       AttentionTensors tensors;
       tensors.q = TensorView::dense(q8.get(), DType::kI8, Layout::kBHND, q_shape);
       tensors.k = TensorView::dense(k8.get(), DType::kI8, Layout::kBHND, kv_shape);
-      quantize_qk(q_shape, inputs.q, tensors.q, q_scale.as<float>(), stream.get());
       QuantizeOptions k_options;
+      k_options.rotate = rotate;
       if (smooth_k) k_options.smooth_k_channel_mean = k_mean.as<float>();
       quantize_qk(kv_shape, inputs.k, tensors.k, k_scale.as<float>(), stream.get(), k_options);
+      QuantizeOptions q_options;
+      q_options.rotate = rotate;
+      if (smooth_k) {
+        q_options.k_channel_mean = k_mean.as<float>();
+        q_options.k_channel_mean_heads = p.heads_kv;
+        q_options.q_dot_k_mean = q_dot_k_mean.as<float>();
+        tensors.q_dot_k_mean = q_dot_k_mean.as<float>();
+      }
+      quantize_qk(q_shape, inputs.q, tensors.q, q_scale.as<float>(), stream.get(), q_options);
       tensors.v = inputs.v;
       if (variant == Variant::kFullInt8) {
         quantize_v(kv_shape, inputs.v, v8.get(), v_scale.as<float>(),
@@ -217,7 +231,7 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
       const auto want = expected_out.download_as<std::uint16_t>(out_count);
       EXPECT_EQ(std::memcmp(got.data(), want.data(), out_count * 2), 0)
           << (variant == Variant::kFullInt8 ? "full" : "half") << " smooth_k=" << smooth_k
-          << " seed=" << seed;
+          << " rotate=" << rotate << " seed=" << seed;
       const auto got_lse = lse.download_as<float>(rows_q);
       const auto want_lse = expected_lse.download_as<float>(rows_q);
       EXPECT_EQ(std::memcmp(got_lse.data(), want_lse.data(), rows_q * 4), 0);

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention/attention_spec.hpp"
@@ -50,6 +51,7 @@ void expect_correct(CheckCase check, double f64_bound) {
   EXPECT_EQ(result.v_mismatches, 0u) << where;
   EXPECT_EQ(result.scale_mismatches, 0u) << where;
   EXPECT_EQ(result.mean_mismatches, 0u) << where;
+  EXPECT_EQ(result.lse_term_mismatches, 0u) << where;
   if (check.with_lse) {
     EXPECT_EQ(result.lse_infinity_mismatches, 0u) << where;
     EXPECT_LE(result.lse_max_abs_error, kLseAbsoluteError) << where;
@@ -96,24 +98,53 @@ TEST(AttentionGpuOptions, StridedBnhdLayoutsAndBf16) {
 TEST(AttentionGpuOptions, UniformInputsAndExplicitSoftmaxScale) {
   INTFA_REQUIRE_GPU();
   CheckCase check = make_case({1, 2, 2, 256, 256, 64, false}, Variant::kFullInt8);
-  check.distribution = reference::Distribution::kUniformHalf;
+  check.inputs = reference::InputFamily::kUniform;
   check.options.softmax_scale = 0.3;
   expect_correct(check, 0.02);
 }
 
-// K smoothing changes the quantized K (and the LSE, consistently in the model) but not what the
-// attention computes, so the float64 bound is the plain one.
-TEST(AttentionGpuOptions, KSmoothingMatchesTheModel) {
+// K smoothing (K's sampled means, Q's LSE term) and the rotation change the quantized Q and K but
+// neither what the attention computes nor the LSE (that of the original scores), so the float64
+// bounds are the plain ones; each combination with GQA, causal tails and every head dim.
+TEST(AttentionGpuOptions, KSmoothingAndRotationMatchTheModel) {
   INTFA_REQUIRE_GPU();
   for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
-    CheckCase check = make_case({2, 4, 2, 333, 517, 128, true}, variant);
-    check.smooth_k = true;
-    expect_correct(check, variant == Variant::kFullInt8 ? 0.05 : 0.03);
+    for (int head_dim : {64, 128, 256}) {
+      for (const auto& [smooth_k, rotate] : {std::pair{false, false}, std::pair{true, false},
+                                             std::pair{false, true}, std::pair{true, true}}) {
+        CheckCase check = make_case({2, 4, 2, 333, 517, head_dim, true}, variant);
+        check.inputs = reference::InputFamily::kOffsetsAndOutliers;
+        check.options.smooth_k = smooth_k;
+        check.options.rotate_qk = rotate;
+        expect_correct(check, 0.2);
+      }
+    }
   }
   CheckCase int4 = make_case({1, 2, 1, 100, 200, 64, false}, Variant::kFullInt8);
-  int4.smooth_k = true;
+  int4.options.smooth_k = true;
+  int4.options.rotate_qk = true;
   int4.problem.qk_bits = 4;
   expect_correct(int4, 0.5);
+}
+
+// The LSE of a smoothed K is that of the original scores: against float64 of the original inputs
+// it is off by the quantization error only, not by softmax_scale * q . mean (which is tens of
+// nats on keys with 4-sigma channel offsets).
+TEST(AttentionGpuOptions, TheLseOfASmoothedKIsThatOfTheOriginalScores) {
+  INTFA_REQUIRE_GPU();
+  for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+    for (bool rotate : {false, true}) {
+      CheckCase check = make_case({1, 4, 2, 300, 600, 128, false}, variant);
+      check.inputs = reference::InputFamily::kKeyOffsets;
+      check.options.rotate_qk = rotate;
+      ASSERT_TRUE(check.options.smooth_k) << "K smoothing is the default";
+      use_heuristic_config(check);
+      const CheckResult result = reference::run_check(check);
+      std::printf("  %s\n    %s\n", check.to_string().c_str(), result.to_string().c_str());
+      EXPECT_LE(result.lse_vs_f64_max_abs_error, 0.05) << check.to_string();
+      EXPECT_LE(result.lse_max_abs_error, kLseAbsoluteError) << check.to_string();
+    }
+  }
 }
 
 // INT4 Q.K (m16n8k64): Hopper emulates it, so this is a correctness check there, not a speed one.

@@ -378,6 +378,15 @@ static_assert(noexcept(intfa_quantize_v_varlen(nullptr, nullptr, 0, nullptr, nul
 static_assert(noexcept(intfa_quantize_v(nullptr, nullptr, nullptr, nullptr, INTFA_V_PER_TENSOR,
                                         nullptr)));
 static_assert(noexcept(intfa_default_options(nullptr)));
+static_assert(noexcept(intfa_default_qk_transforms(nullptr)));
+static_assert(noexcept(intfa_default_quantize_options(nullptr)));
+static_assert(noexcept(intfa_quantize_qk_with_options(nullptr, nullptr, nullptr, nullptr, nullptr,
+                                                      nullptr)));
+static_assert(noexcept(intfa_attention_forward_smoothed_k(nullptr, nullptr, nullptr, nullptr,
+                                                          nullptr, nullptr)));
+static_assert(noexcept(intfa_attention_workspace_bytes(nullptr, nullptr, nullptr)));
+static_assert(noexcept(intfa_attention_forward_16bit(nullptr, nullptr, nullptr, nullptr, 0, nullptr,
+                                                     nullptr, nullptr)));
 static_assert(noexcept(intfa_last_error()));
 
 struct CCall {
@@ -560,6 +569,79 @@ TEST(CApiValidation, QuantizeRefusesBadInputNamingTheField) {
   expect_refused(
       intfa_test_quantize_v_with_granularity(&shape, &input, fake_pointer(), scales, 3),
       "granularity", "v: granularity 3");
+
+  // K smoothing's LSE term and the rotation (intfa_quantize_qk_with_options).
+  intfa_quantize_options_t options;
+  intfa_default_quantize_options(&options);
+  EXPECT_EQ(options.bits, 8);
+  EXPECT_EQ(options.rotate, 0);
+  EXPECT_EQ(options.smooth_k_channel_mean, nullptr);
+  expect_refused(intfa_quantize_qk_with_options(&shape, &input, &output, scales, nullptr, nullptr),
+                 "options", "qk with options: null options");
+  intfa_quantize_options_t half_term = options;
+  half_term.k_channel_mean = static_cast<const float*>(fake_pointer());
+  expect_refused(
+      intfa_quantize_qk_with_options(&shape, &input, &output, scales, &half_term, nullptr),
+      "options.q_dot_k_mean", "qk with options: means without the term's output");
+  intfa_quantize_options_t both = half_term;
+  both.q_dot_k_mean = static_cast<float*>(fake_pointer());
+  both.smooth_k_channel_mean = static_cast<float*>(fake_pointer());
+  expect_refused(intfa_quantize_qk_with_options(&shape, &input, &output, scales, &both, nullptr),
+                 "options.smooth_k_channel_mean", "qk with options: smoothing and the term");
+  intfa_quantize_options_t bad_heads = half_term;
+  bad_heads.q_dot_k_mean = static_cast<float*>(fake_pointer());
+  bad_heads.k_channel_mean_heads = 3;  // does not divide 2
+  expect_refused(
+      intfa_quantize_qk_with_options(&shape, &input, &output, scales, &bad_heads, nullptr),
+      "options.k_channel_mean_heads", "qk with options: 3 KV heads for 2 heads");
+  intfa_quantize_options_t misaligned = bad_heads;
+  misaligned.k_channel_mean_heads = 1;
+  misaligned.q_dot_k_mean = static_cast<float*>(fake_pointer(2));
+  expect_refused(
+      intfa_quantize_qk_with_options(&shape, &input, &output, scales, &misaligned, nullptr),
+      "options.q_dot_k_mean", "qk with options: misaligned terms");
+}
+
+TEST(CApiValidation, TheSixteenBitEntryPointsDefaultToKSmoothingAndNameBadFields) {
+  intfa_qk_transforms_t transforms{-1, -1};
+  intfa_default_qk_transforms(&transforms);
+  EXPECT_EQ(transforms.smooth_k, AttentionOptions{}.smooth_k ? 1 : 0);
+  EXPECT_EQ(transforms.rotate, AttentionOptions{}.rotate_qk ? 1 : 0);
+  EXPECT_EQ(transforms.smooth_k, 1) << "K smoothing is on by default";
+
+  const intfa_problem_t problem{1, 2, 2, 10, 10, 64, 0, INTFA_FULL_INT8, 8};
+  std::size_t bytes = 0;
+  EXPECT_EQ(intfa_attention_workspace_bytes(&problem, nullptr, &bytes), INTFA_OK)
+      << intfa_last_error();
+  AttentionProblem cpp_problem;
+  cpp_problem.batch = 1;
+  cpp_problem.heads_q = cpp_problem.heads_kv = 2;
+  cpp_problem.seq_q = cpp_problem.seq_kv = 10;
+  cpp_problem.head_dim = 64;
+  EXPECT_EQ(bytes, attention_workspace_bytes(cpp_problem));
+  expect_refused(intfa_attention_workspace_bytes(nullptr, nullptr, &bytes), "problem",
+                 "workspace: null problem");
+  expect_refused(intfa_attention_workspace_bytes(&problem, nullptr, nullptr), "bytes",
+                 "workspace: null result");
+
+  const ExpectNothingLaunched nothing_launched;
+  const TensorShape shape{1, 2, 10, 64};
+  intfa_attention_inputs_t inputs{};
+  inputs.q = inputs.k = inputs.v = inputs.out =
+      to_c(TensorView::dense(fake_pointer(), DType::kF16, Layout::kBHND, shape));
+  expect_refused(intfa_attention_forward_16bit(&problem, nullptr, nullptr, fake_pointer(), bytes,
+                                               nullptr, nullptr, nullptr),
+                 "inputs", "16-bit: null inputs");
+  expect_refused(intfa_attention_forward_16bit(&problem, &inputs, nullptr, nullptr, bytes, nullptr,
+                                               nullptr, &transforms),
+                 "workspace", "16-bit: null workspace");
+  expect_refused(intfa_attention_forward_16bit(&problem, &inputs, nullptr, fake_pointer(),
+                                               bytes - 1, nullptr, nullptr, &transforms),
+                 "workspace_bytes", "16-bit: a byte short");
+  intfa_attention_tensors_t tensors{};
+  expect_refused(
+      intfa_attention_forward_smoothed_k(&problem, &tensors, nullptr, nullptr, nullptr, nullptr),
+      "q_dot_k_mean", "smoothed K: null terms");
 }
 
 // The V layout helpers refuse what no problem can have (their C forms once returned

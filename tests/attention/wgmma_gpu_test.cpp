@@ -74,6 +74,9 @@ CheckResult expect_correct(CheckCase check, double f64_bound) {
   EXPECT_EQ(result.overwritten_padding, 0u) << where;
   EXPECT_EQ(result.vs_model.non_finite, 0u) << where;
   EXPECT_LE(result.vs_model.relative_l2, kModelRelativeL2) << where;
+  EXPECT_EQ(result.q_mismatches + result.k_mismatches + result.v_mismatches, 0u) << where;
+  EXPECT_EQ(result.scale_mismatches, 0u) << where;
+  EXPECT_EQ(result.mean_mismatches + result.lse_term_mismatches, 0u) << where;
   if (check.with_lse) {
     EXPECT_EQ(result.lse_infinity_mismatches, 0u) << where;
     EXPECT_LE(result.lse_max_abs_error, kLseAbsoluteError) << where;
@@ -125,7 +128,8 @@ TEST(WgmmaHalfGpuOptions, EveryTileConfigOfTheTunerMatchesTheModel) {
   }
 }
 
-// BF16 inputs, V and output; BNHD strides; K smoothing; the LSE; a 1-row problem.
+// BF16 inputs, V and output; BNHD strides; K smoothing with the rotation on keys with offsets
+// and outlier channels; the LSE; a 1-row problem.
 TEST(WgmmaHalfGpuOptions, Bf16StridedLayoutsSmoothingAndTinyShapes) {
   INTFA_REQUIRE_SM90();
   CheckCase strided = make_half_case({2, 4, 2, 129, 300, 128, true});
@@ -133,9 +137,27 @@ TEST(WgmmaHalfGpuOptions, Bf16StridedLayoutsSmoothingAndTinyShapes) {
   strided.io_type = DType::kBF16;
   expect_correct(strided, 0.02);
   CheckCase smoothed = make_half_case({2, 4, 2, 333, 517, 64, false});
-  smoothed.smooth_k = true;
+  smoothed.inputs = reference::InputFamily::kOffsetsAndOutliers;
+  smoothed.options.rotate_qk = true;
   expect_correct(smoothed, 0.02);
   expect_correct(make_half_case({1, 2, 2, 1, 1, 128, false}), 0.02);
+}
+
+// Every input family of the accuracy tables, both variants, with the default K smoothing and
+// with the rotation: the kernel matches the model (which the CPU tests hold to the accuracy
+// targets of each family), quantized tensors and LSE terms exactly.
+TEST(WgmmaGpuOptions, EveryInputFamilyWithSmoothingAndRotationMatchesTheModel) {
+  INTFA_REQUIRE_SM90();
+  for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+    for (reference::InputFamily family : reference::all_input_families()) {
+      for (bool rotate : {false, true}) {
+        CheckCase check = testing::make_case({1, 4, 2, 700, 1100, 128, false}, variant);
+        check.inputs = family;
+        check.options.rotate_qk = rotate;
+        expect_correct(check, 0.06);
+      }
+    }
+  }
 }
 
 // Same seed, both kernels: half INT8 on the Hopper kernel is as accurate as on the portable one.
@@ -187,10 +209,14 @@ TEST(WgmmaGpuOptions, StridedBnhdLayoutsBf16AndKSmoothing) {
   strided.io_type = DType::kBF16;
   expect_correct(strided, 0.05);
   CheckCase smoothed = make_case({2, 4, 2, 333, 517, 64, false});
-  smoothed.smooth_k = true;
+  smoothed.inputs = reference::InputFamily::kOffsetsAndOutliers;
+  smoothed.options.rotate_qk = true;
   expect_correct(smoothed, 0.05);
+  CheckCase plain = make_case({2, 4, 2, 333, 517, 128, true});
+  plain.options.smooth_k = false;
+  expect_correct(plain, 0.05);
   CheckCase uniform = make_case({1, 2, 2, 256, 256, 64, false});
-  uniform.distribution = reference::Distribution::kUniformHalf;
+  uniform.inputs = reference::InputFamily::kUniform;
   uniform.options.softmax_scale = 0.3;
   expect_correct(uniform, 0.02);
 }

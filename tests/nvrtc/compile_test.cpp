@@ -50,11 +50,19 @@ TEST(Nvrtc, CompilesEveryQuantizeFamilyForEveryArchAndHeadDim) {
             << spec.to_string();
         EXPECT_EQ(cubin.log.find("warning"), std::string::npos) << spec.to_string() << cubin.log;
       }
+      // K smoothed and rotated (attention_forward_16bit's K with rotate_qk); Q with the LSE term.
       spec.family = render::KernelFamily::kQuantizeRows;
       spec.smooth_k = true;
+      spec.rotate = true;
       const Cubin smoothed = compile_spec(spec, templates);
       EXPECT_EQ(smoothed.log.find("warning"), std::string::npos)
           << spec.to_string() << smoothed.log;
+      spec.smooth_k = false;
+      spec.rotate = false;
+      spec.q_dot_k_mean = true;
+      const Cubin lse_term = compile_spec(spec, templates);
+      EXPECT_EQ(lse_term.log.find("warning"), std::string::npos)
+          << spec.to_string() << lse_term.log;
     }
   }
 }

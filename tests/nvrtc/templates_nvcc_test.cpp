@@ -53,6 +53,10 @@ TEST(TemplatesWithNvcc, RenderedUnitsOfEveryFamilyCompile) {
   rows.family = KernelFamily::kQuantizeRows;
   rows.head_dim = 128;
   specs.push_back(rows);
+  KernelSpec rotated_q = rows;  // the rotation's shuffles and Q's LSE term
+  rotated_q.rotate = true;
+  rotated_q.q_dot_k_mean = true;
+  specs.push_back(rotated_q);
   KernelSpec mean = rows;
   mean.family = KernelFamily::kChannelMean;
   specs.push_back(mean);

@@ -1,5 +1,6 @@
 // The JIT-compiled quantize kernels on a GPU against the CPU quantizers, exactly (skipped without
-// a GPU): integers equal, scales equal bit for bit.
+// a GPU): integers equal, scales equal bit for bit, with K smoothing and the rotation; K
+// smoothing's sampled means and Q's LSE terms to FP32 summation error.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,13 +26,15 @@ struct RowCase {
   DType input_type;
   Layout layout;
   bool smooth_k = false;
+  bool rotate = false;
 };
 
 // K smoothing: the channel means the kernel wrote, within FP32 summation error of a float64 mean
-// of the same values. Returns how many are off.
+// of the keys it samples. Returns how many are off.
 std::size_t mean_mismatches(const std::vector<float>& device_means, const std::vector<float>& dense,
                             int heads, int seq, int head_dim) {
-  const std::vector<double> means = reference::channel_means(dense.data(), heads, seq, head_dim);
+  const std::vector<double> means =
+      reference::sampled_channel_means(dense.data(), heads, seq, head_dim);
   std::size_t mismatches = 0;
   for (std::size_t i = 0; i < means.size(); ++i) {
     if (std::fabs(device_means[i] - means[i]) > 1e-5 * (1.0 + std::fabs(means[i]))) ++mismatches;
@@ -90,6 +93,7 @@ TEST_P(QuantizeRowsGpu, MatchesTheCpuQuantizerExactly) {
   means.fill_bytes(0xFF);
   QuantizeOptions options;
   options.bits = c.bits;
+  options.rotate = c.rotate;
   if (c.smooth_k) options.smooth_k_channel_mean = means.as<float>();
   quantize_qk(shape, TensorView::dense(input.get(), c.input_type, c.layout, shape),
               TensorView::dense(output.get(), c.bits == 8 ? DType::kI8 : DType::kI4x2,
@@ -105,9 +109,10 @@ TEST_P(QuantizeRowsGpu, MatchesTheCpuQuantizerExactly) {
     EXPECT_EQ(mean_mismatches(device_means, dense, static_cast<int>(heads), c.seq, c.head_dim),
               0u);
     model = reference::quantize_rows_smoothed(dense.data(), static_cast<int>(heads), c.seq,
-                                              c.head_dim, c.bits, device_means.data());
+                                              c.head_dim, c.bits, device_means.data(), c.rotate);
   } else {
-    model = reference::quantize_rows(dense.data(), static_cast<int>(rows), c.head_dim, c.bits);
+    model = reference::quantize_rows(dense.data(), static_cast<int>(rows), c.head_dim, c.bits,
+                                     nullptr, c.rotate);
   }
   std::size_t value_mismatches = 0, scale_mismatches = 0;
   for (std::size_t row = 0; row < rows; ++row) {
@@ -134,14 +139,74 @@ INSTANTIATE_TEST_SUITE_P(
                       RowCase{1, 1, 1, 64, 4, DType::kBF16, Layout::kBHND},
                       RowCase{2, 3, 1000, 128, 8, DType::kF16, Layout::kBHND, true},
                       RowCase{1, 2, 77, 64, 8, DType::kBF16, Layout::kBNHD, true},
-                      RowCase{1, 2, 1, 256, 4, DType::kF16, Layout::kBHND, true}),
+                      RowCase{1, 2, 1, 256, 4, DType::kF16, Layout::kBHND, true},
+                      // Longer than the mean's sample of 256 keys: the sample, not all keys.
+                      RowCase{1, 2, 3001, 128, 8, DType::kF16, Layout::kBHND, true},
+                      RowCase{2, 3, 1000, 128, 8, DType::kF16, Layout::kBHND, false, true},
+                      RowCase{1, 4, 17, 64, 8, DType::kBF16, Layout::kBNHD, false, true},
+                      RowCase{1, 2, 333, 256, 8, DType::kF16, Layout::kBNHD, true, true},
+                      RowCase{1, 2, 129, 128, 4, DType::kF16, Layout::kBHND, true, true}),
     [](const ::testing::TestParamInfo<RowCase>& param_info) {
       const RowCase& c = param_info.param;
       return "B" + std::to_string(c.batch) + "_H" + std::to_string(c.heads) + "_N" +
              std::to_string(c.seq) + "_D" + std::to_string(c.head_dim) + "_int" +
              std::to_string(c.bits) + "_" + dtype_name(c.input_type) +
-             (c.layout == Layout::kBHND ? "_BHND" : "_BNHD") + (c.smooth_k ? "_smooth_k" : "");
+             (c.layout == Layout::kBHND ? "_BHND" : "_BNHD") + (c.smooth_k ? "_smooth_k" : "") +
+             (c.rotate ? "_rotate" : "");
     });
+
+// Q of a smoothed K: the kernel writes q . (the mean of its KV head) per row from the original
+// 16-bit row (GQA: query head h reads KV head h / (heads_q / heads_kv)), rotated or not, and the
+// quantized Q is exactly the one without the term.
+TEST(QuantizeRowsGpuLseTerm, EachRowDotsTheMeanOfItsKeyValueHead) {
+  INTFA_REQUIRE_GPU();
+  const std::uint64_t seed = reference::fresh_seed();
+  std::printf("  seed %llu\n", static_cast<unsigned long long>(seed));
+  for (const int head_dim : {64, 128, 256}) {
+    for (const bool rotate : {false, true}) {
+      const int batch = 2, heads_q = 6, heads_kv = 2, seq = 77;
+      const TensorShape shape{batch, heads_q, seq, head_dim};
+      const std::size_t rows = static_cast<std::size_t>(batch) * heads_q * seq;
+      std::vector<float> q =
+          reference::random_values(rows * head_dim, reference::Distribution::kNormal, seed);
+      for (float& value : q) value = reference::round_to_16bit(value * 2.0f, false);
+      std::vector<float> means =
+          reference::random_values(static_cast<std::size_t>(batch) * heads_kv * head_dim,
+                                   reference::Distribution::kNormal, seed + 1);
+      for (float& mean : means) mean *= 4.0f;
+      DeviceBuffer input(q.size() * 2), output(rows * head_dim), scales(rows * 4), terms(rows * 4),
+          device_means(means.size() * 4);
+      input.upload(to_bits(q, false));
+      device_means.upload(means);
+      terms.fill_bytes(0xFF);
+      QuantizeOptions options;
+      options.rotate = rotate;
+      options.k_channel_mean = device_means.as<float>();
+      options.k_channel_mean_heads = heads_kv;
+      options.q_dot_k_mean = terms.as<float>();
+      quantize_qk(shape, TensorView::dense(input.get(), DType::kF16, Layout::kBHND, shape),
+                  TensorView::dense(output.get(), DType::kI8, Layout::kBHND, shape),
+                  scales.as<float>(), nullptr, options);
+      const auto device_terms = terms.download_as<float>(rows);
+      const std::vector<double> exact =
+          reference::q_dot_k_means(q.data(), batch, heads_q, heads_kv, seq, head_dim, means.data());
+      std::size_t term_mismatches = 0;
+      for (std::size_t row = 0; row < rows; ++row) {
+        // FP32 sums of head_dim products of magnitude ~2 * 4: relative 1e-5 of their sum.
+        if (std::fabs(device_terms[row] - exact[row]) > 1e-5 * 8.0 * head_dim) ++term_mismatches;
+      }
+      EXPECT_EQ(term_mismatches, 0u) << "d=" << head_dim << " rotate=" << rotate;
+      const reference::QuantizedRows model =
+          reference::quantize_rows(q.data(), static_cast<int>(rows), head_dim, 8, nullptr, rotate);
+      const auto bytes = output.download_as<std::int8_t>(rows * head_dim);
+      const auto device_scales = scales.download_as<float>(rows);
+      EXPECT_EQ(std::memcmp(bytes.data(), model.values.data(), bytes.size()), 0)
+          << "d=" << head_dim << " rotate=" << rotate;
+      EXPECT_EQ(std::memcmp(device_scales.data(), model.scales.data(), rows * 4), 0)
+          << "d=" << head_dim << " rotate=" << rotate;
+    }
+  }
+}
 
 class QuantizeVGpu : public ::testing::TestWithParam<VScaleGranularity> {};
 

@@ -50,22 +50,15 @@ std::vector<std::uint16_t> to_device_layout(const std::vector<float>& dense, con
   return bits;
 }
 
-std::vector<float> random_16bit_values(std::size_t count, Distribution distribution,
-                                       std::uint64_t seed, bool bf16) {
-  std::vector<float> values = random_values(count, distribution, seed);
-  for (float& value : values) value = round_to_16bit(value, bf16);
-  return values;
-}
-
 struct QuantizedOnDevice {
   DeviceBuffer values;
   DeviceBuffer scales;
   TensorView view;
 };
 
-QuantizedOnDevice quantize_on_device(const DeviceBuffer& input, const TensorShape& s,
-                                     Layout layout, DType io_type, int bits, CUstream stream,
-                                     float* smooth_k_channel_mean = nullptr) {
+QuantizedOnDevice quantize_on_device(const DeviceBuffer& input, const TensorShape& s, Layout layout,
+                                     DType io_type, int bits, CUstream stream,
+                                     QuantizeOptions options) {
   QuantizedOnDevice q;
   const std::size_t row_bytes = static_cast<std::size_t>(s.head_dim) * bits / 8;
   q.values = DeviceBuffer(static_cast<std::size_t>(s.batch) * s.heads * s.seq * row_bytes);
@@ -73,12 +66,20 @@ QuantizedOnDevice quantize_on_device(const DeviceBuffer& input, const TensorShap
   q.values.fill_bytes(0xA5);
   q.scales.fill_bytes(0xFF);
   q.view = TensorView::dense(q.values.get(), bits == 8 ? DType::kI8 : DType::kI4x2, layout, s);
-  QuantizeOptions options;
   options.bits = bits;
-  options.smooth_k_channel_mean = smooth_k_channel_mean;
   quantize_qk(s, TensorView::dense(input.get(), io_type, layout, s), q.view,
               q.scales.as<float>(), stream, options);
   return q;
+}
+
+// How many of `device` differ from `exact` by more than FP32 summation error.
+std::size_t sum_mismatches(const std::vector<float>& device, const std::vector<double>& exact,
+                           double magnitude) {
+  std::size_t mismatches = 0;
+  for (std::size_t i = 0; i < exact.size(); ++i) {
+    if (std::fabs(device[i] - exact[i]) > 1e-5 * (magnitude + std::fabs(exact[i]))) ++mismatches;
+  }
+  return mismatches;
 }
 
 // Counts elements of the device quantization that differ from the CPU quantizer.
@@ -140,14 +141,14 @@ VGranularity model_granularity(VScaleGranularity granularity) {
 std::string CheckCase::to_string() const {
   char text[512];
   std::snprintf(text, sizeof text,
-                "%s b%d hq%d hkv%d nq%d nkv%d d%d%s qk%d%s %s%s %s %s p=%s/%s v=%d seed=%llu",
-                problem.variant == intfa::Variant::kFullInt8 ? "full_int8" : "half_int8", problem.batch,
-                problem.heads_q, problem.heads_kv, problem.seq_q, problem.seq_kv,
+                "%s b%d hq%d hkv%d nq%d nkv%d d%d%s qk%d%s%s %s%s %s %s p=%s/%s v=%d seed=%llu",
+                problem.variant == intfa::Variant::kFullInt8 ? "full_int8" : "half_int8",
+                problem.batch, problem.heads_q, problem.heads_kv, problem.seq_q, problem.seq_kv,
                 problem.head_dim, problem.causal ? " causal" : "", problem.qk_bits,
-                smooth_k ? " smooth_k" : "", layout == Layout::kBHND ? "BHND" : "BNHD",
+                options.smooth_k ? " smooth_k" : "", options.rotate_qk ? " rotate" : "",
+                layout == Layout::kBHND ? "BHND" : "BNHD",
                 out_row_padding != 0 ? (" out+" + std::to_string(out_row_padding)).c_str() : "",
-                dtype_name(io_type).c_str(),
-                distribution == Distribution::kNormal ? "N(0,1)" : "U(-.5,.5)",
+                dtype_name(io_type).c_str(), family_name(inputs).c_str(),
                 options.p_encoding == intfa::PEncoding::kSigned127 ? "s8" : "u8",
                 options.p_scale == intfa::PScaleReference::kRunningMax ? "running" : "tile",
                 static_cast<int>(options.v_granularity), static_cast<unsigned long long>(seed));
@@ -158,12 +159,13 @@ std::string CheckResult::to_string() const {
   char text[512];
   std::snprintf(text, sizeof text,
                 "vs model: rel_l2=%.3g cos=%.8f | vs f64: rel_l2=%.4f%% cos=%.6f mre=%.4f%% | "
-                "lse err=%.3g (inf mismatches %zu) | unwritten=%zu padding overwritten=%zu | "
-                "mismatches q=%zu k=%zu v=%zu scales=%zu means=%zu",
+                "lse err=%.3g (inf mismatches %zu, vs f64 %.3g) | unwritten=%zu padding "
+                "overwritten=%zu | "
+                "mismatches q=%zu k=%zu v=%zu scales=%zu means=%zu lse terms=%zu",
                 vs_model.relative_l2, vs_model.cosine, vs_f64.relative_l2 * 100, vs_f64.cosine,
                 vs_f64.mean_relative_error * 100, lse_max_abs_error, lse_infinity_mismatches,
-                unwritten_outputs, overwritten_padding, q_mismatches, k_mismatches, v_mismatches,
-                scale_mismatches, mean_mismatches);
+                lse_vs_f64_max_abs_error, unwritten_outputs, overwritten_padding, q_mismatches,
+                k_mismatches, v_mismatches, scale_mismatches, mean_mismatches, lse_term_mismatches);
   return text;
 }
 
@@ -175,11 +177,19 @@ CheckResult run_check(const CheckCase& check) {
   const std::size_t q_count = static_cast<std::size_t>(p.batch) * p.heads_q * p.seq_q * p.head_dim;
   const std::size_t kv_count =
       static_cast<std::size_t>(p.batch) * p.heads_kv * p.seq_kv * p.head_dim;
-  const std::vector<float> q = random_16bit_values(q_count, check.distribution, check.seed, bf16);
-  const std::vector<float> k =
-      random_16bit_values(kv_count, check.distribution, check.seed + 1, bf16);
-  const std::vector<float> v =
-      random_16bit_values(kv_count, check.distribution, check.seed + 2, bf16);
+  Shape shape;
+  shape.batch = p.batch;
+  shape.heads_q = p.heads_q;
+  shape.heads_kv = p.heads_kv;
+  shape.seq_q = p.seq_q;
+  shape.seq_kv = p.seq_kv;
+  shape.head_dim = p.head_dim;
+  shape.causal = p.causal;
+  shape.softmax_scale = check.options.softmax_scale;
+  const AttentionInputValues inputs = make_inputs(check.inputs, shape, check.seed, bf16);
+  const std::vector<float>& q = inputs.q;
+  const std::vector<float>& k = inputs.k;
+  const std::vector<float>& v = inputs.v;
 
   device::Stream stream;
   DeviceBuffer q_input(q_count * 2), k_input(kv_count * 2), v_input(kv_count * 2);
@@ -187,13 +197,28 @@ CheckResult run_check(const CheckCase& check) {
   k_input.upload(to_device_layout(k, kv_shape, check.layout, bf16));
   v_input.upload(to_device_layout(v, kv_shape, check.layout, bf16));
 
-  const QuantizedOnDevice q_quantized =
-      quantize_on_device(q_input, q_shape, check.layout, check.io_type, p.qk_bits, stream.get());
+  // As attention_forward_16bit: K first (its channel means), then Q (the LSE term).
+  const bool smooth_k = check.options.smooth_k;
+  const bool rotate = check.options.rotate_qk;
   DeviceBuffer k_means(static_cast<std::size_t>(p.batch) * p.heads_kv * p.head_dim * sizeof(float));
+  DeviceBuffer q_dot_k_mean(static_cast<std::size_t>(p.batch) * p.heads_q * p.seq_q *
+                            sizeof(float));
   k_means.fill_bytes(0xFF);
-  const QuantizedOnDevice k_quantized =
-      quantize_on_device(k_input, kv_shape, check.layout, check.io_type, p.qk_bits, stream.get(),
-                         check.smooth_k ? k_means.as<float>() : nullptr);
+  q_dot_k_mean.fill_bytes(0xFF);
+  QuantizeOptions k_options;
+  k_options.rotate = rotate;
+  if (smooth_k) k_options.smooth_k_channel_mean = k_means.as<float>();
+  const QuantizedOnDevice k_quantized = quantize_on_device(
+      k_input, kv_shape, check.layout, check.io_type, p.qk_bits, stream.get(), k_options);
+  QuantizeOptions q_options;
+  q_options.rotate = rotate;
+  if (smooth_k) {
+    q_options.k_channel_mean = k_means.as<float>();
+    q_options.k_channel_mean_heads = p.heads_kv;
+    q_options.q_dot_k_mean = q_dot_k_mean.as<float>();
+  }
+  const QuantizedOnDevice q_quantized = quantize_on_device(
+      q_input, q_shape, check.layout, check.io_type, p.qk_bits, stream.get(), q_options);
 
   AttentionTensors tensors;
   tensors.q = q_quantized.view;
@@ -225,30 +250,44 @@ CheckResult run_check(const CheckCase& check) {
   tensors.out = TensorView::dense(out.get(), check.io_type, check.layout,
                                   TensorShape{p.batch, p.heads_q, p.seq_q, out_row_elements});
   tensors.lse = check.with_lse ? lse.as<float>() : nullptr;
+  if (smooth_k) tensors.q_dot_k_mean = q_dot_k_mean.as<float>();
   attention_forward(p, tensors, stream.get(), check.options);
   stream.synchronize();
 
   CheckResult result;
-  // The quantized tensors, exactly.
-  const QuantizedRows q_model = quantize_rows(q.data(), static_cast<int>(q_count / p.head_dim),
-                                              p.head_dim, p.qk_bits);
+  // The quantized tensors, exactly, from the kernels' own means (checked first).
+  const int kv_heads = p.batch * p.heads_kv;
+  std::vector<float> device_means, device_lse_terms;
   QuantizedRows k_model;
-  if (check.smooth_k) {
-    const int kv_heads = p.batch * p.heads_kv;
-    const auto device_means =
-        k_means.download_as<float>(static_cast<std::size_t>(kv_heads) * p.head_dim);
-    const std::vector<double> means = channel_means(k.data(), kv_heads, p.seq_kv, p.head_dim);
-    for (std::size_t i = 0; i < means.size(); ++i) {
-      if (std::fabs(device_means[i] - means[i]) > 1e-5 * (1.0 + std::fabs(means[i]))) {
-        ++result.mean_mismatches;
+  if (smooth_k) {
+    device_means = k_means.download_as<float>(static_cast<std::size_t>(kv_heads) * p.head_dim);
+    result.mean_mismatches = sum_mismatches(
+        device_means, sampled_channel_means(k.data(), kv_heads, p.seq_kv, p.head_dim), 1.0);
+    k_model = quantize_rows_smoothed(k.data(), kv_heads, p.seq_kv, p.head_dim, p.qk_bits,
+                                     device_means.data(), rotate);
+    device_lse_terms = q_dot_k_mean.download_as<float>(q_count / p.head_dim);
+    // FP32 sums of head_dim products: their error scales with the sum of their magnitudes.
+    std::vector<float> absolute_q(q.size()), absolute_means(device_means.size());
+    for (std::size_t i = 0; i < q.size(); ++i) absolute_q[i] = std::fabs(q[i]);
+    for (std::size_t i = 0; i < device_means.size(); ++i) {
+      absolute_means[i] = std::fabs(device_means[i]);
+    }
+    const std::vector<double> magnitudes =
+        q_dot_k_means(absolute_q.data(), p.batch, p.heads_q, p.heads_kv, p.seq_q, p.head_dim,
+                      absolute_means.data());
+    const std::vector<double> exact_terms = q_dot_k_means(q.data(), p.batch, p.heads_q, p.heads_kv,
+                                                          p.seq_q, p.head_dim, device_means.data());
+    for (std::size_t i = 0; i < exact_terms.size(); ++i) {
+      if (std::fabs(device_lse_terms[i] - exact_terms[i]) > 1e-5 * (1.0 + magnitudes[i])) {
+        ++result.lse_term_mismatches;
       }
     }
-    k_model = quantize_rows_smoothed(k.data(), kv_heads, p.seq_kv, p.head_dim, p.qk_bits,
-                                     device_means.data());
   } else {
     k_model = quantize_rows(k.data(), static_cast<int>(kv_count / p.head_dim), p.head_dim,
-                            p.qk_bits);
+                            p.qk_bits, nullptr, rotate);
   }
+  const QuantizedRows q_model = quantize_rows(q.data(), static_cast<int>(q_count / p.head_dim),
+                                              p.head_dim, p.qk_bits, nullptr, rotate);
   result.q_mismatches = count_row_mismatches(q_quantized, q_model, q_shape, check.layout,
                                              p.qk_bits, result.scale_mismatches);
   result.k_mismatches = count_row_mismatches(k_quantized, k_model, kv_shape, check.layout,
@@ -276,15 +315,6 @@ CheckResult run_check(const CheckCase& check) {
     }
   });
 
-  Shape shape;
-  shape.batch = p.batch;
-  shape.heads_q = p.heads_q;
-  shape.heads_kv = p.heads_kv;
-  shape.seq_q = p.seq_q;
-  shape.seq_kv = p.seq_kv;
-  shape.head_dim = p.head_dim;
-  shape.causal = p.causal;
-  shape.softmax_scale = check.options.softmax_scale;
   ModelOptions model_options;
   model_options.variant = p.variant == intfa::Variant::kFullInt8 ? reference::Variant::kFullInt8
                                                           : reference::Variant::kHalfInt8;
@@ -292,6 +322,7 @@ CheckResult run_check(const CheckCase& check) {
   model_options.p_scale = static_cast<reference::PScaleReference>(check.options.p_scale);
   model_options.block_n = check.options.config ? check.options.config->block_n : 0;
   model_options.v_is_bf16 = bf16;
+  if (smooth_k) model_options.q_dot_k_mean = device_lse_terms.data();
   if (model_options.block_n == 0) {
     throw std::runtime_error("run_check needs options.config: the model steps tile by tile");
   }
@@ -305,14 +336,22 @@ CheckResult run_check(const CheckCase& check) {
     model_rounded[i] = round_to_16bit(static_cast<float>(model_out[i]), bf16);
   }
   result.vs_model = compare(model_rounded.data(), output.data(), q_count);
+  std::vector<double> exact_lse;
   if (check.compare_to_f64) {
     std::vector<double> exact(q_count);
-    attention_f64(shape, q.data(), k.data(), v.data(), exact.data());
+    exact_lse.resize(q_count / p.head_dim);
+    attention_f64(shape, q.data(), k.data(), v.data(), exact.data(), exact_lse.data());
     result.vs_f64 = compare(exact.data(), output.data(), q_count);
     result.model_vs_f64 = compare(exact.data(), model_out.data(), q_count);
   }
   if (check.with_lse) {
     const auto lse_values = lse.download_as<float>(model_lse.size());
+    for (std::size_t i = 0; i < exact_lse.size(); ++i) {
+      if (std::isfinite(exact_lse[i]) && std::isfinite(lse_values[i])) {
+        result.lse_vs_f64_max_abs_error =
+            std::max(result.lse_vs_f64_max_abs_error, std::fabs(lse_values[i] - exact_lse[i]));
+      }
+    }
     for (std::size_t i = 0; i < model_lse.size(); ++i) {
       const bool model_infinite = std::isinf(model_lse[i]);
       const bool kernel_infinite = std::isinf(lse_values[i]) && lse_values[i] < 0;

@@ -9,19 +9,22 @@
 
 #include "intfa/attention.hpp"
 #include "intfa/types.hpp"
+#include "reference/input_families.hpp"
 #include "reference/reference.hpp"
 
 namespace intfa::reference {
 
 struct CheckCase {
   AttentionProblem problem;
+  // Also how Q and K are quantized: options.smooth_k (K with its sampled channel means, Q with the
+  // LSE term, which the attention kernel gets) and options.rotate_qk, as
+  // attention_forward_16bit does; the model uses the kernels' means and LSE terms.
   AttentionOptions options;
   Layout layout = Layout::kBHND;  // of Q, K, V, the quantized Q, K and the output
   DType io_type = DType::kF16;    // of Q, K, V and the output
-  Distribution distribution = Distribution::kNormal;
+  InputFamily inputs = InputFamily::kNormal;
   std::uint64_t seed = 0;
   bool with_lse = true;
-  bool smooth_k = false;  // quantize K with K smoothing (the model uses the kernel's means)
   bool compare_to_f64 = true;
   // Elements after each output row that the kernel must leave alone; 2 makes rows only 4-byte
   // aligned (with 16-bit outputs), so the kernels cannot store them in 16-byte pieces.
@@ -34,12 +37,18 @@ struct CheckResult {
   ErrorMetrics vs_f64;      // kernel vs float64 of the original inputs (when compared)
   ErrorMetrics model_vs_f64;
   double lse_max_abs_error = 0;  // vs the model's LSE, over rows with a finite LSE
+  // vs float64 attention of the original inputs (when compared): the LSE of the original scores
+  // whatever K smoothing subtracted, to quantization error.
+  double lse_vs_f64_max_abs_error = 0;
   std::size_t lse_infinity_mismatches = 0;
   std::size_t unwritten_outputs = 0;  // output elements still holding the poison
   std::size_t overwritten_padding = 0;  // padding (out_row_padding) the kernel wrote
   // Quantized tensors that differ from the CPU quantizers (must be 0).
   std::size_t q_mismatches = 0, k_mismatches = 0, v_mismatches = 0, scale_mismatches = 0;
-  std::size_t mean_mismatches = 0;  // K smoothing means off float64 by more than FP32 summation
+  // K smoothing's means off a float64 mean of the sampled keys by more than FP32 summation, and
+  // Q's LSE terms off float64 q . mean likewise.
+  std::size_t mean_mismatches = 0;
+  std::size_t lse_term_mismatches = 0;
   std::string to_string() const;
 };
 

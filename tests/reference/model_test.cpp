@@ -93,6 +93,24 @@ TEST(ModelHandExample, FullInt8TileMaxRescalesByBeta) {
   EXPECT_DOUBLE_EQ(lse, std::log(3.0));  // exact here: ln(2^1 + 2^0)
 }
 
+// K smoothing's term: the kernels add scale_log2 * q . mean to the log2 LSE (scale_log2 = 1
+// here), so the LSE moves by ln 2 * term and the output not at all.
+TEST(ModelHandExample, TheLseTermOfASmoothedKShiftsOnlyTheLse) {
+  const HandExample example;
+  for (const ModelOptions& base :
+       {full_int8(PEncoding::kUnsigned255, PScaleReference::kTileMax, 1), half_int8(false, 64)}) {
+    double plain_out[2], plain_lse, out[2], lse;
+    example.run(base, plain_out, plain_lse);
+    ModelOptions options = base;
+    const float term = 2.5f;
+    options.q_dot_k_mean = &term;
+    example.run(options, out, lse);
+    EXPECT_DOUBLE_EQ(out[0], plain_out[0]);
+    EXPECT_DOUBLE_EQ(out[1], plain_out[1]);
+    EXPECT_DOUBLE_EQ(lse, plain_lse + 2.5 * kLn2);
+  }
+}
+
 TEST(ModelHandExample, FullInt8UnsignedPUses255) {
   const HandExample example;
   double out[2], lse;

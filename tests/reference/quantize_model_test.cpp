@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "intfa/errors.hpp"
+#include "quantize/rotation.h"
 #include "reference/quantized_model.hpp"
 
 namespace intfa::reference {
@@ -109,6 +111,187 @@ TEST(QuantizeRowsModel, SmoothingMeanAppliesToEveryRow) {
   const QuantizedRows q = quantize_rows(rows, 2, 2, 8, mean);
   EXPECT_EQ(q.scales[0], 2.0f / 127.0f);  // row 0 -> {1, 2}
   EXPECT_EQ(q.scales[1], 6.0f / 127.0f);  // row 1 -> {5, 6}
+}
+
+// ---- the rotation (incoherent processing) ------------------------------------------------------
+
+// R[c][j] = sign(c) * (-1)^popcount(c & j) / sqrt(d): the signed Walsh-Hadamard matrix that
+// rotation.h describes, written out entry by entry.
+double rotation_entry(int c, int j, int head_dim) {
+  const double sign = kernels::rotation_negates(c) ? -1.0 : 1.0;
+  const double hadamard = __builtin_popcount(static_cast<unsigned>(c & j)) % 2 == 0 ? 1.0 : -1.0;
+  return sign * hadamard / std::sqrt(static_cast<double>(head_dim));
+}
+
+TEST(RotationModel, IsTheRowTimesTheSignedHadamardMatrix) {
+  const std::uint64_t seed = announced_seed();
+  for (const int head_dim : {8, 64, 128, 256}) {
+    std::vector<float> row =
+        random_values(static_cast<std::size_t>(head_dim), Distribution::kNormal, seed + head_dim);
+    std::vector<double> expected(static_cast<std::size_t>(head_dim), 0.0);
+    for (int j = 0; j < head_dim; ++j) {
+      for (int c = 0; c < head_dim; ++c) expected[j] += row[c] * rotation_entry(c, j, head_dim);
+    }
+    rotate_row(row.data(), head_dim);
+    for (int j = 0; j < head_dim; ++j) {
+      // FP32 butterflies: log2(d) roundings of sums of magnitude ~sqrt(d).
+      ASSERT_NEAR(row[j], expected[j], 1e-5) << "d=" << head_dim << " channel " << j;
+    }
+  }
+}
+
+TEST(RotationModel, LeavesQueryKeyProductsUnchangedToFloatRounding) {
+  const std::uint64_t seed = announced_seed();
+  for (const int head_dim : {64, 128, 256}) {
+    const int rows = 50;
+    const std::size_t count = static_cast<std::size_t>(rows) * head_dim;
+    std::vector<float> q = random_values(count, Distribution::kNormal, seed);
+    std::vector<float> k = random_values(count, Distribution::kNormal, seed + 1);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (i % head_dim < 4) k[i] = k[i] * 10.0f + 5.0f;  // outlier channels with an offset
+    }
+    std::vector<float> q_rotated = q, k_rotated = k;
+    for (int r = 0; r < rows; ++r) {
+      rotate_row(q_rotated.data() + static_cast<std::size_t>(r) * head_dim, head_dim);
+      rotate_row(k_rotated.data() + static_cast<std::size_t>(r) * head_dim, head_dim);
+    }
+    for (int i = 0; i < rows; ++i) {
+      for (int j = 0; j < rows; ++j) {
+        double original = 0, rotated = 0, magnitude = 0;
+        for (int c = 0; c < head_dim; ++c) {
+          const std::size_t a = static_cast<std::size_t>(i) * head_dim + c;
+          const std::size_t b = static_cast<std::size_t>(j) * head_dim + c;
+          original += static_cast<double>(q[a]) * k[b];
+          rotated += static_cast<double>(q_rotated[a]) * k_rotated[b];
+          magnitude += std::fabs(static_cast<double>(q[a]) * k[b]);
+        }
+        // Each rotated value carries log2(d) + 1 FP32 roundings: ~1e-6 of the row norms.
+        ASSERT_NEAR(rotated, original, 2e-6 * magnitude + 1e-6)
+            << "d=" << head_dim << " q row " << i << " k row " << j;
+      }
+    }
+  }
+}
+
+TEST(RotationModel, NormaliserIsTheKernelsConstant) {
+  for (const int head_dim : {64, 128, 256}) {
+    std::vector<float> unit(static_cast<std::size_t>(head_dim), 0.0f);
+    unit[0] = 1.0f;
+    rotate_row(unit.data(), head_dim);
+    // Row 0 of H is all ones: every channel is sign(0) / sqrt(d), in FP32 exactly the constant.
+    const float expected = kernels::rotation_normaliser(head_dim);
+    for (const float value : unit) ASSERT_EQ(std::fabs(value), expected) << "d=" << head_dim;
+  }
+}
+
+TEST(RotationModel, SpreadsAnOutlierChannelOverTheRow) {
+  const int head_dim = 128;
+  std::vector<float> row(static_cast<std::size_t>(head_dim), 0.0f);
+  row[37] = 100.0f;
+  row[5] = 1.0f;
+  rotate_row(row.data(), head_dim);
+  float amax = 0;
+  for (const float value : row) amax = std::max(amax, std::fabs(value));
+  EXPECT_LT(amax, 101.0f / std::sqrt(128.0f) + 1e-3f);
+  EXPECT_GT(amax, 99.0f / std::sqrt(128.0f) - 1e-3f);
+}
+
+TEST(RotationModel, SignsAreMixed) {
+  // Neither all alike nor alternating in any group of 32 channels.
+  for (int first = 0; first < 256; first += 32) {
+    int negated = 0;
+    for (int c = first; c < first + 32; ++c) negated += kernels::rotation_negates(c) ? 1 : 0;
+    EXPECT_GT(negated, 8) << "channels " << first << "..";
+    EXPECT_LT(negated, 24) << "channels " << first << "..";
+    EXPECT_EQ(kernels::rotation_negates(first + 5),
+              ((kernels::rotation_sign_bits(first / 32) >> 5) & 1u) != 0);
+  }
+}
+
+// Why D is there: H alone maps a row of equal values (an offset every channel shares) onto
+// channel 0; with the signs it stays spread.
+TEST(RotationModel, SpreadsARowOfEqualValues) {
+  for (const int head_dim : {64, 128, 256}) {
+    std::vector<float> row(static_cast<std::size_t>(head_dim), 1.0f);
+    rotate_row(row.data(), head_dim);
+    float amax = 0;
+    for (const float value : row) amax = std::max(amax, std::fabs(value));
+    // The row's norm is sqrt(d): one channel holding it would be sqrt(d) >= 8.
+    EXPECT_LT(amax, 0.5f * std::sqrt(static_cast<float>(head_dim))) << "d=" << head_dim;
+  }
+}
+
+TEST(RotationModel, QuantizeRowsRotatesAfterSmoothingAndBeforeQuantizing) {
+  const std::uint64_t seed = announced_seed();
+  const int rows = 20, head_dim = 64;
+  std::vector<float> x =
+      random_values(static_cast<std::size_t>(rows) * head_dim, Distribution::kNormal, seed);
+  const std::vector<float> mean =
+      random_values(static_cast<std::size_t>(head_dim), Distribution::kNormal, seed + 1);
+  std::vector<float> by_hand = x;
+  for (int r = 0; r < rows; ++r) {
+    float* row = by_hand.data() + static_cast<std::size_t>(r) * head_dim;
+    for (int c = 0; c < head_dim; ++c) row[c] -= mean[c];
+    rotate_row(row, head_dim);
+  }
+  for (const int bits : {8, 4}) {
+    const QuantizedRows rotated = quantize_rows(x.data(), rows, head_dim, bits, mean.data(), true);
+    const QuantizedRows expected = quantize_rows(by_hand.data(), rows, head_dim, bits);
+    EXPECT_EQ(rotated.values, expected.values) << "bits " << bits;
+    EXPECT_EQ(rotated.scales, expected.scales) << "bits " << bits;
+  }
+}
+
+TEST(RotationModel, RefusesAHeadDimThatIsNotAPowerOfTwo) {
+  std::vector<float> row(96, 1.0f);
+  EXPECT_THROW(rotate_row(row.data(), 96), InvalidArgument);
+}
+
+// ---- K smoothing's sampled means and Q's LSE term ----------------------------------------------
+
+TEST(SampledChannelMeans, AreTheMeansOfAtMost256EvenlySpreadKeys) {
+  // Row n holds n in every channel: the mean of the sampled rows is the mean of their indices.
+  for (const int seq : {1, 100, 256, 257, 1000, 5000}) {
+    const int head_dim = 2;
+    std::vector<float> x(static_cast<std::size_t>(seq) * head_dim);
+    for (int n = 0; n < seq; ++n) x[2 * n] = x[2 * n + 1] = static_cast<float>(n);
+    const int count = std::min(seq, 256);
+    // The sampled rows are floor(i * seq / count).
+    double expected = 0;
+    for (int i = 0; i < count; ++i) {
+      expected += static_cast<double>((static_cast<long long>(i) * seq) / count);
+    }
+    expected /= count;
+    const std::vector<double> means = sampled_channel_means(x.data(), 1, seq, head_dim);
+    EXPECT_DOUBLE_EQ(means[0], expected) << "seq " << seq;
+    EXPECT_DOUBLE_EQ(means[1], expected) << "seq " << seq;
+    if (seq <= 256) {
+      EXPECT_DOUBLE_EQ(means[0], (seq - 1) / 2.0) << "every key";
+    }
+  }
+}
+
+TEST(SampledChannelMeans, RemoveAChannelOffsetAsWellAsTheExactMean) {
+  const std::uint64_t seed = announced_seed();
+  const int seq = 4096, head_dim = 64;
+  std::vector<float> k =
+      random_values(static_cast<std::size_t>(seq) * head_dim, Distribution::kNormal, seed);
+  for (std::size_t i = 0; i < k.size(); ++i) k[i] += 4.0f * static_cast<float>(i % head_dim % 7);
+  const std::vector<double> sampled = sampled_channel_means(k.data(), 1, seq, head_dim);
+  const std::vector<double> exact = channel_means(k.data(), 1, seq, head_dim);
+  for (int c = 0; c < head_dim; ++c) {
+    // 256 samples of N(0, 1): within 5 standard errors (1/16) of the exact mean.
+    EXPECT_NEAR(sampled[c], exact[c], 5.0 / 16.0) << "channel " << c;
+  }
+}
+
+TEST(QDotKMeans, DotEachQueryRowWithTheMeanOfItsKeyValueHead) {
+  // batch 1, heads_q 4, heads_kv 2, seq 1, head_dim 2: query heads 0, 1 read KV head 0.
+  const float q[] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const float means[] = {10, 100, -1, 0.5f};
+  const std::vector<double> dots = q_dot_k_means(q, 1, 4, 2, 1, 2, means);
+  EXPECT_EQ(dots, (std::vector<double>{210, 430, -2, -3}));
+  EXPECT_THROW(q_dot_k_means(q, 1, 4, 3, 1, 2, means), InvalidArgument);
 }
 
 // ---- quantize_v -------------------------------------------------------------------------------

@@ -12,6 +12,8 @@
 #include <string>
 
 #include "intfa/errors.hpp"
+#include "quantize/quantize_params.h"
+#include "quantize/rotation.h"
 #include "reference/half.hpp"
 #include "reference/parallel_heads.hpp"
 
@@ -114,6 +116,7 @@ struct HeadInputs {
   const std::int8_t* v8;  // full INT8: [seq_kv][head_dim] of its KV head
   const float* v_scales;  // full INT8: this KV head's scales (layout of QuantizedV::scales)
   const float* v_half;    // half INT8: [seq_kv][head_dim] of its KV head
+  const float* q_dot_k_mean;  // K smoothed: [seq_q] of this query head (the LSE term), or null
 };
 
 // Constants of the whole problem.
@@ -235,9 +238,10 @@ void half_int8_tile(const ModelSetup& setup, const HeadInputs& head, int first, 
   }
 }
 
-// out = O / l, times V's per-tensor or per-channel scale; lse in natural log.
+// out = O / l, times V's per-tensor or per-channel scale; lse in natural log, plus K smoothing's
+// term scale_log2 * q . mean in the log2 domain when `lse_term` is given (README "K smoothing").
 void finish_row(const ModelSetup& setup, const HeadInputs& head, const RowState& row, int keys,
-                double* out_row, double* lse) {
+                const float* lse_term, double* out_row, double* lse) {
   if (keys == 0) {
     std::fill(out_row, out_row + setup.head_dim, 0.0);
     if (lse != nullptr) *lse = kNegativeInfinity;
@@ -255,7 +259,9 @@ void finish_row(const ModelSetup& setup, const HeadInputs& head, const RowState&
   if (lse != nullptr) {
     // The full INT8 l counts P in units of R (P = R for the maximum).
     const double sum = setup.full_int8 ? row.row_sum / setup.p_range : row.row_sum;
-    *lse = (row.running_max + std::log2(sum)) * kLn2;
+    const double smoothing_term =
+        lse_term != nullptr ? static_cast<double>(setup.scale_log2) * *lse_term : 0.0;
+    *lse = (row.running_max + std::log2(sum) + smoothing_term) * kLn2;
   }
 }
 
@@ -283,7 +289,8 @@ void model_row(const ModelSetup& setup, const HeadInputs& head, int query_row, i
     }
     row.running_max = new_max;
   }
-  finish_row(setup, head, row, keys, out_row, lse);
+  finish_row(setup, head, row, keys,
+             head.q_dot_k_mean != nullptr ? head.q_dot_k_mean + query_row : nullptr, out_row, lse);
 }
 
 // ---- argument checks --------------------------------------------------------------------------
@@ -352,8 +359,31 @@ void check_model_arguments(const Shape& shape, const QuantizedRows& q, const Qua
 
 }  // namespace
 
+void rotate_row(float* values, int head_dim) {
+  if (head_dim <= 0 || (head_dim & (head_dim - 1)) != 0) {
+    throw InvalidArgument("head_dim", std::to_string(head_dim),
+                          "expected a power of two (the Walsh-Hadamard transform)");
+  }
+  for (int c = 0; c < head_dim; ++c) {
+    if (kernels::rotation_negates(c)) values[c] = -values[c];
+  }
+  // Stride s pairs channel i (bit s clear) with i + s: the kernel's first three strides stay in
+  // a thread's 8 values, the others cross lanes, each with the same two FP32 operations.
+  for (int stride = 1; stride < head_dim; stride *= 2) {
+    for (int i = 0; i < head_dim; ++i) {
+      if ((i & stride) != 0) continue;
+      const float low = values[i];
+      const float high = values[i + stride];
+      values[i] = low + high;
+      values[i + stride] = low - high;
+    }
+  }
+  const float normaliser = static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+  for (int c = 0; c < head_dim; ++c) values[c] *= normaliser;
+}
+
 QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
-                            const float* channel_mean) {
+                            const float* channel_mean, bool rotate) {
   if (bits != 8 && bits != 4) {
     throw InvalidArgument("bits", std::to_string(bits), "expected 8 or 4");
   }
@@ -369,26 +399,27 @@ QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
   result.values.resize(static_cast<std::size_t>(rows) * head_dim);
   result.scales.resize(static_cast<std::size_t>(rows));
   const float range = bits == 8 ? 127.0f : 7.0f;
-  std::vector<float> centred(static_cast<std::size_t>(head_dim));
+  std::vector<float> transformed(static_cast<std::size_t>(head_dim));
   for (std::size_t row = 0; row < static_cast<std::size_t>(rows); ++row) {
     const float* input = x + row * head_dim;
-    float amax = 0.0f;
-    for (std::size_t c = 0; c < centred.size(); ++c) {
+    for (std::size_t c = 0; c < transformed.size(); ++c) {
       // Smoothing subtracts the channel mean in FP32 before anything else, as the kernel does.
-      centred[c] = channel_mean != nullptr ? input[c] - channel_mean[c] : input[c];
-      amax = std::max(amax, std::fabs(centred[c]));
+      transformed[c] = channel_mean != nullptr ? input[c] - channel_mean[c] : input[c];
     }
+    if (rotate) rotate_row(transformed.data(), head_dim);
+    float amax = 0.0f;
+    for (const float value : transformed) amax = std::max(amax, std::fabs(value));
     const Quantizer quantizer = row_quantizer(amax, range);
     result.scales[row] = quantizer.scale;
     std::int8_t* output = result.values.data() + row * head_dim;
-    for (std::size_t c = 0; c < centred.size(); ++c)
-      output[c] = quantize_value(centred[c], quantizer);
+    for (std::size_t c = 0; c < transformed.size(); ++c)
+      output[c] = quantize_value(transformed[c], quantizer);
   }
   return result;
 }
 
 QuantizedRows quantize_rows_smoothed(const float* x, int heads, int seq, int head_dim, int bits,
-                                     const float* channel_means) {
+                                     const float* channel_means, bool rotate) {
   QuantizedRows result;
   result.rows = heads * seq;
   result.head_dim = head_dim;
@@ -396,7 +427,7 @@ QuantizedRows quantize_rows_smoothed(const float* x, int heads, int seq, int hea
   const std::size_t block = static_cast<std::size_t>(seq) * head_dim;
   for (std::size_t i = 0; i < static_cast<std::size_t>(heads); ++i) {
     const QuantizedRows part =
-        quantize_rows(x + i * block, seq, head_dim, bits, channel_means + i * head_dim);
+        quantize_rows(x + i * block, seq, head_dim, bits, channel_means + i * head_dim, rotate);
     result.values.insert(result.values.end(), part.values.begin(), part.values.end());
     result.scales.insert(result.scales.end(), part.scales.begin(), part.scales.end());
   }
@@ -411,6 +442,45 @@ std::vector<double> channel_means(const float* x, int heads, int seq, int head_d
         means[i * head_dim + d] += x[(i * seq + n) * head_dim + d];
   for (double& mean : means) mean /= seq;
   return means;
+}
+
+std::vector<double> sampled_channel_means(const float* x, int heads, int seq, int head_dim) {
+  const int count = kernels::channel_mean_sample_count(seq);
+  std::vector<double> means(static_cast<std::size_t>(heads) * head_dim, 0.0);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(heads); ++i) {
+    for (int sample = 0; sample < count; ++sample) {
+      const std::size_t n =
+          static_cast<std::size_t>(kernels::channel_mean_sample_row(sample, count, seq));
+      for (std::size_t d = 0; d < static_cast<std::size_t>(head_dim); ++d) {
+        means[i * head_dim + d] += x[(i * seq + n) * head_dim + d];
+      }
+    }
+  }
+  for (double& mean : means) mean /= count;
+  return means;
+}
+
+std::vector<double> q_dot_k_means(const float* q, int batch, int heads_q, int heads_kv, int seq_q,
+                                  int head_dim, const float* means) {
+  if (heads_kv <= 0 || heads_q % heads_kv != 0) {
+    throw InvalidArgument("heads_kv", std::to_string(heads_kv),
+                          "expected a divisor of heads_q " + std::to_string(heads_q));
+  }
+  std::vector<double> dots(static_cast<std::size_t>(batch) * heads_q * seq_q);
+  const std::size_t dim = static_cast<std::size_t>(head_dim);
+  for (std::size_t b = 0; b < static_cast<std::size_t>(batch); ++b) {
+    for (std::size_t h = 0; h < static_cast<std::size_t>(heads_q); ++h) {
+      const float* mean = means + (b * heads_kv + h / (heads_q / heads_kv)) * dim;
+      for (std::size_t n = 0; n < static_cast<std::size_t>(seq_q); ++n) {
+        const std::size_t row = (b * heads_q + h) * seq_q + n;
+        double dot = 0;
+        for (std::size_t d = 0; d < dim; ++d)
+          dot += static_cast<double>(q[row * dim + d]) * mean[d];
+        dots[row] = dot;
+      }
+    }
+  }
+  return dots;
 }
 
 QuantizedV quantize_v(const float* v, int batch, int heads, int seq, int head_dim,
@@ -470,6 +540,8 @@ void attention_quantized_model(const Shape& shape, const QuantizedRows& q, const
         } else {
           head.v_half = v_half + kv_head * head_dim;
         }
+        head.q_dot_k_mean =
+            options.q_dot_k_mean != nullptr ? options.q_dot_k_mean + q_head : nullptr;
         const std::size_t tile = static_cast<std::size_t>(std::min(options.block_n, shape.seq_kv));
         TileScratch scratch{std::vector<float>(tile), std::vector<double>(tile),
                             std::vector<double>(head_dim), std::vector<double>(head_dim)};

@@ -19,7 +19,8 @@ enum class VGranularity { kPerTensor, kPerChannel, kPerBlock };
 // Per-token quantization of rows of `head_dim` values: exactly the quantize_rows kernel.
 // `channel_mean` (K smoothing), when given, is one vector of head_dim floats subtracted (in FP32)
 // from every one of the `rows` rows: the kernel keeps one mean per (batch, head), so a caller
-// quantizes each (batch, head) with its own call.
+// quantizes each (batch, head) with its own call. `rotate` then applies rotate_row (incoherent
+// processing) before the row is quantized.
 struct QuantizedRows {
   int rows = 0;
   int head_dim = 0;
@@ -28,15 +29,31 @@ struct QuantizedRows {
   std::vector<float> scales;        // [rows]
 };
 QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
-                            const float* channel_mean = nullptr);
+                            const float* channel_mean = nullptr, bool rotate = false);
 
 // K smoothing over `heads` (batch x heads) blocks of `seq` rows: block i subtracts
 // channel_means[i * head_dim ...] (the means the kernel computed, checked separately).
 QuantizedRows quantize_rows_smoothed(const float* x, int heads, int seq, int head_dim, int bits,
-                                     const float* channel_means);
+                                     const float* channel_means, bool rotate = false);
+
+// The rotation of incoherent processing (templates/quantize/rotation.h), in place on one row of
+// `head_dim` (a power of two) FP32 values, step for step as the kernel: the signs of D, the
+// Walsh-Hadamard butterflies (a, b) -> (a + b, a - b) at strides 1, 2, 4, ..., then the FP32
+// normaliser 1 / sqrt(head_dim).
+void rotate_row(float* values, int head_dim);
 
 // Per-block channel means of `heads` blocks of `seq` rows, in float64: [heads][head_dim].
 std::vector<double> channel_means(const float* x, int heads, int seq, int head_dim);
+// The same over the rows the channel-mean kernel samples (channel_mean_sample_row of
+// templates/quantize/quantize_params.h): K smoothing's means, to FP32 summation error.
+std::vector<double> sampled_channel_means(const float* x, int heads, int seq, int head_dim);
+
+// The LSE term of K smoothing: q . mean per row of Q ([batch][heads_q][seq_q][head_dim]) with the
+// mean of its KV head (`means` [batch][heads_kv][head_dim]; GQA maps query head h to KV head
+// h / (heads_q / heads_kv)), in float64 of the original (unrotated) values: what quantize_rows of
+// Q writes, to FP32 summation error. [batch][heads_q][seq_q].
+std::vector<double> q_dot_k_means(const float* q, int batch, int heads_q, int heads_kv, int seq_q,
+                                  int head_dim, const float* means);
 
 // V of one attention problem [batch][heads_kv][seq_kv][head_dim] quantized per (batch, head)
 // tensor, channel or 64-token block; values stay in logical (unpermuted) order here.
@@ -56,6 +73,10 @@ struct ModelOptions {
   PScaleReference p_scale = PScaleReference::kRunningMax;
   int block_n = 64;        // the kernel's key tile: the online softmax steps tile by tile
   bool v_is_bf16 = false;  // half INT8: P is rounded to V's type
+  // K smoothed: q . mean per query row ([batch][heads_q][seq_q], q_dot_k_means or the kernel's),
+  // added back to the LSE as the kernels do: lse = (m + log2(l / R) + scale_log2 * value) * ln 2,
+  // the LSE of the original scores. null: the LSE of the scores of the given quantized K.
+  const float* q_dot_k_mean = nullptr;
 };
 
 // q: quantize_rows of Q as [batch*heads_q*seq_q] rows; k likewise with heads_kv. Full INT8 reads

@@ -71,9 +71,9 @@ TEST(Render, IncludeClosureHoldsEveryTemplateTheUnitReaches) {
   spec.family = KernelFamily::kQuantizeRows;
   spec.head_dim = 128;
   const RenderedUnit unit = render(spec, TemplateSet::embedded());
-  const std::vector<std::string> expected = {"common/kernel_enums.h", "common/numeric.cuh",
-                                             "common/types.h", "quantize/quantize_params.h",
-                                             "quantize/quantize_rows.cuh"};
+  const std::vector<std::string> expected = {
+      "common/kernel_enums.h",      "common/numeric.cuh",         "common/types.h",
+      "quantize/quantize_params.h", "quantize/quantize_rows.cuh", "quantize/rotation.h"};
   EXPECT_EQ(unit.headers, expected);
 }
 
@@ -128,7 +128,36 @@ TEST(KernelSpecJson, RoundTripsEveryField) {
   spec.v_granularity = kernels::VScaleGranularity::kPerChannel;
   spec.smooth_k = true;
   spec.varlen = true;
+  spec.q_dot_k_mean = true;
+  spec.rotate = true;
   EXPECT_EQ(KernelSpec::from_json(json::parse(spec.to_json().dump())), spec);
+}
+
+TEST(KernelSpecJson, ASpecWrittenBeforeTheRotationExistedHasNeitherItNorTheLseTerm) {
+  KernelSpec rows;
+  rows.family = KernelFamily::kQuantizeRows;
+  rows.head_dim = 128;
+  rows.smooth_k = true;
+  const json::Value value = rows.to_json();
+  json::Value without = json::Value::object();
+  for (const auto& [name, member] : value.as_object()) {
+    if (name != "rotate" && name != "q_dot_k_mean") without.set(name, member);
+  }
+  EXPECT_EQ(KernelSpec::from_json(without), rows);
+}
+
+TEST(Render, QuantizeRowsNamesItsSmoothingLseTermAndRotation) {
+  KernelSpec spec;
+  spec.family = KernelFamily::kQuantizeRows;
+  spec.head_dim = 64;
+  spec.q_dot_k_mean = true;
+  spec.rotate = true;
+  const RenderedUnit unit = render(spec, TemplateSet::embedded());
+  EXPECT_NE(unit.name_expression.find(
+                "quantize_rows<64, intfa::kernels::ElementType::kF16, 8, false, true, true>"),
+            std::string::npos)
+      << unit.name_expression;
+  EXPECT_EQ(spec.to_string(), "quantize_rows sm_80 d64 f16->i8 q_dot_k_mean rotate");
 }
 
 TEST(KernelSpecJson, ASpecWrittenBeforeVarlenExistedIsNotVarlen) {

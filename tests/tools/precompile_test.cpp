@@ -58,10 +58,10 @@ std::map<fs::path, std::pair<std::string, fs::file_time_type>> snapshot(const fs
 
 constexpr const char* kReducedSet =
     "--arch sm_80,sm_86,sm_89,sm_90a --head-dims 64 --variants full";
-// Its kernels: per arch quantize_rows, quantize_v, quantize_v_scale and attention causal off and
-// on, and on sm_90a the short-sequence configs of d=64 causal off and on
-// (attention::heuristic_configs).
-constexpr std::size_t kReducedSetKernels = 4 * 5 + 2;
+// Its kernels: per arch K smoothing's channel_mean, quantize_rows of K (smoothed) and of Q (with
+// the LSE term), quantize_v, quantize_v_scale and attention causal off and on, and on sm_90a the
+// short-sequence configs of d=64 causal off and on (attention::heuristic_configs).
+constexpr std::size_t kReducedSetKernels = 4 * 7 + 2;
 
 // One bundle for the whole suite: building it is the slow part.
 class Precompile : public ::testing::Test {
@@ -110,7 +110,7 @@ TEST_F(Precompile, WritesAManifestWithTheDocumentedMembersAndOneEntryPerKernel) 
     }
   }
 
-  // Exactly the kernels --list names: per arch quantize_rows, quantize_v, quantize_v_scale and the
+  // Exactly the kernels --list names: per arch the quantize kernels (kReducedSetKernels) and the
   // attention kernel with causal off and on; on sm_90a also the heuristic's config for short
   // sequences at d=64 causal (attention::heuristic_configs).
   const CliResult listed = run_cli(std::string("precompile --list ") + kReducedSet);
@@ -222,7 +222,7 @@ TEST(PrecompileOptions, ConfigsAllKeepsTheTunerCandidatesThatFitTheArchsSharedMe
         "--variants full --arch " +
         device::arch_name(arch));
     ASSERT_EQ(listed.exit_code, 0) << listed.output;
-    const std::size_t quantize_kernels = 3;  // rows, v, v scale
+    const std::size_t quantize_kernels = 5;  // channel mean, K's and Q's rows, v, v scale
     EXPECT_TRUE(mentions(listed, std::to_string(quantize_kernels + 2 * fitting) + " kernels"))
         << device::arch_name(arch) << "\n"
         << listed.output;
@@ -243,12 +243,19 @@ TEST(PrecompileOptions, TheSharedMemoryTableIsTheOptInLimitPerBlock) {
 TEST(PrecompileOptions, TheDefaultSetIsEveryArchHeadDimVariantAndCausalOnce) {
   const CliResult listed = run_cli("precompile --list");
   ASSERT_EQ(listed.exit_code, 0) << listed.output;
-  // Per arch: 3 head dims x 2 variants x causal off/on attention kernels, quantize_rows for each
-  // head dim, and quantize_v + quantize_v_scale for each head dim (full INT8); on sm_90a the
-  // short-sequence configs of full INT8 at d=64 and d=128, causal off and on.
+  // Per arch: 3 head dims x 2 variants x causal off/on attention kernels, for each head dim K
+  // smoothing's channel_mean and quantize_rows of K (smoothed) and of Q (the LSE term), and
+  // quantize_v + quantize_v_scale for each head dim (full INT8); on sm_90a the short-sequence
+  // configs of full INT8 at d=64 and d=128, causal off and on.
   const std::size_t archs = device::all_archs().size();
-  EXPECT_TRUE(mentions(listed, std::to_string(archs * (12 + 3 + 6) + 4) + " kernels"))
+  EXPECT_TRUE(mentions(listed, std::to_string(archs * (12 + 9 + 6) + 4) + " kernels"))
       << listed.output;
+  // --smooth-k=0: one quantize_rows for Q and K, no channel_mean.
+  const CliResult plain = run_cli("precompile --list --smooth-k=0");
+  ASSERT_EQ(plain.exit_code, 0) << plain.output;
+  EXPECT_TRUE(mentions(plain, std::to_string(archs * (12 + 3 + 6) + 4) + " kernels"))
+      << plain.output;
+  EXPECT_FALSE(mentions(plain, "channel_mean")) << plain.output;
 }
 
 TEST(PrecompileOptions, TunedConfigsWithoutADatabaseAreAUsageError) {
@@ -310,8 +317,9 @@ TEST_F(PrecompileTuned, BundlesExactlyTheWinnersOfTheRequestedArch) {
   const CliResult listed =
       run_cli("precompile --list --configs tuned --arch sm_90a --tuning-db " + path());
   ASSERT_EQ(listed.exit_code, 0) << listed.output;
-  // quantize rows, V and V scale for d128 f16, and the two distinct winners.
-  EXPECT_TRUE(mentions(listed, "\n5 kernels")) << listed.output;
+  // K smoothing's mean pass, K's and Q's rows, V and V scale for d128 f16, and the two distinct
+  // winners.
+  EXPECT_TRUE(mentions(listed, "\n7 kernels")) << listed.output;
   const device::Arch h100 = device::Arch::kSm90a;
   EXPECT_TRUE(mentions(listed, attention(h100, 128, Variant::kFullInt8, kA))) << listed.output;
   EXPECT_TRUE(mentions(listed, attention(h100, 128, Variant::kFullInt8, kB))) << listed.output;
@@ -325,7 +333,8 @@ TEST_F(PrecompileTuned, EachEntryKeepsTheVariantItWasTunedFor) {
   const CliResult listed =
       run_cli("precompile --list --configs tuned --arch sm_80 --tuning-db " + path());
   ASSERT_EQ(listed.exit_code, 0) << listed.output;
-  EXPECT_TRUE(mentions(listed, "\n2 kernels")) << listed.output;  // quantize rows + attention
+  // K smoothing's mean pass, K's and Q's rows, attention.
+  EXPECT_TRUE(mentions(listed, "\n4 kernels")) << listed.output;
   EXPECT_TRUE(mentions(listed, attention(device::Arch::kSm80, 64, Variant::kHalfInt8, kC)))
       << listed.output;
 }

@@ -27,16 +27,18 @@ class RunCommand : public ::testing::Test {
   TempDir cache_;
 };
 
-TEST_F(RunCommand, SmoothKCompilesTheMeanPassAndTheSmoothedRowsOrPassesOnAGpu) {
-  const CliResult result = run("--smooth-k --head-dim 64 --seq 100 --causal");
+TEST_F(RunCommand, SmoothKOffAndRotationCompileOneRotatedRowsKernelOrPassOnAGpu) {
+  const CliResult result = run("--smooth-k=0 --rotate --head-dim 64 --seq 100 --causal");
   ASSERT_EQ(result.exit_code, 0) << result.output;
   if (has_gpu()) {
+    EXPECT_TRUE(testing::mentions(result, "Q and K rotated")) << result.output;
+    EXPECT_FALSE(testing::mentions(result, "K smoothed")) << result.output;
     EXPECT_TRUE(testing::mentions(result, "PASS")) << result.output;
     return;
   }
-  EXPECT_TRUE(testing::mentions(result, "channel_mean sm_86 d64 f16")) << result.output;
-  EXPECT_TRUE(testing::mentions(result, "quantize_rows sm_86 d64 f16->i8 smooth_k"))
-      << result.output;
+  EXPECT_TRUE(testing::mentions(result, "quantize_rows sm_86 d64 f16->i8 rotate")) << result.output;
+  EXPECT_FALSE(testing::mentions(result, "channel_mean")) << result.output;
+  EXPECT_FALSE(testing::mentions(result, "smooth_k")) << result.output;
 }
 
 TEST_F(RunCommand, WithoutOptionsTheKernelsHaveTheDefaultNumerics) {
@@ -51,7 +53,13 @@ TEST_F(RunCommand, WithoutOptionsTheKernelsHaveTheDefaultNumerics) {
   EXPECT_TRUE(testing::mentions(result, "p=u8/tile_max v=channel")) << result.output;
   EXPECT_TRUE(testing::mentions(result, "quantize_v_scale sm_86 d64 f16 v=channel"))
       << result.output;
-  EXPECT_FALSE(testing::mentions(result, "channel_mean")) << result.output;
+  // K smoothing is on by default: its mean pass, K's smoothed rows, Q's rows with the LSE term.
+  EXPECT_TRUE(testing::mentions(result, "channel_mean sm_86 d64 f16")) << result.output;
+  EXPECT_TRUE(testing::mentions(result, "quantize_rows sm_86 d64 f16->i8 smooth_k"))
+      << result.output;
+  EXPECT_TRUE(testing::mentions(result, "quantize_rows sm_86 d64 f16->i8 q_dot_k_mean"))
+      << result.output;
+  EXPECT_FALSE(testing::mentions(result, "rotate")) << result.output;
 }
 
 TEST_F(RunCommand, HalfInt8QuantizesNoV) {

@@ -196,6 +196,10 @@ bool Args::flag(const std::string& name) const {
   return text && parse_bool(*text).value_or(false);  // checked when parsed
 }
 
+bool Args::flag_or(const std::string& name, bool fallback) const {
+  return has(name) ? flag(name) : fallback;
+}
+
 std::vector<bool> Args::switch_list(const std::string& name,
                                     const std::vector<bool>& fallback) const {
   const auto text = get(name);

@@ -50,6 +50,8 @@ class Args {
                                     const std::vector<std::string>& fallback) const;
   // A flag's value: false when absent, true alone, else its BOOL.
   bool flag(const std::string& name) const;
+  // The same with `fallback` when absent (a flag on by default: --smooth-k=0 turns it off).
+  bool flag_or(const std::string& name, bool fallback) const;
   // A switch list's values, in order ({true} for the flag alone); `fallback` when absent.
   std::vector<bool> switch_list(const std::string& name, const std::vector<bool>& fallback) const;
   const std::vector<std::string>& positional() const { return positional_; }

@@ -9,9 +9,9 @@
 namespace intfa::cli {
 namespace {
 
-device::DeviceBuffer random_16bit_buffer(std::size_t count, reference::Distribution distribution,
-                                         std::uint64_t seed, bool bf16) {
-  const std::vector<float> values = reference::random_values(count, distribution, seed);
+// The 16-bit bits of `values` (already rounded to the type) on the device.
+device::DeviceBuffer device_16bit_buffer(const std::vector<float>& values, bool bf16) {
+  const std::size_t count = values.size();
   std::vector<std::uint16_t> bits(count);
   reference::for_each_chunk_in_parallel(
       count, std::size_t{1} << 20, [&](std::size_t, std::size_t begin, std::size_t end) {
@@ -29,7 +29,7 @@ device::DeviceBuffer random_16bit_buffer(std::size_t count, reference::Distribut
 
 AttentionWorkload::AttentionWorkload(const AttentionProblem& problem,
                                      const AttentionOptions& options, DType io_type,
-                                     reference::Distribution distribution, std::uint64_t seed)
+                                     reference::InputFamily inputs, std::uint64_t seed)
     : problem_(problem),
       options_(options),
       io_type_(io_type),
@@ -40,9 +40,16 @@ AttentionWorkload::AttentionWorkload(const AttentionProblem& problem,
       static_cast<std::size_t>(problem.batch) * problem.heads_q * problem.seq_q * problem.head_dim;
   const std::size_t kv_count = static_cast<std::size_t>(problem.batch) * problem.heads_kv *
                                problem.seq_kv * problem.head_dim;
-  q_ = random_16bit_buffer(q_count, distribution, seed, bf16);
-  k_ = random_16bit_buffer(kv_count, distribution, seed + 1, bf16);
-  v_ = random_16bit_buffer(kv_count, distribution, seed + 2, bf16);
+  {
+    const reference::AttentionInputValues values = reference::make_inputs(
+        inputs,
+        reference::make_shape(problem.batch, problem.heads_q, problem.heads_kv, problem.seq_q,
+                              problem.seq_kv, problem.head_dim, problem.causal),
+        seed, bf16);
+    q_ = device_16bit_buffer(values.q, bf16);
+    k_ = device_16bit_buffer(values.k, bf16);
+    v_ = device_16bit_buffer(values.v, bf16);
+  }
   const int bits = problem.qk_bits;
   q8_ = device::DeviceBuffer(q_count * bits / 8);
   k8_ = device::DeviceBuffer(kv_count * bits / 8);
@@ -69,21 +76,31 @@ AttentionWorkload::AttentionWorkload(const AttentionProblem& problem,
     tensors_.v = TensorView::dense(v_.get(), io_type, Layout::kBHND, kv_shape_);
   }
   tensors_.out = TensorView::dense(out_.get(), io_type, Layout::kBHND, q_shape_);
-}
-
-void AttentionWorkload::smooth_k() {
-  k_mean_ = device::DeviceBuffer(static_cast<std::size_t>(problem_.batch) * problem_.heads_kv *
-                                 problem_.head_dim * sizeof(float));
+  // K smoothing (options.smooth_k): K's channel means and Q's LSE terms, which attention reads.
+  k_mean_ = device::DeviceBuffer(static_cast<std::size_t>(problem.batch) * problem.heads_kv *
+                                 problem.head_dim * sizeof(float));
+  q_dot_k_mean_ = device::DeviceBuffer(q_count / problem.head_dim * sizeof(float));
+  if (options.smooth_k) tensors_.q_dot_k_mean = q_dot_k_mean_.as<float>();
 }
 
 void AttentionWorkload::quantize(CUstream stream) {
-  QuantizeOptions options;
-  options.bits = problem_.qk_bits;
-  quantize_qk(q_shape_, TensorView::dense(q_.get(), io_type_, Layout::kBHND, q_shape_),
-              tensors_.q, q_scale_.as<float>(), stream, options);
-  options.smooth_k_channel_mean = k_mean_.get() != nullptr ? k_mean_.as<float>() : nullptr;
+  // As attention_forward_16bit: K (smoothed: its channel means first), then Q (the LSE term).
+  QuantizeOptions k_options;
+  k_options.bits = problem_.qk_bits;
+  k_options.rotate = options_.rotate_qk;
+  k_options.smooth_k_channel_mean = options_.smooth_k ? k_mean_.as<float>() : nullptr;
   quantize_qk(kv_shape_, TensorView::dense(k_.get(), io_type_, Layout::kBHND, kv_shape_),
-              tensors_.k, k_scale_.as<float>(), stream, options);
+              tensors_.k, k_scale_.as<float>(), stream, k_options);
+  QuantizeOptions q_options;
+  q_options.bits = problem_.qk_bits;
+  q_options.rotate = options_.rotate_qk;
+  if (options_.smooth_k) {
+    q_options.k_channel_mean = k_mean_.as<float>();
+    q_options.k_channel_mean_heads = problem_.heads_kv;
+    q_options.q_dot_k_mean = q_dot_k_mean_.as<float>();
+  }
+  quantize_qk(q_shape_, TensorView::dense(q_.get(), io_type_, Layout::kBHND, q_shape_), tensors_.q,
+              q_scale_.as<float>(), stream, q_options);
   if (problem_.variant == Variant::kFullInt8) {
     quantize_v(kv_shape_, TensorView::dense(v_.get(), io_type_, Layout::kBHND, kv_shape_),
                v8_.get(), v_scale_.as<float>(), options_.v_granularity, stream);
@@ -107,7 +124,9 @@ std::uint64_t AttentionWorkload::quantize_bytes_moved() const {
                            problem_.seq_kv * problem_.head_dim;
   const std::uint64_t bits = static_cast<std::uint64_t>(problem_.qk_bits);
   std::uint64_t bytes = (q + kv) * 2 + (q + kv) * bits / 8;  // read 16-bit, write quantized
-  if (k_mean_.get() != nullptr) bytes += kv * 2;              // K smoothing's mean pass
+  // K smoothing's mean pass reads at most 256 keys per head (not counted) and Q's pass writes a
+  // float per row.
+  if (options_.smooth_k) bytes += q / problem_.head_dim * 4;
   if (problem_.variant == Variant::kFullInt8) {
     bytes += kv * 2 + kv;  // V: read, write
     if (options_.v_granularity != VScaleGranularity::kPerBlock) bytes += kv * 2;  // max pass

@@ -10,16 +10,17 @@
 #include "device/device_memory.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/quantize.hpp"
+#include "reference/input_families.hpp"
 #include "reference/reference.hpp"
 
 namespace intfa::cli {
 
 class AttentionWorkload {
  public:
-  AttentionWorkload(const AttentionProblem& problem, const AttentionOptions& options,
-                    DType io_type, reference::Distribution distribution, std::uint64_t seed);
+  // Q and K are quantized as attention_forward_16bit would under `options` (smooth_k, rotate_qk).
+  AttentionWorkload(const AttentionProblem& problem, const AttentionOptions& options, DType io_type,
+                    reference::InputFamily inputs, std::uint64_t seed);
 
-  void smooth_k();                 // from now on quantize() smooths K (a [B][H][D] mean buffer)
   void quantize(CUstream stream);  // Q, K (and V for full INT8) into the attention inputs
   void attend(CUstream stream);    // one attention_forward
   // Times another tile config on the same tensors (the numerics options stay).
@@ -38,7 +39,8 @@ class AttentionWorkload {
   DType io_type_;
   TensorShape q_shape_, kv_shape_;
   device::DeviceBuffer q_, k_, v_, q8_, k8_, v8_, q_scale_, k_scale_, v_scale_, out_;
-  device::DeviceBuffer k_mean_;  // K's channel means when smoothing, else empty
+  device::DeviceBuffer k_mean_;        // K smoothing: K's channel means
+  device::DeviceBuffer q_dot_k_mean_;  // and q . mean per query row (the LSE term)
   AttentionTensors tensors_;
 };
 

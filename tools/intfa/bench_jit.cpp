@@ -189,7 +189,7 @@ int run_jit_bench(const std::string& json_path, int repeats) {
   }
 
   AttentionWorkload workload(problem, AttentionOptions{}, DType::kF16,
-                             reference::Distribution::kNormal, 1);
+                             reference::InputFamily::kNormal, 1);
   device::Stream stream;
   workload.quantize(stream.get());
   const CallOverhead overhead = time_call_overhead(workload, stream.get());

@@ -32,7 +32,8 @@ const char* const kBenchUsage =
     "  --configs M,N,W,S;...      tile configs to time (default: the chosen one); 'all' times\n"
     "                             every candidate config of the tuner\n"
     "  --json FILE                write every row as JSON\n"
-    "  --smooth-k                 quantize K with K smoothing (its cost is in the quant columns)\n"
+    "  --smooth-k[=BOOL], --rotate[=BOOL]: how Q and K are quantized (their cost is in the quant\n"
+    "                             columns; see the numerics options below)\n"
     "  --jit                      instead: time the JIT path (cold NVRTC compile, disk hit to\n"
     "                             launchable, per-call host overhead above a raw launch)\n\n"
     "A flag is on alone, or takes a value: --causal=off (1/0, true/false, on/off, yes/no); a\n"
@@ -103,7 +104,8 @@ int run_bench(const Arguments& arguments) {
   Grammar grammar;
   grammar.values = {"head-dims", "seq", "batch", "heads", "variants", "repeats", "configs", "json"};
   for (const std::string& name : numerics_option_names()) grammar.values.push_back(name);
-  grammar.flags = {"jit", "smooth-k"};
+  grammar.flags = qk_transform_flag_names();
+  grammar.flags.push_back("jit");
   grammar.switch_lists = {"causal"};
   // The whole command line, problems included, is checked before anything looks for a GPU.
   const Args args(arguments, grammar);
@@ -119,7 +121,7 @@ int run_bench(const Arguments& arguments) {
   AttentionOptions options;
   DType io_type = DType::kF16;
   parse_numerics(args, base, options, io_type);
-  const bool smooth_k = args.flag("smooth-k");
+  parse_qk_transforms(args, options);
   const ConfigChoice config_choice = parse_configs(args);
   for (Variant variant : variants)
     for (int head_dim : head_dims)
@@ -195,9 +197,8 @@ int run_bench(const Arguments& arguments) {
   for (const Job& job : jobs) {
     AttentionOptions job_options = options;
     job_options.config = job.configs.front();
-    AttentionWorkload workload(job.problem, job_options, io_type, reference::Distribution::kNormal,
+    AttentionWorkload workload(job.problem, job_options, io_type, reference::InputFamily::kNormal,
                                reference::fresh_seed());
-    if (smooth_k) workload.smooth_k();
     const Timing quantize = time_on_stream([&](CUstream s) { workload.quantize(s); },
                                            stream.get(), 2, std::max(3, repeats / 4));
     workload.quantize(stream.get());

@@ -56,7 +56,11 @@ const char* const kPrecompileUsage =
     "  --p u8|s8                  P encoding: u8 R=255 (default) or s8 R=127\n"
     "  --p-scale running|tile     P reference: running max or tile max (default)\n"
     "  --v-scale tensor|channel|block   V scale granularity (default channel)\n"
-    "  --qk-bits 8|4              Q.K in INT8 (default) or INT4\n\n"
+    "  --qk-bits 8|4              Q.K in INT8 (default) or INT4\n"
+    "How Q and K are quantized (which quantize kernels; with --configs tuned too):\n"
+    "  --smooth-k[=BOOL]          K smoothing: its mean pass, K's smoothed rows and Q's rows\n"
+    "                             with the LSE term (on by default; --smooth-k=0: plain rows)\n"
+    "  --rotate[=BOOL]            Q's and K's rows rotated (incoherent processing)\n\n"
     "A flag is on alone, or takes a value: --list=no (1/0, true/false, on/off, yes/no).\n"
     "Integers take a k suffix (4k = 4096).\n\n"
     "Prints the number of kernels, how many were compiled now and how many were already\n"
@@ -78,7 +82,7 @@ struct BundlePlan {
   std::vector<DType> dtypes;
   ConfigMode configs = ConfigMode::kDefault;
   fs::path tuning_database;
-  AttentionOptions numerics;  // p_encoding, p_scale, v_granularity
+  AttentionOptions numerics;  // p_encoding, p_scale, v_granularity, smooth_k, rotate_qk
   int qk_bits = 8;
   unsigned jobs = 0;  // 0: all cores
   bool list_only = false;
@@ -130,7 +134,8 @@ BundlePlan parse_plan(const Arguments& arguments) {
   Grammar grammar;
   grammar.values = {"out",       "arch", "head-dims", "variants", "dtypes",  "configs",
                     "tuning-db", "jobs", "p",         "p-scale",  "v-scale", "qk-bits"};
-  grammar.flags = {"list"};
+  grammar.flags = qk_transform_flag_names();
+  grammar.flags.push_back("list");
   const Args args(with_long_options(arguments), grammar);
   BundlePlan plan;
   plan.list_only = args.flag("list");
@@ -158,6 +163,7 @@ BundlePlan parse_plan(const Arguments& arguments) {
   AttentionProblem unused_problem;
   DType unused_type = DType::kF16;
   parse_numerics(args, unused_problem, plan.numerics, unused_type);
+  parse_qk_transforms(args, plan.numerics);
   plan.qk_bits = unused_problem.qk_bits;
   plan.jobs = static_cast<unsigned>(args.get_int("jobs", 0, 1, 1024));
   return plan;
@@ -220,7 +226,7 @@ std::vector<render::KernelSpec> bundle_specs(const BundlePlan& plan) {
   // The kernels a call of `request` runs: its quantize kernels, then attention with `configs`.
   auto add_call = [&](const attention::SpecRequest& request, DType dtype,
                       const std::vector<KernelConfig>& configs) {
-    std::vector<render::KernelSpec> call = quantize::call_specs(request, dtype, /*smooth_k=*/false);
+    std::vector<render::KernelSpec> call = quantize::call_specs(request, dtype, plan.numerics);
     for (const KernelConfig& config : configs) {
       call.push_back(attention::make_spec(request, config));
     }

@@ -28,8 +28,7 @@ const char* const kRunUsage =
     "sm_80, sm_86, sm_87, sm_89, sm_90a, sm_100a, sm_120 and sm_121; a --config only for the\n"
     "archs that can run it, naming the others) and exits 0.\n\n"
     "  --batch B (1)  --heads H (8)  --heads-kv H (= heads)  --seq N (1024)  --seq-kv N (= seq)\n"
-    "  --head-dim D (128)  --causal  --seed S (fresh each run)  --repeats R (20)\n"
-    "  --smooth-k                 quantize K with K smoothing (its channel means subtracted)\n\n"
+    "  --head-dim D (128)  --causal  --seed S (fresh each run)  --repeats R (20)\n\n"
     "A flag is on alone, or takes a value: --causal=off (1/0, true/false, on/off, yes/no).\n"
     "Integers take a k suffix: --seq 4k is 4096.\n";
 
@@ -39,17 +38,16 @@ struct Demo {
   AttentionProblem problem;
   AttentionOptions options;
   DType io_type = DType::kF16;
-  reference::Distribution distribution = reference::Distribution::kNormal;
+  reference::InputFamily inputs = reference::InputFamily::kNormal;
   std::uint64_t seed = 0;
   int repeats = 20;
-  bool smooth_k = false;
 };
 
 Demo parse_demo(const Arguments& arguments) {
   Grammar grammar;
   grammar.values = {"batch", "heads", "heads-kv", "seq", "seq-kv", "head-dim", "seed", "repeats"};
   for (const std::string& name : numerics_option_names()) grammar.values.push_back(name);
-  grammar.flags = {"smooth-k"};
+  grammar.flags = qk_transform_flag_names();
   grammar.switch_lists = {"causal"};
   const Args args(arguments, grammar);
   Demo demo;
@@ -62,9 +60,9 @@ Demo parse_demo(const Arguments& arguments) {
   const std::vector<bool> causal = parse_causal_list(args, {false});
   if (causal.size() != 1) throw UsageError("--causal: run takes one value (on or off)");
   demo.problem.causal = causal.front();
-  demo.smooth_k = args.flag("smooth-k");
   parse_numerics(args, demo.problem, demo.options, demo.io_type);
-  demo.distribution = parse_distribution(args);
+  parse_qk_transforms(args, demo.options);
+  demo.inputs = parse_input_family(args);
   demo.seed = static_cast<std::uint64_t>(args.get_int("seed", 0, 0, 1L << 62));
   if (demo.seed == 0) demo.seed = reference::fresh_seed();
   demo.repeats = static_cast<int>(args.get_int("repeats", 20, 1, 100000));
@@ -94,8 +92,7 @@ std::vector<render::KernelSpec> demo_specs(const Demo& demo, device::Arch arch) 
   const KernelConfig config =
       demo.options.config ? *demo.options.config
                           : attention::heuristic_config_for(request, demo.problem);
-  std::vector<render::KernelSpec> specs =
-      quantize::call_specs(request, demo.io_type, demo.smooth_k);
+  std::vector<render::KernelSpec> specs = quantize::call_specs(request, demo.io_type, demo.options);
   specs.push_back(attention::make_spec(request, config));
   return specs;
 }
@@ -157,10 +154,9 @@ int run_demo(const Arguments& arguments) {
 
   const AttentionProblem& p = demo.problem;
   std::printf("intfa run: %s\n  B=%d Hq=%d Hkv=%d Nq=%d Nkv=%d D=%d%s %s, %s inputs, seed %llu\n",
-              describe_numerics(p, demo.options).c_str(), p.batch, p.heads_q, p.heads_kv,
-              p.seq_q, p.seq_kv, p.head_dim, p.causal ? " causal" : "",
-              dtype_name(demo.io_type).c_str(),
-              demo.distribution == reference::Distribution::kNormal ? "N(0,1)" : "U(-0.5,0.5)",
+              describe_numerics(p, demo.options).c_str(), p.batch, p.heads_q, p.heads_kv, p.seq_q,
+              p.seq_kv, p.head_dim, p.causal ? " causal" : "", dtype_name(demo.io_type).c_str(),
+              reference::family_description(demo.inputs).c_str(),
               static_cast<unsigned long long>(demo.seed));
 
   reference::CheckCase check;
@@ -172,9 +168,8 @@ int run_demo(const Arguments& arguments) {
     const device::DeviceInfo& info = device::cached_device_info(device::current_device());
     check.options.config = attention::choose_config(spec_request(demo, info.arch), p, info);
   }
-  check.smooth_k = demo.smooth_k;
   check.io_type = demo.io_type;
-  check.distribution = demo.distribution;
+  check.inputs = demo.inputs;
   check.seed = demo.seed;
   const reference::CheckResult result = reference::run_check(check);
   std::printf("\naccuracy vs float64 attention of the original inputs (all %lld elements):\n"
@@ -187,12 +182,12 @@ int run_demo(const Arguments& arguments) {
   const bool correct = result.unwritten_outputs == 0 && result.vs_model.relative_l2 <= 1e-3 &&
                        result.q_mismatches == 0 && result.k_mismatches == 0 &&
                        result.v_mismatches == 0 && result.scale_mismatches == 0 &&
+                       result.mean_mismatches == 0 && result.lse_term_mismatches == 0 &&
                        result.lse_infinity_mismatches == 0;
 
   AttentionOptions timed_options = demo.options;
   timed_options.config = check.options.config;
-  AttentionWorkload workload(p, timed_options, demo.io_type, demo.distribution, demo.seed);
-  if (demo.smooth_k) workload.smooth_k();
+  AttentionWorkload workload(p, timed_options, demo.io_type, demo.inputs, demo.seed);
   device::Stream stream;
   const Timing quantize_time = time_on_stream(
       [&](CUstream s) { workload.quantize(s); }, stream.get(), 3, demo.repeats);

@@ -49,7 +49,9 @@ const char* const kTuneUsage =
     "  --json FILE                   every candidate's outcome and time, as JSON\n\n"
     "Numerics (one value each; each selects other kernels):\n"
     "  --dtype f16|bf16  --qk-bits 8|4  --p u8|s8  --p-scale running|tile\n"
-    "  --v-scale tensor|channel|block\n\n"
+    "  --v-scale tensor|channel|block\n"
+    "How Q and K are quantized for the checks and timings (the same attention kernel, so the\n"
+    "same buckets): --smooth-k[=BOOL] (on by default), --rotate[=BOOL]\n\n"
     "Prints a line per candidate on stderr and a table of the chosen configs with their speedup\n"
     "over the heuristic's. Exit 1 when a bucket had no correct candidate, or on an error.\n\n"
     "A flag is on alone, or takes a value: --force=no, --causal=off (1/0, true/false, on/off,\n"
@@ -74,7 +76,7 @@ struct TuneOptions {
   std::vector<Variant> variants;
   std::vector<KernelConfig> configs;
   AttentionProblem numerics_problem;  // qk_bits
-  AttentionOptions numerics;          // p_encoding, p_scale, v_granularity
+  AttentionOptions numerics;          // p_encoding, p_scale, v_granularity, smooth_k, rotate_qk
   DType io_type = DType::kF16;
   int batch = 4;
   int heads = 32;
@@ -111,7 +113,8 @@ TuneOptions parse_options(const Arguments& arguments) {
   grammar.values = {"head-dims", "seq",      "variants", "batch",     "heads",
                     "repeats",   "budget-s", "configs",  "tuning-db", "json",
                     "dtype",     "qk-bits",  "p",        "p-scale",   "v-scale"};
-  grammar.flags = {"force"};
+  grammar.flags = qk_transform_flag_names();
+  grammar.flags.push_back("force");
   grammar.switch_lists = {"causal"};
   const Args args(arguments, grammar);
   TuneOptions options;
@@ -125,6 +128,7 @@ TuneOptions parse_options(const Arguments& arguments) {
     }
   }
   parse_numerics(args, options.numerics_problem, options.numerics, options.io_type);
+  parse_qk_transforms(args, options.numerics);
   options.batch = static_cast<int>(args.get_int("batch", 4, 1, 4096));
   options.heads = static_cast<int>(args.get_int("heads", 32, 1, 4096));
   options.repeats = static_cast<int>(args.get_int("repeats", 20, 1, 10000));
@@ -162,8 +166,13 @@ tune::TuningPlan make_plan(const TuneOptions& options, const device::DeviceInfo&
 
 // --- The GPU backend ---
 
-AttentionOptions numerics_of(const attention::SpecRequest& request) {
+// The numerics of `request`'s kernel, with Q and K quantized as `transforms` says (smooth_k,
+// rotate_qk: they select quantize kernels, not the attention kernel, so no bucket has them).
+AttentionOptions numerics_of(const attention::SpecRequest& request,
+                             const AttentionOptions& transforms) {
   AttentionOptions options;
+  options.smooth_k = transforms.smooth_k;
+  options.rotate_qk = transforms.rotate_qk;
   options.p_encoding = request.p_encoding;
   options.p_scale = request.p_scale;
   options.v_granularity = request.v_granularity;
@@ -197,7 +206,7 @@ class RotatingInputs {
     const std::uint64_t seed = reference::fresh_seed();
     for (std::size_t i = 0; i < copies; ++i) {
       copies_.push_back(std::make_unique<AttentionWorkload>(
-          problem, numerics, io_type, reference::Distribution::kNormal, seed + 3 * i));
+          problem, numerics, io_type, reference::InputFamily::kNormal, seed + 3 * i));
       copies_.back()->quantize(stream_.get());
     }
     stream_.synchronize();
@@ -250,8 +259,11 @@ AttentionProblem check_problem(const attention::SpecRequest& request) {
 
 class GpuBackend final : public tune::Backend {
  public:
-  GpuBackend(const device::DeviceInfo& info, int repeats)
-      : info_(info), repeats_(repeats), context_(launch::launch_context(nullptr)) {}
+  GpuBackend(const device::DeviceInfo& info, int repeats, const AttentionOptions& transforms)
+      : info_(info),
+        repeats_(repeats),
+        transforms_(transforms),
+        context_(launch::launch_context(nullptr)) {}
 
   void compile(const std::vector<render::KernelSpec>& specs) override {
     compile_in_parallel(specs, "tune: compile");  // failures surface again from resources()
@@ -267,7 +279,7 @@ class GpuBackend final : public tune::Backend {
   std::string check(const attention::SpecRequest& request, const KernelConfig& config) override {
     reference::CheckCase check;
     check.problem = check_problem(request);
-    check.options = numerics_of(request);
+    check.options = numerics_of(request, transforms_);
     check.options.config = config;
     check.io_type = request.output_type;
     check.seed = reference::fresh_seed();
@@ -277,7 +289,7 @@ class GpuBackend final : public tune::Backend {
 
   tune::Timer timer(const attention::SpecRequest& request,
                     const AttentionProblem& problem) override {
-    auto inputs = std::make_shared<RotatingInputs>(problem, numerics_of(request),
+    auto inputs = std::make_shared<RotatingInputs>(problem, numerics_of(request, transforms_),
                                                    request.output_type, info_.l2_bytes);
     const int repeats = repeats_;
     return [inputs, repeats](const KernelConfig& config) {
@@ -288,6 +300,7 @@ class GpuBackend final : public tune::Backend {
  private:
   const device::DeviceInfo& info_;
   int repeats_;
+  AttentionOptions transforms_;
   CUcontext context_;
 };
 
@@ -391,7 +404,7 @@ int run_tune(const Arguments& arguments) {
   std::printf("tuning on %s into %s\n", info.to_string().c_str(), options.database.c_str());
   std::fflush(stdout);
 
-  GpuBackend backend(info, options.repeats);
+  GpuBackend backend(info, options.repeats, options.numerics);
   tune::TunerHooks hooks;
   hooks.progress = [](const std::string& line) {
     std::fprintf(stderr, "tune: %s\n", line.c_str());

@@ -13,11 +13,28 @@ const char* const kNumericsOptionsHelp =
     "  --v-scale tensor|channel|block   V scale granularity (default channel)\n"
     "  --qk-bits 8|4              Q.K in INT8 (default) or INT4\n"
     "  --dtype f16|bf16           inputs and output (default f16)\n"
-    "  --dist normal|uniform      N(0,1) (default) or U(-0.5,0.5) inputs\n"
+    "  --dist FAMILY              inputs: normal (N(0,1), default), uniform (U(-0.5,0.5)),\n"
+    "                             k_offset, outliers, sharp, offset_outliers,\n"
+    "                             sharp_offset_outliers, v_outliers (see intfa_accuracy_model)\n"
     "  --softmax-scale X          default 1/sqrt(head_dim)\n"
     "  --config M,N,W,S           tile config block_m,block_n,warps,stages (default: tuned or\n"
     "                             heuristic); W = 12 or 16, or 8 with M = 64, is the\n"
-    "                             Hopper (wgmma) kernel\n";
+    "                             Hopper (wgmma) kernel\n"
+    "  --smooth-k[=BOOL]          K smoothing: K minus its channel means (over a sample of keys)\n"
+    "                             before quantizing; on by default, --smooth-k=0 turns it off\n"
+    "  --rotate[=BOOL]            rotate Q and K by a signed Walsh-Hadamard matrix before\n"
+    "                             quantizing (incoherent processing: spreads outlier channels)\n";
+
+const std::vector<std::string>& qk_transform_flag_names() {
+  static const std::vector<std::string> names = {"smooth-k", "rotate"};
+  return names;
+}
+
+void parse_qk_transforms(const Args& args, AttentionOptions& options) {
+  const AttentionOptions defaults;
+  options.smooth_k = args.flag_or("smooth-k", defaults.smooth_k);
+  options.rotate_qk = args.flag_or("rotate", defaults.rotate_qk);
+}
 
 const std::vector<std::string>& numerics_option_names() {
   static const std::vector<std::string> names = {
@@ -94,21 +111,28 @@ void parse_numerics(const Args& args, AttentionProblem& problem, AttentionOption
   if (const auto config = args.get("config")) options.config = parse_config(*config);
 }
 
-reference::Distribution parse_distribution(const Args& args) {
+reference::InputFamily parse_input_family(const Args& args) {
   const std::string dist = args.get_or("dist", "normal");
-  if (dist == "normal") return reference::Distribution::kNormal;
-  if (dist == "uniform") return reference::Distribution::kUniformHalf;
-  throw UsageError("--dist " + dist + ": expected normal or uniform");
+  std::vector<std::string> names;
+  for (reference::InputFamily family : reference::all_input_families()) {
+    if (reference::family_name(family) == dist) return family;
+    names.push_back(reference::family_name(family));
+  }
+  throw UsageError("--dist " + dist + ": expected " + strings::join(names, ", "));
 }
 
 std::string describe_numerics(const AttentionProblem& problem, const AttentionOptions& options) {
+  std::string transforms;
+  if (options.smooth_k) transforms += ", K smoothed";
+  if (options.rotate_qk) transforms += ", Q and K rotated";
   if (problem.variant == Variant::kHalfInt8) {
-    return "half INT8 (INT" + std::to_string(problem.qk_bits) + " Q.K, 16-bit P.V)";
+    return "half INT8 (INT" + std::to_string(problem.qk_bits) + " Q.K, 16-bit P.V" + transforms +
+           ")";
   }
   return std::string("full INT8 (INT") + std::to_string(problem.qk_bits) + " Q.K, P " +
          (options.p_encoding == PEncoding::kUnsigned255 ? "u8" : "s8") + " against the " +
          (options.p_scale == PScaleReference::kRunningMax ? "running" : "tile") + " max, V per " +
-         granularity_name(options.v_granularity) + ")";
+         granularity_name(options.v_granularity) + transforms + ")";
 }
 
 std::vector<int> parse_head_dims(const Args& args, const std::vector<long>& fallback) {

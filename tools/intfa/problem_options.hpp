@@ -10,20 +10,28 @@
 #include "intfa/args.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/types.hpp"
+#include "reference/input_families.hpp"
 #include "reference/reference.hpp"
 
 namespace intfa::cli {
 
 // --variant full|half, --p s8|u8, --p-scale running|tile, --v-scale tensor|channel|block,
-// --dtype f16|bf16, --dist normal|uniform, --qk-bits 8|4, --softmax-scale X,
-// --config BLOCK_M,BLOCK_N,WARPS,STAGES
+// --dtype f16|bf16, --dist FAMILY, --qk-bits 8|4, --softmax-scale X,
+// --config BLOCK_M,BLOCK_N,WARPS,STAGES, and the flags --smooth-k and --rotate
 extern const char* const kNumericsOptionsHelp;
 const std::vector<std::string>& numerics_option_names();
+
+// --smooth-k[=BOOL] and --rotate[=BOOL] (defaults as AttentionOptions: kNumericsOptionsHelp):
+// how the 16-bit Q and K are quantized (AttentionOptions::smooth_k, rotate_qk); flags of run,
+// bench, tune and precompile.
+const std::vector<std::string>& qk_transform_flag_names();
+void parse_qk_transforms(const Args& args, AttentionOptions& options);
 
 Variant parse_variant(const std::string& text);
 void parse_numerics(const Args& args, AttentionProblem& problem, AttentionOptions& options,
                     DType& io_type);
-reference::Distribution parse_distribution(const Args& args);
+// --dist: an input family of reference/input_families.hpp (normal by default).
+reference::InputFamily parse_input_family(const Args& args);
 KernelConfig parse_config(const std::string& text);
 
 std::string describe_numerics(const AttentionProblem& problem, const AttentionOptions& options);

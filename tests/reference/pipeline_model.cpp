@@ -1,0 +1,43 @@
+#include "reference/pipeline_model.hpp"
+
+namespace intfa::reference {
+
+void attention_pipeline_model(const Shape& shape, const float* q, const float* k, const float* v,
+                              const PipelineOptions& options, double* out, double* lse) {
+  shape.validate();
+  const int q_rows = shape.batch * shape.heads_q * shape.seq_q;
+  const int kv_heads = shape.batch * shape.heads_kv;
+  // K first: Q's quantize reads K's channel means (quantize_qk of K, then of Q).
+  std::vector<float> means;
+  QuantizedRows k8;
+  if (options.smooth_k) {
+    const std::vector<double> exact =
+        options.exact_mean ? channel_means(k, kv_heads, shape.seq_kv, shape.head_dim)
+                           : sampled_channel_means(k, kv_heads, shape.seq_kv, shape.head_dim);
+    means.assign(exact.begin(), exact.end());
+    k8 = quantize_rows_smoothed(k, kv_heads, shape.seq_kv, shape.head_dim, options.qk_bits,
+                                means.data(), options.rotate);
+  } else {
+    k8 = quantize_rows(k, kv_heads * shape.seq_kv, shape.head_dim, options.qk_bits, nullptr,
+                       options.rotate);
+  }
+  const QuantizedRows q8 =
+      quantize_rows(q, q_rows, shape.head_dim, options.qk_bits, nullptr, options.rotate);
+  ModelOptions model = options.model;
+  std::vector<float> lse_terms;
+  if (options.smooth_k) {
+    const std::vector<double> dots = q_dot_k_means(q, shape.batch, shape.heads_q, shape.heads_kv,
+                                                   shape.seq_q, shape.head_dim, means.data());
+    lse_terms.assign(dots.begin(), dots.end());  // the kernel writes FP32
+    model.q_dot_k_mean = lse_terms.data();
+  }
+  if (model.variant == Variant::kFullInt8) {
+    const QuantizedV v8 = quantize_v(v, shape.batch, shape.heads_kv, shape.seq_kv, shape.head_dim,
+                                     options.v_granularity);
+    attention_quantized_model(shape, q8, k8, &v8, nullptr, model, out, lse);
+  } else {
+    attention_quantized_model(shape, q8, k8, nullptr, v, model, out, lse);
+  }
+}
+
+}  // namespace intfa::reference

@@ -1,0 +1,27 @@
+// intfa::attention_forward_16bit (intfa.attention) on the CPU: the quantize kernels' steps on the
+// 16-bit inputs (K smoothing with the sampled channel means, the rotation, Q's LSE term), then the
+// attention model, all as the kernels do them (quantized_model.hpp). The accuracy tables and the
+// CPU tests that pin the defaults' accuracy run this.
+#pragma once
+
+#include <vector>
+
+#include "reference/quantized_model.hpp"
+
+namespace intfa::reference {
+
+struct PipelineOptions {
+  ModelOptions model;  // variant, P numerics, block_n (model.q_dot_k_mean is set here)
+  VGranularity v_granularity = VGranularity::kPerChannel;  // full INT8
+  int qk_bits = 8;
+  bool smooth_k = true;     // K minus its (sampled) channel means, with the LSE term
+  bool rotate = false;      // Q and K rotated before quantizing
+  bool exact_mean = false;  // smoothing with the mean of all keys, not the kernel's sample
+};
+
+// q [batch][heads_q][seq_q][head_dim], k and v [batch][heads_kv][seq_kv][head_dim] (16-bit values
+// as floats) -> out [batch][heads_q][seq_q][head_dim] and, when not null, the natural-log LSE.
+void attention_pipeline_model(const Shape& shape, const float* q, const float* k, const float* v,
+                              const PipelineOptions& options, double* out, double* lse = nullptr);
+
+}  // namespace intfa::reference
