@@ -33,7 +33,7 @@ def cache_info():
 
 def precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),
                dtypes=("float16",), causal=(False, True), *, arch=None, v_granularity=None,
-               p_encoding=None, p_scale=None, smooth_k=False, jobs=0):
+               p_encoding=None, p_scale=None, smooth_k=None, rotate=None, jobs=0):
     """Compiles now, into the kernel cache, the kernels ``intfa.attention`` will launch for these
     head dims, variants, input dtypes (torch dtypes or names) and causal settings: the quantize
     kernels and the attention kernel at the heuristic's tile config (a tuning database entry for a
@@ -42,7 +42,8 @@ def precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),
     ``arch`` ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90a", "sm_100a", "sm_120", "sm_121")
     defaults to INTFA_ARCH, else the GPU's own;
     naming one needs no GPU. ``jobs`` parallel NVRTC compiles (0: all cores). The numerics options
-    default as in ``intfa.attention``; ``smooth_k`` adds K's smoothing kernels. Returns a dict:
+    default as in ``intfa.attention``, ``smooth_k`` and ``rotate`` too (K smoothing's kernels by
+    default; ``smooth_k=False``: the plain row kernels instead). Returns a dict:
     ``arch``, ``kernels``, ``compiled_now``, ``already_present``, ``specs``. Raises NoDevice when
     no arch can be named, InvalidArgument naming a bad argument, CompileError when NVRTC rejects a
     kernel.
@@ -53,8 +54,11 @@ def precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),
         raise invalid_argument("jobs", repr(jobs), f"expected an int in [0, {_MAX_JOBS}]")
     if arch is not None and arch != "":
         choice("arch", arch, _ARCHS)
-    if not isinstance(smooth_k, bool):
-        raise invalid_argument("smooth_k", repr(smooth_k), "expected True or False")
+    smooth_k = DEFAULTS["smooth_k"] if smooth_k is None else smooth_k
+    rotate = DEFAULTS["rotate"] if rotate is None else rotate
+    for name, value in (("smooth_k", smooth_k), ("rotate", rotate)):
+        if not isinstance(value, bool):
+            raise invalid_argument(name, repr(value), "expected True or False")
     # Each list is read once: a generator given for one is consumed here, not twice.
     head_dims = as_list("head_dims", head_dims)
     variants = as_list("variants", variants)
@@ -83,4 +87,4 @@ def precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),
         p_scale=choice("p_scale", p_scale or DEFAULTS["p_scale"], ("running", "tile")),
         v_granularity=choice("v_granularity", v_granularity or DEFAULTS["v_granularity"],
                              ("tensor", "channel", "block")),
-        smooth_k=smooth_k, jobs=jobs)
+        smooth_k=smooth_k, rotate=rotate, jobs=jobs)

@@ -44,10 +44,13 @@ class Quantized(NamedTuple):
     k_scale: torch.Tensor  # float32 [B, H_kv, N_kv]
     # float32: [B, H_kv] per tensor, [B, H_kv, D] per channel, [B, H_kv, N_pad / 64, D] per block
     v_scale: Optional[torch.Tensor]
-    # float32 mean of K over the sequence ([B, H_kv, 1, D] for HND, [B, 1, H_kv, D] for NHD) that
-    # was subtracted before quantizing, when smooth_k; else None.
+    # float32 mean of K over (a sample of) the sequence ([B, H_kv, 1, D] for HND, [B, 1, H_kv, D]
+    # for NHD) that was subtracted before quantizing, when smooth_k; else None.
     k_mean: Optional[torch.Tensor]
     layout: str
+    # float32 [B, H_q, N_q], q . k_mean per query row when smooth_k (else None): pass it to
+    # ``attention_int8(..., q_dot_k_mean=...)`` and its LSE is that of the original scores.
+    q_dot_k_mean: Optional[torch.Tensor] = None
 
 
 # --- shapes and views -----------------------------------------------------------------------
@@ -107,13 +110,14 @@ def _on(device):
 
 # --- outputs, shared by the real and the fake implementations -------------------------------
 
-def _empty_qk(x, layout, smooth_k):
-    # The channel means (K smoothing) are [B, H, D]; empty when not smoothing (an op cannot
-    # return None in a tuple).
+def _empty_qk(x, layout, smooth_k, k_mean=None):
+    # The third output: K smoothing's channel means [B, H, D], or for Q of a smoothed K (k_mean
+    # given) q . k_mean per row [B, H, N]; empty otherwise (an op cannot return None in a tuple).
     b, h, n, d = _bhnd(x, layout)
+    extra = (b, h, d) if smooth_k else (b, h, n) if k_mean is not None else (0,)
     return (torch.empty(x.shape, dtype=torch.int8, device=x.device),
             torch.empty((b, h, n), dtype=torch.float32, device=x.device),
-            torch.empty((b, h, d) if smooth_k else (0,), dtype=torch.float32, device=x.device))
+            torch.empty(extra, dtype=torch.float32, device=x.device))
 
 
 def _empty_v(shape, granularity, device):
@@ -133,13 +137,18 @@ def _empty_attention(q, layout, out_dtype, return_lse):
 
 # --- launches (inside the ops; arguments already checked) -----------------------------------
 
-def _launch_quantize_qk(x, layout, smooth_k, stream):
-    x8, scale, mean = _empty_qk(x, layout, smooth_k)
+def _launch_quantize_qk(x, layout, smooth_k, stream, rotate=False, k_mean=None):
+    x8, scale, mean = _empty_qk(x, layout, smooth_k, k_mean)
+    term = {}
+    if k_mean is not None:  # Q of a smoothed K: q . k_mean per row, the LSE term
+        term = dict(k_channel_mean=k_mean.data_ptr(), k_channel_mean_heads=k_mean.shape[1],
+                    q_dot_k_mean=mean.data_ptr())
     _intfa.quantize_qk(shape=_bhnd(x, layout), input=x.data_ptr(),
                        input_dtype=_FLOAT_NAMES[x.dtype], input_strides=_bhnd_strides(x, layout),
                        output=x8.data_ptr(), output_strides=_bhnd_strides(x8, layout),
                        scales=scale.data_ptr(),
-                       smooth_k_channel_mean=mean.data_ptr() if smooth_k else 0, stream=stream)
+                       smooth_k_channel_mean=mean.data_ptr() if smooth_k else 0, stream=stream,
+                       rotate=rotate, **term)
     return x8, scale, mean
 
 
@@ -201,15 +210,16 @@ def _custom_op(name):
 
 
 @_custom_op("intfa::quantize_qk")
-def _quantize_qk_op(x: torch.Tensor, layout: str,
-                    smooth_k: bool) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _quantize_qk_op(x: torch.Tensor, layout: str, smooth_k: bool, rotate: bool = False,
+                    k_mean: Optional[torch.Tensor] = None
+                    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     with _on(x.device):
-        return _launch_quantize_qk(x, layout, smooth_k, _stream(x.device))
+        return _launch_quantize_qk(x, layout, smooth_k, _stream(x.device), rotate, k_mean)
 
 
 @_quantize_qk_op.register_fake
-def _(x, layout, smooth_k):
-    return _empty_qk(x, layout, smooth_k)
+def _(x, layout, smooth_k, rotate=False, k_mean=None):
+    return _empty_qk(x, layout, smooth_k, k_mean)
 
 
 @_custom_op("intfa::quantize_v")
@@ -229,21 +239,23 @@ def _attention_int8_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                        q_scale: torch.Tensor, k_scale: torch.Tensor,
                        v_scale: Optional[torch.Tensor], is_causal: bool, sm_scale: float,
                        layout: str, out_dtype: torch.dtype, p_encoding: str, p_scale: str,
-                       return_lse: bool,
-                       config: Optional[List[int]]) -> Tuple[torch.Tensor, torch.Tensor]:
+                       return_lse: bool, config: Optional[List[int]],
+                       q_dot_k_mean: Optional[torch.Tensor] = None
+                       ) -> Tuple[torch.Tensor, torch.Tensor]:
     out, lse = _empty_attention(q, layout, out_dtype, return_lse)
     plan = _int8_attention_plan(q, k, v, v_scale, out, is_causal, sm_scale, layout, p_encoding,
                                 p_scale, config)
     with _on(q.device):
         plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), q_scale.data_ptr(), k_scale.data_ptr(),
                  v_scale.data_ptr() if v_scale is not None else 0, out.data_ptr(),
-                 lse.data_ptr() if lse.numel() else 0, _stream(q.device))
+                 lse.data_ptr() if lse.numel() else 0, _stream(q.device),
+                 q_dot_k_mean.data_ptr() if q_dot_k_mean is not None else 0)
     return out, lse
 
 
 @_attention_int8_op.register_fake
 def _(q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scale, layout, out_dtype, p_encoding,
-      p_scale, return_lse, config):
+      p_scale, return_lse, config, q_dot_k_mean=None):
     return _empty_attention(q, layout, out_dtype, return_lse)
 
 
@@ -262,12 +274,12 @@ def _remember(plans, key, plan):
 
 
 def _attention_plan(q, k, v, out, is_causal, sm_scale, layout, variant, v_granularity, smooth_k,
-                    p_encoding, p_scale, packing=None):
+                    p_encoding, p_scale, rotate=False, packing=None):
     """The plan of one signature; `packing` (sequences, max_seqlen_q, max_seqlen_k) for packed
     sequences, whose tensors are then [1, total, H, D] views in layout NHD."""
     key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), out.stride(), q.dtype,
            layout, is_causal, sm_scale, variant, v_granularity, smooth_k, p_encoding, p_scale,
-           packing)
+           rotate, packing)
     plan = _ATTENTION_PLANS.get(key)
     if plan is not None:
         return plan
@@ -286,7 +298,7 @@ def _attention_plan(q, k, v, out, is_causal, sm_scale, layout, variant, v_granul
         q_strides=_bhnd_strides(q, layout), k_strides=_bhnd_strides(k, layout),
         v_strides=_bhnd_strides(v, layout), out_strides=_bhnd_strides(out, layout),
         softmax_scale=sm_scale, p_encoding=p_encoding, p_scale=p_scale,
-        v_granularity=v_granularity, smooth_k=smooth_k, **totals))
+        v_granularity=v_granularity, smooth_k=smooth_k, rotate=rotate, **totals))
 
 
 def _int8_attention_plan(q, k, v, v_scale, out, is_causal, sm_scale, layout, p_encoding, p_scale,
@@ -319,13 +331,13 @@ _INT8_ATTENTION_PLANS = {}
 @_custom_op("intfa::attention")
 def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
                   sm_scale: float, layout: str, variant: str, v_granularity: str, smooth_k: bool,
-                  p_encoding: str, p_scale: str) -> torch.Tensor:
+                  p_encoding: str, p_scale: str, rotate: bool = False) -> torch.Tensor:
     # One C++ call quantizes Q, K (and V) into a workspace from torch's caching allocator and
     # attends (intfa::attention_forward_16bit); the workspace goes back to the allocator at once,
     # stream-ordered, as any temporary of an eager op does.
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     plan = _attention_plan(q, k, v, out, is_causal, sm_scale, layout, variant, v_granularity,
-                           smooth_k, p_encoding, p_scale)
+                           smooth_k, p_encoding, p_scale, rotate)
     return _run_attention_plan(plan, q, k, v, out)
 
 
@@ -339,7 +351,7 @@ def _run_attention_plan(plan, q, k, v, out):
 
 @_attention_op.register_fake
 def _(q, k, v, is_causal, sm_scale, layout, variant, v_granularity, smooth_k, p_encoding,
-      p_scale):
+      p_scale, rotate=False):
     return _empty_attention(q, layout, q.dtype, False)[0]
 
 
@@ -356,13 +368,14 @@ def _attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
                          max_seqlen_q: int, max_seqlen_k: int, is_causal: bool, sm_scale: float,
                          variant: str, v_granularity: str, smooth_k: bool, p_encoding: str,
-                         p_scale: str, return_lse: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+                         p_scale: str, return_lse: bool,
+                         rotate: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
     out, lse = _empty_varlen_attention(q, return_lse)
     # The kernels see packed tensors as one batch of NHD rows: [1, total, H, D]; the plan has the
     # sequences' count and longest lengths, the offsets come with the call.
     packed = tuple(x.unsqueeze(0) for x in (q, k, v, out))
     plan = _attention_plan(*packed, is_causal, sm_scale, "NHD", variant, v_granularity, smooth_k,
-                           p_encoding, p_scale,
+                           p_encoding, p_scale, rotate,
                            packing=(cu_seqlens_q.numel() - 1, max_seqlen_q, max_seqlen_k))
     workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=q.device)
     with _on(q.device):
@@ -374,7 +387,7 @@ def _attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 @_attention_varlen_op.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal, sm_scale,
-      variant, v_granularity, smooth_k, p_encoding, p_scale, return_lse):
+      variant, v_granularity, smooth_k, p_encoding, p_scale, return_lse, rotate=False):
     return _empty_varlen_attention(q, return_lse)
 
 
@@ -477,6 +490,13 @@ def _check_numerics(variant, v_granularity, p_encoding, p_scale):
         _check_choice("p_scale", p_scale or DEFAULTS["p_scale"], P_SCALES))
 
 
+def _qk_transforms(smooth_k, rotate):
+    """K smoothing and the rotation of Q and K, None meaning the C++ default
+    (intfa::AttentionOptions: smoothing on, rotation off)."""
+    return (DEFAULTS["smooth_k"] if smooth_k is None else bool(smooth_k),
+            DEFAULTS["rotate"] if rotate is None else bool(rotate))
+
+
 def _check_inputs(q, k, v, dims=4, what="[B, H, N, D] or [B, N, H, D]"):
     """FP16/BF16 q, k and v of one dtype and `dims` dimensions, each with stride 1 on the head
     dim."""
@@ -508,13 +528,17 @@ def _check_offsets(cu_seqlens_q, cu_seqlens_k):
 
 # --- the public functions -------------------------------------------------------------------
 
-def quantize(q, k, v=None, *, layout="HND", v_granularity=None, smooth_k=False):
+def quantize(q, k, v=None, *, layout="HND", v_granularity=None, smooth_k=None, rotate=None):
     """FP16/BF16 Q, K (and V) -> INT8 tensors and FP32 scales for ``attention_int8``, on the
     tensors' device and current stream. Q and K get one scale per token (scale = max|row| / 127);
     V, when given, is written in the kernel's INT8 V layout with scales per ``v_granularity``
-    ("tensor", "channel" or "block"; default as in the C++ API). ``smooth_k`` subtracts K's mean
-    over the sequence first, in the quantize kernel (exact for attention: softmax ignores it;
-    narrower INT8 range when K has channel offsets). Returns ``Quantized``."""
+    ("tensor", "channel" or "block"; default as in the C++ API). ``smooth_k`` (on by default, as
+    in ``attention``) subtracts K's mean over a sample of its keys first, in the quantize kernel
+    (exact for attention: softmax ignores it; narrower INT8 range when K has channel offsets), and
+    gives ``q_dot_k_mean`` for ``attention_int8``'s LSE. ``rotate`` (off by default) rotates Q and
+    K by one orthogonal (signed Walsh-Hadamard) matrix before quantizing: the same attention, with
+    outlier channels spread over the row. Returns ``Quantized``."""
+    smooth_k, rotate = _qk_transforms(smooth_k, rotate)
     _check_choice("layout", layout, LAYOUTS)
     v_granularity = _check_choice("v_granularity", v_granularity or DEFAULTS["v_granularity"],
                                   V_GRANULARITIES)
@@ -530,27 +554,30 @@ def quantize(q, k, v=None, *, layout="HND", v_granularity=None, smooth_k=False):
     _check_problem(q, k, layout, False, "full_int8" if v is not None else "half_int8")
     _check_device([("q", q), ("k", k), ("v", v)])
 
-    q8, q_scale, _ = _quantize_qk_op(q, layout, False)
-    k8, k_scale, k_mean = _quantize_qk_op(k, layout, bool(smooth_k))
+    # K first: with smoothing, Q's kernel reads K's means for the LSE term.
+    k8, k_scale, k_mean = _quantize_qk_op(k, layout, smooth_k, rotate)
+    q8, q_scale, q_dot_k_mean = _quantize_qk_op(q, layout, False, rotate,
+                                                k_mean if smooth_k else None)
     if smooth_k:  # [B, H, D] -> broadcastable against K in its layout
         k_mean = k_mean.unsqueeze(2 if layout == "HND" else 1)
     else:
-        k_mean = None
+        k_mean = q_dot_k_mean = None
     v8 = v_scale = None
     if v is not None:
         v8, v_scale = _quantize_v_op(v, layout, v_granularity)
-    return Quantized(q8, k8, v8, q_scale, k_scale, v_scale, k_mean, layout)
+    return Quantized(q8, k8, v8, q_scale, k_scale, v_scale, k_mean, layout, q_dot_k_mean)
 
 
 def attention_int8(q, k, v, q_scale, k_scale, v_scale=None, *, is_causal=False, sm_scale=None,
                    layout="HND", out_dtype=None, return_lse=False, p_encoding=None, p_scale=None,
-                   config=None):
+                   config=None, q_dot_k_mean=None):
     """Attention over quantized inputs (see ``quantize``): full INT8 when ``v`` is INT8 in the V
     layout (``v_scale`` then required; its shape gives the granularity), half INT8 when ``v`` is
     FP16/BF16 [B, H, N, D] in ``layout`` (``v_scale`` None). Output in ``layout`` with q's shape,
     ``out_dtype`` torch.float16 or torch.bfloat16 (default: v's 16-bit dtype, else float16).
-    With ``return_lse`` also the natural-log log-sum-exp, float32 [B, H_q, N_q] (of the smoothed
-    scores if K was smoothed: add sm_scale * q.k_mean for the original ones).
+    With ``return_lse`` also the natural-log log-sum-exp, float32 [B, H_q, N_q]: of the original
+    scores when ``q_dot_k_mean`` is ``quantize``'s (K smoothed, the default), else of the scores
+    of the given q and k (the smoothed ones, lower by sm_scale * q . k_mean).
     ``p_encoding`` "u8"/"s8" and ``p_scale`` "running"/"tile" select the full-INT8 P numerics.
     ``config`` (block_m, block_n, warps, stages) overrides the tile config the tuning database or
     the heuristic would pick (benchmarks, tuning); the C++ runtime checks it before compiling."""
@@ -573,7 +600,10 @@ def attention_int8(q, k, v, q_scale, k_scale, v_scale=None, *, is_causal=False, 
                                           p_scale, config)
         if signature is not None:
             _remember(_CHECKED_INT8_CALLS, signature, arguments)
-    out, lse = _attention_int8_op(q, k, v, q_scale, k_scale, v_scale, *arguments)
+    if q_dot_k_mean is not None:
+        _check_scale("q_dot_k_mean", q_dot_k_mean, tuple(q_scale.shape))
+        _check_device([("q", q), ("q_dot_k_mean", q_dot_k_mean)])
+    out, lse = _attention_int8_op(q, k, v, q_scale, k_scale, v_scale, *arguments, q_dot_k_mean)
     return (out, lse) if return_lse else out
 
 
@@ -644,7 +674,7 @@ def _check_attention_int8(q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scal
 
 def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
               enable_gqa=False, *, sm_scale=None, layout="HND", variant="full_int8",
-              v_granularity=None, smooth_k=False, p_encoding=None, p_scale=None):
+              v_granularity=None, smooth_k=None, p_encoding=None, p_scale=None, rotate=None):
     """Quantizes and attends in one call, shaped like
     ``torch.nn.functional.scaled_dot_product_attention`` (same positional arguments) so that it
     can be swapped in: q [B, H_q, N_q, D], k and v [B, H_kv, N_kv, D] (layout "HND"; "NHD" takes
@@ -653,7 +683,10 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
     defaults to 1/sqrt(D). Causal masking with N_q != N_kv is bottom-right aligned
     (FlashAttention >= 2.1; SDPA aligns top-left). ``attn_mask`` and ``dropout_p`` are accepted
     only as None and 0 (Unsupported otherwise). ``variant`` "full_int8" quantizes V too,
-    "half_int8" keeps V in 16 bits. Forward only: no autograd."""
+    "half_int8" keeps V in 16 bits. ``smooth_k`` (default on) quantizes K less its channel means
+    (over a sample of keys), ``rotate`` (default off) rotates Q and K by one orthogonal matrix
+    first, which spreads outlier channels; neither changes the attention in exact arithmetic.
+    Forward only: no autograd."""
     if attn_mask is not None:
         raise Unsupported("intfa.attention: attn_mask is not supported (only is_causal masking)",
                           field="attn_mask")
@@ -669,14 +702,14 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
             signature = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype,
                          k.dtype, v.dtype, q.device, k.device, v.device, is_causal, scale,
                          type(scale), sm_scale, type(sm_scale), layout, variant, v_granularity,
-                         smooth_k, type(smooth_k), p_encoding, p_scale)
+                         smooth_k, type(smooth_k), p_encoding, p_scale, rotate)
             arguments = _CHECKED_ATTENTION_CALLS.get(signature)
         except (AttributeError, TypeError):  # not tensors, or an unhashable option: checked below
             signature = None
     if arguments is None:
         # [the op's arguments after q, k, v; the plan, made at the first plain eager call]
         arguments = [_check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant,
-                                      v_granularity, smooth_k, p_encoding, p_scale), None]
+                                      v_granularity, smooth_k, p_encoding, p_scale, rotate), None]
         if signature is not None:
             _remember(_CHECKED_ATTENTION_CALLS, signature, arguments)
     if signature is not None and _plain_eager((q, k, v)):
@@ -695,7 +728,7 @@ _CHECKED_ATTENTION_CALLS = {}
 
 
 def _check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant, v_granularity,
-                     smooth_k, p_encoding, p_scale):
+                     smooth_k, p_encoding, p_scale, rotate=None):
     """Every check of `attention`; returns the op's arguments after q, k and v."""
     if scale is not None and sm_scale is not None and scale != sm_scale:
         raise invalid_argument("scale", scale, f"expected the same as sm_scale = {sm_scale} "
@@ -709,13 +742,15 @@ def _check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant, v_gra
     _check_same("v", v, k.shape, "the shape of k")
     _check_problem(q, k, layout, is_causal, variant)
     _check_device([("q", q), ("k", k), ("v", v)])
+    smooth_k, rotate = _qk_transforms(smooth_k, rotate)
     return (bool(is_causal), softmax_scale, layout, numerics.variant, numerics.v_granularity,
-            bool(smooth_k), numerics.p_encoding, numerics.p_scale)
+            smooth_k, numerics.p_encoding, numerics.p_scale, rotate)
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
                      is_causal=False, sm_scale=None, variant="full_int8", v_granularity=None,
-                     smooth_k=False, p_encoding=None, p_scale=None, return_lse=False):
+                     smooth_k=None, p_encoding=None, p_scale=None, return_lse=False,
+                     rotate=None):
     """Quantizes and attends a varlen (packed) batch in one call, with FlashAttention's
     ``flash_attn_varlen_func`` arguments: q [total_q, H_q, D], k and v [total_k, H_kv, D], FP16 or
     BF16, one dtype; sequence b is rows ``cu_seqlens_q[b]:cu_seqlens_q[b + 1]`` of q (and of the
@@ -726,8 +761,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     lengths. A sequence may be empty (q, k and v each need one row in all); a query that sees no
     key outputs zeros (LSE -inf). Causal masking is per sequence, bottom-right aligned. Every
     sequence is quantized as ``intfa.attention`` quantizes it alone (per-token Q and K; V's scales
-    per sequence), except that ``smooth_k`` subtracts the mean over all packed keys (still exact
-    for attention).
+    per sequence), except that ``smooth_k`` (on by default) subtracts the mean over (a sample of)
+    all packed keys (still exact for attention, and the LSE stays that of the original scores);
+    ``rotate`` as in ``attention``.
     Returns the output [total_q, H_q, D] in q's dtype, and with ``return_lse`` also the
     natural-log log-sum-exp, float32 [H_q, total_q]. Runs the portable kernel (the Hopper one
     takes dense batches only). Forward only: no autograd."""
@@ -752,8 +788,10 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
                       head_dim=q.shape[2], causal=bool(is_causal), variant=numerics.variant)
     _check_device([("q", q), ("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q),
                    ("cu_seqlens_k", cu_seqlens_k)])
+    smooth_k, rotate = _qk_transforms(smooth_k, rotate)
     out, lse = _attention_varlen_op(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                     max_seqlen_k, bool(is_causal), softmax_scale,
-                                    numerics.variant, numerics.v_granularity, bool(smooth_k),
-                                    numerics.p_encoding, numerics.p_scale, bool(return_lse))
+                                    numerics.variant, numerics.v_granularity, smooth_k,
+                                    numerics.p_encoding, numerics.p_scale, bool(return_lse),
+                                    rotate)
     return (out, lse) if return_lse else out

@@ -84,11 +84,13 @@ class PrecompileArgumentsTest(ArgumentsCase):
         self.assert_invalid("variants", intfa.precompile, variants="int4", arch="sm_80")
         self.assert_invalid("smooth_k", intfa.precompile, head_dims=64, arch="sm_80",
                             smooth_k="no")
+        self.assert_invalid("rotate", intfa.precompile, head_dims=64, arch="sm_80", rotate=1)
 
     def test_a_generator_is_read_once(self):
         report = intfa.precompile(head_dims=(d for d in [64]), variants="half_int8",
                                   causal=(c for c in [False]), arch="sm_80")
-        self.assertEqual(report["kernels"], 2, report["specs"])  # Q/K rows and attention
+        # K smoothing's mean pass, K's and Q's rows, attention.
+        self.assertEqual(report["kernels"], 4, report["specs"])
         self.assertTrue(all(" d64 " in spec for spec in report["specs"]), report["specs"])
 
 

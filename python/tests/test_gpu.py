@@ -141,8 +141,9 @@ class OpsTest(unittest.TestCase):
                 self.assertTrue(torch.equal(split, fused))
 
     def test_lse_and_k_smoothing(self):
-        # K with a large per-channel offset: smoothing removes it before quantizing; the LSE of
-        # the smoothed scores plus sm_scale * q.k_mean is the original LSE.
+        # K with a large per-channel offset: smoothing (the default) removes it before quantizing;
+        # with quantize's q_dot_k_mean the LSE is the original one, without it that of the
+        # smoothed scores (lower by sm_scale * q . k_mean).
         q, k, v = random_qkv(1, 4, 4, 200, 200, 64, "HND", torch.float16)
         offset = 4 * torch.randn(1, 4, 1, 64, device="cuda")
         k = (k.float() + offset).half()
@@ -152,21 +153,48 @@ class OpsTest(unittest.TestCase):
         errors, lse_errors = {}, {}
         for smooth_k in (False, True):
             quantized = intfa.quantize(q, k, v, smooth_k=smooth_k)
-            out, lse = intfa.attention_int8(*quantized[:6], return_lse=True)
+            self.assertEqual(quantized.q_dot_k_mean is not None, smooth_k)
+            out, lse = intfa.attention_int8(*quantized[:6], return_lse=True,
+                                            q_dot_k_mean=quantized.q_dot_k_mean)
             errors[smooth_k] = rel_l2(out, ref)
-            if smooth_k:
-                shift = scale * (q.float() @ quantized.k_mean.transpose(-1, -2)).squeeze(-1)
-                lse = lse + shift
             lse_errors[smooth_k] = (lse - true_lse).abs().max().item()
             report(f"K offset 4 sigma, smooth_k={smooth_k}: rel_l2={errors[smooth_k]:.4%}, "
                    f"max |LSE error|={lse_errors[smooth_k]:.4f}")
+            if smooth_k:
+                _, smoothed_lse = intfa.attention_int8(*quantized[:6], return_lse=True)
+                shift = scale * (q.float() @ quantized.k_mean.transpose(-1, -2)).squeeze(-1)
+                self.assertLess((smoothed_lse + shift - true_lse).abs().max().item(), 0.05)
         # Without smoothing K's scale covers the offset, so S (and the LSE) carry ~4x the usual
-        # quantization error; with it, the usual error, and the shift restores the true LSE.
+        # quantization error; with it, the usual error, and the LSE term restores the true LSE.
         self.assertLess(lse_errors[False], 0.25)
         self.assertLess(lse_errors[True], 0.05)
         self.assertLess(lse_errors[True], lse_errors[False])
         self.assertLess(errors[True], errors[False])
         self.assertLessEqual(errors[True], TARGET_REL_L2["full_int8"])
+
+    def test_rotation_spreads_outlier_channels_and_keeps_the_lse(self):
+        # 4 channels of Q and K 10x larger: rotating both (one orthogonal matrix) leaves the
+        # attention as it is and spreads them over the row; intfa.attention and the split path
+        # agree bit for bit, and the LSE (of a smoothed K too) is the original one.
+        q, k, v = random_qkv(1, 4, 4, 300, 300, 128, "HND", torch.float16)
+        channels = torch.randperm(128, device="cuda")[:4]
+        q, k = q.clone(), k.clone()
+        q[..., channels] *= 10
+        k[..., channels] *= 10
+        ref = reference(q, k, v, False, "HND")
+        true_lse = torch.logsumexp(128 ** -0.5 * q.float() @ k.float().transpose(-1, -2), dim=-1)
+        errors = {}
+        for rotate in (False, True):
+            quantized = intfa.quantize(q, k, v, rotate=rotate)
+            out, lse = intfa.attention_int8(*quantized[:6], return_lse=True,
+                                            q_dot_k_mean=quantized.q_dot_k_mean)
+            self.assertTrue(torch.equal(out, intfa.attention(q, k, v, rotate=rotate)))
+            errors[rotate] = rel_l2(out, ref)
+            lse_error = (lse - true_lse).abs().max().item()
+            report(f"4 outlier channels x10, rotate={rotate}: rel_l2={errors[rotate]:.4%}, "
+                   f"max |LSE error|={lse_error:.4f}")
+            self.assertLess(lse_error, 1.0)
+        self.assertLess(errors[True], 0.6 * errors[False])
 
     def test_runs_on_the_current_stream(self):
         q, k, v = random_qkv(1, 8, 8, 1024, 1024, 128, "HND", torch.float16)
@@ -260,8 +288,8 @@ class VarlenTest(unittest.TestCase):
     KV_LENGTHS = [37, 1, 5, 250, 0, 130, 129]
 
     def check(self, variant, causal, dtype, head_dim=128, heads_q=8, heads_kv=2, k_offset=None,
-              smooth_k=False):
-        """`k_offset` [H_kv, D] is added to every key."""
+              smooth_k=None, rotate=None):
+        """`k_offset` [H_kv, D] is added to every key; smooth_k and rotate None: the defaults."""
         generator = torch.Generator(device="cuda").manual_seed(int(time.time_ns() % 2**31))
         offsets = {}
         for name, lengths in (("q", self.Q_LENGTHS), ("k", self.KV_LENGTHS)):
@@ -277,13 +305,12 @@ class VarlenTest(unittest.TestCase):
         out, lse = intfa.attention_varlen(q, k, v, offsets["q"], offsets["k"],
                                           max(self.Q_LENGTHS), max(self.KV_LENGTHS),
                                           is_causal=causal, variant=variant, smooth_k=smooth_k,
-                                          return_lse=True)
+                                          rotate=rotate, return_lse=True)
         self.assertEqual((out.shape, out.dtype, tuple(lse.shape)),
                          (q.shape, q.dtype, (heads_q, q.shape[0])))
         scale = head_dim ** -0.5
         group = heads_q // heads_kv
-        # With smooth_k the LSE is that of the scores less q . (the mean of all packed keys).
-        k_mean = k.float().mean(dim=0) if smooth_k else torch.zeros_like(k[0], dtype=torch.float)
+        # The LSE is that of the original scores, K smoothed or not (the library adds the term).
         q_first, kv_first = 0, 0
         for n_q, n_kv in zip(self.Q_LENGTHS, self.KV_LENGTHS):
             rows = slice(q_first, q_first + n_q)
@@ -302,13 +329,13 @@ class VarlenTest(unittest.TestCase):
                 target = TARGET_REL_L2[variant] + rel_l2(reference(*one, causal, "NHD", dtype), ref)
                 # log-sum-exp of the visible scores, K repeated over the query-head groups
                 scores = scale * torch.einsum("qhd,khd->hqk", q[rows].float(),
-                                              (k[keys].float() - k_mean).repeat_interleave(
-                                                  group, dim=1))
+                                              k[keys].float().repeat_interleave(group, dim=1))
                 visible = visible_keys(n_q, n_kv, causal, q.device)
                 true_lse = torch.logsumexp(scores.masked_fill(~visible, -math.inf), dim=-1)
                 seen = visible.any(dim=1)
                 lse_error = (lse[:, rows][:, seen] - true_lse[:, seen]).abs().max().item()
-                report(f"varlen {variant} causal={causal} smooth_k={smooth_k} {dtype} "
+                report(f"varlen {variant} causal={causal} smooth_k={smooth_k} rotate={rotate} "
+                       f"{dtype} "
                        f"N={n_q}/{n_kv}: "
                        f"rel_l2={error:.4%} (target {target:.2%}), max |LSE error|={lse_error:.4f}")
                 self.assertLessEqual(error, target)
@@ -319,16 +346,18 @@ class VarlenTest(unittest.TestCase):
     def test_full_int8(self):
         for causal in (False, True):
             self.check("full_int8", causal, torch.float16)
+        self.check("full_int8", True, torch.float16, smooth_k=False, rotate=True)
 
     def test_half_int8_bf16_head_dim_64(self):
         self.check("half_int8", True, torch.bfloat16, head_dim=64, heads_q=4, heads_kv=4)
 
     def test_k_smoothing_over_the_packed_keys(self):
         # One per-channel offset of K in every sequence (as a layer's bias gives), 4 sigma: without
-        # smoothing it costs ~2.7% rel. L2 (OpsTest), over the target; smoothing removes it, and
-        # the LSE is that of the scores less q . (the mean over ALL packed keys).
+        # smoothing it costs ~2.7% rel. L2 (OpsTest), over the target; smoothing (over a sample of
+        # ALL packed keys) removes it, and the LSE stays that of the original scores.
         offset = 4 * torch.randn(2, 128, device="cuda")
         self.check("full_int8", True, torch.float16, k_offset=offset, smooth_k=True)
+        self.check("half_int8", False, torch.float16, k_offset=offset, smooth_k=True, rotate=True)
 
 
 class Attention(torch.nn.Module if torch is not None else object):

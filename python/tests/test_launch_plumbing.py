@@ -72,12 +72,13 @@ class LaunchPlumbingTest(unittest.TestCase):
         from intfa import _torch
         for layout in ("HND", "NHD"):
             for variant in ("full_int8", "half_int8"):
-                for smooth_k in (False, True):
-                    with self.subTest(layout=layout, variant=variant, smooth_k=smooth_k):
+                for smooth_k, rotate in ((False, False), (True, False), (True, True)):
+                    with self.subTest(layout=layout, variant=variant, smooth_k=smooth_k,
+                                      rotate=rotate):
                         q, k, v = self.tensors(layout)
                         out = torch.zeros_like(q)
                         plan = _torch._attention_plan(q, k, v, out, True, 0.0, layout, variant,
-                                                      "channel", smooth_k, "u8", "tile")
+                                                      "channel", smooth_k, "u8", "tile", rotate)
                         workspace = torch.zeros(plan.workspace_bytes + 256, dtype=torch.uint8)
                         aligned = (workspace.data_ptr() + 255) // 256 * 256
                         self.assert_reaches_launch(plan.run, q.data_ptr(), k.data_ptr(),

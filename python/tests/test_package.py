@@ -82,25 +82,33 @@ class PackageTest(unittest.TestCase):
 
 class PrecompileTest(unittest.TestCase):
     def test_compiles_then_finds_kernels_in_cache(self):
-        # Full INT8 with per-block V scales, causal off and on: Q/K rows, V (no scale pass for
-        # per-block scales), and one attention kernel per causal setting.
+        # Full INT8 with per-block V scales, causal off and on: K smoothing's mean pass, K's and
+        # Q's rows, V (no scale pass for per-block scales), and one attention kernel per causal
+        # setting.
         first = intfa.precompile(head_dims=64, variants="full_int8", causal=(False, True),
                                  arch="sm_80", v_granularity="block", jobs=2)
         self.assertEqual(first["arch"], "sm_80")
-        self.assertEqual(first["kernels"], 4, first["specs"])
-        self.assertEqual(first["compiled_now"] + first["already_present"], 4)
+        self.assertEqual(first["kernels"], 6, first["specs"])
+        self.assertEqual(first["compiled_now"] + first["already_present"], 6)
         self.assertEqual(sum(spec.startswith("attention ") for spec in first["specs"]), 2)
         again = intfa.precompile(head_dims=[64], variants=["full_int8"], causal=[False, True],
                                  arch="sm_80", v_granularity="block")
-        self.assertEqual((again["compiled_now"], again["already_present"]), (0, 4))
+        self.assertEqual((again["compiled_now"], again["already_present"]), (0, 6))
 
-    def test_smooth_k_adds_the_channel_mean_and_smoothed_rows_kernels(self):
-        report = intfa.precompile(head_dims=64, variants="half_int8", causal=False, arch="sm_80",
-                                  smooth_k=True)
+    def test_k_smoothing_is_in_the_default_set_and_rotate_adds_the_rotated_rows(self):
+        # By default (as intfa.attention): the mean pass, K's smoothed rows, Q's rows with the
+        # LSE term. Without smoothing, rotated: one rows kernel for Q and K.
+        report = intfa.precompile(head_dims=64, variants="half_int8", causal=False, arch="sm_80")
         self.assertEqual(report["kernels"], 4, report["specs"])
         self.assertEqual(sum(spec.startswith("channel_mean") for spec in report["specs"]), 1,
                          report["specs"])
         self.assertEqual(sum("smooth_k" in spec for spec in report["specs"]), 1, report["specs"])
+        self.assertEqual(sum("q_dot_k_mean" in spec for spec in report["specs"]), 1,
+                         report["specs"])
+        rotated = intfa.precompile(head_dims=64, variants="half_int8", causal=False, arch="sm_80",
+                                   smooth_k=False, rotate=True)
+        self.assertEqual(rotated["kernels"], 2, rotated["specs"])
+        self.assertIn("quantize_rows sm_80 d64 f16->i8 rotate", rotated["specs"])
 
     def test_accepts_torch_dtypes_by_name(self):
         report = intfa.precompile(head_dims=64, variants="half_int8", causal=False,
