@@ -2,12 +2,18 @@
 """Accuracy of intfa against float64 attention of the ORIGINAL (unquantized) inputs, over ALL
 output elements: relative L2, cosine and mean relative error (sum |o - r| / sum |r|).
 
-Inputs are fresh random FP16 tensors each run (N(0,1) and U(-0.5,0.5)); intfa quantizes them on
-the GPU (intfa_quantize_qk / intfa_quantize_v) and runs attention through the C API. The float64
-reference is computed on the GPU with torch in float64 from the same FP16 inputs, once per input
-set, and every numerics option is scored against it.
+Inputs are fresh random FP16 tensors each run, of the input families of
+tests/reference/input_families.hpp (N(0,1), U(-0.5,0.5), keys with 4-sigma channel offsets, 4
+outlier channels of Q and K 10x larger, sharp attention with Q and K scaled 1.7x, combinations,
+outlier channels of V). intfa runs through the C API: by default the one call intfa.attention
+makes (intfa_attention_forward_16bit: K smoothing, the rotation and V's quantization inside), or
+with --path split intfa_quantize_qk / intfa_quantize_v / intfa_attention_forward. The float64
+reference is computed on the GPU with torch from the same FP16 inputs, once per input set, and
+every numerics option and Q/K transform (--options) is scored against it, with the LSE's max error
+against the log-sum-exp of the original scores.
 
     python3 bench/accuracy.py --lib build/lib/libintfa.so --out-dir $OUT
+    python3 bench/accuracy.py --inputs normal,k_offset,outliers,sharp --options all ...
 """
 import argparse
 import ctypes
@@ -19,7 +25,7 @@ import sys
 import torch
 
 from accuracy_tables import markdown
-from intfa_ctypes import FULL_INT8, HALF_INT8, Intfa, IntfaAttention, Options
+from intfa_ctypes import FULL_INT8, HALF_INT8, Intfa, IntfaAttention, Options, attention_16bit
 
 # name -> (variant, p_encoding, p_scale, v_granularity); p: 0 = s8/127, 1 = u8/255;
 # p_scale: 0 = running max, 1 = tile max; v: 0 = per tensor, 1 = per channel, 2 = per block.
@@ -37,18 +43,30 @@ NUMERICS = {
     "half": (HALF_INT8, 1, 0, 0),
 }
 DEFAULT_SET = ["full s8/running/tensor (paper)", "full u8/running/tensor", "half"]
+# The defaults of issue 25's tables: full INT8 with the library's numerics, and half INT8.
+ISSUE_SET = ["full u8/tile/channel", "half"]
+
+# How Q and K are quantized: (smooth_k, rotate); "default" is the library's own choice.
+TRANSFORMS = {"plain": (False, False), "smooth": (True, False), "rotate": (False, True),
+              "smooth+rotate": (True, True), "default": (None, None)}
+
+INPUT_FAMILIES = ("normal", "uniform", "k_offset", "outliers", "sharp", "offset_outliers",
+                  "sharp_offset_outliers", "v_outliers")
 
 
 def float64_attention(q, k, v, rows_per_chunk=2048):
-    """softmax(q k^T / sqrt(d)) v in float64, a chunk of query rows at a time (bounded memory)."""
+    """softmax(q k^T / sqrt(d)) v and its log-sum-exp in float64, a chunk of query rows at a time
+    (bounded memory)."""
     q64, k64, v64 = q.double(), k.double(), v.double()
     scale = 1.0 / q.shape[-1] ** 0.5
     out = torch.empty_like(q64)
+    lse = torch.empty(q.shape[:3], dtype=torch.float64, device=q.device)
     for start in range(0, q.shape[2], rows_per_chunk):
         rows = slice(start, start + rows_per_chunk)
         scores = torch.matmul(q64[:, :, rows], k64.transpose(-1, -2)) * scale
         out[:, :, rows] = torch.matmul(torch.softmax(scores, dim=-1), v64)
-    return out
+        lse[:, :, rows] = torch.logsumexp(scores, dim=-1)
+    return out, lse
 
 
 def error_metrics(output, reference):
@@ -61,22 +79,45 @@ def error_metrics(output, reference):
     }
 
 
-def random_inputs(distribution, shape):
-    if distribution == "normal":
-        return [torch.randn(shape, dtype=torch.float16, device="cuda") for _ in range(3)]
-    return [(torch.rand(shape, device="cuda") - 0.5).half() for _ in range(3)]
+def random_inputs(family, shape):
+    """FP16 q, k, v [B, H, N, D] of an input family (tests/reference/input_families.cpp)."""
+    b, h, n, d = shape
+    if family == "uniform":
+        return [(torch.rand(shape, device="cuda") - 0.5).half() for _ in range(3)]
+    if family not in INPUT_FAMILIES:
+        raise ValueError(f"unknown input family {family!r}; known: {INPUT_FAMILIES}")
+    q, k, v = (torch.randn(shape, device="cuda") for _ in range(3))
+    outliers = family in ("outliers", "offset_outliers", "sharp_offset_outliers")
+    channels = torch.stack([torch.randperm(d, device="cuda")[:4] for _ in range(b * h)])
+    mask = torch.zeros(b * h, d, device="cuda").scatter_(1, channels, 1.0).view(b, h, 1, d)
+    if outliers:  # the same 4 channels of Q and K per head, 10x larger
+        q, k = q * (1 + 9 * mask), k * (1 + 9 * mask)
+    if family == "v_outliers":
+        v = v * (1 + 9 * mask)
+    if family in ("sharp", "sharp_offset_outliers"):
+        q, k = q * 1.7, k * 1.7
+    if family in ("k_offset", "offset_outliers", "sharp_offset_outliers"):
+        k = k + 4 * torch.randn(b, h, 1, d, device="cuda")  # per channel, shared by all tokens
+    return [x.half() for x in (q, k, v)]
 
 
-def run_intfa(lib, q, k, v, numerics):
+def run_intfa(lib, q, k, v, numerics, transform, path):
+    """intfa's output and LSE (float32 [B, H, N]; None on the split path)."""
     variant, p_encoding, p_scale, v_granularity = numerics
+    smooth_k, rotate = TRANSFORMS[transform]
     options = Options()
     lib.lib.intfa_default_options(ctypes.byref(options))
     options.p_encoding, options.p_scale, options.v_granularity = p_encoding, p_scale, v_granularity
-    run = IntfaAttention(lib, q, k, v, False, variant, options)
+    if path == "one-call":
+        lse = torch.full(q.shape[:3], float("nan"), dtype=torch.float32, device=q.device)
+        out = attention_16bit(lib, q, k, v, False, variant, options, smooth_k, rotate, lse)
+        torch.cuda.synchronize()
+        return out, lse
+    run = IntfaAttention(lib, q, k, v, False, variant, options, smooth_k, rotate)
     run.out.fill_(float("nan"))  # poison: an unwritten element fails every metric
     run.attend()
     torch.cuda.synchronize()
-    return run.out
+    return run.out, None
 
 
 def main():
@@ -84,41 +125,61 @@ def main():
     parser.add_argument("--lib", default="build/lib/libintfa.so")
     parser.add_argument("--head-dims", default="64,128")
     parser.add_argument("--seqs", default="1024,2048,4096,8192,16384")
-    parser.add_argument("--inputs", default="normal,uniform")
+    parser.add_argument("--inputs", default="normal,uniform",
+                        help="input families joined by ',' or 'all': " + ", ".join(INPUT_FAMILIES))
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--numerics", default="default",
-                        help="'default' (paper, intfa default, half), 'all', or names joined by ';'")
+                        help="'default' (paper, intfa default, half), 'issue' (intfa default, "
+                             "half), 'all', or names joined by ';'")
+    parser.add_argument("--options", default="default",
+                        help="Q/K transforms joined by ',' or 'all': " + ", ".join(TRANSFORMS))
+    parser.add_argument("--path", default="one-call", choices=["one-call", "split"],
+                        help="intfa_attention_forward_16bit, or the quantize calls and "
+                             "intfa_attention_forward")
     parser.add_argument("--out-dir", default=".")
     args = parser.parse_args()
 
-    if args.numerics == "default":
-        names = DEFAULT_SET
-    elif args.numerics == "all":
-        names = list(NUMERICS)
-    else:
-        names = args.numerics.split(";")
+    sets = {"default": DEFAULT_SET, "issue": ISSUE_SET, "all": list(NUMERICS)}
+    names = sets.get(args.numerics) or args.numerics.split(";")
     unknown = [n for n in names if n not in NUMERICS]
     if unknown:
         parser.error(f"--numerics: unknown {unknown}; known: {list(NUMERICS)}")
+    transforms = (["plain", "smooth", "rotate", "smooth+rotate"] if args.options == "all"
+                  else args.options.split(","))
+    unknown = [t for t in transforms if t not in TRANSFORMS]
+    if unknown:
+        parser.error(f"--options: unknown {unknown}; known: {list(TRANSFORMS)}")
+    families = INPUT_FAMILIES if args.inputs == "all" else args.inputs.split(",")
+    unknown = [f for f in families if f not in INPUT_FAMILIES]
+    if unknown:
+        parser.error(f"--inputs: unknown {unknown}; known: {INPUT_FAMILIES}")
 
     seed = int.from_bytes(os.urandom(4), "little")
     torch.manual_seed(seed)
     lib = Intfa(args.lib)
     device = torch.cuda.get_device_name()
+    # One column per numerics and transform: "full u8/tile/channel [smooth+rotate]".
+    labels = [f"{name} [{transform}]" if transforms != ["default"] else name
+              for name in names for transform in transforms]
     rows = []
-    for distribution in args.inputs.split(","):
+    for family in families:
         for d in [int(x) for x in args.head_dims.split(",")]:
             for n in [int(x) for x in args.seqs.split(",")]:
-                q, k, v = random_inputs(distribution, (args.batch, args.heads, n, d))
-                reference = float64_attention(q, k, v)
+                q, k, v = random_inputs(family, (args.batch, args.heads, n, d))
+                reference, reference_lse = float64_attention(q, k, v)
                 for name in names:
-                    output = run_intfa(lib, q, k, v, NUMERICS[name])
-                    row = {"numerics": name, "inputs": distribution, "head_dim": d, "seq": n,
-                           **error_metrics(output, reference)}
-                    rows.append(row)
-                    print(json.dumps(row), flush=True)
-                del q, k, v, reference
+                    for transform in transforms:
+                        output, lse = run_intfa(lib, q, k, v, NUMERICS[name], transform,
+                                                args.path)
+                        label = f"{name} [{transform}]" if transforms != ["default"] else name
+                        row = {"numerics": label, "inputs": family, "head_dim": d, "seq": n,
+                               **error_metrics(output, reference)}
+                        if lse is not None:
+                            row["lse_max_abs_error"] = (lse.double() - reference_lse).abs().max().item()
+                        rows.append(row)
+                        print(json.dumps(row), flush=True)
+                del q, k, v, reference, reference_lse
                 torch.cuda.empty_cache()
 
     os.makedirs(args.out_dir, exist_ok=True)
@@ -126,9 +187,10 @@ def main():
     command = " ".join(sys.argv)
     with open(os.path.join(args.out_dir, "accuracy.json"), "w") as f:
         json.dump({"device": device, "date": stamp, "command": command, "seed": seed,
-                   "batch": args.batch, "heads": args.heads, "rows": rows}, f, indent=1)
-    lines = [f"Device: {device}; {stamp}; B={args.batch}, H={args.heads}, seed {seed}; `{command}`",
-            ] + markdown(rows, names)
+                   "batch": args.batch, "heads": args.heads, "path": args.path, "rows": rows},
+                  f, indent=1)
+    lines = [f"Device: {device}; {stamp}; B={args.batch}, H={args.heads}, seed {seed}; "
+             f"path {args.path}; `{command}`"] + markdown(rows, labels)
     with open(os.path.join(args.out_dir, "accuracy.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

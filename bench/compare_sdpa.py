@@ -77,8 +77,14 @@ def main():
     parser.add_argument("--v-scale", default="channel", choices=["tensor", "channel", "block"])
     parser.add_argument("--config", default="", help="block_m,block_n,warps,stages per head dim: "
                         "'64:128,64,8,2;128:128,64,8,2' (default: intfa's choice)")
+    parser.add_argument("--smooth-k", default="default", choices=["default", "on", "off"],
+                        help="K smoothing of intfa's Q/K quantization (default: the library's)")
+    parser.add_argument("--rotate", default="default", choices=["default", "on", "off"],
+                        help="the rotation of Q and K (default: the library's)")
     parser.add_argument("--out-dir", default=".")
     args = parser.parse_args()
+    transforms = {"smooth_k": {"default": None, "on": True, "off": False}[args.smooth_k],
+                  "rotate": {"default": None, "on": True, "off": False}[args.rotate]}
 
     torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
     binding = args.intfa == "binding" or (args.intfa == "auto" and BindingAttention is not None)
@@ -119,12 +125,15 @@ def main():
                         lambda backend=backend: sdpa_kernel(backend))
                 runs = {}
                 for name, variant in (("intfa_full", FULL_INT8), ("intfa_half", HALF_INT8)):
-                    runs[name] = (BindingAttention(q, k, v, causal, variant, options) if binding
-                                  else IntfaAttention(lib, q, k, v, causal, variant, options))
+                    runs[name] = (
+                        BindingAttention(q, k, v, causal, variant, options, **transforms)
+                        if binding else
+                        IntfaAttention(lib, q, k, v, causal, variant, options, **transforms))
                     contenders[name] = (runs[name].attend, contextlib.nullcontext)
                     if binding:  # intfa.attention as users call it: quantize + attend + host
-                        contenders[name + "_e2e"] = (end_to_end(q, k, v, causal, variant,
-                                                                options), contextlib.nullcontext)
+                        contenders[name + "_e2e"] = (end_to_end(q, k, v, causal, variant, options,
+                                                                **transforms),
+                                                     contextlib.nullcontext)
                 row.update(time_in_both_orders(contenders, args.repeats, f"d={d} n={n}"))
                 for name, run in runs.items():
                     row[name + "_quant_ms"] = time_ms(run.quantize, max(5, args.repeats // 2))

@@ -1,5 +1,6 @@
 """intfa's flat C API (include/intfa/intfa.h) through ctypes, for the benchmark scripts: the
-structs, a loaded library, and one problem's quantized tensors ready to launch."""
+structs, a loaded library, one problem's quantized tensors ready to launch, and the one-call
+16-bit entry point (intfa_attention_forward_16bit)."""
 import ctypes
 import statistics
 
@@ -37,12 +38,39 @@ class Options(ctypes.Structure):
                 ("stages", ctypes.c_int)]
 
 
+class QkTransforms(ctypes.Structure):
+    """intfa_qk_transforms_t: K smoothing and the rotation of Q and K (0 or 1 each)."""
+    _fields_ = [("smooth_k", ctypes.c_int), ("rotate", ctypes.c_int)]
+
+
+class QuantizeOptions(ctypes.Structure):
+    """intfa_quantize_options_t."""
+    _fields_ = [("bits", ctypes.c_int), ("smooth_k_channel_mean", ctypes.c_void_p),
+                ("k_channel_mean", ctypes.c_void_p), ("q_dot_k_mean", ctypes.c_void_p),
+                ("k_channel_mean_heads", ctypes.c_int), ("rotate", ctypes.c_int)]
+
+
+class AttentionInputs(ctypes.Structure):
+    """intfa_attention_inputs_t: 16-bit Q, K, V, the output and an optional LSE."""
+    _fields_ = [("q", Tensor), ("k", Tensor), ("v", Tensor), ("out", Tensor),
+                ("lse", ctypes.c_void_p)]
+
+
 class Intfa:
     def __init__(self, path):
         self.lib = ctypes.CDLL(path)
         self.lib.intfa_last_error.restype = ctypes.c_char_p
         self.lib.intfa_v_int8_bytes.restype = ctypes.c_size_t
         self.lib.intfa_v_scale_count.restype = ctypes.c_size_t
+        self.lib.intfa_attention_forward_16bit.argtypes = [
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+
+    def default_transforms(self):
+        """The library's defaults for K smoothing and the rotation: (smooth_k, rotate)."""
+        transforms = QkTransforms()
+        self.lib.intfa_default_qk_transforms(ctypes.byref(transforms))
+        return bool(transforms.smooth_k), bool(transforms.rotate)
 
     def check(self, status, what):
         if status != 0:
@@ -69,10 +97,14 @@ def time_ms(fn, repeats, warmup=5):
 
 
 class IntfaAttention:
-    """Quantized inputs and output buffers of one problem, ready to time."""
+    """Quantized inputs and output buffers of one problem, ready to time. Q and K are quantized as
+    intfa_attention_forward_16bit would (`smooth_k`, `rotate`; None: the library's defaults)."""
 
-    def __init__(self, lib, q, k, v, causal, variant, options):
+    def __init__(self, lib, q, k, v, causal, variant, options, smooth_k=None, rotate=None):
         self.lib, self.causal, self.variant, self.options = lib, causal, variant, options
+        default_smooth_k, default_rotate = lib.default_transforms()
+        self.smooth_k = default_smooth_k if smooth_k is None else smooth_k
+        self.rotate = default_rotate if rotate is None else rotate
         b, h, n, d = q.shape
         self.shape = (b, h, n, d)
         self.q, self.k, self.v = q, k, v
@@ -85,6 +117,9 @@ class IntfaAttention:
         count = lib.lib.intfa_v_scale_count(options.v_granularity, b, h, n, d)
         self.vs = torch.empty(count, dtype=torch.float32, device=dev)
         self.out = torch.empty_like(q)
+        # K smoothing's channel means and Q's LSE term (q . mean per row).
+        self.k_mean = torch.empty((b, h, d), dtype=torch.float32, device=dev)
+        self.q_dot_k_mean = torch.empty((b, h, n), dtype=torch.float32, device=dev)
         self.stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
         self.problem = Problem(b, h, h, n, n, d, int(causal), variant, 8)
         v_view = Tensor()
@@ -99,11 +134,18 @@ class IntfaAttention:
     def quantize(self):
         b, h, n, d = self.shape
         shape = Shape(b, h, n, d)
-        for src, dst, scale in ((self.q, self.q8, self.qs), (self.k, self.k8, self.ks)):
-            self.lib.check(self.lib.lib.intfa_quantize_qk(
+        # K first: with smoothing, Q's pass reads K's means for the LSE term.
+        k_options = QuantizeOptions(8, self.k_mean.data_ptr() if self.smooth_k else None, None,
+                                    None, 0, int(self.rotate))
+        q_options = QuantizeOptions(8, None, self.k_mean.data_ptr() if self.smooth_k else None,
+                                    self.q_dot_k_mean.data_ptr() if self.smooth_k else None, h,
+                                    int(self.rotate))
+        for src, dst, scale, quantize_options in ((self.k, self.k8, self.ks, k_options),
+                                                  (self.q, self.q8, self.qs, q_options)):
+            self.lib.check(self.lib.lib.intfa_quantize_qk_with_options(
                 ctypes.byref(shape), ctypes.byref(Intfa.view(src, F16)),
-                ctypes.byref(Intfa.view(dst, I8)), ctypes.c_void_p(scale.data_ptr()), 8,
-                self.stream), "quantize_qk")
+                ctypes.byref(Intfa.view(dst, I8)), ctypes.c_void_p(scale.data_ptr()),
+                ctypes.byref(quantize_options), self.stream), "quantize_qk")
         if self.variant == FULL_INT8:
             self.lib.check(self.lib.lib.intfa_quantize_v(
                 ctypes.byref(shape), ctypes.byref(Intfa.view(self.v, F16)),
@@ -111,6 +153,38 @@ class IntfaAttention:
                 self.options.v_granularity, self.stream), "quantize_v")
 
     def attend(self):
+        if self.smooth_k:
+            self.lib.check(self.lib.lib.intfa_attention_forward_smoothed_k(
+                ctypes.byref(self.problem), ctypes.byref(self.tensors),
+                ctypes.c_void_p(self.q_dot_k_mean.data_ptr()), None, self.stream,
+                ctypes.byref(self.options)), "attention_forward_smoothed_k")
+            return
         self.lib.check(self.lib.lib.intfa_attention_forward(
             ctypes.byref(self.problem), ctypes.byref(self.tensors), self.stream,
             ctypes.byref(self.options)), "attention_forward")
+
+
+def attention_16bit(lib, q, k, v, causal, variant, options, smooth_k=None, rotate=None,
+                    lse=None):
+    """intfa_attention_forward_16bit (what intfa.attention runs) on FP16 [B, H, N, D] q, k, v:
+    the output (and `lse`, a float32 [B, H, N] tensor, when given). `smooth_k`, `rotate`: None
+    for the library's defaults."""
+    b, h, n, d = q.shape
+    _, h_kv, n_kv, _ = k.shape
+    problem = Problem(b, h, h_kv, n, n_kv, d, int(causal), variant, 8)
+    default_smooth_k, default_rotate = lib.default_transforms()
+    transforms = QkTransforms(int(default_smooth_k if smooth_k is None else smooth_k),
+                              int(default_rotate if rotate is None else rotate))
+    size = ctypes.c_size_t()
+    lib.check(lib.lib.intfa_attention_workspace_bytes(ctypes.byref(problem), None,
+                                                      ctypes.byref(size)), "workspace_bytes")
+    workspace = torch.empty(size.value + 256, dtype=torch.uint8, device=q.device)
+    aligned = (workspace.data_ptr() + 255) // 256 * 256
+    out = torch.empty_like(q)
+    inputs = AttentionInputs(Intfa.view(q, F16), Intfa.view(k, F16), Intfa.view(v, F16),
+                             Intfa.view(out, F16), lse.data_ptr() if lse is not None else None)
+    stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+    lib.check(lib.lib.intfa_attention_forward_16bit(
+        ctypes.byref(problem), ctypes.byref(inputs), None, ctypes.c_void_p(aligned), size.value,
+        stream, ctypes.byref(options), ctypes.byref(transforms)), "attention_forward_16bit")
+    return out
