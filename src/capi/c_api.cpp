@@ -87,22 +87,6 @@ void require(const void* pointer, const char* name) {
   if (pointer == nullptr) throw intfa::InvalidArgument(name, "null", "expected a pointer");
 }
 
-}  // namespace
-
-extern "C" {
-
-void intfa_default_options(intfa_options_t* options) INTFA_NOEXCEPT {
-  if (options == nullptr) return;
-  const intfa::AttentionOptions defaults;
-  *options = intfa_options_t{};
-  options->softmax_scale = defaults.softmax_scale;
-  options->p_encoding = static_cast<intfa_p_encoding_t>(defaults.p_encoding);
-  options->p_scale = static_cast<intfa_p_scale_t>(defaults.p_scale);
-  options->v_granularity = static_cast<intfa_v_granularity_t>(defaults.v_granularity);
-}
-
-namespace {
-
 intfa::AttentionProblem to_problem(const intfa_problem_t* problem) {
   require(problem, "problem");
   intfa::AttentionProblem p;
@@ -150,6 +134,22 @@ intfa::VarlenLayout to_varlen(const intfa_varlen_t* varlen) {
   return intfa::VarlenLayout{varlen->cu_seqlens_q, varlen->cu_seqlens_kv, varlen->total_q,
                              varlen->total_kv};
 }
+
+}  // namespace
+
+extern "C" {
+
+void intfa_default_options(intfa_options_t* options) INTFA_NOEXCEPT {
+  if (options == nullptr) return;
+  const intfa::AttentionOptions defaults;
+  *options = intfa_options_t{};
+  options->softmax_scale = defaults.softmax_scale;
+  options->p_encoding = static_cast<intfa_p_encoding_t>(defaults.p_encoding);
+  options->p_scale = static_cast<intfa_p_scale_t>(defaults.p_scale);
+  options->v_granularity = static_cast<intfa_v_granularity_t>(defaults.v_granularity);
+}
+
+namespace {
 
 // The C++ call of intfa_attention_forward(_varlen, _smoothed_k); `varlen` may be null (dense).
 void attention_forward_from_c(const intfa_problem_t* problem,
