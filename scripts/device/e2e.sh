@@ -5,11 +5,11 @@
 # (bench/python_overhead.py) and the SDPA table with the end-to-end columns
 # (bench/compare_sdpa.py through the binding: kernel only, `intfa.attention` full and half INT8,
 # cuDNN and flash FP16, each timed in both orders).
-#   usage: scripts/device_e2e.sh        carry: a build with bin/ and lib/ (INTFA_BUILD, default
+#   usage: scripts/device/e2e.sh        carry: a build with bin/ and lib/ (INTFA_BUILD, default
 #          build-dev) and .deps (scripts/prepare_device_deps.sh)
 # Logs under $OUT/logs, a summary last; every step under its own time limit (timed()).
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 OUT=${OUT:-/tmp/intfa-out}
 logs=$OUT/logs
 mkdir -p "$logs"
