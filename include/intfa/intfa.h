@@ -94,6 +94,23 @@ intfa_status_t intfa_attention_forward_varlen(const intfa_problem_t* problem,
                                               const intfa_attention_tensors_t* tensors,
                                               const intfa_varlen_t* varlen, CUstream stream,
                                               const intfa_options_t* options) INTFA_NOEXCEPT;
+/* intfa::attention_forward_16bit: FP16/BF16 Q, K, V quantized into `workspace` (device memory,
+   256-byte aligned, at least intfa_attention_workspace_bytes) and attended to on `stream`, in one
+   call; `varlen` NULL for a dense batch (else packed sequences as intfa_attention_forward_varlen);
+   smooth_k 0 or 1. What Python's intfa.attention runs. */
+typedef struct intfa_attention_inputs_t {
+  intfa_tensor_t q, k, v, out; /* q, k, v: INTFA_F16 or INTFA_BF16, one dtype */
+  float* lse;                  /* optional */
+} intfa_attention_inputs_t;
+intfa_status_t intfa_attention_workspace_bytes(const intfa_problem_t* problem,
+                                               const intfa_varlen_t* varlen, int smooth_k,
+                                               size_t* bytes) INTFA_NOEXCEPT;
+intfa_status_t intfa_attention_forward_16bit(const intfa_problem_t* problem,
+                                             const intfa_attention_inputs_t* inputs,
+                                             const intfa_varlen_t* varlen, void* workspace,
+                                             size_t workspace_bytes, int smooth_k,
+                                             CUstream stream,
+                                             const intfa_options_t* options) INTFA_NOEXCEPT;
 intfa_status_t intfa_quantize_qk(const intfa_shape_t* shape, const intfa_tensor_t* input,
                                  const intfa_tensor_t* output, float* scales, int bits,
                                  CUstream stream) INTFA_NOEXCEPT;

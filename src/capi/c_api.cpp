@@ -103,13 +103,8 @@ void intfa_default_options(intfa_options_t* options) INTFA_NOEXCEPT {
 
 namespace {
 
-// The C++ call of intfa_attention_forward(_varlen); `varlen` may be null (dense).
-void attention_forward_from_c(const intfa_problem_t* problem,
-                              const intfa_attention_tensors_t* tensors,
-                              const intfa_varlen_t* varlen, CUstream stream,
-                              const intfa_options_t* options) {
+intfa::AttentionProblem problem_from_c(const intfa_problem_t* problem) {
   require(problem, "problem");
-  require(tensors, "tensors");
   intfa::AttentionProblem p;
   p.batch = problem->batch;
   p.heads_q = problem->heads_q;
@@ -121,19 +116,10 @@ void attention_forward_from_c(const intfa_problem_t* problem,
   p.variant = checked_enum<intfa::Variant>(problem->variant, INTFA_HALF_INT8 + 1, "problem.variant",
                                            "expected INTFA_FULL_INT8 or INTFA_HALF_INT8");
   p.qk_bits = problem->qk_bits;
-  intfa::AttentionTensors t;
-  t.q = to_view(tensors->q, "tensors.q");
-  t.k = to_view(tensors->k, "tensors.k");
-  t.v = to_view(tensors->v, "tensors.v");
-  t.out = to_view(tensors->out, "tensors.out");
-  t.q_scale = tensors->q_scale;
-  t.k_scale = tensors->k_scale;
-  t.v_scale = tensors->v_scale;
-  t.lse = tensors->lse;
-  if (varlen != nullptr) {
-    t.varlen = intfa::VarlenLayout{varlen->cu_seqlens_q, varlen->cu_seqlens_kv, varlen->total_q,
-                                   varlen->total_kv};
-  }
+  return p;
+}
+
+intfa::AttentionOptions options_from_c(const intfa_options_t* options) {
   intfa::AttentionOptions o;
   if (options != nullptr) {
     o.softmax_scale = options->softmax_scale;
@@ -150,7 +136,33 @@ void attention_forward_from_c(const intfa_problem_t* problem,
                                      intfa::path_for_config(options->block_m, options->warps)};
     }
   }
-  intfa::attention_forward(p, t, stream, o);
+  return o;
+}
+
+intfa::VarlenLayout varlen_from_c(const intfa_varlen_t* varlen) {
+  if (varlen == nullptr) return {};
+  return intfa::VarlenLayout{varlen->cu_seqlens_q, varlen->cu_seqlens_kv, varlen->total_q,
+                             varlen->total_kv};
+}
+
+// The C++ call of intfa_attention_forward(_varlen); `varlen` may be null (dense).
+void attention_forward_from_c(const intfa_problem_t* problem,
+                              const intfa_attention_tensors_t* tensors,
+                              const intfa_varlen_t* varlen, CUstream stream,
+                              const intfa_options_t* options) {
+  const intfa::AttentionProblem p = problem_from_c(problem);
+  require(tensors, "tensors");
+  intfa::AttentionTensors t;
+  t.q = to_view(tensors->q, "tensors.q");
+  t.k = to_view(tensors->k, "tensors.k");
+  t.v = to_view(tensors->v, "tensors.v");
+  t.out = to_view(tensors->out, "tensors.out");
+  t.q_scale = tensors->q_scale;
+  t.k_scale = tensors->k_scale;
+  t.v_scale = tensors->v_scale;
+  t.lse = tensors->lse;
+  t.varlen = varlen_from_c(varlen);
+  intfa::attention_forward(p, t, stream, options_from_c(options));
 }
 
 }  // namespace
@@ -175,6 +187,37 @@ intfa_status_t intfa_attention_forward_varlen(const intfa_problem_t* problem,
           "takes packed sequences; intfa_attention_forward a dense batch)");
     }
     attention_forward_from_c(problem, tensors, varlen, stream, options);
+  });
+}
+
+intfa_status_t intfa_attention_workspace_bytes(const intfa_problem_t* problem,
+                                               const intfa_varlen_t* varlen, int smooth_k,
+                                               size_t* bytes) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(bytes, "bytes");
+    *bytes = intfa::attention_workspace_bytes(problem_from_c(problem), varlen_from_c(varlen),
+                                              smooth_k != 0);
+  });
+}
+
+intfa_status_t intfa_attention_forward_16bit(const intfa_problem_t* problem,
+                                             const intfa_attention_inputs_t* inputs,
+                                             const intfa_varlen_t* varlen, void* workspace,
+                                             size_t workspace_bytes, int smooth_k,
+                                             CUstream stream,
+                                             const intfa_options_t* options) INTFA_NOEXCEPT {
+  return guarded([&] {
+    const intfa::AttentionProblem p = problem_from_c(problem);
+    require(inputs, "inputs");
+    intfa::AttentionInputs in;
+    in.q = to_view(inputs->q, "inputs.q");
+    in.k = to_view(inputs->k, "inputs.k");
+    in.v = to_view(inputs->v, "inputs.v");
+    in.out = to_view(inputs->out, "inputs.out");
+    in.lse = inputs->lse;
+    in.varlen = varlen_from_c(varlen);
+    intfa::attention_forward_16bit(p, in, workspace, workspace_bytes, stream,
+                                   options_from_c(options), smooth_k != 0);
   });
 }
 
