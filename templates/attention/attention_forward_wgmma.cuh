@@ -657,6 +657,20 @@ struct WgmmaAttention {
     }
   }
 
+  // The turns from `turn` on, of tiles wholly above this warpgroup's causal diagonal (and the
+  // closing turn): every warpgroup takes tiles + 1 turns, so the turns stay in step; these only
+  // release their slots and pass the turn on.
+  __device__ __forceinline__ static void pass_idle_turns(const SharedLayout& shared,
+                                                         const BlockWork& work, int group,
+                                                         int turn) {
+    for (; turn <= work.tiles; ++turn) {
+      if (turn < work.tiles) wait_until_full(shared, turn);
+      wait_for_turn(group);
+      pass_turn(group);
+      if (turn < work.tiles) release(shared, turn % kStages);
+    }
+  }
+
   // Named barriers 1..ConsumerGroups (0 is __syncthreads) pass the turn to issue MMAs from one
   // consumer warpgroup to the next; each has the waiting warpgroup and the one passing it.
   __device__ __forceinline__ static void wait_for_turn(int group) {
@@ -779,13 +793,7 @@ struct WgmmaAttention {
       if (turn < work.tiles) release(shared, turn % kStages);
       ++turn;
     }
-    // Turns of tiles wholly above this warpgroup's causal diagonal.
-    for (; turn <= work.tiles; ++turn) {
-      if (turn < work.tiles) wait_until_full(shared, turn);
-      wait_for_turn(group);
-      pass_turn(group);
-      if (turn < work.tiles) release(shared, turn % kStages);
-    }
+    pass_idle_turns(shared, work, group, turn);
   }
 
   // P V of one tile with both output chunks in flight at once (kPvChunksTogether), each folded
@@ -988,13 +996,7 @@ struct WgmmaAttention {
       if (turn < work.tiles) release(shared, turn % kStages);
       ++turn;
     }
-    // Turns of tiles wholly above this warpgroup's causal diagonal.
-    for (; turn <= work.tiles; ++turn) {
-      if (turn < work.tiles) wait_until_full(shared, turn);
-      wait_for_turn(group);
-      pass_turn(group);
-      if (turn < work.tiles) release(shared, turn % kStages);
-    }
+    pass_idle_turns(shared, work, group, turn);
   }
 };
 

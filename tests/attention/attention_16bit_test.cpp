@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/attention_test_support.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
 #include "intfa/intfa.h"
@@ -20,10 +21,7 @@
 namespace intfa {
 namespace {
 
-// Addresses that are never dereferenced: the checks refuse before any launch.
-void* fake_pointer(std::uintptr_t offset = 0) {
-  return reinterpret_cast<void*>(std::uintptr_t{1} << 20 | offset);
-}
+using testing::fake_pointer;
 
 AttentionProblem small_problem(Variant variant) {
   AttentionProblem problem;
