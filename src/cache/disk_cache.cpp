@@ -20,7 +20,8 @@
 #include <system_error>
 
 #include "cache/entry_format.hpp"
-#include "common/env.hpp"
+#include "common/file_io.hpp"
+#include "common/file_trust.hpp"
 #include "common/json.hpp"
 #include "common/log.hpp"
 #include "common/strings.hpp"
@@ -52,51 +53,6 @@ constexpr std::string_view kTagText =
     "# For information about cache directory tags, see https://bford.info/cachedir/\n";
 constexpr std::uint64_t kMaxTagBytes = 4096;
 
-std::atomic<bool> g_fail_writes_for_testing{false};
-// Test-only (cache/README.md): a writer stops itself with SIGSTOP halfway through a temp file.
-constexpr const char* kPauseWriteVariable = "INTFA_TEST_PAUSE_WRITE";
-
-[[noreturn]] void throw_errno(const std::string& what, const fs::path& path, int error) {
-  throw std::system_error(error, std::generic_category(), what + " " + path.string());
-}
-
-// Owns one file descriptor.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int descriptor) : descriptor_(descriptor) {}
-  ~FileDescriptor() {
-    if (descriptor_ >= 0) ::close(descriptor_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return descriptor_; }
-  bool valid() const { return descriptor_ >= 0; }
-  // close() can report a write error deferred by the file system (NFS, quota), so a writer asks.
-  int close_now() {
-    const int result = ::close(descriptor_);
-    descriptor_ = -1;
-    return result;
-  }
-
- private:
-  int descriptor_;
-};
-
-// Unlinks a temp file unless it was renamed into place.
-class TempFileGuard {
- public:
-  explicit TempFileGuard(fs::path path) : path_(std::move(path)) {}
-  ~TempFileGuard() {
-    if (!path_.empty()) ::unlink(path_.c_str());
-  }
-  TempFileGuard(const TempFileGuard&) = delete;
-  TempFileGuard& operator=(const TempFileGuard&) = delete;
-  void release() { path_.clear(); }
-
- private:
-  fs::path path_;
-};
-
 bool is_lower_hex(std::string_view text) {
   return std::all_of(text.begin(), text.end(),
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
@@ -116,96 +72,6 @@ std::string temp_name(const CacheKey& key) {
   return std::string(kTempPrefix) + key.hex() + "-" + std::to_string(::getpid()) + "-" +
          random_hex();
 }
-
-// --- Reading ---
-
-fs::file_type file_type_of(mode_t mode) {
-  if (S_ISREG(mode)) return fs::file_type::regular;
-  if (S_ISDIR(mode)) return fs::file_type::directory;
-  if (S_ISLNK(mode)) return fs::file_type::symlink;
-  if (S_ISFIFO(mode)) return fs::file_type::fifo;
-  if (S_ISSOCK(mode)) return fs::file_type::socket;
-  if (S_ISCHR(mode)) return fs::file_type::character;
-  if (S_ISBLK(mode)) return fs::file_type::block;
-  return fs::file_type::unknown;
-}
-
-std::string not_regular_problem(fs::file_type type) {
-  return "is " + file_type_name(type) + ", not a regular file" +
-         (type == fs::file_type::symlink ? " (never followed)" : "");
-}
-
-bool trusted_owner(uid_t owner) {
-  return owner == ::geteuid() || owner == 0;
-}
-
-// Why code must not be read from the directory `info` describes, or "" when it may: as ssh trusts
-// its files, only a directory of this user or root that nobody else can write.
-std::string untrusted_directory_problem(const struct stat& info) {
-  if (!S_ISDIR(info.st_mode)) {
-    return "it is " + file_type_name(file_type_of(info.st_mode)) + ", not a directory";
-  }
-  if (!trusted_owner(info.st_uid)) {
-    return "it belongs to uid " + std::to_string(info.st_uid) + ", not to this user (uid " +
-           std::to_string(::geteuid()) + ") or root, so its owner could plant kernels in it";
-  }
-  if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return "it is group- or world-writable, so others could plant kernels in it";
-  }
-  return "";
-}
-
-}  // namespace
-
-std::string file_type_name(fs::file_type type) {
-  switch (type) {
-    case fs::file_type::regular:
-      return "a regular file";
-    case fs::file_type::directory:
-      return "a directory";
-    case fs::file_type::symlink:
-      return "a symbolic link";
-    case fs::file_type::fifo:
-      return "a FIFO";
-    case fs::file_type::socket:
-      return "a socket";
-    case fs::file_type::character:
-      return "a character device";
-    case fs::file_type::block:
-      return "a block device";
-    default:
-      return "a special file";
-  }
-}
-
-std::vector<char> read_regular_file(const fs::path& path, std::uint64_t max_bytes) {
-  // O_NONBLOCK: a FIFO planted at an entry's name must not hang the open.
-  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  if (!file.valid()) {
-    if (errno == ELOOP) throw EntryError(not_regular_problem(fs::file_type::symlink));
-    throw_errno("cannot open", path, errno);
-  }
-  struct stat info {};
-  if (::fstat(file.get(), &info) != 0) throw_errno("cannot stat", path, errno);
-  if (!S_ISREG(info.st_mode)) throw EntryError(not_regular_problem(file_type_of(info.st_mode)));
-  if (static_cast<std::uint64_t>(info.st_size) > max_bytes) {
-    throw EntryError("is " + std::to_string(info.st_size) + " bytes, larger than intfa writes at " +
-                     "this name (" + std::to_string(max_bytes) + " bytes at most)");
-  }
-  std::vector<char> bytes(static_cast<std::size_t>(info.st_size));
-  std::size_t filled = 0;
-  while (filled < bytes.size()) {
-    const ssize_t got = ::read(file.get(), bytes.data() + filled, bytes.size() - filled);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw_errno("cannot read", path, errno);
-    if (got == 0) break;  // shrank since fstat: decode_entry reports the truncation
-    filled += static_cast<std::size_t>(got);
-  }
-  bytes.resize(filled);
-  return bytes;
-}
-
-namespace {
 
 // What is at an entry's name: a verified cubin, nothing, a bad file, or one that cannot be read
 // (an I/O error is no proof the entry is bad, so such a file is left in place). A directory there
@@ -232,12 +98,12 @@ EntryCheck check_entry(const fs::path& path, const CacheKey& key,
   }
   if (status.type() != fs::file_type::regular) {
     check.outcome = Outcome::kBad;
-    check.problem = not_regular_problem(status.type());
+    check.problem = files::not_regular_file_problem(status.type());
     check.is_directory = status.type() == fs::file_type::directory;
     return check;
   }
   try {
-    const std::vector<char> bytes = read_regular_file(path, kMaxEntryBytes);
+    const std::vector<char> bytes = files::read_regular_file(path, kMaxEntryBytes);
     if (recorded != nullptr) {
       // Another valid entry (its own checksum recomputed) passes decode_entry; only the record
       // kept apart from the file tells it from the one that was installed.
@@ -256,6 +122,9 @@ EntryCheck check_entry(const fs::path& path, const CacheKey& key,
   } catch (const EntryError& bad) {
     check.outcome = Outcome::kBad;
     check.problem = bad.what();
+  } catch (const files::UnexpectedFileError& bad) {
+    check.outcome = Outcome::kBad;
+    check.problem = bad.what();
   } catch (const std::system_error& io) {
     check.outcome = Outcome::kUnreadable;
     check.problem = io.what();
@@ -265,7 +134,7 @@ EntryCheck check_entry(const fs::path& path, const CacheKey& key,
 
 std::string read_spec_text(const fs::path& sidecar) {
   try {
-    const std::vector<char> bytes = read_regular_file(sidecar, kMaxSidecarBytes);
+    const std::vector<char> bytes = files::read_regular_file(sidecar, kMaxSidecarBytes);
     const json::Value document = json::parse(std::string_view(bytes.data(), bytes.size()));
     const json::Value* text = document.is_object() ? document.find("spec_text") : nullptr;
     return text != nullptr && text->is_string() ? text->as_string() : "";
@@ -283,21 +152,11 @@ std::error_code remove_file(const fs::path& path) {
 
 // --- Writing ---
 
-// mkdir -p where every directory created is private (0700): cubins are code this process runs.
-void create_private_directories(const fs::path& directory) {
-  std::error_code error;
-  if (fs::is_directory(directory, error)) return;
-  const fs::path parent = directory.parent_path();
-  if (!parent.empty() && parent != directory) create_private_directories(parent);
-  if (::mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST) {
-    throw_errno("cannot create directory", directory, errno);
-  }
-}
-
 // A tag that is not (yet, or no longer) complete proves nothing; reading it never throws.
 bool holds_cache_tag(const fs::path& directory) {
   try {
-    const std::vector<char> bytes = read_regular_file(directory / kTagFileName, kMaxTagBytes);
+    const std::vector<char> bytes =
+        files::read_regular_file(directory / kTagFileName, kMaxTagBytes);
     const std::string_view text(bytes.data(), bytes.size());
     return strings::starts_with(text, kTagSignature) && text.find("intfa") != text.npos;
   } catch (const std::exception&) {
@@ -309,7 +168,7 @@ bool holds_cache_tag(const fs::path& directory) {
 // entries instead.
 void write_cache_tag(const fs::path& directory) {
   const fs::path path = directory / kTagFileName;
-  FileDescriptor file(
+  files::FileDescriptor file(
       ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
   if (!file.valid()) return;  // there already, or the directory is not writable
   std::size_t written = 0;
@@ -319,60 +178,6 @@ void write_cache_tag(const fs::path& directory) {
     if (wrote <= 0) return;
     written += static_cast<std::size_t>(wrote);
   }
-}
-
-void write_all(int descriptor, const char* data, std::size_t size, const fs::path& path) {
-  std::size_t written = 0;
-  while (written < size) {
-    const ssize_t wrote = ::write(descriptor, data + written, size - written);
-    if (wrote < 0 && errno == EINTR) continue;
-    if (wrote < 0) throw_errno("cannot write", path, errno);
-    written += static_cast<std::size_t>(wrote);
-  }
-}
-
-// The test hooks act here, with half of the temp file written: a failure or a crash at this point
-// is the one that must leave neither an entry nor a temp file that could be read as one.
-void write_halfway_hooks(const fs::path& temp) {
-  if (env::flag(kPauseWriteVariable)) {
-    // The parent test sees the stop (waitpid WUNTRACED) and sends SIGKILL: a writer that dies
-    // mid-write, deterministically.
-    ::raise(SIGSTOP);
-  }
-  if (g_fail_writes_for_testing.load()) {
-    throw std::system_error(ENOSPC, std::generic_category(),
-                            "cannot write " + temp.string() +
-                                " (simulated by DiskCache::set_write_failure_for_testing)");
-  }
-}
-
-}  // namespace
-
-void write_file_atomically(const fs::path& destination, const std::string& temp_file_name,
-                           const char* data, std::size_t size) {
-  const fs::path temp = destination.parent_path() / temp_file_name;
-  FileDescriptor file(
-      ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!file.valid()) throw_errno("cannot create", temp, errno);
-  TempFileGuard guard(temp);
-  const std::size_t half = size / 2;
-  write_all(file.get(), data, half, temp);
-  write_halfway_hooks(temp);
-  write_all(file.get(), data + half, size - half, temp);
-  if (::fsync(file.get()) != 0) throw_errno("cannot fsync", temp, errno);
-  if (file.close_now() != 0) throw_errno("cannot close", temp, errno);
-  if (::rename(temp.c_str(), destination.c_str()) != 0) {
-    throw_errno("cannot rename into place", destination, errno);
-  }
-  guard.release();
-}
-
-namespace {
-
-// Makes the renames durable; a failure only weakens durability, never correctness.
-void sync_directory(const fs::path& directory) {
-  FileDescriptor folder(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (folder.valid()) ::fsync(folder.get());
 }
 
 std::string sidecar_text(const CacheKey& key, const nvrtc::Cubin& cubin,
@@ -445,7 +250,7 @@ bool fill_metadata(CacheFile& file) {
     if (errno == ENOENT) return false;
     throw CacheError("cannot read " + file.path.string() + ": " + std::strerror(errno));
   }
-  file.type = file_type_of(info.st_mode);
+  file.type = files::file_type_of(info.st_mode);
   file.size_bytes = static_cast<std::uint64_t>(info.st_size);
   file.modified = info.st_mtime;
   return true;
@@ -471,7 +276,8 @@ bool directory_exists(const fs::path& directory) {
   struct stat info {};
   if (::stat(directory.c_str(), &info) == 0) {
     if (!S_ISDIR(info.st_mode)) {
-      throw CacheError(directory.string() + " is " + file_type_name(file_type_of(info.st_mode)) +
+      throw CacheError(directory.string() + " is " +
+                       files::file_type_name(files::file_type_of(info.st_mode)) +
                        ", not a directory");
     }
     return true;
@@ -533,7 +339,7 @@ std::string entry_problem(const CacheFile& file, const fs::path& directory) {
 }
 
 std::string folder_problem(fs::file_type type) {
-  return "is " + file_type_name(type) + ", not a directory";
+  return "is " + files::file_type_name(type) + ", not a directory";
 }
 
 void remove_counted(const CacheFile& file, ClearReport& report) {
@@ -559,60 +365,10 @@ fs::path normalized_directory(fs::path directory) {
   return directory;
 }
 
-}  // namespace
-
-std::optional<DiskCache::Location> DiskCache::default_location() {
-  if (env::flag("INTFA_CACHE_DISABLE")) return std::nullopt;
-  if (const auto forced = env::get("INTFA_CACHE_DIR")) {
-    if (!fs::path(*forced).is_absolute()) {
-      throw InvalidArgument("INTFA_CACHE_DIR", "'" + *forced + "'", "expected an absolute path");
-    }
-    return Location{fs::path(*forced), "INTFA_CACHE_DIR"};
-  }
-  // The XDG base directory specification says relative values are invalid and to be ignored.
-  if (const auto xdg = env::get("XDG_CACHE_HOME"); xdg && fs::path(*xdg).is_absolute()) {
-    return Location{fs::path(*xdg) / "intfa", "XDG_CACHE_HOME"};
-  }
-  if (const auto home = env::get("HOME"); home && fs::path(*home).is_absolute()) {
-    return Location{fs::path(*home) / ".cache" / "intfa", "HOME"};
-  }
-  return std::nullopt;
-}
-
-std::optional<fs::path> DiskCache::default_directory() {
-  if (auto location = default_location()) return std::move(location->directory);
-  return std::nullopt;
-}
-
-DirectoryCheck check_directory(const fs::path& directory) {
-  DirectoryCheck check;
-  struct stat info {};
-  if (::stat(directory.c_str(), &info) != 0) {
-    if (errno == ENOENT) return check;  // made by the first store
-    check.verdict = DirectoryCheck::Verdict::kUnreadable;
-    check.problem = std::string("it cannot be read: ") + std::strerror(errno);
-    return check;
-  }
-  check.problem = untrusted_directory_problem(info);
-  if (!check.problem.empty()) {
-    check.verdict = DirectoryCheck::Verdict::kUntrusted;
-    check.owned_by_another_user = S_ISDIR(info.st_mode) && !trusted_owner(info.st_uid);
-    return check;
-  }
-  if (::faccessat(AT_FDCWD, directory.c_str(), R_OK | X_OK, AT_EACCESS) != 0) {
-    check.verdict = DirectoryCheck::Verdict::kUnreadable;
-    check.problem = std::string("it cannot be read: ") + std::strerror(errno);
-    return check;
-  }
-  check.verdict = DirectoryCheck::Verdict::kTrusted;
-  return check;
-}
-
-namespace {
-
-std::string untrusted_directory_advice(const fs::path& directory, const DirectoryCheck& check,
+std::string untrusted_directory_advice(const fs::path& directory,
+                                       const files::DirectoryCheck& check,
                                        DiskCache::Access access) {
-  if (check.verdict != DirectoryCheck::Verdict::kUntrusted) return "";
+  if (check.verdict != files::DirectoryCheck::Verdict::kUntrusted) return "";
   if (check.owned_by_another_user) {
     return " (fix: use a directory of this user, or have root own it)";
   }
@@ -639,9 +395,9 @@ DiskCache::DiskCache(fs::path directory, Access access, std::string named_by)
       named_by_(std::move(named_by)),
       read_only_(access == Access::kReadOnly),
       disabled_writes_(read_only_) {
-  const DirectoryCheck check = check_directory(directory_);
-  if (check.verdict == DirectoryCheck::Verdict::kUntrusted ||
-      check.verdict == DirectoryCheck::Verdict::kUnreadable) {
+  const files::DirectoryCheck check = files::check_directory(directory_);
+  if (check.verdict == files::DirectoryCheck::Verdict::kUntrusted ||
+      check.verdict == files::DirectoryCheck::Verdict::kUnreadable) {
     refuse(check.problem + untrusted_directory_advice(directory_, check, access));
   }
 }
@@ -692,10 +448,10 @@ DiskCache::FolderState DiskCache::inspect_folder(const fs::path& folder) {
     return FolderState::kRefused;
   }
   if (!S_ISDIR(info.st_mode)) {
-    warn_not_ours(folder, folder_problem(file_type_of(info.st_mode)));
+    warn_not_ours(folder, folder_problem(files::file_type_of(info.st_mode)));
     return FolderState::kNotOurs;
   }
-  const std::string problem = untrusted_directory_problem(info);
+  const std::string problem = files::untrusted_directory_problem(info);
   if (!problem.empty()) {
     refuse("its folder " + folder.string() + ": " + problem);
     return FolderState::kRefused;
@@ -749,15 +505,15 @@ bool DiskCache::write_entry(const CacheKey& key, const std::vector<char>& entry,
                             const std::string& sidecar) {
   const fs::path path = entry_path(key);
   const fs::path folder = path.parent_path();
-  create_private_directories(directory_);
-  const DirectoryCheck check = check_directory(directory_);
-  if (check.verdict != DirectoryCheck::Verdict::kTrusted) {
+  files::create_private_directories(directory_);
+  const files::DirectoryCheck check = files::check_directory(directory_);
+  if (check.verdict != files::DirectoryCheck::Verdict::kTrusted) {
     refuse(check.problem + untrusted_directory_advice(directory_, check, Access::kReadWrite));
     return false;
   }
   tag_directory_once();
   if (::mkdir(folder.c_str(), 0700) != 0) {
-    if (errno != EEXIST) throw_errno("cannot create directory", folder, errno);
+    if (errno != EEXIST) files::throw_errno("cannot create directory", folder, errno);
     if (inspect_folder(folder) != FolderState::kUsable) return false;
   }
   struct stat at_name {};
@@ -765,9 +521,9 @@ bool DiskCache::write_entry(const CacheKey& key, const std::vector<char>& entry,
     warn_not_ours(path, "is a directory, not a regular file");
     return false;
   }
-  write_file_atomically(path, temp_name(key), entry.data(), entry.size());
-  write_file_atomically(sidecar_path(key), temp_name(key), sidecar.data(), sidecar.size());
-  sync_directory(folder);
+  files::write_file_atomically(path, temp_name(key), entry.data(), entry.size());
+  files::write_file_atomically(sidecar_path(key), temp_name(key), sidecar.data(), sidecar.size());
+  files::sync_directory(folder);
   return true;
 }
 
@@ -935,10 +691,6 @@ ClearReport DiskCache::clear(bool stale_only) {
     }
   }
   return report;
-}
-
-void DiskCache::set_write_failure_for_testing(bool fail) {
-  g_fail_writes_for_testing.store(fail);
 }
 
 }  // namespace intfa::cache
