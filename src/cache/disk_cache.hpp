@@ -1,7 +1,9 @@
 // The on-disk cubin cache: one file per key, written atomically, verified on every read.
 // Never a reason for a call to fail: a bad entry is dropped and rebuilt, an unwritable directory
-// turns the cache memory-only with one warning. The file I/O and trust checks beneath it are
-// common/file_io.hpp and common/file_trust.hpp; where the cache lives is common/locations.hpp.
+// turns the cache memory-only with one warning. Loading and storing one entry is disk_cache.cpp;
+// the maintenance of the directory as a whole (its tag, scan, list, verify, clear) is
+// cache_maintenance.cpp. The file I/O and trust checks beneath both are common/file_io.hpp and
+// common/file_trust.hpp; where the cache lives is common/locations.hpp.
 #pragma once
 
 #include <atomic>
