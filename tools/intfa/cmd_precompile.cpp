@@ -15,6 +15,7 @@
 #include "attention/attention_spec.hpp"
 #include "cache/bundle.hpp"
 #include "cache/disk_cache.hpp"
+#include "common/file_io.hpp"
 #include "common/strings.hpp"
 #include "device/arch.hpp"
 #include "intfa/args.hpp"
@@ -142,7 +143,7 @@ BundlePlan parse_plan(const Arguments& arguments) {
     const fs::file_type type = fs::symlink_status(plan.directory, error).type();
     if (type != fs::file_type::not_found && type != fs::file_type::none &&
         !fs::is_directory(plan.directory, error)) {
-      throw UsageError("--out " + *out + ": it is " + cache::file_type_name(type) +
+      throw UsageError("--out " + *out + ": it is " + files::file_type_name(type) +
                        ", not a directory");
     }
   }
