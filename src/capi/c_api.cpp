@@ -90,6 +90,59 @@ void require(const void* pointer, const char* name) {
 
 }  // namespace
 
+namespace {
+
+// The paged cache's C structs as the C++ API's (outside extern "C": they return C++ types).
+intfa::PagedKVCache to_cache(const intfa_paged_cache_t* cache) {
+  require(cache, "cache");
+  intfa::PagedKVCache c;
+  c.num_pages = cache->num_pages;
+  c.page_size = cache->page_size;
+  c.heads_kv = cache->heads_kv;
+  c.head_dim = cache->head_dim;
+  c.bits = cache->bits;
+  c.k_data = cache->k_data;
+  c.v_data = cache->v_data;
+  c.k_scale = cache->k_scale;
+  c.v_scale = cache->v_scale;
+  c.k_offset = cache->k_offset;
+  return c;
+}
+
+intfa::PagedDecodeProblem to_decode_problem(const intfa_paged_decode_problem_t* problem) {
+  require(problem, "problem");
+  intfa::PagedDecodeProblem p;
+  p.batch = problem->batch;
+  p.q_len = problem->q_len;
+  p.heads_q = problem->heads_q;
+  p.max_pages = problem->max_pages;
+  p.max_seq_len = problem->max_seq_len;
+  p.causal = problem->causal != 0;
+  return p;
+}
+
+intfa::PagedDecodeOptions to_decode_options(const intfa_paged_decode_options_t* options) {
+  intfa::PagedDecodeOptions o;
+  if (options == nullptr) return o;
+  o.softmax_scale = options->softmax_scale;
+  o.num_splits = options->num_splits;
+  o.config.block_rows = options->block_rows;
+  o.config.stage_tokens = options->stage_tokens;
+  o.config.stages = options->stages;
+  return o;
+}
+
+intfa::AttentionState to_state(const intfa_attention_state_t* state, const std::string& field) {
+  require(state, field.c_str());
+  intfa::AttentionState s;
+  s.values = to_view(state->values, field + ".values");
+  s.lse = state->lse;
+  for (int i = 0; i < 3; ++i) s.lse_strides[static_cast<std::size_t>(i)] = state->lse_strides[i];
+  return s;
+}
+
+}  // namespace
+
 extern "C" {
 
 void intfa_default_options(intfa_options_t* options) INTFA_NOEXCEPT {
@@ -138,17 +191,17 @@ void attention_forward_from_c(const intfa_problem_t* problem,
   intfa::AttentionOptions o;
   if (options != nullptr) {
     o.softmax_scale = options->softmax_scale;
-    o.p_encoding = checked_enum<intfa::PEncoding>(options->p_encoding, INTFA_P_U8 + 1,
-                                                  "options.p_encoding",
-                                                  "expected INTFA_P_S8 or INTFA_P_U8");
+    o.p_encoding =
+        checked_enum<intfa::PEncoding>(options->p_encoding, INTFA_P_U8 + 1, "options.p_encoding",
+                                       "expected INTFA_P_S8 or INTFA_P_U8");
     o.p_scale = checked_enum<intfa::PScaleReference>(
         options->p_scale, INTFA_P_TILE_MAX + 1, "options.p_scale",
         "expected INTFA_P_RUNNING_MAX or INTFA_P_TILE_MAX");
     o.v_granularity = to_granularity(options->v_granularity, "options.v_granularity");
     if (options->block_m || options->block_n || options->warps || options->stages) {
-      o.config = intfa::KernelConfig{options->block_m, options->block_n, options->warps,
-                                     options->stages,
-                                     intfa::path_for_config(options->block_m, options->warps)};
+      o.config =
+          intfa::KernelConfig{options->block_m, options->block_n, options->warps, options->stages,
+                              intfa::path_for_config(options->block_m, options->warps)};
     }
   }
   intfa::attention_forward(p, t, stream, o);
@@ -330,58 +383,6 @@ intfa_status_t intfa_precompile(const intfa_problem_t* problem, intfa_dtype_t dt
   });
 }
 
-namespace {
-
-intfa::PagedKVCache to_cache(const intfa_paged_cache_t* cache) {
-  require(cache, "cache");
-  intfa::PagedKVCache c;
-  c.num_pages = cache->num_pages;
-  c.page_size = cache->page_size;
-  c.heads_kv = cache->heads_kv;
-  c.head_dim = cache->head_dim;
-  c.bits = cache->bits;
-  c.k_data = cache->k_data;
-  c.v_data = cache->v_data;
-  c.k_scale = cache->k_scale;
-  c.v_scale = cache->v_scale;
-  c.k_offset = cache->k_offset;
-  return c;
-}
-
-intfa::PagedDecodeProblem to_decode_problem(const intfa_paged_decode_problem_t* problem) {
-  require(problem, "problem");
-  intfa::PagedDecodeProblem p;
-  p.batch = problem->batch;
-  p.q_len = problem->q_len;
-  p.heads_q = problem->heads_q;
-  p.max_pages = problem->max_pages;
-  p.max_seq_len = problem->max_seq_len;
-  p.causal = problem->causal != 0;
-  return p;
-}
-
-intfa::PagedDecodeOptions to_decode_options(const intfa_paged_decode_options_t* options) {
-  intfa::PagedDecodeOptions o;
-  if (options == nullptr) return o;
-  o.softmax_scale = options->softmax_scale;
-  o.num_splits = options->num_splits;
-  o.config.block_rows = options->block_rows;
-  o.config.stage_tokens = options->stage_tokens;
-  o.config.stages = options->stages;
-  return o;
-}
-
-intfa::AttentionState to_state(const intfa_attention_state_t* state, const std::string& field) {
-  require(state, field.c_str());
-  intfa::AttentionState s;
-  s.values = to_view(state->values, field + ".values");
-  s.lse = state->lse;
-  for (int i = 0; i < 3; ++i) s.lse_strides[static_cast<std::size_t>(i)] = state->lse_strides[i];
-  return s;
-}
-
-}  // namespace
-
 intfa_status_t intfa_paged_cache_bytes(const intfa_paged_cache_t* cache, size_t* data_bytes,
                                        size_t* scale_bytes) INTFA_NOEXCEPT {
   return guarded([&] {
@@ -468,8 +469,8 @@ intfa_status_t intfa_merge_states(const intfa_shape_t* shape, const intfa_attent
                                   CUstream stream) INTFA_NOEXCEPT {
   return guarded([&] {
     require(shape, "shape");
-    intfa::merge_states(to_shape(*shape), to_state(a, "a"), to_state(b, "b"),
-                        to_state(out, "out"), stream);
+    intfa::merge_states(to_shape(*shape), to_state(a, "a"), to_state(b, "b"), to_state(out, "out"),
+                        stream);
   });
 }
 

@@ -9,12 +9,16 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "reference/half.hpp"
 #include "reference/quantized_model.hpp"
 #include "reference/reference.hpp"
+#include "support/timing.hpp"
 
 namespace intfa::reference {
 namespace {
@@ -274,14 +278,32 @@ double cache_error(const AccuracyProblem& p, const AccuracyCase& c, int bits, in
   return compare(exact.data(), model.data(), exact.size()).relative_l2;
 }
 
+// cache_error of the default problem, computed once per (case, bits, group) for the three tests
+// below. The study is skipped under the sanitizers (ten times slower there): it runs no code the
+// model tests above do not.
+double study_error(const AccuracyCase& c, int bits, int group) {
+  static std::mutex mutex;
+  static std::map<std::tuple<std::string, int, int>, double> known;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_tuple(std::string(c.name), bits, group);
+  const auto it = known.find(key);
+  if (it != known.end()) return it->second;
+  return known[key] = cache_error(AccuracyProblem{}, c, bits, group);
+}
+
+#define INTFA_SKIP_UNDER_SANITIZERS()                                                \
+  do {                                                                               \
+    if (::intfa::testing::kSanitizerSlowdown > 1) GTEST_SKIP() << "sanitizer build"; \
+  } while (0)
+
 const AccuracyCase kNormal{"N(0,1)", 0.0, false};
 const AccuracyCase kOffsets{"K with 4-sigma channel offsets", 4.0, false};
 const AccuracyCase kOffsetsSmoothed{"K with 4-sigma channel offsets, smoothed", 4.0, true};
 
 TEST(PagedCacheAccuracy, Int8MeetsOnePercentOnNormalAndOnSmoothedOffsetKeys) {
-  const AccuracyProblem problem;
+  INTFA_SKIP_UNDER_SANITIZERS();
   for (const AccuracyCase& c : {kNormal, kOffsets, kOffsetsSmoothed}) {
-    const double error = cache_error(problem, c, 8, 32);
+    const double error = study_error(c, 8, 32);
     std::printf("  INT8, %s: relative L2 %.3f%%\n", c.name, 100 * error);
     RecordProperty(std::string("int8 ") + c.name, std::to_string(error));
     if (c.key_offset_sigmas == 0 || c.smooth) {
@@ -291,11 +313,11 @@ TEST(PagedCacheAccuracy, Int8MeetsOnePercentOnNormalAndOnSmoothedOffsetKeys) {
 }
 
 TEST(PagedCacheAccuracy, SmoothingRemovesTheErrorOfKeyOffsets) {
-  const AccuracyProblem problem;
+  INTFA_SKIP_UNDER_SANITIZERS();
   for (int bits : {8, 4}) {
-    const double plain = cache_error(problem, kOffsets, bits, 32);
-    const double smoothed = cache_error(problem, kOffsetsSmoothed, bits, 32);
-    const double normal = cache_error(problem, kNormal, bits, 32);
+    const double plain = study_error(kOffsets, bits, 32);
+    const double smoothed = study_error(kOffsetsSmoothed, bits, 32);
+    const double normal = study_error(kNormal, bits, 32);
     EXPECT_GT(plain, 1.5 * smoothed) << bits << " bits";
     EXPECT_LE(smoothed, 1.2 * normal) << bits << " bits";
   }
@@ -304,13 +326,13 @@ TEST(PagedCacheAccuracy, SmoothingRemovesTheErrorOfKeyOffsets) {
 // The INT4 group size of the kernels (kInt4Group in templates/decode/paged_params.h) was chosen
 // from these numbers: see templates/decode/README.md.
 TEST(PagedCacheAccuracy, Int4ErrorForGroupsOf32And64) {
-  const AccuracyProblem problem;
+  INTFA_SKIP_UNDER_SANITIZERS();
   double errors[2][3] = {};
   for (int g = 0; g < 2; ++g) {
     const int group = g == 0 ? 32 : 64;
     int i = 0;
     for (const AccuracyCase& c : {kNormal, kOffsets, kOffsetsSmoothed}) {
-      errors[g][i] = cache_error(problem, c, 4, group);
+      errors[g][i] = study_error(c, 4, group);
       std::printf("  INT4 group %d, %s: relative L2 %.3f%%\n", group, c.name, 100 * errors[g][i]);
       RecordProperty("int4 g" + std::to_string(group) + " " + c.name, std::to_string(errors[g][i]));
       ++i;
