@@ -121,8 +121,9 @@ class DecodeWorkload {
     const std::size_t q_values =
         static_cast<std::size_t>(shape.batch) * shape.q_len * shape.heads_q * shape.head_dim;
     q_ = device::DeviceBuffer(q_values * 2);
-    q_.upload(
-        std::vector<std::uint16_t>(bits.begin(), bits.begin() + std::min(q_values, chunk_values)));
+    std::vector<std::uint16_t> q_bits(q_values);
+    for (std::size_t i = 0; i < q_values; ++i) q_bits[i] = bits[i % chunk_values];
+    q_.upload(q_bits);
     out_ = device::DeviceBuffer(q_values * 2);
     lse_ = device::DeviceBuffer(static_cast<std::size_t>(shape.batch) * shape.q_len *
                                 shape.heads_q * sizeof(float));
