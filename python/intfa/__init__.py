@@ -10,6 +10,10 @@
     out = intfa.attention_varlen(q_packed, k_packed, v_packed, cu_seqlens_q, cu_seqlens_k,
                                  max_seqlen_q, max_seqlen_k, is_causal=True)
 
+What intfa cannot serve (masks, dropout, FP32, ...) runs torch's SDPA instead, with one
+``FallbackWarning`` per reason and a count in ``intfa.fallback_stats()``; ``fallback="error"``
+(or ``intfa.set_fallback("error")``, INTFA_FALLBACK=error) raises instead.
+
 The kernels are generated for each head dim, variant and dtype, compiled by NVRTC on first use
 (or ahead of time with ``intfa.precompile``) and cached on disk; ``intfa.cache_info()`` shows the
 cache. ``cache_info`` and ``precompile`` need no PyTorch; the tensor functions need torch >= 2.4
@@ -22,6 +26,8 @@ import re
 from intfa import _intfa
 from intfa._errors import (CacheError, CompileError, DriverError, Error, InternalError,
                            InvalidArgument, NoDevice, Unsupported)
+from intfa._fallback import (FallbackWarning, fallback_stats, get_fallback,
+                             reset_fallback_stats, set_fallback)
 from intfa._runtime import cache_info, precompile
 
 __version__ = _intfa.version()
@@ -55,4 +61,6 @@ else:
 
 __all__ = ["CacheError", "CompileError", "DriverError", "Error", "InternalError",
            "InvalidArgument", "NoDevice", "Unsupported", "cache_info", "precompile",
+           "FallbackWarning", "fallback_stats", "get_fallback", "reset_fallback_stats",
+           "set_fallback",
            "TORCH_UNAVAILABLE", *(_TORCH_NAMES if TORCH_UNAVAILABLE is None else ())]
