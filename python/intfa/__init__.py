@@ -9,6 +9,9 @@
     # packed sequences, as flash_attn_varlen_func: q [total_q, H, D], int32 offsets [batch + 1]
     out = intfa.attention_varlen(q_packed, k_packed, v_packed, cu_seqlens_q, cu_seqlens_k,
                                  max_seqlen_q, max_seqlen_k, is_causal=True)
+    with intfa.patch_sdpa():  # F.scaled_dot_product_attention runs intfa.attention
+        model(x)
+    # transformers: intfa.integrations.transformers.register(), then attn_implementation="intfa"
 
 What intfa cannot serve (masks, dropout, FP32, ...) runs torch's SDPA instead, with one
 ``FallbackWarning`` per reason and a count in ``intfa.fallback_stats()``; ``fallback="error"``
@@ -32,7 +35,8 @@ from intfa._runtime import cache_info, precompile
 
 __version__ = _intfa.version()
 
-_TORCH_NAMES = ("Quantized", "quantize", "attention_int8", "attention", "attention_varlen")
+_TORCH_NAMES = ("Quantized", "quantize", "attention_int8", "attention", "attention_varlen",
+                "patch_sdpa")
 _MIN_TORCH = (2, 4)  # torch.library.custom_op and register_fake
 
 
@@ -52,6 +56,7 @@ TORCH_UNAVAILABLE = _torch_problem()
 if TORCH_UNAVAILABLE is None:
     from intfa._torch import (Quantized, attention, attention_int8, attention_varlen,  # noqa: F401
                               quantize)
+    from intfa.integrations.sdpa import patch_sdpa  # noqa: F401
 else:
     def __getattr__(name):
         if name in _TORCH_NAMES:
