@@ -42,4 +42,5 @@ def end_to_end(q, k, v, causal, variant, options):
                     p_encoding=P_ENCODINGS[options.p_encoding], p_scale=P_SCALES[options.p_scale])
     if full:
         numerics["v_granularity"] = V_GRANULARITIES[options.v_granularity]
-    return lambda: intfa.attention(q, k, v, is_causal=causal, **numerics)
+    # fallback="error": a problem intfa does not serve raises rather than timing torch's SDPA.
+    return lambda: intfa.attention(q, k, v, is_causal=causal, fallback="error", **numerics)
