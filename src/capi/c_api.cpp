@@ -141,22 +141,6 @@ intfa::AttentionState to_state(const intfa_attention_state_t* state, const std::
   return s;
 }
 
-}  // namespace
-
-extern "C" {
-
-void intfa_default_options(intfa_options_t* options) INTFA_NOEXCEPT {
-  if (options == nullptr) return;
-  const intfa::AttentionOptions defaults;
-  *options = intfa_options_t{};
-  options->softmax_scale = defaults.softmax_scale;
-  options->p_encoding = static_cast<intfa_p_encoding_t>(defaults.p_encoding);
-  options->p_scale = static_cast<intfa_p_scale_t>(defaults.p_scale);
-  options->v_granularity = static_cast<intfa_v_granularity_t>(defaults.v_granularity);
-}
-
-namespace {
-
 intfa::AttentionProblem problem_from_c(const intfa_problem_t* problem) {
   require(problem, "problem");
   intfa::AttentionProblem p;
@@ -220,6 +204,18 @@ void attention_forward_from_c(const intfa_problem_t* problem,
 }
 
 }  // namespace
+
+extern "C" {
+
+void intfa_default_options(intfa_options_t* options) INTFA_NOEXCEPT {
+  if (options == nullptr) return;
+  const intfa::AttentionOptions defaults;
+  *options = intfa_options_t{};
+  options->softmax_scale = defaults.softmax_scale;
+  options->p_encoding = static_cast<intfa_p_encoding_t>(defaults.p_encoding);
+  options->p_scale = static_cast<intfa_p_scale_t>(defaults.p_scale);
+  options->v_granularity = static_cast<intfa_v_granularity_t>(defaults.v_granularity);
+}
 
 intfa_status_t intfa_attention_forward(const intfa_problem_t* problem,
                                        const intfa_attention_tensors_t* tensors, CUstream stream,
