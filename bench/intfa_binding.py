@@ -46,4 +46,5 @@ def end_to_end(q, k, v, causal, variant, options, smooth_k=None, rotate=None):
                     smooth_k=smooth_k, rotate=rotate)
     if full:
         numerics["v_granularity"] = V_GRANULARITIES[options.v_granularity]
-    return lambda: intfa.attention(q, k, v, is_causal=causal, **numerics)
+    # fallback="error": a problem intfa does not serve raises rather than timing torch's SDPA.
+    return lambda: intfa.attention(q, k, v, is_causal=causal, fallback="error", **numerics)

@@ -63,14 +63,16 @@ def main():
                                             layers.DEFAULTS["p_encoding"],
                                             layers.DEFAULTS["p_scale"], None)
 
+    # fallback="error": a call intfa did not serve would raise, not time torch's SDPA.
     def public():
-        intfa.attention(q, k, v)
+        intfa.attention(q, k, v, fallback="error")
 
     def public_half():
-        intfa.attention(q, k, v, variant="half_int8")
+        intfa.attention(q, k, v, variant="half_int8", fallback="error")
 
     def implementation():
-        layers._attention_op.implementation(q, k, v, False, 0.0, "HND", "full_int8", *defaults)
+        layers._attention_op.implementation(q, k, v, False, 0.0, "HND", "full_int8", *defaults,
+                                            False)
 
     def cpp_call():
         plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0,

@@ -113,7 +113,8 @@ struct AttentionOptions {
   // Full INT8 numerics; v_granularity must match how V was quantized (quantize_v). The defaults
   // are the most accurate combination within 5% of the paper's speed on the H100 (u8 P against
   // the tile max, per-channel V: rel. L2 <= 1.48% on N(0,1) at N = 1k..16k, the paper's numerics
-  // 2.5-4.6%); bench/RESULTS.md has the table they were chosen from.
+  // 2.5-4.6%); bench/history/2026-11-23.md, "Choosing the defaults", has the table they were
+  // chosen from.
   PEncoding p_encoding = PEncoding::kUnsigned255;
   PScaleReference p_scale = PScaleReference::kTileMax;
   VScaleGranularity v_granularity = VScaleGranularity::kPerChannel;

@@ -201,6 +201,87 @@ intfa_status_t intfa_precompile(const intfa_problem_t* problem, intfa_dtype_t dt
                                 const intfa_options_t* options, const char* arch, size_t* kernels,
                                 size_t* compiled_now) INTFA_NOEXCEPT;
 
+/* ---- The paged INT8/INT4 KV cache (include/intfa/paged.hpp, templates/decode/README.md) ---- */
+
+/* One layer's cache: intfa::PagedKVCache. k_data, v_data [num_pages][heads_kv][page_size][head_dim
+   * bits / 8] bytes; k_scale, v_scale [num_pages][heads_kv][page_size][1 FP32 (INT8) or
+   head_dim / 32 FP16 (INT4)]; k_offset optional [heads_kv][head_dim] FP32 K smoothing offsets. */
+typedef struct intfa_paged_cache_t {
+  int num_pages, page_size, heads_kv, head_dim, bits;
+  void* k_data;
+  void* v_data;
+  void* k_scale;
+  void* v_scale;
+  const float* k_offset;
+} intfa_paged_cache_t;
+
+typedef struct intfa_paged_decode_problem_t {
+  int batch, q_len, heads_q, max_pages, max_seq_len;
+  int causal; /* 0 or 1; bottom-right aligned */
+} intfa_paged_decode_problem_t;
+
+/* q, out: [batch, heads_q, q_len, head_dim] views (strides in elements); lse optional
+   [batch][q_len][heads_q]; block_table device int32 [batch][max_pages]; seq_lens device int32
+   [batch]; workspace of intfa_paged_decode_workspace_bytes bytes (none with one split). */
+typedef struct intfa_paged_decode_tensors_t {
+  intfa_tensor_t q, out;
+  float* lse;
+  const int* block_table;
+  const int* seq_lens;
+  void* workspace;
+  size_t workspace_bytes;
+} intfa_paged_decode_tensors_t;
+
+/* intfa::PagedDecodeOptions; zeros are the defaults (1/sqrt(head_dim), the heuristic's splits and
+   tile config). */
+typedef struct intfa_paged_decode_options_t {
+  double softmax_scale;
+  int num_splits;
+  int block_rows, stage_tokens, stages;
+} intfa_paged_decode_options_t;
+
+/* A partial attention state: values [batch, heads, seq, head_dim] and its LSE with element strides
+   {batch, heads, seq} (intfa::AttentionState). */
+typedef struct intfa_attention_state_t {
+  intfa_tensor_t values;
+  float* lse;
+  int64_t lse_strides[3];
+} intfa_attention_state_t;
+
+/* Bytes of k_data (= v_data) and of k_scale (= v_scale); either result pointer may be NULL. */
+intfa_status_t intfa_paged_cache_bytes(const intfa_paged_cache_t* cache, size_t* data_bytes,
+                                       size_t* scale_bytes) INTFA_NOEXCEPT;
+/* k, v: [1, heads_kv, tokens, head_dim] views of the new rows; slot_mapping device int32 [tokens],
+   negative slots skipped. */
+intfa_status_t intfa_paged_append(const intfa_paged_cache_t* cache, const intfa_tensor_t* k,
+                                  const intfa_tensor_t* v, const int* slot_mapping, int tokens,
+                                  CUstream stream) INTFA_NOEXCEPT;
+/* options may be NULL (the defaults). */
+intfa_status_t intfa_paged_decode_splits(const intfa_paged_cache_t* cache,
+                                         const intfa_paged_decode_problem_t* problem,
+                                         const intfa_paged_decode_options_t* options,
+                                         int* splits) INTFA_NOEXCEPT;
+intfa_status_t intfa_paged_decode_workspace_bytes(const intfa_paged_cache_t* cache,
+                                                  const intfa_paged_decode_problem_t* problem,
+                                                  const intfa_paged_decode_options_t* options,
+                                                  size_t* bytes) INTFA_NOEXCEPT;
+intfa_status_t intfa_paged_decode(const intfa_paged_cache_t* cache,
+                                  const intfa_paged_decode_problem_t* problem,
+                                  const intfa_paged_decode_tensors_t* tensors, CUstream stream,
+                                  const intfa_paged_decode_options_t* options) INTFA_NOEXCEPT;
+/* intfa::precompile_paged: the family's kernels for the cache's head_dim and bits with `dtype`
+   queries and new K/V (INTFA_F16 or INTFA_BF16), for `arch` (NULL or "": INTFA_ARCH, else the
+   GPU's own). Only head_dim and bits of `cache` are read. */
+intfa_status_t intfa_paged_precompile(const intfa_paged_cache_t* cache, intfa_dtype_t dtype,
+                                      const char* arch, size_t* kernels,
+                                      size_t* compiled_now) INTFA_NOEXCEPT;
+/* intfa::merge_states: out = the LSE-weighted merge of a and b (issue 29); out may be a or b (in
+   place, same strides); out->lse may be NULL. */
+intfa_status_t intfa_merge_states(const intfa_shape_t* shape, const intfa_attention_state_t* a,
+                                  const intfa_attention_state_t* b,
+                                  const intfa_attention_state_t* out,
+                                  CUstream stream) INTFA_NOEXCEPT;
+
 /* This thread's message for the last failed call ("" when none). */
 const char* intfa_last_error(void) INTFA_NOEXCEPT;
 const char* intfa_status_string(intfa_status_t status) INTFA_NOEXCEPT;

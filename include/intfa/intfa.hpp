@@ -3,6 +3,7 @@
 
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
+#include "intfa/paged.hpp"
 #include "intfa/precompile.hpp"
 #include "intfa/quantize.hpp"
 #include "intfa/runtime.hpp"

@@ -9,6 +9,18 @@
     # packed sequences, as flash_attn_varlen_func: q [total_q, H, D], int32 offsets [batch + 1]
     out = intfa.attention_varlen(q_packed, k_packed, v_packed, cu_seqlens_q, cu_seqlens_k,
                                  max_seqlen_q, max_seqlen_k, is_causal=True)
+    # a paged INT8/INT4 KV cache for decode (vLLM/FlashInfer shapes), and the LSE merge
+    cache = intfa.PagedKVCache(num_pages, page_size=16, num_kv_heads=8, head_dim=128, bits=8)
+    cache.append(k_new, v_new, slot_mapping)
+    out = cache.decode(q_new, block_table, seq_lens)
+    out, lse = intfa.merge_states(out_a, lse_a, out_b, lse_b)
+    with intfa.patch_sdpa():  # F.scaled_dot_product_attention runs intfa.attention
+        model(x)
+    # transformers: intfa.integrations.transformers.register(), then attn_implementation="intfa"
+
+What intfa cannot serve (masks, dropout, FP32, ...) runs torch's SDPA instead, with one
+``FallbackWarning`` per reason and a count in ``intfa.fallback_stats()``; ``fallback="error"``
+(or ``intfa.set_fallback("error")``, INTFA_FALLBACK=error) raises instead.
 
 The kernels are generated for each head dim, variant and dtype, compiled by NVRTC on first use
 (or ahead of time with ``intfa.precompile``) and cached on disk; ``intfa.cache_info()`` shows the
@@ -22,11 +34,15 @@ import re
 from intfa import _intfa
 from intfa._errors import (CacheError, CompileError, DriverError, Error, InternalError,
                            InvalidArgument, NoDevice, Unsupported)
+from intfa._fallback import (FallbackWarning, fallback_stats, get_fallback,
+                             reset_fallback_stats, set_fallback)
+from intfa._paged_layout import paged_layout, precompile_paged
 from intfa._runtime import cache_info, precompile
 
 __version__ = _intfa.version()
 
-_TORCH_NAMES = ("Quantized", "quantize", "attention_int8", "attention", "attention_varlen")
+_TORCH_NAMES = ("Quantized", "quantize", "attention_int8", "attention", "attention_varlen",
+                "PagedKVCache", "paged_append", "paged_decode", "merge_states", "patch_sdpa")
 _MIN_TORCH = (2, 4)  # torch.library.custom_op and register_fake
 
 
@@ -46,6 +62,9 @@ TORCH_UNAVAILABLE = _torch_problem()
 if TORCH_UNAVAILABLE is None:
     from intfa._torch import (Quantized, attention, attention_int8, attention_varlen,  # noqa: F401
                               quantize)
+    from intfa._paged import (PagedKVCache, merge_states, paged_append,  # noqa: F401
+                              paged_decode)
+    from intfa.integrations.sdpa import patch_sdpa  # noqa: F401
 else:
     def __getattr__(name):
         if name in _TORCH_NAMES:
@@ -55,4 +74,7 @@ else:
 
 __all__ = ["CacheError", "CompileError", "DriverError", "Error", "InternalError",
            "InvalidArgument", "NoDevice", "Unsupported", "cache_info", "precompile",
+           "paged_layout", "precompile_paged",
+           "FallbackWarning", "fallback_stats", "get_fallback", "reset_fallback_stats",
+           "set_fallback",
            "TORCH_UNAVAILABLE", *(_TORCH_NAMES if TORCH_UNAVAILABLE is None else ())]

@@ -16,8 +16,8 @@ from typing import List, NamedTuple, Optional, Tuple
 
 import torch
 
-from intfa import _checks, _intfa
-from intfa._errors import Unsupported, invalid_argument
+from intfa import _checks, _fallback, _intfa, _padding, _sdpa
+from intfa._errors import Error, InvalidArgument, Unsupported, invalid_argument
 from intfa._runtime import DEFAULTS
 
 LAYOUTS = ("HND", "NHD")
@@ -25,6 +25,13 @@ VARIANTS = ("full_int8", "half_int8")
 V_GRANULARITIES = ("tensor", "channel", "block")
 P_ENCODINGS = ("u8", "s8")
 P_SCALES = ("running", "tile")
+
+# A fallback inside a torch.compile'd graph warns without breaking the graph: dynamo runs the
+# warning after the graph (a function of constants returning None may be reordered so).
+_reorderable = getattr(getattr(torch._dynamo, "config", None), "reorderable_logging_functions",
+                       None)
+if isinstance(_reorderable, set):
+    _reorderable.add(_fallback.warn)
 
 _FLOAT_NAMES = {torch.float16: "f16", torch.bfloat16: "bf16"}
 _FLOAT_DTYPES = tuple(_FLOAT_NAMES)
@@ -331,28 +338,67 @@ _INT8_ATTENTION_PLANS = {}
 @_custom_op("intfa::attention")
 def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
                   sm_scale: float, layout: str, variant: str, v_granularity: str, smooth_k: bool,
-                  p_encoding: str, p_scale: str, rotate: bool = False) -> torch.Tensor:
-    # One C++ call quantizes Q, K (and V) into a workspace from torch's caching allocator and
-    # attends (intfa::attention_forward_16bit); the workspace goes back to the allocator at once,
-    # stream-ordered, as any temporary of an eager op does.
-    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    plan = _attention_plan(q, k, v, out, is_causal, sm_scale, layout, variant, v_granularity,
-                           smooth_k, p_encoding, p_scale, rotate)
-    return _run_attention_plan(plan, q, k, v, out)
+                  p_encoding: str, p_scale: str, rotate: bool,
+                  return_lse: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    out, lse = _run_attention(q, k, v, None, (is_causal, sm_scale, layout, variant,
+                                              v_granularity, smooth_k, p_encoding, p_scale,
+                                              rotate),
+                              return_lse)
+    return out, (lse if lse is not None else _no_lse(q))
 
 
-def _run_attention_plan(plan, q, k, v, out):
-    workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=q.device)
-    with _on(q.device):
-        plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0,
-                 workspace.data_ptr(), _stream(q.device))
-    return out
+def _no_lse(q):
+    return torch.empty((0,), dtype=torch.float32, device=q.device)
 
 
 @_attention_op.register_fake
 def _(q, k, v, is_causal, sm_scale, layout, variant, v_granularity, smooth_k, p_encoding,
-      p_scale, rotate=False):
-    return _empty_attention(q, layout, q.dtype, False)[0]
+      p_scale, rotate, return_lse):
+    return _empty_attention(q, layout, q.dtype, return_lse)
+
+
+def _run_attention(q, k, v, out, op_arguments, return_lse, call=None):
+    """intfa::attention_forward_16bit on checked q, k, v: into `out` (allocated when None), with
+    the natural-log LSE [B, H_q, N_q] when `return_lse` (else None). A head dim between the
+    kernels' own runs on copies padded with zero channels (intfa/_padding.py says why that is
+    exact). `call`, when given, keeps the plan of its signature (a plain eager call's fast path).
+
+    One C++ call quantizes Q, K (and V) into a workspace from torch's caching allocator and
+    attends; the workspace goes back to the allocator at once, stream-ordered, as any temporary
+    of an eager op does."""
+    (is_causal, sm_scale, layout, variant, v_granularity, smooth_k, p_encoding, p_scale,
+     rotate) = op_arguments
+    if out is None:
+        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse = None
+    if return_lse:
+        b, heads_q, seq_q, _ = _bhnd(q, layout)
+        lse = torch.empty((b, heads_q, seq_q), dtype=torch.float32, device=q.device)
+    head_dim = q.shape[-1]
+    kernel_dim = head_dim if head_dim in _padding.KERNEL_HEAD_DIMS else (
+        _padding.kernel_head_dim(head_dim))
+    if kernel_dim == head_dim:
+        inputs, kernel_out, scale = (q, k, v), out, sm_scale
+    else:
+        inputs = tuple(_padding.pad_head_dim(x, kernel_dim) for x in (q, k, v))
+        kernel_out = torch.empty(inputs[0].shape, dtype=q.dtype, device=q.device)
+        scale = _padding.softmax_scale(sm_scale, head_dim)
+    plan = call.plan if call is not None else None
+    if plan is None:
+        plan = _attention_plan(*inputs, kernel_out, is_causal, scale, layout, variant,
+                               v_granularity, smooth_k, p_encoding, p_scale, rotate)
+        if call is not None:
+            call.plan = plan
+    workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=q.device)
+    with _on(q.device):
+        plan.run(inputs[0].data_ptr(), inputs[1].data_ptr(), inputs[2].data_ptr(),
+                 kernel_out.data_ptr(), lse.data_ptr() if lse is not None else 0,
+                 workspace.data_ptr(), _stream(q.device))
+    if kernel_out is not out:
+        out.copy_(kernel_out[..., :head_dim])
+    # (With K smoothing the LSE is already that of the original scores: the kernel adds
+    # sm_scale * q . k_mean back, intfa::AttentionInputs::lse.)
+    return out, lse
 
 
 def _empty_varlen_attention(q, return_lse):
@@ -674,27 +720,70 @@ def _check_attention_int8(q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scal
 
 def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
               enable_gqa=False, *, sm_scale=None, layout="HND", variant="full_int8",
-              v_granularity=None, smooth_k=None, p_encoding=None, p_scale=None, rotate=None):
+              v_granularity=None, smooth_k=None, p_encoding=None, p_scale=None,
+              rotate=None, return_lse=False, out=None, fallback=None):
     """Quantizes and attends in one call, shaped like
     ``torch.nn.functional.scaled_dot_product_attention`` (same positional arguments) so that it
     can be swapped in: q [B, H_q, N_q, D], k and v [B, H_kv, N_kv, D] (layout "HND"; "NHD" takes
     [B, N, H, D]), FP16 or BF16, one dtype; returns q's shape and dtype. GQA/MQA (H_q a multiple
     of H_kv) always works, whatever ``enable_gqa`` says. ``sm_scale`` (or SDPA's ``scale``)
     defaults to 1/sqrt(D). Causal masking with N_q != N_kv is bottom-right aligned
-    (FlashAttention >= 2.1; SDPA aligns top-left). ``attn_mask`` and ``dropout_p`` are accepted
-    only as None and 0 (Unsupported otherwise). ``variant`` "full_int8" quantizes V too,
-    "half_int8" keeps V in 16 bits. ``smooth_k`` (default on) quantizes K less its channel means
-    (over a sample of keys), ``rotate`` (default off) rotates Q and K by one orthogonal matrix
-    first, which spreads outlier channels; neither changes the attention in exact arithmetic.
-    Forward only: no autograd."""
+    (FlashAttention >= 2.1; SDPA aligns top-left); a query that sees no key outputs zeros.
+    ``variant`` "full_int8" quantizes V too, "half_int8" keeps V in 16 bits. ``smooth_k``
+    (default on) quantizes K less its channel means (over a sample of keys), ``rotate`` (default
+    off) rotates Q and K by one orthogonal matrix first, which spreads outlier channels; neither
+    changes the attention in exact arithmetic. Forward only.
+
+    Head dims 64, 128 and 256 run natively; any other multiple of 8 up to 256 runs on copies
+    padded with zero channels to the next of them (exact: intfa/_padding.py), at the cost of the
+    copies, with the default scale still 1/sqrt(D).
+
+    ``return_lse``: also returns the natural-log log-sum-exp of each query's scaled scores,
+    float32 [B, H_q, N_q] whatever the layout (FlashAttention's softmax_lse; -inf for a query that
+    sees no key): ``(out, lse)``, of the original scores whatever ``smooth_k`` and ``rotate``.
+    ``out``: a tensor of q's shape, dtype and device that receives the output (written in place
+    and returned); stride 1 on the head dim, 4-byte steps elsewhere, no overlap with k or v.
+
+    What intfa cannot serve (an ``attn_mask``, ``dropout_p`` > 0, FP32 inputs, head dims other
+    than the above, sizes its kernels do not take, inputs that need gradients, non-CUDA tensors,
+    a GPU below compute capability 8.0, an error from the runtime at launch) follows
+    ``fallback``: "sdpa" computes the same attention (this function's causal alignment, GQA,
+    layout, ``return_lse`` and ``out``) with torch's SDPA, with one FallbackWarning per reason and
+    process and a count in ``intfa.fallback_stats()``; "error" raises (InvalidArgument naming the
+    argument, or Unsupported). None: the process-wide policy (``intfa.set_fallback``, else
+    INTFA_FALLBACK, else "sdpa")."""
+    result = _attend(q, k, v, attn_mask, dropout_p, is_causal, scale, sm_scale, layout, variant,
+                     v_granularity, smooth_k, p_encoding, p_scale, return_lse, out, fallback,
+                     rotate)
+    if type(result) is not Unserved:
+        return result
+    _check_choice("layout", layout, LAYOUTS)  # (a call with a mask skipped the checks)
+    if out is not None and isinstance(q, torch.Tensor):
+        _check_out(out, q)
+    return _sdpa.attention(q, k, v, attn_mask, dropout_p, is_causal,
+                           sm_scale if sm_scale is not None else scale, layout, return_lse, out)
+
+
+class Unserved(NamedTuple):
+    """What `_attend` returns for a call intfa did not serve (counted and warned already): the
+    caller runs its SDPA call. `reason` is a key of intfa._fallback.REASONS."""
+
+    reason: str
+
+
+def _attend(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, sm_scale=None,
+            layout="HND", variant="full_int8", v_granularity=None, smooth_k=None,
+            p_encoding=None, p_scale=None, return_lse=False, out=None, fallback=None,
+            rotate=None):
+    """`attention` up to its fallback: intfa's result, or Unserved when intfa does not serve the
+    call and the policy is "sdpa" ("error" raises). The integrations call this, then their
+    client's own SDPA call with the client's arguments."""
     if attn_mask is not None:
-        raise Unsupported("intfa.attention: attn_mask is not supported (only is_causal masking)",
-                          field="attn_mask")
+        return _unserved("attn_mask", fallback, _attention_mask_error)
     if dropout_p != 0.0:
-        raise Unsupported(f"intfa.attention: dropout_p = {dropout_p} is not supported (only 0)",
-                          field="dropout_p")
+        return _unserved("dropout", fallback, lambda: _dropout_error(dropout_p))
     signature = None
-    arguments = None
+    call = None
     if not torch.compiler.is_compiling():
         try:
             # The checks read only these: a call with the signature of one that passed them passes
@@ -702,34 +791,105 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
             signature = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype,
                          k.dtype, v.dtype, q.device, k.device, v.device, is_causal, scale,
                          type(scale), sm_scale, type(sm_scale), layout, variant, v_granularity,
-                         smooth_k, type(smooth_k), p_encoding, p_scale, rotate)
-            arguments = _CHECKED_ATTENTION_CALLS.get(signature)
+                         smooth_k, type(smooth_k), p_encoding, p_scale, rotate, type(rotate),
+                         return_lse, fallback,
+                         None if out is None else (out.shape, out.stride(), out.dtype,
+                                                   out.device))
+            call = _CHECKED_ATTENTION_CALLS.get(signature)
         except (AttributeError, TypeError):  # not tensors, or an unhashable option: checked below
             signature = None
-    if arguments is None:
-        # [the op's arguments after q, k, v; the plan, made at the first plain eager call]
-        arguments = [_check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant,
-                                      v_granularity, smooth_k, p_encoding, p_scale, rotate), None]
+    checks = (q, k, v, is_causal, scale, sm_scale, layout, variant, v_granularity, smooth_k,
+              p_encoding, p_scale, return_lse, out, fallback, rotate)
+    if call is None:
+        call = _checked_call(*checks)
         if signature is not None:
-            _remember(_CHECKED_ATTENTION_CALLS, signature, arguments)
-    if signature is not None and _plain_eager((q, k, v)):
-        # The op's implementation with the plan of this signature at hand (the output's strides
-        # follow from q's shape, so one signature has one plan).
-        op_arguments, plan = arguments
-        out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-        if plan is None:
-            plan = arguments[1] = _attention_plan(q, k, v, out, *op_arguments)
-        return _run_attention_plan(plan, q, k, v, out)
-    return _attention_op(q, k, v, *arguments[0])
+            _remember(_CHECKED_ATTENTION_CALLS, signature, call)
+    if call.unserved is not None:
+        # Policy "error" runs the checks again: they raise the typed error afresh.
+        return _unserved(call.unserved, fallback, lambda: _check_attention(*checks), call.detail)
+    if torch.is_grad_enabled() and (q.requires_grad or k.requires_grad or v.requires_grad):
+        return _unserved("autograd", fallback, lambda: _fallback.unsupported("autograd"))
+    fast = signature is not None and _plain_eager((q, k, v) if out is None else (q, k, v, out))
+    if fast and out is not None and out.data_ptr() % 4:
+        raise invalid_argument("out.data_ptr", out.data_ptr(), "expected 4-byte alignment")
+    try:
+        if fast:
+            # The op's implementation with the plan of this signature at hand (the output's
+            # strides are q's shape's, or out's: in the signature either way).
+            result, lse = _run_attention(q, k, v, out, call.op_arguments, return_lse, call)
+        else:
+            result, lse = _attention_op(q, k, v, *call.op_arguments, bool(return_lse))
+            if out is not None:
+                result = out.copy_(result)
+    except Error as error:
+        # The runtime refused the call at launch (before launching anything) or could not
+        # compile its kernel: a global SDPA patch must not break the model for that.
+        if torch.compiler.is_compiling() or _fallback.resolve(fallback) == "error":
+            raise
+        _fallback.record("intfa_error", f"{type(error).__name__}: {error}")
+        return Unserved("intfa_error")
+    return (result, lse) if return_lse else result
 
 
-# `attention`'s checked arguments by call signature (see `attention`).
+# `attention`'s checks by call signature (see `_attend`): _CheckedCall values.
 _CHECKED_ATTENTION_CALLS = {}
 
 
+class _CheckedCall:
+    """What the checks of one `attention` signature decided: the op's arguments after q, k and v
+    (and the plan, made at its first plain eager call), or why intfa cannot serve such calls
+    (`unserved`, a key of intfa._fallback.REASONS, with the check's message as `detail`)."""
+
+    __slots__ = ("op_arguments", "plan", "unserved", "detail")
+
+    def __init__(self, op_arguments=None, unserved=None, detail=""):
+        self.op_arguments = op_arguments
+        self.plan = None
+        self.unserved = unserved
+        self.detail = detail
+
+
+def _checked_call(*checks):
+    try:
+        return _CheckedCall(_check_attention(*checks))
+    except Error as error:
+        reason = getattr(error, "fallback_reason", None)
+        if reason is None:  # the caller's mistake: SDPA would refuse it too
+            raise
+        return _CheckedCall(unserved=reason, detail=str(error))
+
+
+def _unserved(reason, fallback, error, detail=""):
+    """Unserved(reason) under policy "sdpa" (counted and warned), else raises `error()`."""
+    if _fallback.resolve(fallback) == "error":
+        raise error()
+    _fallback.record(reason, detail)
+    return Unserved(reason)
+
+
+def _attention_mask_error():
+    return Unsupported("intfa.attention: attn_mask is not supported (only is_causal masking)",
+                       field="attn_mask")
+
+
+def _dropout_error(dropout_p):
+    return Unsupported(f"intfa.attention: dropout_p = {dropout_p} is not supported (only 0)",
+                       field="dropout_p")
+
+
+def _unservable(reason, error):
+    """`error`, marked as what policy "sdpa" answers by running SDPA (`reason`: a key of
+    intfa._fallback.REASONS) rather than raising."""
+    error.fallback_reason = reason
+    return error
+
+
 def _check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant, v_granularity,
-                     smooth_k, p_encoding, p_scale, rotate=None):
-    """Every check of `attention`; returns the op's arguments after q, k and v."""
+                     smooth_k, p_encoding, p_scale, return_lse, out, fallback, rotate=None):
+    """Every check of `attention`; returns the op's arguments after q, k and v (without
+    return_lse). What SDPA could serve instead raises an error marked by _unservable."""
+    _fallback.check_argument(fallback)
+    smooth_k, rotate = _qk_transforms(smooth_k, rotate)
     if scale is not None and sm_scale is not None and scale != sm_scale:
         raise invalid_argument("scale", scale, f"expected the same as sm_scale = {sm_scale} "
                                "(they are one argument under two names)")
@@ -737,14 +897,113 @@ def _check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant, v_gra
                      else _resolve_sm_scale(scale, "scale"))
     _check_choice("layout", layout, LAYOUTS)
     numerics = _check_numerics(variant, v_granularity, p_encoding, p_scale)
-    _check_inputs(q, k, v)
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(tensor, torch.Tensor):
+            raise invalid_argument(name, type(tensor).__name__, "expected a torch.Tensor")
+    if (q.dtype == k.dtype == v.dtype and q.dtype.is_floating_point
+            and q.dtype not in _FLOAT_DTYPES):
+        raise _unservable("dtype", invalid_argument(
+            "q.dtype", q.dtype, "expected " + " or ".join(map(str, _FLOAT_DTYPES))))
+    _check_tensor("q", q, _FLOAT_DTYPES)
+    for name, tensor in (("k", k), ("v", v)):
+        _check_tensor(name, tensor, _FLOAT_DTYPES)
+        if tensor.dtype != q.dtype:
+            raise invalid_argument(f"{name}.dtype", tensor.dtype, f"expected {q.dtype} as q")
     _check_qk(q, k, layout)
+    if v.shape[:-1] == k.shape[:-1] and v.shape[-1] != k.shape[-1]:
+        raise _unservable("head_dim", invalid_argument(
+            "v.shape", tuple(v.shape), f"expected {tuple(k.shape)}, the shape of k (intfa's V "
+            "has K's head dim)"))
     _check_same("v", v, k.shape, "the shape of k")
-    _check_problem(q, k, layout, is_causal, variant)
-    _check_device([("q", q), ("k", k), ("v", v)])
-    smooth_k, rotate = _qk_transforms(smooth_k, rotate)
+    head_dim = q.shape[-1]
+    kernel_dim = _padding.kernel_head_dim(head_dim)
+    if kernel_dim is None:
+        raise _unservable("head_dim", invalid_argument(
+            "q.shape", tuple(q.shape), f"supported head dims are multiples of 8 up to 256 (64, "
+            f"128 and 256 natively, others padded to the next of them), not {head_dim} (the head "
+            "dim of q)"))
+    if kernel_dim == head_dim:  # (a padded call reads copies)
+        for name, tensor in (("q", q), ("k", k), ("v", v)):
+            if tensor.stride(-1) != 1:
+                raise _unservable("strides", invalid_argument(
+                    f"{name}.stride", tensor.stride(),
+                    "expected stride 1 on the head dim (the last dimension)"))
+    _check_attention_problem(q, k, layout, bool(is_causal), numerics.variant, kernel_dim)
+    _check_out(out, q)
+    _check_kernel_device(q, k, v)
     return (bool(is_causal), softmax_scale, layout, numerics.variant, numerics.v_granularity,
             smooth_k, numerics.p_encoding, numerics.p_scale, rotate)
+
+
+def _check_attention_problem(q, k, layout, is_causal, variant, kernel_dim):
+    """The C++ problem rules at the kernel's head dim: heads that are no GQA grouping are the
+    caller's error (SDPA refuses them too); other sizes (an empty sequence, the grid's limits)
+    are SDPA's to serve."""
+    b, heads_q, seq_q, _ = _bhnd(q, layout)
+    _, heads_kv, seq_kv, _ = _bhnd(k, layout)
+    try:
+        _validate_problem(_checks.TENSOR_PROBLEM, batch=b, heads_q=heads_q, heads_kv=heads_kv,
+                          seq_q=seq_q, seq_kv=seq_kv, head_dim=kernel_dim, causal=is_causal,
+                          variant=variant)
+    except InvalidArgument as error:
+        if heads_q >= 1 and heads_kv >= 1 and heads_q % heads_kv:
+            raise
+        raise _unservable("shape", error) from None
+
+
+def _check_out(out, q):
+    """`out`: q's shape, dtype and device, and strides the kernels can write."""
+    if out is None:
+        return
+    if not isinstance(out, torch.Tensor):
+        raise invalid_argument("out", type(out).__name__, "expected a torch.Tensor or None")
+    if out.dtype != q.dtype:
+        raise invalid_argument("out.dtype", out.dtype, f"expected {q.dtype}, the dtype of q")
+    _check_same("out", out, q.shape, "the shape of q")
+    if out.device != q.device:
+        raise invalid_argument("out.device", out.device, f"expected {q.device}, the device of q")
+    strides = out.stride()
+    last = out.dim() - 1
+    steps = [(strides[dim], out.shape[dim]) for dim in range(out.dim()) if out.shape[dim] > 1]
+    # As the C++ view rules: stride 1 on the head dim, 4-byte steps elsewhere, and ordered by
+    # stride, each dimension steps over all the elements of those below it.
+    writable = (out.shape[last] == 1 or strides[last] == 1) and all(
+        strides[dim] % 2 == 0 for dim in range(last) if out.shape[dim] > 1)
+    span = 1
+    for stride, extent in sorted(steps):
+        writable = writable and stride >= span
+        span = stride * extent
+    if not writable:
+        raise invalid_argument("out.stride", strides, "expected stride 1 on the head dim, even "
+                               "strides elsewhere (4-byte steps) and no two elements at one "
+                               "address")
+
+
+# Compute capability by device index, read once: the kernels need sm_80 or newer.
+_CAPABILITIES = {}
+_MIN_CAPABILITY = (8, 0)
+
+
+def _check_kernel_device(q, k, v):
+    """One CUDA device for q, k and v, of compute capability 8.0 or newer. The last check: the
+    tests without a GPU stop here."""
+    if not q.is_cuda:
+        raise _unservable("device", invalid_argument("q.device", q.device,
+                                                     "expected a CUDA tensor"))
+    _check_device([("q", q), ("k", k), ("v", v)])
+    if not torch.compiler.is_compiling():  # (fake tensors: no device to ask)
+        index = q.device.index
+        _check_arch(index if index is not None else torch.cuda.current_device())
+
+
+def _check_arch(index):
+    capability = _CAPABILITIES.get(index)
+    if capability is None:
+        capability = _CAPABILITIES[index] = tuple(torch.cuda.get_device_capability(index))
+    if capability < _MIN_CAPABILITY:
+        raise _unservable("arch", Unsupported(
+            f"intfa: GPU {index} has compute capability {capability[0]}.{capability[1]}; "
+            "intfa's kernels need 8.0 or newer", field="q.device"))
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,

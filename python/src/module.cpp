@@ -22,6 +22,7 @@
 #include "intfa/precompile.hpp"
 #include "intfa_version.hpp"
 #include "launch/kernel_runtime.hpp"
+#include "paged.hpp"
 
 namespace py = pybind11;
 using namespace pybind11::literals;
@@ -492,4 +493,6 @@ PYBIND11_MODULE(_intfa, m) {
   m.def("precompile", &precompile_dict, py::kw_only(), "arch"_a, "head_dims"_a, "variants"_a,
         "dtypes"_a, "causal"_a, "p_encoding"_a, "p_scale"_a, "v_granularity"_a, "smooth_k"_a,
         "jobs"_a, "rotate"_a = AttentionOptions{}.rotate_qk);
+
+  register_paged(m);
 }

@@ -23,88 +23,111 @@ class ArgumentsCase(unittest.TestCase):
         return caught.exception
 
 
+def strict_attention(*arguments, **options):
+    """intfa.attention with fallback "error": what would run SDPA raises its typed error."""
+    return intfa.attention(*arguments, fallback="error", **options)
+
+
 @needs_torch
 class AttentionArgumentsTest(ArgumentsCase):
     def test_valid_arguments_on_cpu_stop_at_the_device(self):
         q = halves(1, 4, 16, 64)
-        error = self.assert_invalid("q.device", intfa.attention, q, q, q)
+        error = self.assert_invalid("q.device", strict_attention, q, q, q)
         self.assertIn("expected a CUDA tensor", str(error))
 
     def test_rejects_a_non_tensor(self):
-        self.assert_invalid("q", intfa.attention, [[1.0]], halves(1, 1, 1, 64), halves(1, 1, 1, 64))
+        self.assert_invalid("q", strict_attention, [[1.0]], halves(1, 1, 1, 64),
+                            halves(1, 1, 1, 64))
 
     def test_rejects_float32(self):
         q = torch.randn(1, 2, 16, 64)
-        self.assert_invalid("q.dtype", intfa.attention, q, q, q)
+        self.assert_invalid("q.dtype", strict_attention, q, q, q)
 
     def test_rejects_mixed_dtypes(self):
         q = halves(1, 2, 16, 64)
-        self.assert_invalid("k.dtype", intfa.attention, q, q.bfloat16(), q)
+        self.assert_invalid("k.dtype", strict_attention, q, q.bfloat16(), q)
 
     def test_rejects_three_dimensions(self):
         q = halves(2, 16, 64)
-        self.assert_invalid("q.shape", intfa.attention, q, q, q)
+        self.assert_invalid("q.shape", strict_attention, q, q, q)
 
     def test_rejects_a_strided_head_dim(self):
         q = halves(1, 2, 64, 16).transpose(2, 3)
-        self.assert_invalid("q.stride", intfa.attention, q, halves(1, 2, 16, 64),
+        self.assert_invalid("q.stride", strict_attention, q, halves(1, 2, 16, 64),
                             halves(1, 2, 16, 64))
 
     def test_rejects_batch_mismatch(self):
-        self.assert_invalid("k.shape", intfa.attention, halves(2, 2, 16, 64), halves(1, 2, 16, 64),
+        self.assert_invalid("k.shape", strict_attention, halves(2, 2, 16, 64), halves(1, 2, 16, 64),
                             halves(1, 2, 16, 64))
 
     def test_rejects_v_unlike_k(self):
-        self.assert_invalid("v.shape", intfa.attention, halves(1, 2, 16, 64), halves(1, 2, 16, 64),
+        self.assert_invalid("v.shape", strict_attention, halves(1, 2, 16, 64), halves(1, 2, 16, 64),
                             halves(1, 2, 17, 64))
 
-    def test_unsupported_head_dim_has_the_cpp_message_and_names_q(self):
-        q = halves(1, 2, 16, 96)
-        error = self.assert_invalid("q.shape", intfa.attention, q, q, q)
-        self.assertIn("supported head dims are 64, 128 and 256", str(error))
-        self.assertIn("head dim of q", str(error))
+    def test_head_dims_that_are_no_multiple_of_8_up_to_256_are_refused_naming_q(self):
+        for head_dim in (36, 100, 264):
+            q = halves(1, 2, 16, head_dim)
+            error = self.assert_invalid("q.shape", strict_attention, q, q, q)
+            self.assertIn("multiples of 8 up to 256", str(error))
+            self.assertIn("head dim of q", str(error))
+
+    def test_other_multiples_of_8_up_to_256_pass_the_checks(self):
+        for head_dim in (8, 40, 72, 80, 96, 160, 248):
+            q = halves(1, 2, 16, head_dim)
+            self.assert_invalid("q.device", strict_attention, q, q, q)
+
+    def test_a_strided_head_dim_is_copied_when_padded(self):
+        # Padding copies q, k and v, so the stride-1 rule is the native head dims' only.
+        q = halves(1, 2, 80, 16).transpose(2, 3)
+        self.assert_invalid("q.device", strict_attention, q, halves(1, 2, 16, 80),
+                            halves(1, 2, 16, 80))
+
+    def test_v_with_another_head_dim_than_k_names_v(self):
+        error = self.assert_invalid("v.shape", strict_attention, halves(1, 2, 16, 64),
+                                    halves(1, 2, 16, 64), halves(1, 2, 16, 128))
+        self.assertIn("K's head dim", str(error))
 
     def test_heads_q_must_be_a_multiple_of_heads_kv(self):
-        self.assert_invalid("q.shape", intfa.attention, halves(1, 3, 16, 64),
+        self.assert_invalid("q.shape", strict_attention, halves(1, 3, 16, 64),
                             halves(1, 2, 16, 64), halves(1, 2, 16, 64))
 
     def test_nhd_layout_reads_heads_from_dimension_two(self):
         # [B, N, H, D]: 4 query heads over 2 KV heads is valid GQA (only the device is wrong);
         # read as HND the same tensors would be 16 heads over 32.
         q, kv = halves(1, 16, 4, 64), halves(1, 32, 2, 64)
-        self.assert_invalid("q.device", intfa.attention, q, kv, kv, layout="NHD")
-        self.assert_invalid("q.shape", intfa.attention, q, kv, kv, layout="HND")
+        self.assert_invalid("q.device", strict_attention, q, kv, kv, layout="NHD")
+        self.assert_invalid("q.shape", strict_attention, q, kv, kv, layout="HND")
 
     def test_rejects_unknown_layout_variant_and_numerics(self):
         q = halves(1, 2, 16, 64)
-        self.assert_invalid("layout", intfa.attention, q, q, q, layout="BHND")
-        self.assert_invalid("variant", intfa.attention, q, q, q, variant="int4")
-        self.assert_invalid("v_granularity", intfa.attention, q, q, q, v_granularity="row")
-        self.assert_invalid("p_encoding", intfa.attention, q, q, q, p_encoding="u7")
-        self.assert_invalid("p_scale", intfa.attention, q, q, q, p_scale="global")
+        self.assert_invalid("layout", strict_attention, q, q, q, layout="BHND")
+        self.assert_invalid("variant", strict_attention, q, q, q, variant="int4")
+        self.assert_invalid("v_granularity", strict_attention, q, q, q, v_granularity="row")
+        self.assert_invalid("p_encoding", strict_attention, q, q, q, p_encoding="u7")
+        self.assert_invalid("p_scale", strict_attention, q, q, q, p_scale="global")
 
     def test_rejects_zero_negative_and_nan_scale(self):
         q = halves(1, 2, 16, 64)
         for bad in (0.0, -0.125, math.nan, math.inf):
-            self.assert_invalid("sm_scale", intfa.attention, q, q, q, sm_scale=bad)
-        self.assert_invalid("scale", intfa.attention, q, q, q, scale=0.1, sm_scale=0.2)
+            self.assert_invalid("sm_scale", strict_attention, q, q, q, sm_scale=bad)
+        self.assert_invalid("scale", strict_attention, q, q, q, scale=0.1, sm_scale=0.2)
 
     def test_scales_of_the_wrong_type_or_beyond_float32_name_the_argument(self):
         q = halves(1, 2, 16, 64)
         for bad in (True, 10**400, 1e300, 1e-320):
-            self.assert_invalid("sm_scale", intfa.attention, q, q, q, sm_scale=bad)
-        self.assert_invalid("scale", intfa.attention, q, q, q, scale=10**400)
+            self.assert_invalid("sm_scale", strict_attention, q, q, q, sm_scale=bad)
+        self.assert_invalid("scale", strict_attention, q, q, q, scale=10**400)
 
     def test_sdpa_scale_is_accepted_like_sm_scale(self):
         q = halves(1, 2, 16, 64)
-        self.assert_invalid("q.device", intfa.attention, q, q, q, None, 0.0, True, 0.125)
+        self.assert_invalid("q.device", strict_attention, q, q, q, None, 0.0, True, 0.125)
 
     def test_attention_mask_and_dropout_are_unsupported(self):
         q = halves(1, 2, 16, 64)
         with self.assertRaisesRegex(intfa.Unsupported, "attn_mask"):
-            intfa.attention(q, q, q, attn_mask=torch.ones(16, 16, dtype=torch.bool))
+            strict_attention(q, q, q, attn_mask=torch.ones(16, 16, dtype=torch.bool))
         with self.assertRaisesRegex(intfa.Unsupported, "dropout_p"):
-            intfa.attention(q, q, q, dropout_p=0.1)
+            strict_attention(q, q, q, dropout_p=0.1)
 
 
 @needs_torch
@@ -270,9 +293,17 @@ class FakeImplementationTest(unittest.TestCase):
     def test_attention_returns_q_shape_and_dtype(self):
         q = torch.empty(2, 8, 100, 128, dtype=torch.bfloat16, device="meta")
         kv = torch.empty(2, 2, 300, 128, dtype=torch.bfloat16, device="meta")
-        out = torch.ops.intfa.attention(q, kv, kv, True, 0.0, "HND", "full_int8", "tensor",
-                                        False, "u8", "running")
-        self.assertEqual((out.shape, out.dtype), (q.shape, q.dtype))
+        for return_lse, lse_shape in ((True, (2, 8, 100)), (False, (0,))):
+            out, lse = torch.ops.intfa.attention(q, kv, kv, True, 0.0, "HND", "full_int8",
+                                                 "tensor", False, "u8", "running", return_lse)
+            self.assertEqual((out.shape, out.dtype), (q.shape, q.dtype))
+            self.assertEqual((tuple(lse.shape), lse.dtype), (lse_shape, torch.float32))
+
+    def test_attention_of_a_padded_head_dim_returns_the_callers_head_dim(self):
+        q = torch.empty(1, 77, 4, 80, dtype=torch.float16, device="meta")  # NHD, d=80
+        out, lse = torch.ops.intfa.attention(q, q, q, False, 0.0, "NHD", "half_int8", "tensor",
+                                             False, "u8", "running", True)
+        self.assertEqual((out.shape, tuple(lse.shape)), (q.shape, (1, 4, 77)))
 
     def test_attention_int8_lse_only_when_asked(self):
         q8 = torch.empty(1, 4, 33, 64, dtype=torch.int8, device="meta")

@@ -9,9 +9,11 @@
 #include <unordered_set>
 
 #include "attention/attention_spec.hpp"
+#include "decode/paged_family.hpp"
 #include "device/arch.hpp"
 #include "device/device_info.hpp"
 #include "intfa/errors.hpp"
+#include "intfa/paged.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "quantize/quantize_specs.hpp"
 #include "render/kernel_spec.hpp"
@@ -87,13 +89,9 @@ void validate_request(const PrecompileRequest& request) {
   if (request.causal.empty()) throw InvalidArgument("causal", "[]", "expected one or more");
 }
 
-}  // namespace
-
-PrecompileReport precompile(const PrecompileRequest& request) {
-  validate_request(request);
-  const device::Arch arch = resolve_arch(request.arch);
-  const std::vector<render::KernelSpec> specs = request_specs(request, arch);
-
+// Compiles `specs` into the user cache on `jobs` threads (0: all cores) and reports them.
+PrecompileReport compile_specs(device::Arch arch, const std::vector<render::KernelSpec>& specs,
+                               unsigned jobs) {
   PrecompileReport report;
   report.arch = device::arch_name(arch);
   report.kernels = specs.size();
@@ -103,7 +101,7 @@ PrecompileReport precompile(const PrecompileRequest& request) {
   // take the specs in turn; the first failure is rethrown after every spec was tried.
   const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
   const unsigned threads = static_cast<unsigned>(
-      std::min<std::size_t>(request.jobs == 0 ? hardware : request.jobs, specs.size()));
+      std::min<std::size_t>(jobs == 0 ? hardware : jobs, specs.size()));
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> compiled_now{0};
   std::mutex failure_mutex;
@@ -127,6 +125,48 @@ PrecompileReport precompile(const PrecompileRequest& request) {
   report.compiled_now = compiled_now;
   report.already_present = report.kernels - report.compiled_now;
   return report;
+}
+
+}  // namespace
+
+PrecompileReport precompile(const PrecompileRequest& request) {
+  validate_request(request);
+  const device::Arch arch = resolve_arch(request.arch);
+  return compile_specs(arch, request_specs(request, arch), request.jobs);
+}
+
+PrecompileReport precompile_paged(const PagedPrecompileRequest& request) {
+  if (request.head_dims.empty()) throw InvalidArgument("head_dims", "[]", "expected one or more");
+  if (request.bits.empty()) throw InvalidArgument("bits", "[]", "expected one or more");
+  if (request.dtypes.empty()) throw InvalidArgument("dtypes", "[]", "expected one or more");
+  for (int head_dim : request.head_dims) {
+    if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
+      throw InvalidArgument("head_dims", std::to_string(head_dim),
+                            "supported head dims are 64, 128 and 256");
+    }
+  }
+  for (int bits : request.bits) {
+    if (bits != 8 && bits != 4) throw InvalidArgument("bits", std::to_string(bits), "expected 8 or 4");
+  }
+  for (DType dtype : request.dtypes) {
+    if (dtype != DType::kF16 && dtype != DType::kBF16) {
+      throw InvalidArgument("dtypes", dtype_name(dtype), "expected f16 or bf16");
+    }
+  }
+  const device::Arch arch = resolve_arch(request.arch);
+  std::vector<render::KernelSpec> specs;
+  std::unordered_set<render::KernelSpec, render::KernelSpecHash> seen;
+  for (DType dtype : request.dtypes)
+    for (int head_dim : request.head_dims)
+      for (int bits : request.bits)
+        for (const render::KernelSpec& spec : paged::family_specs(arch, head_dim, bits, dtype)) {
+          // Every config of the list fits the arch (checked without a device).
+          if (spec.family == render::KernelFamily::kPagedDecode) {
+            paged::check_decode_config(spec, device::default_max_shared_bytes(arch));
+          }
+          if (seen.insert(spec).second) specs.push_back(spec);
+        }
+  return compile_specs(arch, specs, request.jobs);
 }
 
 }  // namespace intfa

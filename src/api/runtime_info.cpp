@@ -1,4 +1,4 @@
-#include "cache/disk_cache.hpp"
+#include "common/locations.hpp"
 #include "device/arch.hpp"
 #include "device/device_info.hpp"
 #include "device/driver_api.hpp"
@@ -22,7 +22,7 @@ RuntimeInfo runtime_info() {
   } catch (const std::exception&) {
     info.target_arch.clear();
   }
-  if (const auto directory = cache::DiskCache::default_directory()) {
+  if (const auto directory = locations::default_cache_directory()) {
     info.cache_directory = directory->string();
   }
   return info;

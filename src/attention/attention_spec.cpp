@@ -84,7 +84,7 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
                              : KernelConfig{192, 128, 16, 2, KernelPath::kWgmma};
     }
     // Otherwise two consumer warpgroups, 128 keys per tile (64 at d=256, where the output takes
-    // the registers), two stages (2026-11-23, bench/RESULTS.md).
+    // the registers), two stages (2026-11-23, bench/history/2026-11-23.md).
     return KernelConfig{128, request.head_dim >= 256 ? 64 : 128, 12, 2, KernelPath::kWgmma};
   }
   return portable_heuristic_config(request);
@@ -102,8 +102,9 @@ KernelConfig portable_heuristic_config(const SpecRequest& request) {
   // there). Otherwise 16 rows per warp and 4 warps; 128 keys per tile halves the online-softmax
   // rescales per key against 64, except for half INT8 at d=64, where the 16-bit V tile of 64 keys
   // with 128 rows won. Each choice is the fastest of every candidate in the H100 sweep of
-  // 2026-11-23 (B=4, H=32, N=4096, causal off and on; bench/RESULTS.md) or within 5% of it; two
-  // stages, because three do not fit twice per SM on sm_86/sm_89 (`intfa tune` finds those).
+  // 2026-11-23 (B=4, H=32, N=4096, causal off and on; bench/history/2026-11-23.md) or within 5%
+  // of it; two stages, because three do not fit twice per SM on sm_86/sm_89 (`intfa tune` finds
+  // those).
   if (request.head_dim >= 256) return KernelConfig{64, 32, 4, 2};
   if (request.variant == Variant::kFullInt8) return KernelConfig{64, 128, 4, 2};
   if (request.head_dim <= 64) return KernelConfig{128, 64, 4, 2};
@@ -228,7 +229,7 @@ std::vector<KernelConfig> candidate_configs(const SpecRequest& request) {
       for (int stages : {2, 3}) {
         configs.push_back(KernelConfig{128, block_n, 12, stages, KernelPath::kWgmma});
         // Three consumer warpgroups: at d=128 with 128-key tiles only (64-key tiles measured
-        // 18-28% slower there, 2026-11-23 H100; bench/RESULTS.md).
+        // 18-28% slower there, 2026-11-23 H100; bench/history/2026-11-23.md).
         // Half INT8 keeps its FP32 output, S and P in registers: three fit at d <= 64 only.
         const bool three_fit = request.head_dim <= 64 ||
                                (request.head_dim <= 128 && request.variant == Variant::kFullInt8);

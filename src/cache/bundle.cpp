@@ -10,6 +10,8 @@
 
 #include "cache/entry_format.hpp"
 #include "common/env.hpp"
+#include "common/file_io.hpp"
+#include "common/file_trust.hpp"
 #include "common/log.hpp"
 #include "common/strings.hpp"
 #include "intfa/errors.hpp"
@@ -150,7 +152,7 @@ std::string entry_problem(const fs::path& path, const ManifestEntry& expected,
   const fs::file_type type = fs::symlink_status(path, error).type();
   if (type == fs::file_type::not_found) return "missing (listed in the manifest)";
   try {
-    const std::vector<char> bytes = read_regular_file(path, kMaxEntryBytes);
+    const std::vector<char> bytes = files::read_regular_file(path, kMaxEntryBytes);
     if (bytes.size() != expected.entry_bytes) {
       return "size " + std::to_string(bytes.size()) + " bytes, the manifest records " +
              std::to_string(expected.entry_bytes);
@@ -260,7 +262,7 @@ Manifest read_manifest(const fs::path& bundle) {
   if (!holds_manifest(bundle)) throw ManifestError("there is no " + path.string());
   std::vector<char> bytes;
   try {
-    bytes = read_regular_file(path, kMaxManifestBytes);
+    bytes = files::read_regular_file(path, kMaxManifestBytes);
   } catch (const std::exception& error) {
     throw ManifestError("cannot read " + path.string() + ": " + error.what());
   }
@@ -274,7 +276,8 @@ Manifest read_manifest(const fs::path& bundle) {
 void write_manifest(const fs::path& bundle, const Manifest& manifest) {
   const std::string text = manifest.to_json().dump(2) + "\n";
   try {
-    write_file_atomically(manifest_path(bundle), manifest_temp_name(), text.data(), text.size());
+    files::write_file_atomically(manifest_path(bundle), manifest_temp_name(), text.data(),
+                                 text.size());
   } catch (const std::exception& error) {
     throw CacheError(std::string("cannot write the bundle manifest: ") + error.what());
   }
@@ -284,7 +287,7 @@ ManifestEntry describe_entry(const fs::path& bundle, const CacheKey& key,
                              const render::KernelSpec& spec) {
   const fs::path path = DiskCache(bundle, DiskCache::Access::kReadOnly).entry_path(key);
   try {
-    const std::vector<char> bytes = read_regular_file(path, kMaxEntryBytes);
+    const std::vector<char> bytes = files::read_regular_file(path, kMaxEntryBytes);
     decode_entry(bytes, key);
     return ManifestEntry{spec, key, bytes.size(), entry_file_checksum(bytes)};
   } catch (const std::exception& error) {
@@ -336,12 +339,13 @@ std::optional<fs::path> DeploymentBundle::directory_from_environment() {
 
 namespace {
 
-// Why the runtime must not read kernels from the bundle at `directory` (see check_directory), or
-// "". Its manifest names the keys it serves, so it must be as trustworthy as the directory.
+// Why the runtime must not read kernels from the bundle at `directory` (see
+// files::check_directory), or "". Its manifest names the keys it serves, so it must be as
+// trustworthy as the directory.
 std::string untrusted_bundle_problem(const fs::path& directory) {
-  const DirectoryCheck check = check_directory(directory);
-  if (check.verdict == DirectoryCheck::Verdict::kUntrusted ||
-      check.verdict == DirectoryCheck::Verdict::kUnreadable) {
+  const files::DirectoryCheck check = files::check_directory(directory);
+  if (check.verdict == files::DirectoryCheck::Verdict::kUntrusted ||
+      check.verdict == files::DirectoryCheck::Verdict::kUnreadable) {
     if (check.owned_by_another_user) {
       return check.problem + " (install it as root or as this user)";
     }
@@ -352,8 +356,8 @@ std::string untrusted_bundle_problem(const fs::path& directory) {
     return check.problem;
   }
   struct stat manifest {};
-  if (::lstat(manifest_path(directory).c_str(), &manifest) == 0 && manifest.st_uid != ::geteuid() &&
-      manifest.st_uid != 0) {
+  if (::lstat(manifest_path(directory).c_str(), &manifest) == 0 &&
+      !files::trusted_owner(manifest.st_uid)) {
     return "its manifest belongs to uid " + std::to_string(manifest.st_uid) +
            ", not to this user (uid " + std::to_string(::geteuid()) + ") or root";
   }

@@ -96,7 +96,7 @@ class DeploymentBundle {
 
   // The bundle at `directory`, or nullptr after one warning (per directory and process) when its
   // manifest is missing, invalid, or made by another NVRTC or cache-format version, or when the
-  // directory or its manifest is not trusted (check_directory: another user's but root's, or
+  // directory or its manifest is not trusted (files::check_directory: another user's but root's, or
   // writable by others): such a bundle is never read.
   static std::unique_ptr<DeploymentBundle> open(const std::filesystem::path& directory);
 

@@ -1,26 +1,21 @@
 #include "cache/disk_cache.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
-#include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
-#include <csignal>
-#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <random>
-#include <string_view>
-#include <system_error>
 
+#include "cache/disk_cache_internal.hpp"
 #include "cache/entry_format.hpp"
-#include "common/env.hpp"
+#include "common/file_io.hpp"
+#include "common/file_trust.hpp"
 #include "common/json.hpp"
 #include "common/log.hpp"
 #include "common/strings.hpp"
@@ -28,198 +23,19 @@
 
 namespace intfa::cache {
 namespace fs = std::filesystem;
-namespace {
+using detail::EntryCheck;
+using detail::check_entry;
+using detail::folder_problem;
+using detail::is_lower_hex;
+using detail::kEntrySuffix;
+using detail::kFolderHexDigits;
+using detail::kSidecarSuffix;
+using detail::kTempPrefix;
+using detail::remove_file;
 
-// A cubin is at most tens of MiB; anything far larger at an entry's name is not ours, and reading
-// it whole into memory is what a bad file must not make us do.
-constexpr std::uint64_t kMaxEntryBytes = std::uint64_t{1} << 30;
-// A sidecar is a few hundred bytes (one spec); one far larger was not written by intfa.
-constexpr std::uint64_t kMaxSidecarBytes = std::uint64_t{64} << 10;
-// A writer holds its temp file for milliseconds; one this old was left by a killed process.
-constexpr std::time_t kStaleTempSeconds = std::time_t{60} * 60;
-constexpr std::string_view kEntrySuffix = ".cubin";
-constexpr std::string_view kSidecarSuffix = ".json";
-constexpr std::string_view kTempPrefix = ".tmp-";
-constexpr std::size_t kKeyHexDigits = 32;
-constexpr std::size_t kFolderHexDigits = 2;
-// The Cache Directory Tagging specification (https://bford.info/cachedir/): backup tools skip a
-// directory holding this file, and `intfa cache clear` takes it as proof the directory is a cache.
-constexpr const char* kTagFileName = "CACHEDIR.TAG";
-constexpr std::string_view kTagSignature = "Signature: 8a477f597d28d172789f06886806bc55";
-constexpr std::string_view kTagText =
-    "Signature: 8a477f597d28d172789f06886806bc55\n"
-    "# This directory is an intfa kernel cache (cache/README.md in intfa's sources).\n"
-    "# For information about cache directory tags, see https://bford.info/cachedir/\n";
-constexpr std::uint64_t kMaxTagBytes = 4096;
+namespace detail {
 
-std::atomic<bool> g_fail_writes_for_testing{false};
-// Test-only (cache/README.md): a writer stops itself with SIGSTOP halfway through a temp file.
-constexpr const char* kPauseWriteVariable = "INTFA_TEST_PAUSE_WRITE";
-
-[[noreturn]] void throw_errno(const std::string& what, const fs::path& path, int error) {
-  throw std::system_error(error, std::generic_category(), what + " " + path.string());
-}
-
-// Owns one file descriptor.
-class FileDescriptor {
- public:
-  explicit FileDescriptor(int descriptor) : descriptor_(descriptor) {}
-  ~FileDescriptor() {
-    if (descriptor_ >= 0) ::close(descriptor_);
-  }
-  FileDescriptor(const FileDescriptor&) = delete;
-  FileDescriptor& operator=(const FileDescriptor&) = delete;
-  int get() const { return descriptor_; }
-  bool valid() const { return descriptor_ >= 0; }
-  // close() can report a write error deferred by the file system (NFS, quota), so a writer asks.
-  int close_now() {
-    const int result = ::close(descriptor_);
-    descriptor_ = -1;
-    return result;
-  }
-
- private:
-  int descriptor_;
-};
-
-// Unlinks a temp file unless it was renamed into place.
-class TempFileGuard {
- public:
-  explicit TempFileGuard(fs::path path) : path_(std::move(path)) {}
-  ~TempFileGuard() {
-    if (!path_.empty()) ::unlink(path_.c_str());
-  }
-  TempFileGuard(const TempFileGuard&) = delete;
-  TempFileGuard& operator=(const TempFileGuard&) = delete;
-  void release() { path_.clear(); }
-
- private:
-  fs::path path_;
-};
-
-bool is_lower_hex(std::string_view text) {
-  return std::all_of(text.begin(), text.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
-}
-
-std::string random_hex() {
-  // Seeded per thread; a forked child shares its parent's sequence, but the pid beside it in the
-  // temp name keeps their names apart.
-  thread_local std::mt19937_64 generator(
-      std::random_device{}() ^
-      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
-  const std::uint64_t value = generator();
-  return strings::to_hex(reinterpret_cast<const unsigned char*>(&value), sizeof value);
-}
-
-std::string temp_name(const CacheKey& key) {
-  return std::string(kTempPrefix) + key.hex() + "-" + std::to_string(::getpid()) + "-" +
-         random_hex();
-}
-
-// --- Reading ---
-
-fs::file_type file_type_of(mode_t mode) {
-  if (S_ISREG(mode)) return fs::file_type::regular;
-  if (S_ISDIR(mode)) return fs::file_type::directory;
-  if (S_ISLNK(mode)) return fs::file_type::symlink;
-  if (S_ISFIFO(mode)) return fs::file_type::fifo;
-  if (S_ISSOCK(mode)) return fs::file_type::socket;
-  if (S_ISCHR(mode)) return fs::file_type::character;
-  if (S_ISBLK(mode)) return fs::file_type::block;
-  return fs::file_type::unknown;
-}
-
-std::string not_regular_problem(fs::file_type type) {
-  return "is " + file_type_name(type) + ", not a regular file" +
-         (type == fs::file_type::symlink ? " (never followed)" : "");
-}
-
-bool trusted_owner(uid_t owner) {
-  return owner == ::geteuid() || owner == 0;
-}
-
-// Why code must not be read from the directory `info` describes, or "" when it may: as ssh trusts
-// its files, only a directory of this user or root that nobody else can write.
-std::string untrusted_directory_problem(const struct stat& info) {
-  if (!S_ISDIR(info.st_mode)) {
-    return "it is " + file_type_name(file_type_of(info.st_mode)) + ", not a directory";
-  }
-  if (!trusted_owner(info.st_uid)) {
-    return "it belongs to uid " + std::to_string(info.st_uid) + ", not to this user (uid " +
-           std::to_string(::geteuid()) + ") or root, so its owner could plant kernels in it";
-  }
-  if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
-    return "it is group- or world-writable, so others could plant kernels in it";
-  }
-  return "";
-}
-
-}  // namespace
-
-std::string file_type_name(fs::file_type type) {
-  switch (type) {
-    case fs::file_type::regular:
-      return "a regular file";
-    case fs::file_type::directory:
-      return "a directory";
-    case fs::file_type::symlink:
-      return "a symbolic link";
-    case fs::file_type::fifo:
-      return "a FIFO";
-    case fs::file_type::socket:
-      return "a socket";
-    case fs::file_type::character:
-      return "a character device";
-    case fs::file_type::block:
-      return "a block device";
-    default:
-      return "a special file";
-  }
-}
-
-std::vector<char> read_regular_file(const fs::path& path, std::uint64_t max_bytes) {
-  // O_NONBLOCK: a FIFO planted at an entry's name must not hang the open.
-  FileDescriptor file(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
-  if (!file.valid()) {
-    if (errno == ELOOP) throw EntryError(not_regular_problem(fs::file_type::symlink));
-    throw_errno("cannot open", path, errno);
-  }
-  struct stat info {};
-  if (::fstat(file.get(), &info) != 0) throw_errno("cannot stat", path, errno);
-  if (!S_ISREG(info.st_mode)) throw EntryError(not_regular_problem(file_type_of(info.st_mode)));
-  if (static_cast<std::uint64_t>(info.st_size) > max_bytes) {
-    throw EntryError("is " + std::to_string(info.st_size) + " bytes, larger than intfa writes at " +
-                     "this name (" + std::to_string(max_bytes) + " bytes at most)");
-  }
-  std::vector<char> bytes(static_cast<std::size_t>(info.st_size));
-  std::size_t filled = 0;
-  while (filled < bytes.size()) {
-    const ssize_t got = ::read(file.get(), bytes.data() + filled, bytes.size() - filled);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) throw_errno("cannot read", path, errno);
-    if (got == 0) break;  // shrank since fstat: decode_entry reports the truncation
-    filled += static_cast<std::size_t>(got);
-  }
-  bytes.resize(filled);
-  return bytes;
-}
-
-namespace {
-
-// What is at an entry's name: a verified cubin, nothing, a bad file, or one that cannot be read
-// (an I/O error is no proof the entry is bad, so such a file is left in place). A directory there
-// is bad too, but it is not intfa's to remove.
-struct EntryCheck {
-  enum class Outcome { kGood, kMissing, kBad, kUnreadable };
-  Outcome outcome = Outcome::kMissing;
-  std::optional<nvrtc::Cubin> cubin;
-  std::string problem;
-  bool is_directory = false;
-};
-
-EntryCheck check_entry(const fs::path& path, const CacheKey& key,
-                       const RecordedFile* recorded = nullptr) {
+EntryCheck check_entry(const fs::path& path, const CacheKey& key, const RecordedFile* recorded) {
   using Outcome = EntryCheck::Outcome;
   EntryCheck check;
   std::error_code error;
@@ -232,12 +48,12 @@ EntryCheck check_entry(const fs::path& path, const CacheKey& key,
   }
   if (status.type() != fs::file_type::regular) {
     check.outcome = Outcome::kBad;
-    check.problem = not_regular_problem(status.type());
+    check.problem = files::not_regular_file_problem(status.type());
     check.is_directory = status.type() == fs::file_type::directory;
     return check;
   }
   try {
-    const std::vector<char> bytes = read_regular_file(path, kMaxEntryBytes);
+    const std::vector<char> bytes = files::read_regular_file(path, kMaxEntryBytes);
     if (recorded != nullptr) {
       // Another valid entry (its own checksum recomputed) passes decode_entry; only the record
       // kept apart from the file tells it from the one that was installed.
@@ -256,6 +72,9 @@ EntryCheck check_entry(const fs::path& path, const CacheKey& key,
   } catch (const EntryError& bad) {
     check.outcome = Outcome::kBad;
     check.problem = bad.what();
+  } catch (const files::UnexpectedFileError& bad) {
+    check.outcome = Outcome::kBad;
+    check.problem = bad.what();
   } catch (const std::system_error& io) {
     check.outcome = Outcome::kUnreadable;
     check.problem = io.what();
@@ -263,116 +82,32 @@ EntryCheck check_entry(const fs::path& path, const CacheKey& key,
   return check;
 }
 
-std::string read_spec_text(const fs::path& sidecar) {
-  try {
-    const std::vector<char> bytes = read_regular_file(sidecar, kMaxSidecarBytes);
-    const json::Value document = json::parse(std::string_view(bytes.data(), bytes.size()));
-    const json::Value* text = document.is_object() ? document.find("spec_text") : nullptr;
-    return text != nullptr && text->is_string() ? text->as_string() : "";
-  } catch (const std::exception&) {
-    return "";  // a missing or unreadable sidecar only costs the listing its readable spec
-  }
-}
-
-// Removes the name `path` (a file, a link, a FIFO; never a directory, and never what a link
-// points to). Only ever called on intfa's own names inside a <2 hex> folder.
 std::error_code remove_file(const fs::path& path) {
   if (::unlink(path.c_str()) != 0) return std::error_code(errno, std::generic_category());
   return {};
 }
 
-// --- Writing ---
-
-// mkdir -p where every directory created is private (0700): cubins are code this process runs.
-void create_private_directories(const fs::path& directory) {
-  std::error_code error;
-  if (fs::is_directory(directory, error)) return;
-  const fs::path parent = directory.parent_path();
-  if (!parent.empty() && parent != directory) create_private_directories(parent);
-  if (::mkdir(directory.c_str(), 0700) != 0 && errno != EEXIST) {
-    throw_errno("cannot create directory", directory, errno);
-  }
+std::string folder_problem(fs::file_type type) {
+  return "is " + files::file_type_name(type) + ", not a directory";
 }
 
-// A tag that is not (yet, or no longer) complete proves nothing; reading it never throws.
-bool holds_cache_tag(const fs::path& directory) {
-  try {
-    const std::vector<char> bytes = read_regular_file(directory / kTagFileName, kMaxTagBytes);
-    const std::string_view text(bytes.data(), bytes.size());
-    return strings::starts_with(text, kTagSignature) && text.find("intfa") != text.npos;
-  } catch (const std::exception&) {
-    return false;
-  }
-}
-
-// Best effort: a directory without its tag still works; `intfa cache clear` then looks for
-// entries instead.
-void write_cache_tag(const fs::path& directory) {
-  const fs::path path = directory / kTagFileName;
-  FileDescriptor file(
-      ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!file.valid()) return;  // there already, or the directory is not writable
-  std::size_t written = 0;
-  while (written < kTagText.size()) {
-    const ssize_t wrote = ::write(file.get(), kTagText.data() + written, kTagText.size() - written);
-    if (wrote < 0 && errno == EINTR) continue;
-    if (wrote <= 0) return;
-    written += static_cast<std::size_t>(wrote);
-  }
-}
-
-void write_all(int descriptor, const char* data, std::size_t size, const fs::path& path) {
-  std::size_t written = 0;
-  while (written < size) {
-    const ssize_t wrote = ::write(descriptor, data + written, size - written);
-    if (wrote < 0 && errno == EINTR) continue;
-    if (wrote < 0) throw_errno("cannot write", path, errno);
-    written += static_cast<std::size_t>(wrote);
-  }
-}
-
-// The test hooks act here, with half of the temp file written: a failure or a crash at this point
-// is the one that must leave neither an entry nor a temp file that could be read as one.
-void write_halfway_hooks(const fs::path& temp) {
-  if (env::flag(kPauseWriteVariable)) {
-    // The parent test sees the stop (waitpid WUNTRACED) and sends SIGKILL: a writer that dies
-    // mid-write, deterministically.
-    ::raise(SIGSTOP);
-  }
-  if (g_fail_writes_for_testing.load()) {
-    throw std::system_error(ENOSPC, std::generic_category(),
-                            "cannot write " + temp.string() +
-                                " (simulated by DiskCache::set_write_failure_for_testing)");
-  }
-}
-
-}  // namespace
-
-void write_file_atomically(const fs::path& destination, const std::string& temp_file_name,
-                           const char* data, std::size_t size) {
-  const fs::path temp = destination.parent_path() / temp_file_name;
-  FileDescriptor file(
-      ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
-  if (!file.valid()) throw_errno("cannot create", temp, errno);
-  TempFileGuard guard(temp);
-  const std::size_t half = size / 2;
-  write_all(file.get(), data, half, temp);
-  write_halfway_hooks(temp);
-  write_all(file.get(), data + half, size - half, temp);
-  if (::fsync(file.get()) != 0) throw_errno("cannot fsync", temp, errno);
-  if (file.close_now() != 0) throw_errno("cannot close", temp, errno);
-  if (::rename(temp.c_str(), destination.c_str()) != 0) {
-    throw_errno("cannot rename into place", destination, errno);
-  }
-  guard.release();
-}
+}  // namespace detail
 
 namespace {
 
-// Makes the renames durable; a failure only weakens durability, never correctness.
-void sync_directory(const fs::path& directory) {
-  FileDescriptor folder(::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (folder.valid()) ::fsync(folder.get());
+std::string random_hex() {
+  // Seeded per thread; a forked child shares its parent's sequence, but the pid beside it in the
+  // temp name keeps their names apart.
+  thread_local std::mt19937_64 generator(
+      std::random_device{}() ^
+      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  const std::uint64_t value = generator();
+  return strings::to_hex(reinterpret_cast<const unsigned char*>(&value), sizeof value);
+}
+
+std::string temp_name(const CacheKey& key) {
+  return std::string(kTempPrefix) + key.hex() + "-" + std::to_string(::getpid()) + "-" +
+         random_hex();
 }
 
 std::string sidecar_text(const CacheKey& key, const nvrtc::Cubin& cubin,
@@ -389,167 +124,6 @@ std::string sidecar_text(const CacheKey& key, const nvrtc::Cubin& cubin,
   return sidecar.dump(2) + "\n";
 }
 
-// --- Scanning ---
-
-// One file whose name follows the cache's naming; nothing else in the directory is ever touched.
-struct CacheFile {
-  enum class Kind { kEntry, kSidecar, kTemp, kFolder };
-  Kind kind = Kind::kEntry;
-  fs::path path;
-  CacheKey key;  // from the name; unset for kFolder
-  fs::file_type type = fs::file_type::none;
-  std::uint64_t size_bytes = 0;
-  std::time_t modified = 0;
-  bool in_own_folder = true;  // the folder is the key's first two hex digits
-};
-
-// Which of intfa's names `name` is, or nullopt for a name intfa never writes.
-std::optional<CacheFile::Kind> kind_of(std::string_view name) {
-  const std::size_t temp_key_end = kTempPrefix.size() + kKeyHexDigits;
-  if (strings::starts_with(name, kTempPrefix) && name.size() > temp_key_end &&
-      name[temp_key_end] == '-') {
-    return CacheFile::Kind::kTemp;
-  }
-  if (name.size() == kKeyHexDigits + kEntrySuffix.size() &&
-      strings::ends_with(name, kEntrySuffix)) {
-    return CacheFile::Kind::kEntry;
-  }
-  if (name.size() == kKeyHexDigits + kSidecarSuffix.size() &&
-      strings::ends_with(name, kSidecarSuffix)) {
-    return CacheFile::Kind::kSidecar;
-  }
-  return std::nullopt;
-}
-
-std::optional<CacheFile> classify(const fs::path& path, const std::string& folder_name) {
-  const std::string name = path.filename().string();
-  const auto kind = kind_of(name);
-  if (!kind) return std::nullopt;
-  const std::size_t key_at = *kind == CacheFile::Kind::kTemp ? kTempPrefix.size() : 0;
-  const std::string key_hex = name.substr(key_at, kKeyHexDigits);
-  const auto key = CacheKey::from_hex(key_hex);
-  if (!key) return std::nullopt;
-  CacheFile file;
-  file.kind = *kind;
-  file.path = path;
-  file.key = *key;
-  file.in_own_folder = key_hex.compare(0, kFolderHexDigits, folder_name) == 0;
-  return file;
-}
-
-// false when the file went away since it was listed (a concurrent clear or load); throws
-// CacheError when it cannot be looked at.
-bool fill_metadata(CacheFile& file) {
-  struct stat info {};
-  if (::lstat(file.path.c_str(), &info) != 0) {
-    if (errno == ENOENT) return false;
-    throw CacheError("cannot read " + file.path.string() + ": " + std::strerror(errno));
-  }
-  file.type = file_type_of(info.st_mode);
-  file.size_bytes = static_cast<std::uint64_t>(info.st_size);
-  file.modified = info.st_mtime;
-  return true;
-}
-
-// The names in `directory`, sorted; none when it went away (a concurrent clear removes emptied
-// key folders). Throws CacheError when it cannot be read: an unreadable cache is not an empty one.
-std::vector<fs::path> children(const fs::path& directory) {
-  std::vector<fs::path> paths;
-  std::error_code error;
-  for (fs::directory_iterator it(directory, error), end; !error && it != end; it.increment(error)) {
-    paths.push_back(it->path());
-  }
-  if (error == std::errc::no_such_file_or_directory) return {};
-  if (error) throw CacheError("cannot read " + directory.string() + ": " + error.message());
-  std::sort(paths.begin(), paths.end());
-  return paths;
-}
-
-// Whether `directory` exists; throws CacheError when that cannot be told (EACCES on a parent, a
-// path too long, a file where a parent directory should be).
-bool directory_exists(const fs::path& directory) {
-  struct stat info {};
-  if (::stat(directory.c_str(), &info) == 0) {
-    if (!S_ISDIR(info.st_mode)) {
-      throw CacheError(directory.string() + " is " + file_type_name(file_type_of(info.st_mode)) +
-                       ", not a directory");
-    }
-    return true;
-  }
-  if (errno == ENOENT) return false;
-  throw CacheError("cannot read " + directory.string() + ": " + std::strerror(errno));
-}
-
-// Every cache-named file under `directory`'s <2 hex> folders, and every <2 hex> name that is not
-// a plain directory (never descended into). Collected first so callers may remove as they go. A
-// missing directory holds nothing; one that cannot be read throws CacheError.
-std::vector<CacheFile> scan(const fs::path& directory) {
-  std::vector<CacheFile> files;
-  if (!directory_exists(directory)) return files;
-  for (const fs::path& folder : children(directory)) {
-    const std::string folder_name = folder.filename().string();
-    if (folder_name.size() != kFolderHexDigits || !is_lower_hex(folder_name)) continue;
-    CacheFile odd;
-    odd.kind = CacheFile::Kind::kFolder;
-    odd.path = folder;
-    if (!fill_metadata(odd)) continue;
-    if (odd.type != fs::file_type::directory) {
-      files.push_back(odd);
-      continue;
-    }
-    for (const fs::path& path : children(folder)) {
-      auto file = classify(path, folder_name);
-      if (file && fill_metadata(*file)) files.push_back(*file);
-    }
-  }
-  return files;
-}
-
-// Whether a clear may remove anything from `directory`: it holds intfa's tag, or an entry or temp
-// file in its own key folder, or nothing at all. A mistyped --dir must not cost anyone a file.
-bool looks_like_cache(const fs::path& directory, const std::vector<CacheFile>& files) {
-  if (holds_cache_tag(directory)) return true;
-  for (const CacheFile& file : files) {
-    if ((file.kind == CacheFile::Kind::kEntry || file.kind == CacheFile::Kind::kTemp) &&
-        file.in_own_folder && file.type == fs::file_type::regular) {
-      return true;
-    }
-  }
-  return children(directory).empty();
-}
-
-bool is_stale_temp(const CacheFile& file) {
-  return file.kind == CacheFile::Kind::kTemp &&
-         std::time(nullptr) - file.modified > kStaleTempSeconds;
-}
-
-// Why a scanned entry file is bad, or "" when it verifies.
-std::string entry_problem(const CacheFile& file, const fs::path& directory) {
-  if (!file.in_own_folder) {
-    return "stored in the wrong folder (expected " +
-           (directory / file.key.hex().substr(0, kFolderHexDigits)).string() + ")";
-  }
-  return check_entry(file.path, file.key).problem;
-}
-
-std::string folder_problem(fs::file_type type) {
-  return "is " + file_type_name(type) + ", not a directory";
-}
-
-void remove_counted(const CacheFile& file, ClearReport& report) {
-  if (remove_file(file.path)) return;
-  report.removed_files++;
-  if (file.type == fs::file_type::regular) report.freed_bytes += file.size_bytes;
-}
-
-// Why clear must leave `file` where it is although it has one of intfa's names, or "".
-std::string not_ours_problem(const CacheFile& file) {
-  if (file.kind == CacheFile::Kind::kFolder) return folder_problem(file.type);
-  if (file.type == fs::file_type::directory) return "is a directory, not a file intfa wrote";
-  if (!file.in_own_folder) return "is in another key's folder, where intfa never writes it";
-  return "";
-}
-
 fs::path normalized_directory(fs::path directory) {
   directory = directory.lexically_normal();
   if (!directory.has_filename() && directory.has_parent_path() &&
@@ -559,60 +133,10 @@ fs::path normalized_directory(fs::path directory) {
   return directory;
 }
 
-}  // namespace
-
-std::optional<DiskCache::Location> DiskCache::default_location() {
-  if (env::flag("INTFA_CACHE_DISABLE")) return std::nullopt;
-  if (const auto forced = env::get("INTFA_CACHE_DIR")) {
-    if (!fs::path(*forced).is_absolute()) {
-      throw InvalidArgument("INTFA_CACHE_DIR", "'" + *forced + "'", "expected an absolute path");
-    }
-    return Location{fs::path(*forced), "INTFA_CACHE_DIR"};
-  }
-  // The XDG base directory specification says relative values are invalid and to be ignored.
-  if (const auto xdg = env::get("XDG_CACHE_HOME"); xdg && fs::path(*xdg).is_absolute()) {
-    return Location{fs::path(*xdg) / "intfa", "XDG_CACHE_HOME"};
-  }
-  if (const auto home = env::get("HOME"); home && fs::path(*home).is_absolute()) {
-    return Location{fs::path(*home) / ".cache" / "intfa", "HOME"};
-  }
-  return std::nullopt;
-}
-
-std::optional<fs::path> DiskCache::default_directory() {
-  if (auto location = default_location()) return std::move(location->directory);
-  return std::nullopt;
-}
-
-DirectoryCheck check_directory(const fs::path& directory) {
-  DirectoryCheck check;
-  struct stat info {};
-  if (::stat(directory.c_str(), &info) != 0) {
-    if (errno == ENOENT) return check;  // made by the first store
-    check.verdict = DirectoryCheck::Verdict::kUnreadable;
-    check.problem = std::string("it cannot be read: ") + std::strerror(errno);
-    return check;
-  }
-  check.problem = untrusted_directory_problem(info);
-  if (!check.problem.empty()) {
-    check.verdict = DirectoryCheck::Verdict::kUntrusted;
-    check.owned_by_another_user = S_ISDIR(info.st_mode) && !trusted_owner(info.st_uid);
-    return check;
-  }
-  if (::faccessat(AT_FDCWD, directory.c_str(), R_OK | X_OK, AT_EACCESS) != 0) {
-    check.verdict = DirectoryCheck::Verdict::kUnreadable;
-    check.problem = std::string("it cannot be read: ") + std::strerror(errno);
-    return check;
-  }
-  check.verdict = DirectoryCheck::Verdict::kTrusted;
-  return check;
-}
-
-namespace {
-
-std::string untrusted_directory_advice(const fs::path& directory, const DirectoryCheck& check,
+std::string untrusted_directory_advice(const fs::path& directory,
+                                       const files::DirectoryCheck& check,
                                        DiskCache::Access access) {
-  if (check.verdict != DirectoryCheck::Verdict::kUntrusted) return "";
+  if (check.verdict != files::DirectoryCheck::Verdict::kUntrusted) return "";
   if (check.owned_by_another_user) {
     return " (fix: use a directory of this user, or have root own it)";
   }
@@ -639,9 +163,9 @@ DiskCache::DiskCache(fs::path directory, Access access, std::string named_by)
       named_by_(std::move(named_by)),
       read_only_(access == Access::kReadOnly),
       disabled_writes_(read_only_) {
-  const DirectoryCheck check = check_directory(directory_);
-  if (check.verdict == DirectoryCheck::Verdict::kUntrusted ||
-      check.verdict == DirectoryCheck::Verdict::kUnreadable) {
+  const files::DirectoryCheck check = files::check_directory(directory_);
+  if (check.verdict == files::DirectoryCheck::Verdict::kUntrusted ||
+      check.verdict == files::DirectoryCheck::Verdict::kUnreadable) {
     refuse(check.problem + untrusted_directory_advice(directory_, check, access));
   }
 }
@@ -692,10 +216,10 @@ DiskCache::FolderState DiskCache::inspect_folder(const fs::path& folder) {
     return FolderState::kRefused;
   }
   if (!S_ISDIR(info.st_mode)) {
-    warn_not_ours(folder, folder_problem(file_type_of(info.st_mode)));
+    warn_not_ours(folder, folder_problem(files::file_type_of(info.st_mode)));
     return FolderState::kNotOurs;
   }
-  const std::string problem = untrusted_directory_problem(info);
+  const std::string problem = files::untrusted_directory_problem(info);
   if (!problem.empty()) {
     refuse("its folder " + folder.string() + ": " + problem);
     return FolderState::kRefused;
@@ -749,15 +273,15 @@ bool DiskCache::write_entry(const CacheKey& key, const std::vector<char>& entry,
                             const std::string& sidecar) {
   const fs::path path = entry_path(key);
   const fs::path folder = path.parent_path();
-  create_private_directories(directory_);
-  const DirectoryCheck check = check_directory(directory_);
-  if (check.verdict != DirectoryCheck::Verdict::kTrusted) {
+  files::create_private_directories(directory_);
+  const files::DirectoryCheck check = files::check_directory(directory_);
+  if (check.verdict != files::DirectoryCheck::Verdict::kTrusted) {
     refuse(check.problem + untrusted_directory_advice(directory_, check, Access::kReadWrite));
     return false;
   }
   tag_directory_once();
   if (::mkdir(folder.c_str(), 0700) != 0) {
-    if (errno != EEXIST) throw_errno("cannot create directory", folder, errno);
+    if (errno != EEXIST) files::throw_errno("cannot create directory", folder, errno);
     if (inspect_folder(folder) != FolderState::kUsable) return false;
   }
   struct stat at_name {};
@@ -765,9 +289,9 @@ bool DiskCache::write_entry(const CacheKey& key, const std::vector<char>& entry,
     warn_not_ours(path, "is a directory, not a regular file");
     return false;
   }
-  write_file_atomically(path, temp_name(key), entry.data(), entry.size());
-  write_file_atomically(sidecar_path(key), temp_name(key), sidecar.data(), sidecar.size());
-  sync_directory(folder);
+  files::write_file_atomically(path, temp_name(key), entry.data(), entry.size());
+  files::write_file_atomically(sidecar_path(key), temp_name(key), sidecar.data(), sidecar.size());
+  files::sync_directory(folder);
   return true;
 }
 
@@ -796,15 +320,6 @@ void DiskCache::store(const CacheKey& key, const nvrtc::Cubin& cubin,
   }
 }
 
-void DiskCache::tag_directory_once() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (tagged_) return;
-    tagged_ = true;
-  }
-  write_cache_tag(directory_);
-}
-
 void DiskCache::disable_writes(const std::string& reason) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -816,129 +331,9 @@ void DiskCache::disable_writes(const std::string& reason) {
                      "; compiled kernels are no longer stored on disk by this process");
 }
 
-void DiskCache::remove_stale_temps_once() {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (swept_stale_temps_) return;
-    swept_stale_temps_ = true;
-  }
-  std::size_t removed = 0;
-  try {
-    for (const CacheFile& file : scan(directory_)) {
-      if (is_stale_temp(file) && file.in_own_folder && file.type != fs::file_type::directory &&
-          !remove_file(file.path)) {
-        removed++;
-      }
-    }
-  } catch (const std::exception&) {
-    return;  // tidying up is best effort; the entry was stored
-  }
-  if (removed > 0) {
-    log::info("removed " + std::to_string(removed) + " temp files over an hour old from " +
-              directory_.string() + " (left by writers that were killed)");
-  }
-}
-
 bool DiskCache::writable() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return !disabled_writes_;
-}
-
-std::vector<EntryInfo> DiskCache::list() const {
-  std::vector<EntryInfo> entries;
-  for (const CacheFile& file : scan(directory_)) {
-    if (file.kind != CacheFile::Kind::kEntry || file.type != fs::file_type::regular ||
-        !file.in_own_folder) {
-      continue;
-    }
-    EntryInfo info;
-    info.key = file.key;
-    info.path = file.path;
-    info.size_bytes = file.size_bytes;
-    info.modified = file.modified;
-    info.spec = read_spec_text(sidecar_path(file.key));
-    entries.push_back(std::move(info));
-  }
-  std::sort(entries.begin(), entries.end(),
-            [](const EntryInfo& a, const EntryInfo& b) { return a.key < b.key; });
-  return entries;
-}
-
-VerifyReport DiskCache::verify() const {
-  VerifyReport report;
-  for (const CacheFile& file : scan(directory_)) {
-    switch (file.kind) {
-      case CacheFile::Kind::kEntry: {
-        report.checked++;
-        std::string problem = entry_problem(file, directory_);
-        if (!problem.empty()) report.bad.emplace_back(file.path, std::move(problem));
-        break;
-      }
-      case CacheFile::Kind::kTemp:
-        if (is_stale_temp(file)) report.bad.emplace_back(file.path, "stale temp file");
-        break;
-      case CacheFile::Kind::kFolder:
-        report.bad.emplace_back(file.path, folder_problem(file.type));
-        break;
-      case CacheFile::Kind::kSidecar:
-        break;
-    }
-  }
-  return report;
-}
-
-ClearReport DiskCache::clear(bool stale_only) {
-  if (read_only_) {
-    throw CacheError("the kernel cache " + directory_.string() + " is opened read-only");
-  }
-  if (!directory_exists(directory_)) return {};
-  const std::vector<CacheFile> files = scan(directory_);
-  if (!looks_like_cache(directory_, files)) {
-    throw CacheError(directory_.string() +
-                     " does not look like an intfa kernel cache: it holds neither intfa's " +
-                     kTagFileName + " nor a cache entry; nothing was removed");
-  }
-  ClearReport report;
-  std::vector<CacheFile> sidecars;
-  for (const CacheFile& file : files) {
-    if (std::string problem = not_ours_problem(file); !problem.empty()) {
-      report.kept.emplace_back(file.path, std::move(problem));
-      continue;
-    }
-    bool remove = !stale_only;
-    switch (file.kind) {
-      case CacheFile::Kind::kEntry:
-        remove = remove || !entry_problem(file, directory_).empty();
-        break;
-      case CacheFile::Kind::kTemp:
-        remove = remove || is_stale_temp(file);
-        break;
-      case CacheFile::Kind::kSidecar:
-        if (!remove) sidecars.push_back(file);  // orphan or not is known after the entries
-        break;
-      case CacheFile::Kind::kFolder:
-        break;
-    }
-    if (remove) remove_counted(file, report);
-  }
-  for (const CacheFile& sidecar : sidecars) {
-    std::error_code error;
-    const fs::path entry = fs::path(sidecar.path).replace_extension(kEntrySuffix);
-    if (fs::symlink_status(entry, error).type() != fs::file_type::regular) {
-      remove_counted(sidecar, report);
-    }
-  }
-  for (const fs::path& folder : children(directory_)) {
-    const std::string name = folder.filename().string();
-    if (name.size() == kFolderHexDigits && is_lower_hex(name)) {
-      ::rmdir(folder.c_str());  // only an empty folder goes: one holding anything else stays
-    }
-  }
-  return report;
-}
-
-void DiskCache::set_write_failure_for_testing(bool fail) {
-  g_fail_writes_for_testing.store(fail);
 }
 
 }  // namespace intfa::cache

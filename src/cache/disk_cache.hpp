@@ -1,6 +1,9 @@
 // The on-disk cubin cache: one file per key, written atomically, verified on every read.
 // Never a reason for a call to fail: a bad entry is dropped and rebuilt, an unwritable directory
-// turns the cache memory-only with one warning.
+// turns the cache memory-only with one warning. Loading and storing one entry is disk_cache.cpp;
+// the maintenance of the directory as a whole (its tag, scan, list, verify, clear) is
+// cache_maintenance.cpp. The file I/O and trust checks beneath both are common/file_io.hpp and
+// common/file_trust.hpp; where the cache lives is common/locations.hpp.
 #pragma once
 
 #include <atomic>
@@ -51,59 +54,17 @@ struct RecordedFile {
 std::uint64_t entry_file_checksum(const std::vector<char>& bytes);
 std::string checksum_hex(std::uint64_t checksum);
 
-// Whether intfa may read kernels from a directory, as ssh decides which of its files to trust:
-// only a directory owned by this user or root that no one else can write.
-struct DirectoryCheck {
-  enum class Verdict {
-    kMissing,  // nothing there yet (the first store makes it)
-    kTrusted,
-    kUntrusted,   // not a directory, another user's, or group- or world-writable
-    kUnreadable,  // stat or search fails: EACCES, ENAMETOOLONG, a file in the path, ...
-  };
-  Verdict verdict = Verdict::kMissing;
-  std::string problem;  // "it belongs to uid 1001, not to this user ...", for messages
-  bool owned_by_another_user = false;
-};
-DirectoryCheck check_directory(const std::filesystem::path& directory);
-
-// "a regular file", "a directory", "a symbolic link", "a FIFO", "a character device", ...
-std::string file_type_name(std::filesystem::file_type type);
-
-// The bytes of a regular file, never following a symbolic link nor blocking on a FIFO. Throws
-// EntryError when the file itself is bad (not a regular file, over `max_bytes`) and
-// std::system_error when it cannot be read.
-std::vector<char> read_regular_file(const std::filesystem::path& path, std::uint64_t max_bytes);
-
-// Writes `size` bytes to `destination` through the temp file `temp_name` in its folder (created
-// with O_EXCL, written, fsync'ed, renamed over the destination): readers see the old file or the
-// whole new one, never a part. When two processes write one destination, the last rename wins.
-// Throws std::system_error; the temp file never outlives a failure.
-void write_file_atomically(const std::filesystem::path& destination,
-                           const std::string& temp_file_name, const char* data, std::size_t size);
-
 class DiskCache {
  public:
-  // A cache directory and the environment variable that named it, for messages.
-  struct Location {
-    std::filesystem::path directory;
-    std::string variable;  // "INTFA_CACHE_DIR", "XDG_CACHE_HOME" or "HOME"
-  };
-
-  // $INTFA_CACHE_DIR, else $XDG_CACHE_HOME/intfa, else $HOME/.cache/intfa; nullopt when
-  // INTFA_CACHE_DISABLE=1 or no location can be named. Throws InvalidArgument naming
-  // INTFA_CACHE_DIR when it is set to a relative path.
-  static std::optional<Location> default_location();
-  static std::optional<std::filesystem::path> default_directory();  // default_location()'s
-
   enum class Access {
     kReadWrite,  // the user cache: bad entries are removed and rebuilt, new ones stored
     kReadOnly,   // a deployment bundle: nothing in it is ever written, removed or created
   };
 
-  // Creates the directory (0700) on first write, and tags it (CACHEDIR.TAG). An existing directory
-  // check_directory() does not trust, or cannot read, is refused with one warning (the cache then
-  // works from memory only); so is a key folder found later of another user, or writable by
-  // others. Warnings name `named_by`, the variable the directory came from, when given.
+  // Creates the directory (0700) on first write, and tags it (CACHEDIR.TAG). An existing
+  // directory files::check_directory() does not trust, or cannot read, is refused with one warning
+  // (the cache then works from memory only); so is a key folder found later of another user, or
+  // writable by others. Warnings name `named_by`, the variable the directory came from, when given.
   explicit DiskCache(std::filesystem::path directory, Access access = Access::kReadWrite,
                      std::string named_by = {});
 
@@ -142,11 +103,6 @@ class DiskCache {
   // CacheError and removes nothing when the directory does not look like a cache (no CACHEDIR.TAG
   // of intfa's, no entry, yet not empty), cannot be read, or is read-only.
   ClearReport clear(bool stale_only);
-
-  // Test hook: while set, every write_file_atomically in this process fails halfway through its
-  // temp file as if the disk were full, so the full-disk path can be tested without a small file
-  // system. (INTFA_TEST_PAUSE_WRITE=1, the other hook, stops the writer there with SIGSTOP.)
-  static void set_write_failure_for_testing(bool fail);
 
  private:
   enum class FolderState { kMissing, kUsable, kNotOurs, kRefused };

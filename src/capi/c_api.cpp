@@ -7,6 +7,7 @@
 
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
+#include "intfa/paged.hpp"
 #include "intfa/precompile.hpp"
 #include "intfa/quantize.hpp"
 #include "intfa_version.hpp"
@@ -87,6 +88,59 @@ void require(const void* pointer, const char* name) {
   if (pointer == nullptr) throw intfa::InvalidArgument(name, "null", "expected a pointer");
 }
 
+}  // namespace
+
+namespace {
+
+// The paged cache's C structs as the C++ API's (outside extern "C": they return C++ types).
+intfa::PagedKVCache to_cache(const intfa_paged_cache_t* cache) {
+  require(cache, "cache");
+  intfa::PagedKVCache c;
+  c.num_pages = cache->num_pages;
+  c.page_size = cache->page_size;
+  c.heads_kv = cache->heads_kv;
+  c.head_dim = cache->head_dim;
+  c.bits = cache->bits;
+  c.k_data = cache->k_data;
+  c.v_data = cache->v_data;
+  c.k_scale = cache->k_scale;
+  c.v_scale = cache->v_scale;
+  c.k_offset = cache->k_offset;
+  return c;
+}
+
+intfa::PagedDecodeProblem to_decode_problem(const intfa_paged_decode_problem_t* problem) {
+  require(problem, "problem");
+  intfa::PagedDecodeProblem p;
+  p.batch = problem->batch;
+  p.q_len = problem->q_len;
+  p.heads_q = problem->heads_q;
+  p.max_pages = problem->max_pages;
+  p.max_seq_len = problem->max_seq_len;
+  p.causal = problem->causal != 0;
+  return p;
+}
+
+intfa::PagedDecodeOptions to_decode_options(const intfa_paged_decode_options_t* options) {
+  intfa::PagedDecodeOptions o;
+  if (options == nullptr) return o;
+  o.softmax_scale = options->softmax_scale;
+  o.num_splits = options->num_splits;
+  o.config.block_rows = options->block_rows;
+  o.config.stage_tokens = options->stage_tokens;
+  o.config.stages = options->stages;
+  return o;
+}
+
+intfa::AttentionState to_state(const intfa_attention_state_t* state, const std::string& field) {
+  require(state, field.c_str());
+  intfa::AttentionState s;
+  s.values = to_view(state->values, field + ".values");
+  s.lse = state->lse;
+  for (int i = 0; i < 3; ++i) s.lse_strides[static_cast<std::size_t>(i)] = state->lse_strides[i];
+  return s;
+}
+
 intfa::AttentionProblem to_problem(const intfa_problem_t* problem) {
   require(problem, "problem");
   intfa::AttentionProblem p;
@@ -135,22 +189,6 @@ intfa::VarlenLayout to_varlen(const intfa_varlen_t* varlen) {
                              varlen->total_kv};
 }
 
-}  // namespace
-
-extern "C" {
-
-void intfa_default_options(intfa_options_t* options) INTFA_NOEXCEPT {
-  if (options == nullptr) return;
-  const intfa::AttentionOptions defaults;
-  *options = intfa_options_t{};
-  options->softmax_scale = defaults.softmax_scale;
-  options->p_encoding = static_cast<intfa_p_encoding_t>(defaults.p_encoding);
-  options->p_scale = static_cast<intfa_p_scale_t>(defaults.p_scale);
-  options->v_granularity = static_cast<intfa_v_granularity_t>(defaults.v_granularity);
-}
-
-namespace {
-
 // The C++ call of intfa_attention_forward(_varlen, _smoothed_k); `varlen` may be null (dense).
 void attention_forward_from_c(const intfa_problem_t* problem,
                               const intfa_attention_tensors_t* tensors,
@@ -173,6 +211,18 @@ void attention_forward_from_c(const intfa_problem_t* problem,
 }
 
 }  // namespace
+
+extern "C" {
+
+void intfa_default_options(intfa_options_t* options) INTFA_NOEXCEPT {
+  if (options == nullptr) return;
+  const intfa::AttentionOptions defaults;
+  *options = intfa_options_t{};
+  options->softmax_scale = defaults.softmax_scale;
+  options->p_encoding = static_cast<intfa_p_encoding_t>(defaults.p_encoding);
+  options->p_scale = static_cast<intfa_p_scale_t>(defaults.p_scale);
+  options->v_granularity = static_cast<intfa_v_granularity_t>(defaults.v_granularity);
+}
 
 intfa_status_t intfa_attention_forward(const intfa_problem_t* problem,
                                        const intfa_attention_tensors_t* tensors, CUstream stream,
@@ -410,6 +460,97 @@ intfa_status_t intfa_precompile(const intfa_problem_t* problem, intfa_dtype_t dt
     const intfa::PrecompileReport report = intfa::precompile(request);
     if (kernels != nullptr) *kernels = report.kernels;
     if (compiled_now != nullptr) *compiled_now = report.compiled_now;
+  });
+}
+
+intfa_status_t intfa_paged_cache_bytes(const intfa_paged_cache_t* cache, size_t* data_bytes,
+                                       size_t* scale_bytes) INTFA_NOEXCEPT {
+  return guarded([&] {
+    const intfa::PagedKVCache c = to_cache(cache);
+    const std::size_t data = intfa::paged_data_bytes(c);
+    const std::size_t scales = intfa::paged_scale_bytes(c);
+    if (data_bytes != nullptr) *data_bytes = data;
+    if (scale_bytes != nullptr) *scale_bytes = scales;
+  });
+}
+
+intfa_status_t intfa_paged_append(const intfa_paged_cache_t* cache, const intfa_tensor_t* k,
+                                  const intfa_tensor_t* v, const int* slot_mapping, int tokens,
+                                  CUstream stream) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(k, "k");
+    require(v, "v");
+    intfa::paged_append(to_cache(cache), to_view(*k, "k"), to_view(*v, "v"), slot_mapping, tokens,
+                        stream);
+  });
+}
+
+intfa_status_t intfa_paged_decode_splits(const intfa_paged_cache_t* cache,
+                                         const intfa_paged_decode_problem_t* problem,
+                                         const intfa_paged_decode_options_t* options,
+                                         int* splits) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(splits, "splits");
+    *splits = intfa::paged_decode_splits(to_cache(cache), to_decode_problem(problem),
+                                         to_decode_options(options));
+  });
+}
+
+intfa_status_t intfa_paged_decode_workspace_bytes(const intfa_paged_cache_t* cache,
+                                                  const intfa_paged_decode_problem_t* problem,
+                                                  const intfa_paged_decode_options_t* options,
+                                                  size_t* bytes) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(bytes, "bytes");
+    *bytes = intfa::paged_decode_workspace_bytes(to_cache(cache), to_decode_problem(problem),
+                                                 to_decode_options(options));
+  });
+}
+
+intfa_status_t intfa_paged_decode(const intfa_paged_cache_t* cache,
+                                  const intfa_paged_decode_problem_t* problem,
+                                  const intfa_paged_decode_tensors_t* tensors, CUstream stream,
+                                  const intfa_paged_decode_options_t* options) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(tensors, "tensors");
+    intfa::PagedDecodeTensors t;
+    t.q = to_view(tensors->q, "tensors.q");
+    t.out = to_view(tensors->out, "tensors.out");
+    t.lse = tensors->lse;
+    t.block_table = tensors->block_table;
+    t.seq_lens = tensors->seq_lens;
+    t.workspace = tensors->workspace;
+    t.workspace_bytes = tensors->workspace_bytes;
+    intfa::paged_decode(to_cache(cache), to_decode_problem(problem), t, stream,
+                        to_decode_options(options));
+  });
+}
+
+intfa_status_t intfa_paged_precompile(const intfa_paged_cache_t* cache, intfa_dtype_t dtype,
+                                      const char* arch, size_t* kernels,
+                                      size_t* compiled_now) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(cache, "cache");
+    intfa::PagedPrecompileRequest request;
+    request.arch = arch == nullptr ? "" : arch;
+    request.head_dims = {cache->head_dim};
+    request.bits = {cache->bits};
+    request.dtypes = {
+        checked_enum<intfa::DType>(dtype, INTFA_I4X2 + 1, "dtype", "expected an intfa_dtype_t")};
+    const intfa::PrecompileReport report = intfa::precompile_paged(request);
+    if (kernels != nullptr) *kernels = report.kernels;
+    if (compiled_now != nullptr) *compiled_now = report.compiled_now;
+  });
+}
+
+intfa_status_t intfa_merge_states(const intfa_shape_t* shape, const intfa_attention_state_t* a,
+                                  const intfa_attention_state_t* b,
+                                  const intfa_attention_state_t* out,
+                                  CUstream stream) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(shape, "shape");
+    intfa::merge_states(to_shape(*shape), to_state(a, "a"), to_state(b, "b"), to_state(out, "out"),
+                        stream);
   });
 }
 

@@ -8,6 +8,7 @@
 
 #include "cache/bundle.hpp"
 #include "cache/disk_cache.hpp"
+#include "common/locations.hpp"
 #include "common/log.hpp"
 #include "device/driver_api.hpp"
 #include "intfa/errors.hpp"
@@ -112,7 +113,7 @@ struct KernelRuntime::State {
   void configure_caches() {
     bundle.reset();
     disk.reset();
-    std::optional<cache::DiskCache::Location> user = cache::DiskCache::default_location();
+    std::optional<locations::CacheLocation> user = locations::default_cache_location();
     std::optional<std::filesystem::path> deployed =
         cache::DeploymentBundle::directory_from_environment();
     if (user && cache::holds_manifest(user->directory)) {

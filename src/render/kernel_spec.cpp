@@ -3,6 +3,7 @@
 #include <tuple>
 #include <utility>
 
+#include "decode/paged_family.hpp"
 #include "intfa/errors.hpp"
 
 namespace intfa::render {
@@ -24,11 +25,13 @@ Enum enum_from_name(const json::Value& object, const char* member, std::string (
   throw InvalidArgument(std::string("spec.") + member, "'" + text + "'", "unknown value");
 }
 
-const KernelFamily kFamilies[] = {KernelFamily::kQuantizeRows, KernelFamily::kChannelMean,
+const KernelFamily kFamilies[] = {KernelFamily::kQuantizeRows,   KernelFamily::kChannelMean,
                                   KernelFamily::kQuantizeVScale, KernelFamily::kQuantizeV,
-                                  KernelFamily::kAttention, KernelFamily::kAttentionWgmma};
-const kernels::ElementType kElementTypes[] = {kernels::ElementType::kF16,
-                                              kernels::ElementType::kBF16};
+                                  KernelFamily::kAttention,      KernelFamily::kAttentionWgmma,
+                                  KernelFamily::kPagedAppend,    KernelFamily::kPagedDecode,
+                                  KernelFamily::kMergeStates};
+const kernels::ElementType kElementTypes[] = {
+    kernels::ElementType::kF16, kernels::ElementType::kBF16, kernels::ElementType::kF32};
 const kernels::AttentionVariant kVariants[] = {kernels::AttentionVariant::kFullInt8,
                                                kernels::AttentionVariant::kHalfInt8};
 const kernels::PEncoding kEncodings[] = {kernels::PEncoding::kSigned127,
@@ -51,12 +54,29 @@ std::string family_name(KernelFamily family) {
     case KernelFamily::kQuantizeV: return "quantize_v";
     case KernelFamily::kAttention: return "attention";
     case KernelFamily::kAttentionWgmma: return "attention_wgmma";
+    case KernelFamily::kPagedAppend: return "paged_append";
+    case KernelFamily::kPagedDecode: return "paged_decode";
+    case KernelFamily::kMergeStates: return "merge_states";
   }
   throw InternalError("unknown KernelFamily");
 }
 
 std::string element_type_name(kernels::ElementType type) {
-  return type == kernels::ElementType::kF16 ? "f16" : "bf16";
+  switch (type) {
+    case kernels::ElementType::kF16: return "f16";
+    case kernels::ElementType::kBF16: return "bf16";
+    case kernels::ElementType::kF32: return "f32";
+  }
+  throw InternalError("unknown ElementType");
+}
+
+std::string element_type_enumerator(kernels::ElementType type) {
+  switch (type) {
+    case kernels::ElementType::kF16: return "kF16";
+    case kernels::ElementType::kBF16: return "kBF16";
+    case kernels::ElementType::kF32: return "kF32";
+  }
+  throw InternalError("unknown ElementType");
 }
 
 std::string variant_name(kernels::AttentionVariant variant) {
@@ -108,6 +128,11 @@ std::string KernelSpec::to_string() const {
         text += " p=" + p_encoding_name(p_encoding) + "/" + p_scale_name(p_scale) +
                 " v=" + v_granularity_name(v_granularity);
       }
+      break;
+    case KernelFamily::kPagedAppend:
+    case KernelFamily::kPagedDecode:
+    case KernelFamily::kMergeStates:
+      text += paged::describe(*this);
       break;
   }
   return text;

@@ -19,6 +19,10 @@ enum class KernelFamily {
   kQuantizeV,       // FP16/BF16 V -> INT8 in the attention kernel's V layout
   kAttention,       // the attention forward (both variants), mma.sync: every arch
   kAttentionWgmma,  // the full-INT8 attention forward for sm_90a: wgmma, TMA, warp specialised
+  // The paged KV cache (src/decode/paged_family.hpp owns their fields and instantiation):
+  kPagedAppend,  // FP16/BF16 K/V rows -> INT8/INT4 cache slots
+  kPagedDecode,  // split-KV decode attention over the paged cache
+  kMergeStates,  // merge of partial attention states by their LSE (the split-KV combine)
 };
 
 struct KernelSpec {
@@ -60,7 +64,9 @@ struct KernelSpec {
 };
 
 std::string family_name(KernelFamily family);
-std::string element_type_name(kernels::ElementType type);  // "f16", "bf16"
+std::string element_type_name(kernels::ElementType type);  // "f16", "bf16", "f32"
+// The enumerator's name in kernel_enums.h ("kF16", ...), for instantiation units.
+std::string element_type_enumerator(kernels::ElementType type);
 std::string variant_name(kernels::AttentionVariant variant);
 std::string p_encoding_name(kernels::PEncoding encoding);
 std::string p_scale_name(kernels::PScaleReference reference);

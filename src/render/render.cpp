@@ -1,14 +1,14 @@
 #include "render/render.hpp"
 
 #include "common/strings.hpp"
+#include "decode/paged_family.hpp"
 #include "intfa/errors.hpp"
 
 namespace intfa::render {
 namespace {
 
 std::string element_type_argument(kernels::ElementType type) {
-  return type == kernels::ElementType::kF16 ? "intfa::kernels::ElementType::kF16"
-                                            : "intfa::kernels::ElementType::kBF16";
+  return "intfa::kernels::ElementType::" + element_type_enumerator(type);
 }
 
 std::string bool_argument(bool value) { return value ? "true" : "false"; }
@@ -41,13 +41,6 @@ std::string v_granularity_argument(kernels::VScaleGranularity granularity) {
   }
   throw InternalError("unknown VScaleGranularity");
 }
-
-// Where a family's kernel lives and how it is named with the spec's values.
-struct Instantiation {
-  std::string header;
-  std::string kernel;  // fully qualified template-id
-  std::string params_type;
-};
 
 Instantiation quantize_rows(const KernelSpec& spec) {
   return {"quantize/quantize_rows.cuh",
@@ -115,6 +108,9 @@ Instantiation instantiation_for(const KernelSpec& spec) {
     case KernelFamily::kQuantizeV: return quantize_v(spec, "quantize_v");
     case KernelFamily::kAttention: return attention(spec);
     case KernelFamily::kAttentionWgmma: return attention_wgmma(spec);
+    case KernelFamily::kPagedAppend:
+    case KernelFamily::kPagedDecode:
+    case KernelFamily::kMergeStates: return paged::instantiation(spec);
   }
   throw InternalError("unknown KernelFamily");
 }

@@ -24,6 +24,14 @@ struct RenderedUnit {
   std::string to_string() const { return file_name + ": " + name_expression; }
 };
 
+// Where a family's kernel lives and how it is named with the spec's values: what each family's
+// host code gives the renderer (families with their own host file: src/decode/paged_family.hpp).
+struct Instantiation {
+  std::string header;
+  std::string kernel;  // fully qualified template-id
+  std::string params_type;
+};
+
 // Throws InvalidArgument when the spec's family cannot be rendered with its fields (validation of
 // sizes against a device lives with each family's host code, before rendering).
 RenderedUnit render(const KernelSpec& spec, const TemplateSet& templates = TemplateSet::active());

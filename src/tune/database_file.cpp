@@ -7,10 +7,11 @@
 #include <mutex>
 #include <system_error>
 
-#include "cache/disk_cache.hpp"
-#include "cache/entry_format.hpp"
 #include "common/env.hpp"
+#include "common/file_io.hpp"
+#include "common/locations.hpp"
 #include "common/log.hpp"
+#include "intfa/errors.hpp"
 
 namespace intfa::tune {
 namespace fs = std::filesystem;
@@ -63,7 +64,7 @@ ProcessDatabase& process_state() {
 
 std::optional<fs::path> default_database_path() {
   if (const auto forced = env::get("INTFA_TUNE_DB")) return fs::path(*forced);
-  const auto cache_directory = cache::DiskCache::default_directory();
+  const auto cache_directory = locations::default_cache_directory();
   if (!cache_directory) return std::nullopt;
   return *cache_directory / kFileName;
 }
@@ -73,8 +74,8 @@ std::optional<TuningDatabase> read_database_file(const fs::path& path) {
   if (fs::symlink_status(path, error).type() == fs::file_type::not_found) return std::nullopt;
   std::vector<char> bytes;
   try {
-    bytes = cache::read_regular_file(path, kMaxDatabaseBytes);
-  } catch (const cache::EntryError& bad) {
+    bytes = files::read_regular_file(path, kMaxDatabaseBytes);
+  } catch (const files::UnexpectedFileError& bad) {
     throw DatabaseError(path.string(), "(not a database file)", bad.what());
   } catch (const std::system_error& io) {
     throw DatabaseError(path.string(), "(unreadable)", io.what());
@@ -102,7 +103,7 @@ void write_database_file(const fs::path& path, const TuningDatabase& database) {
   try {
     const fs::path folder = path.parent_path();
     if (!folder.empty()) fs::create_directories(folder);
-    cache::write_file_atomically(path, temp_file_name(), text.data(), text.size());
+    files::write_file_atomically(path, temp_file_name(), text.data(), text.size());
   } catch (const std::exception& error) {
     throw CacheError("cannot write the tuning database " + path.string() + ": " + error.what());
   }

@@ -117,6 +117,11 @@ struct WgmmaAttentionConfig {
   static constexpr bool kTakesTurns = ConsumerGroups > 1 && !kPerBlockV &&
                                       kTurnRegisters + 32 <= kConsumerRegisters &&
                                       (kFullInt8 || HeadDim <= 128);
+  // Full INT8 in turns at d <= 64: a tile's softmax beside this warpgroup's own P.V of the
+  // previous tile, into a second P set (main_loop_in_turns): 3-7% faster on the H100 (d=64,
+  // N = 4k / 16k, causal off and on, both orders; bench/RESULTS.md), still behind three
+  // warpgroups without turns. At d=128 the second set spills (ptxas, 240 registers).
+  static constexpr bool kSoftmaxBesidePv = kFullInt8 && kTakesTurns && HeadDim <= 64;
   // Without turns, a tile's two P.V chunks are in flight together where their accumulators fit
   // beside P and the output (three warpgroups at d=128: 144 registers of 160, no spills), so
   // the first chunk folds while the second runs.
@@ -652,6 +657,20 @@ struct WgmmaAttention {
     }
   }
 
+  // The turns from `turn` on, of tiles wholly above this warpgroup's causal diagonal (and the
+  // closing turn): every warpgroup takes tiles + 1 turns, so the turns stay in step; these only
+  // release their slots and pass the turn on.
+  __device__ __forceinline__ static void pass_idle_turns(const SharedLayout& shared,
+                                                         const BlockWork& work, int group,
+                                                         int turn) {
+    for (; turn <= work.tiles; ++turn) {
+      if (turn < work.tiles) wait_until_full(shared, turn);
+      wait_for_turn(group);
+      pass_turn(group);
+      if (turn < work.tiles) release(shared, turn % kStages);
+    }
+  }
+
   // Named barriers 1..ConsumerGroups (0 is __syncthreads) pass the turn to issue MMAs from one
   // consumer warpgroup to the next; each has the waiting warpgroup and the one passing it.
   __device__ __forceinline__ static void wait_for_turn(int group) {
@@ -660,6 +679,43 @@ struct WgmmaAttention {
   __device__ __forceinline__ static void pass_turn(int group) {
     asm volatile("bar.arrive %0, 256;\n" ::"r"(1 + (group + 1) % Config::kConsumerGroups)
                  : "memory");
+  }
+
+  // The turns of main_loop_in_turns after the first tile's softmax when kSoftmaxBesidePv (lever
+  // 4 of issue 22): a turn issues tile t's Q K^T first and tile t - 1's P V after it, makes
+  // tile t's P (into the other of two P sets: the running wgmma still reads the first) while
+  // that P V runs, then folds it. Unrolled by two so that the sets swap by name. Leaves tile
+  // visible_tiles - 1's P in `current` and returns the next turn.
+  template <class IssueValues, class FoldValues, class QuantizeScores>
+  __device__ __forceinline__ static int main_turns_beside_pv(
+      TileP& current, int (&s)[kScoreTiles][4], IssueValues& issue_values,
+      FoldValues& fold_values, QuantizeScores& quantize_scores, const SharedLayout& shared,
+      int group, int visible_tiles) {
+    constexpr int kChunks = Config::kPvChunks;
+    TileP other;
+    auto take_turn = [&](TileP& previous, TileP& next, int t) {
+      int acc[kChunks][Config::kPvColumns / 8][4];
+      wait_until_full(shared, t);
+      wait_for_turn(group);
+      issue_score_tile(s, shared, group, t % kStages);
+      issue_values(acc, previous, t - 1);
+      pass_turn(group);
+      wgmma_wait<1>();
+      quantize_scores(s, next, t);
+      wgmma_wait<0>();
+      fold_values(acc, previous, t - 1);
+    };
+    int turn = 1;
+    for (; turn + 1 < visible_tiles; turn += 2) {
+      take_turn(current, other, turn);
+      take_turn(other, current, turn + 1);
+    }
+    if (turn < visible_tiles) {
+      take_turn(current, other, turn);
+      current = other;
+      ++turn;
+    }
+    return turn;
   }
 
   // The consumer warpgroups take turns to issue their MMAs (FlashAttention-3's ping-pong), so
@@ -710,17 +766,22 @@ struct WgmmaAttention {
       pass_turn(group);
       wgmma_wait<0>();
       quantize_scores(s, current, 0);
-      for (turn = 1; turn < visible_tiles; ++turn) {
-        int acc[kChunks][Config::kPvColumns / 8][4];
-        wait_until_full(shared, turn);
-        wait_for_turn(group);
-        issue_values(acc, current, turn - 1);
-        issue_score_tile(s, shared, group, turn % kStages);
-        pass_turn(group);
-        wgmma_wait<1>();
-        fold_values(acc, current, turn - 1);
-        wgmma_wait<0>();
-        quantize_scores(s, current, turn);
+      if constexpr (Config::kSoftmaxBesidePv) {
+        turn = main_turns_beside_pv(current, s, issue_values, fold_values, quantize_scores,
+                                    shared, group, visible_tiles);
+      } else {
+        for (turn = 1; turn < visible_tiles; ++turn) {
+          int acc[kChunks][Config::kPvColumns / 8][4];
+          wait_until_full(shared, turn);
+          wait_for_turn(group);
+          issue_values(acc, current, turn - 1);
+          issue_score_tile(s, shared, group, turn % kStages);
+          pass_turn(group);
+          wgmma_wait<1>();
+          fold_values(acc, current, turn - 1);
+          wgmma_wait<0>();
+          quantize_scores(s, current, turn);
+        }
       }
       int acc[kChunks][Config::kPvColumns / 8][4];
       if (turn < work.tiles) wait_until_full(shared, turn);
@@ -732,13 +793,7 @@ struct WgmmaAttention {
       if (turn < work.tiles) release(shared, turn % kStages);
       ++turn;
     }
-    // Turns of tiles wholly above this warpgroup's causal diagonal.
-    for (; turn <= work.tiles; ++turn) {
-      if (turn < work.tiles) wait_until_full(shared, turn);
-      wait_for_turn(group);
-      pass_turn(group);
-      if (turn < work.tiles) release(shared, turn % kStages);
-    }
+    pass_idle_turns(shared, work, group, turn);
   }
 
   // P V of one tile with both output chunks in flight at once (kPvChunksTogether), each folded
@@ -941,13 +996,7 @@ struct WgmmaAttention {
       if (turn < work.tiles) release(shared, turn % kStages);
       ++turn;
     }
-    // Turns of tiles wholly above this warpgroup's causal diagonal.
-    for (; turn <= work.tiles; ++turn) {
-      if (turn < work.tiles) wait_until_full(shared, turn);
-      wait_for_turn(group);
-      pass_turn(group);
-      if (turn < work.tiles) release(shared, turn % kStages);
-    }
+    pass_idle_turns(shared, work, group, turn);
   }
 };
 

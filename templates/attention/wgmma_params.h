@@ -42,7 +42,7 @@ constexpr int kWgmmaBarrierBytes = 128;
 // Whether the epilogue stages the output rows in shared memory (attention_forward_wgmma.cuh,
 // store_output_staged): at d >= 128. Every staged d=64 variant measured 1-10% slower than
 // storing from the fragments, its main loop rescheduled by ptxas each time (H100, 2026-11-23,
-// bench/RESULTS.md); unstaged, the d=64 cubin is what it was.
+// bench/history/2026-11-23.md); unstaged, the d=64 cubin is what it was.
 INTFA_HOST_DEVICE constexpr bool wgmma_stages_output(int head_dim) { return head_dim >= 128; }
 
 // The block's output rows in the 16-bit output type, staged on their way to global memory, and

@@ -6,8 +6,9 @@
 namespace intfa {
 namespace kernels {
 
-// 16-bit floating-point element types of unquantized tensors (inputs, outputs, half-INT8 V).
-enum class ElementType : int { kF16 = 0, kBF16 = 1 };
+// Floating-point element types of unquantized tensors: 16-bit inputs, outputs and half-INT8 V;
+// kF32 only for the partial states that split-KV decode merges (merge_states).
+enum class ElementType : int { kF16 = 0, kBF16 = 1, kF32 = 2 };
 
 // kFullInt8: INT8 Q, K, V, both GEMMs in INT8 (the paper's Algorithm 1).
 // kHalfInt8: INT8 Q, K; V and P in 16-bit floats, P.V with FP32 accumulation.

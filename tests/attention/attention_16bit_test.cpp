@@ -10,8 +10,10 @@
 #include <utility>
 #include <vector>
 
+#include "attention/attention_test_support.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
+#include "intfa/intfa.h"
 #include "intfa/quantize.hpp"
 #include "reference/half.hpp"
 #include "reference/reference.hpp"
@@ -20,10 +22,7 @@
 namespace intfa {
 namespace {
 
-// Addresses that are never dereferenced: the checks refuse before any launch.
-void* fake_pointer(std::uintptr_t offset = 0) {
-  return reinterpret_cast<void*>(std::uintptr_t{1} << 20 | offset);
-}
+using testing::fake_pointer;
 
 AttentionProblem small_problem(Variant variant) {
   AttentionProblem problem;
@@ -133,6 +132,46 @@ TEST(Attention16bit, EveryBadInputOrWorkspaceIsRefusedNamingIt) {
   AttentionProblem bad = problem;
   bad.heads_q = 3;
   EXPECT_EQ(refused_field(bad, fake_inputs(bad), workspace, bytes), "problem.heads_q");
+}
+
+intfa_tensor_t c_tensor(const TensorView& view) {
+  intfa_tensor_t tensor{};
+  tensor.data = view.data;
+  tensor.dtype = view.dtype == DType::kF16 ? INTFA_F16 : INTFA_BF16;
+  for (int i = 0; i < 4; ++i) tensor.strides[i] = view.strides[i];
+  return tensor;
+}
+
+// The C API sizes the workspace as C++ does and refuses what C++ refuses, naming the field.
+TEST(Attention16bitCApi, SizesAndRefusesAsTheCppApi) {
+  const AttentionProblem problem = small_problem(Variant::kFullInt8);
+  intfa_problem_t c_problem{problem.batch,   problem.heads_q,  problem.heads_kv,
+                            problem.seq_q,   problem.seq_kv,   problem.head_dim,
+                            problem.causal ? 1 : 0, INTFA_FULL_INT8, 8};
+  std::size_t bytes = 0;
+  ASSERT_EQ(intfa_attention_workspace_bytes(&c_problem, nullptr, &bytes), INTFA_OK);
+  EXPECT_EQ(bytes, attention_workspace_bytes(problem));
+  EXPECT_EQ(intfa_attention_workspace_bytes(&c_problem, nullptr, nullptr),
+            INTFA_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(intfa_last_error()).find("bytes"), std::string::npos);
+
+  const AttentionInputs inputs = fake_inputs(problem);
+  intfa_attention_inputs_t c_inputs{c_tensor(inputs.q), c_tensor(inputs.k), c_tensor(inputs.v),
+                                    c_tensor(inputs.out), nullptr};
+  EXPECT_EQ(intfa_attention_forward_16bit(&c_problem, &c_inputs, nullptr, fake_pointer(),
+                                          bytes - 1, nullptr, nullptr, nullptr),
+            INTFA_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(intfa_last_error()).find("workspace_bytes"), std::string::npos);
+  c_inputs.k.dtype = INTFA_BF16;
+  EXPECT_EQ(intfa_attention_forward_16bit(&c_problem, &c_inputs, nullptr, fake_pointer(), bytes,
+                                          nullptr, nullptr, nullptr),
+            INTFA_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(intfa_last_error()).find("inputs.k.dtype"), std::string::npos);
+  c_problem.variant = static_cast<intfa_variant_t>(7);
+  EXPECT_EQ(intfa_attention_forward_16bit(&c_problem, &c_inputs, nullptr, fake_pointer(), bytes,
+                                          nullptr, nullptr, nullptr),
+            INTFA_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(intfa_last_error()).find("problem.variant"), std::string::npos);
 }
 
 // Random FP16 values as device bits in a dense BHND tensor of `shape`.

@@ -1,7 +1,9 @@
 // What the attention tests share: the GPU shape set both kernel families are checked over, a
-// check case for one of its shapes, and the spec request of an sm_90a GPU.
+// check case for one of its shapes, the spec request of an sm_90a GPU, and fake device addresses
+// for validation tests.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -72,6 +74,13 @@ inline std::vector<AttentionOptions> every_full_int8_numerics() {
     }
   }
   return combinations;
+}
+
+// An address that is never dereferenced: validation must refuse or pass before any launch. A
+// call that passes every check would launch on it, so on a GPU only calls with a bad field may
+// use it.
+inline void* fake_pointer(std::uintptr_t offset = 0) {
+  return reinterpret_cast<void*>(std::uintptr_t{1} << 20 | offset);
 }
 
 inline attention::SpecRequest sm90a_request(int head_dim) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "device/device_info.hpp"
+#include "attention/attention_test_support.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
 #include "intfa/intfa.h"
@@ -26,10 +27,7 @@
 namespace intfa {
 namespace {
 
-// Addresses that are never dereferenced: validation must refuse or pass before any launch.
-void* fake_pointer(std::uintptr_t offset = 0) {
-  return reinterpret_cast<void*>(std::uintptr_t{1} << 20 | offset);
-}
+using testing::fake_pointer;
 
 struct Call {
   AttentionProblem problem;

@@ -1,6 +1,6 @@
-// Where the cache lives, and what happens when it cannot be trusted or written: the environment's
-// precedence, refusal of a shared-writable directory, and memory-only operation after a write
-// failure, with one warning each and never an exception.
+// What happens when the cache directory cannot be trusted or written: refusal of a shared-writable
+// directory, and memory-only operation after a write failure, with one warning each and never an
+// exception. (Where the cache lives: tests/common/locations_test.cpp.)
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
@@ -8,8 +8,8 @@
 
 #include "cache/cache_test_support.hpp"
 #include "cache/disk_cache.hpp"
+#include "common/file_io.hpp"
 #include "common/log.hpp"
-#include "intfa/errors.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "support/child_test.hpp"
 
@@ -17,72 +17,6 @@ namespace intfa::cache {
 namespace {
 
 using namespace intfa::testing;
-
-// Every variable default_directory() reads, cleared; each test sets what it needs.
-class CacheDirectoryEnvironment : public ::testing::Test {
- protected:
-  ScopedEnv cache_dir_{"INTFA_CACHE_DIR", std::nullopt};
-  ScopedEnv disable_{"INTFA_CACHE_DISABLE", std::nullopt};
-  ScopedEnv xdg_{"XDG_CACHE_HOME", std::nullopt};
-  ScopedEnv home_{"HOME", std::nullopt};
-};
-
-using DiskCacheDefaultDirectory = CacheDirectoryEnvironment;
-
-TEST_F(DiskCacheDefaultDirectory, PrefersIntfaCacheDir) {
-  const ScopedEnv cache_dir("INTFA_CACHE_DIR", "/srv/kernels");
-  const ScopedEnv xdg("XDG_CACHE_HOME", "/xdg");
-  const ScopedEnv home("HOME", "/home/someone");
-  EXPECT_EQ(DiskCache::default_directory(), fs::path("/srv/kernels"));
-}
-
-TEST_F(DiskCacheDefaultDirectory, ThenXdgCacheHome) {
-  const ScopedEnv xdg("XDG_CACHE_HOME", "/xdg");
-  const ScopedEnv home("HOME", "/home/someone");
-  EXPECT_EQ(DiskCache::default_directory(), fs::path("/xdg/intfa"));
-}
-
-TEST_F(DiskCacheDefaultDirectory, ThenHomeDotCache) {
-  const ScopedEnv home("HOME", "/home/someone");
-  EXPECT_EQ(DiskCache::default_directory(), fs::path("/home/someone/.cache/intfa"));
-  const ScopedEnv relative_xdg("XDG_CACHE_HOME", "relative/xdg");  // invalid per the XDG spec
-  EXPECT_EQ(DiskCache::default_directory(), fs::path("/home/someone/.cache/intfa"));
-}
-
-TEST_F(DiskCacheDefaultDirectory, IsNoneWithoutAnyLocation) {
-  EXPECT_EQ(DiskCache::default_directory(), std::nullopt);
-}
-
-TEST_F(DiskCacheDefaultDirectory, IsNoneWhenDisabled) {
-  const ScopedEnv cache_dir("INTFA_CACHE_DIR", "/srv/kernels");
-  for (const char* on : {"1", "true", "yes"}) {
-    const ScopedEnv disable("INTFA_CACHE_DISABLE", on);
-    EXPECT_EQ(DiskCache::default_directory(), std::nullopt) << on;
-  }
-  const ScopedEnv enable("INTFA_CACHE_DISABLE", "0");
-  EXPECT_EQ(DiskCache::default_directory(), fs::path("/srv/kernels"));
-}
-
-TEST_F(DiskCacheDefaultDirectory, RejectsAMalformedDisableFlagNamingIt) {
-  const ScopedEnv disable("INTFA_CACHE_DISABLE", "maybe");
-  try {
-    DiskCache::default_directory();
-    FAIL() << "accepted INTFA_CACHE_DISABLE=maybe";
-  } catch (const InvalidArgument& error) {
-    EXPECT_EQ(error.field(), "INTFA_CACHE_DISABLE");
-  }
-}
-
-TEST_F(DiskCacheDefaultDirectory, RejectsARelativeIntfaCacheDirNamingIt) {
-  const ScopedEnv cache_dir("INTFA_CACHE_DIR", "relative/cache");
-  try {
-    DiskCache::default_directory();
-    FAIL() << "accepted a relative INTFA_CACHE_DIR";
-  } catch (const InvalidArgument& error) {
-    EXPECT_EQ(error.field(), "INTFA_CACHE_DIR");
-    EXPECT_NE(std::string(error.what()).find("relative/cache"), std::string::npos);
-  }
-}
 
 // A directory others may write to could hold a planted cubin: it is neither read nor written.
 TEST(DiskCacheSharedDirectory, IsRefusedWithOneWarningAndWorksFromMemoryOnly) {
@@ -108,8 +42,8 @@ TEST(DiskCacheSharedDirectory, IsRefusedWithOneWarningAndWorksFromMemoryOnly) {
 // Makes every cache write fail as if the disk were full, until the end of the scope.
 class SimulatedWriteFailure {
  public:
-  SimulatedWriteFailure() { DiskCache::set_write_failure_for_testing(true); }
-  ~SimulatedWriteFailure() { DiskCache::set_write_failure_for_testing(false); }
+  SimulatedWriteFailure() { files::set_write_failure_for_testing(true); }
+  ~SimulatedWriteFailure() { files::set_write_failure_for_testing(false); }
   SimulatedWriteFailure(const SimulatedWriteFailure&) = delete;
   SimulatedWriteFailure& operator=(const SimulatedWriteFailure&) = delete;
 };

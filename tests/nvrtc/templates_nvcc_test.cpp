@@ -73,6 +73,22 @@ TEST(TemplatesWithNvcc, RenderedUnitsOfEveryFamilyCompile) {
   attention.warps = 4;
   attention.stages = 2;
   specs.push_back(attention);
+  KernelSpec append;
+  append.family = KernelFamily::kPagedAppend;
+  append.head_dim = 128;
+  specs.push_back(append);
+  KernelSpec decode = append;
+  decode.family = KernelFamily::kPagedDecode;
+  decode.qk_bits = 4;
+  decode.block_m = 16;
+  decode.block_n = 64;
+  decode.stages = 3;
+  decode.warps = 4;
+  specs.push_back(decode);
+  KernelSpec merge = append;
+  merge.family = KernelFamily::kMergeStates;
+  merge.input_type = kernels::ElementType::kF32;
+  specs.push_back(merge);
   for (const KernelSpec& spec : specs) {
     const RenderedUnit unit = render(spec, TemplateSet::embedded());
     const auto file = dir.path() / unit.file_name;

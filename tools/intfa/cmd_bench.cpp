@@ -35,7 +35,9 @@ const char* const kBenchUsage =
     "  --smooth-k[=BOOL], --rotate[=BOOL]: how Q and K are quantized (their cost is in the quant\n"
     "                             columns; see the numerics options below)\n"
     "  --jit                      instead: time the JIT path (cold NVRTC compile, disk hit to\n"
-    "                             launchable, per-call host overhead above a raw launch)\n\n"
+    "                             launchable, per-call host overhead above a raw launch)\n"
+    "  --decode                   instead: the paged KV cache's decode and append, with their\n"
+    "                             own options (intfa bench --decode --help)\n\n"
     "A flag is on alone, or takes a value: --causal=off (1/0, true/false, on/off, yes/no); a\n"
     "list sweeps it: --causal=off,on (or --causal off,on). Integers take a k suffix (4k = 4096).\n";
 
@@ -101,6 +103,7 @@ json::Value row_json(const BenchRow& row, const std::string& gpu) {
 }  // namespace
 
 int run_bench(const Arguments& arguments) {
+  if (wants_decode(arguments)) return run_decode_bench(arguments);
   Grammar grammar;
   grammar.values = {"head-dims", "seq", "batch", "heads", "variants", "repeats", "configs", "json"};
   for (const std::string& name : numerics_option_names()) grammar.values.push_back(name);

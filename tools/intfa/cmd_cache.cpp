@@ -9,6 +9,7 @@
 
 #include "cache/bundle.hpp"
 #include "cache/disk_cache.hpp"
+#include "common/locations.hpp"
 #include "common/strings.hpp"
 #include "intfa/args.hpp"
 #include "intfa/commands.hpp"
@@ -47,7 +48,7 @@ std::optional<CacheDirectory> cache_directory(const Args& args) {
   const bool positional = args.positional().size() == 2;
   if (option && positional) throw UsageError("give the directory once: --dir DIR or DIR");
   if (!option && !positional) {
-    const auto location = cache::DiskCache::default_directory();
+    const auto location = locations::default_cache_directory();
     if (!location) return std::nullopt;
     return CacheDirectory{*location, false};
   }

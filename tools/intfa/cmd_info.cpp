@@ -1,6 +1,7 @@
 #include <cstdio>
 
 #include "cache/disk_cache.hpp"
+#include "common/locations.hpp"
 #include "common/strings.hpp"
 #include "device/arch.hpp"
 #include "device/device_info.hpp"
@@ -44,7 +45,7 @@ int run_info(const Arguments& arguments) {
   std::printf("CUDA headers   %s\n", include_dir ? include_dir->c_str() : "not found (not needed)");
   std::printf("templates      %s (%zu files)\n", render::TemplateSet::active().origin().c_str(),
               render::TemplateSet::active().files().size());
-  const auto directory = cache::DiskCache::default_directory();
+  const auto directory = locations::default_cache_directory();
   if (!directory) {
     std::printf("cache          disabled (INTFA_CACHE_DISABLE=1)\n");
     return 0;

@@ -15,7 +15,9 @@
 #include "attention/attention_spec.hpp"
 #include "cache/bundle.hpp"
 #include "cache/disk_cache.hpp"
+#include "common/file_io.hpp"
 #include "common/strings.hpp"
+#include "decode/paged_family.hpp"
 #include "device/arch.hpp"
 #include "intfa/args.hpp"
 #include "intfa/commands.hpp"
@@ -61,6 +63,10 @@ const char* const kPrecompileUsage =
     "  --smooth-k[=BOOL]          K smoothing: its mean pass, K's smoothed rows and Q's rows\n"
     "                             with the LSE term (on by default; --smooth-k=0: plain rows)\n"
     "  --rotate[=BOOL]            Q's and K's rows rotated (incoherent processing)\n\n"
+    "Paged KV cache (include/intfa/paged.hpp):\n"
+    "  --paged-bits LIST          8,4: also every kernel of the paged cache with these cache\n"
+    "                             widths (append, decode, merge) for each arch, head dim and\n"
+    "                             dtype (default: none)\n\n"
     "A flag is on alone, or takes a value: --list=no (1/0, true/false, on/off, yes/no).\n"
     "Integers take a k suffix (4k = 4096).\n\n"
     "Prints the number of kernels, how many were compiled now and how many were already\n"
@@ -84,6 +90,7 @@ struct BundlePlan {
   fs::path tuning_database;
   AttentionOptions numerics;  // p_encoding, p_scale, v_granularity, smooth_k, rotate_qk
   int qk_bits = 8;
+  std::vector<int> paged_bits;  // the paged cache's kernels for these widths
   unsigned jobs = 0;  // 0: all cores
   bool list_only = false;
 };
@@ -133,7 +140,8 @@ ConfigMode parse_config_mode(const std::string& text) {
 BundlePlan parse_plan(const Arguments& arguments) {
   Grammar grammar;
   grammar.values = {"out",       "arch", "head-dims", "variants", "dtypes",  "configs",
-                    "tuning-db", "jobs", "p",         "p-scale",  "v-scale", "qk-bits"};
+                    "tuning-db", "jobs", "p",         "p-scale",  "v-scale", "qk-bits",
+                    "paged-bits"};
   grammar.flags = qk_transform_flag_names();
   grammar.flags.push_back("list");
   const Args args(with_long_options(arguments), grammar);
@@ -147,7 +155,7 @@ BundlePlan parse_plan(const Arguments& arguments) {
     const fs::file_type type = fs::symlink_status(plan.directory, error).type();
     if (type != fs::file_type::not_found && type != fs::file_type::none &&
         !fs::is_directory(plan.directory, error)) {
-      throw UsageError("--out " + *out + ": it is " + cache::file_type_name(type) +
+      throw UsageError("--out " + *out + ": it is " + files::file_type_name(type) +
                        ", not a directory");
     }
   }
@@ -166,6 +174,12 @@ BundlePlan parse_plan(const Arguments& arguments) {
   parse_qk_transforms(args, plan.numerics);
   plan.qk_bits = unused_problem.qk_bits;
   plan.jobs = static_cast<unsigned>(args.get_int("jobs", 0, 1, 1024));
+  for (long bits : args.get_int_list("paged-bits", {}, 4, 8)) {
+    if (bits != 8 && bits != 4) {
+      throw UsageError("--paged-bits " + std::to_string(bits) + ": expected 8 or 4");
+    }
+    plan.paged_bits.push_back(static_cast<int>(bits));
+  }
   return plan;
 }
 
@@ -234,10 +248,24 @@ std::vector<render::KernelSpec> bundle_specs(const BundlePlan& plan) {
       if (seen.insert(spec).second) specs.push_back(spec);
     }
   };
+  // The paged cache's kernels, after the attention calls' (for every config mode).
+  auto add_paged = [&] {
+    for (device::Arch arch : plan.archs)
+      for (DType dtype : plan.dtypes)
+        for (int head_dim : plan.head_dims)
+          for (int bits : plan.paged_bits)
+            for (const render::KernelSpec& spec : paged::family_specs(arch, head_dim, bits, dtype)) {
+              if (spec.family == render::KernelFamily::kPagedDecode) {
+                paged::check_decode_config(spec, device::default_max_shared_bytes(arch));
+              }
+              if (seen.insert(spec).second) specs.push_back(spec);
+            }
+  };
   if (plan.configs == ConfigMode::kTuned) {
     for (const tune::TuningEntry& entry : tuned_entries(plan)) {
       add_call(entry.bucket.request, entry.bucket.request.output_type, {entry.best.config});
     }
+    add_paged();
     return specs;
   }
   for (device::Arch arch : plan.archs) {
@@ -258,6 +286,7 @@ std::vector<render::KernelSpec> bundle_specs(const BundlePlan& plan) {
       }
     }
   }
+  add_paged();
   return specs;
 }
 

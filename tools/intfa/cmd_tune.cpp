@@ -46,7 +46,9 @@ const char* const kTuneUsage =
     "  --force                       re-tune buckets the database already has\n"
     "  --configs M,N,W,S;...         try only these configs (and the heuristic's)\n"
     "  --tuning-db FILE              default: $INTFA_TUNE_DB, else tuning.json in the cache dir\n"
-    "  --json FILE                   every candidate's outcome and time, as JSON\n\n"
+    "  --json FILE                   every candidate's outcome and time, as JSON\n"
+    "  --decode                      instead: the paged KV cache's split counts (and tile\n"
+    "                                configs), with their own options (intfa tune --decode --help)\n\n"
     "Numerics (one value each; each selects other kernels):\n"
     "  --dtype f16|bf16  --qk-bits 8|4  --p u8|s8  --p-scale running|tile\n"
     "  --v-scale tensor|channel|block\n"
@@ -383,6 +385,7 @@ void print_budget_note(const std::vector<tune::BucketResult>& results, double bu
 }  // namespace
 
 int run_tune(const Arguments& arguments) {
+  if (wants_decode(arguments)) return run_decode_tune(arguments);
   const TuneOptions options = parse_options(arguments);
   std::string reason;
   if (!device::driver_available(&reason)) {

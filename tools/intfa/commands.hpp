@@ -25,6 +25,12 @@ int run_bench(const Arguments& arguments);
 int run_precompile(const Arguments& arguments);
 int run_tune(const Arguments& arguments);
 
+// `intfa bench --decode` and `intfa tune --decode` (cmd_decode.cpp): the paged KV cache.
+int run_decode_bench(const Arguments& arguments);
+int run_decode_tune(const Arguments& arguments);
+// True when `arguments` hold --decode (its verbs take their own options).
+bool wants_decode(const Arguments& arguments);
+
 // `intfa bench --jit` (bench_jit.cpp): writes JSON to `json_path` unless it is empty.
 int run_jit_bench(const std::string& json_path, int repeats);
 
@@ -34,5 +40,6 @@ extern const char* const kRunUsage;
 extern const char* const kBenchUsage;
 extern const char* const kPrecompileUsage;
 extern const char* const kTuneUsage;
+extern const char* const kDecodeUsage;
 
 }  // namespace intfa::cli

@@ -69,7 +69,12 @@ int main(int argc, char** argv) {
     const Arguments arguments(argv + 2, argv + argc);
     for (const std::string& argument : arguments) {
       if (argument == "--help" || argument == "-h") {
-        print_usage(stdout, command);
+        // bench and tune take the paged cache's own options after --decode.
+        if (wants_decode(arguments) && command.run != run_info) {
+          std::printf("%s", kDecodeUsage);
+        } else {
+          print_usage(stdout, command);
+        }
         return 0;
       }
     }

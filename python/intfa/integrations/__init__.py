@@ -1,0 +1,18 @@
+"""intfa in the clients people run attention through, each a submodule imported on use:
+
+* ``intfa.integrations.transformers.register()``: ``attn_implementation="intfa"`` for
+  transformers models (prefill on intfa; masks other than causal, decode steps and training on
+  transformers' own SDPA path).
+* ``intfa.integrations.diffusers``: a diffusers attention backend function (``backend()``), and
+  ``register()`` to install it in place of one of diffusers' backends ("native" by default).
+* ``intfa.integrations.sdpa.patch_sdpa()`` (also ``intfa.patch_sdpa``): replaces
+  ``torch.nn.functional.scaled_dot_product_attention``, ComfyUI-style, as a context manager or
+  until ``undo()``.
+
+Each takes intfa.attention's numerics options (``variant``, ``smooth_k``, ...), a ``fallback``
+policy (None: the process-wide one) and ``decode_seq_q``: calls with at most that many queries
+against a longer K/V run SDPA (default 16; 0: intfa serves them too) until intfa's paged KV-cache
+kernels serve decode. Each keeps its client's semantics: causal masks aligned as the client's
+(SDPA's top-left, or transformers' cache positions), GQA, the softmax scale; what intfa does not
+serve runs the client's own SDPA call, counted in ``intfa.fallback_stats()``.
+"""

@@ -1,0 +1,108 @@
+// The merge of partial attention states by their LSE (issue 29's merge_states; the combine of
+// split-KV decode): out = sum_s w_s values_s / sum_s w_s with w_s = exp(lse_s - max_s lse_s).
+// Each thread owns 8 consecutive channels of one row; the row's threads read every state's LSE
+// (one broadcast load each), so a state is read once and the output written once.
+#pragma once
+
+#include "common/numeric.cuh"
+#include "decode/paged_params.h"
+
+namespace intfa {
+namespace kernels {
+
+// 8 consecutive values of a state as floats (FP32 states: two 16-byte loads; 16-bit: one).
+template <ElementType Type>
+__device__ __forceinline__ void load_8_values(const void* base, i64 offset, float (&values)[8]) {
+  if constexpr (Type == ElementType::kF32) {
+    const uint4* source = reinterpret_cast<const uint4*>(static_cast<const float*>(base) + offset);
+    const uint4 low = source[0], high = source[1];
+    const u32 words[8] = {low.x, low.y, low.z, low.w, high.x, high.y, high.z, high.w};
+#pragma unroll
+    for (int i = 0; i < 8; ++i) values[i] = __int_as_float(static_cast<int>(words[i]));
+  } else {
+    const uint4 raw = *reinterpret_cast<const uint4*>(static_cast<const u16*>(base) + offset);
+    const u32 words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      values[2 * i] = element_to_float<Type>(static_cast<u16>(words[i] & 0xFFFF));
+      values[2 * i + 1] = element_to_float<Type>(static_cast<u16>(words[i] >> 16));
+    }
+  }
+}
+
+template <int HeadDim, ElementType StateType, ElementType OutputType>
+__global__ void __launch_bounds__(kPagedRowThreads) merge_states(const MergeStatesParams params) {
+  static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
+  static_assert(OutputType != ElementType::kF32, "16-bit outputs");
+  constexpr int kThreadsPerRow = HeadDim / 8;
+  constexpr int kRowsPerBlock = kPagedRowThreads / kThreadsPerRow;
+  constexpr float kLog2E = 1.4426950408889634f;
+  constexpr float kLn2 = 0.6931471805599453f;
+  const int lane_in_row = threadIdx.x % kThreadsPerRow;
+  const i64 row = static_cast<i64>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kThreadsPerRow;
+  const i64 rows = static_cast<i64>(params.outer) * params.inner * params.heads;
+  if (row >= rows) return;  // every thread of a row leaves together
+  const int head = static_cast<int>(row % params.heads);
+  const int inner = static_cast<int>(row / params.heads % params.inner);
+  const int outer = static_cast<int>(row / (static_cast<i64>(params.heads) * params.inner));
+  const int channel = lane_in_row * 8;
+  auto offset3 = [&](const i64(&strides)[3]) {
+    return outer * strides[0] + inner * strides[1] + head * strides[2];
+  };
+  const i64 first_lse_at = offset3(params.first_lse_strides);
+  const i64 rest_lse_at = offset3(params.rest_lse_strides);
+  auto state_lse = [&](int state) {
+    return state == 0 ? params.first_lse[first_lse_at]
+                      : params.rest_lse[(state - 1) * params.lse_state_stride + rest_lse_at];
+  };
+
+  float maximum = __int_as_float(0xff800000);  // -inf
+  for (int state = 0; state < params.num_states; ++state)
+    maximum = fmaxf(maximum, state_lse(state));
+  float merged[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) merged[i] = 0.0f;
+  float weight_sum = 0.0f;
+  if (maximum != __int_as_float(0xff800000)) {
+    for (int state = 0; state < params.num_states; ++state) {
+      const float lse = state_lse(state);
+      if (lse == __int_as_float(0xff800000)) continue;  // nothing: its values are never read
+      const float weight = exp2_approx((lse - maximum) * kLog2E);
+      weight_sum += weight;
+      float values[8];
+      if (state == 0) {
+        load_8_values<StateType>(params.first_values,
+                                 offset3(params.first_values_strides) + channel, values);
+      } else {
+        load_8_values<StateType>(params.rest_values,
+                                 (state - 1) * params.values_state_stride +
+                                     offset3(params.rest_values_strides) + channel,
+                                 values);
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) merged[i] += weight * values[i];
+    }
+    const float inverse = divide_rn(1.0f, weight_sum);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) merged[i] *= inverse;
+  }
+  // In place, merged_lse may be first_lse: every thread of the row has read it before it is
+  // written (a row's threads are consecutive lanes of one warp).
+  const unsigned row_lanes = kThreadsPerRow == 32
+                                 ? 0xFFFFFFFFu
+                                 : ((1u << kThreadsPerRow) - 1u)
+                                       << (threadIdx.x % 32 / kThreadsPerRow * kThreadsPerRow);
+  __syncwarp(row_lanes);
+
+  u16* out = static_cast<u16*>(params.merged) + offset3(params.merged_strides) + channel;
+  *reinterpret_cast<uint4*>(out) = make_uint4(
+      pack_float2<OutputType>(merged[0], merged[1]), pack_float2<OutputType>(merged[2], merged[3]),
+      pack_float2<OutputType>(merged[4], merged[5]), pack_float2<OutputType>(merged[6], merged[7]));
+  if (params.merged_lse != nullptr && lane_in_row == 0) {
+    params.merged_lse[offset3(params.merged_lse_strides)] =
+        weight_sum > 0.0f ? maximum + log2_approx(weight_sum) * kLn2 : maximum;
+  }
+}
+
+}  // namespace kernels
+}  // namespace intfa

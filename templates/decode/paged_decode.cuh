@@ -1,0 +1,599 @@
+// Split-KV decode attention over the paged INT8/INT4 cache (flash-decoding). One block takes one
+// (split of the sequence, tile of query rows, sequence and KV head): the query rows are every
+// query head of the KV head's group for each new query, so K and V are read once for all of them
+// (GQA/MQA). Four warps each own 16 rows; warps that share a row tile take turns at the stage's
+// 16-token tiles and merge their states at the end. K, V and their scales stream through a
+// cp.async pipeline of `Stages` buffers; each warp dequantizes its tiles in registers to FP16
+// tensor-core operands: S = Q K^T and O += P V with mma.sync m16n8k16 and FP32 accumulation,
+// the online softmax in FP32 between them. Layout, numerics and why: README.md in this folder.
+#pragma once
+
+#include "common/copy.cuh"
+#include "common/mma.cuh"
+#include "common/numeric.cuh"
+#include "decode/dequantize.cuh"
+#include "decode/paged_params.h"
+
+namespace intfa {
+namespace kernels {
+
+template <int HeadDim, int Bits, ElementType QueryType, ElementType OutputType, int BlockRows,
+          int StageTokens, int Stages>
+struct PagedDecodeConfig {
+  static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
+  static_assert(Bits == 8 || Bits == 4, "8 or 4 bits");
+  static_assert(BlockRows == 16 || BlockRows == 32 || BlockRows == 64, "16, 32 or 64 rows");
+  static_assert(Stages >= 2 && Stages <= 4, "2 to 4 stages");
+  static constexpr int kWarps = kPagedDecodeWarps;
+  static constexpr int kThreads = kWarps * 32;
+  static constexpr int kRowTiles = BlockRows / 16;
+  static constexpr int kTokenGroups = kWarps / kRowTiles;  // warps sharing one row tile
+  static constexpr int kStageTiles = StageTokens / kPagedTileTokens;
+  static_assert(StageTokens % kPagedTileTokens == 0 && kStageTiles % kTokenGroups == 0 &&
+                    kStageTiles % kWarps == 0,
+                "every warp takes the same number of tiles per stage, to copy and to compute");
+  static constexpr int kTilesPerWarp = kStageTiles / kTokenGroups;
+  static constexpr int kChunkGroups = HeadDim / 64;  // 64 channels: 4 lanes x 16 channels
+  static constexpr int kKSteps = 4;                  // m16n8k16 steps per chunk group
+  static constexpr int kRowBytes = paged_row_bytes(HeadDim, Bits);
+  static constexpr int kRowChunks = kRowBytes / 16;
+  static constexpr int kLaneChunkBytes = 16 * Bits / 8;  // 16 channels
+  static constexpr int kLaneChunkWords = kLaneChunkBytes / 4;
+  static constexpr int kScalesPerRow = paged_scales_per_row(HeadDim, Bits);
+  static constexpr int kScaleRowBytes = kScalesPerRow * paged_scale_bytes(Bits);
+  static constexpr int kTileScaleBytes = kPagedTileTokens * kScaleRowBytes;
+  // One stage: K data, V data, K scales, V scales.
+  static constexpr int kStageDataBytes = StageTokens * kRowBytes;
+  static constexpr int kStageScaleBytes = StageTokens * kScaleRowBytes;
+  static constexpr int kStageBytes = 2 * (kStageDataBytes + kStageScaleBytes);
+  static_assert(kStageBytes == paged_decode_stage_bytes(HeadDim, Bits, StageTokens), "layout");
+  // Q's fragments in shared memory past the pipeline's buffers (d = 256 only).
+  static constexpr bool kQInShared = HeadDim > 128;
+  static constexpr int kQSharedOffset = Stages * kStageBytes;
+  static constexpr int kSharedBytes =
+      paged_decode_shared_bytes(HeadDim, Bits, BlockRows, StageTokens, Stages);
+  static_assert(!kQInShared || kQSharedOffset + BlockRows * HeadDim * 2 <= kSharedBytes,
+                "room for Q's fragments");
+
+  // Physical 16-byte chunk of a row's logical chunk, XOR-permuted by token so that the lanes of
+  // one shared-memory wavefront read distinct banks: INT8 lanes read 16 bytes of 2 tokens per
+  // quarter warp, INT4 lanes 8 bytes of 4 tokens per half warp (README.md, "Shared memory").
+  __device__ __forceinline__ static int chunk_swizzle(int token) {
+    if (Bits == 8) return kRowChunks >= 8 ? (token & 1) * 4 : 0;
+    if (kRowChunks == 4) return ((token >> 1) & 1) * 2;
+    return kRowChunks == 8 ? (token & 3) * 2 : 0;
+  }
+  // Byte offset in a stage's K or V buffer of the lane chunk `unit` (16 channels) of `token`.
+  __device__ __forceinline__ static int lane_chunk_offset(int token, int unit) {
+    if (Bits == 8) return token * kRowBytes + ((unit ^ chunk_swizzle(token)) << 4);
+    return token * kRowBytes + (((unit >> 1) ^ chunk_swizzle(token)) << 4) + ((unit & 1) << 3);
+  }
+};
+
+// -inf (NVRTC has neither <limits> nor a constexpr infinity builtin).
+__device__ __forceinline__ float paged_negative_infinity() {
+  return __int_as_float(0xff800000);
+}
+
+template <int HeadDim, int Bits, ElementType QueryType, ElementType OutputType, int BlockRows,
+          int StageTokens, int Stages>
+__global__ void __launch_bounds__(kPagedDecodeWarps * 32, paged_decode_min_blocks(HeadDim))
+    paged_decode(const PagedDecodeParams params) {
+  using Config =
+      PagedDecodeConfig<HeadDim, Bits, QueryType, OutputType, BlockRows, StageTokens, Stages>;
+  constexpr int kGroups = Config::kChunkGroups;
+  constexpr float kLn2 = 0.6931471805599453f;
+  extern __shared__ __align__(16) u8 shared[];
+
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int lane_group = lane / 4;     // fragment row (and row + 8), and K/V token in a tile
+  const int lane_in_group = lane % 4;  // fragment column pair, and 16-channel chunk
+  const int row_tile = warp % Config::kRowTiles;
+  const int token_group = warp / Config::kRowTiles;
+  const PagedCacheParams& cache = params.cache;
+  const int split = blockIdx.x;
+  const int batch = blockIdx.z / cache.heads_kv;
+  const int head_kv = blockIdx.z % cache.heads_kv;
+  const int seq_len = params.seq_lens[batch];
+  const int rows = params.q_len * params.group;
+  const int warp_first_row = blockIdx.y * BlockRows + row_tile * 16;
+
+  // This split's tokens: equal shares rounded up to whole stages, so a tile never straddles two
+  // splits; trailing splits of a short sequence are empty.
+  const int share = (seq_len + params.num_splits - 1) / params.num_splits;
+  const int split_tokens = (share + StageTokens - 1) / StageTokens * StageTokens;
+  const int split_start = split * split_tokens;
+  const int split_end = min(seq_len, split_start + split_tokens);
+
+  // ---- Q: this lane's rows (fragment rows g and g + 8) and channels 64 cg + 16 t .. + 15,
+  // scaled into the log2 domain and rounded to FP16 pairs in the channel order of the K pairs,
+  // as the A fragments of the k steps. Up to d = 128 they stay in registers; at d = 256 (whose
+  // FP32 output already takes 128 registers) each lane parks its own in shared memory.
+  u32 q_registers[Config::kQInShared ? 1 : kGroups][Config::kKSteps][4];
+  uint4* q_shared = reinterpret_cast<uint4*>(shared + Config::kQSharedOffset) +
+                    row_tile * kGroups * Config::kKSteps * 32 + lane;
+  float smoothing[2] = {0.0f, 0.0f};  // q . k_offset, log2 domain
+#pragma unroll
+  for (int cg = 0; cg < kGroups; ++cg) {
+    const int channel = 64 * cg + 16 * lane_in_group;
+    u32 pairs[2][8];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = warp_first_row + lane_group + 8 * half;
+      const bool real = row < rows;
+      const int query = real ? row / params.group : 0;
+      const int head_q = head_kv * params.group + (real ? row % params.group : 0);
+      const u16* q_row = static_cast<const u16*>(params.q) + batch * params.q_batch_stride +
+                         query * params.q_token_stride + head_q * params.q_head_stride;
+      float values[16];
+#pragma unroll
+      for (int part = 0; part < 2; ++part) {
+        uint4 raw = make_uint4(0, 0, 0, 0);
+        if (real) raw = *reinterpret_cast<const uint4*>(q_row + channel + 8 * part);
+        const u32 words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+        for (int w = 0; w < 4; ++w) {
+          values[8 * part + 2 * w] =
+              element_to_float<QueryType>(static_cast<u16>(words[w] & 0xFFFF)) * params.scale_log2;
+          values[8 * part + 2 * w + 1] =
+              element_to_float<QueryType>(static_cast<u16>(words[w] >> 16)) * params.scale_log2;
+        }
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        pairs[half][j] =
+            pack_f16x2(values[pair_first_channel<Bits>(j)], values[pair_second_channel<Bits>(j)]);
+      }
+      if (cache.k_offset != nullptr) {
+        // The dot product with the rounded queries, as the scores see them.
+        const float* offset = cache.k_offset + head_kv * HeadDim + channel;
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          smoothing[half] += f16_to_float(static_cast<u16>(pairs[half][j] & 0xFFFF)) *
+                                 offset[pair_first_channel<Bits>(j)] +
+                             f16_to_float(static_cast<u16>(pairs[half][j] >> 16)) *
+                                 offset[pair_second_channel<Bits>(j)];
+        }
+      }
+    }
+#pragma unroll
+    for (int step = 0; step < Config::kKSteps; ++step) {
+      const u32 a[4] = {pairs[0][2 * step], pairs[1][2 * step], pairs[0][2 * step + 1],
+                        pairs[1][2 * step + 1]};
+      if constexpr (Config::kQInShared) {
+        // One warp per row tile writes; the others read after the pipeline's first barrier.
+        if (token_group == 0) {
+          q_shared[(cg * Config::kKSteps + step) * 32] = make_uint4(a[0], a[1], a[2], a[3]);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) q_registers[Config::kQInShared ? 0 : cg][step][i] = a[i];
+      }
+    }
+  }
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    smoothing[half] += __shfl_xor_sync(0xFFFFFFFFu, smoothing[half], 1);
+    smoothing[half] += __shfl_xor_sync(0xFFFFFFFFu, smoothing[half], 2);
+  }
+
+  // ---- Online-softmax state of this warp's rows over its tokens. O is kept in units of
+  // v_reference (INT8 V: the largest V scale seen so far, folded into P so that P stays in
+  // [0, 1] in FP16 whatever V's magnitude).
+  float row_max[2] = {paged_negative_infinity(), paged_negative_infinity()};
+  float row_sum[2] = {0.0f, 0.0f};  // this lane's columns only; reduced at the end
+  float v_reference = 0.0f;
+  float v_reference_inverse = 0.0f;
+  float o[kGroups][8][4];
+#pragma unroll
+  for (int cg = 0; cg < kGroups; ++cg)
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o[cg][j][i] = 0.0f;
+
+  // The first query row this warp holds bounds the causal limit of all its rows from below.
+  const int first_limit =
+      params.causal ? seq_len - params.q_len + warp_first_row / params.group + 1 : seq_len;
+  const int warp_limit = min(seq_len, first_limit);
+  // The keys each of this lane's two rows may see: [0, row_limit).
+  int row_limit[2];
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = warp_first_row + lane_group + 8 * half;
+    row_limit[half] =
+        params.causal ? min(seq_len, seq_len - params.q_len + row / params.group + 1) : seq_len;
+  }
+  const bool warp_has_rows = warp_first_row < rows;
+  const int stage_count =
+      split_start < split_end ? (split_end - split_start + StageTokens - 1) / StageTokens : 0;
+
+  // ---- The pipeline: stage s holds tokens [split_start + s * StageTokens, + StageTokens).
+  auto stage_buffer = [&](int stage) { return shared + (stage % Stages) * Config::kStageBytes; };
+  const int* block_table = params.block_table + batch * params.block_table_stride;
+  // Copies: warp w copies the stage's tiles w, w + 4, ... (K, V and their scales). A tile's 16
+  // rows are contiguous in its page, so lane l's j-th 16-byte chunk is byte 16 (l + 32 j) of the
+  // tile in global memory and lands XOR-swizzled in shared memory. Each tile's cache row (page,
+  // head, position of its first token; -1 past the split, so that no page beyond the sequence's
+  // is looked up) is loaded a stage ahead of its copies, hiding the block table's latency behind
+  // a stage's compute.
+  constexpr int kCopyTiles = Config::kStageTiles / Config::kWarps;
+  constexpr int kTileChunks = kPagedTileTokens * Config::kRowChunks;
+  static_assert(kTileChunks % 32 == 0, "whole rounds of 16-byte copies per lane");
+  constexpr int kTileScaleChunks = Config::kTileScaleBytes / 16;
+  static_assert(kTileScaleChunks <= 16, "K scales on lanes 0..15, V scales on lanes 16..31");
+  using TileRows = int[kCopyTiles];
+  const int page_mask = cache.page_size - 1;
+  auto load_tile_rows = [&](int stage, TileRows& tile_rows) {
+    const int stage_start = split_start + stage * StageTokens;
+#pragma unroll
+    for (int k = 0; k < kCopyTiles; ++k) {
+      const int tile_start = stage_start + (warp + k * Config::kWarps) * kPagedTileTokens;
+      tile_rows[k] = -1;
+      if (stage < stage_count && tile_start < split_end) {
+        const int page = block_table[tile_start >> cache.page_shift];
+        tile_rows[k] =
+            ((page * cache.heads_kv + head_kv) << cache.page_shift) + (tile_start & page_mask);
+      }
+    }
+  };
+  auto issue_stage = [&](int stage, const TileRows& tile_rows) {
+    u8* buffer = stage_buffer(stage);
+#pragma unroll
+    for (int k = 0; k < kCopyTiles; ++k) {
+      const int row = tile_rows[k];
+      if (row < 0) continue;
+      const int tile = warp + k * Config::kWarps;
+      const i64 source = static_cast<i64>(row) * Config::kRowBytes;
+      u8* k_destination = buffer + tile * kPagedTileTokens * Config::kRowBytes;
+#pragma unroll
+      for (int j = 0; j < kTileChunks / 32; ++j) {
+        const int chunk = lane + 32 * j;
+        const int token = chunk / Config::kRowChunks;
+        const int column = chunk % Config::kRowChunks;
+        const int destination =
+            token * Config::kRowBytes + ((column ^ Config::chunk_swizzle(token)) << 4);
+        copy_16_bytes_async(shared_address(k_destination + destination),
+                            cache.k_data + source + chunk * 16, true);
+        copy_16_bytes_async(shared_address(k_destination + Config::kStageDataBytes + destination),
+                            cache.v_data + source + chunk * 16, true);
+      }
+      const int scale_chunk = lane % 16;
+      if (scale_chunk < kTileScaleChunks) {
+        const bool values = lane >= 16;
+        const i64 scale_source = static_cast<i64>(row) * Config::kScaleRowBytes + scale_chunk * 16;
+        copy_16_bytes_async(
+            shared_address(buffer + 2 * Config::kStageDataBytes +
+                           (values ? Config::kStageScaleBytes : 0) +
+                           tile * Config::kTileScaleBytes + scale_chunk * 16),
+            static_cast<const u8*>(values ? cache.v_scale : cache.k_scale) + scale_source, true);
+      }
+    }
+  };
+
+  // ---- One 16-token tile of this warp: S = Q K^T, the softmax step, O += P V.
+  auto process_tile = [&](const u8* buffer, int tile, int tile_start) {
+    const u8* k_tile = buffer;
+    const u8* v_tile = buffer + Config::kStageDataBytes;
+    const u8* k_scales = buffer + 2 * Config::kStageDataBytes;
+    const u8* v_scales = k_scales + Config::kStageScaleBytes;
+    const int first_token = tile * kPagedTileTokens;  // in the stage
+
+    float s[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) s[nt][i] = 0.0f;
+      const int token = first_token + 8 * nt + lane_group;
+#pragma unroll
+      for (int cg = 0; cg < kGroups; ++cg) {
+        const int unit = 4 * cg + lane_in_group;
+        u32 words[Config::kLaneChunkWords];
+        u32 scale2 = 0;
+        if constexpr (Bits == 8) {
+          const uint4 raw =
+              *reinterpret_cast<const uint4*>(k_tile + Config::lane_chunk_offset(token, unit));
+          words[0] = raw.x, words[1] = raw.y, words[2] = raw.z, words[3] = raw.w;
+        } else {
+          const uint2 raw =
+              *reinterpret_cast<const uint2*>(k_tile + Config::lane_chunk_offset(token, unit));
+          words[0] = raw.x, words[1] = raw.y;
+          scale2 = f16_broadcast(reinterpret_cast<const u16*>(
+              k_scales)[token * Config::kScalesPerRow + unit * 16 / kPagedInt4Group]);
+        }
+        u32 pairs[8];
+        chunk_to_f16x2<Bits>(words, scale2, pairs);
+#pragma unroll
+        for (int step = 0; step < Config::kKSteps; ++step) {
+          u32 a[4];
+          if constexpr (Config::kQInShared) {
+            const uint4 stored = q_shared[(cg * Config::kKSteps + step) * 32];
+            a[0] = stored.x, a[1] = stored.y, a[2] = stored.z, a[3] = stored.w;
+          } else {
+#pragma unroll
+            for (int i = 0; i < 4; ++i) a[i] = q_registers[Config::kQInShared ? 0 : cg][step][i];
+          }
+          mma_f16_m16n8k16(s[nt], a, pairs[2 * step], pairs[2 * step + 1]);
+        }
+      }
+    }
+
+    // Scores in the log2 domain: INT8 keys' scale per token, -inf where a key is not allowed.
+    const bool needs_mask = tile_start + kPagedTileTokens > warp_limit;
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      const int column = first_token + 8 * nt + 2 * lane_in_group;
+      if constexpr (Bits == 8) {
+        const float2 scale = *reinterpret_cast<const float2*>(k_scales + column * 4);
+        s[nt][0] *= scale.x, s[nt][1] *= scale.y, s[nt][2] *= scale.x, s[nt][3] *= scale.y;
+      }
+      if (needs_mask) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int key = tile_start + 8 * nt + 2 * lane_in_group + (i & 1);
+          // A select, not arithmetic: a slot past the sequence end may hold NaN scales.
+          if (key >= row_limit[i >> 1]) s[nt][i] = paged_negative_infinity();
+        }
+      }
+    }
+
+    float factor[2];
+    float p[2][4];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      float tile_max = fmaxf(fmaxf(s[0][2 * half], s[0][2 * half + 1]),
+                             fmaxf(s[1][2 * half], s[1][2 * half + 1]));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 1));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 2));
+      const float new_max = fmaxf(row_max[half], tile_max);
+      // A row with no allowed key yet keeps max -inf: its P is 0, its state untouched.
+      const float reference = new_max == paged_negative_infinity() ? 0.0f : new_max;
+      factor[half] = exp2_approx(row_max[half] - reference);
+      row_max[half] = new_max;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          p[nt][2 * half + e] = exp2_approx(s[nt][2 * half + e] - reference);
+          sum += p[nt][2 * half + e];
+        }
+      row_sum[half] = row_sum[half] * factor[half] + sum;
+    }
+
+    if constexpr (Bits == 8) {
+      // V's per-token scales fold into P: P' = P * v_scale / v_reference.
+      float v_scale[2][2];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int column = first_token + 8 * nt + 2 * lane_in_group;
+        const float2 scale = *reinterpret_cast<const float2*>(v_scales + column * 4);
+        const int key = tile_start + 8 * nt + 2 * lane_in_group;
+        v_scale[nt][0] = key < seq_len ? scale.x : 0.0f;
+        v_scale[nt][1] = key + 1 < seq_len ? scale.y : 0.0f;
+      }
+      float tile_v_max =
+          fmaxf(fmaxf(v_scale[0][0], v_scale[0][1]), fmaxf(v_scale[1][0], v_scale[1][1]));
+      tile_v_max = fmaxf(tile_v_max, __shfl_xor_sync(0xFFFFFFFFu, tile_v_max, 1));
+      tile_v_max = fmaxf(tile_v_max, __shfl_xor_sync(0xFFFFFFFFu, tile_v_max, 2));
+      if (tile_v_max > v_reference) {  // the same in every lane: a maximum over the tile
+        const float inverse = divide_rn(1.0f, tile_v_max);
+        // Exactly 1 when the reference does not move, so that the vote below can skip it.
+        const float rebase = v_reference * inverse;
+        factor[0] *= rebase;
+        factor[1] *= rebase;
+        v_reference = tile_v_max;
+        v_reference_inverse = inverse;
+      }
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) p[nt][i] *= v_scale[nt][i & 1] * v_reference_inverse;
+    }
+
+    // O *= factor, skipped (one vote) when no row's frame moved.
+    if (!__all_sync(0xFFFFFFFFu, factor[0] == 1.0f && factor[1] == 1.0f)) {
+#pragma unroll
+      for (int cg = 0; cg < kGroups; ++cg)
+#pragma unroll
+        for (int j = 0; j < 8; ++j) {
+          o[cg][j][0] *= factor[0], o[cg][j][1] *= factor[0];
+          o[cg][j][2] *= factor[1], o[cg][j][3] *= factor[1];
+        }
+    }
+
+    // P as the A operand: the S fragments of the two n8 tiles are the m16k16 A fragment.
+    const u32 p_fragment[4] = {pack_f16x2(p[0][0], p[0][1]), pack_f16x2(p[0][2], p[0][3]),
+                               pack_f16x2(p[1][0], p[1][1]), pack_f16x2(p[1][2], p[1][3])};
+#pragma unroll
+    for (int cg = 0; cg < kGroups; ++cg) {
+      const int unit = 4 * cg + lane_in_group;
+      u32 pairs[2][8];
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int token = first_token + 8 * half + lane_group;
+        u32 words[Config::kLaneChunkWords];
+        u32 scale2 = 0;
+        if constexpr (Bits == 8) {
+          const uint4 raw =
+              *reinterpret_cast<const uint4*>(v_tile + Config::lane_chunk_offset(token, unit));
+          words[0] = raw.x, words[1] = raw.y, words[2] = raw.z, words[3] = raw.w;
+        } else {
+          const uint2 raw =
+              *reinterpret_cast<const uint2*>(v_tile + Config::lane_chunk_offset(token, unit));
+          words[0] = raw.x, words[1] = raw.y;
+          // A slot past the sequence end may hold NaN scales: its values become 0, not NaN.
+          const bool valid = tile_start + 8 * half + lane_group < seq_len;
+          scale2 = valid
+                       ? f16_broadcast(reinterpret_cast<const u16*>(
+                             v_scales)[token * Config::kScalesPerRow + unit * 16 / kPagedInt4Group])
+                       : 0u;
+        }
+        chunk_to_f16x2<Bits>(words, scale2, pairs[half]);
+      }
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        // Lane (g, t) held V[token g][channels of pair j]; the transposes give it
+        // V[tokens 2t, 2t + 1][channel g of pair j's columns], the B operand of P.V.
+        mma_f16_m16n8k16(o[cg][j], p_fragment, transpose_8x8_b16(pairs[0][j]),
+                         transpose_8x8_b16(pairs[1][j]));
+      }
+    }
+  };
+
+  if (stage_count > 0) {
+    TileRows tile_rows;
+#pragma unroll
+    for (int stage = 0; stage < Stages - 1; ++stage) {
+      load_tile_rows(stage, tile_rows);
+      issue_stage(stage, tile_rows);
+      commit_async_copies();
+    }
+    load_tile_rows(Stages - 1, tile_rows);
+    for (int stage = 0; stage < stage_count; ++stage) {
+      wait_async_copies<Stages - 2>();
+      __syncthreads();  // stage landed for every thread; everyone is done with stage - 1
+      if (stage + Stages - 1 < stage_count) issue_stage(stage + Stages - 1, tile_rows);
+      commit_async_copies();
+      load_tile_rows(stage + Stages, tile_rows);
+      if (warp_has_rows) {
+        const u8* buffer = stage_buffer(stage);
+        const int stage_start = split_start + stage * StageTokens;
+#pragma unroll
+        for (int k = 0; k < Config::kTilesPerWarp; ++k) {
+          const int tile = token_group + k * Config::kTokenGroups;
+          const int tile_start = stage_start + tile * kPagedTileTokens;
+          if (tile_start < split_end) process_tile(buffer, tile, tile_start);
+        }
+      }
+    }
+    wait_async_copies<0>();
+  }
+
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    row_sum[half] += __shfl_xor_sync(0xFFFFFFFFu, row_sum[half], 1);
+    row_sum[half] += __shfl_xor_sync(0xFFFFFFFFu, row_sum[half], 2);
+  }
+  // From here O is in plain units.
+#pragma unroll
+  for (int cg = 0; cg < kGroups; ++cg)
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) o[cg][j][i] *= Bits == 8 ? v_reference : 1.0f;
+
+  // ---- Warps that shared a row tile's tokens merge into the first of them.
+  if constexpr (Config::kTokenGroups > 1) {
+    __syncthreads();  // every warp is done with the pipeline buffers
+    float* states = reinterpret_cast<float*>(shared);
+    constexpr int kStateFloats = 16 * (HeadDim + 2);
+    float* mine = states + warp * kStateFloats;
+    if (token_group > 0) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = lane_group + 8 * half;
+#pragma unroll
+        for (int cg = 0; cg < kGroups; ++cg)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const int channel = 64 * cg + 16 * lane_in_group;
+            mine[row * HeadDim + channel + pair_first_channel<Bits>(j)] = o[cg][j][2 * half];
+            mine[row * HeadDim + channel + pair_second_channel<Bits>(j)] = o[cg][j][2 * half + 1];
+          }
+        if (lane_in_group == 0) {
+          mine[16 * HeadDim + row] = row_max[half];
+          mine[16 * HeadDim + 16 + row] = row_sum[half];
+        }
+      }
+    }
+    __syncthreads();
+    if (token_group > 0) return;
+#pragma unroll
+    for (int other = 1; other < Config::kTokenGroups; ++other) {
+      const float* theirs = states + (other * Config::kRowTiles + row_tile) * kStateFloats;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = lane_group + 8 * half;
+        const float their_max = theirs[16 * HeadDim + row];
+        const float new_max = fmaxf(row_max[half], their_max);
+        if (new_max == paged_negative_infinity()) continue;
+        const float mine_factor = exp2_approx(row_max[half] - new_max);
+        const float their_factor = exp2_approx(their_max - new_max);
+        row_max[half] = new_max;
+        row_sum[half] =
+            row_sum[half] * mine_factor + theirs[16 * HeadDim + 16 + row] * their_factor;
+#pragma unroll
+        for (int cg = 0; cg < kGroups; ++cg)
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            const int channel = 64 * cg + 16 * lane_in_group;
+            o[cg][j][2 * half] =
+                o[cg][j][2 * half] * mine_factor +
+                theirs[row * HeadDim + channel + pair_first_channel<Bits>(j)] * their_factor;
+            o[cg][j][2 * half + 1] =
+                o[cg][j][2 * half + 1] * mine_factor +
+                theirs[row * HeadDim + channel + pair_second_channel<Bits>(j)] * their_factor;
+          }
+      }
+    }
+  }
+
+  // ---- Output: out = O / l and lse = (m + log2 l + q . k_offset) ln 2, or the same as this
+  // split's partial state; rows with no allowed key are 0 with LSE -inf.
+  const bool partial = params.partial_out != nullptr;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = warp_first_row + lane_group + 8 * half;
+    if (row >= rows) continue;
+    const int query = row / params.group;
+    const int head_q = head_kv * params.group + row % params.group;
+    const bool empty = row_max[half] == paged_negative_infinity();
+    const float inverse = empty ? 0.0f : divide_rn(1.0f, row_sum[half]);
+    const float lse = empty ? paged_negative_infinity()
+                            : (row_max[half] + log2_approx(row_sum[half]) + smoothing[half]) * kLn2;
+#pragma unroll
+    for (int cg = 0; cg < kGroups; ++cg) {
+      const int channel = 64 * cg + 16 * lane_in_group;
+      float values[16];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        values[pair_first_channel<Bits>(j)] = o[cg][j][2 * half] * inverse;
+        values[pair_second_channel<Bits>(j)] = o[cg][j][2 * half + 1] * inverse;
+      }
+      if (partial) {
+        const i64 at = ((static_cast<i64>(split) * params.batch + batch) * params.q_len + query) *
+                           params.heads_q +
+                       head_q;
+        float4* destination =
+            reinterpret_cast<float4*>(params.partial_out + at * HeadDim + channel);
+#pragma unroll
+        for (int part = 0; part < 4; ++part) {
+          destination[part] = make_float4(values[4 * part], values[4 * part + 1],
+                                          values[4 * part + 2], values[4 * part + 3]);
+        }
+        if (cg == 0 && lane_in_group == 0) params.partial_lse[at] = lse;
+      } else {
+        u16* destination = static_cast<u16*>(params.out) + batch * params.out_batch_stride +
+                           query * params.out_token_stride + head_q * params.out_head_stride +
+                           channel;
+#pragma unroll
+        for (int part = 0; part < 2; ++part) {
+          reinterpret_cast<uint4*>(destination)[part] =
+              make_uint4(pack_float2<OutputType>(values[8 * part], values[8 * part + 1]),
+                         pack_float2<OutputType>(values[8 * part + 2], values[8 * part + 3]),
+                         pack_float2<OutputType>(values[8 * part + 4], values[8 * part + 5]),
+                         pack_float2<OutputType>(values[8 * part + 6], values[8 * part + 7]));
+        }
+        if (cg == 0 && lane_in_group == 0 && params.lse != nullptr) {
+          params.lse[(static_cast<i64>(batch) * params.q_len + query) * params.heads_q + head_q] =
+              lse;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace kernels
+}  // namespace intfa

@@ -1,0 +1,138 @@
+// The paged KV cache's layout constants and the parameters of its kernels (append, decode, merge
+// of partial states), shared by host and device (plain data, by value). Layout and numerics:
+// README.md in this folder.
+#pragma once
+
+#include "common/types.h"
+
+namespace intfa {
+namespace kernels {
+
+// Channels per INT4 scale along head_dim: the CPU model's accuracy study chose 32 over 64
+// (README.md, "Why these choices").
+constexpr int kPagedInt4Group = 32;
+// Tokens per decode tile: the smallest page, so that a tile never spans two pages.
+constexpr int kPagedTileTokens = 16;
+// Threads of the append and merge kernels; each thread owns 8 consecutive channels of a row.
+constexpr int kPagedRowThreads = 128;
+
+// Bytes of one (token, head) row of K or V in the cache: head_dim values of `bits` bits.
+INTFA_HOST_DEVICE constexpr int paged_row_bytes(int head_dim, int bits) {
+  return head_dim * bits / 8;
+}
+// Scales of one (token, head) row: one FP32 for INT8, head_dim / kPagedInt4Group FP16 for INT4.
+INTFA_HOST_DEVICE constexpr int paged_scales_per_row(int head_dim, int bits) {
+  return bits == 8 ? 1 : head_dim / kPagedInt4Group;
+}
+INTFA_HOST_DEVICE constexpr int paged_scale_bytes(int bits) {
+  return bits == 8 ? 4 : 2;
+}
+
+// Warps of a decode block; each owns 16 query rows (one m16 tile) and a share of the tokens.
+constexpr int kPagedDecodeWarps = 4;
+// Blocks per SM the decode kernel's launch bounds keep registers for: three up to d = 128 (at
+// most 170 registers a thread), two at d = 256 (whose FP32 output alone takes 128). The host's
+// split heuristic counts on it (src/decode/paged_family.cpp, resident_blocks).
+INTFA_HOST_DEVICE constexpr int paged_decode_min_blocks(int head_dim) {
+  return head_dim > 128 ? 2 : 3;
+}
+
+// Shared memory of one decode block: `stages` buffers of `stage_tokens` tokens of K, V and their
+// scales (the cp.async pipeline), then at d = 256 Q's FP16 fragments; reused at the end for the
+// states of warps that split a row tile's tokens (16 rows of head_dim FP32 outputs, their maximum
+// and sum, per warp).
+INTFA_HOST_DEVICE constexpr int paged_decode_stage_bytes(int head_dim, int bits, int stage_tokens) {
+  return 2 * stage_tokens *
+         (paged_row_bytes(head_dim, bits) +
+          paged_scales_per_row(head_dim, bits) * paged_scale_bytes(bits));
+}
+INTFA_HOST_DEVICE constexpr int paged_decode_shared_bytes(int head_dim, int bits, int block_rows,
+                                                          int stage_tokens, int stages) {
+  const int pipeline = stages * paged_decode_stage_bytes(head_dim, bits, stage_tokens) +
+                       (head_dim > 128 ? block_rows * head_dim * 2 : 0);
+  const int token_groups = kPagedDecodeWarps / (block_rows / 16);
+  const int merge = token_groups > 1 ? kPagedDecodeWarps * 16 * (head_dim + 2) * 4 : 0;
+  return pipeline > merge ? pipeline : merge;
+}
+
+// One layer's cache: K and V data [num_pages][heads_kv][page_size][row bytes], their scales
+// [num_pages][heads_kv][page_size][scales per row] (FP32 for INT8, FP16 for INT4).
+struct PagedCacheParams {
+  u8* k_data;
+  u8* v_data;
+  void* k_scale;
+  void* v_scale;
+  // K smoothing: [heads_kv][head_dim] FP32 channel offsets subtracted from K before quantizing
+  // (append) and whose dot product with q is added back to the LSE (decode); or null.
+  const float* k_offset;
+  int num_pages;
+  int page_size;   // 16, 32, 64 or 128
+  int page_shift;  // log2(page_size)
+  int heads_kv;
+};
+
+// New rows [tokens][heads_kv][head_dim] (16-bit, element strides, unit stride on head_dim) go to
+// slot_mapping[token] = page * page_size + position; a negative slot skips the token.
+struct PagedAppendParams {
+  const void* k;
+  const void* v;
+  i64 k_token_stride, k_head_stride;  // elements
+  i64 v_token_stride, v_head_stride;  // elements
+  const int* slot_mapping;
+  int tokens;
+  PagedCacheParams cache;
+};
+
+// Queries q[batch][q_len][heads_q][head_dim] against sequence b's first seq_lens[b] cached
+// tokens, whose pages are block_table[b][0 ..]. Query i of sequence b sits at position
+// seq_lens[b] - q_len + i (its own K/V already appended), so causal masking is bottom-right
+// aligned. Rows of a block are query-major: row = i * (heads_q / heads_kv) + query head in the
+// KV head's group.
+struct PagedDecodeParams {
+  const void* q;
+  i64 q_batch_stride, q_token_stride, q_head_stride;  // elements
+  void* out;
+  i64 out_batch_stride, out_token_stride, out_head_stride;  // elements
+  float* lse;  // [batch][q_len][heads_q], natural log; may be null (direct mode)
+  // Split mode (num_splits > 1): each block writes its normalised FP32 output and LSE here,
+  // [num_splits][batch][q_len][heads_q][head_dim] and [num_splits][batch][q_len][heads_q], and
+  // merge_states combines them into out and lse. Null in direct mode.
+  float* partial_out;
+  float* partial_lse;
+  const int* block_table;
+  i64 block_table_stride;  // int32 elements between sequences
+  const int* seq_lens;
+  PagedCacheParams cache;
+  int batch, q_len, heads_q, group;  // group = heads_q / heads_kv
+  int num_splits;
+  int causal;
+  float scale_log2;  // softmax scale * log2(e)
+};
+
+// Merges partial attention states by their LSE: state 0's values are at first_values, state
+// s >= 1's at rest_values + (s - 1) * values_state_stride (likewise the LSEs), each
+// [outer][inner][heads][head_dim] (values, element strides) and [outer][inner][heads] (LSE, float
+// strides). merged = sum_s exp(lse_s - m) values_s / sum_s exp(lse_s - m) with m = max_s lse_s,
+// merged_lse = m + log(sum_s exp(lse_s - m)); states with LSE -inf weigh nothing and are not
+// read; a row whose states are all -inf is zero with LSE -inf. merged may be first_values (in
+// place, with the same strides).
+struct MergeStatesParams {
+  const void* first_values;
+  const void* rest_values;
+  const float* first_lse;
+  const float* rest_lse;
+  i64 values_state_stride;      // elements, between states from rest_values on
+  i64 lse_state_stride;         // floats
+  i64 first_values_strides[3];  // outer, inner, heads (elements)
+  i64 rest_values_strides[3];
+  i64 first_lse_strides[3];  // outer, inner, heads (floats)
+  i64 rest_lse_strides[3];
+  void* merged;
+  i64 merged_strides[3];
+  float* merged_lse;  // may be null
+  i64 merged_lse_strides[3];
+  int outer, inner, heads, num_states;
+};
+
+}  // namespace kernels
+}  // namespace intfa

@@ -1,0 +1,210 @@
+// The paged KV-cache family's host knowledge, without a GPU: how its specs render and read back,
+// the decode kernel's shared memory and configs, the split heuristic and the workspace.
+#include "decode/paged_family.hpp"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "intfa/errors.hpp"
+#include "render/render.hpp"
+
+namespace intfa::paged {
+namespace {
+
+using kernels::ElementType;
+
+device::DeviceInfo h100() {
+  device::DeviceInfo info;
+  info.arch = device::Arch::kSm90a;
+  info.sm_count = 132;
+  info.max_shared_bytes_per_block_optin = 232448;
+  info.max_shared_bytes_per_sm = 233472;
+  return info;
+}
+
+TEST(PagedFamily, EachKernelRendersItsTemplateWithTheSpecValues) {
+  const render::RenderedUnit decode = render::render(decode_spec(
+      device::Arch::kSm90a, 128, 4, ElementType::kBF16, ElementType::kF16, {32, 128, 4}));
+  EXPECT_NE(decode.source.find("#include \"decode/paged_decode.cuh\""), std::string::npos);
+  EXPECT_EQ(decode.name_expression,
+            "intfa::kernels::paged_decode<128, 4, intfa::kernels::ElementType::kBF16, "
+            "intfa::kernels::ElementType::kF16, 32, 128, 4>");
+  const render::RenderedUnit append =
+      render::render(append_spec(device::Arch::kSm80, 64, 8, ElementType::kF16));
+  EXPECT_EQ(append.name_expression,
+            "intfa::kernels::paged_append<64, 8, intfa::kernels::ElementType::kF16>");
+  const render::RenderedUnit merge =
+      render::render(merge_spec(device::Arch::kSm80, 256, ElementType::kF32, ElementType::kBF16));
+  EXPECT_EQ(merge.name_expression,
+            "intfa::kernels::merge_states<256, intfa::kernels::ElementType::kF32, "
+            "intfa::kernels::ElementType::kBF16>");
+}
+
+TEST(PagedFamily, EveryDecodeFieldChangesTheKernel) {
+  const render::KernelSpec base =
+      decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3});
+  std::vector<render::KernelSpec> variants = {
+      base,
+      decode_spec(device::Arch::kSm80, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3}),
+      decode_spec(device::Arch::kSm90a, 64, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3}),
+      decode_spec(device::Arch::kSm90a, 128, 4, ElementType::kF16, ElementType::kF16, {16, 64, 3}),
+      decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kBF16, ElementType::kF16, {16, 64, 3}),
+      decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kBF16, {16, 64, 3}),
+      decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {32, 64, 3}),
+      decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {16, 128, 3}),
+      decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 2}),
+  };
+  std::set<std::string> texts, units;
+  for (const render::KernelSpec& spec : variants) {
+    texts.insert(spec.to_string());
+    const render::RenderedUnit unit = render::render(spec);
+    units.insert(unit.name_expression + device::arch_name(spec.arch));
+  }
+  EXPECT_EQ(texts.size(), variants.size());
+  EXPECT_EQ(units.size(), variants.size());
+}
+
+TEST(PagedFamily, SpecsDescribeTheirFieldsAndReadBackFromJson) {
+  const render::KernelSpec specs[] = {
+      append_spec(device::Arch::kSm90a, 128, 4, ElementType::kBF16),
+      decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kBF16, {64, 64, 3}),
+      merge_spec(device::Arch::kSm89, 64, ElementType::kF32, ElementType::kF16)};
+  EXPECT_EQ(specs[0].to_string(), "paged_append sm_90a d128 bf16->i4");
+  EXPECT_EQ(specs[1].to_string(), "paged_decode sm_90a d128 i8 m64 n64 s3 f16->bf16");
+  EXPECT_EQ(specs[2].to_string(), "merge_states sm_89 d64 f32->f16");
+  for (const render::KernelSpec& spec : specs) {
+    EXPECT_EQ(render::KernelSpec::from_json(spec.to_json()), spec) << spec.to_string();
+  }
+}
+
+TEST(PagedFamily, SharedMemoryIsThePipelineOrTheWarpStatesWhicheverIsLarger) {
+  // d = 128 INT8, 64-token stages of K, V and FP32 scales, three of them.
+  const render::KernelSpec int8 =
+      decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3});
+  EXPECT_EQ(decode_shared_bytes(int8), 3 * 2 * 64 * (128 + 4));
+  // INT4 d = 64: the pipeline (3 * 2 * 64 * (32 + 4) bytes) is smaller than four warps' states.
+  const render::KernelSpec int4 =
+      decode_spec(device::Arch::kSm90a, 64, 4, ElementType::kF16, ElementType::kF16, {16, 64, 3});
+  EXPECT_EQ(decode_shared_bytes(int4), 4 * 16 * (64 + 2) * 4);
+  // One row tile per warp: no states to merge. d = 256 adds Q's fragments.
+  const render::KernelSpec wide =
+      decode_spec(device::Arch::kSm90a, 256, 8, ElementType::kF16, ElementType::kF16, {64, 64, 2});
+  EXPECT_EQ(decode_shared_bytes(wide), 2 * 2 * 64 * (256 + 4) + 64 * 256 * 2);
+}
+
+TEST(PagedFamily, ConfigChecksNameTheFieldAndSharedMemoryIsUnsupportedNotInvalid) {
+  render::KernelSpec spec =
+      decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3});
+  EXPECT_NO_THROW(check_decode_config(spec, 232448));
+  spec.block_m = 48;
+  try {
+    check_decode_config(spec, 232448);
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& error) {
+    EXPECT_EQ(error.field(), "config.block_rows");
+  }
+  spec.block_m = 16;
+  spec.stages = 5;
+  EXPECT_THROW(check_decode_config(spec, 232448), InvalidArgument);
+  spec.stages = 4;
+  spec.block_n = 128;
+  EXPECT_THROW(check_decode_config(spec, 99 * 1024), Unsupported);
+}
+
+TEST(PagedFamily, TheHeuristicTakesAsFewRowTilesAsHoldTheRows) {
+  EXPECT_EQ(heuristic_config(1, 128, 8).block_rows, 16);   // MHA, one query
+  EXPECT_EQ(heuristic_config(4, 128, 8).block_rows, 16);   // GQA 4, one query
+  EXPECT_EQ(heuristic_config(32, 128, 8).block_rows, 32);  // MQA 32, one query
+  EXPECT_EQ(heuristic_config(64, 128, 4).block_rows, 64);  // GQA 4, 16 queries
+  EXPECT_EQ(heuristic_config(256, 64, 8).block_rows, 64);  // more rows: several row blocks
+  EXPECT_EQ(heuristic_config(4, 128, 8).stages, 3);
+  EXPECT_EQ(heuristic_config(4, 256, 8).stages, 2);
+}
+
+TEST(PagedFamily, EveryHeuristicConfigFitsEveryArch) {
+  for (device::Arch arch : device::all_archs())
+    for (int head_dim : {64, 128, 256})
+      for (int bits : {8, 4})
+        for (int rows : {1, 16, 17, 64}) {
+          const render::KernelSpec spec =
+              decode_spec(arch, head_dim, bits, ElementType::kF16, ElementType::kF16,
+                          heuristic_config(rows, head_dim, bits));
+          EXPECT_NO_THROW(check_decode_config(spec, device::default_max_shared_bytes(arch)))
+              << spec.to_string();
+        }
+}
+
+TEST(PagedFamily, CandidateConfigsStartWithTheHeuristicsAndAllFit) {
+  const std::vector<PagedDecodeConfig> configs = candidate_configs(4, 128, 8, 99 * 1024);
+  ASSERT_GT(configs.size(), 4u);
+  const PagedDecodeConfig heuristic = heuristic_config(4, 128, 8);
+  EXPECT_EQ(configs[0].block_rows, heuristic.block_rows);
+  EXPECT_EQ(configs[0].stages, heuristic.stages);
+  for (const PagedDecodeConfig& config : configs) {
+    EXPECT_LE(kernels::paged_decode_shared_bytes(128, 8, config.block_rows, config.stage_tokens,
+                                                 config.stages),
+              99 * 1024);
+  }
+}
+
+TEST(PagedFamily, SplitsFillWholeWavesWithTheFewestSplits) {
+  // 64 (sequence, KV head) blocks on 396 resident: 6 splits make 384 blocks (97% of a wave).
+  EXPECT_EQ(heuristic_splits(64, 32768, 396), 6);
+  // 256 blocks: 3 splits fill two waves to 97%.
+  EXPECT_EQ(heuristic_splits(256, 4096, 396), 3);
+  // Enough blocks already: no split.
+  EXPECT_EQ(heuristic_splits(396, 32768, 396), 1);
+  // No split shorter than kMinSplitTokens: 300 tokens take at most 2.
+  EXPECT_LE(heuristic_splits(1, 300, 396), 2);
+  EXPECT_EQ(heuristic_splits(1, 1, 396), 1);
+  // At most kMaxSplits.
+  EXPECT_EQ(heuristic_splits(1, 1 << 20, 1000), kMaxSplits);
+  for (long long units : {1LL, 7LL, 50LL, 100LL, 333LL}) {
+    const int splits = heuristic_splits(units, 1 << 20, 396);
+    EXPECT_GE(splits, 1);
+    EXPECT_LE(splits, kMaxSplits);
+  }
+}
+
+TEST(PagedFamily, ResidentBlocksFollowLaunchBoundsAndSharedMemory) {
+  const device::DeviceInfo info = h100();
+  // d = 128: three blocks per SM by the launch bounds (51 KB each fit four).
+  EXPECT_EQ(
+      resident_blocks(
+          decode_spec(info.arch, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3}), info),
+      3 * 132);
+  // 4 stages of 128 tokens at d = 128 INT8 take 132 KB: one per SM.
+  EXPECT_EQ(
+      resident_blocks(
+          decode_spec(info.arch, 128, 8, ElementType::kF16, ElementType::kF16, {16, 128, 4}), info),
+      132);
+}
+
+TEST(PagedFamily, WorkspaceHoldsEverySplitsOutputsThenLses) {
+  EXPECT_EQ(workspace_bytes(1, 8, 1, 32, 128), 0u);
+  const std::size_t lse_at = workspace_lse_offset(6, 8, 1, 32, 128);
+  EXPECT_EQ(lse_at, 6u * 8 * 32 * 128 * 4);
+  EXPECT_EQ(lse_at % 256, 0u);
+  EXPECT_EQ(workspace_bytes(6, 8, 1, 32, 128), lse_at + 6 * 8 * 32 * 4);
+  // Three splits of one row: 768 bytes of outputs, 12 of LSEs rounded up to 256.
+  EXPECT_EQ(workspace_lse_offset(3, 1, 1, 1, 64), 768u);
+  EXPECT_EQ(workspace_bytes(3, 1, 1, 1, 64), 768u + 256u);
+}
+
+TEST(PagedFamily, TheAheadOfTimeListHasEachKernelOnce) {
+  const std::vector<render::KernelSpec> specs =
+      family_specs(device::Arch::kSm90a, 128, 4, DType::kBF16);
+  std::set<std::string> distinct;
+  int decodes = 0;
+  for (const render::KernelSpec& spec : specs) {
+    distinct.insert(spec.to_string());
+    decodes += spec.family == render::KernelFamily::kPagedDecode;
+  }
+  EXPECT_EQ(distinct.size(), specs.size());
+  EXPECT_EQ(decodes, 3);
+  EXPECT_EQ(specs.front().family, render::KernelFamily::kPagedAppend);
+}
+
+}  // namespace
+}  // namespace intfa::paged

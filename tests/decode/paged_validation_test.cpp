@@ -1,0 +1,231 @@
+// The paged cache's API refuses what it cannot run before it looks for a GPU: each bad value is an
+// InvalidArgument naming its field (C++) or INTFA_INVALID_ARGUMENT with that name in
+// intfa_last_error() (C). These run without a GPU.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <string>
+
+#include "intfa/errors.hpp"
+#include "intfa/intfa.h"
+#include "intfa/paged.hpp"
+
+namespace intfa {
+namespace {
+
+// Plausible-looking device addresses: validation must fail before anything dereferences them.
+void* fake_address(std::uintptr_t address) {
+  return reinterpret_cast<void*>(address);
+}
+
+PagedKVCache valid_cache() {
+  PagedKVCache cache;
+  cache.num_pages = 64;
+  cache.page_size = 16;
+  cache.heads_kv = 8;
+  cache.head_dim = 128;
+  cache.bits = 8;
+  cache.k_data = fake_address(0x100000);
+  cache.v_data = fake_address(0x200000);
+  cache.k_scale = fake_address(0x300000);
+  cache.v_scale = fake_address(0x400000);
+  return cache;
+}
+
+// [tokens, heads_kv, head_dim] rows as [1, heads_kv, tokens, head_dim] views.
+TensorView rows_view(void* data, int heads, int head_dim, DType dtype = DType::kF16) {
+  TensorView view;
+  view.data = data;
+  view.dtype = dtype;
+  view.strides = {0, head_dim, static_cast<std::int64_t>(heads) * head_dim, 1};
+  return view;
+}
+
+template <typename Call>
+std::string invalid_field(Call&& call) {
+  try {
+    call();
+  } catch (const InvalidArgument& error) {
+    return error.field();
+  } catch (const std::exception& error) {
+    return std::string("not an InvalidArgument: ") + error.what();
+  }
+  return "(no error)";
+}
+
+TEST(PagedValidation, CacheSizesNameTheirMember) {
+  const std::pair<std::string, void (*)(PagedKVCache&)> cases[] = {
+      {"cache.num_pages", [](PagedKVCache& c) { c.num_pages = 0; }},
+      {"cache.page_size", [](PagedKVCache& c) { c.page_size = 24; }},
+      {"cache.heads_kv", [](PagedKVCache& c) { c.heads_kv = 0; }},
+      {"cache.head_dim", [](PagedKVCache& c) { c.head_dim = 96; }},
+      {"cache.bits", [](PagedKVCache& c) { c.bits = 6; }},
+      {"cache.num_pages", [](PagedKVCache& c) { c.num_pages = 1 << 26; }},  // 2^31 rows
+  };
+  for (const auto& [field, change] : cases) {
+    PagedKVCache cache = valid_cache();
+    change(cache);
+    EXPECT_EQ(invalid_field([&] { paged_data_bytes(cache); }), field);
+  }
+}
+
+TEST(PagedValidation, CacheBytesFollowTheLayout) {
+  PagedKVCache cache = valid_cache();
+  EXPECT_EQ(paged_data_bytes(cache), 64u * 8 * 16 * 128);
+  EXPECT_EQ(paged_scale_bytes(cache), 64u * 8 * 16 * 4);
+  cache.bits = 4;
+  EXPECT_EQ(paged_data_bytes(cache), 64u * 8 * 16 * 64);
+  EXPECT_EQ(paged_scale_bytes(cache), 64u * 8 * 16 * 4 * 2);  // four FP16 group scales
+}
+
+TEST(PagedValidation, AppendChecksCacheRowsAndSlotsBeforeAnyLaunch) {
+  const PagedKVCache cache = valid_cache();
+  const TensorView k = rows_view(fake_address(0x500000), 8, 128);
+  const TensorView v = rows_view(fake_address(0x600000), 8, 128);
+  const int* slots = static_cast<const int*>(fake_address(0x700000));
+  EXPECT_EQ(invalid_field([&] { paged_append(cache, k, v, slots, -1, nullptr); }), "tokens");
+  TensorView bf16 = v;
+  bf16.dtype = DType::kBF16;
+  EXPECT_EQ(invalid_field([&] { paged_append(cache, k, bf16, slots, 4, nullptr); }), "v.dtype");
+  TensorView int8 = k;
+  int8.dtype = DType::kI8;
+  EXPECT_EQ(invalid_field([&] { paged_append(cache, int8, v, slots, 4, nullptr); }), "k.dtype");
+  TensorView misaligned = k;
+  misaligned.data = fake_address(0x500008);
+  EXPECT_EQ(invalid_field([&] { paged_append(cache, misaligned, v, slots, 4, nullptr); }),
+            "k.data");
+  EXPECT_EQ(invalid_field([&] { paged_append(cache, k, v, nullptr, 4, nullptr); }), "slot_mapping");
+  PagedKVCache unaligned = cache;
+  unaligned.k_scale = fake_address(0x300004);
+  EXPECT_EQ(invalid_field([&] { paged_append(unaligned, k, v, slots, 4, nullptr); }),
+            "cache.k_scale");
+  PagedKVCache no_data = cache;
+  no_data.v_data = nullptr;
+  EXPECT_EQ(invalid_field([&] { paged_append(no_data, k, v, slots, 4, nullptr); }), "cache.v_data");
+  // Zero tokens is nothing to do, not an error (and needs no GPU).
+  EXPECT_NO_THROW(paged_append(cache, k, v, slots, 0, nullptr));
+}
+
+struct DecodeCall {
+  PagedKVCache cache = valid_cache();
+  PagedDecodeProblem problem;
+  PagedDecodeTensors tensors;
+  PagedDecodeOptions options;
+
+  DecodeCall() {
+    problem.batch = 4;
+    problem.q_len = 1;
+    problem.heads_q = 32;
+    problem.max_pages = 16;
+    problem.max_seq_len = 256;
+    tensors.q =
+        TensorView::dense(fake_address(0x800000), DType::kF16, Layout::kBNHD, {4, 32, 1, 128});
+    tensors.out =
+        TensorView::dense(fake_address(0x900000), DType::kF16, Layout::kBNHD, {4, 32, 1, 128});
+    tensors.block_table = static_cast<const int*>(fake_address(0xA00000));
+    tensors.seq_lens = static_cast<const int*>(fake_address(0xB00000));
+  }
+  std::string field() {
+    return invalid_field([&] { paged_decode(cache, problem, tensors, nullptr, options); });
+  }
+};
+
+TEST(PagedValidation, DecodeProblemFieldsAreNamed) {
+  const std::pair<std::string, void (*)(DecodeCall&)> cases[] = {
+      {"problem.batch", [](DecodeCall& c) { c.problem.batch = 0; }},
+      {"problem.q_len", [](DecodeCall& c) { c.problem.q_len = 65; }},
+      {"problem.heads_q", [](DecodeCall& c) { c.problem.heads_q = 12; }},  // not a multiple of 8
+      {"problem.batch", [](DecodeCall& c) { c.problem.batch = 10000; }},   // grid z
+      {"problem.max_pages", [](DecodeCall& c) { c.problem.max_pages = 0; }},
+      {"problem.max_seq_len", [](DecodeCall& c) { c.problem.max_seq_len = 0; }},
+      {"problem.max_seq_len", [](DecodeCall& c) { c.problem.max_seq_len = 16 * 16 + 1; }},
+  };
+  for (const auto& [field, change] : cases) {
+    DecodeCall call;
+    change(call);
+    EXPECT_EQ(call.field(), field);
+  }
+}
+
+TEST(PagedValidation, DecodeOptionsAndTensorsAreNamed) {
+  const std::pair<std::string, void (*)(DecodeCall&)> cases[] = {
+      {"options.softmax_scale", [](DecodeCall& c) { c.options.softmax_scale = -1.0; }},
+      {"options.softmax_scale", [](DecodeCall& c) { c.options.softmax_scale = 1e300; }},
+      {"options.num_splits", [](DecodeCall& c) { c.options.num_splits = 65; }},
+      {"options.config.block_rows", [](DecodeCall& c) { c.options.config.block_rows = 8; }},
+      {"options.config.stage_tokens", [](DecodeCall& c) { c.options.config.stage_tokens = 32; }},
+      {"options.config.stages", [](DecodeCall& c) { c.options.config.stages = 1; }},
+      {"tensors.q.dtype", [](DecodeCall& c) { c.tensors.q.dtype = DType::kI8; }},
+      {"tensors.out.dtype", [](DecodeCall& c) { c.tensors.out.dtype = DType::kI4x2; }},
+      {"tensors.q.strides", [](DecodeCall& c) { c.tensors.q.strides[3] = 2; }},
+      {"tensors.out.data", [](DecodeCall& c) { c.tensors.out.data = nullptr; }},
+      {"tensors.lse", [](DecodeCall& c) { c.tensors.lse = static_cast<float*>(fake_address(2)); }},
+      {"tensors.block_table", [](DecodeCall& c) { c.tensors.block_table = nullptr; }},
+      {"tensors.seq_lens", [](DecodeCall& c) { c.tensors.seq_lens = nullptr; }},
+  };
+  for (const auto& [field, change] : cases) {
+    DecodeCall call;
+    change(call);
+    EXPECT_EQ(call.field(), field);
+  }
+}
+
+TEST(PagedValidation, MergeStatesChecksShapesTypesAndInPlaceAliasing) {
+  const TensorShape shape{2, 4, 8, 128};
+  auto state = [&](std::uintptr_t data, std::uintptr_t lse, DType dtype = DType::kF16) {
+    return AttentionState::of(TensorView::dense(fake_address(data), dtype, Layout::kBHND, shape),
+                              static_cast<float*>(fake_address(lse)), shape);
+  };
+  const AttentionState a = state(0x100000, 0x110000), b = state(0x200000, 0x210000);
+  AttentionState out = state(0x300000, 0x310000);
+  EXPECT_EQ(invalid_field([&] {
+              merge_states({2, 4, 8, 96}, a, b, out, nullptr);
+            }),
+            "shape.head_dim");
+  EXPECT_EQ(invalid_field([&] {
+              merge_states({0, 4, 8, 128}, a, b, out, nullptr);
+            }),
+            "shape.batch");
+  EXPECT_EQ(invalid_field([&] {
+              merge_states(shape, a, state(0x200000, 0x210000, DType::kBF16), out, nullptr);
+            }),
+            "b.values.dtype");
+  AttentionState no_lse = b;
+  no_lse.lse = nullptr;
+  EXPECT_EQ(invalid_field([&] { merge_states(shape, a, no_lse, out, nullptr); }), "b.lse");
+  // In place into a with other strides would read what it already wrote.
+  AttentionState strided = a;
+  strided.values = TensorView::dense(a.values.data, DType::kF16, Layout::kBNHD, shape);
+  EXPECT_EQ(invalid_field([&] { merge_states(shape, a, b, strided, nullptr); }), "out.values");
+  AttentionState lse_strided = a;
+  lse_strided.lse_strides = {1, 2, 8};
+  EXPECT_EQ(invalid_field([&] { merge_states(shape, a, b, lse_strided, nullptr); }),
+            "out.lse_strides");
+}
+
+TEST(PagedValidation, TheCApiReturnsInvalidArgumentNamingTheField) {
+  intfa_paged_cache_t cache{};
+  cache.num_pages = 4;
+  cache.page_size = 16;
+  cache.heads_kv = 2;
+  cache.head_dim = 64;
+  cache.bits = 4;
+  std::size_t data = 0, scales = 0;
+  ASSERT_EQ(intfa_paged_cache_bytes(&cache, &data, &scales), INTFA_OK) << intfa_last_error();
+  EXPECT_EQ(data, 4u * 2 * 16 * 32);
+  EXPECT_EQ(scales, 4u * 2 * 16 * 2 * 2);
+  cache.page_size = 8;
+  EXPECT_EQ(intfa_paged_cache_bytes(&cache, &data, &scales), INTFA_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(intfa_last_error()).find("cache.page_size"), std::string::npos);
+  EXPECT_EQ(intfa_paged_cache_bytes(nullptr, &data, &scales), INTFA_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(intfa_last_error()).find("cache"), std::string::npos);
+  intfa_paged_decode_problem_t problem{};
+  EXPECT_EQ(intfa_paged_decode(nullptr, &problem, nullptr, nullptr, nullptr),
+            INTFA_INVALID_ARGUMENT);
+  intfa_shape_t shape{1, 1, 1, 64};
+  EXPECT_EQ(intfa_merge_states(&shape, nullptr, nullptr, nullptr, nullptr), INTFA_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(intfa_last_error()).find("a"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace intfa

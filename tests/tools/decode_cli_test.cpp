@@ -1,0 +1,59 @@
+// The paged cache in the `intfa` tool, on any machine: `bench --decode` and `tune --decode` check
+// their options before they look for a GPU, and `precompile --paged-bits` bundles the family.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "support/cli.hpp"
+#include "support/gpu.hpp"
+
+namespace intfa::cli {
+namespace {
+
+using testing::CliResult;
+using testing::mentions;
+using testing::run_cli;
+
+TEST(DecodeCli, HelpAfterDecodeDescribesTheDecodeOptions) {
+  for (const char* verb : {"bench", "tune"}) {
+    const CliResult help = run_cli(std::string(verb) + " --decode --help");
+    EXPECT_EQ(help.exit_code, 0) << verb;
+    EXPECT_TRUE(mentions(help, "usage: intfa bench --decode")) << help.output;
+    EXPECT_TRUE(mentions(help, "--page-size")) << help.output;
+  }
+  EXPECT_TRUE(mentions(run_cli("bench --help"), "--decode"));
+}
+
+TEST(DecodeCli, BadValuesAreUsageErrorsNamingTheOption) {
+  for (const char* arguments :
+       {"--bits 6", "--head-dims 96", "--page-size 24", "--q-len 65", "--heads-q 12",
+        "--configs 16,64", "--dtype f32", "--splits 65", "--seq 0", "--head-dim 128"}) {
+    for (const char* verb : {"bench", "tune"}) {
+      const CliResult result = run_cli(std::string(verb) + " --decode " + arguments);
+      EXPECT_EQ(result.exit_code, 2) << verb << " " << arguments << "\n" << result.output;
+      EXPECT_TRUE(mentions(result, "--help")) << arguments << "\n" << result.output;
+    }
+  }
+}
+
+TEST(DecodeCli, WithoutAGpuItSaysSoAndFails) {
+  if (testing::gpu_available()) GTEST_SKIP() << "a GPU is present";
+  const CliResult result = run_cli("bench --decode --batch 1 --seq 1k");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_TRUE(mentions(result, "needs a GPU")) << result.output;
+}
+
+TEST(DecodeCli, PrecompileListsTheFamilyForEachWidth) {
+  const CliResult result = run_cli(
+      "precompile --list --arch sm_80 --head-dims 64 --variants full --paged-bits 8,4");
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  for (const char* spec :
+       {"paged_append sm_80 d64 f16->i8", "paged_append sm_80 d64 f16->i4",
+        "paged_decode sm_80 d64 i4 m64 n64 s3 f16->f16", "merge_states sm_80 d64 f32->f16"}) {
+    EXPECT_TRUE(mentions(result, spec)) << spec << "\n" << result.output;
+  }
+  EXPECT_EQ(run_cli("precompile --list --paged-bits 6").exit_code, 2);
+}
+
+}  // namespace
+}  // namespace intfa::cli

@@ -1,0 +1,435 @@
+// `intfa bench --decode` and `intfa tune --decode`: the paged KV cache's decode (and append) timed
+// on a grid of problems, with the bandwidth over the bytes each reads; the tuner's form sweeps the
+// split count (and, with --configs all, the tile configs) of each problem and reports the fastest
+// against the heuristic's choice.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/json.hpp"
+#include "common/strings.hpp"
+#include "decode/paged_family.hpp"
+#include "device/device_info.hpp"
+#include "device/device_memory.hpp"
+#include "device/driver_api.hpp"
+#include "intfa/args.hpp"
+#include "intfa/attention_workload.hpp"
+#include "intfa/commands.hpp"
+#include "intfa/errors.hpp"
+#include "intfa/paged.hpp"
+#include "reference/half.hpp"
+#include "reference/reference.hpp"
+
+namespace intfa::cli {
+
+const char* const kDecodeUsage =
+    "usage: intfa bench --decode [options]    intfa tune --decode [options]\n\n"
+    "The paged INT8/INT4 KV cache (include/intfa/paged.hpp) on a grid of problems: every\n"
+    "sequence of --seq tokens in pages of --page-size taken in random order from one pool, filled\n"
+    "by paged_append with random N(0, 1) K/V. bench times paged_decode (CUDA events, warm-up,\n"
+    "median of --repeats) and prints ms and GB/s over the bytes it reads (K and V with their\n"
+    "scales), then paged_append of --append-tokens tokens in GB/s read + written. tune times\n"
+    "every split count (1..64, none under 256 tokens) of each problem and prints the fastest\n"
+    "against the heuristic's.\n\n"
+    "  --batch LIST (8)            --seq LIST (32k)            --q-len LIST (1)\n"
+    "  --heads-q H (32)            --heads-kv H (8)            --head-dims LIST (128)\n"
+    "  --bits LIST (8,4)           --page-size P (16)          --dtype f16|bf16 (f16)\n"
+    "  --causal                    --repeats R (20)            --append-tokens N (16k)\n"
+    "  --splits N                  force N splits (default: the heuristic's)\n"
+    "  --configs R,N,S;...|all     decode tile configs: block rows, stage tokens, stages\n"
+    "  --json FILE                 every row as JSON\n";
+
+namespace {
+
+struct DecodeShape {
+  int batch = 8, seq = 32768, q_len = 1, heads_q = 32, heads_kv = 8, head_dim = 128, bits = 8;
+  int page_size = 16;
+  DType dtype = DType::kF16;
+  bool causal = false;
+
+  std::string to_string() const {
+    return "B" + std::to_string(batch) + " N" + std::to_string(seq) + " q" + std::to_string(q_len) +
+           " H" + std::to_string(heads_q) + "/" + std::to_string(heads_kv) + " d" +
+           std::to_string(head_dim) + " i" + std::to_string(bits) + (causal ? " causal" : "");
+  }
+};
+
+// One problem's cache, filled, with its block table, lengths, queries, output and workspace.
+class DecodeWorkload {
+ public:
+  DecodeWorkload(const DecodeShape& shape, int append_tokens, CUstream stream) : shape_(shape) {
+    const int pages_per_sequence = (shape.seq + shape.page_size - 1) / shape.page_size;
+    cache_.num_pages = shape.batch * pages_per_sequence;
+    cache_.page_size = shape.page_size;
+    cache_.heads_kv = shape.heads_kv;
+    cache_.head_dim = shape.head_dim;
+    cache_.bits = shape.bits;
+    const std::size_t data = paged_data_bytes(cache_), scales = paged_scale_bytes(cache_);
+    k_data_ = device::DeviceBuffer(data);
+    v_data_ = device::DeviceBuffer(data);
+    k_scale_ = device::DeviceBuffer(scales);
+    v_scale_ = device::DeviceBuffer(scales);
+    cache_.k_data = k_data_.get();
+    cache_.v_data = v_data_.get();
+    cache_.k_scale = k_scale_.get();
+    cache_.v_scale = v_scale_.get();
+
+    // Pages in a random order: sequence b's page i is pool[b * pages + i].
+    std::vector<int> pool(static_cast<std::size_t>(cache_.num_pages));
+    std::iota(pool.begin(), pool.end(), 0);
+    std::shuffle(pool.begin(), pool.end(), std::mt19937_64(7));
+    table_ = device::DeviceBuffer(pool.size() * sizeof(int));
+    table_.upload(pool);
+    std::vector<int> lengths(static_cast<std::size_t>(shape.batch), shape.seq);
+    lengths_ = device::DeviceBuffer(lengths.size() * sizeof(int));
+    lengths_.upload(lengths);
+
+    // Random rows of one chunk, appended over and over until every token has its row.
+    chunk_tokens_ = std::max(1, std::min(append_tokens, shape.batch * shape.seq));
+    const std::size_t chunk_values =
+        static_cast<std::size_t>(chunk_tokens_) * shape.heads_kv * shape.head_dim;
+    const bool bf16 = shape.dtype == DType::kBF16;
+    std::vector<std::uint16_t> bits(chunk_values);
+    const std::vector<float> values =
+        reference::random_values(chunk_values, reference::Distribution::kNormal, 11);
+    for (std::size_t i = 0; i < chunk_values; ++i) {
+      bits[i] =
+          bf16 ? reference::float_to_bf16_bits(values[i]) : reference::float_to_f16_bits(values[i]);
+    }
+    rows_ = device::DeviceBuffer(chunk_values * 2);
+    rows_.upload(bits);
+    slots_ = device::DeviceBuffer(static_cast<std::size_t>(chunk_tokens_) * sizeof(int));
+    const long long total = static_cast<long long>(shape.batch) * shape.seq;
+    for (long long first = 0; first < total; first += chunk_tokens_) {
+      std::vector<int> slots(static_cast<std::size_t>(chunk_tokens_), -1);
+      for (long long t = first; t < std::min(total, first + chunk_tokens_); ++t) {
+        const int b = static_cast<int>(t / shape.seq), position = static_cast<int>(t % shape.seq);
+        slots[static_cast<std::size_t>(t - first)] =
+            pool[static_cast<std::size_t>(b) * pages_per_sequence + position / shape.page_size] *
+                shape.page_size +
+            position % shape.page_size;
+      }
+      slots_.upload(slots);
+      append(stream);
+    }
+    INTFA_DRIVER(cuStreamSynchronize, stream);
+
+    const std::size_t q_values =
+        static_cast<std::size_t>(shape.batch) * shape.q_len * shape.heads_q * shape.head_dim;
+    q_ = device::DeviceBuffer(q_values * 2);
+    std::vector<std::uint16_t> q_bits(q_values);
+    for (std::size_t i = 0; i < q_values; ++i) q_bits[i] = bits[i % chunk_values];
+    q_.upload(q_bits);
+    out_ = device::DeviceBuffer(q_values * 2);
+    lse_ = device::DeviceBuffer(static_cast<std::size_t>(shape.batch) * shape.q_len *
+                                shape.heads_q * sizeof(float));
+    problem_.batch = shape.batch;
+    problem_.q_len = shape.q_len;
+    problem_.heads_q = shape.heads_q;
+    problem_.max_pages = pages_per_sequence;
+    problem_.max_seq_len = shape.seq;
+    problem_.causal = shape.causal;
+  }
+
+  // Appends the chunk's rows into the slots last uploaded (the fill's last chunk when timing).
+  void append(CUstream stream) {
+    TensorView rows;
+    rows.data = rows_.get();
+    rows.dtype = shape_.dtype;
+    rows.strides = {0, shape_.head_dim,
+                    static_cast<std::int64_t>(shape_.heads_kv) * shape_.head_dim, 1};
+    paged_append(cache_, rows, rows, slots_.as<int>(), chunk_tokens_, stream);
+  }
+
+  void decode(CUstream stream, const PagedDecodeOptions& options) {
+    const std::size_t bytes = paged_decode_workspace_bytes(cache_, problem_, options);
+    if (bytes > workspace_.bytes()) workspace_ = device::DeviceBuffer(bytes);
+    PagedDecodeTensors tensors;
+    const TensorShape shape{shape_.batch, shape_.heads_q, shape_.q_len, shape_.head_dim};
+    tensors.q = TensorView::dense(q_.get(), shape_.dtype, Layout::kBNHD, shape);
+    tensors.out = TensorView::dense(out_.get(), shape_.dtype, Layout::kBNHD, shape);
+    tensors.lse = lse_.as<float>();
+    tensors.block_table = table_.as<int>();
+    tensors.seq_lens = lengths_.as<int>();
+    tensors.workspace = workspace_.get();
+    tensors.workspace_bytes = workspace_.bytes();
+    paged_decode(cache_, problem_, tensors, stream, options);
+  }
+
+  // K and V with their scales: what a decode must read.
+  double decode_bytes() const {
+    return static_cast<double>(shape_.batch) * shape_.seq * shape_.heads_kv * 2 *
+           (kernels::paged_row_bytes(shape_.head_dim, shape_.bits) +
+            kernels::paged_scales_per_row(shape_.head_dim, shape_.bits) *
+                kernels::paged_scale_bytes(shape_.bits));
+  }
+  // FP16/BF16 rows read, cache rows and scales written.
+  double append_bytes() const {
+    const double rows = 2.0 * chunk_tokens_ * shape_.heads_kv;
+    return rows * (shape_.head_dim * 2 + kernels::paged_row_bytes(shape_.head_dim, shape_.bits) +
+                   kernels::paged_scales_per_row(shape_.head_dim, shape_.bits) *
+                       kernels::paged_scale_bytes(shape_.bits));
+  }
+  int splits(const PagedDecodeOptions& options) const {
+    return paged_decode_splits(cache_, problem_, options);
+  }
+  int chunk_tokens() const { return chunk_tokens_; }
+
+ private:
+  DecodeShape shape_;
+  PagedKVCache cache_;
+  PagedDecodeProblem problem_;
+  int chunk_tokens_ = 0;
+  device::DeviceBuffer k_data_, v_data_, k_scale_, v_scale_, table_, lengths_, rows_, slots_, q_,
+      out_, lse_, workspace_;
+};
+
+struct DecodeGrid {
+  std::vector<DecodeShape> shapes;
+  std::vector<PagedDecodeConfig> configs;  // empty: the heuristic's
+  bool all_configs = false;
+  int splits = 0;
+  int repeats = 20;
+  int append_tokens = 16384;
+  std::string json;
+};
+
+DecodeGrid parse_grid(const Arguments& arguments) {
+  Grammar grammar;
+  grammar.values = {"batch",         "seq",    "q-len",   "heads-q",   "heads-kv",
+                    "head-dims",     "bits",   "dtype",   "page-size", "repeats",
+                    "append-tokens", "splits", "configs", "json"};
+  grammar.flags = {"decode", "causal"};
+  const Args args(arguments, grammar);
+  DecodeGrid grid;
+  const auto batches = args.get_int_list("batch", {8}, 1, 65535);
+  const auto seqs = args.get_int_list("seq", {32768}, 1, 1 << 24);
+  const auto q_lens = args.get_int_list("q-len", {1}, 1, 64);
+  const auto head_dims = args.get_int_list("head-dims", {128}, 64, 256);
+  const auto bits = args.get_int_list("bits", {8, 4}, 4, 8);
+  DecodeShape base;
+  base.heads_q = static_cast<int>(args.get_int("heads-q", 32, 1, 65535));
+  base.heads_kv = static_cast<int>(args.get_int("heads-kv", 8, 1, 65535));
+  base.page_size = static_cast<int>(args.get_int("page-size", 16, 16, 128));
+  base.causal = args.flag("causal");
+  const std::string dtype = args.get_or("dtype", "f16");
+  if (dtype != "f16" && dtype != "bf16")
+    throw UsageError("--dtype " + dtype + ": expected f16 or bf16");
+  base.dtype = dtype == "bf16" ? DType::kBF16 : DType::kF16;
+  grid.repeats = static_cast<int>(args.get_int("repeats", 20, 1, 10000));
+  grid.append_tokens = static_cast<int>(args.get_int("append-tokens", 16384, 1, 1 << 22));
+  grid.splits = static_cast<int>(args.get_int("splits", 0, 1, paged::kMaxSplits));
+  grid.json = args.get_or("json", "");
+  const std::string configs = args.get_or("configs", "");
+  if (configs == "all") {
+    grid.all_configs = true;
+  } else if (!configs.empty()) {
+    for (const std::string& text : strings::split(configs, ';')) {
+      const std::vector<std::string> parts = strings::split(text, ',');
+      PagedDecodeConfig config;
+      if (parts.size() != 3)
+        throw UsageError("--configs " + text + ": expected ROWS,TOKENS,STAGES");
+      int* fields[] = {&config.block_rows, &config.stage_tokens, &config.stages};
+      for (std::size_t i = 0; i < 3; ++i) {
+        const auto value = parse_count(parts[i]);
+        if (!value || *value < 0 || *value > 128) {
+          throw UsageError("--configs " + text + ": '" + parts[i] + "' is not a small integer");
+        }
+        *fields[i] = static_cast<int>(*value);
+      }
+      grid.configs.push_back(config);
+    }
+  }
+  for (long b : batches)
+    for (long seq : seqs)
+      for (long q_len : q_lens)
+        for (long head_dim : head_dims)
+          for (long width : bits) {
+            DecodeShape shape = base;
+            shape.batch = static_cast<int>(b);
+            shape.seq = static_cast<int>(seq);
+            shape.q_len = static_cast<int>(q_len);
+            shape.head_dim = static_cast<int>(head_dim);
+            shape.bits = static_cast<int>(width);
+            // The checks a launch makes, before any GPU is looked for.
+            PagedKVCache cache;
+            cache.num_pages = shape.batch * ((shape.seq + shape.page_size - 1) / shape.page_size);
+            cache.page_size = shape.page_size;
+            cache.heads_kv = shape.heads_kv;
+            cache.head_dim = shape.head_dim;
+            cache.bits = shape.bits;
+            try {
+              paged_data_bytes(cache);
+            } catch (const InvalidArgument& error) {
+              throw UsageError(shape.to_string() + ": " + error.what());
+            }
+            if (shape.heads_q % shape.heads_kv != 0) {
+              throw UsageError("--heads-q " + std::to_string(shape.heads_q) +
+                               ": expected a multiple of --heads-kv");
+            }
+            grid.shapes.push_back(shape);
+          }
+  return grid;
+}
+
+std::vector<PagedDecodeConfig> configs_of(const DecodeGrid& grid, const DecodeShape& shape,
+                                          const device::DeviceInfo& info) {
+  if (grid.all_configs) {
+    return paged::candidate_configs(shape.q_len * (shape.heads_q / shape.heads_kv), shape.head_dim,
+                                    shape.bits, info.max_shared_bytes_per_block_optin);
+  }
+  return grid.configs.empty() ? std::vector<PagedDecodeConfig>{PagedDecodeConfig{}} : grid.configs;
+}
+
+std::string config_text(const PagedDecodeConfig& config) {
+  if (config.block_rows == 0 && config.stage_tokens == 0 && config.stages == 0) return "heuristic";
+  return std::to_string(config.block_rows) + "," + std::to_string(config.stage_tokens) + "," +
+         std::to_string(config.stages);
+}
+
+bool gpu_or_message(const char* verb) {
+  std::string reason;
+  if (device::driver_available(&reason)) return true;
+  std::fprintf(stderr, "intfa %s --decode: needs a GPU (%s)\n", verb, reason.c_str());
+  return false;
+}
+
+}  // namespace
+
+bool wants_decode(const Arguments& arguments) {
+  for (const std::string& argument : arguments) {
+    if (argument == "--decode" || strings::starts_with(argument, "--decode=")) {
+      return argument == "--decode" || parse_bool(argument.substr(9)).value_or(false);
+    }
+  }
+  return false;
+}
+
+int run_decode_bench(const Arguments& arguments) {
+  const DecodeGrid grid = parse_grid(arguments);
+  if (!gpu_or_message("bench")) return 1;
+  device::use_primary_context();
+  const device::DeviceInfo& info = device::cached_device_info(device::current_device());
+  std::printf("%s\n", info.to_string().c_str());
+  std::printf("%-40s %-10s %6s %9s %9s %11s %9s\n", "problem", "config", "splits", "ms", "GB/s",
+              "append ms", "GB/s");
+  json::Value rows = json::Value::array();
+  device::Stream stream;
+  for (const DecodeShape& shape : grid.shapes) {
+    DecodeWorkload workload(shape, grid.append_tokens, stream.get());
+    const Timing append = time_on_stream([&](CUstream s) { workload.append(s); }, stream.get(), 2,
+                                         std::max(3, grid.repeats / 4));
+    for (const PagedDecodeConfig& config : configs_of(grid, shape, info)) {
+      PagedDecodeOptions options;
+      options.num_splits = grid.splits;
+      options.config = config;
+      Timing decode;
+      try {
+        decode = time_on_stream([&](CUstream s) { workload.decode(s, options); }, stream.get(), 3,
+                                grid.repeats);
+      } catch (const Error& error) {
+        std::printf("%-40s %-10s failed: %s\n", shape.to_string().c_str(),
+                    config_text(config).c_str(), error.what());
+        continue;
+      }
+      const double gbps = workload.decode_bytes() / decode.median_ms / 1e6;
+      const double append_gbps = workload.append_bytes() / append.median_ms / 1e6;
+      const int splits = workload.splits(options);
+      std::printf("%-40s %-10s %6d %9.4f %9.0f %11.4f %9.0f\n", shape.to_string().c_str(),
+                  config_text(config).c_str(), splits, decode.median_ms, gbps, append.median_ms,
+                  append_gbps);
+      std::fflush(stdout);
+      json::Value row = json::Value::object();
+      row.set("gpu", info.name);
+      row.set("batch", shape.batch);
+      row.set("seq", shape.seq);
+      row.set("q_len", shape.q_len);
+      row.set("heads_q", shape.heads_q);
+      row.set("heads_kv", shape.heads_kv);
+      row.set("head_dim", shape.head_dim);
+      row.set("bits", shape.bits);
+      row.set("page_size", shape.page_size);
+      row.set("causal", shape.causal);
+      row.set("config", config_text(config));
+      row.set("splits", splits);
+      row.set("decode_ms", decode.median_ms);
+      row.set("decode_min_ms", decode.min_ms);
+      row.set("decode_bytes", workload.decode_bytes());
+      row.set("decode_gbps", gbps);
+      row.set("append_tokens", workload.chunk_tokens());
+      row.set("append_ms", append.median_ms);
+      row.set("append_gbps", append_gbps);
+      rows.push_back(row);
+    }
+  }
+  if (!grid.json.empty()) json::write_file(grid.json, rows);
+  return 0;
+}
+
+int run_decode_tune(const Arguments& arguments) {
+  const DecodeGrid grid = parse_grid(arguments);
+  if (!gpu_or_message("tune")) return 1;
+  device::use_primary_context();
+  const device::DeviceInfo& info = device::cached_device_info(device::current_device());
+  std::printf("%s\n", info.to_string().c_str());
+  std::printf("%-40s %-10s %9s %12s %9s %12s %8s\n", "problem", "config", "heuristic", "ms", "best",
+              "ms", "gain");
+  json::Value rows = json::Value::array();
+  device::Stream stream;
+  for (const DecodeShape& shape : grid.shapes) {
+    DecodeWorkload workload(shape, std::min(grid.append_tokens, 4096), stream.get());
+    const int most =
+        std::min(paged::kMaxSplits,
+                 std::max(1, (shape.seq + paged::kMinSplitTokens - 1) / paged::kMinSplitTokens));
+    for (const PagedDecodeConfig& config : configs_of(grid, shape, info)) {
+      PagedDecodeOptions options;
+      options.config = config;
+      const int heuristic = workload.splits(options);
+      double heuristic_ms = 0, best_ms = 0;
+      int best = 0;
+      json::Value times = json::Value::object();
+      for (int splits = 1; splits <= most; splits = splits < 8 ? splits + 1 : splits * 3 / 2) {
+        options.num_splits = splits;
+        double ms = 0;
+        try {
+          ms = time_on_stream([&](CUstream s) { workload.decode(s, options); }, stream.get(), 2,
+                              grid.repeats)
+                   .median_ms;
+        } catch (const Error& error) {
+          std::fprintf(stderr, "%s %s splits %d: %s\n", shape.to_string().c_str(),
+                       config_text(config).c_str(), splits, error.what());
+          continue;
+        }
+        std::fprintf(stderr, "  %s %s splits %d: %.4f ms\n", shape.to_string().c_str(),
+                     config_text(config).c_str(), splits, ms);
+        times.set(std::to_string(splits), ms);
+        if (best == 0 || ms < best_ms) best = splits, best_ms = ms;
+      }
+      options.num_splits = heuristic;
+      heuristic_ms = time_on_stream([&](CUstream s) { workload.decode(s, options); }, stream.get(),
+                                    2, grid.repeats)
+                         .median_ms;
+      std::printf("%-40s %-10s %9d %12.4f %9d %12.4f %7.1f%%\n", shape.to_string().c_str(),
+                  config_text(config).c_str(), heuristic, heuristic_ms, best, best_ms,
+                  100.0 * (heuristic_ms / best_ms - 1.0));
+      std::fflush(stdout);
+      json::Value row = json::Value::object();
+      row.set("problem", shape.to_string());
+      row.set("config", config_text(config));
+      row.set("heuristic_splits", heuristic);
+      row.set("heuristic_ms", heuristic_ms);
+      row.set("best_splits", best);
+      row.set("best_ms", best_ms);
+      row.set("ms_by_splits", times);
+      rows.push_back(row);
+    }
+  }
+  if (!grid.json.empty()) json::write_file(grid.json, rows);
+  return 0;
+}
+
+}  // namespace intfa::cli
