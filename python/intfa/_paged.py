@@ -23,7 +23,8 @@ import torch
 
 from intfa import _checks, _intfa
 from intfa._errors import InvalidArgument, invalid_argument
-from intfa._paged_layout import CACHE_ARGUMENTS, HEAD_DIMS, paged_layout, renamed
+from intfa._paged_layout import (CACHE_ARGUMENTS, HEAD_DIMS, layout_shapes, paged_layout,
+                                 renamed)
 from intfa._torch import _plain_eager
 
 _FLOAT_NAMES = {torch.float16: "f16", torch.bfloat16: "bf16"}
@@ -84,16 +85,27 @@ def _cache_geometry(k_data, v_data, k_scale, v_scale, head_dim, k_offset):
     _check_tensor("k_data", k_data, (torch.uint8, torch.int8), 4,
                   "4 dimensions [num_pages, num_kv_heads, page_size, head_dim * bits / 8]")
     num_pages, heads_kv, page_size, row_bytes = k_data.shape
+    int8_scales = isinstance(k_scale, torch.Tensor) and k_scale.dtype == torch.float32
     if row_bytes == head_dim:
         bits = 8
-    elif row_bytes * 2 == head_dim:
+    elif row_bytes * 2 == head_dim and not int8_scales:
         bits = 4
+    elif row_bytes * 2 == head_dim:
+        # As wide as an INT4 cache of q's head dim, but float32 scales are an INT8 cache's.
+        raise invalid_argument("k_data.shape", tuple(k_data.shape),
+                               f"an INT8 cache (float32 k_scale) of head dim {row_bytes}, not "
+                               f"{head_dim} as q")
     else:
         raise invalid_argument("k_data.shape", tuple(k_data.shape),
                                f"expected a last dimension of {head_dim} (INT8) or "
                                f"{head_dim // 2} (INT4) bytes for head_dim {head_dim}")
     try:
-        layout = paged_layout(num_pages, page_size, heads_kv, head_dim, bits)
+        if torch.compiler.is_compiling():
+            # Dynamo cannot trace the C++ size check (a pybind11 function): the op's C++
+            # validation runs the same rules on the same sizes at every launch.
+            layout = layout_shapes(num_pages, page_size, heads_kv, head_dim, bits)
+        else:
+            layout = paged_layout(num_pages, page_size, heads_kv, head_dim, bits)
     except InvalidArgument as error:
         # The sizes come from k_data's shape.
         raise invalid_argument("k_data.shape", tuple(k_data.shape),

@@ -62,6 +62,12 @@ def paged_layout(num_pages, page_size, num_kv_heads, head_dim, bits=8):
     ``k_offset`` ``[num_kv_heads, head_dim]`` float32 (optional K smoothing). page_size 16, 32, 64
     or 128; head_dim 64, 128 or 256; bits 8 or 4."""
     cache_bytes(num_pages, page_size, num_kv_heads, head_dim, bits)
+    return layout_shapes(num_pages, page_size, num_kv_heads, head_dim, bits)
+
+
+def layout_shapes(num_pages, page_size, num_kv_heads, head_dim, bits):
+    """paged_layout without the C++ check of the sizes (for a caller that has them checked
+    elsewhere: under torch.compile, where Dynamo cannot trace the check's pybind11 call)."""
     pages = (num_pages, num_kv_heads, page_size)
     scale = (pages, "float32") if bits == 8 else (pages + (head_dim // INT4_GROUP,), "float16")
     return {

@@ -21,6 +21,12 @@ def attention(q, k, v, attn_mask, dropout_p, is_causal, scale, layout, return_ls
               top_left=False):
     """intfa.attention's result for these arguments (`scale` None: 1/sqrt(D)); with `top_left`,
     a causal mask aligned as SDPA's (query i sees keys j <= i) for the integrations' fallback."""
+    # torch's fused SDPA kernels assume 16-byte aligned data but do not check views at a storage
+    # offset (pytorch/pytorch#183484): such inputs, which intfa refuses at launch, come here, and
+    # SDPA would read them wrongly. A copy starts where the allocator puts it: aligned.
+    if not torch.compiler.is_compiling():  # (a traced tensor has no address)
+        q, k, v = (x.clone() if isinstance(x, torch.Tensor) and x.data_ptr() % 16 else x
+                   for x in (q, k, v))
     if layout == "NHD":
         q, k, v = (x.transpose(1, 2) for x in (q, k, v))
     heads_q, heads_kv = q.shape[1], k.shape[1]
