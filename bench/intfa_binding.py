@@ -2,12 +2,14 @@
 `pip install .`) for the benchmark scripts: the interface of intfa_ctypes.IntfaAttention, reading
 the same Options struct, so a script can take either path."""
 import intfa
+from intfa._runtime import OPTION_VALUES
 
 from intfa_ctypes import FULL_INT8
 
-P_ENCODINGS = {0: "s8", 1: "u8"}
-P_SCALES = {0: "running", 1: "tile"}
-V_GRANULARITIES = {0: "tensor", 1: "channel", 2: "block"}
+# The C API's enum values index the library's table of names (src/api/option_names.hpp).
+P_ENCODINGS = OPTION_VALUES["p_encoding"]
+P_SCALES = OPTION_VALUES["p_scale"]
+V_GRANULARITIES = OPTION_VALUES["v_granularity"]
 
 
 class BindingAttention:

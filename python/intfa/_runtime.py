@@ -5,10 +5,12 @@ from intfa._errors import invalid_argument
 
 # The C++ defaults (intfa::AttentionOptions{}), the one source of truth for the Python defaults.
 DEFAULTS = _intfa.default_options()
+# The names of each numerics option's values (src/api/option_names.hpp, the one table).
+OPTION_VALUES = _intfa.option_values()
 
 _DTYPE_NAMES = {"f16": "f16", "float16": "f16", "half": "f16", "bf16": "bf16", "bfloat16": "bf16"}
 _HEAD_DIMS = (64, 128, 256)
-_VARIANTS = ("full_int8", "half_int8")
+_VARIANTS = OPTION_VALUES["variant"]
 _ARCHS = tuple(_intfa.target_archs())  # the C++ list (device::all_archs)
 _MAX_JOBS = 1024  # as intfa precompile -j
 
@@ -83,8 +85,9 @@ def precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),
         variants=variants,
         dtypes=[_dtype_name(dtype) for dtype in dtypes],
         causal=causal,
-        p_encoding=choice("p_encoding", p_encoding or DEFAULTS["p_encoding"], ("u8", "s8")),
-        p_scale=choice("p_scale", p_scale or DEFAULTS["p_scale"], ("running", "tile")),
+        p_encoding=choice("p_encoding", p_encoding or DEFAULTS["p_encoding"],
+                          OPTION_VALUES["p_encoding"]),
+        p_scale=choice("p_scale", p_scale or DEFAULTS["p_scale"], OPTION_VALUES["p_scale"]),
         v_granularity=choice("v_granularity", v_granularity or DEFAULTS["v_granularity"],
-                             ("tensor", "channel", "block")),
+                             OPTION_VALUES["v_granularity"]),
         smooth_k=smooth_k, rotate=rotate, jobs=jobs)

@@ -21,10 +21,12 @@ from intfa._errors import Error, InvalidArgument, Unsupported, invalid_argument
 from intfa._runtime import DEFAULTS
 
 LAYOUTS = ("HND", "NHD")
-VARIANTS = ("full_int8", "half_int8")
-V_GRANULARITIES = ("tensor", "channel", "block")
-P_ENCODINGS = ("u8", "s8")
-P_SCALES = ("running", "tile")
+# The numerics options' values by the library's one table (src/api/option_names.hpp).
+_OPTION_VALUES = _intfa.option_values()
+VARIANTS = _OPTION_VALUES["variant"]
+V_GRANULARITIES = _OPTION_VALUES["v_granularity"]
+P_ENCODINGS = _OPTION_VALUES["p_encoding"]
+P_SCALES = _OPTION_VALUES["p_scale"]
 
 # A fallback inside a torch.compile'd graph warns without breaking the graph: dynamo runs the
 # warning after the graph (a function of constants returning None may be reordered so).

@@ -2,8 +2,9 @@
 // the tensors, the stream and the checks that need shapes). Nothing here depends on PyTorch, so
 // the extension builds wherever pybind11 and Python's headers are.
 //
-// Enumerations cross as the strings the `intfa` tool uses ("full_int8", "u8", "running",
-// "tensor"); an unknown string is an InvalidArgument naming the parameter.
+// Enumerations cross as the names of src/api/option_names.hpp ("full_int8", "u8", "running",
+// "tensor"), the ones the `intfa` tool uses; an unknown string is an InvalidArgument naming the
+// parameter.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -13,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "api/option_names.hpp"
 #include "attention/validation.hpp"
 #include "cache/bundle.hpp"
 #include "cache/disk_cache.hpp"
@@ -38,51 +40,32 @@ DType parse_dtype(const std::string& name, const std::string& field) {
   throw InvalidArgument(field, "'" + name + "'", "expected f16, bf16, i8 or i4x2");
 }
 
+// A numerics option by its table (api/option_names.hpp), naming the Python argument.
+template <typename Enum>
+Enum parse_option_argument(const std::string& name, const char* field) {
+  if (const auto value = parse_option<Enum>(name)) return *value;
+  throw InvalidArgument(field, "'" + name + "'", "expected " + option_names_text<Enum>(" or ", "'"));
+}
+
 Variant parse_variant(const std::string& name) {
-  if (name == "full_int8") return Variant::kFullInt8;
-  if (name == "half_int8") return Variant::kHalfInt8;
-  throw InvalidArgument("variant", "'" + name + "'", "expected 'full_int8' or 'half_int8'");
+  return parse_option_argument<Variant>(name, "variant");
 }
-
 PEncoding parse_p_encoding(const std::string& name) {
-  if (name == "u8") return PEncoding::kUnsigned255;
-  if (name == "s8") return PEncoding::kSigned127;
-  throw InvalidArgument("p_encoding", "'" + name + "'",
-                        "expected 'u8' (R = 255) or 's8' (R = 127)");
+  return parse_option_argument<PEncoding>(name, "p_encoding");
 }
-
 PScaleReference parse_p_scale(const std::string& name) {
-  if (name == "running") return PScaleReference::kRunningMax;
-  if (name == "tile") return PScaleReference::kTileMax;
-  throw InvalidArgument("p_scale", "'" + name + "'", "expected 'running' or 'tile'");
+  return parse_option_argument<PScaleReference>(name, "p_scale");
 }
-
 VScaleGranularity parse_v_granularity(const std::string& name) {
-  if (name == "tensor") return VScaleGranularity::kPerTensor;
-  if (name == "channel") return VScaleGranularity::kPerChannel;
-  if (name == "block") return VScaleGranularity::kPerBlock;
-  throw InvalidArgument("v_granularity", "'" + name + "'",
-                        "expected 'tensor', 'channel' or 'block'");
+  return parse_option_argument<VScaleGranularity>(name, "v_granularity");
 }
 
-const char* p_encoding_text(PEncoding encoding) {
-  return encoding == PEncoding::kUnsigned255 ? "u8" : "s8";
-}
-
-const char* p_scale_text(PScaleReference reference) {
-  return reference == PScaleReference::kRunningMax ? "running" : "tile";
-}
-
-const char* v_granularity_text(VScaleGranularity granularity) {
-  switch (granularity) {
-    case VScaleGranularity::kPerTensor:
-      return "tensor";
-    case VScaleGranularity::kPerChannel:
-      return "channel";
-    case VScaleGranularity::kPerBlock:
-      return "block";
-  }
-  return "unknown";
+// The names of an option's values, in the enum's order, for the Python layer's checks.
+template <typename Enum>
+py::tuple option_values() {
+  py::list names;
+  for (const auto& row : OptionTable<Enum>::rows) names.append(row.name);
+  return py::tuple(names);
 }
 
 void* pointer(std::uintptr_t address) {
@@ -282,11 +265,20 @@ PYBIND11_MODULE(_intfa, m) {
         return names;
       },
       "The archs kernels can be compiled for (INTFA_ARCH, precompile's arch).");
+  m.def(
+      "option_values",
+      [] {
+        return py::dict("variant"_a = option_values<Variant>(),
+                        "p_encoding"_a = option_values<PEncoding>(),
+                        "p_scale"_a = option_values<PScaleReference>(),
+                        "v_granularity"_a = option_values<VScaleGranularity>());
+      },
+      "The names of each numerics option's values (src/api/option_names.hpp, the one table).");
   m.def("default_options", [] {
     const AttentionOptions defaults;
-    return py::dict("p_encoding"_a = p_encoding_text(defaults.p_encoding),
-                    "p_scale"_a = p_scale_text(defaults.p_scale),
-                    "v_granularity"_a = v_granularity_text(defaults.v_granularity),
+    return py::dict("p_encoding"_a = option_name(defaults.p_encoding),
+                    "p_scale"_a = option_name(defaults.p_scale),
+                    "v_granularity"_a = option_name(defaults.v_granularity),
                     "smooth_k"_a = defaults.smooth_k, "rotate"_a = defaults.rotate_qk);
   });
 

@@ -5,6 +5,7 @@
 #include <exception>
 #include <string>
 
+#include "api/option_names.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
 #include "intfa/paged.hpp"
@@ -13,6 +14,18 @@
 #include "intfa_version.hpp"
 
 namespace {
+
+// The C enums take the public enums' values, which index the option tables (the bench helpers
+// name C values through them): one more value is one more row there and one enumerator here.
+static_assert(INTFA_HALF_INT8 == static_cast<int>(intfa::Variant::kHalfInt8) &&
+                  std::size(intfa::kVariantNames) == INTFA_HALF_INT8 + 1 &&
+                  INTFA_P_U8 == static_cast<int>(intfa::PEncoding::kUnsigned255) &&
+                  std::size(intfa::kPEncodingNames) == INTFA_P_U8 + 1 &&
+                  INTFA_P_TILE_MAX == static_cast<int>(intfa::PScaleReference::kTileMax) &&
+                  std::size(intfa::kPScaleNames) == INTFA_P_TILE_MAX + 1 &&
+                  INTFA_V_PER_BLOCK == static_cast<int>(intfa::VScaleGranularity::kPerBlock) &&
+                  std::size(intfa::kVGranularityNames) == INTFA_V_PER_BLOCK + 1,
+              "C enum values are the option tables' rows");
 
 thread_local std::string g_last_error;
 

@@ -3,6 +3,7 @@
 #include <tuple>
 #include <utility>
 
+#include "api/option_names.hpp"
 #include "decode/paged_family.hpp"
 #include "intfa/errors.hpp"
 
@@ -25,6 +26,16 @@ Enum enum_from_name(const json::Value& object, const char* member, std::string (
   throw InvalidArgument(std::string("spec.") + member, "'" + text + "'", "unknown value");
 }
 
+// A numerics option of the spec JSON by its table (intfa/api/option_names.hpp: names and aliases).
+template <typename KernelEnum>
+KernelEnum option_from_name(const json::Value& object, const char* member) {
+  using Public = decltype(public_option(KernelEnum{}));
+  const std::string text = object.at(member).as_string();
+  if (const auto value = parse_option<Public>(text)) return static_cast<KernelEnum>(*value);
+  throw InvalidArgument(std::string("spec.") + member, "'" + text + "'",
+                        "expected " + option_names_text<Public>());
+}
+
 const KernelFamily kFamilies[] = {KernelFamily::kQuantizeRows,   KernelFamily::kChannelMean,
                                   KernelFamily::kQuantizeVScale, KernelFamily::kQuantizeV,
                                   KernelFamily::kAttention,      KernelFamily::kAttentionWgmma,
@@ -32,15 +43,6 @@ const KernelFamily kFamilies[] = {KernelFamily::kQuantizeRows,   KernelFamily::k
                                   KernelFamily::kMergeStates};
 const kernels::ElementType kElementTypes[] = {
     kernels::ElementType::kF16, kernels::ElementType::kBF16, kernels::ElementType::kF32};
-const kernels::AttentionVariant kVariants[] = {kernels::AttentionVariant::kFullInt8,
-                                               kernels::AttentionVariant::kHalfInt8};
-const kernels::PEncoding kEncodings[] = {kernels::PEncoding::kSigned127,
-                                         kernels::PEncoding::kUnsigned255};
-const kernels::PScaleReference kReferences[] = {kernels::PScaleReference::kRunningMax,
-                                                kernels::PScaleReference::kTileMax};
-const kernels::VScaleGranularity kGranularities[] = {kernels::VScaleGranularity::kPerTensor,
-                                                     kernels::VScaleGranularity::kPerChannel,
-                                                     kernels::VScaleGranularity::kPerBlock};
 
 }  // namespace
 
@@ -80,24 +82,19 @@ std::string element_type_enumerator(kernels::ElementType type) {
 }
 
 std::string variant_name(kernels::AttentionVariant variant) {
-  return variant == kernels::AttentionVariant::kFullInt8 ? "full_int8" : "half_int8";
+  return option_name(public_option(variant));
 }
 
 std::string p_encoding_name(kernels::PEncoding encoding) {
-  return encoding == kernels::PEncoding::kSigned127 ? "s8" : "u8";
+  return option_name(public_option(encoding));
 }
 
 std::string p_scale_name(kernels::PScaleReference reference) {
-  return reference == kernels::PScaleReference::kRunningMax ? "running_max" : "tile_max";
+  return option_name(public_option(reference));
 }
 
 std::string v_granularity_name(kernels::VScaleGranularity granularity) {
-  switch (granularity) {
-    case kernels::VScaleGranularity::kPerTensor: return "tensor";
-    case kernels::VScaleGranularity::kPerChannel: return "channel";
-    case kernels::VScaleGranularity::kPerBlock: return "block";
-  }
-  throw InternalError("unknown VScaleGranularity");
+  return option_name(public_option(granularity));
 }
 
 std::string KernelSpec::to_string() const {
@@ -184,13 +181,13 @@ KernelSpec KernelSpec::from_json(const json::Value& value) {
     spec.warps = integer("warps");
     spec.stages = integer("stages");
     spec.qk_bits = integer("qk_bits");
-    spec.variant = enum_from_name(value, "variant", variant_name, kVariants);
+    spec.variant = option_from_name<kernels::AttentionVariant>(value, "variant");
     spec.input_type = enum_from_name(value, "input_type", element_type_name, kElementTypes);
     spec.output_type = enum_from_name(value, "output_type", element_type_name, kElementTypes);
     spec.causal = value.at("causal").as_bool();
-    spec.p_encoding = enum_from_name(value, "p_encoding", p_encoding_name, kEncodings);
-    spec.p_scale = enum_from_name(value, "p_scale", p_scale_name, kReferences);
-    spec.v_granularity = enum_from_name(value, "v_granularity", v_granularity_name, kGranularities);
+    spec.p_encoding = option_from_name<kernels::PEncoding>(value, "p_encoding");
+    spec.p_scale = option_from_name<kernels::PScaleReference>(value, "p_scale");
+    spec.v_granularity = option_from_name<kernels::VScaleGranularity>(value, "v_granularity");
     spec.smooth_k = value.at("smooth_k").as_bool();
     // Absent in the files of builds before varlen existed: those specs are not varlen.
     const json::Value* varlen = value.find("varlen");

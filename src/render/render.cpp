@@ -1,5 +1,6 @@
 #include "render/render.hpp"
 
+#include "api/option_names.hpp"
 #include "common/strings.hpp"
 #include "decode/paged_family.hpp"
 #include "intfa/errors.hpp"
@@ -13,33 +14,10 @@ std::string element_type_argument(kernels::ElementType type) {
 
 std::string bool_argument(bool value) { return value ? "true" : "false"; }
 
-std::string variant_argument(kernels::AttentionVariant variant) {
-  return variant == kernels::AttentionVariant::kFullInt8
-             ? "intfa::kernels::AttentionVariant::kFullInt8"
-             : "intfa::kernels::AttentionVariant::kHalfInt8";
-}
-
-std::string p_encoding_argument(kernels::PEncoding encoding) {
-  return encoding == kernels::PEncoding::kSigned127 ? "intfa::kernels::PEncoding::kSigned127"
-                                                    : "intfa::kernels::PEncoding::kUnsigned255";
-}
-
-std::string p_scale_argument(kernels::PScaleReference reference) {
-  return reference == kernels::PScaleReference::kRunningMax
-             ? "intfa::kernels::PScaleReference::kRunningMax"
-             : "intfa::kernels::PScaleReference::kTileMax";
-}
-
-std::string v_granularity_argument(kernels::VScaleGranularity granularity) {
-  switch (granularity) {
-    case kernels::VScaleGranularity::kPerTensor:
-      return "intfa::kernels::VScaleGranularity::kPerTensor";
-    case kernels::VScaleGranularity::kPerChannel:
-      return "intfa::kernels::VScaleGranularity::kPerChannel";
-    case kernels::VScaleGranularity::kPerBlock:
-      return "intfa::kernels::VScaleGranularity::kPerBlock";
-  }
-  throw InternalError("unknown VScaleGranularity");
+// The numerics options as the kernel enumerators of their tables (api/option_names.hpp).
+template <typename KernelEnum>
+std::string option_argument(KernelEnum value) {
+  return option_kernel_argument(public_option(value));
 }
 
 Instantiation quantize_rows(const KernelSpec& spec) {
@@ -62,7 +40,7 @@ Instantiation quantize_v(const KernelSpec& spec, const char* kernel) {
   return {"quantize/quantize_v.cuh",
           std::string("intfa::kernels::") + kernel + "<" + std::to_string(spec.head_dim) + ", " +
               element_type_argument(spec.input_type) + ", " +
-              v_granularity_argument(spec.v_granularity) + ">",
+              option_argument(spec.v_granularity) + ">",
           "intfa::kernels::QuantizeVParams"};
 }
 
@@ -70,11 +48,11 @@ Instantiation attention(const KernelSpec& spec) {
   std::vector<std::string> arguments = {
       std::to_string(spec.head_dim),           std::to_string(spec.block_m),
       std::to_string(spec.block_n),            std::to_string(spec.warps),
-      std::to_string(spec.stages),             variant_argument(spec.variant),
+      std::to_string(spec.stages),             option_argument(spec.variant),
       std::to_string(spec.qk_bits),            element_type_argument(spec.input_type),
       element_type_argument(spec.output_type), bool_argument(spec.causal),
-      p_encoding_argument(spec.p_encoding),    p_scale_argument(spec.p_scale),
-      v_granularity_argument(spec.v_granularity)};
+      option_argument(spec.p_encoding),    option_argument(spec.p_scale),
+      option_argument(spec.v_granularity)};
   // Only varlen kernels name the last parameter (default false), so that the units and keys of
   // the others stay as they were.
   if (spec.varlen) arguments.push_back(bool_argument(true));
@@ -90,10 +68,10 @@ Instantiation attention_wgmma(const KernelSpec& spec) {
   const std::vector<std::string> arguments = {
       std::to_string(spec.head_dim),           std::to_string(spec.block_n),
       std::to_string(spec.warps / 4 - 1),      std::to_string(spec.stages),
-      variant_argument(spec.variant),          element_type_argument(spec.input_type),
+      option_argument(spec.variant),          element_type_argument(spec.input_type),
       element_type_argument(spec.output_type), bool_argument(spec.causal),
-      p_encoding_argument(spec.p_encoding),    p_scale_argument(spec.p_scale),
-      v_granularity_argument(spec.v_granularity)};
+      option_argument(spec.p_encoding),    option_argument(spec.p_scale),
+      option_argument(spec.v_granularity)};
   return {"attention/attention_forward_wgmma.cuh",
           "intfa::kernels::attention_forward_wgmma<intfa::kernels::WgmmaAttentionConfig<" +
               strings::join(arguments, ", ") + ">>",

@@ -6,12 +6,14 @@
 #include <map>
 #include <utility>
 
+#include "api/option_names.hpp"
 #include "common/json.hpp"
 
 namespace intfa::tune {
 namespace {
 
-// --- Names of the public enums in the file ---
+// --- Names of the public enums in the file: the numerics options by their tables
+// (api/option_names.hpp: written by name, read by name or alias), the output types here ---
 
 template <typename Enum>
 struct Named {
@@ -19,16 +21,7 @@ struct Named {
   const char* name;
 };
 
-constexpr Named<Variant> kVariants[] = {{Variant::kFullInt8, "full_int8"},
-                                        {Variant::kHalfInt8, "half_int8"}};
 constexpr Named<DType> kOutputTypes[] = {{DType::kF16, "f16"}, {DType::kBF16, "bf16"}};
-constexpr Named<PEncoding> kEncodings[] = {{PEncoding::kUnsigned255, "u8"},
-                                           {PEncoding::kSigned127, "s8"}};
-constexpr Named<PScaleReference> kReferences[] = {{PScaleReference::kRunningMax, "running_max"},
-                                                  {PScaleReference::kTileMax, "tile_max"}};
-constexpr Named<VScaleGranularity> kGranularities[] = {{VScaleGranularity::kPerTensor, "tensor"},
-                                                       {VScaleGranularity::kPerChannel, "channel"},
-                                                       {VScaleGranularity::kPerBlock, "block"}};
 
 template <typename Enum, std::size_t N>
 std::string name_of(Enum value, const Named<Enum> (&names)[N]) {
@@ -116,6 +109,15 @@ Enum enum_member(const json::Value& object, const std::string& where, const char
     }
   }
   throw DatabaseError(where + name, shown(value), "expected one of " + names_text(names));
+}
+
+template <typename Enum>
+Enum option_member(const json::Value& object, const std::string& where, const char* name) {
+  const json::Value& value = member(object, where, name);
+  if (value.is_string()) {
+    if (const auto parsed = parse_option<Enum>(value.as_string())) return *parsed;
+  }
+  throw DatabaseError(where + name, shown(value), "expected one of " + option_names_text<Enum>(", "));
 }
 
 device::Arch arch_member(const json::Value& object, const std::string& where) {
@@ -206,16 +208,16 @@ attention::SpecRequest request_from_json(const json::Value& object, const std::s
                         "expected 64, 128 or 256");
   }
   request.causal = bool_member(object, where, "causal");
-  request.variant = enum_member(object, where, "variant", kVariants);
+  request.variant = option_member<Variant>(object, where, "variant");
   request.qk_bits = integer_member(object, where, "qk_bits", 4, 8);
   if (request.qk_bits != 4 && request.qk_bits != 8) {
     throw DatabaseError(where + "qk_bits", std::to_string(request.qk_bits), "expected 4 or 8");
   }
   request.output_type = enum_member(object, where, "output_dtype", kOutputTypes);
   if (request.variant == Variant::kFullInt8) {
-    request.p_encoding = enum_member(object, where, "p_encoding", kEncodings);
-    request.p_scale = enum_member(object, where, "p_scale", kReferences);
-    request.v_granularity = enum_member(object, where, "v_granularity", kGranularities);
+    request.p_encoding = option_member<PEncoding>(object, where, "p_encoding");
+    request.p_scale = option_member<PScaleReference>(object, where, "p_scale");
+    request.v_granularity = option_member<VScaleGranularity>(object, where, "v_granularity");
   } else {
     request.v_type = enum_member(object, where, "v_dtype", kOutputTypes);
   }
@@ -225,13 +227,13 @@ attention::SpecRequest request_from_json(const json::Value& object, const std::s
 void write_request(json::Value& object, const attention::SpecRequest& request) {
   object.set("head_dim", request.head_dim);
   object.set("causal", request.causal);
-  object.set("variant", name_of(request.variant, kVariants));
+  object.set("variant", option_name(request.variant));
   object.set("qk_bits", request.qk_bits);
   object.set("output_dtype", name_of(request.output_type, kOutputTypes));
   if (request.variant == Variant::kFullInt8) {
-    object.set("p_encoding", name_of(request.p_encoding, kEncodings));
-    object.set("p_scale", name_of(request.p_scale, kReferences));
-    object.set("v_granularity", name_of(request.v_granularity, kGranularities));
+    object.set("p_encoding", option_name(request.p_encoding));
+    object.set("p_scale", option_name(request.p_scale));
+    object.set("v_granularity", option_name(request.v_granularity));
   } else {
     object.set("v_dtype", name_of(request.v_type, kOutputTypes));
   }
@@ -321,13 +323,13 @@ bool operator==(const DeviceKey& a, const DeviceKey& b) {
 
 std::string kernel_name(const attention::SpecRequest& request) {
   std::string text = "d" + std::to_string(request.head_dim) + (request.causal ? " causal" : "") +
-                     " " + name_of(request.variant, kVariants) + " qk" +
+                     " " + option_name(request.variant) + " qk" +
                      std::to_string(request.qk_bits) + " " +
                      name_of(request.output_type, kOutputTypes);
   if (request.variant == Variant::kFullInt8) {
-    return text + " p=" + name_of(request.p_encoding, kEncodings) + "/" +
-           name_of(request.p_scale, kReferences) +
-           " v=" + name_of(request.v_granularity, kGranularities);
+    return text + " p=" + option_name(request.p_encoding) + "/" +
+           option_name(request.p_scale) +
+           " v=" + option_name(request.v_granularity);
   }
   return text + " v=" + name_of(request.v_type, kOutputTypes);
 }

@@ -5,13 +5,16 @@
 //      "gpu": "NVIDIA H100 80GB HBM3", "arch": "sm_90a", "driver_major": 13,
 //      "head_dim": 128, "causal": false, "variant": "full_int8", "qk_bits": 8,
 //      "output_dtype": "f16",
-//      "p_encoding": "u8", "p_scale": "running_max", "v_granularity": "tensor",   (full INT8)
+//      "p_encoding": "u8", "p_scale": "running", "v_granularity": "tensor",       (full INT8)
 //      "v_dtype": "f16",                                                          (half INT8)
 //      "seq_bucket": 4096,
 //      "config": {"block_m": 64, "block_n": 128, "warps": 4, "stages": 2}, "median_ms": 2.51,
 //      "runner_ups": [{"config": {...}, "median_ms": 2.63}, ...],   fastest first
 //      "measured_on": {"batch": 4, "heads": 32, "seq": 4096},
 //      "tuned_at": "2026-11-23T10:41:07Z"}]}
+//
+// Numerics options are written by the names of api/option_names.hpp and read by name or alias
+// ("running_max" and "tile_max", the spellings of files written before 2026-11-24, still load).
 //
 // An entry is keyed by the device (GPU name, arch, driver major version) and the problem bucket:
 // every request field that selects a different kernel (the numerics fields only for the variant
@@ -67,12 +70,12 @@ struct ProblemBucket {
   attention::SpecRequest request;  // its arch is the device's
   int seq_bucket = kMinSeqBucket;
 
-  // "d128 causal full_int8 qk8 f16 p=u8/running_max v=tensor seq<=4096"
+  // "d128 causal full_int8 qk8 f16 p=u8/running v=tensor seq<=4096"
   std::string to_string() const;
 };
 
 // The kernel a request selects, as bucket descriptions and progress lines name it:
-// "d128 causal full_int8 qk8 f16 p=u8/running_max v=tensor".
+// "d128 causal full_int8 qk8 f16 p=u8/running v=tensor".
 std::string kernel_name(const attention::SpecRequest& request);
 
 // Whether `a` and `b` select one kernel (every request field make_spec reads is equal).

@@ -50,7 +50,7 @@ TEST_F(RunCommand, WithoutOptionsTheKernelsHaveTheDefaultNumerics) {
     EXPECT_TRUE(testing::mentions(result, "PASS")) << result.output;
     return;
   }
-  EXPECT_TRUE(testing::mentions(result, "p=u8/tile_max v=channel")) << result.output;
+  EXPECT_TRUE(testing::mentions(result, "p=u8/tile v=channel")) << result.output;
   EXPECT_TRUE(testing::mentions(result, "quantize_v_scale sm_86 d64 f16 v=channel"))
       << result.output;
   // K smoothing is on by default: its mean pass, K's smoothed rows, Q's rows with the LSE term.

@@ -1,5 +1,6 @@
 #include "intfa/problem_options.hpp"
 
+#include "api/option_names.hpp"
 #include "attention/validation.hpp"
 #include "common/strings.hpp"
 #include "intfa/errors.hpp"
@@ -7,7 +8,8 @@
 namespace intfa::cli {
 
 const char* const kNumericsOptionsHelp =
-    "  --variant full|half        full INT8 (default) or half INT8 (FP16/BF16 V)\n"
+    "  --variant full_int8|half_int8  full INT8 (default) or half INT8 (FP16/BF16 V); full and\n"
+    "                             half for short\n"
     "  --p u8|s8                  P encoding (full INT8): u8 R=255 (default) or s8 R=127\n"
     "  --p-scale running|tile     P reference: running max or tile max (default)\n"
     "  --v-scale tensor|channel|block   V scale granularity (default channel)\n"
@@ -44,21 +46,17 @@ const std::vector<std::string>& numerics_option_names() {
 
 namespace {
 
-const char* granularity_name(VScaleGranularity granularity) {
-  switch (granularity) {
-    case VScaleGranularity::kPerTensor: return "tensor";
-    case VScaleGranularity::kPerChannel: return "channel";
-    case VScaleGranularity::kPerBlock: return "block";
-  }
-  return "?";
+// `--flag TEXT` as a numerics option by its table (api/option_names.hpp: name or alias).
+template <typename Enum>
+Enum parse_option_flag(const std::string& flag, const std::string& text) {
+  if (const auto value = parse_option<Enum>(text, OptionSpellings::kCommandLine)) return *value;
+  throw UsageError("--" + flag + " " + text + ": expected " + option_names_text<Enum>());
 }
 
 }  // namespace
 
 Variant parse_variant(const std::string& text) {
-  if (text == "full" || text == "full_int8") return Variant::kFullInt8;
-  if (text == "half" || text == "half_int8") return Variant::kHalfInt8;
-  throw UsageError("--variant " + text + ": expected full or half");
+  return parse_option_flag<Variant>("variant", text);
 }
 
 KernelConfig parse_config(const std::string& text) {
@@ -79,31 +77,16 @@ KernelConfig parse_config(const std::string& text) {
 
 void parse_numerics(const Args& args, AttentionProblem& problem, AttentionOptions& options,
                     DType& io_type) {
-  problem.variant = parse_variant(args.get_or("variant", "full"));
+  problem.variant = parse_variant(args.get_or("variant", option_name(Variant::kFullInt8)));
   problem.qk_bits = static_cast<int>(args.get_int("qk-bits", 8, 4, 8));
   if (problem.qk_bits != 8 && problem.qk_bits != 4) throw UsageError("--qk-bits: expected 8 or 4");
   const AttentionOptions defaults;
-  const std::string p =
-      args.get_or("p", defaults.p_encoding == PEncoding::kUnsigned255 ? "u8" : "s8");
-  if (p != "u8" && p != "s8") throw UsageError("--p " + p + ": expected u8 or s8");
-  options.p_encoding = p == "u8" ? PEncoding::kUnsigned255 : PEncoding::kSigned127;
-  const std::string p_scale = args.get_or(
-      "p-scale", defaults.p_scale == PScaleReference::kRunningMax ? "running" : "tile");
-  if (p_scale != "running" && p_scale != "tile") {
-    throw UsageError("--p-scale " + p_scale + ": expected running or tile");
-  }
-  options.p_scale =
-      p_scale == "running" ? PScaleReference::kRunningMax : PScaleReference::kTileMax;
-  const std::string v_scale = args.get_or("v-scale", granularity_name(defaults.v_granularity));
-  if (v_scale == "tensor") {
-    options.v_granularity = VScaleGranularity::kPerTensor;
-  } else if (v_scale == "channel") {
-    options.v_granularity = VScaleGranularity::kPerChannel;
-  } else if (v_scale == "block") {
-    options.v_granularity = VScaleGranularity::kPerBlock;
-  } else {
-    throw UsageError("--v-scale " + v_scale + ": expected tensor, channel or block");
-  }
+  options.p_encoding =
+      parse_option_flag<PEncoding>("p", args.get_or("p", option_name(defaults.p_encoding)));
+  options.p_scale = parse_option_flag<PScaleReference>(
+      "p-scale", args.get_or("p-scale", option_name(defaults.p_scale)));
+  options.v_granularity = parse_option_flag<VScaleGranularity>(
+      "v-scale", args.get_or("v-scale", option_name(defaults.v_granularity)));
   const std::string dtype = args.get_or("dtype", "f16");
   if (dtype != "f16" && dtype != "bf16") throw UsageError("--dtype " + dtype + ": expected f16 or bf16");
   io_type = dtype == "f16" ? DType::kF16 : DType::kBF16;
@@ -130,9 +113,8 @@ std::string describe_numerics(const AttentionProblem& problem, const AttentionOp
            ")";
   }
   return std::string("full INT8 (INT") + std::to_string(problem.qk_bits) + " Q.K, P " +
-         (options.p_encoding == PEncoding::kUnsigned255 ? "u8" : "s8") + " against the " +
-         (options.p_scale == PScaleReference::kRunningMax ? "running" : "tile") + " max, V per " +
-         granularity_name(options.v_granularity) + transforms + ")";
+         option_name(options.p_encoding) + " against the " + option_name(options.p_scale) +
+         " max, V per " + option_name(options.v_granularity) + transforms + ")";
 }
 
 std::vector<int> parse_head_dims(const Args& args, const std::vector<long>& fallback) {
