@@ -1,21 +1,13 @@
 #include "intfa/precompile.hpp"
 
-#include <algorithm>
-#include <atomic>
 #include <exception>
-#include <mutex>
-#include <thread>
-#include <utility>
-#include <unordered_set>
 
+#include "api/kernel_lists.hpp"
 #include "attention/attention_spec.hpp"
-#include "decode/paged_family.hpp"
 #include "device/arch.hpp"
 #include "device/device_info.hpp"
 #include "intfa/errors.hpp"
 #include "intfa/paged.hpp"
-#include "launch/kernel_runtime.hpp"
-#include "quantize/quantize_specs.hpp"
 #include "render/kernel_spec.hpp"
 
 namespace intfa {
@@ -29,7 +21,8 @@ device::Arch resolve_arch(const std::string& name) {
 }
 
 std::vector<render::KernelSpec> request_specs(const PrecompileRequest& request, device::Arch arch) {
-  std::vector<render::KernelSpec> all;
+  // Causal on and off share the quantize kernels: each spec once, first occurrence kept.
+  aot::KernelList list;
   for (DType dtype : request.dtypes) {
     for (int head_dim : request.head_dims) {
       for (Variant variant : request.variants) {
@@ -45,27 +38,12 @@ std::vector<render::KernelSpec> request_specs(const PrecompileRequest& request, 
           spec_request.p_encoding = request.numerics.p_encoding;
           spec_request.p_scale = request.numerics.p_scale;
           spec_request.v_granularity = request.numerics.v_granularity;
-          // The quantize kernels intfa.attention runs before the attention kernel.
-          for (render::KernelSpec& spec :
-               quantize::call_specs(spec_request, dtype, request.numerics)) {
-            all.push_back(std::move(spec));
-          }
-          for (const KernelConfig& config : attention::heuristic_configs(spec_request)) {
-            const render::KernelSpec spec = attention::make_spec(spec_request, config);
-            attention::validate_config(spec, device::default_max_shared_bytes(arch));
-            all.push_back(spec);
-          }
+          list.add(aot::attention_call_specs(spec_request, dtype, request.numerics));
         }
       }
     }
   }
-  // Causal on and off share the quantize kernels: each spec once, first occurrence kept.
-  std::vector<render::KernelSpec> unique;
-  std::unordered_set<render::KernelSpec, render::KernelSpecHash> seen;
-  for (const render::KernelSpec& spec : all) {
-    if (seen.insert(spec).second) unique.push_back(spec);
-  }
-  return unique;
+  return list.specs();
 }
 
 void validate_request(const PrecompileRequest& request) {
@@ -89,40 +67,17 @@ void validate_request(const PrecompileRequest& request) {
   if (request.causal.empty()) throw InvalidArgument("causal", "[]", "expected one or more");
 }
 
-// Compiles `specs` into the user cache on `jobs` threads (0: all cores) and reports them.
+// Compiles `specs` into the user cache on `jobs` threads (0: all cores) and reports them; the
+// first failure is rethrown after every spec was tried.
 PrecompileReport compile_specs(device::Arch arch, const std::vector<render::KernelSpec>& specs,
                                unsigned jobs) {
   PrecompileReport report;
   report.arch = device::arch_name(arch);
   report.kernels = specs.size();
   for (const render::KernelSpec& spec : specs) report.specs.push_back(spec.to_string());
-
-  // KernelRuntime::compile is thread-safe and NVRTC compiles are independent, so a few threads
-  // take the specs in turn; the first failure is rethrown after every spec was tried.
-  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
-  const unsigned threads = static_cast<unsigned>(
-      std::min<std::size_t>(jobs == 0 ? hardware : jobs, specs.size()));
-  std::atomic<std::size_t> next{0};
-  std::atomic<std::size_t> compiled_now{0};
-  std::mutex failure_mutex;
-  std::exception_ptr first_failure;
-  auto work = [&] {
-    for (std::size_t index = next++; index < specs.size(); index = next++) {
-      try {
-        if (launch::KernelRuntime::instance().compile(specs[index]).compiled_now) compiled_now++;
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(failure_mutex);
-        if (!first_failure) first_failure = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned i = 1; i < threads; ++i) pool.emplace_back(work);
-  work();
-  for (std::thread& thread : pool) thread.join();
-  if (first_failure) std::rethrow_exception(first_failure);
-
-  report.compiled_now = compiled_now;
+  const aot::CompileSummary summary = aot::compile_in_parallel(specs, jobs);
+  if (summary.first_failure) std::rethrow_exception(summary.first_failure);
+  report.compiled_now = summary.compiled;
   report.already_present = report.kernels - report.compiled_now;
   return report;
 }
@@ -154,18 +109,11 @@ PrecompileReport precompile_paged(const PagedPrecompileRequest& request) {
     }
   }
   const device::Arch arch = resolve_arch(request.arch);
-  std::vector<render::KernelSpec> specs;
-  std::unordered_set<render::KernelSpec, render::KernelSpecHash> seen;
+  aot::KernelList list;
   for (DType dtype : request.dtypes)
     for (int head_dim : request.head_dims)
-      for (int bits : request.bits)
-        for (const render::KernelSpec& spec : paged::family_specs(arch, head_dim, bits, dtype)) {
-          // Every config of the list fits the arch (checked without a device).
-          if (spec.family == render::KernelFamily::kPagedDecode) {
-            paged::check_decode_config(spec, device::default_max_shared_bytes(arch));
-          }
-          if (seen.insert(spec).second) specs.push_back(spec);
-        }
+      for (int bits : request.bits) list.add(aot::paged_specs(arch, head_dim, bits, dtype));
+  const std::vector<render::KernelSpec>& specs = list.specs();
   return compile_specs(arch, specs, request.jobs);
 }
 

@@ -9,15 +9,14 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
+#include "api/kernel_lists.hpp"
 #include "attention/attention_spec.hpp"
 #include "cache/bundle.hpp"
 #include "cache/disk_cache.hpp"
 #include "common/file_io.hpp"
 #include "common/strings.hpp"
-#include "decode/paged_family.hpp"
 #include "device/arch.hpp"
 #include "intfa/args.hpp"
 #include "intfa/commands.hpp"
@@ -26,7 +25,6 @@
 #include "intfa/problem_options.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "nvrtc/compiler.hpp"
-#include "quantize/quantize_specs.hpp"
 #include "tune/database_file.hpp"
 
 namespace intfa::cli {
@@ -216,57 +214,37 @@ std::vector<tune::TuningEntry> tuned_entries(const BundlePlan& plan) {
   return entries;
 }
 
-// The attention tile configs to bundle for `request` under --configs default or all.
+// The attention tile configs to bundle for `request` under --configs default or all (checked
+// against the arch by aot::attention_call_specs).
 std::vector<KernelConfig> attention_configs(const attention::SpecRequest& request,
                                             const BundlePlan& plan) {
-  const int max_shared_bytes = device::default_max_shared_bytes(request.arch);
   if (plan.configs == ConfigMode::kAll) {
     // The tuner never picks a config that needs more shared memory than the arch offers.
     return attention::fitting_configs(request, attention::candidate_configs(request),
-                                      max_shared_bytes);
+                                      device::default_max_shared_bytes(request.arch));
   }
-  const std::vector<KernelConfig> configs = attention::heuristic_configs(request);
-  for (const KernelConfig& config : configs) {
-    attention::validate_config(attention::make_spec(request, config), max_shared_bytes);
-  }
-  return configs;
+  return attention::heuristic_configs(request);
 }
 
 // Every kernel of the plan, each once, in a stable order: the tuning database's for --configs
 // tuned, else by arch, dtype, head dim, variant and causal.
 std::vector<render::KernelSpec> bundle_specs(const BundlePlan& plan) {
-  std::vector<render::KernelSpec> specs;
-  std::unordered_set<render::KernelSpec, render::KernelSpecHash> seen;
-  // The kernels a call of `request` runs: its quantize kernels, then attention with `configs`.
-  auto add_call = [&](const attention::SpecRequest& request, DType dtype,
-                      const std::vector<KernelConfig>& configs) {
-    std::vector<render::KernelSpec> call = quantize::call_specs(request, dtype, plan.numerics);
-    for (const KernelConfig& config : configs) {
-      call.push_back(attention::make_spec(request, config));
-    }
-    for (const render::KernelSpec& spec : call) {
-      if (seen.insert(spec).second) specs.push_back(spec);
-    }
-  };
+  aot::KernelList list;
   // The paged cache's kernels, after the attention calls' (for every config mode).
   auto add_paged = [&] {
     for (device::Arch arch : plan.archs)
       for (DType dtype : plan.dtypes)
         for (int head_dim : plan.head_dims)
-          for (int bits : plan.paged_bits)
-            for (const render::KernelSpec& spec : paged::family_specs(arch, head_dim, bits, dtype)) {
-              if (spec.family == render::KernelFamily::kPagedDecode) {
-                paged::check_decode_config(spec, device::default_max_shared_bytes(arch));
-              }
-              if (seen.insert(spec).second) specs.push_back(spec);
-            }
+          for (int bits : plan.paged_bits) list.add(aot::paged_specs(arch, head_dim, bits, dtype));
   };
   if (plan.configs == ConfigMode::kTuned) {
     for (const tune::TuningEntry& entry : tuned_entries(plan)) {
-      add_call(entry.bucket.request, entry.bucket.request.output_type, {entry.best.config});
+      const attention::SpecRequest& request = entry.bucket.request;
+      list.add(aot::attention_call_specs(request, request.output_type, plan.numerics,
+                                         {entry.best.config}));
     }
     add_paged();
-    return specs;
+    return list.specs();
   }
   for (device::Arch arch : plan.archs) {
     for (DType dtype : plan.dtypes) {
@@ -280,14 +258,15 @@ std::vector<render::KernelSpec> bundle_specs(const BundlePlan& plan) {
             problem.causal = causal;
             const attention::SpecRequest request =
                 spec_request(arch, problem, plan.numerics, dtype);
-            add_call(request, dtype, attention_configs(request, plan));
+            list.add(aot::attention_call_specs(request, dtype, plan.numerics,
+                                               attention_configs(request, plan)));
           }
         }
       }
     }
   }
   add_paged();
-  return specs;
+  return list.specs();
 }
 
 // --- Writing the bundle ---

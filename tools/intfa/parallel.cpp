@@ -2,14 +2,11 @@
 
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
-#include <thread>
 
-#include "intfa/errors.hpp"
-#include "launch/kernel_runtime.hpp"
+#include "api/kernel_lists.hpp"
 
 namespace intfa::cli {
 namespace {
@@ -55,35 +52,14 @@ class Progress {
 CompileSummary compile_in_parallel(const std::vector<render::KernelSpec>& specs,
                                    const std::string& label, unsigned threads,
                                    const CompileFunction& compile) {
-  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
-  CompileFunction compile_one = compile;
-  if (!compile_one) {
-    compile_one = [](const render::KernelSpec& spec) {
-      return launch::KernelRuntime::instance().compile(spec);
-    };
-  }
-  CompileSummary summary;
-  std::mutex mutex;
-  std::atomic<std::size_t> next{0};
-  std::atomic<std::size_t> done{0};
   Progress progress(label, specs.size());
-  auto worker = [&] {
-    for (std::size_t index = next++; index < specs.size(); index = next++) {
-      try {
-        const launch::CompiledKernel compiled = compile_one(specs[index]);
-        std::lock_guard<std::mutex> lock(mutex);
-        ++(compiled.compiled_now ? summary.compiled : summary.cached);
-      } catch (const std::exception& error) {  // one failure must not end the other compiles
-        std::lock_guard<std::mutex> lock(mutex);
-        summary.failures.push_back(specs[index].to_string() + ": " + error.what());
-      }
-      progress.advance(++done);
-    }
-  };
-  std::vector<std::thread> pool;
-  for (unsigned i = 0; i < std::min<std::size_t>(threads, specs.size()); ++i) pool.emplace_back(worker);
-  for (std::thread& thread : pool) thread.join();
-  progress.advance(done, true);
+  const aot::CompileSummary compiled = aot::compile_in_parallel(
+      specs, threads, compile, [&progress](std::size_t done) { progress.advance(done); });
+  progress.advance(specs.size(), true);
+  CompileSummary summary;
+  summary.compiled = compiled.compiled;
+  summary.cached = compiled.cached;
+  summary.failures = compiled.failures;
   return summary;
 }
 

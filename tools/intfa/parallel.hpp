@@ -1,4 +1,5 @@
-// Compiling many kernel specs at once (NVRTC is thread-safe per program), with progress.
+// Compiling many kernel specs at once (aot::compile_in_parallel, src/api/kernel_lists.hpp) with a
+// progress bar on a terminal and a plain line every few seconds otherwise.
 #pragma once
 
 #include <functional>
@@ -20,9 +21,8 @@ struct CompileSummary {
 // Called from several threads at once; a failure is an exception, listed in the summary.
 using CompileFunction = std::function<launch::CompiledKernel(const render::KernelSpec&)>;
 
-// Compiles (or finds in the cache) every spec with `threads` workers (0: all cores), printing a
-// progress bar on a terminal and a plain line every few seconds otherwise. Without `compile`, specs
-// go through the process-wide runtime and its caches.
+// Compiles (or finds in the cache) every spec with `threads` workers (0: all cores), printing
+// progress. Without `compile`, specs go through the process-wide runtime and its caches.
 CompileSummary compile_in_parallel(const std::vector<render::KernelSpec>& specs,
                                    const std::string& label, unsigned threads = 0,
                                    const CompileFunction& compile = {});

@@ -1,0 +1,91 @@
+#include "api/kernel_lists.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "decode/paged_family.hpp"
+#include "device/arch.hpp"
+#include "quantize/quantize_specs.hpp"
+
+namespace intfa::aot {
+
+std::vector<render::KernelSpec> attention_call_specs(const attention::SpecRequest& request,
+                                                     DType dtype, const AttentionOptions& numerics,
+                                                     const std::vector<KernelConfig>& configs) {
+  std::vector<render::KernelSpec> specs = quantize::call_specs(request, dtype, numerics);
+  const int max_shared_bytes = device::default_max_shared_bytes(request.arch);
+  for (const KernelConfig& config : configs) {
+    render::KernelSpec spec = attention::make_spec(request, config);
+    attention::validate_config(spec, max_shared_bytes);
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+std::vector<render::KernelSpec> attention_call_specs(const attention::SpecRequest& request,
+                                                     DType dtype, const AttentionOptions& numerics) {
+  return attention_call_specs(request, dtype, numerics, attention::heuristic_configs(request));
+}
+
+std::vector<render::KernelSpec> paged_specs(device::Arch arch, int head_dim, int bits,
+                                            DType dtype) {
+  std::vector<render::KernelSpec> specs = paged::family_specs(arch, head_dim, bits, dtype);
+  for (const render::KernelSpec& spec : specs) {
+    // Every config of the list fits the arch (checked without a device).
+    if (spec.family == render::KernelFamily::kPagedDecode) {
+      paged::check_decode_config(spec, device::default_max_shared_bytes(arch));
+    }
+  }
+  return specs;
+}
+
+CompileSummary compile_in_parallel(const std::vector<render::KernelSpec>& specs, unsigned threads,
+                                   const CompileFunction& compile,
+                                   const ProgressFunction& progress) {
+  if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+  CompileFunction compile_one = compile;
+  if (!compile_one) {
+    compile_one = [](const render::KernelSpec& spec) {
+      return launch::KernelRuntime::instance().compile(spec);
+    };
+  }
+  CompileSummary summary;
+  std::mutex mutex;
+  std::atomic<std::size_t> next{0};
+  std::size_t done = 0;
+  auto worker = [&] {
+    for (std::size_t index = next++; index < specs.size(); index = next++) {
+      bool compiled_now = false;
+      std::string failure;
+      std::exception_ptr exception;
+      try {
+        compiled_now = compile_one(specs[index]).compiled_now;
+      } catch (const std::exception& error) {  // one failure must not end the other compiles
+        failure = specs[index].to_string() + ": " + error.what();
+        exception = std::current_exception();
+      } catch (...) {
+        failure = specs[index].to_string() + ": unknown error";
+        exception = std::current_exception();
+      }
+      std::lock_guard<std::mutex> lock(mutex);
+      if (exception) {
+        summary.failures.push_back(std::move(failure));
+        if (!summary.first_failure) summary.first_failure = exception;
+      } else {
+        ++(compiled_now ? summary.compiled : summary.cached);
+      }
+      ++done;
+      if (progress) progress(done);
+    }
+  };
+  const std::size_t workers = std::min<std::size_t>(threads, specs.size());
+  std::vector<std::thread> pool;
+  for (std::size_t i = 1; i < workers; ++i) pool.emplace_back(worker);
+  worker();  // the calling thread takes specs too
+  for (std::thread& thread : pool) thread.join();
+  return summary;
+}
+
+}  // namespace intfa::aot
