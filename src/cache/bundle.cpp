@@ -12,6 +12,7 @@
 #include "common/env.hpp"
 #include "common/file_io.hpp"
 #include "common/file_trust.hpp"
+#include "common/json_members.hpp"
 #include "common/log.hpp"
 #include "common/strings.hpp"
 #include "intfa/errors.hpp"
@@ -31,30 +32,26 @@ constexpr std::size_t kChecksumHexDigits = 16;
 
 // --- Reading the manifest's members; each failure names the member's path ---
 
+[[noreturn]] void fail(const json::MemberProblem& problem) {
+  throw ManifestError(problem.path + (problem.missing ? ": missing"
+                                                      : ": " + problem.expectation + ", got " +
+                                                            problem.shown));
+}
+
+// The shared member checks (common/json_members.hpp), raising ManifestError.
+const json::MemberReader kReader(fail);
+
 const json::Value& member(const json::Value& object, const std::string& where, const char* name) {
-  const json::Value* value = object.find(name);
-  if (value == nullptr) throw ManifestError(where + name + ": missing");
-  return *value;
+  return kReader.member(object, where, name);
 }
 
 std::string string_member(const json::Value& object, const std::string& where, const char* name) {
-  const json::Value& value = member(object, where, name);
-  if (!value.is_string()) throw ManifestError(where + name + ": expected a string");
-  return value.as_string();
+  return kReader.string(object, where, name);
 }
 
 std::uint64_t unsigned_member(const json::Value& object, const std::string& where, const char* name,
                               std::uint64_t max_value) {
-  const json::Value& value = member(object, where, name);
-  if (!value.is_number()) throw ManifestError(where + name + ": expected a number");
-  const double number = value.as_number();
-  // Compared as doubles first: as_int() of a huge or fractional number is what must not happen.
-  if (!(number >= 0) || number > static_cast<double>(max_value) ||
-      number != static_cast<double>(static_cast<std::uint64_t>(number))) {
-    throw ManifestError(where + name + ": expected an integer in [0, " + std::to_string(max_value) +
-                        "], got " + value.dump(-1));
-  }
-  return static_cast<std::uint64_t>(number);
+  return kReader.unsigned_integer(object, where, name, max_value);
 }
 
 nvrtc::Version parse_nvrtc_version(const std::string& text, const std::string& where) {

@@ -8,6 +8,7 @@
 
 #include "api/option_names.hpp"
 #include "common/json.hpp"
+#include "common/json_members.hpp"
 
 namespace intfa::tune {
 namespace {
@@ -41,62 +42,43 @@ std::string names_text(const Named<Enum> (&names)[N]) {
 
 // --- Reading members; every failure names the member's path ---
 
-constexpr std::size_t kMaxShownValueChars = 80;
 constexpr std::size_t kMaxNameChars = 256;
 constexpr int kMaxConfigValue = 1024;
 constexpr int kMaxShapeValue = 1 << 28;
 
-std::string shown(const json::Value& value) {
-  std::string text = value.dump(-1);
-  if (text.size() > kMaxShownValueChars) text = text.substr(0, kMaxShownValueChars) + "...";
-  return text;
+[[noreturn]] void fail(const json::MemberProblem& problem) {
+  throw DatabaseError(problem.path, problem.missing ? "(missing)" : problem.shown,
+                      problem.expectation);
 }
 
+// The shared member checks (common/json_members.hpp), raising DatabaseError.
+const json::MemberReader kReader(fail);
+
+std::string shown(const json::Value& value) { return json::MemberReader::shown(value); }
+
 void require_object(const json::Value& value, const std::string& field) {
-  if (!value.is_object()) throw DatabaseError(field, shown(value), "expected an object");
+  kReader.require_object(value, field);
 }
 
 const json::Value& member(const json::Value& object, const std::string& where, const char* name) {
-  const json::Value* value = object.find(name);
-  if (value == nullptr) throw DatabaseError(where + name, "(missing)", "a required member");
-  return *value;
+  return kReader.member(object, where, name);
 }
 
 int integer_member(const json::Value& object, const std::string& where, const char* name,
                    int min_value, int max_value) {
-  const json::Value& value = member(object, where, name);
-  const std::string expectation = "expected an integer in [" + std::to_string(min_value) + ", " +
-                                  std::to_string(max_value) + "]";
-  if (!value.is_number()) throw DatabaseError(where + name, shown(value), expectation);
-  // Compared as a double first: as_int() of a huge or fractional number is what must not happen.
-  const double number = value.as_number();
-  if (!(number >= min_value && number <= max_value) || number != std::floor(number)) {
-    throw DatabaseError(where + name, shown(value), expectation);
-  }
-  return static_cast<int>(number);
+  return static_cast<int>(kReader.integer(object, where, name, min_value, max_value));
 }
 
 double milliseconds_member(const json::Value& object, const std::string& where, const char* name) {
-  const json::Value& value = member(object, where, name);
-  if (!value.is_number() || !std::isfinite(value.as_number()) || value.as_number() < 0) {
-    throw DatabaseError(where + name, shown(value), "expected a finite number >= 0");
-  }
-  return value.as_number();
+  return kReader.non_negative(object, where, name);
 }
 
 bool bool_member(const json::Value& object, const std::string& where, const char* name) {
-  const json::Value& value = member(object, where, name);
-  if (!value.is_bool()) throw DatabaseError(where + name, shown(value), "expected true or false");
-  return value.as_bool();
+  return kReader.boolean(object, where, name);
 }
 
 std::string string_member(const json::Value& object, const std::string& where, const char* name) {
-  const json::Value& value = member(object, where, name);
-  if (!value.is_string() || value.as_string().empty() || value.as_string().size() > kMaxNameChars) {
-    throw DatabaseError(where + name, shown(value),
-                        "expected a string of 1 to " + std::to_string(kMaxNameChars) + " bytes");
-  }
-  return value.as_string();
+  return kReader.string(object, where, name, kMaxNameChars, true);
 }
 
 template <typename Enum, std::size_t N>
