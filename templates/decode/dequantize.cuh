@@ -52,15 +52,30 @@ __device__ __forceinline__ void int8x4_to_f16x2(u32 word, u32 (&pairs)[2]) {
   pairs[1] = f16x2_sub(__byte_perm(biased, kExponentBytes, 0x4342), kBias);
 }
 
+__device__ __forceinline__ u32 f16x2_fma(u32 a, u32 b, u32 c) {
+  u32 d;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+  return d;
+}
+
 // Eight signed nibbles -> four pairs {nibble s, nibble s + 4} (s = 0..3) as exact FP16 integers,
-// the same way: 1024 + (x + 8) from a mask and an OR, then one subtraction of 1032.
+// in 9 instructions: one AND-XOR (a LOP3) per pair puts x + 8 into the low mantissa bits of 1024
+// (the XOR flips the nibble's sign bit and sets 1024's exponent: the masked bits and 0x6400 do
+// not overlap); pairs 1 and 3 keep their nibbles 4 bits up, 1024 + 16 (x + 8), which one FMA by
+// 1/16 minus 72 takes to x exactly; pairs 2 and 3 come from the word shifted by 8 (nibbles 2, 3
+// and 6, 7 land where 0, 1 and 4, 5 were).
 __device__ __forceinline__ void int4x8_to_f16x2(u32 word, u32 (&pairs)[4]) {
-  constexpr u32 kBias = 0x64086408u;  // f16x2 {1032, 1032}
-  const u32 biased = word ^ 0x88888888u;
-#pragma unroll
-  for (int s = 0; s < 4; ++s) {
-    pairs[s] = f16x2_sub(((biased >> (4 * s)) & 0x000F000Fu) | 0x64006400u, kBias);
-  }
+  constexpr u32 kLowNibbles = 0x000F000Fu, kHighNibbles = 0x00F000F0u;
+  constexpr u32 kLowKey = 0x64086408u;   // 0x6400 | 0x0008 in each half
+  constexpr u32 kHighKey = 0x64806480u;  // 0x6400 | 0x0080
+  constexpr u32 kBias = 0x64086408u;     // f16x2 {1032, 1032}
+  constexpr u32 kSixteenth = 0x2C002C00u;  // f16x2 {1/16, 1/16}
+  constexpr u32 kMinus72 = 0xD480D480u;    // f16x2 {-72, -72}
+  const u32 shifted = word >> 8;
+  pairs[0] = f16x2_sub((word & kLowNibbles) ^ kLowKey, kBias);
+  pairs[1] = f16x2_fma((word & kHighNibbles) ^ kHighKey, kSixteenth, kMinus72);
+  pairs[2] = f16x2_sub((shifted & kLowNibbles) ^ kLowKey, kBias);
+  pairs[3] = f16x2_fma((shifted & kHighNibbles) ^ kHighKey, kSixteenth, kMinus72);
 }
 
 // The eight pairs of one lane's 16-channel chunk (INT8: 16 bytes, INT4: 8 bytes), pair j as
