@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
 # On the GPU machine, in one call: what changed since the last GPU run, checked and measured.
-#   1. the Python extension is built with that machine's Python in the background while
-#   2. the C++ GPU tests run (and the examples/ programs): the one-call 16-bit entry point with K smoothing and the rotation,
-#      the quantize kernels, accuracy on the input families (issue 25), the paged KV cache
-#      (append, decode, serving loop, CUDA graph) and merge_states (issue 28);
-#   3. the Python GPU tests: the clients (return_lse, out=, padded head dims, fallback,
-#      transformers/diffusers/patch_sdpa, issue 27), the paged ops, and the ops with the
-#      transforms;
-#   4. decode bandwidth on the issue's shapes against SDPA cuDNN FP16 (bench/compare_decode.py);
-#   5. accuracy of the real kernels per input family and transform (bench/accuracy.py);
-#   6. `intfa.attention` end to end against SDPA at d=128 (bench/compare_sdpa.py, both orders).
+# Steps (VERIFY_STEPS, comma-separated; default all but cost):
+#   tests     the C++ GPU tests (VERIFY_TESTS: a gtest filter; default the one-call 16-bit entry
+#             point with K smoothing and the rotation, the quantize kernels, accuracy on the input
+#             families, the paged KV cache and merge_states, the Hopper kernel's shapes), while
+#             the Python extension builds in the background with that machine's Python;
+#   examples  the examples/ programs a host app starts from (copied into $INTFA_BUILD/examples);
+#   python    the Python GPU tests (VERIFY_PYTESTS: test files; default the clients, the paged
+#             ops, the ops with the transforms, context parallelism when present);
+#   decode    decode against SDPA cuDNN FP16 on the paged cache's shapes (bench/compare_decode.py)
+#             and `intfa tune --decode` over the INT4 configs;
+#   accuracy  the real kernels per input family and Q/K transform (bench/accuracy.py);
+#   e2e       `intfa.attention` and the kernel alone against SDPA (bench/compare_sdpa.py, both
+#             orders; E2E_HEAD_DIMS, E2E_SEQS, E2E_CAUSAL);
+#   cost      the end-to-end cost of K smoothing and the rotation (bench/qk_transforms_cost.py).
 #   usage: INTFA_BUILD=build-dev scripts/device/verify.sh
 #          carry: a slim build with bin/ and lib/ (build-dev) and .deps (prepare_device_deps.sh)
 # Every step under its own limit, cut to what is left of INTFA_DEADLINE_S; logs under $OUT/logs.
 export INTFA_BUILD=${INTFA_BUILD:-build-dev}
 export INTFA_DEADLINE_S=${INTFA_DEADLINE_S:-500}
 source "$(dirname "$0")/common.sh"
+steps=",${VERIFY_STEPS:-tests,examples,python,decode,accuracy,e2e},"
+wants() { [[ "$steps" == *",$1,"* ]]; }
 
 python=$(command -v python3)
 deps=$PWD/.deps
@@ -28,41 +34,68 @@ xxhash_define=""
   > "$logs/python_build.log" 2>&1 &
 python_build=$!
 
-gtests gpu_tests 190 "${VERIFY_TESTS:-Attention16bit*:*QuantizeRowsGpu*:*AccuracyOnReal*:*PagedServingGpu*:*PagedDecodeGpu*:*PagedAppendGpu*:*MergeStatesGpu*:Shapes/WgmmaGpu.*}"
+if wants tests; then
+  gtests gpu_tests 190 "${VERIFY_TESTS:-Attention16bit*:*QuantizeRowsGpu*:*AccuracyOnReal*:*PagedServingGpu*:*PagedDecodeGpu*:*PagedAppendGpu*:*MergeStatesGpu*:Shapes/WgmmaGpu.*}"
+fi
 
-# The examples a host app starts from (examples/, built by the consumer tests on the project
-# machine and copied into build-dev/examples): C++ linked statically, C against the shared library.
-for example in attend_static attend_c; do
-  [ -x "$build/examples/$example" ] || continue
-  TAIL_LINES=4 timed "example_$example" 40 env LD_LIBRARY_PATH="$PWD/$build/lib:$LD_LIBRARY_PATH" \
-    "$build/examples/$example"
-  grep -E "relative L2" "$logs/example_$example.log" | tee -a "$summary"
-done
+if wants examples; then
+  for example in attend_static attend_c; do
+    [ -x "$build/examples/$example" ] || continue
+    TAIL_LINES=4 timed "example_$example" 40 env LD_LIBRARY_PATH="$PWD/$build/lib:$LD_LIBRARY_PATH" \
+      "$build/examples/$example"
+    grep -E "relative L2" "$logs/example_$example.log" | tee -a "$summary"
+  done
+fi
 
 wait "$python_build"
 note "python build: exit $? ($(tail -1 "$logs/python_build.log"))"
-export PYTHONPATH=$PWD/build-device-py/python INTFA_TEST_REPORT=$logs/python_report.txt
+export PYTHONPATH=$PWD/build-device-py/python:$PWD/bench INTFA_TEST_REPORT=$logs/python_report.txt
 : > "$INTFA_TEST_REPORT"
-TAIL_LINES=25 timed python_tests 130 "$python" -m pytest -q -rs -p no:cacheprovider \
-  python/tests/test_clients.py python/tests/test_paged_gpu.py python/tests/test_gpu.py \
-  -k "not Shapes"
-grep -E "passed|failed" "$logs/python_tests.log" | tail -2 | tee -a "$summary"
-grep -E "^FAILED" "$logs/python_tests.log" | head -20 | tee -a "$summary"
-tee -a "$summary" < "$INTFA_TEST_REPORT"
 
-TAIL_LINES=14 timed compare_decode 70 "$python" bench/compare_decode.py \
-  --lib "$build/lib/libintfa.so" --out-dir "$logs"
-grep -E "^\||device copy" "$logs/compare_decode.log" | tee -a "$summary"
-
-TAIL_LINES=4 timed accuracy 60 "$python" bench/accuracy.py --lib "$build/lib/libintfa.so" \
-  --inputs all --options plain,smooth,rotate,smooth+rotate --numerics issue \
-  --head-dims 64,128 --seqs 1024,4096 --out-dir "$logs/accuracy"
-if [ -f "$logs/accuracy/accuracy.md" ]; then
-  awk '/relative L2/{on=1} /cosine/{on=0} on' "$logs/accuracy/accuracy.md" | grep "^|" \
-    | tee -a "$summary" > /dev/null
+if wants python; then
+  default_tests="python/tests/test_clients.py python/tests/test_paged_gpu.py"
+  default_tests="$default_tests python/tests/test_paged_arguments.py python/tests/test_gpu.py"
+  for extra in python/tests/test_distributed*.py; do
+    [ -f "$extra" ] && default_tests="$default_tests $extra"
+  done
+  TAIL_LINES=25 timed python_tests 150 "$python" -m pytest -q -rs -p no:cacheprovider \
+    ${VERIFY_PYTESTS:-$default_tests}
+  grep -E "passed|failed" "$logs/python_tests.log" | tail -2 | tee -a "$summary"
+  grep -E "^FAILED" "$logs/python_tests.log" | head -20 | tee -a "$summary"
+  tee -a "$summary" < "$INTFA_TEST_REPORT"
 fi
 
-TAIL_LINES=16 timed compare_sdpa 80 "$python" bench/compare_sdpa.py --intfa binding \
-  --head-dims 128 --seqs 1024,4096,16384 --causal off --repeats 10 --out-dir "$logs"
-grep -E "^\|" "$logs/compare_sdpa.log" | tee -a "$summary" > /dev/null
+if wants decode; then
+  TAIL_LINES=14 timed compare_decode 60 "$python" bench/compare_decode.py \
+    --lib "$build/lib/libintfa.so" --out-dir "$logs"
+  grep -E "^\||device copy" "$logs/compare_decode.log" | tee -a "$summary"
+  TAIL_LINES=8 timed tune_int4 60 "$bin/intfa" tune --decode --batch 8,32 --seq 4k,32k --q-len 1 \
+    --bits 4 --configs all --repeats 10 --json "$logs/tune_int4.json"
+  grep -E "^B[0-9]" "$logs/tune_int4.log" | tee -a "$summary"
+fi
+
+if wants accuracy; then
+  TAIL_LINES=4 timed accuracy 60 "$python" bench/accuracy.py --lib "$build/lib/libintfa.so" \
+    --inputs all --options plain,smooth,rotate,smooth+rotate --numerics issue \
+    --head-dims 64,128 --seqs 1024,4096 --out-dir "$logs/accuracy"
+  if [ -f "$logs/accuracy/accuracy.md" ]; then
+    awk '/relative L2/{on=1} /cosine/{on=0} on' "$logs/accuracy/accuracy.md" | grep "^|" \
+      | tee -a "$summary" > /dev/null
+  fi
+fi
+
+if wants e2e; then
+  TAIL_LINES=30 timed compare_sdpa 200 "$python" bench/compare_sdpa.py --intfa binding \
+    --head-dims "${E2E_HEAD_DIMS:-128}" --seqs "${E2E_SEQS:-1024,4096,16384}" \
+    --causal "${E2E_CAUSAL:-off}" --repeats 10 --out-dir "$logs"
+  grep -E "^\|" "$logs/compare_sdpa.log" | tee -a "$summary" > /dev/null
+fi
+
+if wants cost; then
+  TAIL_LINES=30 timed qk_transforms_cost 120 "$python" bench/qk_transforms_cost.py \
+    --head-dims 64,128 --seqs 1024,4096,16384 --shapes 4x32 --causal off \
+    --variants full_int8 --repeats 10 --out-dir "$logs/cost"
+  [ -f "$logs/cost/qk_transforms_cost.md" ] && grep "^|" "$logs/cost/qk_transforms_cost.md" \
+    | tee -a "$summary" > /dev/null
+fi
 finish
