@@ -2,6 +2,7 @@
 the transfers, the LSE merge) with the exact SDPA kernels as the local attention, against float64
 attention of the whole sequence: simulated in one process, and over real gloo process groups of 2
 and 3 processes. The argument checks, naming the bad argument. Skipped without torch."""
+import datetime
 import math
 import os
 import tempfile
@@ -140,8 +141,9 @@ class MergeExactTest(unittest.TestCase):
 def _gloo_rank(rank, world_size, store_path):
     """One rank: ring and Ulysses attention of its shards over gloo, checked against float64
     attention of the whole sequence (an AssertionError here fails the spawning test)."""
+    # A transfer that never matches (a broken ring) fails after the timeout instead of hanging.
     dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank,
-                            world_size=world_size)
+                            world_size=world_size, timeout=datetime.timedelta(seconds=60))
     try:
         for layout, is_causal, (heads_q, heads_kv) in CASES:
             heads_q, heads_kv = ulysses_heads(heads_q, heads_kv, world_size)
