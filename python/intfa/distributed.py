@@ -337,7 +337,8 @@ def ring_attention(q, k, v, group=None, is_causal=False, *, layout="HND", varian
     positions; otherwise any split. Returns this rank's output (and with ``return_lse`` its LSE,
     float32 [B, H, n]), as ``intfa.attention`` over the whole sequence would give for these rows.
     ``variant`` "full_int8" (default) or "half_int8", ``sm_scale``, ``smooth_k`` and
-    ``v_granularity`` as in ``intfa.attention``; ``kernels`` replaces the local kernels (``SdpaKernels``, say)."""
+    ``v_granularity`` as in ``intfa.attention``; ``kernels`` replaces the local kernels
+    (``SdpaKernels``, say)."""
     _check_shards(q, k, v, is_causal, layout)
     kernels = _resolve_kernels(kernels, layout, dict(variant=variant, sm_scale=sm_scale,
                                                      smooth_k=smooth_k,
@@ -428,14 +429,12 @@ def ulysses_attention(q, k, v, group=None, is_causal=False, *, layout="HND", var
     world_size = dist.get_world_size(group)
     _check_heads(q, k, layout, world_size)
     seq, heads = _seq_dim(layout), _head_dim_index(layout)
-    if world_size == 1:
-        out, lse = kernels.attention(q, k, v, is_causal)
-    else:
-        q, k, v = (_all_to_all(x, heads, seq, group, world_size) for x in (q, k, v))
-        out, lse = kernels.attention(q, k, v, is_causal)
-        out = _all_to_all(out, seq, heads, group, world_size)
-        lse = _all_to_all(lse, 2, 1, group, world_size) if return_lse else None
-    return (out, lse) if return_lse else out
+    q, k, v = (_all_to_all(x, heads, seq, group, world_size) for x in (q, k, v))
+    out, lse = kernels.attention(q, k, v, is_causal)
+    out = _all_to_all(out, seq, heads, group, world_size)
+    if not return_lse:
+        return out
+    return out, _all_to_all(lse, 2, 1, group, world_size)
 
 
 def simulate_ulysses_attention(q_shards, k_shards, v_shards, is_causal=False, *, layout="HND",
