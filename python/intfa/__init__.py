@@ -14,6 +14,7 @@
     cache.append(k_new, v_new, slot_mapping)
     out = cache.decode(q_new, block_table, seq_lens)
     out, lse = intfa.merge_states(out_a, lse_a, out_b, lse_b)
+    out = intfa.distributed.ring_attention(q_shard, k_shard, v_shard, is_causal=True)  # torchrun
     with intfa.patch_sdpa():  # F.scaled_dot_product_attention runs intfa.attention
         model(x)
     # transformers: intfa.integrations.transformers.register(), then attn_implementation="intfa"
@@ -29,6 +30,7 @@ cache. ``cache_info`` and ``precompile`` need no PyTorch; the tensor functions n
 ``intfa.Error`` subclasses carrying the C++ message; bad arguments raise ``InvalidArgument``
 (also a ValueError) naming the argument, before anything is launched.
 """
+import importlib
 import re
 
 from intfa import _intfa
@@ -65,12 +67,18 @@ if TORCH_UNAVAILABLE is None:
     from intfa._paged import (PagedKVCache, merge_states, paged_append,  # noqa: F401
                               paged_decode)
     from intfa.integrations.sdpa import patch_sdpa  # noqa: F401
-else:
-    def __getattr__(name):
-        if name in _TORCH_NAMES:
-            raise ImportError(f"intfa.{name} needs PyTorch >= 2.4: {TORCH_UNAVAILABLE}. "
-                              "intfa.cache_info() and intfa.precompile() work without it.")
-        raise AttributeError(f"module 'intfa' has no attribute '{name}'")
+
+
+def __getattr__(name):
+    # intfa.distributed (context parallelism) imports torch.distributed: only on first use, so
+    # that `import intfa` stays light.
+    if name == "distributed" and TORCH_UNAVAILABLE is None:
+        return importlib.import_module("intfa.distributed")
+    if name in _TORCH_NAMES or name == "distributed":
+        raise ImportError(f"intfa.{name} needs PyTorch >= 2.4: {TORCH_UNAVAILABLE}. "
+                          "intfa.cache_info() and intfa.precompile() work without it.")
+    raise AttributeError(f"module 'intfa' has no attribute '{name}'")
+
 
 __all__ = ["CacheError", "CompileError", "DriverError", "Error", "InternalError",
            "InvalidArgument", "NoDevice", "Unsupported", "cache_info", "precompile",
