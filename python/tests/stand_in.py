@@ -3,9 +3,10 @@ the LSE, the plan per signature, the integrations' routing) runs without a GPU o
 
 ``StandInPlan`` is made with the tensors ``_attention_plan`` is given and, at ``run``, reads and
 writes the addresses it is handed, as the C++ plan does: float64 attention with the plan's own
-head dim, softmax scale (0: 1/sqrt(its head dim), as the C API), bottom-right causal mask and K
-smoothing (its LSE is then that of the smoothed scores, as the kernel's). So a layer that passed
-the wrong buffers, the wrong scale or unshifted LSEs gives wrong numbers."""
+head dim, softmax scale (0: 1/sqrt(its head dim), as the C API) and bottom-right causal mask. K
+smoothing and the rotation change nothing in exact arithmetic, the LSE included (the kernel adds
+smoothing's shift back: intfa::AttentionInputs::lse), so the stand-in only records them. A layer
+that passed the wrong buffers, the wrong scale or shifted LSEs gives wrong numbers."""
 import contextlib
 import ctypes
 import math
@@ -27,12 +28,13 @@ class StandInPlan:
     error = None  # an exception that every run() raises (the runtime refusing a launch)
 
     def __init__(self, q, k, v, out, is_causal, sm_scale, layout, variant, v_granularity,
-                 smooth_k, p_encoding, p_scale, packing=None):
+                 smooth_k, p_encoding, p_scale, rotate=False, packing=None):
         self.views = [(tuple(x.shape), x.stride(), x.dtype) for x in (q, k, v, out)]
         self.head_dim = q.shape[-1]
         self.is_causal, self.sm_scale, self.layout, self.smooth_k = (is_causal, sm_scale, layout,
                                                                      smooth_k)
         self.options = (variant, v_granularity, p_encoding, p_scale)
+        self.rotate = rotate
         self.workspace_bytes = 256
         self.runs = 0
         StandInPlan.made.append(self)
@@ -45,8 +47,6 @@ class StandInPlan:
                                                                          self.views))
         hnd = (lambda x: x) if self.layout == "HND" else (lambda x: x.transpose(1, 2))
         q64, k64, v64 = (hnd(x).double() for x in (q, k, v))
-        if self.smooth_k:
-            k64 = k64 - k64.mean(dim=2, keepdim=True)
         group = q64.shape[1] // k64.shape[1]
         k64, v64 = (x.repeat_interleave(group, dim=1) for x in (k64, v64))
         scale = self.sm_scale or 1 / math.sqrt(self.head_dim)

@@ -295,14 +295,14 @@ class FakeImplementationTest(unittest.TestCase):
         kv = torch.empty(2, 2, 300, 128, dtype=torch.bfloat16, device="meta")
         for return_lse, lse_shape in ((True, (2, 8, 100)), (False, (0,))):
             out, lse = torch.ops.intfa.attention(q, kv, kv, True, 0.0, "HND", "full_int8",
-                                                 "tensor", False, "u8", "running", return_lse)
+                                                 "tensor", False, "u8", "running", False, return_lse)
             self.assertEqual((out.shape, out.dtype), (q.shape, q.dtype))
             self.assertEqual((tuple(lse.shape), lse.dtype), (lse_shape, torch.float32))
 
     def test_attention_of_a_padded_head_dim_returns_the_callers_head_dim(self):
         q = torch.empty(1, 77, 4, 80, dtype=torch.float16, device="meta")  # NHD, d=80
         out, lse = torch.ops.intfa.attention(q, q, q, False, 0.0, "NHD", "half_int8", "tensor",
-                                             False, "u8", "running", True)
+                                             False, "u8", "running", False, True)
         self.assertEqual((out.shape, tuple(lse.shape)), (q.shape, (1, 4, 77)))
 
     def test_attention_int8_lse_only_when_asked(self):
