@@ -14,50 +14,19 @@
 #      end to end with each transform (ACC_SKIP_PYTHON=1 skips it).
 #   usage: scripts/device_accuracy.sh [all|kernels|python]   (all: steps 1-4; kernels: 1-3;
 #          python: 4, for a second call when the first ran out of time)
-#          carry: a slim build with bin/ and lib/ (INTFA_BUILD, default build-acc; see below) and
-#          .deps (scripts/prepare_device_deps.sh) for step 4.
-#   A slim build: mkdir -p build-acc/bin build-acc/lib && cp build/bin/intfa_tests build/bin/intfa
-#   build-acc/bin/ && cp -P build/lib/libintfa.so* build-acc/lib/
+#          carry: a slim build with bin/ and lib/ (INTFA_BUILD, default build-dev: mkdir build-dev
+#          && cp -r build/bin build/lib build-dev/) and .deps (scripts/prepare_device_deps.sh) for
+#          step 4.
 # Logs under $OUT/logs (and logs.tgz), a summary last; every step under its own time limit, cut to
 # what is left of INTFA_DEADLINE_S (default 470 s: the whole script stays under 8 minutes).
 set -u
 mode=${1:-all}
 case "$mode" in all|kernels|python) ;; *) echo "usage: $0 [all|kernels|python]" >&2; exit 2;; esac
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/intfa-out}
-logs=$OUT/logs
-mkdir -p "$logs"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
-export INTFA_CACHE_DIR=/tmp/intfa-cache PATH=/usr/local/cuda/bin:$PATH PYTHONUNBUFFERED=1
-unset INTFA_ARCH INTFA_TUNE_DB INTFA_DEPLOY_CACHE
-build=${INTFA_BUILD:-build-acc}
-built_at=${INTFA_BUILT_AT:-/work/wt-acc}
-[ -e "$built_at" ] || { mkdir -p "$(dirname "$built_at")" && ln -s "$PWD" "$built_at"; }
-summary=$OUT/summary.txt
-: > "$summary"
-started=$(date +%s)
-deadline=$(( started + ${INTFA_DEADLINE_S:-470} ))
-note() { echo "$*" | tee -a "$summary"; }
-checkpoint() { tar czf "$OUT/.logs.tgz" -C "$OUT" logs && mv "$OUT/.logs.tgz" "$OUT/logs.tgz"; }
-trap checkpoint EXIT
-
-# timed NAME LIMIT_S COMMAND...: COMMAND's output to $logs/NAME.log (its tail echoed), under
-# min(LIMIT_S, time left) seconds; its exit status and time go to the summary.
-timed() {
-  local name=$1 limit=$2; shift 2
-  local left=$(( deadline - $(date +%s) - 10 ))
-  if [ "$left" -lt 15 ]; then note "$name: SKIPPED (no time left)"; return 0; fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  echo; echo "=== $name (limit ${limit} s) ==="
-  local start=$(date +%s)
-  timeout --kill-after=5 "$limit" "$@" > "$logs/$name.log" 2>&1
-  local rc=$?
-  tail -n "${TAIL_LINES:-12}" "$logs/$name.log"
-  note "$name: exit $rc in $(( $(date +%s) - start )) s"
-  checkpoint
-}
-
-note "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(date -u +%FT%TZ)"
+# The environment, the carried build, logs, timed() and the device line: scripts/device/common.sh.
+export INTFA_BUILD=${INTFA_BUILD:-build-dev}
+export INTFA_DEADLINE_S=${INTFA_DEADLINE_S:-470}
+source scripts/device/common.sh
 
 kernel_steps() {
   # 1. The GPU tests.

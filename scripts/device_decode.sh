@@ -12,57 +12,16 @@
 # Shapes (d=128, 32 query heads over 8 KV heads, INT8 and INT4): B=8 N=32k one query; B=32 N=4k
 # one query; B=8 N=32k 16 queries.
 set -u
-OUT=${OUT:-/tmp/intfa-out}
-logs=$OUT/logs
-mkdir -p "$logs"
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:/usr/local/cuda-13.0/targets/x86_64-linux/lib:${LD_LIBRARY_PATH:-}
-export INTFA_CACHE_DIR=/tmp/intfa-cache-decode
-export PATH=/usr/local/cuda/bin:$PATH
-export PYTHONUNBUFFERED=1
-unset INTFA_ARCH INTFA_TUNE_DB INTFA_DEPLOY_CACHE
-build=${INTFA_BUILD:-build}
-bin=$build/bin
-# The tests' recorded paths point at the project machine's tree.
-built_at=${INTFA_BUILT_AT:-/work/main}
-[ -e "$built_at" ] || { mkdir -p "$(dirname "$built_at")" && ln -s "$PWD" "$built_at"; }
-summary=$OUT/summary.txt
-: > "$summary"
-started=$(date +%s)
-deadline=$(( started + ${INTFA_DEADLINE_S:-460} ))
-
-note() { echo "$*" | tee -a "$summary"; }
-checkpoint() {
-  cp "$summary" "$logs/" 2>/dev/null
-  tar czf "$OUT/.logs.tgz" -C "$OUT" logs && mv "$OUT/.logs.tgz" "$OUT/logs.tgz"
-}
-trap checkpoint EXIT
-
-# timed NAME LIMIT_S COMMAND...: COMMAND's output to $logs/NAME.log (its tail echoed), under
-# min(LIMIT_S, time left) seconds; its exit status and time go to the summary.
-timed() {
-  local name=$1 limit=$2; shift 2
-  local left=$(( deadline - $(date +%s) - 5 ))
-  if [ "$left" -lt 10 ]; then note "$name: SKIPPED (no time left)"; return 0; fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  echo; echo "=== $name (limit ${limit} s) ==="
-  local start=$(date +%s)
-  timeout --kill-after=5 "$limit" "$@" > "$logs/$name.log" 2>&1
-  local rc=$?
-  tail -n "${TAIL_LINES:-12}" "$logs/$name.log"
-  local verdict="exit $rc"
-  { [ "$rc" = 124 ] || [ "$rc" = 137 ]; } && verdict="TIMED OUT after $limit s"
-  note "$name: $verdict in $(( $(date +%s) - start )) s"
-  checkpoint
-  return 0
-}
+cd "$(dirname "$0")/.."
+# The environment, the carried build, logs, timed() and the device line: scripts/device/common.sh.
+export INTFA_DEADLINE_S=${INTFA_DEADLINE_S:-460}
+source scripts/device/common.sh
+export INTFA_CACHE_DIR=/tmp/intfa-cache-decode  # (its own: the bundle below is its deploy cache)
 
 gtest_verdict() {
   grep -E "^\[  FAILED|tests? ran|PASSED|SKIPPED \]|relative L2|rel. L2" "$logs/$1.log" | tail -"${2:-12}" |
     tee -a "$summary"
 }
-
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv | tee "$logs/gpu.txt"
-note "device: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader); $(date -u +%FT%TZ)"
 
 # Every kernel of the family (and the attention kernels precompile always lists), compiled on all
 # cores into a bundle the steps below read instead of compiling one at a time.
