@@ -51,8 +51,11 @@ def main():
     torch.manual_seed(0)
     shape = (1, 8, 128, 64)
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(3))
-    defaults = (layers.DEFAULTS["v_granularity"], False, layers.DEFAULTS["p_encoding"],
-                layers.DEFAULTS["p_scale"])
+    # The op's numerics arguments as intfa.attention passes them by default (K smoothing on, no
+    # rotation), so that every row below times the same GPU work.
+    defaults = (layers.DEFAULTS["v_granularity"], layers.DEFAULTS["smooth_k"],
+                layers.DEFAULTS["p_encoding"], layers.DEFAULTS["p_scale"],
+                layers.DEFAULTS["rotate"])
     out = torch.empty_like(q)
     plan = layers._attention_plan(q, k, v, out, False, 0.0, "HND", "full_int8", *defaults)
     workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device="cuda")
@@ -72,7 +75,7 @@ def main():
 
     def implementation():
         layers._attention_op.implementation(q, k, v, False, 0.0, "HND", "full_int8", *defaults,
-                                            False)
+                                            False)  # return_lse
 
     def cpp_call():
         plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0,

@@ -1,8 +1,8 @@
 // One table per numerics option enum: every spelling of every value, in one place. The name is
 // the one spelling everything writes (the CLI, the Python package, kernel specs and their JSON,
-// the tuning database, logs); an old name is still read (tuning databases and bundle manifests
-// written before these tables); a short name is the CLI's abbreviation, read from the command
-// line only; the enumerator is what the renderer writes into an instantiation unit
+// the tuning database, logs); an old name is still read wherever text is read (it is what
+// tuning databases and bundle manifests written before these tables say); a short name is the
+// CLI's abbreviation, read from the command line only; the enumerator is what the renderer writes into an instantiation unit
 // (templates/common/kernel_enums.h). A new value is one new row here.
 #pragma once
 

@@ -56,7 +56,10 @@ std::int64_t MemberReader::integer(const Value& object, const std::string& where
                                   std::to_string(max_value) + "]";
   if (!value.is_number()) refuse(where + name, value, expectation);
   const double number = value.as_number();
-  if (!(number >= static_cast<double>(min_value) && number <= static_cast<double>(max_value)) ||
+  // 2^63 first: a bound near INT64_MAX rounds up to it as a double, and the cast of 2^63 is UB.
+  constexpr double kTwoTo63 = 9223372036854775808.0;
+  if (!(number >= -kTwoTo63 && number < kTwoTo63) ||
+      !(number >= static_cast<double>(min_value) && number <= static_cast<double>(max_value)) ||
       number != std::floor(number)) {
     refuse(where + name, value, expectation);
   }
@@ -70,8 +73,10 @@ std::uint64_t MemberReader::unsigned_integer(const Value& object, const std::str
       "expected an integer in [0, " + std::to_string(max_value) + "]";
   if (!value.is_number()) refuse(where + name, value, expectation);
   const double number = value.as_number();
-  if (!(number >= 0) || number > static_cast<double>(max_value) ||
-      number != static_cast<double>(static_cast<std::uint64_t>(number))) {
+  // 2^64 first: a bound near UINT64_MAX rounds up to it as a double, and the cast of 2^64 is UB.
+  constexpr double kTwoTo64 = 18446744073709551616.0;
+  if (!(number >= 0 && number < kTwoTo64) || number > static_cast<double>(max_value) ||
+      number != std::floor(number)) {
     refuse(where + name, value, expectation);
   }
   return static_cast<std::uint64_t>(number);
