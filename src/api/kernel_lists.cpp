@@ -7,7 +7,7 @@
 
 #include "decode/paged_family.hpp"
 #include "device/arch.hpp"
-#include "quantize/quantize_specs.hpp"
+#include "spec/quantize_specs.hpp"
 
 namespace intfa::aot {
 

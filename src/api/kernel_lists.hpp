@@ -12,10 +12,10 @@
 #include <unordered_set>
 #include <vector>
 
-#include "attention/attention_spec.hpp"
 #include "intfa/attention.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "render/kernel_spec.hpp"
+#include "spec/attention_spec.hpp"
 
 namespace intfa::aot {
 

@@ -3,12 +3,12 @@
 #include <exception>
 
 #include "api/kernel_lists.hpp"
-#include "attention/attention_spec.hpp"
 #include "device/arch.hpp"
 #include "device/device_info.hpp"
 #include "intfa/errors.hpp"
 #include "intfa/paged.hpp"
 #include "render/kernel_spec.hpp"
+#include "spec/attention_spec.hpp"
 
 namespace intfa {
 namespace {
@@ -27,18 +27,14 @@ std::vector<render::KernelSpec> request_specs(const PrecompileRequest& request, 
     for (int head_dim : request.head_dims) {
       for (Variant variant : request.variants) {
         for (bool causal : request.causal) {
-          attention::SpecRequest spec_request;
-          spec_request.arch = arch;
-          spec_request.head_dim = head_dim;
-          spec_request.variant = variant;
-          spec_request.causal = causal;
-          spec_request.qk_bits = request.qk_bits;
-          spec_request.v_type = dtype;
-          spec_request.output_type = dtype;
-          spec_request.p_encoding = request.numerics.p_encoding;
-          spec_request.p_scale = request.numerics.p_scale;
-          spec_request.v_granularity = request.numerics.v_granularity;
-          list.add(aot::attention_call_specs(spec_request, dtype, request.numerics));
+          AttentionProblem problem;
+          problem.head_dim = head_dim;
+          problem.variant = variant;
+          problem.causal = causal;
+          problem.qk_bits = request.qk_bits;
+          list.add(aot::attention_call_specs(
+              attention::request_for(arch, problem, request.numerics, dtype), dtype,
+              request.numerics));
         }
       }
     }

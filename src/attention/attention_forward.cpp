@@ -1,7 +1,6 @@
 #include <cmath>
 
 #include "attention/attention_launch.hpp"
-#include "attention/attention_spec.hpp"
 #include "attention/config_choice.hpp"
 #include "attention/tensor_maps.hpp"
 #include "attention/validation.hpp"
@@ -11,6 +10,7 @@
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
 #include "launch/kernel_runtime.hpp"
+#include "spec/attention_spec.hpp"
 
 namespace intfa {
 namespace {

@@ -5,9 +5,9 @@
 // with one warning.
 #pragma once
 
-#include "attention/attention_spec.hpp"
 #include "device/device_info.hpp"
 #include "intfa/attention.hpp"
+#include "spec/attention_spec.hpp"
 #include "tune/tuning_database.hpp"
 
 namespace intfa::attention {

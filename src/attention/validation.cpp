@@ -10,8 +10,8 @@
 #include <numeric>
 #include <string>
 
-#include "attention/attention_spec.hpp"
 #include "intfa/errors.hpp"
+#include "spec/attention_spec.hpp"
 
 namespace intfa::attention {
 namespace {

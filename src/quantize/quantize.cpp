@@ -8,8 +8,8 @@
 #include "intfa/errors.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "quantize/quantize_params.h"
-#include "quantize/quantize_specs.hpp"
 #include "render/kernel_spec.hpp"
+#include "spec/quantize_specs.hpp"
 
 namespace intfa {
 namespace {

@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "attention/attention_spec.hpp"
 #include "device/device_info.hpp"
 #include "intfa/attention.hpp"
 #include "render/kernel_spec.hpp"
+#include "spec/attention_spec.hpp"
 #include "tune/tuning_database.hpp"
 
 namespace intfa::tune {

@@ -280,17 +280,6 @@ int log2_of(int power_of_two) {
 
 // --- Keys ---
 
-int seq_bucket(int seq_q, int seq_kv) {
-  const int longest = std::max(seq_q, seq_kv);
-  int bucket = kMinSeqBucket;
-  while (bucket < longest && bucket < kMaxSeqBucket) bucket *= 2;
-  return bucket;
-}
-
-bool is_seq_bucket(int value) {
-  return value >= kMinSeqBucket && value <= kMaxSeqBucket && (value & (value - 1)) == 0;
-}
-
 DeviceKey DeviceKey::of(const device::DeviceInfo& info) {
   return DeviceKey{info.name, info.arch, info.driver_version / 1000};
 }

@@ -25,10 +25,11 @@
 #include <utility>
 #include <vector>
 
-#include "attention/attention_spec.hpp"
 #include "device/device_info.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
+#include "spec/attention_spec.hpp"
+#include "spec/seq_bucket.hpp"
 
 namespace intfa::tune {
 
@@ -47,14 +48,6 @@ class DatabaseError : public InvalidArgument {
  private:
   std::string expectation_;
 };
-
-// Sequence buckets: max(seq_q, seq_kv) rounded up to a power of two and clamped to
-// [kMinSeqBucket, kMaxSeqBucket], so 1..1024 -> 1024, 1025..2048 -> 2048, ..., 8193 and up ->
-// 16384 ("16k+"). Rounding up means a tuning run at N = 4096 fills exactly the bucket of 4096.
-constexpr int kMinSeqBucket = 1024;
-constexpr int kMaxSeqBucket = 16384;
-int seq_bucket(int seq_q, int seq_kv);
-bool is_seq_bucket(int value);
 
 struct DeviceKey {
   std::string gpu_name;  // as cuDeviceGetName reports it

@@ -6,7 +6,7 @@
 
 #include <set>
 
-#include "attention/attention_spec.hpp"
+#include "spec/attention_spec.hpp"
 #include "support/compile_all.hpp"
 
 namespace intfa::attention {

@@ -2,7 +2,7 @@
 // both variants and each head dim: a config the tuner can reach must never fail at run time.
 #include <gtest/gtest.h>
 
-#include "attention/attention_spec.hpp"
+#include "spec/attention_spec.hpp"
 #include "support/compile_all.hpp"
 
 namespace intfa::attention {

@@ -7,11 +7,11 @@
 #include <utility>
 #include <vector>
 
-#include "attention/attention_spec.hpp"
 #include "attention/attention_test_support.hpp"
 #include "intfa/attention.hpp"
 #include "reference/attention_check.hpp"
 #include "reference/reference.hpp"
+#include "spec/attention_spec.hpp"
 #include "support/gpu.hpp"
 
 namespace intfa {

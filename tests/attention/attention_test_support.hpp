@@ -9,9 +9,9 @@
 
 #include <gtest/gtest.h>
 
-#include "attention/attention_spec.hpp"
 #include "reference/attention_check.hpp"
 #include "reference/reference.hpp"
+#include "spec/attention_spec.hpp"
 
 namespace intfa::testing {
 

@@ -15,12 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "attention/attention_spec.hpp"
 #include "device/device_info.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/quantize.hpp"
 #include "reference/half.hpp"
 #include "reference/reference.hpp"
+#include "spec/attention_spec.hpp"
 #include "support/gpu.hpp"
 
 namespace intfa {

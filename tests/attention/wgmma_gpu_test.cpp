@@ -8,13 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "attention/attention_spec.hpp"
 #include "attention/attention_test_support.hpp"
 #include "device/device_info.hpp"
 #include "intfa/attention.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "reference/attention_check.hpp"
 #include "reference/reference.hpp"
+#include "spec/attention_spec.hpp"
 #include "support/gpu.hpp"
 
 namespace intfa {

@@ -5,12 +5,12 @@
 
 #include <string>
 
-#include "attention/attention_spec.hpp"
 #include "attention/attention_test_support.hpp"
 #include "attention/tensor_maps.hpp"
 #include "attention/wgmma_params.h"
 #include "intfa/errors.hpp"
 #include "render/render.hpp"
+#include "spec/attention_spec.hpp"
 #include "tune/tune_test_support.hpp"
 #include "tune/tuning_database.hpp"
 

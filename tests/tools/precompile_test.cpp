@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
-#include "attention/attention_spec.hpp"
 #include "cache/bundle.hpp"
 #include "cache/disk_cache.hpp"
 #include "common/json.hpp"
 #include "device/arch.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "nvrtc/compiler.hpp"
+#include "spec/attention_spec.hpp"
 #include "support/cli.hpp"
 #include "support/temp_dir.hpp"
 #include "tune/database_file.hpp"

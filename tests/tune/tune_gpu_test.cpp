@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "attention/attention_spec.hpp"
 #include "common/log.hpp"
 #include "device/device_info.hpp"
 #include "intfa/attention.hpp"
+#include "spec/attention_spec.hpp"
 #include "support/cli.hpp"
 #include "support/gpu.hpp"
 #include "support/temp_dir.hpp"

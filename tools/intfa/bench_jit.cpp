@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "attention/attention_launch.hpp"
-#include "attention/attention_spec.hpp"
 #include "attention/config_choice.hpp"
 #include "common/json.hpp"
 #include "device/device_info.hpp"
@@ -25,6 +24,7 @@
 #include "intfa/commands.hpp"
 #include "intfa/errors.hpp"
 #include "launch/kernel_runtime.hpp"
+#include "spec/attention_spec.hpp"
 
 namespace intfa::cli {
 namespace {

@@ -5,7 +5,6 @@
 #include <thread>
 #include <vector>
 
-#include "attention/attention_spec.hpp"
 #include "attention/config_choice.hpp"
 #include "common/json.hpp"
 #include "common/strings.hpp"
@@ -19,6 +18,7 @@
 #include "intfa/parallel.hpp"
 #include "intfa/problem_options.hpp"
 #include "launch/kernel_runtime.hpp"
+#include "spec/attention_spec.hpp"
 
 namespace intfa::cli {
 
@@ -158,17 +158,12 @@ int run_bench(const Arguments& arguments) {
   for (Variant variant : variants)
     for (int head_dim : head_dims)
       for (bool causal : causal_values) {
-        attention::SpecRequest request;
-        request.arch = info.arch;
-        request.head_dim = head_dim;
-        request.variant = variant;
-        request.qk_bits = base.qk_bits;
-        request.causal = causal;
-        request.v_type = io_type;
-        request.output_type = io_type;
-        request.p_encoding = options.p_encoding;
-        request.p_scale = options.p_scale;
-        request.v_granularity = options.v_granularity;
+        AttentionProblem shape = base;
+        shape.variant = variant;
+        shape.head_dim = head_dim;
+        shape.causal = causal;
+        const attention::SpecRequest request =
+            attention::request_for(info.arch, shape, options, io_type);
         const std::vector<KernelConfig> configs = configs_for(config_choice, request, info);
         for (long seq : seqs) {
           AttentionProblem problem = base;

@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "api/kernel_lists.hpp"
-#include "attention/attention_spec.hpp"
 #include "cache/bundle.hpp"
 #include "cache/disk_cache.hpp"
 #include "common/file_io.hpp"
@@ -25,6 +24,7 @@
 #include "intfa/problem_options.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "nvrtc/compiler.hpp"
+#include "spec/attention_spec.hpp"
 #include "tune/database_file.hpp"
 
 namespace intfa::cli {

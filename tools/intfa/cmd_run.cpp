@@ -5,18 +5,18 @@
 #include <exception>
 #include <vector>
 
-#include "attention/attention_spec.hpp"
 #include "attention/config_choice.hpp"
 #include "device/arch.hpp"
 #include "device/device_memory.hpp"
 #include "device/driver_api.hpp"
-#include "quantize/quantize_specs.hpp"
 #include "intfa/args.hpp"
 #include "intfa/attention_workload.hpp"
 #include "intfa/commands.hpp"
 #include "intfa/problem_options.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "reference/attention_check.hpp"
+#include "spec/attention_spec.hpp"
+#include "spec/quantize_specs.hpp"
 
 namespace intfa::cli {
 
@@ -72,18 +72,7 @@ Demo parse_demo(const Arguments& arguments) {
 }
 
 attention::SpecRequest spec_request(const Demo& demo, device::Arch arch) {
-  attention::SpecRequest request;
-  request.arch = arch;
-  request.head_dim = demo.problem.head_dim;
-  request.variant = demo.problem.variant;
-  request.qk_bits = demo.problem.qk_bits;
-  request.causal = demo.problem.causal;
-  request.v_type = demo.io_type;
-  request.output_type = demo.io_type;
-  request.p_encoding = demo.options.p_encoding;
-  request.p_scale = demo.options.p_scale;
-  request.v_granularity = demo.options.v_granularity;
-  return request;
+  return attention::request_for(arch, demo.problem, demo.options, demo.io_type);
 }
 
 // The specs one call of this demo launches on `arch` (without a GPU: the heuristic's config).

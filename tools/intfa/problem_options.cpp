@@ -168,18 +168,7 @@ std::vector<Variant> parse_variant_list(const Args& args,
 
 attention::SpecRequest spec_request(device::Arch arch, const AttentionProblem& problem,
                                     const AttentionOptions& options, DType io_type) {
-  attention::SpecRequest request;
-  request.arch = arch;
-  request.head_dim = problem.head_dim;
-  request.variant = problem.variant;
-  request.qk_bits = problem.qk_bits;
-  request.causal = problem.causal;
-  request.v_type = io_type;
-  request.output_type = io_type;
-  request.p_encoding = options.p_encoding;
-  request.p_scale = options.p_scale;
-  request.v_granularity = options.v_granularity;
-  return request;
+  return attention::request_for(arch, problem, options, io_type);
 }
 
 }  // namespace intfa::cli

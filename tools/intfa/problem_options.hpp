@@ -5,13 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "attention/attention_spec.hpp"
 #include "device/arch.hpp"
 #include "intfa/args.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/types.hpp"
 #include "reference/input_families.hpp"
 #include "reference/reference.hpp"
+#include "spec/attention_spec.hpp"
 
 namespace intfa::cli {
 

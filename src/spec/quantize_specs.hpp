@@ -5,10 +5,10 @@
 
 #include <vector>
 
-#include "attention/attention_spec.hpp"
 #include "device/arch.hpp"
 #include "intfa/types.hpp"
 #include "render/kernel_spec.hpp"
+#include "spec/attention_spec.hpp"
 
 namespace intfa::quantize {
 

@@ -1,4 +1,4 @@
-#include "quantize/quantize_specs.hpp"
+#include "spec/quantize_specs.hpp"
 
 namespace intfa::quantize {
 namespace {

@@ -1,4 +1,4 @@
-#include "attention/attention_spec.hpp"
+#include "spec/attention_spec.hpp"
 
 #include <gtest/gtest.h>
 
@@ -129,6 +129,32 @@ TEST(AttentionSpec, VPositionPermutationIsABijectionWithinEachGroupOf16) {
     EXPECT_EQ(kernels::v_position_of_token(8 + 2 * t), 4 * t + 2);
     EXPECT_EQ(kernels::v_position_of_token(9 + 2 * t), 4 * t + 3);
   }
+}
+
+// request_for is the one mapping of a problem and its options to a request: every field that
+// selects a kernel comes from them (a field it forgot would keep SpecRequest's default).
+TEST(AttentionSpec, RequestForTakesEveryFieldFromTheProblemAndOptions) {
+  AttentionProblem problem;
+  problem.head_dim = 64;
+  problem.variant = Variant::kHalfInt8;
+  problem.qk_bits = 4;
+  problem.causal = true;
+  AttentionOptions options;
+  options.p_encoding = PEncoding::kSigned127;
+  options.p_scale = PScaleReference::kRunningMax;
+  options.v_granularity = VScaleGranularity::kPerBlock;
+  const SpecRequest request = request_for(device::Arch::kSm89, problem, options, DType::kBF16);
+  EXPECT_EQ(request.arch, device::Arch::kSm89);
+  EXPECT_EQ(request.head_dim, 64);
+  EXPECT_EQ(request.variant, Variant::kHalfInt8);
+  EXPECT_EQ(request.qk_bits, 4);
+  EXPECT_TRUE(request.causal);
+  EXPECT_FALSE(request.varlen);
+  EXPECT_EQ(request.v_type, DType::kBF16);
+  EXPECT_EQ(request.output_type, DType::kBF16);
+  EXPECT_EQ(request.p_encoding, PEncoding::kSigned127);
+  EXPECT_EQ(request.p_scale, PScaleReference::kRunningMax);
+  EXPECT_EQ(request.v_granularity, VScaleGranularity::kPerBlock);
 }
 
 }  // namespace

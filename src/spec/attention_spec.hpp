@@ -25,6 +25,12 @@ struct SpecRequest {
   VScaleGranularity v_granularity = AttentionOptions{}.v_granularity;
 };
 
+// The request of a dense call of `problem` with FP16/BF16 inputs and output of `io_type` under
+// `options`' numerics: the one place the CLI, the ahead-of-time lists and the bench tools turn a
+// problem into a request (attention_forward reads V's and the output's types from the tensors).
+SpecRequest request_for(device::Arch arch, const AttentionProblem& problem,
+                        const AttentionOptions& options, DType io_type);
+
 // The spec for `request` with tile config `config` (not validated).
 render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& config);
 

@@ -1,4 +1,4 @@
-#include "attention/attention_spec.hpp"
+#include "spec/attention_spec.hpp"
 
 #include "attention/attention_params.h"
 #include "attention/wgmma_params.h"
@@ -18,6 +18,22 @@ kernels::ElementType element_type(DType dtype, const char* field) {
 
 }  // namespace
 
+
+SpecRequest request_for(device::Arch arch, const AttentionProblem& problem,
+                        const AttentionOptions& options, DType io_type) {
+  SpecRequest request;
+  request.arch = arch;
+  request.head_dim = problem.head_dim;
+  request.variant = problem.variant;
+  request.qk_bits = problem.qk_bits;
+  request.causal = problem.causal;
+  request.v_type = io_type;
+  request.output_type = io_type;
+  request.p_encoding = options.p_encoding;
+  request.p_scale = options.p_scale;
+  request.v_granularity = options.v_granularity;
+  return request;
+}
 
 render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& config) {
   render::KernelSpec spec;
