@@ -25,7 +25,8 @@ from intfa import _checks, _intfa
 from intfa._errors import InvalidArgument, invalid_argument
 from intfa._paged_layout import (CACHE_ARGUMENTS, HEAD_DIMS, layout_shapes, paged_layout,
                                  renamed)
-from intfa._torch import _plain_eager
+# (intfa._torch's custom-op wrapper: called in plain eager mode it runs the function directly)
+from intfa._torch import _custom_op as _op
 
 _FLOAT_NAMES = {torch.float16: "f16", torch.bfloat16: "bf16"}
 _FLOAT_DTYPES = tuple(_FLOAT_NAMES)
@@ -148,27 +149,6 @@ def _cache_kwargs(k_data, v_data, k_scale, v_scale, k_offset, head_dim):
 
 
 # --- the custom ops -------------------------------------------------------------------------
-
-class _Op:
-    """A torch.library custom op and the function it runs; called, it runs the function directly
-    in plain eager mode (intfa._torch._plain_eager) and goes through the op otherwise."""
-
-    def __init__(self, name, implementation, mutates_args=()):
-        self.implementation = implementation
-        self.op = torch.library.custom_op(name, mutates_args=mutates_args,
-                                          device_types="cuda")(implementation)
-
-    def register_fake(self, fake):
-        return self.op.register_fake(fake)
-
-    def __call__(self, *arguments):
-        if _plain_eager(arguments):
-            return self.implementation(*arguments)
-        return self.op(*arguments)
-
-
-def _op(name, mutates_args=()):
-    return lambda implementation: _Op(name, implementation, mutates_args)
 
 
 @_op("intfa::paged_append", mutates_args=("k_data", "v_data", "k_scale", "v_scale"))

@@ -200,9 +200,9 @@ class _CustomOp:
     """A torch.library custom op and the function it runs. Called, it runs the function directly
     in plain eager mode (_plain_eager) and goes through the op otherwise."""
 
-    def __init__(self, name, implementation):
+    def __init__(self, name, implementation, mutates_args=()):
         self.implementation = implementation
-        self.op = torch.library.custom_op(name, mutates_args=(),
+        self.op = torch.library.custom_op(name, mutates_args=mutates_args,
                                           device_types="cuda")(implementation)
 
     def register_fake(self, fake):
@@ -214,8 +214,8 @@ class _CustomOp:
         return self.op(*arguments)
 
 
-def _custom_op(name):
-    return lambda implementation: _CustomOp(name, implementation)
+def _custom_op(name, mutates_args=()):
+    return lambda implementation: _CustomOp(name, implementation, mutates_args)
 
 
 @_custom_op("intfa::quantize_qk")

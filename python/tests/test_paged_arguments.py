@@ -146,3 +146,21 @@ class MergeStatesArgumentsTest(ArgumentsCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@needs_torch
+class PagedOpSchemaTest(unittest.TestCase):
+    """The ops that write into their arguments declare it, so that torch.compile and functional
+    transforms know the cache and the merged state change in place."""
+
+    def written(self, op):
+        return {argument.name for argument in op.default._schema.arguments
+                if argument.alias_info is not None and argument.alias_info.is_write}
+
+    def test_the_ops_declare_what_they_write(self):
+        intfa.paged_append  # (the ops are registered when intfa._paged is imported)
+        self.assertEqual(self.written(torch.ops.intfa.paged_append),
+                         {"k_data", "v_data", "k_scale", "v_scale"})
+        self.assertEqual(self.written(torch.ops.intfa.merge_states_into), {"out", "out_lse"})
+        self.assertEqual(self.written(torch.ops.intfa.paged_decode), set())
+        self.assertEqual(self.written(torch.ops.intfa.attention), set())
