@@ -65,13 +65,7 @@ kernel_steps() {
 python_steps() {
   # 4. The Python binding: its GPU tests of the ops and the end-to-end cost of each transform.
   python=$(command -v python3)
-  deps=$PWD/.deps
-  xxhash_define=""
-  [ -f /usr/include/xxhash.h ] || xxhash_define=-DXXHASH_INCLUDE_DIR=$deps/include
-  timed python_build 150 bash -c "cmake -S . -B build-device-py -DCMAKE_BUILD_TYPE=Release \
-    -DINTFA_BUILD_TESTS=OFF -DINTFA_BUILD_PYTHON=ON -DPython_EXECUTABLE=$python \
-    -Dpybind11_DIR=$deps/pybind11/share/cmake/pybind11 $xxhash_define && \
-    cmake --build build-device-py --target _intfa -j $(nproc)"
+  timed python_build 150 bash -c "$(declare -f build_python_extension); build_python_extension"
   export PYTHONPATH=$PWD/build-device-py/python INTFA_TEST_REPORT=$logs/python_report.txt
   : > "$INTFA_TEST_REPORT"
   TAIL_LINES=20 timed python_tests 90 "$python" -m pytest -v -rs -p no:cacheprovider \

@@ -73,18 +73,14 @@ TAIL_LINES=20 timed tune_configs_q16 60 $bin/intfa tune --decode --batch 8 --seq
 # The Python package's paged tests with this machine's Python (needs .deps: see
 # scripts/prepare_device_deps.sh).
 python_paged() {
-  local root=$PWD build_dir=build-device-py xxhash=""
-  [ -f /usr/include/xxhash.h ] || xxhash=-DXXHASH_INCLUDE_DIR=$root/.deps/include
-  cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DINTFA_BUILD_TESTS=OFF \
-    -DINTFA_BUILD_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)" \
-    -Dpybind11_DIR="$root/.deps/pybind11/share/cmake/pybind11" $xxhash &&
-    cmake --build "$build_dir" --target _intfa -j "$(nproc)" &&
+  local root=$PWD
+  build_python_extension &&
     cd python/tests &&
-    PYTHONPATH=$root/$build_dir/python INTFA_TEST_REPORT=$logs/python_report.txt \
+    PYTHONPATH=$root/build-device-py/python INTFA_TEST_REPORT=$logs/python_report.txt \
       python3 -m unittest -v test_paged_gpu test_paged_arguments test_paged_layout
 }
 if [ -d .deps ]; then
-  TAIL_LINES=6 timed python_paged 200 env logs="$logs" bash -c "$(declare -f python_paged); python_paged"
+  TAIL_LINES=6 timed python_paged 200 env logs="$logs" bash -c "$(declare -f build_python_extension python_paged); python_paged"
   grep -E "^(Ran |OK|FAILED)" "$logs/python_paged.log" | tee -a "$summary"
   [ -f "$logs/python_report.txt" ] && tee -a "$summary" < "$logs/python_report.txt"
 else

@@ -66,6 +66,18 @@ gtests() {
   grep -E "^\[  FAILED|tests? ran|PASSED|SKIPPED \]" "$logs/$1.log" | tail -8 | tee -a "$summary"
 }
 
+# build_python_extension [JOBS]: the Python package for this machine's python3 in
+# build-device-py/python (an extension is built for one Python version, so it is built here, with
+# the pybind11 and xxhash.h carried in .deps: scripts/prepare_device_deps.sh).
+build_python_extension() {
+  local deps=$PWD/.deps xxhash=""
+  [ -f /usr/include/xxhash.h ] || xxhash=-DXXHASH_INCLUDE_DIR=$deps/include
+  cmake -S . -B build-device-py -DCMAKE_BUILD_TYPE=Release -DINTFA_BUILD_TESTS=OFF \
+    -DINTFA_BUILD_PYTHON=ON -DPython_EXECUTABLE="$(command -v python3)" \
+    -Dpybind11_DIR="$deps/pybind11/share/cmake/pybind11" $xxhash &&
+    cmake --build build-device-py --target _intfa -j "${1:-$(nproc)}"
+}
+
 # The issue rates of the softmax's instruction kinds on one SM (bench/pipe_rates.cu).
 pipe_rates() {
   nvcc -O3 -arch=sm_90a -o "$logs/pipe_rates" bench/pipe_rates.cu > "$logs/pipe_rates_build.log" 2>&1 &&

@@ -24,14 +24,7 @@ steps=",${VERIFY_STEPS:-tests,examples,python,decode,accuracy,e2e},"
 wants() { [[ "$steps" == *",$1,"* ]]; }
 
 python=$(command -v python3)
-deps=$PWD/.deps
-xxhash_define=""
-[ -f /usr/include/xxhash.h ] || xxhash_define=-DXXHASH_INCLUDE_DIR=$deps/include
-( cmake -S . -B build-device-py -DCMAKE_BUILD_TYPE=Release -DINTFA_BUILD_TESTS=OFF \
-    -DINTFA_BUILD_PYTHON=ON -DPython_EXECUTABLE="$python" \
-    -Dpybind11_DIR="$deps/pybind11/share/cmake/pybind11" $xxhash_define &&
-  cmake --build build-device-py --target _intfa -j "$(( $(nproc) - 2 ))" ) \
-  > "$logs/python_build.log" 2>&1 &
+build_python_extension "$(( $(nproc) - 2 ))" > "$logs/python_build.log" 2>&1 &
 python_build=$!
 
 if wants tests; then
