@@ -79,7 +79,7 @@ CheckResult expect_correct(CheckCase check, double f64_bound) {
   EXPECT_EQ(result.mean_mismatches + result.lse_term_mismatches, 0u) << where;
   if (check.with_lse) {
     EXPECT_EQ(result.lse_infinity_mismatches, 0u) << where;
-    EXPECT_LE(result.lse_max_abs_error, kLseAbsoluteError) << where;
+    EXPECT_LE(result.lse_max_error_past_ties, kLseAbsoluteError) << where;
   }
   if (check.compare_to_f64) {
     EXPECT_LE(result.vs_f64.relative_l2, f64_bound) << where;

@@ -37,6 +37,10 @@ struct CheckResult {
   ErrorMetrics vs_f64;      // kernel vs float64 of the original inputs (when compared)
   ErrorMetrics model_vs_f64;
   double lse_max_abs_error = 0;  // vs the model's LSE, over rows with a finite LSE
+  // The same less two rounding ties of P per row (ModelOptions::p_unit_share): what the tests
+  // bound. Sharp rows (outlier channels without smoothing) sum few P units, so one P rounded the
+  // other way at a tie moves their LSE by ~1e-3 with no fault in the kernel.
+  double lse_max_error_past_ties = 0;
   // vs float64 attention of the original inputs (when compared): the LSE of the original scores
   // whatever K smoothing subtracted, to quantization error.
   double lse_vs_f64_max_abs_error = 0;

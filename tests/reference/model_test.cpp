@@ -132,6 +132,30 @@ TEST(ModelHandExample, FullInt8NewMaximumRescalesByAlpha) {
   EXPECT_DOUBLE_EQ(lse, std::log(3.0));
 }
 
+// The share of l one P unit carries: 1 / l in units of the tile that holds the largest weight.
+TEST(ModelHandExample, PUnitShareIsOneUnitOverTheRowSum) {
+  HandExample example;
+  double out[2], lse, share = -1;
+  ModelOptions options = full_int8(PEncoding::kSigned127, PScaleReference::kRunningMax, 64);
+  options.p_unit_share = &share;
+  example.run(options, out, lse);
+  EXPECT_DOUBLE_EQ(share, 1.0 / 191.0);  // one tile, l = 127 + 64 units
+  // Two tiles, each against its own max: tile 0 (P = 127, beta 1), tile 1 (P = 127, beta 1/2):
+  // l = 190.5 in tile 0's units, and a unit of tile 0 weighs most.
+  options = full_int8(PEncoding::kSigned127, PScaleReference::kTileMax, 1);
+  options.p_unit_share = &share;
+  example.run(options, out, lse);
+  EXPECT_DOUBLE_EQ(share, 1.0 / 190.5);
+  // The maximum in tile 1: tile 0's units shrink by alpha = 1/2, tile 1's weigh 1.
+  example.k.values = {0, 0, 1, 0};
+  example.run(options, out, lse);
+  EXPECT_DOUBLE_EQ(share, 1.0 / 190.5);
+  options = half_int8(false, 64);
+  options.p_unit_share = &share;
+  example.run(options, out, lse);
+  EXPECT_EQ(share, 0.0);  // half INT8 sums the unrounded e
+}
+
 TEST(ModelHandExample, FullInt8PerChannelAndPerBlockScales) {
   HandExample example;
   example.v.granularity = VGranularity::kPerChannel;

@@ -135,6 +135,10 @@ struct ModelSetup {
 struct RowState {
   double running_max = kNegativeInfinity;
   double row_sum = 0;
+  // Full INT8: the largest weight in row_sum's frame of one unit of one tile's P (beta of that
+  // tile times the alphas since). A P the kernel rounds the other way, because its exp2 differs
+  // from this model's in the last bits where R * e is a tie, moves l by that much.
+  double p_unit_weight = 0;
   std::vector<double> output;
 };
 
@@ -212,6 +216,7 @@ void full_int8_tile(const ModelSetup& setup, const HeadInputs& head, int first, 
   }
   accumulate_full_int8_pv(setup, head, first, end, scratch);
   row.row_sum = row.row_sum * alpha + beta * integer_row_sum;
+  row.p_unit_weight = std::max(row.p_unit_weight * alpha, beta);
   for (std::size_t c = 0; c < row.output.size(); ++c) {
     row.output[c] = row.output[c] * alpha + beta * scratch.tile_pv[c];
   }
@@ -241,7 +246,10 @@ void half_int8_tile(const ModelSetup& setup, const HeadInputs& head, int first, 
 // out = O / l, times V's per-tensor or per-channel scale; lse in natural log, plus K smoothing's
 // term scale_log2 * q . mean in the log2 domain when `lse_term` is given (README "K smoothing").
 void finish_row(const ModelSetup& setup, const HeadInputs& head, const RowState& row, int keys,
-                const float* lse_term, double* out_row, double* lse) {
+                const float* lse_term, double* out_row, double* lse, double* p_unit_share) {
+  if (p_unit_share != nullptr) {
+    *p_unit_share = setup.full_int8 && row.row_sum > 0 ? row.p_unit_weight / row.row_sum : 0.0;
+  }
   if (keys == 0) {
     std::fill(out_row, out_row + setup.head_dim, 0.0);
     if (lse != nullptr) *lse = kNegativeInfinity;
@@ -267,13 +275,15 @@ void finish_row(const ModelSetup& setup, const HeadInputs& head, const RowState&
 
 // One query row, tile by tile (README "Online softmax over tiles").
 void model_row(const ModelSetup& setup, const HeadInputs& head, int query_row, int keys,
-               TileScratch& scratch, RowState& row, double* out_row, double* lse) {
+               TileScratch& scratch, RowState& row, double* out_row, double* lse,
+               double* p_unit_share) {
   const std::int8_t* q_row = head.q8 + static_cast<std::size_t>(query_row) * setup.head_dim;
   // The kernel keeps c_i >= 1e-30 so that a masked score (-inf) times c_i never makes a NaN; it
   // only changes rows whose Q scale is below 1e-30 / scale_log2.
   const float c_i = std::max(head.q_scales[query_row] * setup.scale_log2, 1e-30f);
   row.running_max = kNegativeInfinity;
   row.row_sum = 0;
+  row.p_unit_weight = 0;
   std::fill(row.output.begin(), row.output.end(), 0.0);
   // Tiles past the last allowed key have nothing for this row: they leave it untouched.
   for (int first = 0; first < keys; first += setup.block_n) {
@@ -290,7 +300,8 @@ void model_row(const ModelSetup& setup, const HeadInputs& head, int query_row, i
     row.running_max = new_max;
   }
   finish_row(setup, head, row, keys,
-             head.q_dot_k_mean != nullptr ? head.q_dot_k_mean + query_row : nullptr, out_row, lse);
+             head.q_dot_k_mean != nullptr ? head.q_dot_k_mean + query_row : nullptr, out_row, lse,
+             p_unit_share);
 }
 
 // ---- argument checks --------------------------------------------------------------------------
@@ -550,7 +561,8 @@ void attention_quantized_model(const Shape& shape, const QuantizedRows& q, const
         for (int i = first_row; i < end_row; ++i) {
           const std::size_t row_index = q_head + static_cast<std::size_t>(i);
           model_row(setup, head, i, shape.allowed_keys(i), scratch, row, out + row_index * head_dim,
-                    lse != nullptr ? lse + row_index : nullptr);
+                    lse != nullptr ? lse + row_index : nullptr,
+                    options.p_unit_share != nullptr ? options.p_unit_share + row_index : nullptr);
         }
       });
 }

@@ -77,6 +77,12 @@ struct ModelOptions {
   // added back to the LSE as the kernels do: lse = (m + log2(l / R) + scale_log2 * value) * ln 2,
   // the LSE of the original scores. null: the LSE of the scores of the given quantized K.
   const float* q_dot_k_mean = nullptr;
+  // Optional output [batch][heads_q][seq_q]: full INT8, the share of the row's l that one unit of
+  // one P carries at most (0 for half INT8). The kernel's exp2 and this model's differ in the last
+  // bits, so where R * e is a rounding tie one P may round the other way: the LSE then moves by up
+  // to this share (nats), the output by as much relatively. Sharp rows (few keys hold the mass)
+  // have the largest shares.
+  double* p_unit_share = nullptr;
 };
 
 // q: quantize_rows of Q as [batch*heads_q*seq_q] rows; k likewise with heads_kv. Full INT8 reads
