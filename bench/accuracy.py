@@ -27,8 +27,9 @@ import torch
 from accuracy_tables import markdown
 from intfa_ctypes import FULL_INT8, HALF_INT8, Intfa, IntfaAttention, Options, attention_16bit
 
-# name -> (variant, p_encoding, p_scale, v_granularity); p: 0 = s8/127, 1 = u8/255;
-# p_scale: 0 = running max, 1 = tile max; v: 0 = per tensor, 1 = per channel, 2 = per block.
+# name -> (variant, p_encoding, p_scale, v_granularity[, k_granularity]); p: 0 = s8/127,
+# 1 = u8/255; p_scale: 0 = running max, 1 = tile max; v: 0 = per tensor, 1 = per channel,
+# 2 = per block; k (default 0): 0 = per token, 1 = per 64-key block.
 NUMERICS = {
     "full s8/running/tensor (paper)": (FULL_INT8, 0, 0, 0),
     "full u8/running/tensor": (FULL_INT8, 1, 0, 0),
@@ -41,10 +42,15 @@ NUMERICS = {
     "full s8/tile/block": (FULL_INT8, 0, 1, 2),
     "full u8/tile/block": (FULL_INT8, 1, 1, 2),
     "half": (HALF_INT8, 1, 0, 0),
+    # K with one scale per 64 keys (AttentionOptions::k_granularity = block): the faster opt-in.
+    "full u8/tile/channel k=block": (FULL_INT8, 1, 1, 1, 1),
+    "half k=block": (HALF_INT8, 1, 0, 0, 1),
 }
 DEFAULT_SET = ["full s8/running/tensor (paper)", "full u8/running/tensor", "half"]
 # The defaults of issue 25's tables: full INT8 with the library's numerics, and half INT8.
 ISSUE_SET = ["full u8/tile/channel", "half"]
+# Per-block K against the defaults it modifies.
+K_BLOCK_SET = ["full u8/tile/channel", "full u8/tile/channel k=block", "half", "half k=block"]
 
 # How Q and K are quantized: (smooth_k, rotate); "default" is the library's own choice.
 TRANSFORMS = {"plain": (False, False), "smooth": (True, False), "rotate": (False, True),
@@ -103,11 +109,12 @@ def random_inputs(family, shape):
 
 def run_intfa(lib, q, k, v, numerics, transform, path):
     """intfa's output and LSE (float32 [B, H, N]; None on the split path)."""
-    variant, p_encoding, p_scale, v_granularity = numerics
+    variant, p_encoding, p_scale, v_granularity, *k_granularity = numerics
     smooth_k, rotate = TRANSFORMS[transform]
     options = Options()
     lib.lib.intfa_default_options(ctypes.byref(options))
     options.p_encoding, options.p_scale, options.v_granularity = p_encoding, p_scale, v_granularity
+    options.k_granularity = k_granularity[0] if k_granularity else 0
     if path == "one-call":
         lse = torch.full(q.shape[:3], float("nan"), dtype=torch.float32, device=q.device)
         out = attention_16bit(lib, q, k, v, False, variant, options, smooth_k, rotate, lse)
@@ -131,7 +138,8 @@ def main():
     parser.add_argument("--heads", type=int, default=8)
     parser.add_argument("--numerics", default="default",
                         help="'default' (paper, intfa default, half), 'issue' (intfa default, "
-                             "half), 'all', or names joined by ';'")
+                             "half), 'k_block' (those two with K per token and per 64-key block), "
+                             "'all', or names joined by ';'")
     parser.add_argument("--options", default="default",
                         help="Q/K transforms joined by ',' or 'all': " + ", ".join(TRANSFORMS))
     parser.add_argument("--path", default="one-call", choices=["one-call", "split"],
@@ -140,7 +148,8 @@ def main():
     parser.add_argument("--out-dir", default=".")
     args = parser.parse_args()
 
-    sets = {"default": DEFAULT_SET, "issue": ISSUE_SET, "all": list(NUMERICS)}
+    sets = {"default": DEFAULT_SET, "issue": ISSUE_SET, "k_block": K_BLOCK_SET,
+            "all": list(NUMERICS)}
     names = sets.get(args.numerics) or args.numerics.split(";")
     unknown = [n for n in names if n not in NUMERICS]
     if unknown:

@@ -48,6 +48,7 @@ struct Transform {
   // part of the error that Q.K's quantization alone makes; with Q as two INT8 terms (q8 * s +
   // r8 * s', r the rounding error: what a second Q.K MMA would buy).
   enum class Error { kKernels, kQueryKeyOnly, kQueryKeyOnlyTwoTermQ } error = Error::kKernels;
+  bool k_per_block = false;  // K with one scale per 64 keys (the opt-in faster numerics)
 };
 
 const std::vector<Transform>& known_transforms() {
@@ -55,6 +56,9 @@ const std::vector<Transform>& known_transforms() {
       {"plain", false, false, false},       {"smooth", true, false, false},
       {"smooth_exact", true, false, true},  {"rotate", false, true, false},
       {"smooth+rotate", true, true, false},
+      {"kblock", false, false, false, Transform::Error::kKernels, true},
+      {"smooth+kblock", true, false, false, Transform::Error::kKernels, true},
+      {"smooth+rotate+kblock", true, true, false, Transform::Error::kKernels, true},
       {"qk_only", false, false, false, Transform::Error::kQueryKeyOnly},
       {"qk_only_q2", false, false, false, Transform::Error::kQueryKeyOnlyTwoTermQ},
   };
@@ -106,7 +110,8 @@ Arguments parse(int argc, char** argv) {
           "[--variants full,half] [--head-dims LIST] [--seqs LIST] [--heads H] "
           "[--query-rows R] [--block-n N] [--v-scale tensor|channel|block] [--seed S] [--json "
           "FILE]\n  options: plain, smooth, "
-          "smooth_exact, rotate, smooth+rotate, qk_only, qk_only_q2\n");
+          "smooth_exact, rotate, smooth+rotate, kblock, smooth+kblock, smooth+rotate+kblock, "
+          "qk_only, qk_only_q2\n");
       std::exit(0);
     }
     if (i + 1 >= argc) throw std::invalid_argument(name + ": expected a value");
@@ -178,6 +183,7 @@ PipelineOptions pipeline_options(const Arguments& arguments, const std::string& 
   options.smooth_k = transform.smooth_k;
   options.rotate = transform.rotate;
   options.exact_mean = transform.exact_mean;
+  options.k_per_block = transform.k_per_block;
   return options;
 }
 
@@ -326,7 +332,8 @@ int run(const Arguments& arguments) {
       "%d query rows against N keys, non-causal, seed %llu. full = full INT8 defaults "
       "(u8 P against the tile max, V per channel), half = half INT8; options: plain (none), "
       "smooth (K minus the mean of %d sampled keys, LSE term), smooth_exact (the mean of "
-      "all keys), rotate (Q, K Hadamard-rotated), smooth+rotate; qk_only (not a kernel: float64 "
+      "all keys), rotate (Q, K Hadamard-rotated), smooth+rotate, kblock (K with one scale per 64 "
+      "keys, alone or with the others); qk_only (not a kernel: float64 "
       "attention of per-token INT8 Q and K, the error of Q.K's quantization alone) and qk_only_q2 "
       "(the same with Q as two INT8 terms), listed under half.\n",
       arguments.heads, arguments.query_rows, static_cast<unsigned long long>(arguments.seed),

@@ -75,6 +75,11 @@ def main():
     parser.add_argument("--p", default="u8", choices=["u8", "s8"])
     parser.add_argument("--p-scale", default="tile", choices=["running", "tile"])
     parser.add_argument("--v-scale", default="channel", choices=["tensor", "channel", "block"])
+    parser.add_argument("--k-scale", default="token", choices=["token", "block"],
+                        help="K's scales per key or per 64-key block (the opt-in faster "
+                        "numerics); through the package it applies to `intfa.attention` only "
+                        "(its kernel-only column stays per token): --intfa ctypes times the "
+                        "kernel alone with it")
     parser.add_argument("--config", default="", help="block_m,block_n,warps,stages per head dim: "
                         "'64:128,64,8,2;128:128,64,8,2' (default: intfa's choice)")
     parser.add_argument("--smooth-k", default="default", choices=["default", "on", "off"],
@@ -107,6 +112,7 @@ def main():
         options.p_encoding = 1 if args.p == "u8" else 0
         options.p_scale = 0 if args.p_scale == "running" else 1
         options.v_granularity = {"tensor": 0, "channel": 1, "block": 2}[args.v_scale]
+        options.k_granularity = {"token": 0, "block": 1}[args.k_scale]
         if d in configs:
             options.block_m, options.block_n, options.warps, options.stages = configs[d]
         for causal in [c == "on" for c in args.causal.split(",")]:
@@ -132,6 +138,7 @@ def main():
                     contenders[name] = (runs[name].attend, contextlib.nullcontext)
                     if binding:  # intfa.attention as users call it: quantize + attend + host
                         contenders[name + "_e2e"] = (end_to_end(q, k, v, causal, variant, options,
+                                                                k_granularity=args.k_scale,
                                                                 **transforms),
                                                      contextlib.nullcontext)
                 row.update(time_in_both_orders(contenders, args.repeats, f"d={d} n={n}"))

@@ -39,13 +39,15 @@ class BindingAttention:
                                     q_dot_k_mean=z.q_dot_k_mean, **self.numerics)
 
 
-def end_to_end(q, k, v, causal, variant, options, smooth_k=None, rotate=None):
+def end_to_end(q, k, v, causal, variant, options, smooth_k=None, rotate=None,
+               k_granularity=None):
     """intfa.attention as a user calls it on FP16 inputs (quantize and attend, one C++ call), with
-    the same numerics options as BindingAttention (smooth_k, rotate: None for the defaults)."""
+    the same numerics options as BindingAttention (smooth_k, rotate: None for the defaults) and
+    K's scale granularity (None: per token)."""
     full = variant == FULL_INT8
     numerics = dict(variant="full_int8" if full else "half_int8",
                     p_encoding=P_ENCODINGS[options.p_encoding], p_scale=P_SCALES[options.p_scale],
-                    smooth_k=smooth_k, rotate=rotate)
+                    smooth_k=smooth_k, rotate=rotate, k_granularity=k_granularity)
     if full:
         numerics["v_granularity"] = V_GRANULARITIES[options.v_granularity]
     # fallback="error": a problem intfa does not serve raises rather than timing torch's SDPA.

@@ -35,7 +35,7 @@ class Options(ctypes.Structure):
     _fields_ = [("softmax_scale", ctypes.c_double), ("p_encoding", ctypes.c_int),
                 ("p_scale", ctypes.c_int), ("v_granularity", ctypes.c_int),
                 ("block_m", ctypes.c_int), ("block_n", ctypes.c_int), ("warps", ctypes.c_int),
-                ("stages", ctypes.c_int)]
+                ("stages", ctypes.c_int), ("k_granularity", ctypes.c_int)]
 
 
 class QkTransforms(ctypes.Structure):
@@ -47,7 +47,8 @@ class QuantizeOptions(ctypes.Structure):
     """intfa_quantize_options_t."""
     _fields_ = [("bits", ctypes.c_int), ("smooth_k_channel_mean", ctypes.c_void_p),
                 ("k_channel_mean", ctypes.c_void_p), ("q_dot_k_mean", ctypes.c_void_p),
-                ("k_channel_mean_heads", ctypes.c_int), ("rotate", ctypes.c_int)]
+                ("k_channel_mean_heads", ctypes.c_int), ("rotate", ctypes.c_int),
+                ("k_granularity", ctypes.c_int)]
 
 
 class AttentionInputs(ctypes.Structure):
@@ -62,6 +63,7 @@ class Intfa:
         self.lib.intfa_last_error.restype = ctypes.c_char_p
         self.lib.intfa_v_int8_bytes.restype = ctypes.c_size_t
         self.lib.intfa_v_scale_count.restype = ctypes.c_size_t
+        self.lib.intfa_k_scale_count.restype = ctypes.c_size_t
         self.lib.intfa_attention_forward_16bit.argtypes = [
             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
@@ -112,7 +114,9 @@ class IntfaAttention:
         self.q8 = torch.empty((b, h, n, d), dtype=torch.int8, device=dev)
         self.k8 = torch.empty((b, h, n, d), dtype=torch.int8, device=dev)
         self.qs = torch.empty((b, h, n), dtype=torch.float32, device=dev)
-        self.ks = torch.empty((b, h, n), dtype=torch.float32, device=dev)
+        # [B, H, N] per token, [B, H, ceil(N / 64)] per block (options.k_granularity).
+        self.ks = torch.empty(lib.lib.intfa_k_scale_count(options.k_granularity, b, h, n),
+                              dtype=torch.float32, device=dev)
         self.v8 = torch.empty(lib.lib.intfa_v_int8_bytes(b, h, n, d), dtype=torch.int8, device=dev)
         count = lib.lib.intfa_v_scale_count(options.v_granularity, b, h, n, d)
         self.vs = torch.empty(count, dtype=torch.float32, device=dev)
@@ -136,7 +140,7 @@ class IntfaAttention:
         shape = Shape(b, h, n, d)
         # K first: with smoothing, Q's pass reads K's means for the LSE term.
         k_options = QuantizeOptions(8, self.k_mean.data_ptr() if self.smooth_k else None, None,
-                                    None, 0, int(self.rotate))
+                                    None, 0, int(self.rotate), self.options.k_granularity)
         q_options = QuantizeOptions(8, None, self.k_mean.data_ptr() if self.smooth_k else None,
                                     self.q_dot_k_mean.data_ptr() if self.smooth_k else None, h,
                                     int(self.rotate))

@@ -28,6 +28,9 @@ enum class Variant {
 enum class PEncoding { kSigned127, kUnsigned255 };
 enum class PScaleReference { kRunningMax, kTileMax };
 enum class VScaleGranularity { kPerTensor, kPerChannel, kPerBlock };
+// K's scales: one per key (Algorithm 1), or one per block of 64 keys of a (batch, head)
+// (AttentionOptions::k_granularity says what that trades).
+enum class KScaleGranularity { kPerToken, kPerBlock };
 
 struct AttentionProblem {
   int batch = 1;
@@ -68,7 +71,9 @@ struct AttentionTensors {
   // Half INT8: kF16/kBF16, [batch, heads_kv, seq_kv, head_dim], 16-byte rows.
   TensorView v;
   const float* q_scale = nullptr;  // [batch][heads_q][seq_q]
-  const float* k_scale = nullptr;  // [batch][heads_kv][seq_kv]
+  // [batch][heads_kv][seq_kv]; with options.k_granularity per block
+  // [batch][heads_kv][k_scale_blocks(seq_kv)] (quantize_qk with QuantizeOptions::k_granularity)
+  const float* k_scale = nullptr;
   const float* v_scale = nullptr;  // full INT8: v_scale_count(...) floats; unused for half INT8
   TensorView out;                  // kF16/kBF16, [batch, heads_q, seq_q, head_dim]
   float* lse = nullptr;            // optional: [batch][heads_q][seq_q] natural-log LSE
@@ -118,6 +123,13 @@ struct AttentionOptions {
   PEncoding p_encoding = PEncoding::kUnsigned255;
   PScaleReference p_scale = PScaleReference::kTileMax;
   VScaleGranularity v_granularity = VScaleGranularity::kPerChannel;
+  // K's scale granularity; must match how K was quantized (QuantizeOptions::k_granularity). Per
+  // block (64 keys share the scale of their largest |k|): the softmax folds each block's scale
+  // into the row's exponent multiplier instead of multiplying every score by its key's scale, so
+  // the kernel issues fewer instructions per score (H100, kernel only: 5-16% faster, most at
+  // d=64), at some accuracy (bench/RESULTS.md, "Per-block K"). 8-bit Q.K, dense batches (not
+  // varlen), key tiles of 32, 64 or 128. An opt-in; the default stays per token.
+  KScaleGranularity k_granularity = KScaleGranularity::kPerToken;
   // How attention_forward_16bit (intfa.attention) quantizes its 16-bit Q and K; attention_forward
   // reads INT8 tensors quantized by the caller, who chooses these in QuantizeOptions. Neither
   // changes the attention in exact arithmetic, nor the meaning of the LSE (that of the original
@@ -185,5 +197,8 @@ std::size_t v_int8_bytes(int batch, int heads_kv, int seq_kv, int head_dim);
 TensorView v_int8_view(void* data, int batch, int heads_kv, int seq_kv, int head_dim);
 std::size_t v_scale_count(VScaleGranularity granularity, int batch, int heads_kv, int seq_kv,
                           int head_dim);
+// K's scales per (batch, head) at each granularity: seq_kv per token, ceil(seq_kv / 64) per block.
+int k_scale_blocks(int seq_kv);
+std::size_t k_scale_count(KScaleGranularity granularity, int batch, int heads_kv, int seq_kv);
 
 }  // namespace intfa

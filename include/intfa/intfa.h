@@ -37,6 +37,12 @@ typedef enum intfa_v_granularity_t {
   INTFA_V_PER_CHANNEL = 1,
   INTFA_V_PER_BLOCK = 2
 } intfa_v_granularity_t;
+/* K's scales (intfa::KScaleGranularity): one per key, or one per block of 64 keys of a (batch,
+   head), which the attention kernel folds into the softmax (faster, a little less accurate). */
+typedef enum intfa_k_granularity_t {
+  INTFA_K_PER_TOKEN = 0,
+  INTFA_K_PER_BLOCK = 1
+} intfa_k_granularity_t;
 
 /* A device tensor viewed as [batch, heads, seq, head_dim]; strides in elements. */
 typedef struct intfa_tensor_t {
@@ -73,6 +79,10 @@ typedef struct intfa_options_t {
      block_m = 64, selects the Hopper kernel (sm_90a; intfa::KernelPath::kWgmma), others the
      portable one. */
   int block_m, block_n, warps, stages;
+  /* intfa::AttentionOptions::k_granularity: must match how K was quantized
+     (intfa_quantize_options_t::k_granularity); INTFA_K_PER_BLOCK takes 8-bit Q.K and dense calls
+     only. Added last, so that the fields above keep their offsets. */
+  intfa_k_granularity_t k_granularity;
 } intfa_options_t;
 
 /* Varlen (packed) batches: intfa::VarlenLayout (include/intfa/attention.hpp). Device int32
@@ -120,8 +130,9 @@ intfa_status_t intfa_quantize_k_smoothed(const intfa_shape_t* shape, const intfa
                                          const intfa_tensor_t* output, float* scales, int bits,
                                          float* channel_mean, CUstream stream) INTFA_NOEXCEPT;
 /* intfa::QuantizeOptions (include/intfa/quantize.hpp): K smoothing's means (K), the LSE term of a
-   smoothed K (Q: k_channel_mean and q_dot_k_mean, both or neither), the rotation (Q and K alike).
-   Pointers NULL when unused; intfa_default_quantize_options fills bits = 8 and the rest zero. */
+   smoothed K (Q: k_channel_mean and q_dot_k_mean, both or neither), the rotation (Q and K alike),
+   K's scale granularity. Pointers NULL when unused; intfa_default_quantize_options fills bits = 8,
+   k_granularity = INTFA_K_PER_TOKEN and the rest zero. */
 typedef struct intfa_quantize_options_t {
   int bits;                     /* 8 or 4 */
   float* smooth_k_channel_mean; /* K: receives [batch][heads][head_dim] channel means */
@@ -129,6 +140,9 @@ typedef struct intfa_quantize_options_t {
   float* q_dot_k_mean;          /* Q: receives q . mean per row, [batch][heads][seq] */
   int k_channel_mean_heads;     /* Q: K's heads (0: the shape's heads) */
   int rotate;                   /* 0 or 1 */
+  /* K only, 8 bits, dense: INTFA_K_PER_BLOCK writes one scale per 64 rows of a (batch, head),
+     `scales` then of intfa_k_scale_count floats. Added last (the fields above keep offsets). */
+  intfa_k_granularity_t k_granularity;
 } intfa_quantize_options_t;
 void intfa_default_quantize_options(intfa_quantize_options_t* options) INTFA_NOEXCEPT;
 intfa_status_t intfa_quantize_qk_with_options(const intfa_shape_t* shape,
@@ -189,6 +203,15 @@ size_t intfa_v_scale_count(intfa_v_granularity_t granularity, int batch, int hea
                            int head_dim) INTFA_NOEXCEPT;
 void intfa_v_int8_view(void* data, int batch, int heads_kv, int seq_kv, int head_dim,
                        intfa_tensor_t* view) INTFA_NOEXCEPT;
+
+/* K's scales (intfa::k_scale_count): batch * heads_kv * seq_kv floats per token, batch * heads_kv
+   * ceil(seq_kv / 64) per block. Out-of-range input (as for the V layout's helpers, or an unknown
+   granularity) is INTFA_INVALID_ARGUMENT naming the parameter; intfa_k_scale_count then gives 0
+   and intfa_last_error() says why. */
+intfa_status_t intfa_k_scale_count_checked(intfa_k_granularity_t granularity, int batch,
+                                           int heads_kv, int seq_kv, size_t* count) INTFA_NOEXCEPT;
+size_t intfa_k_scale_count(intfa_k_granularity_t granularity, int batch, int heads_kv,
+                           int seq_kv) INTFA_NOEXCEPT;
 
 /* intfa::precompile (include/intfa/precompile.hpp) for one problem: compiles now, into the kernel
    cache, the kernels intfa_attention_forward_16bit of `problem` with `dtype` inputs (INTFA_F16 or

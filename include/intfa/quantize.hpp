@@ -33,6 +33,10 @@ struct QuantizeOptions {
   // before quantizing. Rotate Q and K alike, or neither: (q R)(k R)^T = q k^T, so attention is
   // unchanged, while channels much larger than the rest are spread over the whole row.
   bool rotate = false;
+  // K only, 8 bits, dense: one scale per block of 64 rows of a (batch, head) (the largest |x| of
+  // the block over 127), `scales` [batch][heads][k_scale_blocks(seq)]; rows past the sequence's
+  // end do not count. For attention_forward with AttentionOptions::k_granularity per block.
+  KScaleGranularity k_granularity = KScaleGranularity::kPerToken;
 };
 
 // Q or K [batch, heads, seq, head_dim] (kF16/kBF16, 16-byte rows) -> `output` (kI8 or kI4x2, same

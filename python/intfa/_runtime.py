@@ -35,7 +35,8 @@ def cache_info():
 
 def precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),
                dtypes=("float16",), causal=(False, True), *, arch=None, v_granularity=None,
-               p_encoding=None, p_scale=None, smooth_k=None, rotate=None, jobs=0):
+               p_encoding=None, p_scale=None, smooth_k=None, rotate=None, jobs=0,
+               k_granularity=None):
     """Compiles now, into the kernel cache, the kernels ``intfa.attention`` will launch for these
     head dims, variants, input dtypes (torch dtypes or names) and causal settings: the quantize
     kernels and the attention kernel at the heuristic's tile config (a tuning database entry for a
@@ -45,7 +46,9 @@ def precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),
     defaults to INTFA_ARCH, else the GPU's own;
     naming one needs no GPU. ``jobs`` parallel NVRTC compiles (0: all cores). The numerics options
     default as in ``intfa.attention``, ``smooth_k`` and ``rotate`` too (K smoothing's kernels by
-    default; ``smooth_k=False``: the plain row kernels instead). Returns a dict:
+    default; ``smooth_k=False``: the plain row kernels instead), ``k_granularity`` too ("token";
+    "block": the kernels of ``intfa.attention(..., k_granularity="block")``, whose K scales per
+    64 keys make the softmax cheaper and K a little coarser). Returns a dict:
     ``arch``, ``kernels``, ``compiled_now``, ``already_present``, ``specs``. Raises NoDevice when
     no arch can be named, InvalidArgument naming a bad argument, CompileError when NVRTC rejects a
     kernel.
@@ -90,4 +93,6 @@ def precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),
         p_scale=choice("p_scale", p_scale or DEFAULTS["p_scale"], OPTION_VALUES["p_scale"]),
         v_granularity=choice("v_granularity", v_granularity or DEFAULTS["v_granularity"],
                              OPTION_VALUES["v_granularity"]),
+        k_granularity=choice("k_granularity", k_granularity or DEFAULTS["k_granularity"],
+                             OPTION_VALUES["k_granularity"]),
         smooth_k=smooth_k, rotate=rotate, jobs=jobs)

@@ -25,6 +25,7 @@ LAYOUTS = ("HND", "NHD")
 _OPTION_VALUES = _intfa.option_values()
 VARIANTS = _OPTION_VALUES["variant"]
 V_GRANULARITIES = _OPTION_VALUES["v_granularity"]
+K_GRANULARITIES = _OPTION_VALUES["k_granularity"]
 P_ENCODINGS = _OPTION_VALUES["p_encoding"]
 P_SCALES = _OPTION_VALUES["p_scale"]
 
@@ -283,12 +284,13 @@ def _remember(plans, key, plan):
 
 
 def _attention_plan(q, k, v, out, is_causal, sm_scale, layout, variant, v_granularity, smooth_k,
-                    p_encoding, p_scale, rotate=False, packing=None):
+                    p_encoding, p_scale, rotate=False, k_granularity=DEFAULTS["k_granularity"],
+                    packing=None):
     """The plan of one signature; `packing` (sequences, max_seqlen_q, max_seqlen_k) for packed
-    sequences, whose tensors are then [1, total, H, D] views in layout NHD."""
+    sequences, whose tensors are then [1, total, H, D] views in layout NHD (K per token)."""
     key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), out.stride(), q.dtype,
            layout, is_causal, sm_scale, variant, v_granularity, smooth_k, p_encoding, p_scale,
-           rotate, packing)
+           rotate, k_granularity, packing)
     plan = _ATTENTION_PLANS.get(key)
     if plan is not None:
         return plan
@@ -307,7 +309,8 @@ def _attention_plan(q, k, v, out, is_causal, sm_scale, layout, variant, v_granul
         q_strides=_bhnd_strides(q, layout), k_strides=_bhnd_strides(k, layout),
         v_strides=_bhnd_strides(v, layout), out_strides=_bhnd_strides(out, layout),
         softmax_scale=sm_scale, p_encoding=p_encoding, p_scale=p_scale,
-        v_granularity=v_granularity, smooth_k=smooth_k, rotate=rotate, **totals))
+        v_granularity=v_granularity, smooth_k=smooth_k, rotate=rotate,
+        k_granularity=k_granularity, **totals))
 
 
 def _int8_attention_plan(q, k, v, v_scale, out, is_causal, sm_scale, layout, p_encoding, p_scale,
@@ -340,11 +343,12 @@ _INT8_ATTENTION_PLANS = {}
 @_custom_op("intfa::attention")
 def _attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
                   sm_scale: float, layout: str, variant: str, v_granularity: str, smooth_k: bool,
-                  p_encoding: str, p_scale: str, rotate: bool,
-                  return_lse: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+                  p_encoding: str, p_scale: str, rotate: bool, return_lse: bool,
+                  k_granularity: str = DEFAULTS["k_granularity"]
+                  ) -> Tuple[torch.Tensor, torch.Tensor]:
     out, lse = _run_attention(q, k, v, None, (is_causal, sm_scale, layout, variant,
                                               v_granularity, smooth_k, p_encoding, p_scale,
-                                              rotate),
+                                              rotate, k_granularity),
                               return_lse)
     return out, (lse if lse is not None else _no_lse(q))
 
@@ -355,7 +359,7 @@ def _no_lse(q):
 
 @_attention_op.register_fake
 def _(q, k, v, is_causal, sm_scale, layout, variant, v_granularity, smooth_k, p_encoding,
-      p_scale, rotate, return_lse):
+      p_scale, rotate, return_lse, k_granularity=DEFAULTS["k_granularity"]):
     return _empty_attention(q, layout, q.dtype, return_lse)
 
 
@@ -369,7 +373,7 @@ def _run_attention(q, k, v, out, op_arguments, return_lse, call=None):
     attends; the workspace goes back to the allocator at once, stream-ordered, as any temporary
     of an eager op does."""
     (is_causal, sm_scale, layout, variant, v_granularity, smooth_k, p_encoding, p_scale,
-     rotate) = op_arguments
+     rotate, k_granularity) = op_arguments
     if out is None:
         out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     lse = None
@@ -388,7 +392,8 @@ def _run_attention(q, k, v, out, op_arguments, return_lse, call=None):
     plan = call.plan if call is not None else None
     if plan is None:
         plan = _attention_plan(*inputs, kernel_out, is_causal, scale, layout, variant,
-                               v_granularity, smooth_k, p_encoding, p_scale, rotate)
+                               v_granularity, smooth_k, p_encoding, p_scale, rotate,
+                               k_granularity)
         if call is not None:
             call.plan = plan
     workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=q.device)
@@ -526,16 +531,20 @@ class _Numerics(NamedTuple):
     v_granularity: str
     p_encoding: str
     p_scale: str
+    k_granularity: str
 
 
-def _check_numerics(variant, v_granularity, p_encoding, p_scale):
-    """The quantization options of ``attention`` and ``attention_varlen``, defaulted."""
+def _check_numerics(variant, v_granularity, p_encoding, p_scale, k_granularity=None):
+    """The quantization options of ``attention`` and ``attention_varlen``, defaulted
+    (``attention_varlen`` gives no k_granularity: its K stays per token)."""
     return _Numerics(
         _check_choice("variant", variant, VARIANTS),
         _check_choice("v_granularity", v_granularity or DEFAULTS["v_granularity"],
                       V_GRANULARITIES),
         _check_choice("p_encoding", p_encoding or DEFAULTS["p_encoding"], P_ENCODINGS),
-        _check_choice("p_scale", p_scale or DEFAULTS["p_scale"], P_SCALES))
+        _check_choice("p_scale", p_scale or DEFAULTS["p_scale"], P_SCALES),
+        _check_choice("k_granularity", k_granularity or DEFAULTS["k_granularity"],
+                      K_GRANULARITIES))
 
 
 def _qk_transforms(smooth_k, rotate):
@@ -627,7 +636,8 @@ def attention_int8(q, k, v, q_scale, k_scale, v_scale=None, *, is_causal=False, 
     scores when ``q_dot_k_mean`` is ``quantize``'s (K smoothed, the default), else of the scores
     of the given q and k (the smoothed ones, lower by sm_scale * q . k_mean).
     ``p_encoding`` "u8"/"s8" and ``p_scale`` "running"/"tile" select the full-INT8 P numerics.
-    ``config`` (block_m, block_n, warps, stages) overrides the tile config the tuning database or
+    ``k_scale`` is per token, as ``quantize`` writes it (``attention``'s ``k_granularity``
+    "block" is not taken here). ``config`` (block_m, block_n, warps, stages) overrides the tile config the tuning database or
     the heuristic would pick (benchmarks, tuning); the C++ runtime checks it before compiling."""
     arguments = None
     signature = None
@@ -723,7 +733,7 @@ def _check_attention_int8(q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scal
 def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
               enable_gqa=False, *, sm_scale=None, layout="HND", variant="full_int8",
               v_granularity=None, smooth_k=None, p_encoding=None, p_scale=None,
-              rotate=None, return_lse=False, out=None, fallback=None):
+              rotate=None, return_lse=False, out=None, fallback=None, k_granularity=None):
     """Quantizes and attends in one call, shaped like
     ``torch.nn.functional.scaled_dot_product_attention`` (same positional arguments) so that it
     can be swapped in: q [B, H_q, N_q, D], k and v [B, H_kv, N_kv, D] (layout "HND"; "NHD" takes
@@ -735,6 +745,13 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
     (default on) quantizes K less its channel means (over a sample of keys), ``rotate`` (default
     off) rotates Q and K by one orthogonal matrix first, which spreads outlier channels; neither
     changes the attention in exact arithmetic. Forward only.
+
+    ``k_granularity`` (None: the C++ default, "token") sets K's quantization scales: "token" one
+    per key; "block" one per 64 consecutive keys of a (batch, head), set by the block's largest
+    key. With "block" the kernel folds each block's scale into the softmax's exponent multiplier
+    instead of multiplying every score by its key's scale, so it issues fewer instructions per
+    score (a faster kernel), while a block's smaller keys are quantized with a coarser step (a
+    little less accurate). ``attention_varlen`` and ``attention_int8`` keep K per token.
 
     Head dims 64, 128 and 256 run natively; any other multiple of 8 up to 256 runs on copies
     padded with zero channels to the next of them (exact: intfa/_padding.py), at the cost of the
@@ -756,7 +773,7 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
     INTFA_FALLBACK, else "sdpa")."""
     result = _attend(q, k, v, attn_mask, dropout_p, is_causal, scale, sm_scale, layout, variant,
                      v_granularity, smooth_k, p_encoding, p_scale, return_lse, out, fallback,
-                     rotate)
+                     rotate, k_granularity)
     if type(result) is not Unserved:
         return result
     _check_choice("layout", layout, LAYOUTS)  # (a call with a mask skipped the checks)
@@ -776,7 +793,7 @@ class Unserved(NamedTuple):
 def _attend(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, sm_scale=None,
             layout="HND", variant="full_int8", v_granularity=None, smooth_k=None,
             p_encoding=None, p_scale=None, return_lse=False, out=None, fallback=None,
-            rotate=None):
+            rotate=None, k_granularity=None):
     """`attention` up to its fallback: intfa's result, or Unserved when intfa does not serve the
     call and the policy is "sdpa" ("error" raises). The integrations call this, then their
     client's own SDPA call with the client's arguments."""
@@ -794,14 +811,14 @@ def _attend(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
                          k.dtype, v.dtype, q.device, k.device, v.device, is_causal, scale,
                          type(scale), sm_scale, type(sm_scale), layout, variant, v_granularity,
                          smooth_k, type(smooth_k), p_encoding, p_scale, rotate, type(rotate),
-                         return_lse, fallback,
+                         k_granularity, return_lse, fallback,
                          None if out is None else (out.shape, out.stride(), out.dtype,
                                                    out.device))
             call = _CHECKED_ATTENTION_CALLS.get(signature)
         except (AttributeError, TypeError):  # not tensors, or an unhashable option: checked below
             signature = None
     checks = (q, k, v, is_causal, scale, sm_scale, layout, variant, v_granularity, smooth_k,
-              p_encoding, p_scale, return_lse, out, fallback, rotate)
+              p_encoding, p_scale, return_lse, out, fallback, rotate, k_granularity)
     if call is None:
         call = _checked_call(*checks)
         if signature is not None:
@@ -820,7 +837,9 @@ def _attend(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
             # strides are q's shape's, or out's: in the signature either way).
             result, lse = _run_attention(q, k, v, out, call.op_arguments, return_lse, call)
         else:
-            result, lse = _attention_op(q, k, v, *call.op_arguments, bool(return_lse))
+            # The op's schema has return_lse before k_granularity (added last, with a default).
+            *arguments, k_granularity = call.op_arguments
+            result, lse = _attention_op(q, k, v, *arguments, bool(return_lse), k_granularity)
             if out is not None:
                 result = out.copy_(result)
     except Error as error:
@@ -887,7 +906,8 @@ def _unservable(reason, error):
 
 
 def _check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant, v_granularity,
-                     smooth_k, p_encoding, p_scale, return_lse, out, fallback, rotate=None):
+                     smooth_k, p_encoding, p_scale, return_lse, out, fallback, rotate=None,
+                     k_granularity=None):
     """Every check of `attention`; returns the op's arguments after q, k and v (without
     return_lse). What SDPA could serve instead raises an error marked by _unservable."""
     _fallback.check_argument(fallback)
@@ -898,7 +918,7 @@ def _check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant, v_gra
     softmax_scale = (_resolve_sm_scale(sm_scale) if sm_scale is not None
                      else _resolve_sm_scale(scale, "scale"))
     _check_choice("layout", layout, LAYOUTS)
-    numerics = _check_numerics(variant, v_granularity, p_encoding, p_scale)
+    numerics = _check_numerics(variant, v_granularity, p_encoding, p_scale, k_granularity)
     for name, tensor in (("q", q), ("k", k), ("v", v)):
         if not isinstance(tensor, torch.Tensor):
             raise invalid_argument(name, type(tensor).__name__, "expected a torch.Tensor")
@@ -934,7 +954,7 @@ def _check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant, v_gra
     _check_out(out, q)
     _check_kernel_device(q, k, v)
     return (bool(is_causal), softmax_scale, layout, numerics.variant, numerics.v_granularity,
-            smooth_k, numerics.p_encoding, numerics.p_scale, rotate)
+            smooth_k, numerics.p_encoding, numerics.p_scale, rotate, numerics.k_granularity)
 
 
 def _check_attention_problem(q, k, layout, is_causal, variant, kernel_dim):
@@ -1024,7 +1044,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     sequence is quantized as ``intfa.attention`` quantizes it alone (per-token Q and K; V's scales
     per sequence), except that ``smooth_k`` (on by default) subtracts the mean over (a sample of)
     all packed keys (still exact for attention, and the LSE stays that of the original scores);
-    ``rotate`` as in ``attention``.
+    ``rotate`` as in ``attention``. K's scales are per token (``attention``'s ``k_granularity``
+    "block" takes dense batches only).
     Returns the output [total_q, H_q, D] in q's dtype, and with ``return_lse`` also the
     natural-log log-sum-exp, float32 [H_q, total_q]. Runs the portable kernel (the Hopper one
     takes dense batches only). Forward only: no autograd."""

@@ -59,6 +59,9 @@ PScaleReference parse_p_scale(const std::string& name) {
 VScaleGranularity parse_v_granularity(const std::string& name) {
   return parse_option_argument<VScaleGranularity>(name, "v_granularity");
 }
+KScaleGranularity parse_k_granularity(const std::string& name) {
+  return parse_option_argument<KScaleGranularity>(name, "k_granularity");
+}
 
 // The names of an option's values, in the enum's order, for the Python layer's checks.
 template <typename Enum>
@@ -130,7 +133,7 @@ py::dict precompile_dict(const std::string& arch, const std::vector<int>& head_d
                          const std::vector<std::string>& dtypes, const std::vector<bool>& causal,
                          const std::string& p_encoding, const std::string& p_scale,
                          const std::string& v_granularity, bool smooth_k, unsigned jobs,
-                         bool rotate_qk) {
+                         bool rotate_qk, const std::string& k_granularity) {
   PrecompileRequest request;
   request.arch = arch;
   request.head_dims = head_dims;
@@ -140,6 +143,7 @@ py::dict precompile_dict(const std::string& arch, const std::vector<int>& head_d
   request.numerics.p_encoding = parse_p_encoding(p_encoding);
   request.numerics.p_scale = parse_p_scale(p_scale);
   request.numerics.v_granularity = parse_v_granularity(v_granularity);
+  request.numerics.k_granularity = parse_k_granularity(k_granularity);
   request.numerics.smooth_k = smooth_k;
   request.numerics.rotate_qk = rotate_qk;
   request.jobs = jobs;
@@ -157,7 +161,8 @@ py::dict precompile_dict(const std::string& arch, const std::vector<int>& head_d
 // One `intfa.attention` (or `attention_varlen`) signature (shapes, strides, dtypes, options),
 // parsed once: run() takes only the addresses, so a repeated call costs one small pybind11 call
 // (the Python side keeps a plan per signature). Everything is still validated by
-// attention_forward_16bit on every run.
+// attention_forward_16bit on every run. k_granularity "block" is for dense plans only (no
+// totals): packed sequences keep K's scales per token.
 class AttentionPlan {
  public:
   AttentionPlan(const AttentionProblem& problem, const std::string& dtype,
@@ -271,7 +276,8 @@ PYBIND11_MODULE(_intfa, m) {
         return py::dict("variant"_a = option_values<Variant>(),
                         "p_encoding"_a = option_values<PEncoding>(),
                         "p_scale"_a = option_values<PScaleReference>(),
-                        "v_granularity"_a = option_values<VScaleGranularity>());
+                        "v_granularity"_a = option_values<VScaleGranularity>(),
+                        "k_granularity"_a = option_values<KScaleGranularity>());
       },
       "The names of each numerics option's values (src/api/option_names.hpp, the one table).");
   m.def("default_options", [] {
@@ -279,6 +285,7 @@ PYBIND11_MODULE(_intfa, m) {
     return py::dict("p_encoding"_a = option_name(defaults.p_encoding),
                     "p_scale"_a = option_name(defaults.p_scale),
                     "v_granularity"_a = option_name(defaults.v_granularity),
+                    "k_granularity"_a = option_name(defaults.k_granularity),
                     "smooth_k"_a = defaults.smooth_k, "rotate"_a = defaults.rotate_qk);
   });
 
@@ -311,12 +318,13 @@ PYBIND11_MODULE(_intfa, m) {
                        const std::array<std::int64_t, 4>& out_strides, double softmax_scale,
                        const std::string& p_encoding, const std::string& p_scale,
                        const std::string& v_granularity, bool smooth_k, int total_q, int total_kv,
-                       bool rotate) {
+                       bool rotate, const std::string& k_granularity) {
              AttentionOptions options;
              options.softmax_scale = softmax_scale;
              options.p_encoding = parse_p_encoding(p_encoding);
              options.p_scale = parse_p_scale(p_scale);
              options.v_granularity = parse_v_granularity(v_granularity);
+             options.k_granularity = parse_k_granularity(k_granularity);
              options.smooth_k = smooth_k;
              options.rotate_qk = rotate;
              return AttentionPlan(
@@ -327,7 +335,8 @@ PYBIND11_MODULE(_intfa, m) {
            "causal"_a, "variant"_a, "dtype"_a, "q_strides"_a, "k_strides"_a, "v_strides"_a,
            "out_strides"_a, "softmax_scale"_a, "p_encoding"_a, "p_scale"_a, "v_granularity"_a,
            "smooth_k"_a, "total_q"_a = 0, "total_kv"_a = 0,
-           "rotate"_a = AttentionOptions{}.rotate_qk)
+           "rotate"_a = AttentionOptions{}.rotate_qk,
+           "k_granularity"_a = option_name(AttentionOptions{}.k_granularity))
       .def_property_readonly("workspace_bytes", &AttentionPlan::workspace_bytes)
       .def("run", &AttentionPlan::run,
            "Quantizes q, k (and v) into `workspace` and attends into `out` (and `lse`, 0 for "
@@ -337,7 +346,8 @@ PYBIND11_MODULE(_intfa, m) {
            "cu_seqlens_kv"_a = 0);
 
   py::class_<Int8AttentionPlan>(m, "Int8AttentionPlan",
-                                "One intfa.attention_int8 signature, launched by addresses.")
+                                "One intfa.attention_int8 signature, launched by addresses "
+                                "(K's scales per token, as quantize writes them).")
       .def(py::init([](int batch, int heads_q, int heads_kv, int seq_q, int seq_kv, int head_dim,
                        bool causal, const std::string& variant, const std::string& v_dtype,
                        const std::string& out_dtype, const std::array<std::int64_t, 4>& q_strides,
@@ -474,7 +484,8 @@ PYBIND11_MODULE(_intfa, m) {
         attention_forward(problem, tensors, as_stream(stream), options);
       },
       "Validates, compiles or fetches the kernel, launches it on `stream`. Asynchronous. "
-      "Varlen (packed) batches when cu_seqlens_q and cu_seqlens_kv are set (intfa::VarlenLayout).",
+      "Varlen (packed) batches when cu_seqlens_q and cu_seqlens_kv are set (intfa::VarlenLayout). "
+      "K's scales per token (k_scale [batch][heads_kv][seq_kv]).",
       py::kw_only(), "batch"_a, "heads_q"_a, "heads_kv"_a, "seq_q"_a, "seq_kv"_a, "head_dim"_a,
       "causal"_a, "variant"_a, "q"_a, "q_strides"_a, "k"_a, "k_strides"_a, "v"_a, "v_dtype"_a,
       "v_strides"_a, "q_scale"_a, "k_scale"_a, "v_scale"_a, "out"_a, "out_dtype"_a, "out_strides"_a,
@@ -484,7 +495,8 @@ PYBIND11_MODULE(_intfa, m) {
 
   m.def("precompile", &precompile_dict, py::kw_only(), "arch"_a, "head_dims"_a, "variants"_a,
         "dtypes"_a, "causal"_a, "p_encoding"_a, "p_scale"_a, "v_granularity"_a, "smooth_k"_a,
-        "jobs"_a, "rotate"_a = AttentionOptions{}.rotate_qk);
+        "jobs"_a, "rotate"_a = AttentionOptions{}.rotate_qk,
+        "k_granularity"_a = option_name(AttentionOptions{}.k_granularity));
 
   register_paged(m);
 }

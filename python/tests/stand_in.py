@@ -5,7 +5,8 @@ the LSE, the plan per signature, the integrations' routing) runs without a GPU o
 writes the addresses it is handed, as the C++ plan does: float64 attention with the plan's own
 head dim, softmax scale (0: 1/sqrt(its head dim), as the C API) and bottom-right causal mask. K
 smoothing and the rotation change nothing in exact arithmetic, the LSE included (the kernel adds
-smoothing's shift back: intfa::AttentionInputs::lse), so the stand-in only records them. A layer
+smoothing's shift back: intfa::AttentionInputs::lse), so the stand-in only records them, and
+K's scale granularity too (a matter of rounding only). A layer
 that passed the wrong buffers, the wrong scale or shifted LSEs gives wrong numbers."""
 import contextlib
 import ctypes
@@ -28,13 +29,15 @@ class StandInPlan:
     error = None  # an exception that every run() raises (the runtime refusing a launch)
 
     def __init__(self, q, k, v, out, is_causal, sm_scale, layout, variant, v_granularity,
-                 smooth_k, p_encoding, p_scale, rotate=False, packing=None):
+                 smooth_k, p_encoding, p_scale, rotate=False, k_granularity="token",
+                 packing=None):
         self.views = [(tuple(x.shape), x.stride(), x.dtype) for x in (q, k, v, out)]
         self.head_dim = q.shape[-1]
         self.is_causal, self.sm_scale, self.layout, self.smooth_k = (is_causal, sm_scale, layout,
                                                                      smooth_k)
         self.options = (variant, v_granularity, p_encoding, p_scale)
         self.rotate = rotate
+        self.k_granularity = k_granularity
         self.workspace_bytes = 256
         self.runs = 0
         StandInPlan.made.append(self)

@@ -106,6 +106,16 @@ class AttentionArgumentsTest(ArgumentsCase):
         self.assert_invalid("p_encoding", strict_attention, q, q, q, p_encoding="u7")
         self.assert_invalid("p_scale", strict_attention, q, q, q, p_scale="global")
 
+    def test_k_granularity_is_one_of_the_option_tables_names(self):
+        q = halves(1, 2, 16, 64)
+        for granularity in intfa._intfa.option_values()["k_granularity"] + (None,):
+            self.assert_invalid("q.device", strict_attention, q, q, q, k_granularity=granularity)
+        error = self.assert_invalid("k_granularity", strict_attention, q, q, q,
+                                    k_granularity="channel")
+        self.assertIsInstance(error, ValueError)
+        self.assertIn("expected 'token' or 'block'", str(error))
+        self.assert_invalid("k_granularity", strict_attention, q, q, q, k_granularity=64)
+
     def test_rejects_zero_negative_and_nan_scale(self):
         q = halves(1, 2, 16, 64)
         for bad in (0.0, -0.125, math.nan, math.inf):
@@ -205,6 +215,10 @@ class AttentionInt8ArgumentsTest(ArgumentsCase):
                             out_dtype=torch.float32)
         self.assert_invalid("config", intfa.attention_int8, *self.args(), config=(128, 64, 8))
 
+    def test_k_scales_stay_per_token(self):
+        with self.assertRaisesRegex(TypeError, "k_granularity"):
+            intfa.attention_int8(*self.args(), k_granularity="block")
+
 
 @needs_torch
 class AttentionVarlenArgumentsTest(ArgumentsCase):
@@ -267,6 +281,10 @@ class AttentionVarlenArgumentsTest(ArgumentsCase):
         self.assert_invalid("p_scale", self.call, p_scale="global")
         self.assert_invalid("sm_scale", self.call, sm_scale=-1.0)
 
+    def test_k_scales_stay_per_token(self):
+        with self.assertRaisesRegex(TypeError, "k_granularity"):
+            self.call(k_granularity="block")
+
 
 @needs_torch
 class FakeImplementationTest(unittest.TestCase):
@@ -298,6 +316,18 @@ class FakeImplementationTest(unittest.TestCase):
                                                  "tensor", False, "u8", "running", False, return_lse)
             self.assertEqual((out.shape, out.dtype), (q.shape, q.dtype))
             self.assertEqual((tuple(lse.shape), lse.dtype), (lse_shape, torch.float32))
+
+    def test_attention_takes_k_granularity_last_with_the_cpp_default(self):
+        # Added after return_lse with a default, as rotate was: existing calls keep their meaning.
+        schema = torch.ops.intfa.attention.default._schema
+        self.assertEqual([argument.name for argument in schema.arguments][-2:],
+                         ["return_lse", "k_granularity"])
+        self.assertEqual(schema.arguments[-1].default_value,
+                         intfa._intfa.default_options()["k_granularity"])
+        q = torch.empty(1, 4, 100, 64, dtype=torch.float16, device="meta")
+        out, lse = torch.ops.intfa.attention(q, q, q, False, 0.0, "HND", "full_int8", "channel",
+                                             True, "u8", "tile", False, True, "block")
+        self.assertEqual((out.shape, tuple(lse.shape)), (q.shape, (1, 4, 100)))
 
     def test_attention_of_a_padded_head_dim_returns_the_callers_head_dim(self):
         q = torch.empty(1, 77, 4, 80, dtype=torch.float16, device="meta")  # NHD, d=80

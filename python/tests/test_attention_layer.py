@@ -53,6 +53,15 @@ class KernelPathTest(FallbackCase):
         self.assertEqual(plans[-1].head_dim, 64)
         self.assertEqual(intfa.fallback_stats(), {})
 
+    def test_k_granularity_reaches_the_plan(self):
+        q, k, v = (halves(1, 2, 70, 64, seed=seed) for seed in range(3))
+        with stand_in_kernels() as plans:
+            intfa.attention(q, k, v)
+            out = intfa.attention(q, k, v, k_granularity="block")
+            intfa.attention(q, k, v, k_granularity="token")
+        self.assertEqual([plan.k_granularity for plan in plans], ["token", "block", "token"])
+        self.assertLess(max_error(out, reference(q, k, v)[0]), 2e-3)
+
     def test_a_padded_head_dim_runs_the_next_kernel_with_the_original_scale(self):
         for head_dim, kernel_dim in ((40, 64), (80, 128), (96, 128), (160, 256)):
             q, k, v = (halves(1, 2, 33, head_dim, seed=seed) for seed in range(3))

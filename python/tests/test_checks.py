@@ -67,6 +67,12 @@ class ProblemTest(ArgumentsCase):
                             **problem(seq_kv=2**40))
 
 
+class OptionTableTest(unittest.TestCase):
+    def test_k_granularity_is_per_token_by_default_or_per_block(self):
+        self.assertEqual(intfa._intfa.option_values()["k_granularity"], ("token", "block"))
+        self.assertEqual(intfa._intfa.default_options()["k_granularity"], "token")
+
+
 class PrecompileArgumentsTest(ArgumentsCase):
     """Each is refused before anything is compiled (the C++ side would raise TypeError or read a
     wrong value)."""
@@ -85,6 +91,11 @@ class PrecompileArgumentsTest(ArgumentsCase):
         self.assert_invalid("smooth_k", intfa.precompile, head_dims=64, arch="sm_80",
                             smooth_k="no")
         self.assert_invalid("rotate", intfa.precompile, head_dims=64, arch="sm_80", rotate=1)
+
+    def test_k_granularity_is_one_of_the_option_tables_names(self):
+        error = self.assert_invalid("k_granularity", intfa.precompile, head_dims=64, arch="sm_80",
+                                    k_granularity="channel")
+        self.assertIn("expected 'token' or 'block'", str(error))
 
     def test_a_generator_is_read_once(self):
         report = intfa.precompile(head_dims=(d for d in [64]), variants="half_int8",

@@ -196,6 +196,29 @@ class OpsTest(unittest.TestCase):
             self.assertLess(lse_error, 1.0)
         self.assertLess(errors[True], 0.6 * errors[False])
 
+    def test_per_block_k_scales_reach_the_kernel_within_4_percent(self):
+        # k_granularity="block": one K scale per 64 keys (500 keys: a partial last block), folded
+        # into the softmax. Close to float64 attention, and not the per-token kernel's bits; the
+        # op (what torch.compile calls) passes the option on as the eager path does.
+        from intfa._runtime import DEFAULTS
+        for head_dim in (64, 128):
+            for causal in (False, True):
+                with self.subTest(head_dim=head_dim, causal=causal):
+                    q, k, v = random_qkv(1, 4, 4, 500, 500, head_dim, "HND", torch.float16)
+                    ref = reference(q, k, v, causal, "HND", dtype=torch.float64)
+                    per_block = intfa.attention(q, k, v, is_causal=causal, k_granularity="block")
+                    per_token = intfa.attention(q, k, v, is_causal=causal)
+                    error = rel_l2(per_block, ref)
+                    report(f"k_granularity=block d={head_dim} causal={causal}: rel_l2={error:.4%}"
+                           f" (per token {rel_l2(per_token, ref):.4%})")
+                    self.assertLess(error, 0.04)
+                    self.assertFalse(torch.equal(per_block, per_token))
+                    through_op = torch.ops.intfa.attention(
+                        q, k, v, causal, 0.0, "HND", "full_int8", DEFAULTS["v_granularity"],
+                        DEFAULTS["smooth_k"], DEFAULTS["p_encoding"], DEFAULTS["p_scale"],
+                        DEFAULTS["rotate"], False, "block")[0]
+                    self.assertTrue(torch.equal(through_op, per_block))
+
     def test_runs_on_the_current_stream(self):
         q, k, v = random_qkv(1, 8, 8, 1024, 1024, 128, "HND", torch.float16)
         expected = intfa.attention(q, k, v)

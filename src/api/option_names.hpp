@@ -44,6 +44,10 @@ inline constexpr OptionName<VScaleGranularity> kVGranularityNames[] = {
     {VScaleGranularity::kPerChannel, "channel", nullptr, nullptr, "kPerChannel"},
     {VScaleGranularity::kPerBlock, "block", nullptr, nullptr, "kPerBlock"},
 };
+inline constexpr OptionName<KScaleGranularity> kKGranularityNames[] = {
+    {KScaleGranularity::kPerToken, "token", nullptr, nullptr, "kPerToken"},
+    {KScaleGranularity::kPerBlock, "block", nullptr, nullptr, "kPerBlock"},
+};
 
 // The table of an enum, and the kernel enum whose enumerators it names.
 template <typename Enum>
@@ -72,6 +76,12 @@ struct OptionTable<VScaleGranularity> {
   static constexpr const char* kernel_enum = "intfa::kernels::VScaleGranularity";
   using Kernel = kernels::VScaleGranularity;
 };
+template <>
+struct OptionTable<KScaleGranularity> {
+  static constexpr const auto& rows = kKGranularityNames;
+  static constexpr const char* kernel_enum = "intfa::kernels::KScaleGranularity";
+  using Kernel = kernels::KScaleGranularity;
+};
 
 // The public enums and the kernel enums are one list of values: a kernel spec converts between
 // them with a cast, so row i of each table must be value i of both.
@@ -86,7 +96,8 @@ constexpr bool rows_are_values_in_order() {
 }
 static_assert(rows_are_values_in_order<Variant>() && rows_are_values_in_order<PEncoding>() &&
                   rows_are_values_in_order<PScaleReference>() &&
-                  rows_are_values_in_order<VScaleGranularity>(),
+                  rows_are_values_in_order<VScaleGranularity>() &&
+                  rows_are_values_in_order<KScaleGranularity>(),
               "a table row per value, in the enums' order");
 static_assert(static_cast<int>(kernels::AttentionVariant::kHalfInt8) ==
                       static_cast<int>(Variant::kHalfInt8) &&
@@ -95,7 +106,9 @@ static_assert(static_cast<int>(kernels::AttentionVariant::kHalfInt8) ==
                   static_cast<int>(kernels::PScaleReference::kTileMax) ==
                       static_cast<int>(PScaleReference::kTileMax) &&
                   static_cast<int>(kernels::VScaleGranularity::kPerBlock) ==
-                      static_cast<int>(VScaleGranularity::kPerBlock),
+                      static_cast<int>(VScaleGranularity::kPerBlock) &&
+                  static_cast<int>(kernels::KScaleGranularity::kPerBlock) ==
+                      static_cast<int>(KScaleGranularity::kPerBlock),
               "the kernel enums take the public enums' values");
 
 template <typename Enum>
@@ -155,6 +168,9 @@ inline constexpr PScaleReference public_option(kernels::PScaleReference value) {
 }
 inline constexpr VScaleGranularity public_option(kernels::VScaleGranularity value) {
   return static_cast<VScaleGranularity>(value);
+}
+inline constexpr KScaleGranularity public_option(kernels::KScaleGranularity value) {
+  return static_cast<KScaleGranularity>(value);
 }
 
 }  // namespace intfa

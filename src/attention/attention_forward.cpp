@@ -108,6 +108,18 @@ std::size_t v_scale_count(VScaleGranularity granularity, int batch, int heads_kv
   return 0;
 }
 
+int k_scale_blocks(int seq_kv) {
+  attention::validate_v_seq(seq_kv);
+  return kernels::k_scale_blocks(seq_kv);
+}
+
+std::size_t k_scale_count(KScaleGranularity granularity, int batch, int heads_kv, int seq_kv) {
+  attention::validate_v_layout(batch, heads_kv, seq_kv, 64);  // the head dim plays no part
+  const int per_head =
+      granularity == KScaleGranularity::kPerBlock ? k_scale_blocks(seq_kv) : seq_kv;
+  return static_cast<std::size_t>(batch) * heads_kv * static_cast<std::size_t>(per_head);
+}
+
 namespace attention {
 
 PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensors& tensors,
@@ -121,18 +133,11 @@ PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensor
   INTFA_DRIVER(cuCtxGetDevice, &device);
   const device::DeviceInfo& info = device::cached_device_info(device);
 
-  SpecRequest request;
-  request.arch = info.arch;
-  request.head_dim = problem.head_dim;
-  request.variant = problem.variant;
-  request.qk_bits = problem.qk_bits;
-  request.causal = problem.causal;
+  // The problem and every numerics option through the one mapping (request_for); what only the
+  // tensors say (packing, V's type) on top.
+  SpecRequest request = request_for(info.arch, problem, options, tensors.out.dtype);
   request.varlen = tensors.varlen.enabled();
   request.v_type = problem.variant == Variant::kHalfInt8 ? tensors.v.dtype : DType::kF16;
-  request.output_type = tensors.out.dtype;
-  request.p_encoding = options.p_encoding;
-  request.p_scale = options.p_scale;
-  request.v_granularity = options.v_granularity;
   KernelConfig config = options.config ? *options.config : choose_config(request, problem, info);
   if (config.path == KernelPath::kWgmma) {
     if (const auto reason = tma_incompatibility(problem, tensors)) {

@@ -133,6 +133,10 @@ void attention_forward_16bit(const AttentionProblem& problem, const AttentionInp
   attention::validate_problem(problem);
   attention::validate_options(problem, options);
   validate_inputs(problem, inputs);
+  if (inputs.varlen.enabled() && options.k_granularity == KScaleGranularity::kPerBlock) {
+    throw InvalidArgument("options.k_granularity", "block",
+                          "per-block K scales are for dense batches, not packed sequences");
+  }
   const WorkspaceLayout layout = workspace_layout(problem, inputs.varlen);
   if (workspace == nullptr) throw InvalidArgument("workspace", "null", "expected device memory");
   if (reinterpret_cast<std::uintptr_t>(workspace) % kWorkspaceAlignment != 0) {
@@ -169,6 +173,7 @@ void attention_forward_16bit(const AttentionProblem& problem, const AttentionInp
   QuantizeOptions k_options;
   k_options.bits = problem.qk_bits;
   k_options.rotate = options.rotate_qk;
+  k_options.k_granularity = options.k_granularity;
   if (options.smooth_k) k_options.smooth_k_channel_mean = floats(layout.k_mean);
   quantize_qk(k_shape, inputs.k, tensors.k, floats(layout.k_scale), stream, k_options);
   QuantizeOptions q_options;

@@ -40,7 +40,8 @@ bool same_request(const SpecRequest& a, const SpecRequest& b) {
          a.qk_bits == b.qk_bits && a.causal == b.causal && a.varlen == b.varlen &&
          a.v_type == b.v_type &&
          a.output_type == b.output_type && a.p_encoding == b.p_encoding &&
-         a.p_scale == b.p_scale && a.v_granularity == b.v_granularity;
+         a.p_scale == b.p_scale && a.v_granularity == b.v_granularity &&
+         a.k_granularity == b.k_granularity;
 }
 
 // The last choice of this thread. A serving loop repeats one problem, and the database lookup

@@ -126,6 +126,11 @@ void validate_options(const AttentionProblem& problem, const AttentionOptions& o
     throw InvalidArgument("options.softmax_scale", value,
                           "expected a scale float32 holds (times log2(e), in [1.2e-38, 3.4e38])");
   }
+  if (options.k_granularity == KScaleGranularity::kPerBlock && problem.qk_bits != 8) {
+    throw InvalidArgument("options.k_granularity", "block",
+                          "per-block K scales need 8-bit Q.K (problem.qk_bits is " +
+                              std::to_string(problem.qk_bits) + ")");
+  }
   if (options.config) {
     // The config's own rules, before the device is looked up: a config that is wrong everywhere is
     // an InvalidArgument even without a GPU. Its arch and shared memory wait for the device.
@@ -239,6 +244,10 @@ void validate_tensors(const AttentionProblem& p, const AttentionTensors& t,
                       const AttentionOptions& options) {
   const bool varlen = t.varlen.enabled();
   if (varlen) validate_varlen(t.varlen, "tensors.varlen");
+  if (varlen && options.k_granularity == KScaleGranularity::kPerBlock) {
+    throw InvalidArgument("options.k_granularity", "block",
+                          "per-block K scales are for dense batches, not packed sequences");
+  }
   if (!varlen && (t.varlen.total_q != 0 || t.varlen.total_kv != 0)) {
     // Totals without offsets: the caller meant packed sequences, and would get a dense call.
     throw InvalidArgument(

@@ -24,7 +24,9 @@ static_assert(INTFA_HALF_INT8 == static_cast<int>(intfa::Variant::kHalfInt8) &&
                   INTFA_P_TILE_MAX == static_cast<int>(intfa::PScaleReference::kTileMax) &&
                   std::size(intfa::kPScaleNames) == INTFA_P_TILE_MAX + 1 &&
                   INTFA_V_PER_BLOCK == static_cast<int>(intfa::VScaleGranularity::kPerBlock) &&
-                  std::size(intfa::kVGranularityNames) == INTFA_V_PER_BLOCK + 1,
+                  std::size(intfa::kVGranularityNames) == INTFA_V_PER_BLOCK + 1 &&
+                  INTFA_K_PER_BLOCK == static_cast<int>(intfa::KScaleGranularity::kPerBlock) &&
+                  std::size(intfa::kKGranularityNames) == INTFA_K_PER_BLOCK + 1,
               "C enum values are the option tables' rows");
 
 thread_local std::string g_last_error;
@@ -73,6 +75,12 @@ intfa::VScaleGranularity to_granularity(const intfa_v_granularity_t& granularity
                                         const std::string& field) {
   return checked_enum<intfa::VScaleGranularity>(granularity, INTFA_V_PER_BLOCK + 1, field,
                                                 "expected an intfa_v_granularity_t");
+}
+
+intfa::KScaleGranularity to_k_granularity(const intfa_k_granularity_t& granularity,
+                                          const std::string& field) {
+  return checked_enum<intfa::KScaleGranularity>(granularity, INTFA_K_PER_BLOCK + 1, field,
+                                                "expected INTFA_K_PER_TOKEN or INTFA_K_PER_BLOCK");
 }
 
 intfa::TensorShape to_shape(const intfa_shape_t& shape) {
@@ -183,6 +191,7 @@ intfa::AttentionOptions to_options(const intfa_options_t* options,
         options->p_scale, INTFA_P_TILE_MAX + 1, "options.p_scale",
         "expected INTFA_P_RUNNING_MAX or INTFA_P_TILE_MAX");
     o.v_granularity = to_granularity(options->v_granularity, "options.v_granularity");
+    o.k_granularity = to_k_granularity(options->k_granularity, "options.k_granularity");
     if (options->block_m || options->block_n || options->warps || options->stages) {
       o.config = intfa::KernelConfig{options->block_m, options->block_n, options->warps,
                                      options->stages,
@@ -235,6 +244,7 @@ void intfa_default_options(intfa_options_t* options) INTFA_NOEXCEPT {
   options->p_encoding = static_cast<intfa_p_encoding_t>(defaults.p_encoding);
   options->p_scale = static_cast<intfa_p_scale_t>(defaults.p_scale);
   options->v_granularity = static_cast<intfa_v_granularity_t>(defaults.v_granularity);
+  options->k_granularity = static_cast<intfa_k_granularity_t>(defaults.k_granularity);
 }
 
 intfa_status_t intfa_attention_forward(const intfa_problem_t* problem,
@@ -309,7 +319,9 @@ intfa_status_t intfa_attention_forward_16bit(
 void intfa_default_quantize_options(intfa_quantize_options_t* options) INTFA_NOEXCEPT {
   if (options == nullptr) return;
   *options = intfa_quantize_options_t{};
-  options->bits = intfa::QuantizeOptions{}.bits;
+  const intfa::QuantizeOptions defaults;
+  options->bits = defaults.bits;
+  options->k_granularity = static_cast<intfa_k_granularity_t>(defaults.k_granularity);
 }
 
 intfa_status_t intfa_quantize_qk_with_options(const intfa_shape_t* shape,
@@ -329,6 +341,7 @@ intfa_status_t intfa_quantize_qk_with_options(const intfa_shape_t* shape,
     o.q_dot_k_mean = options->q_dot_k_mean;
     o.k_channel_mean_heads = options->k_channel_mean_heads;
     o.rotate = options->rotate != 0;
+    o.k_granularity = to_k_granularity(options->k_granularity, "options.k_granularity");
     intfa::quantize_qk(to_shape(*shape), to_view(*input, "input"), to_view(*output, "output"),
                        scales, stream, o);
   });
@@ -412,6 +425,15 @@ intfa_status_t intfa_v_scale_count_checked(intfa_v_granularity_t granularity, in
   });
 }
 
+intfa_status_t intfa_k_scale_count_checked(intfa_k_granularity_t granularity, int batch,
+                                           int heads_kv, int seq_kv, size_t* count) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(count, "count");
+    *count =
+        intfa::k_scale_count(to_k_granularity(granularity, "granularity"), batch, heads_kv, seq_kv);
+  });
+}
+
 intfa_status_t intfa_v_int8_view_checked(void* data, int batch, int heads_kv, int seq_kv,
                                          int head_dim, intfa_tensor_t* view) INTFA_NOEXCEPT {
   return guarded([&] {
@@ -452,6 +474,15 @@ void intfa_v_int8_view(void* data, int batch, int heads_kv, int seq_kv, int head
     *view = intfa_tensor_t{};
     view->dtype = INTFA_I8;
   }
+}
+
+// Without a status, as intfa_v_scale_count: 0 says "see intfa_last_error()".
+size_t intfa_k_scale_count(intfa_k_granularity_t granularity, int batch, int heads_kv,
+                           int seq_kv) INTFA_NOEXCEPT {
+  size_t count = 0;
+  return intfa_k_scale_count_checked(granularity, batch, heads_kv, seq_kv, &count) == INTFA_OK
+             ? count
+             : 0;
 }
 
 intfa_status_t intfa_precompile(const intfa_problem_t* problem, intfa_dtype_t dtype,

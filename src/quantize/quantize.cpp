@@ -122,12 +122,23 @@ void quantize_qk(const TensorShape& shape, const TensorView& input, const Tensor
   attention::validate_scales(scales, "scales");
 
   validate_smoothing(shape, options);
+  const bool per_block = options.k_granularity == KScaleGranularity::kPerBlock;
+  if (per_block && options.bits != 8) {
+    throw InvalidArgument("options.k_granularity", "block",
+                          "per-block scales are for 8-bit K (options.bits is " +
+                              std::to_string(options.bits) + ")");
+  }
+  if (per_block && options.q_dot_k_mean != nullptr) {
+    throw InvalidArgument("options.k_granularity", "block",
+                          "per-block scales are for K; Q (which writes q_dot_k_mean) is per token");
+  }
 
   const LaunchContext where = current_launch_context(stream);
   quantize::RowTransforms transforms;
   transforms.smooth_k = options.smooth_k_channel_mean != nullptr;
   transforms.q_dot_k_mean = options.q_dot_k_mean != nullptr;
   transforms.rotate = options.rotate;
+  transforms.k_granularity = options.k_granularity;
   const render::KernelSpec spec =
       quantize::rows_spec(where.arch, shape.head_dim, element, options.bits, transforms);
   if (transforms.smooth_k) {
@@ -148,12 +159,20 @@ void quantize_qk(const TensorShape& shape, const TensorView& input, const Tensor
   params.output_head_stride = output.strides[1];
   params.output_row_stride = output.strides[2];
 
-  constexpr int kThreads = 128;  // quantize_rows' block size
-  const int rows_per_block = kThreads / (shape.head_dim / 8);
-  const long long rows = static_cast<long long>(shape.batch) * shape.heads * shape.seq;
   launch::LaunchShape launch_shape;
-  launch_shape.grid[0] = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
-  launch_shape.block[0] = kThreads;
+  if (per_block) {
+    // quantize_row_blocks: one block of 256 threads per (64-row block, head, batch).
+    launch_shape.grid[0] = static_cast<unsigned>(k_scale_blocks(shape.seq));
+    launch_shape.grid[1] = static_cast<unsigned>(shape.heads);
+    launch_shape.grid[2] = static_cast<unsigned>(shape.batch);
+    launch_shape.block[0] = 256;
+  } else {
+    constexpr int kThreads = 128;  // quantize_rows' block size
+    const int rows_per_block = kThreads / (shape.head_dim / 8);
+    const long long rows = static_cast<long long>(shape.batch) * shape.heads * shape.seq;
+    launch_shape.grid[0] = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+    launch_shape.block[0] = kThreads;
+  }
   launch_spec(spec, where, launch_shape, stream, &params);
 }
 

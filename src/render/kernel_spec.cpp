@@ -13,7 +13,8 @@ namespace {
 auto as_tuple(const KernelSpec& s) {
   return std::tie(s.family, s.arch, s.head_dim, s.block_m, s.block_n, s.warps, s.stages, s.qk_bits,
                   s.variant, s.input_type, s.output_type, s.causal, s.p_encoding, s.p_scale,
-                  s.v_granularity, s.smooth_k, s.varlen, s.q_dot_k_mean, s.rotate);
+                  s.v_granularity, s.smooth_k, s.varlen, s.q_dot_k_mean, s.rotate,
+                  s.k_granularity);
 }
 
 template <typename Enum, std::size_t N>
@@ -97,7 +98,14 @@ std::string v_granularity_name(kernels::VScaleGranularity granularity) {
   return option_name(public_option(granularity));
 }
 
+std::string k_granularity_name(kernels::KScaleGranularity granularity) {
+  return option_name(public_option(granularity));
+}
+
 std::string KernelSpec::to_string() const {
+  // Named only when per block, so that the text of every other spec stays as it was.
+  const std::string k_blocks =
+      k_granularity == kernels::KScaleGranularity::kPerBlock ? " k=block" : "";
   std::string text = family_name(family) + " " + device::arch_name(arch) + " d" +
                      std::to_string(head_dim);
   switch (family) {
@@ -106,6 +114,7 @@ std::string KernelSpec::to_string() const {
       if (smooth_k) text += " smooth_k";
       if (q_dot_k_mean) text += " q_dot_k_mean";
       if (rotate) text += " rotate";
+      text += k_blocks;
       break;
     case KernelFamily::kChannelMean:
       text += " " + element_type_name(input_type);
@@ -125,6 +134,7 @@ std::string KernelSpec::to_string() const {
         text += " p=" + p_encoding_name(p_encoding) + "/" + p_scale_name(p_scale) +
                 " v=" + v_granularity_name(v_granularity);
       }
+      text += k_blocks;
       break;
     case KernelFamily::kPagedAppend:
     case KernelFamily::kPagedDecode:
@@ -156,6 +166,7 @@ json::Value KernelSpec::to_json() const {
   object.set("varlen", varlen);
   object.set("q_dot_k_mean", q_dot_k_mean);
   object.set("rotate", rotate);
+  object.set("k_granularity", k_granularity_name(k_granularity));
   return object;
 }
 
@@ -198,6 +209,10 @@ KernelSpec KernelSpec::from_json(const json::Value& value) {
       const json::Value* found = value.find(member);
       *field = found != nullptr && found->as_bool();
     }
+    // Absent before per-block K existed: per token.
+    if (value.find("k_granularity") != nullptr) {
+      spec.k_granularity = option_from_name<kernels::KScaleGranularity>(value, "k_granularity");
+    }
     return spec;
   } catch (const json::TypeError& error) {
     throw InvalidArgument("spec", "(JSON)", error.what());
@@ -232,6 +247,7 @@ std::size_t KernelSpecHash::operator()(const KernelSpec& s) const noexcept {
   mix(s.varlen);
   mix(s.q_dot_k_mean);
   mix(s.rotate);
+  mix(static_cast<int>(s.k_granularity));
   return hash;
 }
 

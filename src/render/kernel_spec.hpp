@@ -51,6 +51,8 @@ struct KernelSpec {
   bool q_dot_k_mean = false;
   // quantize_rows: rotate rows (incoherent processing, quantize/rotation.h) before quantizing.
   bool rotate = false;
+  // Attention: K's scales per token or per 64-key block; quantize_rows of K: which it writes.
+  kernels::KScaleGranularity k_granularity = kernels::KScaleGranularity::kPerToken;
 
   friend bool operator==(const KernelSpec& a, const KernelSpec& b);
   friend bool operator!=(const KernelSpec& a, const KernelSpec& b) { return !(a == b); }
@@ -71,6 +73,7 @@ std::string variant_name(kernels::AttentionVariant variant);
 std::string p_encoding_name(kernels::PEncoding encoding);
 std::string p_scale_name(kernels::PScaleReference reference);
 std::string v_granularity_name(kernels::VScaleGranularity granularity);
+std::string k_granularity_name(kernels::KScaleGranularity granularity);
 
 }  // namespace intfa::render
 

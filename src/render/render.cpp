@@ -21,6 +21,14 @@ std::string option_argument(KernelEnum value) {
 }
 
 Instantiation quantize_rows(const KernelSpec& spec) {
+  // K with one scale per 64-row block: its own kernel (a block reduces over 64 rows).
+  if (spec.k_granularity == kernels::KScaleGranularity::kPerBlock) {
+    return {"quantize/quantize_rows.cuh",
+            "intfa::kernels::quantize_row_blocks<" + std::to_string(spec.head_dim) + ", " +
+                element_type_argument(spec.input_type) + ", " + bool_argument(spec.smooth_k) +
+                ", " + bool_argument(spec.rotate) + ">",
+            "intfa::kernels::QuantizeRowsParams"};
+  }
   return {"quantize/quantize_rows.cuh",
           "intfa::kernels::quantize_rows<" + std::to_string(spec.head_dim) + ", " +
               element_type_argument(spec.input_type) + ", " + std::to_string(spec.qk_bits) + ", " +
@@ -53,9 +61,11 @@ Instantiation attention(const KernelSpec& spec) {
       element_type_argument(spec.output_type), bool_argument(spec.causal),
       option_argument(spec.p_encoding),    option_argument(spec.p_scale),
       option_argument(spec.v_granularity)};
-  // Only varlen kernels name the last parameter (default false), so that the units and keys of
-  // the others stay as they were.
-  if (spec.varlen) arguments.push_back(bool_argument(true));
+  // Only varlen and per-block-K kernels name the last parameters (defaults: not varlen, K per
+  // token), so that the units and keys of the others stay as they were.
+  const bool per_block_k = spec.k_granularity == kernels::KScaleGranularity::kPerBlock;
+  if (spec.varlen || per_block_k) arguments.push_back(bool_argument(spec.varlen));
+  if (per_block_k) arguments.push_back(option_argument(spec.k_granularity));
   return {"attention/attention_forward.cuh",
           "intfa::kernels::attention_forward<intfa::kernels::AttentionConfig<" +
               strings::join(arguments, ", ") + ">>",
@@ -65,13 +75,17 @@ Instantiation attention(const KernelSpec& spec) {
 // The Hopper kernel has 8-bit Q.K, full or half INT8, and block_m = 64 per consumer warpgroup
 // (warps = 4 per warpgroup, one of them the producer).
 Instantiation attention_wgmma(const KernelSpec& spec) {
-  const std::vector<std::string> arguments = {
+  std::vector<std::string> arguments = {
       std::to_string(spec.head_dim),           std::to_string(spec.block_n),
       std::to_string(spec.warps / 4 - 1),      std::to_string(spec.stages),
       option_argument(spec.variant),          element_type_argument(spec.input_type),
       element_type_argument(spec.output_type), bool_argument(spec.causal),
       option_argument(spec.p_encoding),    option_argument(spec.p_scale),
       option_argument(spec.v_granularity)};
+  // Named only when per block (the default is per token): the other units stay as they were.
+  if (spec.k_granularity == kernels::KScaleGranularity::kPerBlock) {
+    arguments.push_back(option_argument(spec.k_granularity));
+  }
   return {"attention/attention_forward_wgmma.cuh",
           "intfa::kernels::attention_forward_wgmma<intfa::kernels::WgmmaAttentionConfig<" +
               strings::join(arguments, ", ") + ">>",

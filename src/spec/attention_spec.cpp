@@ -32,6 +32,7 @@ SpecRequest request_for(device::Arch arch, const AttentionProblem& problem,
   request.p_encoding = options.p_encoding;
   request.p_scale = options.p_scale;
   request.v_granularity = options.v_granularity;
+  request.k_granularity = options.k_granularity;
   return request;
 }
 
@@ -49,6 +50,7 @@ render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& con
   spec.causal = request.causal;
   spec.varlen = request.varlen;
   spec.output_type = element_type(request.output_type, "tensors.out.dtype");
+  spec.k_granularity = static_cast<kernels::KScaleGranularity>(request.k_granularity);
   if (request.variant == Variant::kFullInt8) {
     spec.variant = kernels::AttentionVariant::kFullInt8;
     spec.p_encoding = request.p_encoding == PEncoding::kSigned127
@@ -220,6 +222,17 @@ void validate_config(const render::KernelSpec& spec, int max_shared_bytes) {
   if (spec.head_dim != 64 && spec.head_dim != 128 && spec.head_dim != 256) {
     throw InvalidArgument("problem.head_dim", std::to_string(spec.head_dim),
                           "supported head dims are 64, 128 and 256");
+  }
+  if (spec.k_granularity == kernels::KScaleGranularity::kPerBlock) {
+    if (spec.qk_bits != 8) {
+      throw InvalidArgument("options.k_granularity", "block",
+                            "per-block K scales need 8-bit Q.K (problem.qk_bits is " +
+                                std::to_string(spec.qk_bits) + ")");
+    }
+    if (spec.varlen) {
+      throw InvalidArgument("options.k_granularity", "block",
+                            "per-block K scales are for dense batches, not packed sequences");
+    }
   }
   if (spec.family == render::KernelFamily::kAttentionWgmma) {
     validate_wgmma_config(spec);

@@ -23,6 +23,7 @@ struct SpecRequest {
   PEncoding p_encoding = AttentionOptions{}.p_encoding;
   PScaleReference p_scale = AttentionOptions{}.p_scale;
   VScaleGranularity v_granularity = AttentionOptions{}.v_granularity;
+  KScaleGranularity k_granularity = AttentionOptions{}.k_granularity;
 };
 
 // The request of a dense call of `problem` with FP16/BF16 inputs and output of `io_type` under

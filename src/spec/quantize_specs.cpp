@@ -27,6 +27,7 @@ render::KernelSpec rows_spec(device::Arch arch, int head_dim, kernels::ElementTy
   spec.smooth_k = transforms.smooth_k;
   spec.q_dot_k_mean = transforms.q_dot_k_mean;
   spec.rotate = transforms.rotate;
+  spec.k_granularity = static_cast<kernels::KScaleGranularity>(transforms.k_granularity);
   return spec;
 }
 
@@ -56,6 +57,7 @@ std::vector<render::KernelSpec> call_specs(const attention::SpecRequest& request
   RowTransforms k_rows;
   k_rows.smooth_k = options.smooth_k;
   k_rows.rotate = options.rotate_qk;
+  k_rows.k_granularity = options.k_granularity;
   RowTransforms q_rows;
   q_rows.q_dot_k_mean = options.smooth_k;
   q_rows.rotate = options.rotate_qk;

@@ -20,6 +20,8 @@ struct RowTransforms {
   bool smooth_k = false;      // K: minus its channel means
   bool q_dot_k_mean = false;  // Q of a smoothed K: q . mean per row, the LSE term
   bool rotate = false;        // Q and K: the rotation of incoherent processing
+  // K: one scale per row, or per 64-row block (quantize_row_blocks).
+  KScaleGranularity k_granularity = KScaleGranularity::kPerToken;
 };
 
 // quantize_qk's row pass.

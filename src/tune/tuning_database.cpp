@@ -203,6 +203,10 @@ attention::SpecRequest request_from_json(const json::Value& object, const std::s
   } else {
     request.v_type = enum_member(object, where, "v_dtype", kOutputTypes);
   }
+  // Written only for per-block K (absent: per token, as in every file before it existed).
+  if (object.find("k_granularity") != nullptr) {
+    request.k_granularity = option_member<KScaleGranularity>(object, where, "k_granularity");
+  }
   return request;
 }
 
@@ -218,6 +222,9 @@ void write_request(json::Value& object, const attention::SpecRequest& request) {
     object.set("v_granularity", option_name(request.v_granularity));
   } else {
     object.set("v_dtype", name_of(request.v_type, kOutputTypes));
+  }
+  if (request.k_granularity != KScaleGranularity::kPerToken) {
+    object.set("k_granularity", option_name(request.k_granularity));
   }
 }
 
@@ -297,12 +304,14 @@ std::string kernel_name(const attention::SpecRequest& request) {
                      " " + option_name(request.variant) + " qk" +
                      std::to_string(request.qk_bits) + " " +
                      name_of(request.output_type, kOutputTypes);
+  const std::string k_blocks =
+      request.k_granularity == KScaleGranularity::kPerBlock ? " k=block" : "";
   if (request.variant == Variant::kFullInt8) {
     return text + " p=" + option_name(request.p_encoding) + "/" +
            option_name(request.p_scale) +
-           " v=" + option_name(request.v_granularity);
+           " v=" + option_name(request.v_granularity) + k_blocks;
   }
-  return text + " v=" + name_of(request.v_type, kOutputTypes);
+  return text + " v=" + name_of(request.v_type, kOutputTypes) + k_blocks;
 }
 
 std::string ProblemBucket::to_string() const {

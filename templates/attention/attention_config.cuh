@@ -10,7 +10,8 @@ namespace kernels {
 
 template <int HeadDim, int BlockM, int BlockN, int Warps, int Stages, AttentionVariant Variant,
           int QkBits, ElementType VType, ElementType OutputType, bool Causal, PEncoding PEnc,
-          PScaleReference PScale, VScaleGranularity VGranularity, bool Varlen = false>
+          PScaleReference PScale, VScaleGranularity VGranularity, bool Varlen = false,
+          KScaleGranularity KGranularity = KScaleGranularity::kPerToken>
 struct AttentionConfig {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockM = BlockM;
@@ -27,6 +28,7 @@ struct AttentionConfig {
   static constexpr ElementType kOutputType = OutputType;
   static constexpr VScaleGranularity kVGranularity = VGranularity;
   static constexpr bool kPerBlockV = kFullInt8 && VGranularity == VScaleGranularity::kPerBlock;
+  static constexpr bool kPerBlockK = KGranularity == KScaleGranularity::kPerBlock;
 
   static constexpr int kThreads = Warps * 32;
   static constexpr int kMTiles = BlockM / (16 * Warps);  // 16-row MMA tiles per warp
@@ -67,7 +69,9 @@ struct AttentionConfig {
   static_assert(Stages >= 2 && Stages <= 4, "2 to 4 pipeline stages");
   static_assert(kQkRowBytes % 32 == 0, "rows of whole MMA k-steps");
   static_assert(kSharedBytes == kQTileBytes + Stages * kStageBytes, "layout and size agree");
-  static_assert(kFullInt8 || QkBits == 8 || true, "");
+  static_assert(!kPerBlockK || (!Varlen && QkBits == 8 &&
+                                (BlockN % kKTokenBlock == 0 || kKTokenBlock % BlockN == 0)),
+                "per-block K: dense, 8-bit, key tiles that split or fill 64-key blocks");
 };
 
 }  // namespace kernels

@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
   const int lane = thread & 31;
   const int warp_row0 = (thread >> 5) * kMTiles * 16;
   const LaneCoordinates coordinates{lane >> 2, lane & 3};
-  const SequenceExtent extent = sequence_extent<Config::kVarlen>(params, batch, head_q, head_kv);
+  const SequenceExtent extent = sequence_extent<Config::kVarlen, Config::kPerBlockK>(params, batch, head_q, head_kv);
   // The grid covers the longest sequence; blocks past the end of a shorter one have no rows.
   if (Config::kVarlen && first_row >= extent.seq_q) return;
   const int causal_offset = extent.seq_kv - extent.seq_q;
@@ -389,11 +389,13 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
     Kernel::score_tile(s, q, shared_address(k_tile(slot)), k_fragments);
     float y[kMTiles][kScoreTiles][4];
     float2 k_scale[kScoreTiles];
-    Softmax::lane_k_scales(k_scale, k_scales(slot), coordinates);
+    if constexpr (!Config::kPerBlockK) Softmax::lane_k_scales(k_scale, k_scales(slot), coordinates);
     Softmax::scale_and_mask(y, s, k_scale, needs_mask, first_key, first_row + warp_row0,
                            extent.seq_kv, causal_offset, coordinates);
+    float c_tile[kMTiles][2][Softmax::kKBlocks];
+    Softmax::tile_multipliers(c_tile, c, k_scales(slot));
     float tile_max[kMTiles][2];
-    Softmax::tile_row_max(tile_max, y, c);
+    Softmax::tile_row_max(tile_max, y, c_tile);
 
     float reference[kMTiles][2];
     float previous_max[kMTiles][2];
@@ -410,7 +412,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
     u32 p[kMTiles][Config::kPvSteps][4];
     if constexpr (Config::kFullInt8) {
       int row_sum[kMTiles][2];
-      Softmax::quantize_p(p, y, c, reference);
+      Softmax::quantize_p(p, y, c_tile, reference);
       Softmax::p_row_sums(row_sum, p);
       if constexpr (Config::kPersistentPv) {
         bool moved = tiles_since_fold >= Config::kMaxTilesPerFold;
@@ -473,7 +475,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
           }
       }
       float row_sum[kMTiles][2];
-      Softmax::exponentiate_p_16bit(p, row_sum, y, c, running_max);
+      Softmax::exponentiate_p_16bit(p, row_sum, y, c_tile, running_max);
 #pragma unroll
       for (int mt = 0; mt < kMTiles; ++mt)
 #pragma unroll

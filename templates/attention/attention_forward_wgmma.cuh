@@ -37,7 +37,8 @@ namespace kernels {
 // PScale and VGranularity are full INT8's (the renderer passes their defaults for half INT8).
 template <int HeadDim, int BlockN, int ConsumerGroups, int Stages, AttentionVariant Variant,
           ElementType VType, ElementType OutputType, bool Causal, PEncoding PEnc,
-          PScaleReference PScale, VScaleGranularity VGranularity>
+          PScaleReference PScale, VScaleGranularity VGranularity,
+          KScaleGranularity KGranularity = KScaleGranularity::kPerToken>
 struct WgmmaAttentionConfig {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockN = BlockN;
@@ -52,6 +53,7 @@ struct WgmmaAttentionConfig {
   static constexpr bool kFullInt8 = Variant == AttentionVariant::kFullInt8;
   static constexpr VScaleGranularity kVGranularity = VGranularity;
   static constexpr bool kPerBlockV = kFullInt8 && VGranularity == VScaleGranularity::kPerBlock;
+  static constexpr bool kPerBlockK = KGranularity == KScaleGranularity::kPerBlock;
   static constexpr float kPRange = kUnsignedP ? 255.0f : 127.0f;
 
   // What the shared softmax and output code (OnlineSoftmax, store_output) reads: each warp
@@ -280,14 +282,23 @@ struct WgmmaAttention {
           }
         }
       }
+      if constexpr (Config::kPerBlockK) {
+        // One scale per 64-key block of the tile, in order.
+        if (lane < Softmax::kKBlocks) {
+          const int first = first_key + lane * kKTokenBlock;
+          const bool valid = first < work.extent.seq_kv;
+          copy_4_bytes_async(shared.k_scales(slot) + 4 * lane,
+                             head_k_scales + (valid ? first / kKTokenBlock : 0), valid);
+        }
+      } else {
 #pragma unroll
-      for (int i = 0; i < kScalesPerLane; ++i) {
-        const int index = i * 32 + lane;
-        const int key = first_key + index;
-        const bool valid = key < work.extent.seq_kv;
-        copy_4_bytes_async(shared.k_scales(slot) + 4 * k_scale_position(index),
-                           head_k_scales + (valid ? key : 0),
-                           valid);
+        for (int i = 0; i < kScalesPerLane; ++i) {
+          const int index = i * 32 + lane;
+          const int key = first_key + index;
+          const bool valid = key < work.extent.seq_kv;
+          copy_4_bytes_async(shared.k_scales(slot) + 4 * k_scale_position(index),
+                             head_k_scales + (valid ? key : 0), valid);
+        }
       }
       async_copies_arrive(shared.full(slot));
     }
@@ -420,24 +431,24 @@ struct WgmmaAttention {
 
   // A tile's scores y (K scales applied, -inf where a key is not allowed) and their row maxima
   // in the log2 domain.
-  __device__ __forceinline__ static void scale_tile(float (&y)[1][kScoreTiles][4],
-                                                    float (&tile_max)[1][2],
-                                                    const int (&s)[kScoreTiles][4],
-                                                    const RowState& rows, const float* k_scales,
-                                                    int first_key, int warp_first_row,
-                                                    const BlockWork& work,
-                                                    LaneCoordinates coordinates) {
+  // The tile's exponent multipliers go to c_tile (OnlineSoftmax::tile_multipliers).
+  __device__ __forceinline__ static void scale_tile(
+      float (&y)[1][kScoreTiles][4], float (&tile_max)[1][2],
+      float (&c_tile)[1][2][Softmax::kKBlocks], const int (&s)[kScoreTiles][4],
+      const RowState& rows, const float* k_scales, int first_key, int warp_first_row,
+      const BlockWork& work, LaneCoordinates coordinates) {
     const int seq_kv = work.extent.seq_kv;
     const bool needs_mask =
         first_key + Config::kBlockN > seq_kv ||
         (Config::kCausal &&
          first_key + Config::kBlockN - 1 > warp_first_row + work.causal_offset);
     float2 k_scale[kScoreTiles];
-    lane_k_scales(k_scale, k_scales, coordinates);
+    if constexpr (!Config::kPerBlockK) lane_k_scales(k_scale, k_scales, coordinates);
     const int(&scores)[1][kScoreTiles][4] = reinterpret_cast<const int(&)[1][kScoreTiles][4]>(s);
     Softmax::scale_and_mask(y, scores, k_scale, needs_mask, first_key, warp_first_row, seq_kv,
                             work.causal_offset, coordinates);
-    Softmax::tile_row_max(tile_max, y, rows.c);
+    Softmax::tile_multipliers(c_tile, rows.c, k_scales);
+    Softmax::tile_row_max(tile_max, y, c_tile);
   }
 
   __device__ __forceinline__ static void quantize_tile(TileP& tile, const int (&s)[kScoreTiles][4],
@@ -447,7 +458,9 @@ struct WgmmaAttention {
                                                        LaneCoordinates coordinates) {
     float y[1][kScoreTiles][4];
     float tile_max[1][2];
-    scale_tile(y, tile_max, s, rows, k_scales, first_key, warp_first_row, work, coordinates);
+    float c_tile[1][2][Softmax::kKBlocks];
+    scale_tile(y, tile_max, c_tile, s, rows, k_scales, first_key, warp_first_row, work,
+               coordinates);
     float reference[1][2];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -457,7 +470,7 @@ struct WgmmaAttention {
       tile.reference[half] = reference[0][half];
     }
     u32(&p)[1][Config::kPvSteps][4] = reinterpret_cast<u32(&)[1][Config::kPvSteps][4]>(tile.p);
-    Softmax::quantize_p(p, y, rows.c, reference);
+    Softmax::quantize_p(p, y, c_tile, reference);
   }
 
   // The factors that fold `tile`'s P.V into the output frame.
@@ -883,8 +896,9 @@ struct WgmmaAttention {
                                                        LaneCoordinates coordinates) {
     float y[1][kScoreTiles][4];
     float tile_max[1][2];
-    scale_tile(y, tile_max, s, rows, k_scales, tile * Config::kBlockN, warp_first_row, work,
-               coordinates);
+    float c_tile[1][2][Softmax::kKBlocks];
+    scale_tile(y, tile_max, c_tile, s, rows, k_scales, tile * Config::kBlockN, warp_first_row,
+               work, coordinates);
     bool rescale = false;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -896,7 +910,7 @@ struct WgmmaAttention {
     }
     float tile_sum[1][2];
     Softmax::exponentiate_p_16bit(reinterpret_cast<u32(&)[1][Config::kPvSteps][4]>(p), tile_sum,
-                                  y, rows.c, rows.running_max);
+                                  y, c_tile, rows.running_max);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       rows.sum[0][half] = fmaf(rows.sum[0][half], alpha[half], tile_sum[0][half]);
@@ -1014,7 +1028,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kBlocksPerSm)
   work.batch = blockIdx.z;
   work.head_kv = work.head_q / (params.attention.heads_q / params.attention.heads_kv);
   work.first_row = m_block * Config::kBlockM;
-  work.extent = sequence_extent<false>(params.attention, work.batch, work.head_q, work.head_kv);
+  work.extent = sequence_extent<false, Config::kPerBlockK>(params.attention, work.batch, work.head_q, work.head_kv);
   work.causal_offset = work.extent.seq_kv - work.extent.seq_q;
   work.tiles = (work.extent.seq_kv + Config::kBlockN - 1) / Config::kBlockN;
   if (Config::kCausal) {

@@ -2,6 +2,7 @@
 // The numerics and every layout are specified in templates/attention/README.md.
 #pragma once
 
+#include "common/kernel_enums.h"
 #include "common/types.h"
 
 namespace intfa {
@@ -19,7 +20,9 @@ struct AttentionParams {
   // Half INT8: 16-bit float V [batch][heads_kv][seq_kv][head_dim].
   const void* v;
   const float* q_scale;  // [batch][heads_q][seq_q]
-  const float* k_scale;  // [batch][heads_kv][seq_kv]
+  // Per token [batch][heads_kv][seq_kv]; per block of kKTokenBlock keys (KScaleGranularity)
+  // [batch][heads_kv][k_scale_blocks(seq_kv)], dense batches only.
+  const float* k_scale;
   // Full INT8 only. Per tensor: [batch][heads_kv]. Per channel: [batch][heads_kv][head_dim].
   // Per block: [batch][heads_kv][v_padded_seq / 64][head_dim].
   const float* v_scale;
@@ -50,7 +53,7 @@ struct SequenceExtent {
   i64 q_scale0, k_scale0;
 };
 
-template <bool Varlen>
+template <bool Varlen, bool PerBlockK = false>
 INTFA_HOST_DEVICE inline SequenceExtent sequence_extent(const AttentionParams& p, int batch,
                                                         int head_q, int head_kv) {
   SequenceExtent extent;
@@ -69,7 +72,8 @@ INTFA_HOST_DEVICE inline SequenceExtent sequence_extent(const AttentionParams& p
     extent.q_row0 = 0;
     extent.kv_row0 = 0;
     extent.q_scale0 = (static_cast<i64>(batch) * p.heads_q + head_q) * p.seq_q;
-    extent.k_scale0 = (static_cast<i64>(batch) * p.heads_kv + head_kv) * p.seq_kv;
+    extent.k_scale0 = (static_cast<i64>(batch) * p.heads_kv + head_kv) *
+                      (PerBlockK ? k_scale_blocks(p.seq_kv) : p.seq_kv);
   }
   return extent;
 }

@@ -65,6 +65,37 @@ template <class Config>
 struct OnlineSoftmax {
   static constexpr int kMTiles = Config::kMTiles;
   static constexpr int kScoreTiles = Config::kScoreTiles;
+  // K's scales: per token, each score is multiplied by its key's scale (y = dot * s_k) and the
+  // exponent takes the row's c; per block of kKTokenBlock keys, y is the plain dot product and the
+  // block's scale goes into the exponent's multiplier instead (c_b = c * s_b), which takes one
+  // multiply and the scale loads off every score. kKBlocks: the multipliers of one tile.
+  static constexpr bool kPerBlockK = Config::kPerBlockK;
+  static constexpr int kKBlocks = kPerBlockK && Config::kBlockN > kKTokenBlock
+                                      ? Config::kBlockN / kKTokenBlock
+                                      : 1;
+  // The multiplier block of n8 tile nt.
+  __device__ __forceinline__ static constexpr int key_block(int nt) {
+    return kPerBlockK ? nt * 8 / (kKTokenBlock < Config::kBlockN ? kKTokenBlock : Config::kBlockN)
+                      : 0;
+  }
+
+  // The exponent's multipliers of one tile: per token the rows' c; per block c * s_b, kept
+  // positive like c (a block of all-zero keys, or one past the sequence, has s_b = 0), so that
+  // -inf * c_b stays -inf. `k_block_scales`: the tile's kKBlocks block scales (per block only).
+  __device__ __forceinline__ static void tile_multipliers(float (&c_tile)[kMTiles][2][kKBlocks],
+                                                          const float (&c)[kMTiles][2],
+                                                          const float* k_block_scales) {
+#pragma unroll
+    for (int b = 0; b < kKBlocks; ++b) {
+      const float block_scale = kPerBlockK ? k_block_scales[b] : 1.0f;
+#pragma unroll
+      for (int mt = 0; mt < kMTiles; ++mt)
+#pragma unroll
+        for (int half = 0; half < 2; ++half)
+          c_tile[mt][half][b] = kPerBlockK ? fmaxf(c[mt][half] * block_scale, 1e-30f)
+                                           : c[mt][half];
+    }
+  }
 
   // The scales of this lane's keys (columns 8 nt + 2 thread_in_group + {0, 1}) from a tile's
   // scales in shared memory.
@@ -77,7 +108,8 @@ struct OnlineSoftmax {
     }
   }
 
-  // y = dot * k_scale[key], -inf where the key is not allowed (tails, causal).
+  // y = dot * k_scale[key] (per token; per block y = dot and k_scale is not read), -inf where
+  // the key is not allowed (tails, causal).
   __device__ __forceinline__ static void scale_and_mask(float (&y)[kMTiles][kScoreTiles][4],
                                                         const int (&s)[kMTiles][kScoreTiles][4],
                                                         const float2 (&k_scale)[kScoreTiles],
@@ -94,7 +126,7 @@ struct OnlineSoftmax {
           // I2F measured faster here than the magic-number trick (one op, on a pipe the
           // softmax leaves idle), H100 2026-11-22.
           const float dot = static_cast<float>(s[mt][nt][i]);
-          y[mt][nt][i] = dot * ((i & 1) ? scale.y : scale.x);
+          y[mt][nt][i] = kPerBlockK ? dot : dot * ((i & 1) ? scale.y : scale.x);
         }
       }
     }
@@ -112,43 +144,50 @@ struct OnlineSoftmax {
         }
   }
 
-  // Row maxima of y over the tile, in the log2 domain (times c = q_scale * scale_log2 > 0, so a
-  // row with no allowed key keeps -inf).
-  __device__ __forceinline__ static void tile_row_max(float (&tile_max)[kMTiles][2],
-                                                      const float (&y)[kMTiles][kScoreTiles][4],
-                                                      const float (&c)[kMTiles][2]) {
+  // Row maxima of y over the tile, in the log2 domain (times the multipliers, all > 0, so a row
+  // with no allowed key keeps -inf): per multiplier block the largest y times c_b, the largest
+  // of those.
+  __device__ __forceinline__ static void tile_row_max(
+      float (&tile_max)[kMTiles][2], const float (&y)[kMTiles][kScoreTiles][4],
+      const float (&c_tile)[kMTiles][2][kKBlocks]) {
+    constexpr int kTilesPerBlock = kScoreTiles / kKBlocks;
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        // A tree, not a chain: the row's exponentials wait on this maximum, so its depth (5 for
-        // 32 values instead of 17) is latency every tile pays.
-        float partial[kScoreTiles];
+        float value = negative_infinity();
 #pragma unroll
-        for (int nt = 0; nt < kScoreTiles; ++nt) {
-          partial[nt] = fmaxf(y[mt][nt][2 * half], y[mt][nt][2 * half + 1]);
-        }
+        for (int b = 0; b < kKBlocks; ++b) {
+          // A tree, not a chain: the row's exponentials wait on this maximum, so its depth (5
+          // for 32 values instead of 17) is latency every tile pays.
+          float partial[kTilesPerBlock];
 #pragma unroll
-        for (int stride = 1; stride < kScoreTiles; stride *= 2) {
-#pragma unroll
-          for (int nt = 0; nt + stride < kScoreTiles; nt += 2 * stride) {
-            partial[nt] = fmaxf(partial[nt], partial[nt + stride]);
+          for (int t = 0; t < kTilesPerBlock; ++t) {
+            const int nt = b * kTilesPerBlock + t;
+            partial[t] = fmaxf(y[mt][nt][2 * half], y[mt][nt][2 * half + 1]);
           }
+#pragma unroll
+          for (int stride = 1; stride < kTilesPerBlock; stride *= 2) {
+#pragma unroll
+            for (int t = 0; t + stride < kTilesPerBlock; t += 2 * stride) {
+              partial[t] = fmaxf(partial[t], partial[t + stride]);
+            }
+          }
+          value = kKBlocks == 1 ? partial[0] : fmaxf(value, partial[0] * c_tile[mt][half][b]);
         }
-        float value = partial[0];
         value = fmaxf(value, __shfl_xor_sync(0xFFFFFFFFu, value, 1));
         value = fmaxf(value, __shfl_xor_sync(0xFFFFFFFFu, value, 2));
-        tile_max[mt][half] = value * c[mt][half];
+        tile_max[mt][half] = kKBlocks == 1 ? value * c_tile[mt][half][0] : value;
       }
     }
   }
 
   // ---- full INT8: P in 8 bits, P.V with the s32 MMA -----------------------------------------
-  // P = round(R * 2^(y * c - ref)) packed into the A fragments of the 8-bit P.V MMA (m16n8k32,
+  // P = round(R * 2^(y * c_b - ref)) packed into the A fragments of the 8-bit P.V MMA (m16n8k32,
   // and wgmma's register A operand, which has the same layout).
   __device__ __forceinline__ static void quantize_p(u32 (&p)[kMTiles][Config::kPvSteps][4],
                                                     const float (&y)[kMTiles][kScoreTiles][4],
-                                                    const float (&c)[kMTiles][2],
+                                                    const float (&c_tile)[kMTiles][2][kKBlocks],
                                                     const float (&reference)[kMTiles][2]) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
@@ -164,8 +203,9 @@ struct OnlineSoftmax {
       for (int nt = 0; nt < kScoreTiles; ++nt) {
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const float e0 = exp2_approx(fmaf(y[mt][nt][2 * half], c[mt][half], offset[half]));
-          const float e1 = exp2_approx(fmaf(y[mt][nt][2 * half + 1], c[mt][half], offset[half]));
+          const float c = c_tile[mt][half][key_block(nt)];
+          const float e0 = exp2_approx(fmaf(y[mt][nt][2 * half], c, offset[half]));
+          const float e1 = exp2_approx(fmaf(y[mt][nt][2 * half + 1], c, offset[half]));
           pairs[nt][half] = quantize_p_pair<Config::kUnsignedP>(e0, e1);
         }
       }
@@ -205,12 +245,12 @@ struct OnlineSoftmax {
   }
 
   // ---- half INT8: P and V in 16-bit floats, FP32 accumulation --------------------------------
-  // e = 2^(y * c - ref) in FP32, P = e rounded to V's type in the A fragments of the 16-bit
+  // e = 2^(y * c_b - ref) in FP32, P = e rounded to V's type in the A fragments of the 16-bit
   // m16n8k16 MMA (and of wgmma's k16 register A operand), and each lane's part of the row sums
   // of the unrounded e.
   __device__ __forceinline__ static void exponentiate_p_16bit(
       u32 (&p)[kMTiles][Config::kPvSteps][4], float (&row_sum)[kMTiles][2],
-      const float (&y)[kMTiles][kScoreTiles][4], const float (&c)[kMTiles][2],
+      const float (&y)[kMTiles][kScoreTiles][4], const float (&c_tile)[kMTiles][2][kKBlocks],
       const float (&reference)[kMTiles][2]) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
@@ -224,7 +264,7 @@ struct OnlineSoftmax {
         for (int nt = 0; nt < kScoreTiles; ++nt) {
 #pragma unroll
           for (int i = 2 * half; i < 2 * half + 2; ++i) {
-            e[nt][i] = exp2_approx(fmaf(y[mt][nt][i], c[mt][half], offset));
+            e[nt][i] = exp2_approx(fmaf(y[mt][nt][i], c_tile[mt][half][key_block(nt)], offset));
             sum += e[nt][i];
           }
         }

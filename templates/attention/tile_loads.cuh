@@ -112,7 +112,16 @@ struct AttentionTileLoader {
 
   __device__ __forceinline__ void load_k(u8* tile, float* scales, int first_key) const {
     k_copy.copy(shared_address(tile), k_head + first_key * k_row_stride, seq_kv - first_key);
-    if (thread < Config::kBlockN) {
+    if constexpr (Config::kPerBlockK) {
+      // The scales of the 64-key blocks the tile covers (one when the tile is part of a block).
+      constexpr int kBlocks = Config::kBlockN > kKTokenBlock ? Config::kBlockN / kKTokenBlock : 1;
+      if (thread < kBlocks) {
+        const int first = first_key + thread * kKTokenBlock;
+        const bool valid = first < seq_kv;
+        copy_4_bytes_async(shared_address(scales + thread),
+                           k_scale_head + (valid ? first / kKTokenBlock : 0), valid);
+      }
+    } else if (thread < Config::kBlockN) {
       const bool valid = first_key + thread < seq_kv;
       copy_4_bytes_async(shared_address(scales + thread),
                          k_scale_head + (valid ? first_key + thread : 0), valid);

@@ -3,6 +3,8 @@
 // of every kernel's identity: renumbering one changes the cache keys of the kernels using it.
 #pragma once
 
+#include "common/types.h"
+
 namespace intfa {
 namespace kernels {
 
@@ -28,6 +30,20 @@ enum class PScaleReference : int { kRunningMax = 0, kTileMax = 1 };
 
 // Granularity of V's quantization scale.
 enum class VScaleGranularity : int { kPerTensor = 0, kPerChannel = 1, kPerBlock = 2 };
+
+// Granularity of K's quantization scale. kPerToken: one scale per key (Algorithm 1's S_K), which
+// every score multiplies by. kPerBlock: one scale per 64 keys of a (batch, head)
+// (attention_params.h, kKTokenBlock), which the softmax folds into each row's exponent
+// multiplier once per block: one multiply and the scale loads fewer per score, and a coarser K
+// (a block's largest key sets the step of all 64).
+enum class KScaleGranularity : int { kPerToken = 0, kPerBlock = 1 };
+
+// K's per-block scales cover kKTokenBlock consecutive keys of one (batch, head): keys
+// 64 b .. 64 b + 63 share scale b, and a head has k_scale_blocks(seq_kv) of them.
+constexpr int kKTokenBlock = 64;
+INTFA_HOST_DEVICE constexpr int k_scale_blocks(int seq_kv) {
+  return (seq_kv + kKTokenBlock - 1) / kKTokenBlock;
+}
 
 }  // namespace kernels
 }  // namespace intfa

@@ -6,8 +6,12 @@
 // smoothed K writes q . mean per row (DotKMean), the term the attention kernel adds back to the
 // LSE. The order is the CPU model's (tests/reference/quantized_model.cpp): subtract, rotate,
 // quantize; the dot product takes the original row.
+//
+// quantize_row_blocks: K with one scale per block of kKTokenBlock (64) rows of a (batch, head),
+// for the attention kernels' per-block K (KScaleGranularity::kPerBlock).
 #pragma once
 
+#include "common/kernel_enums.h"
 #include "common/numeric.cuh"
 #include "quantize/quantize_params.h"
 #include "quantize/rotation.h"
@@ -67,6 +71,30 @@ __device__ __forceinline__ void rotate_row(float (&values)[8], int lane_in_row) 
   for (int i = 0; i < 8; ++i) values[i] *= kNormaliser;
 }
 
+// Eight INT8 values (in [-127, 127]) as one 8-byte store.
+__device__ __forceinline__ void store_int8x8(u8* output, const int (&quantized)[8]) {
+  u32 packed[2];
+#pragma unroll
+  for (int word = 0; word < 2; ++word) {
+    packed[word] = (static_cast<u32>(quantized[4 * word] & 0xFF)) |
+                   (static_cast<u32>(quantized[4 * word + 1] & 0xFF) << 8) |
+                   (static_cast<u32>(quantized[4 * word + 2] & 0xFF) << 16) |
+                   (static_cast<u32>(quantized[4 * word + 3] & 0xFF) << 24);
+  }
+  *reinterpret_cast<uint2*>(output) = make_uint2(packed[0], packed[1]);
+}
+
+// Eight 16-bit values from one 16-byte word.
+template <ElementType InputType>
+__device__ __forceinline__ void unpack_8_values(float (&values)[8], uint4 raw) {
+  const u32 words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    values[2 * i] = element_to_float<InputType>(static_cast<u16>(words[i] & 0xFFFF));
+    values[2 * i + 1] = element_to_float<InputType>(static_cast<u16>(words[i] >> 16));
+  }
+}
+
 template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, bool Rotate>
 __global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams params) {
   using Config = QuantizeRowsConfig<HeadDim, InputType, Bits, SmoothK, DotKMean, Rotate>;
@@ -95,12 +123,7 @@ __global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams pa
   // bound by the latency of that one load, and ptxas otherwise issues it with the means' loads,
   // after their address arithmetic (H100: 134 against 104 us for K at d=128, N=4k, B=4, H=32).
   asm volatile("" ::: "memory");
-  const u32 words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    values[2 * i] = element_to_float<InputType>(static_cast<u16>(words[i] & 0xFFFF));
-    values[2 * i + 1] = element_to_float<InputType>(static_cast<u16>(words[i] >> 16));
-  }
+  unpack_8_values<InputType>(values, raw);
   if ((SmoothK || DotKMean) && active) {
     // GQA: query head h reads the mean of KV head h / (heads / heads_kv); K reads its own.
     const i64 mean_index = SmoothK ? static_cast<i64>(head_index)
@@ -142,15 +165,7 @@ __global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams pa
   u8* output = static_cast<u8*>(params.output) + b * params.output_batch_stride +
                h * params.output_head_stride + n * params.output_row_stride;
   if (Bits == 8) {
-    u32 packed[2];
-#pragma unroll
-    for (int word = 0; word < 2; ++word) {
-      packed[word] = (static_cast<u32>(quantized[4 * word] & 0xFF)) |
-                     (static_cast<u32>(quantized[4 * word + 1] & 0xFF) << 8) |
-                     (static_cast<u32>(quantized[4 * word + 2] & 0xFF) << 16) |
-                     (static_cast<u32>(quantized[4 * word + 3] & 0xFF) << 24);
-    }
-    *reinterpret_cast<uint2*>(output + channel) = make_uint2(packed[0], packed[1]);
+    store_int8x8(output + channel, quantized);
   } else {
     // Two's-complement nibbles, element 2i in the low nibble of byte i (the s4 MMA operand order).
     u32 packed = 0;
@@ -163,6 +178,94 @@ __global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams pa
     params.scales[row_index] = scale;
     if (DotKMean) params.q_dot_k_mean[row_index] = dot_k_mean;
   }
+}
+
+// K with one scale per block of kKTokenBlock rows of one (batch, head): scale = max|x| / 127 over
+// the block's rows that exist (x after smoothing and rotation, as quantize_rows), then every row
+// quantized with it; scales[b][h][block] (k_scale_blocks(seq) per head). Grid (block, head,
+// batch), kThreads threads: kRowsPerPass rows at a time, each row's HeadDim / 8 lanes 8 channels,
+// every row of the block held in registers between the reduction and the stores.
+template <int HeadDim, ElementType InputType, bool SmoothK, bool Rotate>
+struct QuantizeRowBlocksConfig {
+  static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
+  static constexpr int kThreadsPerRow = HeadDim / 8;
+  static constexpr int kThreads = 256;
+  static constexpr int kRowsPerPass = kThreads / kThreadsPerRow;
+  static constexpr int kPasses = kKTokenBlock / kRowsPerPass;
+  static constexpr float kRange = 127.0f;
+  static_assert(kPasses * kRowsPerPass == kKTokenBlock, "passes cover the block");
+};
+
+template <int HeadDim, ElementType InputType, bool SmoothK, bool Rotate>
+__global__ void __launch_bounds__(256) quantize_row_blocks(const QuantizeRowsParams params) {
+  using Config = QuantizeRowBlocksConfig<HeadDim, InputType, SmoothK, Rotate>;
+  const int block = blockIdx.x;
+  const int h = blockIdx.y;
+  const int b = blockIdx.z;
+  const int lane_in_row = threadIdx.x % Config::kThreadsPerRow;
+  const int row_in_pass = threadIdx.x / Config::kThreadsPerRow;
+  const int channel = lane_in_row * 8;
+  const i64 head_index = static_cast<i64>(b) * params.heads + h;
+  const u16* input = static_cast<const u16*>(params.input) + b * params.input_batch_stride +
+                     h * params.input_head_stride + channel;
+
+  // Every load of the block in flight at once.
+  uint4 raw[Config::kPasses];
+#pragma unroll
+  for (int pass = 0; pass < Config::kPasses; ++pass) {
+    const int n = block * kKTokenBlock + pass * Config::kRowsPerPass + row_in_pass;
+    raw[pass] = n < params.seq
+                    ? *reinterpret_cast<const uint4*>(input + n * params.input_row_stride)
+                    : make_uint4(0, 0, 0, 0);
+  }
+  float mean[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    mean[i] = SmoothK ? params.channel_mean[head_index * HeadDim + channel + i] : 0.0f;
+  }
+  float values[Config::kPasses][8];
+  float amax = 0.0f;
+#pragma unroll
+  for (int pass = 0; pass < Config::kPasses; ++pass) {
+    const int n = block * kKTokenBlock + pass * Config::kRowsPerPass + row_in_pass;
+    unpack_8_values<InputType>(values[pass], raw[pass]);
+    // A row past the end stays zero: it takes part in the rotation's shuffles, not in the max.
+    if (SmoothK && n < params.seq) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) values[pass][i] -= mean[i];
+    }
+    if (Rotate) rotate_row<Config>(values[pass], lane_in_row);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(values[pass][i]));
+  }
+  // The block's max: over the warp with shuffles, then over the warps in shared memory.
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) {
+    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
+  }
+  __shared__ float warp_max[Config::kThreads / 32];
+  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = amax;
+  __syncthreads();
+#pragma unroll
+  for (int warp = 0; warp < Config::kThreads / 32; ++warp) amax = fmaxf(amax, warp_max[warp]);
+
+  const float scale = divide_rn(amax, Config::kRange);
+  const float inverse = amax > 0.0f ? divide_rn(1.0f, scale) : 0.0f;
+  u8* output = static_cast<u8*>(params.output) + b * params.output_batch_stride +
+               h * params.output_head_stride + channel;
+#pragma unroll
+  for (int pass = 0; pass < Config::kPasses; ++pass) {
+    const int n = block * kKTokenBlock + pass * Config::kRowsPerPass + row_in_pass;
+    if (n >= params.seq) continue;
+    int quantized[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      const int q = round_to_int(values[pass][i] * inverse);
+      quantized[i] = max(-127, min(127, q));
+    }
+    store_int8x8(output + n * params.output_row_stride, quantized);
+  }
+  if (threadIdx.x == 0) params.scales[head_index * k_scale_blocks(params.seq) + block] = scale;
 }
 
 }  // namespace kernels

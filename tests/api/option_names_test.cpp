@@ -39,6 +39,7 @@ TEST(OptionNames, EveryValueHasOneNameAndEverySpellingOneValue) {
   expect_a_table_that_round_trips<PEncoding>();
   expect_a_table_that_round_trips<PScaleReference>();
   expect_a_table_that_round_trips<VScaleGranularity>();
+  expect_a_table_that_round_trips<KScaleGranularity>();
 }
 
 TEST(OptionNames, TheOldSpellingsOfFilesStillRead) {
@@ -62,6 +63,8 @@ TEST(OptionNames, KernelArgumentsAreTheKernelEnumerators) {
             "intfa::kernels::PEncoding::kUnsigned255");
   EXPECT_EQ(option_kernel_argument(Variant::kHalfInt8),
             "intfa::kernels::AttentionVariant::kHalfInt8");
+  EXPECT_EQ(option_kernel_argument(KScaleGranularity::kPerBlock),
+            "intfa::kernels::KScaleGranularity::kPerBlock");
 }
 
 // A kernel spec's JSON writes the names and reads them back, and a spec written with the old

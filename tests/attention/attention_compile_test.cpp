@@ -81,6 +81,38 @@ TEST_P(AttentionCompile, EveryNumericsCombinationCompiles) {
   }
 }
 
+// Per-block K (the softmax folds each 64-key block's scale into the exponent multiplier): every
+// head dim, both variants, causal on and off, and the portable kernel's key tiles of 32, 64 and
+// 128 (within a block, one block, two blocks); with its quantize kernel (quantize_row_blocks).
+TEST_P(AttentionCompile, PerBlockKKernelsCompile) {
+  std::vector<render::KernelSpec> specs;
+  for (int head_dim : {64, 128, 256}) {
+    for (bool causal : {false, true}) {
+      for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+        SpecRequest request;
+        request.arch = GetParam();
+        request.head_dim = head_dim;
+        request.causal = causal;
+        request.variant = variant;
+        request.k_granularity = KScaleGranularity::kPerBlock;
+        specs.push_back(make_spec(request, heuristic_config(request)));
+      }
+    }
+  }
+  SpecRequest portable;
+  portable.arch = GetParam();
+  portable.head_dim = 64;
+  portable.k_granularity = KScaleGranularity::kPerBlock;
+  for (int block_n : {32, 64, 128}) specs.push_back(make_spec(portable, {64, block_n, 4, 2}));
+  for (const render::KernelSpec& spec : specs) {
+    EXPECT_NE(spec.to_string().find(" k=block"), std::string::npos) << spec.to_string();
+  }
+  for (const testing::CompileFailure& failure :
+       testing::compile_all(specs, render::TemplateSet::embedded())) {
+    ADD_FAILURE() << failure.spec << ": " << failure.message;
+  }
+}
+
 // Varlen kernels (one head dim: the packed addressing does not depend on it), with the numerics
 // options that change what the kernel reads per sequence (per-block V scales, INT4 Q.K).
 TEST_P(AttentionCompile, VarlenKernelsCompile) {

@@ -127,6 +127,27 @@ TEST(AttentionGpuOptions, KSmoothingAndRotationMatchTheModel) {
   expect_correct(int4, 0.5);
 }
 
+// Per-block K on the portable kernel: key tiles of 32 (two per block), 64 and 128 (two blocks
+// per tile), both variants, with and without smoothing, tails inside a block.
+TEST(AttentionGpuOptions, PerBlockKMatchesTheModel) {
+  INTFA_REQUIRE_GPU();
+  for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+    for (int block_n : {32, 64, 128}) {
+      for (bool smooth_k : {true, false}) {
+        CheckCase check = make_case({2, 4, 2, 200, 333, 64, true}, variant);
+        check.inputs = reference::InputFamily::kKeyOffsets;
+        check.options.k_granularity = KScaleGranularity::kPerBlock;
+        check.options.smooth_k = smooth_k;
+        check.options.config = KernelConfig{64, block_n, 4, 2};
+        expect_correct(check, smooth_k ? 0.05 : 0.2);
+      }
+    }
+  }
+  CheckCase wide = make_case({1, 2, 2, 129, 300, 256, false}, Variant::kFullInt8);
+  wide.options.k_granularity = KScaleGranularity::kPerBlock;
+  expect_correct(wide, 0.05);
+}
+
 // The LSE of a smoothed K is that of the original scores: against float64 of the original inputs
 // it is off by the quantization error only, not by softmax_scale * q . mean (which is tens of
 // nats on keys with 4-sigma channel offsets).

@@ -506,6 +506,10 @@ TEST(CApiValidation, EnumsOutsideTheirTypesAreInvalidArgumentsNamingTheMember) {
        "options.p_scale"},
       {"v granularity 3", [](CCall& c) { store_raw(c.options.v_granularity, 3); },
        "options.v_granularity"},
+      {"k granularity 2", [](CCall& c) { store_raw(c.options.k_granularity, 2); },
+       "options.k_granularity"},
+      {"k granularity -1", [](CCall& c) { store_raw(c.options.k_granularity, -1); },
+       "options.k_granularity"},
   };
   const ExpectNothingLaunched nothing_launched;
   for (const CRule& rule : rules) {
@@ -683,6 +687,73 @@ TEST(CApiValidation, TheVLayoutHelpersRefuseOutOfRangeInputNamingIt) {
   expect_refused(intfa_v_scale_count_checked(INTFA_V_PER_CHANNEL, 0, 8, 1000, 128, &count), "batch",
                  "scale count: batch 0");
   EXPECT_EQ(intfa_v_scale_count(INTFA_V_PER_CHANNEL, 0, 8, 1000, 128), 0u);
+}
+
+TEST(CApiValidation, KScalesArePerTokenByDefault) {
+  intfa_options_t options;
+  std::memset(&options, 0xff, sizeof options);
+  intfa_default_options(&options);
+  EXPECT_EQ(options.k_granularity, INTFA_K_PER_TOKEN);
+  EXPECT_EQ(static_cast<int>(options.k_granularity),
+            static_cast<int>(AttentionOptions{}.k_granularity));
+  intfa_quantize_options_t quantize_options;
+  std::memset(&quantize_options, 0xff, sizeof quantize_options);
+  intfa_default_quantize_options(&quantize_options);
+  EXPECT_EQ(quantize_options.k_granularity, INTFA_K_PER_TOKEN);
+  EXPECT_EQ(static_cast<int>(quantize_options.k_granularity),
+            static_cast<int>(QuantizeOptions{}.k_granularity));
+}
+
+TEST(CApiValidation, AnUnknownKGranularityIsRefusedNamingTheMember) {
+  const intfa_shape_t shape{1, 2, 10, 64};
+  const TensorShape cpp_shape{1, 2, 10, 64};
+  const intfa_tensor_t input =
+      to_c(TensorView::dense(fake_pointer(), DType::kF16, Layout::kBHND, cpp_shape));
+  const intfa_tensor_t output =
+      to_c(TensorView::dense(fake_pointer(), DType::kI8, Layout::kBHND, cpp_shape));
+  intfa_quantize_options_t quantize_options;
+  intfa_default_quantize_options(&quantize_options);
+  store_raw(quantize_options.k_granularity, 2);
+  const ExpectNothingLaunched nothing_launched;
+  expect_refused(
+      intfa_quantize_qk_with_options(&shape, &input, &output, static_cast<float*>(fake_pointer()),
+                                     &quantize_options, nullptr),
+      "options.k_granularity", "quantize: k granularity 2");
+  // intfa_precompile reads the options before it names an arch or compiles anything.
+  const intfa_problem_t problem{1, 2, 2, 10, 10, 64, 0, INTFA_FULL_INT8, 8};
+  intfa_options_t options;
+  intfa_default_options(&options);
+  store_raw(options.k_granularity, 2);
+  expect_refused(intfa_precompile(&problem, INTFA_F16, &options, "sm_90a", nullptr, nullptr),
+                 "options.k_granularity", "precompile: k granularity 2");
+  size_t count = 0;
+  expect_refused(intfa_test_k_scale_count_with_granularity(2, 1, 1, 64, &count), "granularity",
+                 "k scale count: granularity 2");
+}
+
+TEST(CApiValidation, KScaleCountIsOnePerKeyOrOnePerBlockOf64Keys) {
+  size_t count = 0;
+  EXPECT_EQ(intfa_k_scale_count_checked(INTFA_K_PER_BLOCK, 2, 8, 1000, &count), INTFA_OK)
+      << intfa_last_error();
+  EXPECT_EQ(count, size_t{2} * 8 * 16);  // ceil(1000 / 64) blocks per (batch, head)
+  EXPECT_EQ(count, k_scale_count(KScaleGranularity::kPerBlock, 2, 8, 1000));
+  EXPECT_EQ(intfa_k_scale_count(INTFA_K_PER_BLOCK, 2, 8, 1000), count);
+  EXPECT_EQ(intfa_k_scale_count(INTFA_K_PER_BLOCK, 3, 5, 1024), size_t{3} * 5 * 16);
+  EXPECT_EQ(intfa_k_scale_count(INTFA_K_PER_BLOCK, 1, 1, 1), 1u);
+  EXPECT_EQ(intfa_k_scale_count(INTFA_K_PER_BLOCK, 1, 1, 65), 2u);
+  EXPECT_EQ(intfa_k_scale_count_checked(INTFA_K_PER_TOKEN, 2, 8, 1000, &count), INTFA_OK)
+      << intfa_last_error();
+  EXPECT_EQ(count, size_t{2} * 8 * 1000);
+  EXPECT_EQ(intfa_k_scale_count(INTFA_K_PER_TOKEN, 3, 5, 65), size_t{3} * 5 * 65);
+
+  expect_refused(intfa_k_scale_count_checked(INTFA_K_PER_TOKEN, 0, 8, 1000, &count), "batch",
+                 "k scale count: batch 0");
+  EXPECT_EQ(intfa_k_scale_count(INTFA_K_PER_BLOCK, 0, 8, 1000), 0u);
+  EXPECT_NE(std::string(intfa_last_error()).find("batch"), std::string::npos);
+  expect_refused(intfa_k_scale_count_checked(INTFA_K_PER_BLOCK, 1, 1, 0, &count), "seq_kv",
+                 "k scale count: seq_kv 0");
+  expect_refused(intfa_k_scale_count_checked(INTFA_K_PER_BLOCK, 1, 1, 64, nullptr), "count",
+                 "k scale count: null result");
 }
 
 TEST(AttentionValidation, TheVLayoutHelpersThrowForOutOfRangeInput) {

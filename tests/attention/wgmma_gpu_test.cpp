@@ -207,6 +207,42 @@ TEST(WgmmaGpuOptions, PerBlockVWhereATileEndsPastTheLastBlock) {
   }
 }
 
+// Per-block K (one scale per 64 keys, folded into the exponent's multiplier): both variants, every
+// head dim, smoothing and the rotation, GQA, causal and non-causal, key counts that end inside a
+// block and inside a tile (517 = 8 blocks + 5 keys), and every Hopper config the tuner may time.
+TEST(WgmmaGpuOptions, PerBlockKMatchesTheModel) {
+  INTFA_REQUIRE_SM90();
+  for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+    for (int head_dim : {64, 128, 256}) {
+      for (bool causal : {false, true}) {
+        for (const auto& [smooth_k, rotate] :
+             {std::pair{true, false}, std::pair{false, false}, std::pair{true, true}}) {
+          CheckCase check = testing::make_case({2, 4, 2, 333, 517, head_dim, causal}, variant);
+          check.inputs = reference::InputFamily::kKeyOffsets;
+          check.options.k_granularity = KScaleGranularity::kPerBlock;
+          check.options.smooth_k = smooth_k;
+          check.options.rotate_qk = rotate;
+          expect_correct(check, smooth_k ? 0.05 : 0.2);
+        }
+      }
+    }
+  }
+  for (int head_dim : {64, 128}) {
+    attention::SpecRequest request = testing::sm90a_request(head_dim);
+    request.k_granularity = KScaleGranularity::kPerBlock;
+    for (const KernelConfig& config : attention::candidate_configs(request)) {
+      if (config.path != KernelPath::kWgmma) continue;
+      if (attention::shared_bytes(attention::make_spec(request, config)) > kSharedBytesPerBlock) {
+        continue;
+      }
+      CheckCase check = make_case({1, 2, 1, 300, 450, head_dim, true});
+      check.options.k_granularity = KScaleGranularity::kPerBlock;
+      check.options.config = config;
+      expect_correct(check, 0.05);
+    }
+  }
+}
+
 TEST(WgmmaGpuOptions, StridedBnhdLayoutsBf16AndKSmoothing) {
   INTFA_REQUIRE_SM90();
   CheckCase strided = make_case({2, 4, 2, 129, 300, 128, true});

@@ -63,6 +63,17 @@ TEST(Nvrtc, CompilesEveryQuantizeFamilyForEveryArchAndHeadDim) {
       const Cubin lse_term = compile_spec(spec, templates);
       EXPECT_EQ(lse_term.log.find("warning"), std::string::npos)
           << spec.to_string() << lse_term.log;
+      // K with one scale per 64-row block, smoothed and rotated (quantize_row_blocks).
+      spec.q_dot_k_mean = false;
+      spec.smooth_k = true;
+      spec.rotate = true;
+      spec.k_granularity = kernels::KScaleGranularity::kPerBlock;
+      const Cubin blocks = compile_spec(spec, templates);
+      EXPECT_NE(blocks.lowered_name.find("quantize_row_blocks"), std::string::npos);
+      EXPECT_EQ(blocks.log.find("warning"), std::string::npos) << spec.to_string() << blocks.log;
+      spec.k_granularity = kernels::KScaleGranularity::kPerToken;
+      spec.smooth_k = false;
+      spec.rotate = false;
     }
   }
 }

@@ -88,10 +88,17 @@ std::size_t count_row_mismatches(const QuantizedOnDevice& q, const QuantizedRows
                                  std::size_t& scale_mismatches) {
   const int row_bytes = s.head_dim * bits / 8;
   const auto bytes = q.values.download_as<std::int8_t>(q.values.bytes());
-  const auto scales = q.scales.download_as<float>(static_cast<std::size_t>(model.rows));
+  const bool per_block = !model.block_scales.empty();
+  const auto scales = q.scales.download_as<float>(per_block ? model.block_scales.size()
+                                                            : static_cast<std::size_t>(model.rows));
+  for (std::size_t i = 0; per_block && i < model.block_scales.size(); ++i) {
+    if (std::memcmp(&scales[i], &model.block_scales[i], sizeof(float)) != 0) ++scale_mismatches;
+  }
   std::size_t mismatches = 0;
   for_each_row(s, [&](int b, int h, int n, std::size_t row) {
-    if (std::memcmp(&scales[row], &model.scales[row], sizeof(float)) != 0) ++scale_mismatches;
+    if (!per_block && std::memcmp(&scales[row], &model.scales[row], sizeof(float)) != 0) {
+      ++scale_mismatches;
+    }
     for (int d = 0; d < s.head_dim; ++d) {
       const std::int8_t byte = bytes[layout_index(layout, s, b, h, n, d * bits / 8, row_bytes)];
       int value = byte;
@@ -141,11 +148,12 @@ VGranularity model_granularity(VScaleGranularity granularity) {
 std::string CheckCase::to_string() const {
   char text[512];
   std::snprintf(text, sizeof text,
-                "%s b%d hq%d hkv%d nq%d nkv%d d%d%s qk%d%s%s %s%s %s %s p=%s/%s v=%d seed=%llu",
+                "%s b%d hq%d hkv%d nq%d nkv%d d%d%s qk%d%s%s%s %s%s %s %s p=%s/%s v=%d seed=%llu",
                 problem.variant == intfa::Variant::kFullInt8 ? "full_int8" : "half_int8",
                 problem.batch, problem.heads_q, problem.heads_kv, problem.seq_q, problem.seq_kv,
                 problem.head_dim, problem.causal ? " causal" : "", problem.qk_bits,
                 options.smooth_k ? " smooth_k" : "", options.rotate_qk ? " rotate" : "",
+                options.k_granularity == KScaleGranularity::kPerBlock ? " k=block" : "",
                 layout == Layout::kBHND ? "BHND" : "BNHD",
                 out_row_padding != 0 ? (" out+" + std::to_string(out_row_padding)).c_str() : "",
                 dtype_name(io_type).c_str(), family_name(inputs).c_str(),
@@ -206,8 +214,10 @@ CheckResult run_check(const CheckCase& check) {
                             sizeof(float));
   k_means.fill_bytes(0xFF);
   q_dot_k_mean.fill_bytes(0xFF);
+  const bool k_per_block = check.options.k_granularity == KScaleGranularity::kPerBlock;
   QuantizeOptions k_options;
   k_options.rotate = rotate;
+  k_options.k_granularity = check.options.k_granularity;
   if (smooth_k) k_options.smooth_k_channel_mean = k_means.as<float>();
   const QuantizedOnDevice k_quantized = quantize_on_device(
       k_input, kv_shape, check.layout, check.io_type, p.qk_bits, stream.get(), k_options);
@@ -264,8 +274,10 @@ CheckResult run_check(const CheckCase& check) {
     device_means = k_means.download_as<float>(static_cast<std::size_t>(kv_heads) * p.head_dim);
     result.mean_mismatches = sum_mismatches(
         device_means, sampled_channel_means(k.data(), kv_heads, p.seq_kv, p.head_dim), 1.0);
-    k_model = quantize_rows_smoothed(k.data(), kv_heads, p.seq_kv, p.head_dim, p.qk_bits,
-                                     device_means.data(), rotate);
+    k_model = k_per_block ? quantize_row_blocks(k.data(), kv_heads, p.seq_kv, p.head_dim,
+                                                device_means.data(), rotate)
+                          : quantize_rows_smoothed(k.data(), kv_heads, p.seq_kv, p.head_dim,
+                                                   p.qk_bits, device_means.data(), rotate);
     device_lse_terms = q_dot_k_mean.download_as<float>(q_count / p.head_dim);
     // FP32 sums of head_dim products: their error scales with the sum of their magnitudes.
     std::vector<float> absolute_q(q.size()), absolute_means(device_means.size());
@@ -283,6 +295,8 @@ CheckResult run_check(const CheckCase& check) {
         ++result.lse_term_mismatches;
       }
     }
+  } else if (k_per_block) {
+    k_model = quantize_row_blocks(k.data(), kv_heads, p.seq_kv, p.head_dim, nullptr, rotate);
   } else {
     k_model = quantize_rows(k.data(), static_cast<int>(kv_count / p.head_dim), p.head_dim,
                             p.qk_bits, nullptr, rotate);

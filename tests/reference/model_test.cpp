@@ -51,8 +51,8 @@ ModelOptions half_int8(bool v_is_bf16, int block_n) {
 
 struct HandExample {
   Shape shape = make_shape(1, 1, 1, 1, 2, 2, false);
-  QuantizedRows q{1, 2, 8, {1, 0}, {1.0f}};
-  QuantizedRows k{2, 2, 8, {1, 0, 0, 0}, {1.0f, 1.0f}};  // x = (1, 0)
+  QuantizedRows q{1, 2, 8, {1, 0}, {1.0f}, {}};
+  QuantizedRows k{2, 2, 8, {1, 0, 0, 0}, {1.0f, 1.0f}, {}};  // x = (1, 0)
   QuantizedV v{VGranularity::kPerTensor, 1, 1, 2, 2, {10, -3, 2, 5}, {0.5f}};
   std::vector<float> v_half = {2.0f, -1.0f, 4.0f, 3.0f};
 
@@ -204,7 +204,7 @@ TEST(ModelHandExample, RowsWithoutAllowedKeysAreZeroWithMinusInfinityLse) {
   HandExample example;
   example.shape = make_shape(1, 1, 1, 3, 2, 2, true);  // row 0 sees nothing, row 1 key 0
   example.shape.softmax_scale = kLn2;
-  example.q = QuantizedRows{3, 2, 8, {1, 0, 1, 0, 1, 0}, {1.0f, 1.0f, 1.0f}};
+  example.q = QuantizedRows{3, 2, 8, {1, 0, 1, 0, 1, 0}, {1.0f, 1.0f, 1.0f}, {}};
   for (const ModelOptions& options :
        {full_int8(PEncoding::kSigned127, PScaleReference::kRunningMax, 64), half_int8(false, 1)}) {
     std::vector<double> out(6, 99.0), lse(3, 99.0);
@@ -215,6 +215,26 @@ TEST(ModelHandExample, RowsWithoutAllowedKeysAreZeroWithMinusInfinityLse) {
     EXPECT_EQ(lse[0], -kInfinity);
     EXPECT_DOUBLE_EQ(lse[1], kLn2);  // one key with x = 1
   }
+}
+
+// Per-block K: x = float(dot) * max(c * s_block, 1e-30), one multiply fewer per score than
+// float(float(dot) * s_k) * c; with scales that are powers of two both are exact, so the outputs
+// agree, and a block scale of 0 (a block of zero keys) leaves its scores at 0, not NaN.
+TEST(ModelHandExample, PerBlockKFoldsTheBlockScaleIntoTheMultiplier) {
+  HandExample example;
+  example.k.scales = {0.5f, 0.5f};
+  double out[2], lse, block_out[2], block_lse;
+  const ModelOptions options = full_int8(PEncoding::kUnsigned255, PScaleReference::kTileMax, 64);
+  example.run(options, out, lse);
+  example.k.block_scales = {0.5f};
+  example.run(options, block_out, block_lse);
+  EXPECT_DOUBLE_EQ(block_out[0], out[0]);
+  EXPECT_DOUBLE_EQ(block_lse, lse);
+  example.k.scales = {0.0f, 0.0f};
+  example.k.block_scales = {0.0f};
+  example.run(options, block_out, block_lse);
+  // Both scores 0: P = (255, 255), l = 2 in units of R.
+  EXPECT_DOUBLE_EQ(block_lse, std::log(2.0));
 }
 
 // ---- helpers for random problems --------------------------------------------------------------

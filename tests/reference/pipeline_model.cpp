@@ -15,8 +15,13 @@ void attention_pipeline_model(const Shape& shape, const float* q, const float* k
         options.exact_mean ? channel_means(k, kv_heads, shape.seq_kv, shape.head_dim)
                            : sampled_channel_means(k, kv_heads, shape.seq_kv, shape.head_dim);
     means.assign(exact.begin(), exact.end());
-    k8 = quantize_rows_smoothed(k, kv_heads, shape.seq_kv, shape.head_dim, options.qk_bits,
-                                means.data(), options.rotate);
+    k8 = options.k_per_block
+             ? quantize_row_blocks(k, kv_heads, shape.seq_kv, shape.head_dim, means.data(),
+                                   options.rotate)
+             : quantize_rows_smoothed(k, kv_heads, shape.seq_kv, shape.head_dim, options.qk_bits,
+                                      means.data(), options.rotate);
+  } else if (options.k_per_block) {
+    k8 = quantize_row_blocks(k, kv_heads, shape.seq_kv, shape.head_dim, nullptr, options.rotate);
   } else {
     k8 = quantize_rows(k, kv_heads * shape.seq_kv, shape.head_dim, options.qk_bits, nullptr,
                        options.rotate);

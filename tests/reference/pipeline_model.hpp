@@ -17,6 +17,7 @@ struct PipelineOptions {
   bool smooth_k = true;     // K minus its (sampled) channel means, with the LSE term
   bool rotate = false;      // Q and K rotated before quantizing
   bool exact_mean = false;  // smoothing with the mean of all keys, not the kernel's sample
+  bool k_per_block = false;  // K with one scale per 64 keys (KScaleGranularity::kPerBlock)
 };
 
 // q [batch][heads_q][seq_q][head_dim], k and v [batch][heads_kv][seq_kv][head_dim] (16-bit values

@@ -62,6 +62,36 @@ TEST(QuantizeRowsModel, ZeroRowHasZeroScaleAndValues) {
   EXPECT_EQ(q.scales[1], 1.0f / 127.0f);
 }
 
+// Per-block K: 64 rows of a head share the scale of their largest |x|; a head's last block may be
+// short, and heads never share a block.
+TEST(QuantizeRowsModel, RowBlocksShareTheScaleOfTheirLargestValue) {
+  const int heads = 2, seq = 70, head_dim = 4;
+  std::vector<float> x(static_cast<std::size_t>(heads) * seq * head_dim, 0.5f);
+  x[(0 * seq + 10) * head_dim + 1] = -2.54f;  // head 0, block 0
+  x[(0 * seq + 65) * head_dim + 3] = 1.27f;   // head 0, block 1 (6 rows)
+  x[(1 * seq + 63) * head_dim + 0] = 12.7f;   // head 1, block 0's last row
+  const QuantizedRows q = quantize_row_blocks(x.data(), heads, seq, head_dim);
+  ASSERT_EQ(q.block_scales.size(), 4u);
+  EXPECT_EQ(q.block_scales[0], 2.54f / 127.0f);
+  EXPECT_EQ(q.block_scales[1], 1.27f / 127.0f);
+  EXPECT_EQ(q.block_scales[2], 12.7f / 127.0f);
+  EXPECT_EQ(q.block_scales[3], 0.5f / 127.0f);
+  // Every row holds its block's scale, and 0.5 quantizes against it.
+  EXPECT_EQ(q.scales[0], q.block_scales[0]);
+  EXPECT_EQ(q.scales[64], q.block_scales[1]);
+  EXPECT_EQ(q.scales[seq + 64], q.block_scales[3]);
+  EXPECT_EQ(q.values[0], 25);                                  // 0.5 / 0.02
+  EXPECT_EQ(q.values[(0 * seq + 10) * head_dim + 1], -127);
+  EXPECT_EQ(q.values[64 * head_dim], 50);                     // 0.5 / 0.01
+  EXPECT_EQ(q.values[(1 * seq + 63) * head_dim + 0], 127);
+  EXPECT_EQ(q.values[(1 * seq + 64) * head_dim], 127);         // the short block's own max
+  // Smoothing subtracts each head's mean first, as the rows kernel does.
+  const std::vector<float> means(static_cast<std::size_t>(heads) * head_dim, 0.5f);
+  const QuantizedRows smoothed = quantize_row_blocks(x.data(), heads, seq, head_dim, means.data());
+  EXPECT_EQ(smoothed.block_scales[3], 0.0f);  // all 0.5 minus 0.5
+  EXPECT_EQ(smoothed.values[(1 * seq + 64) * head_dim], 0);
+}
+
 TEST(QuantizeRowsModel, RandomRowsStayInRangeAndReconstructWithinHalfAStep) {
   const std::uint64_t seed = announced_seed();
   const int rows = 300, head_dim = 64;

@@ -129,6 +129,9 @@ struct ModelSetup {
   bool v_is_bf16;
   int block_n;
   float scale_log2;
+  // K per 64-key block: x = float(dot) * max(c_i * s_block, 1e-30) (the kernels fold the block's
+  // scale into the row's exponent multiplier), instead of float(float(dot) * s_k) * c_i.
+  bool k_per_block;
 };
 
 // The online-softmax state of one query row (m, l and O of the README).
@@ -157,16 +160,16 @@ std::int32_t integer_dot(const std::int8_t* a, const std::int8_t* b, int count) 
 }
 
 // x[j] = float(float(dot) * sk[j]) * c_i for keys [first, end), FP32 as the kernel (README
-// "Scores"); returns the tile maximum.
+// "Scores"; per-block K: ModelSetup::k_per_block); returns the tile maximum.
 double compute_log2_scores(const ModelSetup& setup, const HeadInputs& head,
                            const std::int8_t* q_row, float c_i, int first, int end,
                            TileScratch& scratch) {
   double tile_max = kNegativeInfinity;
   for (int j = first; j < end; ++j) {
     const std::int8_t* k_row = head.k8 + static_cast<std::size_t>(j) * setup.head_dim;
-    const float y =
-        static_cast<float>(integer_dot(q_row, k_row, setup.head_dim)) * head.k_scales[j];
-    const float x = y * c_i;
+    const float dot = static_cast<float>(integer_dot(q_row, k_row, setup.head_dim));
+    const float x = setup.k_per_block ? dot * std::max(c_i * head.k_scales[j], 1e-30f)
+                                      : (dot * head.k_scales[j]) * c_i;
     scratch.log2_scores[static_cast<std::size_t>(j - first)] = x;
     tile_max = std::max(tile_max, static_cast<double>(x));
   }
@@ -429,6 +432,45 @@ QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
   return result;
 }
 
+QuantizedRows quantize_row_blocks(const float* x, int heads, int seq, int head_dim,
+                                  const float* channel_means, bool rotate) {
+  constexpr int kBlockRows = 64;  // kKTokenBlock (templates/attention/attention_params.h)
+  QuantizedRows result;
+  result.rows = heads * seq;
+  result.head_dim = head_dim;
+  result.bits = 8;
+  result.values.resize(static_cast<std::size_t>(result.rows) * head_dim);
+  result.scales.resize(static_cast<std::size_t>(result.rows));
+  std::vector<float> block(static_cast<std::size_t>(kBlockRows) * head_dim);
+  for (int head = 0; head < heads; ++head) {
+    const float* mean = channel_means != nullptr ? channel_means + head * head_dim : nullptr;
+    for (int first = 0; first < seq; first += kBlockRows) {
+      const int rows = std::min(kBlockRows, seq - first);
+      float amax = 0.0f;
+      for (int r = 0; r < rows; ++r) {
+        const float* input = x + (static_cast<std::size_t>(head) * seq + first + r) * head_dim;
+        float* transformed = block.data() + static_cast<std::size_t>(r) * head_dim;
+        for (int c = 0; c < head_dim; ++c) {
+          transformed[c] = mean != nullptr ? input[c] - mean[c] : input[c];
+        }
+        if (rotate) rotate_row(transformed, head_dim);
+        for (int c = 0; c < head_dim; ++c) amax = std::max(amax, std::fabs(transformed[c]));
+      }
+      const Quantizer quantizer = row_quantizer(amax, 127.0f);
+      result.block_scales.push_back(quantizer.scale);
+      for (int r = 0; r < rows; ++r) {
+        const std::size_t row = static_cast<std::size_t>(head) * seq + first + r;
+        result.scales[row] = quantizer.scale;
+        for (int c = 0; c < head_dim; ++c) {
+          result.values[row * head_dim + c] =
+              quantize_value(block[static_cast<std::size_t>(r) * head_dim + c], quantizer);
+        }
+      }
+    }
+  }
+  return result;
+}
+
 QuantizedRows quantize_rows_smoothed(const float* x, int heads, int seq, int head_dim, int bits,
                                      const float* channel_means, bool rotate) {
   QuantizedRows result;
@@ -528,6 +570,7 @@ void attention_quantized_model(const Shape& shape, const QuantizedRows& q, const
   setup.v_granularity = full_int8 ? v_quantized->granularity : VGranularity::kPerTensor;
   setup.v_is_bf16 = options.v_is_bf16;
   setup.block_n = options.block_n;
+  setup.k_per_block = !k.block_scales.empty();
   // The host computes softmax_scale * log2(e) in double and passes it as FP32 (README "Inputs").
   setup.scale_log2 = static_cast<float>(shape.effective_scale() * kLog2E);
 

@@ -27,6 +27,9 @@ struct QuantizedRows {
   int bits = 8;
   std::vector<std::int8_t> values;  // [rows][head_dim], one value per element (not packed)
   std::vector<float> scales;        // [rows]
+  // K per 64-row block (quantize_row_blocks): [heads][k_scale_blocks(seq)], what the kernels
+  // read; `scales` then holds each row's block scale. Empty: one scale per row.
+  std::vector<float> block_scales;
 };
 QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
                             const float* channel_mean = nullptr, bool rotate = false);
@@ -35,6 +38,12 @@ QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
 // channel_means[i * head_dim ...] (the means the kernel computed, checked separately).
 QuantizedRows quantize_rows_smoothed(const float* x, int heads, int seq, int head_dim, int bits,
                                      const float* channel_means, bool rotate = false);
+
+// K with one scale per block of 64 rows of each of `heads` (batch x heads) runs of `seq` rows, as
+// quantize_row_blocks: scale = max|x| / 127 over the block's rows (after smoothing with
+// channel_means[i * head_dim ...] when given, and the rotation), every row quantized with it.
+QuantizedRows quantize_row_blocks(const float* x, int heads, int seq, int head_dim,
+                                  const float* channel_means = nullptr, bool rotate = false);
 
 // The rotation of incoherent processing (templates/quantize/rotation.h), in place on one row of
 // `head_dim` (a power of two) FP32 values, step for step as the kernel: the signs of D, the

@@ -60,6 +60,11 @@ TEST(Render, EqualSpecsRenderEqualUnitsAndEveryFieldChangesTheUnit) {
   with([](KernelSpec& s) { s.p_encoding = kernels::PEncoding::kSigned127; });
   with([](KernelSpec& s) { s.p_scale = kernels::PScaleReference::kTileMax; });
   with([](KernelSpec& s) { s.v_granularity = kernels::VScaleGranularity::kPerBlock; });
+  with([](KernelSpec& s) { s.k_granularity = kernels::KScaleGranularity::kPerBlock; });
+  with([](KernelSpec& s) {
+    s.family = KernelFamily::kAttentionWgmma;
+    s.k_granularity = kernels::KScaleGranularity::kPerBlock;
+  });
   for (const KernelSpec& spec : variants) {
     EXPECT_NE(spec, base);
     EXPECT_NE(render(spec, templates).source, render(base, templates).source) << spec.to_string();
@@ -130,6 +135,7 @@ TEST(KernelSpecJson, RoundTripsEveryField) {
   spec.varlen = true;
   spec.q_dot_k_mean = true;
   spec.rotate = true;
+  spec.k_granularity = kernels::KScaleGranularity::kPerBlock;
   EXPECT_EQ(KernelSpec::from_json(json::parse(spec.to_json().dump())), spec);
 }
 
@@ -160,11 +166,42 @@ TEST(Render, QuantizeRowsNamesItsSmoothingLseTermAndRotation) {
   EXPECT_EQ(spec.to_string(), "quantize_rows sm_80 d64 f16->i8 q_dot_k_mean rotate");
 }
 
+// Per-block K names its kernel enumerator as the last template argument (after varlen's, which it
+// then spells out), and quantize_rows of K becomes quantize_row_blocks; per token, the units are
+// those of the specs before the option existed (their cache keys stay).
+TEST(Render, PerBlockKNamesItsArgumentAndItsQuantizeKernel) {
+  const TemplateSet templates = TemplateSet::embedded();
+  KernelSpec spec = attention_spec();
+  const std::string per_token = render(spec, templates).name_expression;
+  EXPECT_EQ(per_token.find("KScaleGranularity"), std::string::npos) << per_token;
+  spec.k_granularity = kernels::KScaleGranularity::kPerBlock;
+  const std::string per_block = render(spec, templates).name_expression;
+  EXPECT_NE(per_block.find(", false, intfa::kernels::KScaleGranularity::kPerBlock>>"),
+            std::string::npos)
+      << per_block;
+  EXPECT_NE(spec.to_string().find(" k=block"), std::string::npos);
+  spec.family = KernelFamily::kAttentionWgmma;
+  const std::string wgmma = render(spec, templates).name_expression;
+  EXPECT_NE(wgmma.find("VScaleGranularity::kPerTensor, intfa::kernels::KScaleGranularity::kPerBlock>>"),
+            std::string::npos)
+      << wgmma;
+  KernelSpec rows;
+  rows.family = KernelFamily::kQuantizeRows;
+  rows.head_dim = 128;
+  rows.smooth_k = true;
+  rows.k_granularity = kernels::KScaleGranularity::kPerBlock;
+  EXPECT_NE(render(rows, templates)
+                .name_expression.find("quantize_row_blocks<128, "
+                                      "intfa::kernels::ElementType::kF16, true, false>"),
+            std::string::npos);
+  EXPECT_EQ(rows.to_string(), "quantize_rows sm_80 d128 f16->i8 smooth_k k=block");
+}
+
 TEST(KernelSpecJson, ASpecWrittenBeforeVarlenExistedIsNotVarlen) {
   json::Value value = attention_spec().to_json();
   json::Value without = json::Value::object();
   for (const auto& [name, member] : value.as_object()) {
-    if (name != "varlen") without.set(name, member);
+    if (name != "varlen" && name != "k_granularity") without.set(name, member);
   }
   const KernelSpec spec = KernelSpec::from_json(without);
   EXPECT_FALSE(spec.varlen);

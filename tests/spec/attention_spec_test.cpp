@@ -143,6 +143,7 @@ TEST(AttentionSpec, RequestForTakesEveryFieldFromTheProblemAndOptions) {
   options.p_encoding = PEncoding::kSigned127;
   options.p_scale = PScaleReference::kRunningMax;
   options.v_granularity = VScaleGranularity::kPerBlock;
+  options.k_granularity = KScaleGranularity::kPerBlock;
   const SpecRequest request = request_for(device::Arch::kSm89, problem, options, DType::kBF16);
   EXPECT_EQ(request.arch, device::Arch::kSm89);
   EXPECT_EQ(request.head_dim, 64);
@@ -155,6 +156,31 @@ TEST(AttentionSpec, RequestForTakesEveryFieldFromTheProblemAndOptions) {
   EXPECT_EQ(request.p_encoding, PEncoding::kSigned127);
   EXPECT_EQ(request.p_scale, PScaleReference::kRunningMax);
   EXPECT_EQ(request.v_granularity, VScaleGranularity::kPerBlock);
+  EXPECT_EQ(request.k_granularity, KScaleGranularity::kPerBlock);
+}
+
+// Per-block K is for 8-bit Q.K and dense batches: other requests are refused naming the option.
+TEST(AttentionSpec, PerBlockKNeeds8BitQkAndDenseBatches) {
+  SpecRequest request;
+  request.k_granularity = KScaleGranularity::kPerBlock;
+  request.qk_bits = 4;
+  auto expect_refused = [&](const SpecRequest& r) {
+    try {
+      validate_config(make_spec(r, portable_heuristic_config(r)), 1 << 20);
+      ADD_FAILURE() << "accepted";
+    } catch (const InvalidArgument& error) {
+      EXPECT_NE(std::string(error.what()).find("options.k_granularity"), std::string::npos)
+          << error.what();
+    }
+  };
+  expect_refused(request);
+  request.qk_bits = 8;
+  request.varlen = true;
+  expect_refused(request);
+  request.varlen = false;
+  EXPECT_NO_THROW(validate_config(make_spec(request, portable_heuristic_config(request)), 1 << 20));
+  EXPECT_EQ(make_spec(request, portable_heuristic_config(request)).k_granularity,
+            kernels::KScaleGranularity::kPerBlock);
 }
 
 }  // namespace

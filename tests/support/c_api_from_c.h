@@ -13,6 +13,8 @@ extern "C" {
 intfa_status_t intfa_test_quantize_v_with_granularity(const intfa_shape_t* shape,
                                                       const intfa_tensor_t* input, void* output,
                                                       float* scales, int granularity);
+intfa_status_t intfa_test_k_scale_count_with_granularity(int granularity, int batch, int heads_kv,
+                                                         int seq_kv, size_t* count);
 const char* intfa_test_status_string(int status);
 
 #ifdef __cplusplus

@@ -56,6 +56,7 @@ const char* const kPrecompileUsage =
     "  --p u8|s8                  P encoding: u8 R=255 (default) or s8 R=127\n"
     "  --p-scale running|tile     P reference: running max or tile max (default)\n"
     "  --v-scale tensor|channel|block   V scale granularity (default channel)\n"
+    "  --k-scale token|block      K scale per key (default) or per 64-key block\n"
     "  --qk-bits 8|4              Q.K in INT8 (default) or INT4\n"
     "How Q and K are quantized (which quantize kernels; with --configs tuned too):\n"
     "  --smooth-k[=BOOL]          K smoothing: its mean pass, K's smoothed rows and Q's rows\n"
@@ -138,8 +139,8 @@ ConfigMode parse_config_mode(const std::string& text) {
 BundlePlan parse_plan(const Arguments& arguments) {
   Grammar grammar;
   grammar.values = {"out",       "arch", "head-dims", "variants", "dtypes",  "configs",
-                    "tuning-db", "jobs", "p",         "p-scale",  "v-scale", "qk-bits",
-                    "paged-bits"};
+                    "tuning-db", "jobs", "p",         "p-scale",  "v-scale", "k-scale",
+                    "qk-bits",   "paged-bits"};
   grammar.flags = qk_transform_flag_names();
   grammar.flags.push_back("list");
   const Args args(with_long_options(arguments), grammar);
@@ -165,7 +166,7 @@ BundlePlan parse_plan(const Arguments& arguments) {
   plan.tuning_database = args.get("tuning-db") ? fs::path(*args.get("tuning-db"))
                                                : tune::default_database_path().value_or(fs::path());
   // The single-valued options of parse_numerics (--variant, --dtype, ...) are rejected above, so
-  // it only reads --p, --p-scale, --v-scale and --qk-bits here.
+  // it only reads --p, --p-scale, --v-scale, --k-scale and --qk-bits here.
   AttentionProblem unused_problem;
   DType unused_type = DType::kF16;
   parse_numerics(args, unused_problem, plan.numerics, unused_type);

@@ -51,7 +51,7 @@ const char* const kTuneUsage =
     "                                configs), with their own options (intfa tune --decode --help)\n\n"
     "Numerics (one value each; each selects other kernels):\n"
     "  --dtype f16|bf16  --qk-bits 8|4  --p u8|s8  --p-scale running|tile\n"
-    "  --v-scale tensor|channel|block\n"
+    "  --v-scale tensor|channel|block  --k-scale token|block\n"
     "How Q and K are quantized for the checks and timings (the same attention kernel, so the\n"
     "same buckets): --smooth-k[=BOOL] (on by default), --rotate[=BOOL]\n\n"
     "Prints a line per candidate on stderr and a table of the chosen configs with their speedup\n"
@@ -114,7 +114,8 @@ TuneOptions parse_options(const Arguments& arguments) {
   Grammar grammar;
   grammar.values = {"head-dims", "seq",      "variants", "batch",     "heads",
                     "repeats",   "budget-s", "configs",  "tuning-db", "json",
-                    "dtype",     "qk-bits",  "p",        "p-scale",   "v-scale"};
+                    "dtype",     "qk-bits",  "p",        "p-scale",   "v-scale",
+                    "k-scale"};
   grammar.flags = qk_transform_flag_names();
   grammar.flags.push_back("force");
   grammar.switch_lists = {"causal"};
@@ -178,6 +179,7 @@ AttentionOptions numerics_of(const attention::SpecRequest& request,
   options.p_encoding = request.p_encoding;
   options.p_scale = request.p_scale;
   options.v_granularity = request.v_granularity;
+  options.k_granularity = request.k_granularity;
   return options;
 }
 

@@ -13,6 +13,8 @@ const char* const kNumericsOptionsHelp =
     "  --p u8|s8                  P encoding (full INT8): u8 R=255 (default) or s8 R=127\n"
     "  --p-scale running|tile     P reference: running max or tile max (default)\n"
     "  --v-scale tensor|channel|block   V scale granularity (default channel)\n"
+    "  --k-scale token|block      K scale per key (default) or per 64-key block: faster\n"
+    "                             kernel, coarser K (8-bit Q.K, dense)\n"
     "  --qk-bits 8|4              Q.K in INT8 (default) or INT4\n"
     "  --dtype f16|bf16           inputs and output (default f16)\n"
     "  --dist FAMILY              inputs: normal (N(0,1), default), uniform (U(-0.5,0.5)),\n"
@@ -40,7 +42,8 @@ void parse_qk_transforms(const Args& args, AttentionOptions& options) {
 
 const std::vector<std::string>& numerics_option_names() {
   static const std::vector<std::string> names = {
-      "variant", "p", "p-scale", "v-scale", "qk-bits", "dtype", "dist", "softmax-scale", "config"};
+      "variant", "p",     "p-scale", "v-scale",       "k-scale",
+      "qk-bits", "dtype", "dist",    "softmax-scale", "config"};
   return names;
 }
 
@@ -87,6 +90,8 @@ void parse_numerics(const Args& args, AttentionProblem& problem, AttentionOption
       "p-scale", args.get_or("p-scale", option_name(defaults.p_scale)));
   options.v_granularity = parse_option_flag<VScaleGranularity>(
       "v-scale", args.get_or("v-scale", option_name(defaults.v_granularity)));
+  options.k_granularity = parse_option_flag<KScaleGranularity>(
+      "k-scale", args.get_or("k-scale", option_name(defaults.k_granularity)));
   const std::string dtype = args.get_or("dtype", "f16");
   if (dtype != "f16" && dtype != "bf16") throw UsageError("--dtype " + dtype + ": expected f16 or bf16");
   io_type = dtype == "f16" ? DType::kF16 : DType::kBF16;
@@ -106,6 +111,7 @@ reference::InputFamily parse_input_family(const Args& args) {
 
 std::string describe_numerics(const AttentionProblem& problem, const AttentionOptions& options) {
   std::string transforms;
+  if (options.k_granularity == KScaleGranularity::kPerBlock) transforms += ", K per 64-key block";
   if (options.smooth_k) transforms += ", K smoothed";
   if (options.rotate_qk) transforms += ", Q and K rotated";
   if (problem.variant == Variant::kHalfInt8) {

@@ -16,6 +16,7 @@
 namespace intfa::cli {
 
 // --variant full|half, --p s8|u8, --p-scale running|tile, --v-scale tensor|channel|block,
+// --k-scale token|block,
 // --dtype f16|bf16, --dist FAMILY, --qk-bits 8|4, --softmax-scale X,
 // --config BLOCK_M,BLOCK_N,WARPS,STAGES, and the flags --smooth-k and --rotate
 extern const char* const kNumericsOptionsHelp;
