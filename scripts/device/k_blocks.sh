@@ -8,18 +8,25 @@
 #   4. the kernel alone per block against SDPA FP16 in one process (bench/compare_sdpa.py through
 #      the C API) and `intfa.attention` with it (through the package), both orders;
 #   5. accuracy of the real kernels, K per token and per block, per input family
-#      (bench/accuracy.py --numerics k_block, against float64 of the original inputs).
-#   usage: INTFA_BUILD=build-dev [KB_STEPS=tests,bench,python,compare,accuracy] scripts/device/k_blocks.sh
+#      (bench/accuracy.py --numerics k_block, against float64 of the original inputs);
+#   6. compute-sanitizer memcheck and racecheck of per-block K on shapes that reuse pipeline slots
+#      (both Hopper block shapes, the portable kernel, causal tails).
+# ncu's instructions per 32 scores of the per-block kernels: LIMITS_BENCH_ARGS="--k-scale block"
+# LIMITS_SKIP_COMPARE=1 scripts/device/limits.sh.
+#   usage: INTFA_BUILD=build-dev [KB_STEPS=tests,bench,python,compare,accuracy,sanitize] scripts/device/k_blocks.sh
 #          carry: build-dev and .deps
 # Logs under $OUT/logs, a summary last; every step under its own time limit.
 export INTFA_BUILD=${INTFA_BUILD:-build-dev}
 export INTFA_DEADLINE_S=${INTFA_DEADLINE_S:-580}
 source "$(dirname "$0")/common.sh"
-steps=",${KB_STEPS:-tests,bench,python,compare,accuracy},"
+steps=",${KB_STEPS:-tests,bench,python,compare,accuracy,sanitize},"
 wants() { [[ "$steps" == *",$1,"* ]]; }
 
-build_python_extension "$(( $(nproc) - 2 ))" > "$logs/python_build.log" 2>&1 &
-python_build=$!
+python_build=""
+if wants python || wants compare; then
+  build_python_extension "$(( $(nproc) - 2 ))" > "$logs/python_build.log" 2>&1 &
+  python_build=$!
+fi
 
 if wants tests; then
   gtests per_block_tests 150 '*PerBlockK*'
@@ -34,8 +41,10 @@ for k_scale in token block block token; do
     --k-scale "$k_scale" --json "$logs/bench_${k_scale}_$(date +%s).json"
 done
 
-wait "$python_build"
-note "python build: exit $? ($(tail -1 "$logs/python_build.log"))"
+if [ -n "$python_build" ]; then
+  wait "$python_build"
+  note "python build: exit $? ($(tail -1 "$logs/python_build.log"))"
+fi
 export PYTHONPATH=$PWD/build-device-py/python:$PWD/bench INTFA_TEST_REPORT=$logs/python_report.txt
 : > "$INTFA_TEST_REPORT"
 if wants python; then
@@ -58,5 +67,20 @@ if wants accuracy; then
   TAIL_LINES=30 timed accuracy 120 python3 bench/accuracy.py --lib "$build/lib/libintfa.so" \
     --numerics k_block --inputs normal,k_offset,outliers,sharp,offset_outliers \
     --head-dims 64,128 --seqs 1024,8192 --out-dir "$logs/accuracy"
+fi
+if wants sanitize; then
+  # 517 keys: 5 key tiles through 2 stages (slots reused), a partial last 64-key block.
+  problem=(--heads 2 --seq 300 --seq-kv 517 --causal --k-scale block --repeats 1)
+  for tool in memcheck racecheck; do
+    for run in "--head-dim 128" "--head-dim 128 --config 192,128,16,2" "--head-dim 64 --variant half" \
+               "--head-dim 64 --config 64,64,4,2"; do
+      name="sanitize_${tool}_$(echo "$run" | tr -c 'a-z0-9' '_')"
+      # shellcheck disable=SC2086 # $run is a list of options
+      TAIL_LINES=3 timed "$name" 60 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        "$bin/intfa" run "${problem[@]}" $run
+      grep -E "ERROR SUMMARY|RACECHECK SUMMARY" "$logs/$name.log" | tail -1 | sed "s/^/$name: /" |
+        tee -a "$summary"
+    done
+  done
 fi
 finish

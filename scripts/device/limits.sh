@@ -4,6 +4,8 @@
 # the speed those instructions allow with every issue slot busy (scripts/issue_bound.py), the
 # stall reasons, then compare_sdpa.
 # Expects a Release build carried in build/ (or INTFA_BUILD); writes under $OUT.
+# LIMITS_BENCH_ARGS: more `intfa bench` options for every profiled launch (e.g. --k-scale block);
+# LIMITS_SKIP_COMPARE=1 leaves compare_sdpa out.
 source "$(dirname "$0")/common.sh"
 
 # ncu leaves the clocks alone (--clock-control none), so its SM clock is the one the timings
@@ -27,7 +29,7 @@ for shape in "64 4096 off" "64 16384 off" "128 4096 off" "128 16384 off" "128 16
   name="limits_d$1_n$2_$3"
   TAIL_LINES=3 timed "$name" 120 ncu --clock-control none --csv --metrics "$metrics" \
     -k regex:attention --launch-skip 3 --launch-count 1 --log-file "$logs/$name.csv" \
-    $bin/intfa bench --head-dims "$1" --seq "$2" --causal "$3" --repeats 1
+    $bin/intfa bench --head-dims "$1" --seq "$2" --causal "$3" --repeats 1 ${LIMITS_BENCH_ARGS:-}
 done
 # Why the slots stay idle: warps stalled per issued instruction, by reason.
 for d in 64 128; do
@@ -35,10 +37,12 @@ for d in 64 128; do
     --metrics "regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" \
     -k regex:attention --launch-skip 3 --launch-count 1 \
     --log-file "$logs/stalls_d${d}_n16384_off.csv" \
-    $bin/intfa bench --head-dims $d --seq 16384 --causal off --repeats 1
+    $bin/intfa bench --head-dims $d --seq 16384 --causal off --repeats 1 ${LIMITS_BENCH_ARGS:-}
 done
 python3 scripts/issue_bound.py "$logs"/limits_*.csv "$logs"/stalls_*.csv | tee -a "$summary"
-TAIL_LINES=30 timed compare_sdpa 240 python3 bench/compare_sdpa.py --lib $build/lib/libintfa.so \
-  --out-dir "$logs"
+if [ -z "${LIMITS_SKIP_COMPARE:-}" ]; then
+  TAIL_LINES=30 timed compare_sdpa 240 python3 bench/compare_sdpa.py --lib $build/lib/libintfa.so \
+    --out-dir "$logs"
+fi
 
 finish
