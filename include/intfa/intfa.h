@@ -81,7 +81,9 @@ typedef struct intfa_options_t {
   int block_m, block_n, warps, stages;
   /* intfa::AttentionOptions::k_granularity: must match how K was quantized
      (intfa_quantize_options_t::k_granularity); INTFA_K_PER_BLOCK takes 8-bit Q.K and dense calls
-     only. Added last, so that the fields above keep their offsets. */
+     only. New in 0.2.0 (added last: the fields above keep their offsets, but a program built
+     against the 0.1 header leaves it uninitialised, hence the new SONAME libintfa.so.0.2). Fill
+     options with intfa_default_options first. */
   intfa_k_granularity_t k_granularity;
 } intfa_options_t;
 
@@ -141,7 +143,8 @@ typedef struct intfa_quantize_options_t {
   int k_channel_mean_heads;     /* Q: K's heads (0: the shape's heads) */
   int rotate;                   /* 0 or 1 */
   /* K only, 8 bits, dense: INTFA_K_PER_BLOCK writes one scale per 64 rows of a (batch, head),
-     `scales` then of intfa_k_scale_count floats. Added last (the fields above keep offsets). */
+     `scales` then of intfa_k_scale_count floats. New in 0.2.0: the struct grew by 8 bytes, so a
+     program built against the 0.1 header must be rebuilt (SONAME libintfa.so.0.2). */
   intfa_k_granularity_t k_granularity;
 } intfa_quantize_options_t;
 void intfa_default_quantize_options(intfa_quantize_options_t* options) INTFA_NOEXCEPT;

@@ -338,7 +338,8 @@ def ring_attention(q, k, v, group=None, is_causal=False, *, layout="HND", varian
     float32 [B, H, n]), as ``intfa.attention`` over the whole sequence would give for these rows.
     ``variant`` "full_int8" (default) or "half_int8", ``sm_scale``, ``smooth_k`` and
     ``v_granularity`` as in ``intfa.attention``; ``kernels`` replaces the local kernels
-    (``SdpaKernels``, say)."""
+    (``SdpaKernels``, say). Each shard is quantized with one scale per token and unrotated:
+    ``intfa.attention``'s ``k_granularity`` and ``rotate`` are not options here."""
     _check_shards(q, k, v, is_causal, layout)
     kernels = _resolve_kernels(kernels, layout, dict(variant=variant, sm_scale=sm_scale,
                                                      smooth_k=smooth_k,

@@ -134,13 +134,9 @@ void validate_options(const AttentionProblem& problem, const AttentionOptions& o
   if (options.config) {
     // The config's own rules, before the device is looked up: a config that is wrong everywhere is
     // an InvalidArgument even without a GPU. Its arch and shared memory wait for the device.
-    SpecRequest request;
-    request.arch =
-        options.config->path == KernelPath::kWgmma ? device::Arch::kSm90a : device::Arch::kSm80;
-    request.head_dim = problem.head_dim;
-    request.variant = problem.variant;
-    request.qk_bits = problem.qk_bits;
-    request.causal = problem.causal;
+    const SpecRequest request = request_for(
+        options.config->path == KernelPath::kWgmma ? device::Arch::kSm90a : device::Arch::kSm80,
+        problem, options, DType::kF16);
     validate_config(make_spec(request, *options.config), std::numeric_limits<int>::max());
   }
 }

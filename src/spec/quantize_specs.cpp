@@ -57,7 +57,9 @@ std::vector<render::KernelSpec> call_specs(const attention::SpecRequest& request
   RowTransforms k_rows;
   k_rows.smooth_k = options.smooth_k;
   k_rows.rotate = options.rotate_qk;
-  k_rows.k_granularity = options.k_granularity;
+  // The request's, like the attention kernel's and V's (a tuned bundle's request is the database
+  // entry's, not the command line's numerics).
+  k_rows.k_granularity = request.k_granularity;
   RowTransforms q_rows;
   q_rows.q_dot_k_mean = options.smooth_k;
   q_rows.rotate = options.rotate_qk;

@@ -37,8 +37,8 @@ render::KernelSpec v_scale_spec(device::Arch arch, int head_dim, kernels::Elemen
 
 // Every quantize kernel one attention call of `request` with `dtype` inputs needs under `options`
 // (attention_forward_16bit's order): with K smoothing its mean pass, then K's rows and Q's rows
-// (smoothed, rotated, with the LSE term as options.smooth_k and options.rotate_qk say) and, for
-// full INT8, V's passes.
+// (smoothed, rotated, with the LSE term as options.smooth_k and options.rotate_qk say; K's per
+// token or per 64-row block as request.k_granularity says) and, for full INT8, V's passes.
 std::vector<render::KernelSpec> call_specs(const attention::SpecRequest& request, DType dtype,
                                            const AttentionOptions& options);
 

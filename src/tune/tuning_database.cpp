@@ -353,9 +353,10 @@ TuningDatabase TuningDatabase::parse(const std::string& text) {
   }
   require_object(document, "tuning database");
   const int version = integer_member(document, "", "schema_version", 0, 1 << 30);
-  if (version != kSchemaVersion) {
+  if (version < kOldestSchemaVersion || version > kSchemaVersion) {
     throw DatabaseError("schema_version", std::to_string(version),
-                        "this build reads version " + std::to_string(kSchemaVersion));
+                        "this build reads versions " + std::to_string(kOldestSchemaVersion) +
+                            " to " + std::to_string(kSchemaVersion));
   }
   const std::string top_level;  // named, not a temporary: GCC 13 flags a reference returned
                                 // from a call with a temporary argument as dangling
@@ -380,7 +381,10 @@ TuningDatabase TuningDatabase::parse(const std::string& text) {
 
 json::Value TuningDatabase::to_json() const {
   json::Value document = json::Value::object();
-  document.set("schema_version", kSchemaVersion);
+  const bool per_block_k = std::any_of(entries_.begin(), entries_.end(), [](const TuningEntry& e) {
+    return e.bucket.request.k_granularity == KScaleGranularity::kPerBlock;
+  });
+  document.set("schema_version", per_block_k ? kSchemaVersion : kOldestSchemaVersion);
   json::Value list = json::Value::array();
   for (const TuningEntry& entry : entries_) list.push_back(entry_to_json(entry));
   document.set("entries", std::move(list));

@@ -101,7 +101,12 @@ struct TuningEntry {
 
 class TuningDatabase {
  public:
-  static constexpr int kSchemaVersion = 1;
+  // Version 2 added per-block K entries ("k_granularity": "block"). A database is written as
+  // version 1 while it holds none, so that builds from before can still read it, and as version 2
+  // once it does: those builds would take such an entry for a per-token one (they ignore the
+  // member), so they must refuse the file instead. This build reads both.
+  static constexpr int kSchemaVersion = 2;
+  static constexpr int kOldestSchemaVersion = 1;
 
   // The database `text` describes. Pure (no I/O, no global state): whatever `text` holds, it
   // returns or throws DatabaseError, nothing else.

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "intfa/errors.hpp"
 #include "reference/half.hpp"
 #include "reference/quantized_model.hpp"
 
@@ -217,9 +218,10 @@ TEST(ModelHandExample, RowsWithoutAllowedKeysAreZeroWithMinusInfinityLse) {
   }
 }
 
-// Per-block K: x = float(dot) * max(c * s_block, 1e-30), one multiply fewer per score than
-// float(float(dot) * s_k) * c; with scales that are powers of two both are exact, so the outputs
-// agree, and a block scale of 0 (a block of zero keys) leaves its scores at 0, not NaN.
+// Per-block K: x = float(dot) * max(c * s_block, 1e-30) instead of float(float(dot) * s_k) * c.
+// With scales that are powers of two both are exact, so the results agree; a block scale of 0 (a
+// block of zero keys) gives scores of 0 (the multiplier is kept at 1e-30); and the model refuses
+// block scales that are not each row's (it scores with the row's).
 TEST(ModelHandExample, PerBlockKFoldsTheBlockScaleIntoTheMultiplier) {
   HandExample example;
   example.k.scales = {0.5f, 0.5f};
@@ -235,6 +237,10 @@ TEST(ModelHandExample, PerBlockKFoldsTheBlockScaleIntoTheMultiplier) {
   example.run(options, block_out, block_lse);
   // Both scores 0: P = (255, 255), l = 2 in units of R.
   EXPECT_DOUBLE_EQ(block_lse, std::log(2.0));
+  example.k.block_scales = {0.25f};
+  EXPECT_THROW(example.run(options, block_out, block_lse), intfa::InvalidArgument);
+  example.k.block_scales = {0.0f, 0.0f};
+  EXPECT_THROW(example.run(options, block_out, block_lse), intfa::InvalidArgument);
 }
 
 // ---- helpers for random problems --------------------------------------------------------------

@@ -341,6 +341,24 @@ void check_model_arguments(const Shape& shape, const QuantizedRows& q, const Qua
                            const QuantizedV* v_quantized, const float* v_half,
                            const ModelOptions& options) {
   shape.validate();
+  if (!k.block_scales.empty()) {
+    // Per-block K: the model scores with each row's scale, which must be its block's.
+    const int blocks = (shape.seq_kv + 63) / 64;
+    const std::size_t heads = static_cast<std::size_t>(shape.batch) * shape.heads_kv;
+    if (k.block_scales.size() != heads * blocks ||
+        k.scales.size() != heads * static_cast<std::size_t>(shape.seq_kv)) {
+      throw InvalidArgument("k.block_scales", std::to_string(k.block_scales.size()),
+                            "expected " + std::to_string(heads * blocks) +
+                                " (batch * heads_kv * ceil(seq_kv / 64)) beside one scale per row");
+    }
+    for (std::size_t row = 0; row < k.scales.size(); ++row) {
+      const std::size_t head = row / shape.seq_kv, key = row % shape.seq_kv;
+      if (k.scales[row] != k.block_scales[head * blocks + key / 64]) {
+        throw InvalidArgument("k.scales", std::to_string(row),
+                              "a row's scale differs from its 64-key block's (k.block_scales)");
+      }
+    }
+  }
   if (shape.head_dim > kMaxHeadDim) {
     throw InvalidArgument("shape.head_dim", std::to_string(shape.head_dim),
                           "expected <= " + std::to_string(kMaxHeadDim) + " (int32 dot products)");

@@ -339,6 +339,27 @@ TEST_F(PrecompileTuned, EachEntryKeepsTheVariantItWasTunedFor) {
       << listed.output;
 }
 
+// An entry tuned with per-block K bundles K's per-block quantize kernel with its attention kernel,
+// whatever --k-scale says (the entry's numerics apply in tuned mode, as for V's).
+TEST_F(PrecompileTuned, APerBlockKEntryBundlesItsQuantizeKernel) {
+  tune::TuningDatabase database;
+  tune::TuningEntry entry =
+      tuned_entry("H100", device::Arch::kSm90a, 64, Variant::kFullInt8, 4096, kA);
+  entry.bucket.request.k_granularity = KScaleGranularity::kPerBlock;
+  database.merge(entry);
+  tune::write_database_file(path(), database);
+  for (const char* k_scale : {"", " --k-scale token", " --k-scale block"}) {
+    const CliResult listed = run_cli("precompile --list --configs tuned --arch sm_90a" +
+                                     std::string(k_scale) + " --tuning-db " + path());
+    ASSERT_EQ(listed.exit_code, 0) << listed.output;
+    EXPECT_TRUE(mentions(listed, "quantize_rows sm_90a d64 f16->i8 smooth_k k=block"))
+        << k_scale << "\n" << listed.output;
+    EXPECT_FALSE(mentions(listed, "quantize_rows sm_90a d64 f16->i8 smooth_k\n"))
+        << k_scale << "\n" << listed.output;
+    EXPECT_TRUE(mentions(listed, " k=block")) << listed.output;
+  }
+}
+
 TEST_F(PrecompileTuned, ADatabaseWithoutEntriesForTheRequestIsAnError) {
   const CliResult result = run_cli(
       "precompile --list --configs tuned --arch sm_80 --head-dims 128 --tuning-db " + path());

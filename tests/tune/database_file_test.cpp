@@ -85,10 +85,10 @@ TEST_F(DatabaseFile, RecordEntryNeverOverwritesAFileItCannotRead) {
 }
 
 TEST_F(DatabaseFile, ReadErrorsNameTheFileAndTheMember) {
-  write_text(path(), "{\"schema_version\": 2, \"entries\": []}");
+  write_text(path(), "{\"schema_version\": 3, \"entries\": []}");
   try {
     read_database_file(path());
-    FAIL() << "accepted schema version 2";
+    FAIL() << "accepted schema version 3";
   } catch (const DatabaseError& error) {
     EXPECT_EQ(error.field(), path().string() + ": schema_version");
   }
@@ -116,11 +116,11 @@ TEST_F(DatabaseFile, ACorruptFileIsOneWarningAndAnEmptyDatabase) {
 }
 
 TEST_F(DatabaseFile, AnotherSchemaVersionIsOneWarningAndAnEmptyDatabase) {
-  write_text(path(), "{\"schema_version\": 2, \"entries\": []}");
+  write_text(path(), "{\"schema_version\": 3, \"entries\": []}");
   const log::ScopedCapture capture;
   EXPECT_TRUE(load_database_or_empty(path()).empty());
   ASSERT_EQ(capture.warnings().size(), 1u);
-  EXPECT_TRUE(any_contains(capture.warnings(), "schema_version = 2"));
+  EXPECT_TRUE(any_contains(capture.warnings(), "schema_version = 3"));
 }
 
 TEST_F(DatabaseFile, TheProcessDatabaseIsLoadedOnceUntilReset) {

@@ -77,9 +77,32 @@ TEST(DeviceKey, IsTheGpuNameArchAndDriverMajorVersion) {
 TEST(TuningDatabase, RoundTripsThroughJsonWithItsSchemaVersion) {
   const TuningDatabase database = two_bucket_database();
   const std::string text = database.dump();
-  EXPECT_EQ(json::parse(text).at("schema_version").as_int(), TuningDatabase::kSchemaVersion);
+  // No per-block K entry: the version builds before it read.
+  EXPECT_EQ(json::parse(text).at("schema_version").as_int(), TuningDatabase::kOldestSchemaVersion);
   EXPECT_EQ(TuningDatabase::parse(text), database);
   EXPECT_EQ(TuningDatabase::parse(text).entries().at(1).runner_ups.size(), 2u);
+}
+
+// A per-block K entry is written with its k_granularity and makes the file version 2, which
+// builds from before refuse (they would read the entry as a per-token one); it reads back as
+// written, and a per-token entry of the same bucket is another entry.
+TEST(TuningDatabase, PerBlockKEntriesMakeTheFileVersion2) {
+  TuningDatabase database = two_bucket_database();
+  attention::SpecRequest per_block = d128_request();
+  per_block.k_granularity = KScaleGranularity::kPerBlock;
+  database.merge(entry_for(per_block, 1024, kFast));
+  const json::Value document = database.to_json();
+  EXPECT_EQ(document.at("schema_version").as_int(), TuningDatabase::kSchemaVersion);
+  EXPECT_EQ(TuningDatabase::kSchemaVersion, 2);
+  std::size_t per_block_entries = 0;
+  for (const json::Value& entry : document.at("entries").as_array()) {
+    const json::Value* member = entry.find("k_granularity");
+    if (member != nullptr && member->as_string() == "block") ++per_block_entries;
+  }
+  EXPECT_EQ(per_block_entries, 1u);
+  const TuningDatabase read = TuningDatabase::parse(database.dump());
+  EXPECT_EQ(read, database);
+  EXPECT_EQ(read.entries().size(), 3u);
 }
 
 TEST(TuningDatabase, WritesOnlyTheNumericsTheVariantReads) {
@@ -177,14 +200,16 @@ TEST(TuningDatabase, LookupTakesTheBucketElseTheNearestTunedLengthOfTheSameKerne
 }
 
 TEST(TuningDatabaseParse, RefusesAnotherSchemaVersionNamingIt) {
-  json::Value document = two_bucket_database().to_json();
-  document.set("schema_version", 2);
-  try {
-    TuningDatabase::parse(document.dump());
-    FAIL() << "accepted schema version 2";
-  } catch (const DatabaseError& error) {
-    EXPECT_EQ(error.field(), "schema_version");
-    EXPECT_EQ(error.value(), "2");
+  for (int version : {0, TuningDatabase::kSchemaVersion + 1}) {
+    json::Value document = two_bucket_database().to_json();
+    document.set("schema_version", version);
+    try {
+      TuningDatabase::parse(document.dump());
+      FAIL() << "accepted schema version " << version;
+    } catch (const DatabaseError& error) {
+      EXPECT_EQ(error.field(), "schema_version");
+      EXPECT_EQ(error.value(), std::to_string(version));
+    }
   }
 }
 

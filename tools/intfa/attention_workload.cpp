@@ -54,7 +54,9 @@ AttentionWorkload::AttentionWorkload(const AttentionProblem& problem,
   q8_ = device::DeviceBuffer(q_count * bits / 8);
   k8_ = device::DeviceBuffer(kv_count * bits / 8);
   q_scale_ = device::DeviceBuffer(q_count / problem.head_dim * sizeof(float));
-  k_scale_ = device::DeviceBuffer(kv_count / problem.head_dim * sizeof(float));
+  k_scale_ = device::DeviceBuffer(k_scale_count(options.k_granularity, problem.batch,
+                                                problem.heads_kv, problem.seq_kv) *
+                                  sizeof(float));
   v8_ = device::DeviceBuffer(
       v_int8_bytes(problem.batch, problem.heads_kv, problem.seq_kv, problem.head_dim));
   v_scale_ = device::DeviceBuffer(v_scale_count(options.v_granularity, problem.batch,
@@ -88,6 +90,7 @@ void AttentionWorkload::quantize(CUstream stream) {
   QuantizeOptions k_options;
   k_options.bits = problem_.qk_bits;
   k_options.rotate = options_.rotate_qk;
+  k_options.k_granularity = options_.k_granularity;
   k_options.smooth_k_channel_mean = options_.smooth_k ? k_mean_.as<float>() : nullptr;
   quantize_qk(kv_shape_, TensorView::dense(k_.get(), io_type_, Layout::kBHND, kv_shape_),
               tensors_.k, k_scale_.as<float>(), stream, k_options);
