@@ -84,5 +84,18 @@ __device__ __forceinline__ u32 round_small_nonnegative_to_bits(float x) {
   return static_cast<u32>(__float_as_int(x + kRoundingMagic));
 }
 
+// Eight INT8 values (in [-128, 127]) as one 8-byte store: value i in byte i.
+__device__ __forceinline__ void store_int8x8(u8* output, const int (&values)[8]) {
+  u32 packed[2];
+#pragma unroll
+  for (int word = 0; word < 2; ++word) {
+    packed[word] = (static_cast<u32>(values[4 * word] & 0xFF)) |
+                   (static_cast<u32>(values[4 * word + 1] & 0xFF) << 8) |
+                   (static_cast<u32>(values[4 * word + 2] & 0xFF) << 16) |
+                   (static_cast<u32>(values[4 * word + 3] & 0xFF) << 24);
+  }
+  *reinterpret_cast<uint2*>(output) = make_uint2(packed[0], packed[1]);
+}
+
 }  // namespace kernels
 }  // namespace intfa

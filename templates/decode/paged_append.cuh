@@ -103,15 +103,7 @@ __global__ void __launch_bounds__(kPagedRowThreads) paged_append(const PagedAppe
   u8* data = (is_v ? cache.v_data : cache.k_data) + cache_row * Config::kRowBytes;
   void* scales = is_v ? cache.v_scale : cache.k_scale;
   if (Bits == 8) {
-    u32 packed[2];
-#pragma unroll
-    for (int word = 0; word < 2; ++word) {
-      packed[word] = (static_cast<u32>(quantized[4 * word] & 0xFF)) |
-                     (static_cast<u32>(quantized[4 * word + 1] & 0xFF) << 8) |
-                     (static_cast<u32>(quantized[4 * word + 2] & 0xFF) << 16) |
-                     (static_cast<u32>(quantized[4 * word + 3] & 0xFF) << 24);
-    }
-    *reinterpret_cast<uint2*>(data + channel) = make_uint2(packed[0], packed[1]);
+    store_int8x8(data + channel, quantized);
     if (lane_in_row == 0) static_cast<float*>(scales)[cache_row] = scale;
   } else {
     // Two's-complement nibbles, element 2i in the low nibble of byte i.

@@ -71,19 +71,6 @@ __device__ __forceinline__ void rotate_row(float (&values)[8], int lane_in_row) 
   for (int i = 0; i < 8; ++i) values[i] *= kNormaliser;
 }
 
-// Eight INT8 values (in [-127, 127]) as one 8-byte store.
-__device__ __forceinline__ void store_int8x8(u8* output, const int (&quantized)[8]) {
-  u32 packed[2];
-#pragma unroll
-  for (int word = 0; word < 2; ++word) {
-    packed[word] = (static_cast<u32>(quantized[4 * word] & 0xFF)) |
-                   (static_cast<u32>(quantized[4 * word + 1] & 0xFF) << 8) |
-                   (static_cast<u32>(quantized[4 * word + 2] & 0xFF) << 16) |
-                   (static_cast<u32>(quantized[4 * word + 3] & 0xFF) << 24);
-  }
-  *reinterpret_cast<uint2*>(output) = make_uint2(packed[0], packed[1]);
-}
-
 // Eight 16-bit values from one 16-byte word.
 template <ElementType InputType>
 __device__ __forceinline__ void unpack_8_values(float (&values)[8], uint4 raw) {

@@ -14,20 +14,29 @@ namespace {
 
 class AttentionCompile : public ::testing::TestWithParam<device::Arch> {};
 
-TEST_P(AttentionCompile, EveryHeadDimCausalityAndVariantCompiles) {
+// The heuristic's kernel for `arch` at every head dim, causality and variant, with K's scales at
+// `k_granularity`.
+std::vector<render::KernelSpec> every_head_dim_causality_and_variant(
+    device::Arch arch, KScaleGranularity k_granularity = KScaleGranularity::kPerToken) {
   std::vector<render::KernelSpec> specs;
   for (int head_dim : {64, 128, 256}) {
     for (bool causal : {false, true}) {
       for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
         SpecRequest request;
-        request.arch = GetParam();
+        request.arch = arch;
         request.head_dim = head_dim;
         request.causal = causal;
         request.variant = variant;
+        request.k_granularity = k_granularity;
         specs.push_back(make_spec(request, heuristic_config(request)));
       }
     }
   }
+  return specs;
+}
+
+TEST_P(AttentionCompile, EveryHeadDimCausalityAndVariantCompiles) {
+  const std::vector<render::KernelSpec> specs = every_head_dim_causality_and_variant(GetParam());
   for (const testing::CompileFailure& failure :
        testing::compile_all(specs, render::TemplateSet::embedded())) {
     ADD_FAILURE() << failure.spec << ": " << failure.message;
@@ -85,20 +94,8 @@ TEST_P(AttentionCompile, EveryNumericsCombinationCompiles) {
 // head dim, both variants, causal on and off, and the portable kernel's key tiles of 32, 64 and
 // 128 (within a block, one block, two blocks); with its quantize kernel (quantize_row_blocks).
 TEST_P(AttentionCompile, PerBlockKKernelsCompile) {
-  std::vector<render::KernelSpec> specs;
-  for (int head_dim : {64, 128, 256}) {
-    for (bool causal : {false, true}) {
-      for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
-        SpecRequest request;
-        request.arch = GetParam();
-        request.head_dim = head_dim;
-        request.causal = causal;
-        request.variant = variant;
-        request.k_granularity = KScaleGranularity::kPerBlock;
-        specs.push_back(make_spec(request, heuristic_config(request)));
-      }
-    }
-  }
+  std::vector<render::KernelSpec> specs =
+      every_head_dim_causality_and_variant(GetParam(), KScaleGranularity::kPerBlock);
   SpecRequest portable;
   portable.arch = GetParam();
   portable.head_dim = 64;
