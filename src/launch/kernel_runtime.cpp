@@ -126,22 +126,12 @@ struct KernelRuntime::State {
     if (user) disk.emplace(user->directory, cache::DiskCache::Access::kReadWrite, user->variable);
   }
 
-  // The verified cubin from the bundle, else the user cache; nullopt on a miss in both.
-  std::optional<nvrtc::Cubin> load_cached(const cache::CacheKey& key) {
-    if (bundle) {
-      if (auto cubin = bundle->load(key)) {
-        bundle_hits++;
-        return cubin;
-      }
-    }
-    if (disk) {
-      if (auto cubin = disk->load(key)) {
-        disk_hits++;
-        return cubin;
-      }
-    }
-    disk_misses++;
-    return std::nullopt;
+  CacheChain chain() { return CacheChain{bundle.get(), disk ? &*disk : nullptr}; }
+
+  void count(CubinSource source) {
+    if (source == CubinSource::kBundle) bundle_hits++;
+    if (source == CubinSource::kDisk) disk_hits++;
+    if (source == CubinSource::kNvrtc) disk_misses++;
   }
 };
 
@@ -175,19 +165,12 @@ CompiledKernel KernelRuntime::compile(const render::KernelSpec& spec) {
   if (!owner) {
     CompiledKernel result = future.get();
     result.compiled_now = false;
+    result.source = CubinSource::kMemory;
     return result;
   }
   try {
-    const PreparedUnit prepared = prepare(spec);
-    CompiledKernel result;
-    result.key = prepared.key;
-    if (auto cached = state_->load_cached(result.key)) {
-      result.cubin = std::make_shared<const nvrtc::Cubin>(std::move(*cached));
-    } else {
-      result.cubin = compile_with_nvrtc(prepared, spec);
-      result.compiled_now = true;
-      if (state_->disk) state_->disk->store(result.key, *result.cubin, spec);
-    }
+    const CompiledKernel result = launch::compile(spec, state_->chain());
+    state_->count(result.source);
     promise.set_value(result);
     return result;
   } catch (...) {
@@ -253,17 +236,24 @@ void KernelRuntime::reset_for_testing() {
   state_->configure_caches();
 }
 
-CompiledKernel compile_into(const render::KernelSpec& spec, cache::DiskCache& cache) {
+CompiledKernel compile(const render::KernelSpec& spec, const CacheChain& chain) {
   const PreparedUnit prepared = prepare(spec);
   CompiledKernel result;
   result.key = prepared.key;
-  if (auto cached = cache.load(result.key)) {
+  std::optional<nvrtc::Cubin> cached;
+  if (chain.bundle != nullptr && (cached = chain.bundle->load(result.key))) {
+    result.source = CubinSource::kBundle;
+  } else if (chain.disk != nullptr && (cached = chain.disk->load(result.key))) {
+    result.source = CubinSource::kDisk;
+  }
+  if (cached) {
     result.cubin = std::make_shared<const nvrtc::Cubin>(std::move(*cached));
     return result;
   }
   result.cubin = compile_with_nvrtc(prepared, spec);
   result.compiled_now = true;
-  cache.store(result.key, *result.cubin, spec);
+  result.source = CubinSource::kNvrtc;
+  if (chain.disk != nullptr) chain.disk->store(result.key, *result.cubin, spec);
   return result;
 }
 

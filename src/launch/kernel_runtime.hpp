@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "cache/bundle.hpp"
 #include "cache/cache_key.hpp"
 #include "cache/disk_cache.hpp"
 #include "nvrtc/compiler.hpp"
@@ -45,18 +46,36 @@ struct LaunchShape {
   unsigned dynamic_shared_bytes = 0;
 };
 
+// Where a cubin came from.
+enum class CubinSource { kMemory, kBundle, kDisk, kNvrtc };
+
 struct CompiledKernel {
   cache::CacheKey key;
   std::shared_ptr<const nvrtc::Cubin> cubin;
-  bool compiled_now = false;  // false: it came from memory or disk
+  bool compiled_now = false;  // by NVRTC for this call (source kNvrtc)
+  CubinSource source = CubinSource::kMemory;
 };
+
+// The caches a compile looks in, in this order, before NVRTC: a read-only deployment bundle,
+// then a disk cache, which also receives what NVRTC compiles. Either may be absent.
+struct CacheChain {
+  cache::DeploymentBundle* bundle = nullptr;
+  cache::DiskCache* disk = nullptr;
+};
+
+// The cubin for `spec` from `chain`, else compiled by NVRTC (and stored in chain.disk). No memory
+// cache and no process-wide state: KernelRuntime::compile puts its memory in front of its own
+// chain (INTFA_DEPLOY_CACHE, the user cache); a deployment bundle's writer passes the bundle it
+// writes (the caller checks disk->writable() afterwards). Throws CompileError.
+CompiledKernel compile(const render::KernelSpec& spec, const CacheChain& chain);
 
 class KernelRuntime {
  public:
   static KernelRuntime& instance();
 
-  // The cubin for `spec` (memory, deployment bundle, user disk cache, else NVRTC, storing the
-  // result in the user cache). Needs no GPU.
+  // The cubin for `spec`: from memory, else launch::compile through the process's cache chain
+  // (deployment bundle, user disk cache, else NVRTC, storing the result in the user cache).
+  // Needs no GPU.
   CompiledKernel compile(const render::KernelSpec& spec);
 
   // The kernel loaded into `context`, able to use `dynamic_shared_bytes` of shared memory.
@@ -79,12 +98,6 @@ class KernelRuntime {
   struct State;
   std::unique_ptr<State> state_;
 };
-
-// The cubin for `spec` from `cache` when it holds a verified entry, else compiled by NVRTC and
-// stored there; the process-wide runtime (its memory, the deployment bundle, the user cache) is
-// not involved. For writing deployment bundles: the caller checks cache.writable() afterwards.
-// Throws CompileError.
-CompiledKernel compile_into(const render::KernelSpec& spec, cache::DiskCache& cache);
 
 // The context to launch in: the one current on this thread, else device 0's primary context (made
 // current). When `stream` is given it must belong to that context (InvalidArgument otherwise).

@@ -399,7 +399,7 @@ class RuntimeWithBundle : public ::testing::Test {
  protected:
   void SetUp() override {
     DiskCache writer(bundle_.path());
-    bundled_key_ = launch::compile_into(bundled_, writer).key;
+    bundled_key_ = launch::compile(bundled_, launch::CacheChain{nullptr, &writer}).key;
     Manifest manifest = Manifest::for_this_build();
     manifest.entries.push_back(describe_entry(bundle_.path(), bundled_key_, bundled_));
     write_manifest(bundle_.path(), manifest);
@@ -424,6 +424,27 @@ class RuntimeWithBundle : public ::testing::Test {
   TempDirectory user_cache_;
   CacheKey bundled_key_;
 };
+
+// One compile through a chain: NVRTC first (stored in the chain's disk cache), then that disk
+// cache; a bundle in front of it answers before it; nothing in the chain, NVRTC each time.
+TEST_F(RuntimeWithBundle, CompileThroughAChainNamesWhereEachCubinCameFrom) {
+  TempDir directory;
+  DiskCache disk(directory.path());
+  const render::KernelSpec spec =
+      quantize_rows_spec(128, kernels::ElementType::kBF16, 8, device::Arch::kSm86);
+  const launch::CompiledKernel first = launch::compile(spec, launch::CacheChain{nullptr, &disk});
+  EXPECT_EQ(first.source, launch::CubinSource::kNvrtc);
+  EXPECT_TRUE(first.compiled_now);
+  const launch::CompiledKernel second = launch::compile(spec, launch::CacheChain{nullptr, &disk});
+  EXPECT_EQ(second.source, launch::CubinSource::kDisk);
+  EXPECT_FALSE(second.compiled_now);
+  EXPECT_EQ(second.key, first.key);
+  std::unique_ptr<DeploymentBundle> bundle = DeploymentBundle::open(bundle_.path());
+  ASSERT_NE(bundle, nullptr);
+  EXPECT_EQ(launch::compile(bundled_, launch::CacheChain{bundle.get(), &disk}).source,
+            launch::CubinSource::kBundle);
+  EXPECT_EQ(launch::compile(spec, launch::CacheChain{}).source, launch::CubinSource::kNvrtc);
+}
 
 TEST_F(RuntimeWithBundle, ABundledSpecIsNeverCompiled) {
   const RuntimeLayers layers(bundle_.path().string(), user_cache_.path());

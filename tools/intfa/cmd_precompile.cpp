@@ -284,7 +284,7 @@ class BundleWriter {
   }
 
   launch::CompiledKernel compile(const render::KernelSpec& spec) {
-    launch::CompiledKernel compiled = launch::compile_into(spec, entries_);
+    launch::CompiledKernel compiled = launch::compile(spec, launch::CacheChain{nullptr, &entries_});
     if (!entries_.writable()) {
       throw CacheError("cannot write the bundle " + entries_.directory().string() +
                        " (see the warning above)");

@@ -17,7 +17,7 @@ struct CompileSummary {
   std::vector<std::string> failures;
 };
 
-// Where one spec's cubin comes from: KernelRuntime::compile, or launch::compile_into a bundle.
+// Where one spec's cubin comes from: KernelRuntime::compile, or launch::compile into a bundle.
 // Called from several threads at once; a failure is an exception, listed in the summary.
 using CompileFunction = std::function<launch::CompiledKernel(const render::KernelSpec&)>;
 
