@@ -1,15 +1,14 @@
-// Host side of the quantize kernels: validation, spec, launch geometry.
+// The quantize entry points: validation of their arguments, then the family's specs, parameters
+// and launch shapes (src/families/quantize_family.hpp) on the caller's stream.
 #include "intfa/quantize.hpp"
 
-#include "attention/attention_params.h"
 #include "attention/validation.hpp"
 #include "device/device_info.hpp"
 #include "device/driver_api.hpp"
+#include "families/quantize_family.hpp"
 #include "intfa/errors.hpp"
 #include "launch/kernel_runtime.hpp"
-#include "quantize/quantize_params.h"
 #include "render/kernel_spec.hpp"
-#include "spec/quantize_specs.hpp"
 
 namespace intfa {
 namespace {
@@ -42,31 +41,14 @@ void launch_spec(const render::KernelSpec& spec, const LaunchContext& where,
   launch::launch(kernel, shape, stream, params);
 }
 
-// The members every quantize kernel's parameters share: the 16-bit input and its element
-// strides, and the [batch, heads, seq] extent.
-template <typename Params>
-void set_input(Params& params, const TensorShape& shape, const TensorView& input) {
-  params.input = input.data;
-  params.input_batch_stride = input.strides[0];
-  params.input_head_stride = input.strides[1];
-  params.input_row_stride = input.strides[2];
-  params.batch = shape.batch;
-  params.heads = shape.heads;
-  params.seq = shape.seq;
-}
-
 // The first pass of K smoothing: one block per (batch, head) (channel_mean.cuh).
 void launch_channel_mean(const TensorShape& shape, const TensorView& input,
                          kernels::ElementType element, float* channel_mean,
                          const LaunchContext& where, CUstream stream) {
   const render::KernelSpec spec = quantize::channel_mean_spec(where.arch, shape.head_dim, element);
-  kernels::ChannelMeanParams params{};
-  set_input(params, shape, input);
-  params.mean = channel_mean;
-  launch::LaunchShape launch_shape;
-  launch_shape.grid[0] = static_cast<unsigned>(shape.batch * shape.heads);
-  launch_shape.block[0] = 512;  // ChannelMeanConfig::kThreads
-  launch_spec(spec, where, launch_shape, stream, &params);
+  const kernels::ChannelMeanParams params =
+      quantize::channel_mean_params(shape, input, channel_mean);
+  launch_spec(spec, where, quantize::channel_mean_launch_shape(shape), stream, &params);
 }
 
 void require_float_alignment(const void* pointer, const char* field) {
@@ -145,35 +127,9 @@ void quantize_qk(const TensorShape& shape, const TensorView& input, const Tensor
     launch_channel_mean(shape, input, element, options.smooth_k_channel_mean, where, stream);
   }
 
-  kernels::QuantizeRowsParams params{};
-  set_input(params, shape, input);
-  params.output = output.data;
-  params.scales = scales;
-  params.channel_mean =
-      transforms.smooth_k ? options.smooth_k_channel_mean : options.k_channel_mean;
-  params.q_dot_k_mean = options.q_dot_k_mean;
-  params.channel_mean_heads = transforms.q_dot_k_mean && options.k_channel_mean_heads > 0
-                                  ? options.k_channel_mean_heads
-                                  : shape.heads;
-  params.output_batch_stride = output.strides[0];
-  params.output_head_stride = output.strides[1];
-  params.output_row_stride = output.strides[2];
-
-  launch::LaunchShape launch_shape;
-  if (per_block) {
-    // quantize_row_blocks: one block of 256 threads per (64-row block, head, batch).
-    launch_shape.grid[0] = static_cast<unsigned>(k_scale_blocks(shape.seq));
-    launch_shape.grid[1] = static_cast<unsigned>(shape.heads);
-    launch_shape.grid[2] = static_cast<unsigned>(shape.batch);
-    launch_shape.block[0] = 256;
-  } else {
-    constexpr int kThreads = 128;  // quantize_rows' block size
-    const int rows_per_block = kThreads / (shape.head_dim / 8);
-    const long long rows = static_cast<long long>(shape.batch) * shape.heads * shape.seq;
-    launch_shape.grid[0] = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
-    launch_shape.block[0] = kThreads;
-  }
-  launch_spec(spec, where, launch_shape, stream, &params);
+  const kernels::QuantizeRowsParams params =
+      quantize::rows_params(shape, input, output, scales, transforms, options);
+  launch_spec(spec, where, quantize::rows_launch_shape(shape, transforms), stream, &params);
 }
 
 namespace {
@@ -218,20 +174,12 @@ void launch_quantize_v(const TensorShape& shape, const TensorView& input, const 
   attention::validate_scales(scales, "scales");
 
   const LaunchContext where = current_launch_context(stream);
-  kernels::QuantizeVParams params{};
-  set_input(params, shape, input);
-  params.output = static_cast<kernels::i8*>(output);
-  params.scales = scales;
-  params.padded_seq = v_padded_seq(shape.seq);
-  params.cu_seqlens = cu_seqlens;
+  const kernels::QuantizeVParams params =
+      quantize::v_params(shape, input, cu_seqlens, output, scales);
 
   const render::KernelSpec spec =
       quantize::v_spec(where.arch, shape.head_dim, element, granularity);
-  launch::LaunchShape launch_shape;
-  launch_shape.grid[0] = static_cast<unsigned>(params.padded_seq / kernels::kVTokenBlock);
-  launch_shape.grid[1] = static_cast<unsigned>(shape.heads);
-  launch_shape.grid[2] = static_cast<unsigned>(shape.batch);
-  launch_shape.block[0] = 256;
+  const launch::LaunchShape launch_shape = quantize::v_launch_shape(shape, params);
 
   if (granularity != VScaleGranularity::kPerBlock) {
     // The maximum over the whole sequence, accumulated with atomicMax into zeroed scales.

@@ -3,10 +3,10 @@
 #include "api/option_names.hpp"
 #include "common/strings.hpp"
 #include "decode/paged_family.hpp"
+#include "families/quantize_family.hpp"
 #include "intfa/errors.hpp"
 
 namespace intfa::render {
-namespace {
 
 std::string element_type_argument(kernels::ElementType type) {
   return "intfa::kernels::ElementType::" + element_type_enumerator(type);
@@ -14,43 +14,7 @@ std::string element_type_argument(kernels::ElementType type) {
 
 std::string bool_argument(bool value) { return value ? "true" : "false"; }
 
-// The numerics options as the kernel enumerators of their tables (api/option_names.hpp).
-template <typename KernelEnum>
-std::string option_argument(KernelEnum value) {
-  return option_kernel_argument(public_option(value));
-}
-
-Instantiation quantize_rows(const KernelSpec& spec) {
-  // K with one scale per 64-row block: its own kernel (a block reduces over 64 rows).
-  if (spec.k_granularity == kernels::KScaleGranularity::kPerBlock) {
-    return {"quantize/quantize_rows.cuh",
-            "intfa::kernels::quantize_row_blocks<" + std::to_string(spec.head_dim) + ", " +
-                element_type_argument(spec.input_type) + ", " + bool_argument(spec.smooth_k) +
-                ", " + bool_argument(spec.rotate) + ">",
-            "intfa::kernels::QuantizeRowsParams"};
-  }
-  return {"quantize/quantize_rows.cuh",
-          "intfa::kernels::quantize_rows<" + std::to_string(spec.head_dim) + ", " +
-              element_type_argument(spec.input_type) + ", " + std::to_string(spec.qk_bits) + ", " +
-              bool_argument(spec.smooth_k) + ", " + bool_argument(spec.q_dot_k_mean) + ", " +
-              bool_argument(spec.rotate) + ">",
-          "intfa::kernels::QuantizeRowsParams"};
-}
-
-Instantiation channel_mean(const KernelSpec& spec) {
-  return {"quantize/channel_mean.cuh",
-          "intfa::kernels::channel_mean<" + std::to_string(spec.head_dim) + ", " +
-              element_type_argument(spec.input_type) + ">",
-          "intfa::kernels::ChannelMeanParams"};
-}
-
-Instantiation quantize_v(const KernelSpec& spec, const char* kernel) {
-  return {"quantize/quantize_v.cuh",
-          std::string("intfa::kernels::") + kernel + "<" + std::to_string(spec.head_dim) + ", " +
-              element_type_argument(spec.input_type) + ", " +
-              option_argument(spec.v_granularity) + ">",
-          "intfa::kernels::QuantizeVParams"};
-}
+namespace {
 
 Instantiation attention(const KernelSpec& spec) {
   std::vector<std::string> arguments = {
@@ -94,10 +58,10 @@ Instantiation attention_wgmma(const KernelSpec& spec) {
 
 Instantiation instantiation_for(const KernelSpec& spec) {
   switch (spec.family) {
-    case KernelFamily::kQuantizeRows: return quantize_rows(spec);
-    case KernelFamily::kChannelMean: return channel_mean(spec);
-    case KernelFamily::kQuantizeVScale: return quantize_v(spec, "quantize_v_scale");
-    case KernelFamily::kQuantizeV: return quantize_v(spec, "quantize_v");
+    case KernelFamily::kQuantizeRows: return quantize::rows_instantiation(spec);
+    case KernelFamily::kChannelMean: return quantize::channel_mean_instantiation(spec);
+    case KernelFamily::kQuantizeVScale: return quantize::v_scale_instantiation(spec);
+    case KernelFamily::kQuantizeV: return quantize::v_instantiation(spec);
     case KernelFamily::kAttention: return attention(spec);
     case KernelFamily::kAttentionWgmma: return attention_wgmma(spec);
     case KernelFamily::kPagedAppend:

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "api/option_names.hpp"
 #include "render/kernel_spec.hpp"
 #include "render/template_set.hpp"
 
@@ -31,6 +32,16 @@ struct Instantiation {
   std::string kernel;  // fully qualified template-id
   std::string params_type;
 };
+
+// The spec's values as template arguments of an instantiation: "intfa::kernels::ElementType::kF16",
+// "true", ...
+std::string element_type_argument(kernels::ElementType type);
+std::string bool_argument(bool value);
+// The numerics options as the kernel enumerators of their tables (api/option_names.hpp).
+template <typename KernelEnum>
+std::string option_argument(KernelEnum value) {
+  return option_kernel_argument(public_option(value));
+}
 
 // Throws InvalidArgument when the spec's family cannot be rendered with its fields (validation of
 // sizes against a device lives with each family's host code, before rendering).

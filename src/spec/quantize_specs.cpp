@@ -1,53 +1,6 @@
 #include "spec/quantize_specs.hpp"
 
 namespace intfa::quantize {
-namespace {
-
-render::KernelSpec quantize_spec(render::KernelFamily family, device::Arch arch, int head_dim,
-                                 kernels::ElementType input) {
-  render::KernelSpec spec;
-  spec.family = family;
-  spec.arch = arch;
-  spec.head_dim = head_dim;
-  spec.input_type = input;
-  return spec;
-}
-
-}  // namespace
-
-kernels::ElementType element_type(DType dtype) {
-  return dtype == DType::kBF16 ? kernels::ElementType::kBF16 : kernels::ElementType::kF16;
-}
-
-render::KernelSpec rows_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
-                             const RowTransforms& transforms) {
-  render::KernelSpec spec =
-      quantize_spec(render::KernelFamily::kQuantizeRows, arch, head_dim, input);
-  spec.qk_bits = bits;
-  spec.smooth_k = transforms.smooth_k;
-  spec.q_dot_k_mean = transforms.q_dot_k_mean;
-  spec.rotate = transforms.rotate;
-  spec.k_granularity = static_cast<kernels::KScaleGranularity>(transforms.k_granularity);
-  return spec;
-}
-
-render::KernelSpec channel_mean_spec(device::Arch arch, int head_dim, kernels::ElementType input) {
-  return quantize_spec(render::KernelFamily::kChannelMean, arch, head_dim, input);
-}
-
-render::KernelSpec v_spec(device::Arch arch, int head_dim, kernels::ElementType input,
-                          VScaleGranularity granularity) {
-  render::KernelSpec spec = quantize_spec(render::KernelFamily::kQuantizeV, arch, head_dim, input);
-  spec.v_granularity = static_cast<kernels::VScaleGranularity>(granularity);
-  return spec;
-}
-
-render::KernelSpec v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
-                                VScaleGranularity granularity) {
-  render::KernelSpec spec = v_spec(arch, head_dim, input, granularity);
-  spec.family = render::KernelFamily::kQuantizeVScale;
-  return spec;
-}
 
 std::vector<render::KernelSpec> call_specs(const attention::SpecRequest& request, DType dtype,
                                            const AttentionOptions& options) {

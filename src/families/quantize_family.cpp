@@ -1,0 +1,187 @@
+#include "families/quantize_family.hpp"
+
+#include "attention/attention_params.h"
+#include "intfa/attention.hpp"
+
+namespace intfa::quantize {
+namespace {
+
+using render::bool_argument;
+using render::element_type_argument;
+using render::option_argument;
+
+render::KernelSpec quantize_spec(render::KernelFamily family, device::Arch arch, int head_dim,
+                                 kernels::ElementType input) {
+  render::KernelSpec spec;
+  spec.family = family;
+  spec.arch = arch;
+  spec.head_dim = head_dim;
+  spec.input_type = input;
+  return spec;
+}
+
+// A kernel of quantize_v.cuh: quantize_v_scale or quantize_v.
+render::Instantiation quantize_v_instantiation(const render::KernelSpec& spec, const char* kernel) {
+  return {"quantize/quantize_v.cuh",
+          std::string("intfa::kernels::") + kernel + "<" + std::to_string(spec.head_dim) + ", " +
+              element_type_argument(spec.input_type) + ", " + option_argument(spec.v_granularity) +
+              ">",
+          "intfa::kernels::QuantizeVParams"};
+}
+
+// The members every quantize kernel's parameters share: the 16-bit input and its element
+// strides, and the [batch, heads, seq] extent.
+template <typename Params>
+void set_input(Params& params, const TensorShape& shape, const TensorView& input) {
+  params.input = input.data;
+  params.input_batch_stride = input.strides[0];
+  params.input_head_stride = input.strides[1];
+  params.input_row_stride = input.strides[2];
+  params.batch = shape.batch;
+  params.heads = shape.heads;
+  params.seq = shape.seq;
+}
+
+}  // namespace
+
+kernels::ElementType element_type(DType dtype) {
+  return dtype == DType::kBF16 ? kernels::ElementType::kBF16 : kernels::ElementType::kF16;
+}
+
+render::KernelSpec rows_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
+                             const RowTransforms& transforms) {
+  render::KernelSpec spec =
+      quantize_spec(render::KernelFamily::kQuantizeRows, arch, head_dim, input);
+  spec.qk_bits = bits;
+  spec.smooth_k = transforms.smooth_k;
+  spec.q_dot_k_mean = transforms.q_dot_k_mean;
+  spec.rotate = transforms.rotate;
+  spec.k_granularity = static_cast<kernels::KScaleGranularity>(transforms.k_granularity);
+  return spec;
+}
+
+render::KernelSpec channel_mean_spec(device::Arch arch, int head_dim, kernels::ElementType input) {
+  return quantize_spec(render::KernelFamily::kChannelMean, arch, head_dim, input);
+}
+
+render::KernelSpec v_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                          VScaleGranularity granularity) {
+  render::KernelSpec spec = quantize_spec(render::KernelFamily::kQuantizeV, arch, head_dim, input);
+  spec.v_granularity = static_cast<kernels::VScaleGranularity>(granularity);
+  return spec;
+}
+
+render::KernelSpec v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                                VScaleGranularity granularity) {
+  render::KernelSpec spec = v_spec(arch, head_dim, input, granularity);
+  spec.family = render::KernelFamily::kQuantizeVScale;
+  return spec;
+}
+
+render::Instantiation rows_instantiation(const render::KernelSpec& spec) {
+  // K with one scale per 64-row block: its own kernel (a block reduces over 64 rows).
+  if (spec.k_granularity == kernels::KScaleGranularity::kPerBlock) {
+    return {"quantize/quantize_rows.cuh",
+            "intfa::kernels::quantize_row_blocks<" + std::to_string(spec.head_dim) + ", " +
+                element_type_argument(spec.input_type) + ", " + bool_argument(spec.smooth_k) +
+                ", " + bool_argument(spec.rotate) + ">",
+            "intfa::kernels::QuantizeRowsParams"};
+  }
+  return {"quantize/quantize_rows.cuh",
+          "intfa::kernels::quantize_rows<" + std::to_string(spec.head_dim) + ", " +
+              element_type_argument(spec.input_type) + ", " + std::to_string(spec.qk_bits) + ", " +
+              bool_argument(spec.smooth_k) + ", " + bool_argument(spec.q_dot_k_mean) + ", " +
+              bool_argument(spec.rotate) + ">",
+          "intfa::kernels::QuantizeRowsParams"};
+}
+
+render::Instantiation channel_mean_instantiation(const render::KernelSpec& spec) {
+  return {"quantize/channel_mean.cuh",
+          "intfa::kernels::channel_mean<" + std::to_string(spec.head_dim) + ", " +
+              element_type_argument(spec.input_type) + ">",
+          "intfa::kernels::ChannelMeanParams"};
+}
+
+render::Instantiation v_scale_instantiation(const render::KernelSpec& spec) {
+  return quantize_v_instantiation(spec, "quantize_v_scale");
+}
+
+render::Instantiation v_instantiation(const render::KernelSpec& spec) {
+  return quantize_v_instantiation(spec, "quantize_v");
+}
+
+kernels::ChannelMeanParams channel_mean_params(const TensorShape& shape, const TensorView& input,
+                                               float* channel_mean) {
+  kernels::ChannelMeanParams params{};
+  set_input(params, shape, input);
+  params.mean = channel_mean;
+  return params;
+}
+
+launch::LaunchShape channel_mean_launch_shape(const TensorShape& shape) {
+  launch::LaunchShape launch_shape;
+  launch_shape.grid[0] = static_cast<unsigned>(shape.batch * shape.heads);
+  launch_shape.block[0] = 512;  // ChannelMeanConfig::kThreads
+  return launch_shape;
+}
+
+kernels::QuantizeRowsParams rows_params(const TensorShape& shape, const TensorView& input,
+                                        const TensorView& output, float* scales,
+                                        const RowTransforms& transforms,
+                                        const QuantizeOptions& options) {
+  kernels::QuantizeRowsParams params{};
+  set_input(params, shape, input);
+  params.output = output.data;
+  params.scales = scales;
+  params.channel_mean =
+      transforms.smooth_k ? options.smooth_k_channel_mean : options.k_channel_mean;
+  params.q_dot_k_mean = options.q_dot_k_mean;
+  params.channel_mean_heads = transforms.q_dot_k_mean && options.k_channel_mean_heads > 0
+                                  ? options.k_channel_mean_heads
+                                  : shape.heads;
+  params.output_batch_stride = output.strides[0];
+  params.output_head_stride = output.strides[1];
+  params.output_row_stride = output.strides[2];
+  return params;
+}
+
+launch::LaunchShape rows_launch_shape(const TensorShape& shape, const RowTransforms& transforms) {
+  launch::LaunchShape launch_shape;
+  if (transforms.k_granularity == KScaleGranularity::kPerBlock) {
+    // quantize_row_blocks: one block of 256 threads per (64-row block, head, batch).
+    launch_shape.grid[0] = static_cast<unsigned>(k_scale_blocks(shape.seq));
+    launch_shape.grid[1] = static_cast<unsigned>(shape.heads);
+    launch_shape.grid[2] = static_cast<unsigned>(shape.batch);
+    launch_shape.block[0] = 256;
+  } else {
+    constexpr int kThreads = 128;  // quantize_rows' block size
+    const int rows_per_block = kThreads / (shape.head_dim / 8);
+    const long long rows = static_cast<long long>(shape.batch) * shape.heads * shape.seq;
+    launch_shape.grid[0] = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+    launch_shape.block[0] = kThreads;
+  }
+  return launch_shape;
+}
+
+kernels::QuantizeVParams v_params(const TensorShape& shape, const TensorView& input,
+                                  const int* cu_seqlens, void* output, float* scales) {
+  kernels::QuantizeVParams params{};
+  set_input(params, shape, input);
+  params.output = static_cast<kernels::i8*>(output);
+  params.scales = scales;
+  params.padded_seq = v_padded_seq(shape.seq);
+  params.cu_seqlens = cu_seqlens;
+  return params;
+}
+
+launch::LaunchShape v_launch_shape(const TensorShape& shape,
+                                   const kernels::QuantizeVParams& params) {
+  launch::LaunchShape launch_shape;
+  launch_shape.grid[0] = static_cast<unsigned>(params.padded_seq / kernels::kVTokenBlock);
+  launch_shape.grid[1] = static_cast<unsigned>(shape.heads);
+  launch_shape.grid[2] = static_cast<unsigned>(shape.batch);
+  launch_shape.block[0] = 256;
+  return launch_shape;
+}
+
+}  // namespace intfa::quantize

@@ -1,0 +1,80 @@
+// The quantize kernel families (quantize_rows and quantize_row_blocks, channel_mean,
+// quantize_v_scale, quantize_v): everything the rest of intfa needs to know about these kernels,
+// in one place. Which KernelSpec fields each kernel uses and how they render, its launch shape
+// and the packing of its parameters. The kernels' shared memory is static (no dynamic shared
+// bytes), and what they can implement is checked by the public entry points
+// (src/quantize/quantize.cpp) against their arguments. The JIT core reaches the instantiations
+// through src/families/kernel_families.cpp.
+//
+// Spec fields (others stay at their defaults):
+//   quantize_rows     head_dim, input_type, qk_bits, smooth_k, q_dot_k_mean, rotate,
+//                     k_granularity (per block: the kernel quantize_row_blocks, 8 bits)
+//   channel_mean      head_dim, input_type
+//   quantize_v_scale  head_dim, input_type, v_granularity
+//   quantize_v        head_dim, input_type, v_granularity
+#pragma once
+
+#include "device/arch.hpp"
+#include "intfa/quantize.hpp"
+#include "intfa/types.hpp"
+#include "launch/kernel_runtime.hpp"
+#include "quantize/quantize_params.h"
+#include "render/kernel_spec.hpp"
+#include "render/render.hpp"
+
+namespace intfa::quantize {
+
+// ---- Specs -------------------------------------------------------------------------------------
+
+// 16-bit input type of the quantize kernels (kF16 or kBF16).
+kernels::ElementType element_type(DType dtype);
+
+// What quantize_rows does to a row besides quantizing it (the KernelSpec fields of the same names).
+struct RowTransforms {
+  bool smooth_k = false;      // K: minus its channel means
+  bool q_dot_k_mean = false;  // Q of a smoothed K: q . mean per row, the LSE term
+  bool rotate = false;        // Q and K: the rotation of incoherent processing
+  // K: one scale per row, or per 64-row block (quantize_row_blocks).
+  KScaleGranularity k_granularity = KScaleGranularity::kPerToken;
+};
+
+// quantize_qk's row pass.
+render::KernelSpec rows_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
+                             const RowTransforms& transforms = {});
+// K smoothing's first pass: the per-(batch, head) channel means.
+render::KernelSpec channel_mean_spec(device::Arch arch, int head_dim, kernels::ElementType input);
+// quantize_v's quantize pass and, unless per block, the max pass that runs before it.
+render::KernelSpec v_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                          VScaleGranularity granularity);
+render::KernelSpec v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                                VScaleGranularity granularity);
+
+// ---- Instantiations (the render hooks) ---------------------------------------------------------
+
+render::Instantiation rows_instantiation(const render::KernelSpec& spec);
+render::Instantiation channel_mean_instantiation(const render::KernelSpec& spec);
+render::Instantiation v_scale_instantiation(const render::KernelSpec& spec);
+render::Instantiation v_instantiation(const render::KernelSpec& spec);
+
+// ---- Parameters and launch shapes --------------------------------------------------------------
+
+// The first pass of K smoothing: one block per (batch, head) (channel_mean.cuh).
+kernels::ChannelMeanParams channel_mean_params(const TensorShape& shape, const TensorView& input,
+                                               float* channel_mean);
+launch::LaunchShape channel_mean_launch_shape(const TensorShape& shape);
+
+// The row pass of `options` (quantize_qk's arguments, checked), whose `transforms` are the spec's.
+kernels::QuantizeRowsParams rows_params(const TensorShape& shape, const TensorView& input,
+                                        const TensorView& output, float* scales,
+                                        const RowTransforms& transforms,
+                                        const QuantizeOptions& options);
+launch::LaunchShape rows_launch_shape(const TensorShape& shape, const RowTransforms& transforms);
+
+// V's passes (the max pass, unless per block, and the quantize pass take the same parameters and
+// grid); `cu_seqlens` is null for a dense batch.
+kernels::QuantizeVParams v_params(const TensorShape& shape, const TensorView& input,
+                                  const int* cu_seqlens, void* output, float* scales);
+launch::LaunchShape v_launch_shape(const TensorShape& shape,
+                                   const kernels::QuantizeVParams& params);
+
+}  // namespace intfa::quantize
