@@ -2,66 +2,18 @@
 
 #include "attention/attention_launch.hpp"
 #include "attention/config_choice.hpp"
-#include "attention/tensor_maps.hpp"
 #include "attention/validation.hpp"
 #include "common/log.hpp"
 #include "device/device_info.hpp"
 #include "device/driver_api.hpp"
+#include "families/attention_family.hpp"
+#include "families/attention_wgmma_family.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "spec/attention_spec.hpp"
 
 namespace intfa {
-namespace {
-
-kernels::Strides byte_strides(const TensorView& view, int element_bytes) {
-  return kernels::Strides{view.strides[0] * element_bytes, view.strides[1] * element_bytes,
-                          view.strides[2] * element_bytes};
-}
-
-kernels::AttentionParams make_params(const AttentionProblem& problem,
-                                     const AttentionTensors& tensors, double softmax_scale) {
-  kernels::AttentionParams params{};
-  params.q = tensors.q.data;
-  params.k = tensors.k.data;
-  params.v = tensors.v.data;
-  params.q_scale = tensors.q_scale;
-  params.k_scale = tensors.k_scale;
-  params.v_scale = tensors.v_scale;
-  params.out = tensors.out.data;
-  params.lse = tensors.lse;
-  params.q_dot_k_mean = tensors.q_dot_k_mean;
-  params.q_strides = byte_strides(tensors.q, 1);
-  params.k_strides = byte_strides(tensors.k, 1);
-  if (problem.variant == Variant::kFullInt8) {
-    // Rows of the INT8 V layout are channels (dimension 3); tokens are contiguous.
-    params.v_strides = kernels::Strides{tensors.v.strides[0], tensors.v.strides[1],
-                                        tensors.v.strides[3]};
-  } else {
-    params.v_strides = byte_strides(tensors.v, 2);
-  }
-  params.out_strides = byte_strides(tensors.out, 2);
-  params.batch = problem.batch;
-  params.heads_q = problem.heads_q;
-  params.heads_kv = problem.heads_kv;
-  params.seq_q = problem.seq_q;
-  params.seq_kv = problem.seq_kv;
-  params.v_padded_seq = v_padded_seq(problem.seq_kv);
-  params.scale_log2 = static_cast<float>(softmax_scale * 1.4426950408889634);
-  if (tensors.varlen.enabled()) {
-    // Packed tensors are one batch: the kernel finds each sequence's rows from the offsets.
-    params.q_strides.batch = params.k_strides.batch = params.out_strides.batch = 0;
-    if (problem.variant != Variant::kFullInt8) params.v_strides.batch = 0;
-    params.cu_seqlens_q = tensors.varlen.cu_seqlens_q;
-    params.cu_seqlens_kv = tensors.varlen.cu_seqlens_kv;
-    params.total_q = tensors.varlen.total_q;
-    params.total_kv = tensors.varlen.total_kv;
-  }
-  return params;
-}
-
-}  // namespace
 
 std::string KernelConfig::to_string() const {
   return "block_m=" + std::to_string(block_m) + " block_n=" + std::to_string(block_n) +
@@ -150,21 +102,16 @@ PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensor
   const render::KernelSpec spec = make_spec(request, config);
   validate_config(spec, info.max_shared_bytes_per_block_optin);
 
-  const unsigned shared = static_cast<unsigned>(shared_bytes(spec));
   PlannedLaunch planned;
-  planned.kernel = &launch::KernelRuntime::instance().load(spec, context, shared);
+  planned.shape = launch_shape(problem, spec);
+  planned.kernel =
+      &launch::KernelRuntime::instance().load(spec, context, planned.shape.dynamic_shared_bytes);
   const double softmax_scale = options.softmax_scale > 0.0
                                    ? options.softmax_scale
                                    : 1.0 / std::sqrt(static_cast<double>(problem.head_dim));
   planned.params.attention = make_params(problem, tensors, softmax_scale);
   planned.wgmma = spec.family == render::KernelFamily::kAttentionWgmma;
   if (planned.wgmma) encode_tensor_maps(planned.params, problem, tensors, spec);
-  planned.shape.grid[0] =
-      static_cast<unsigned>((problem.seq_q + config.block_m - 1) / config.block_m);
-  planned.shape.grid[1] = static_cast<unsigned>(problem.heads_q);
-  planned.shape.grid[2] = static_cast<unsigned>(problem.batch);
-  planned.shape.block[0] = static_cast<unsigned>(config.warps * 32);
-  planned.shape.dynamic_shared_bytes = shared;
   return planned;
 }
 

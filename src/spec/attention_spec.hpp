@@ -1,10 +1,13 @@
-// From an attention problem to the KernelSpec that serves it: the public enums in kernel terms,
-// the tile-config heuristic, and the checks a config must pass before anything is compiled.
+// From an attention problem to the KernelSpec that serves it: the public enums in kernel terms and
+// the tile-config heuristic. The checks a config must pass before anything is compiled and its
+// shared memory are the kernels' own (src/families/attention_family.hpp: validate_config,
+// shared_bytes).
 #pragma once
 
 #include <vector>
 
 #include "device/arch.hpp"
+#include "families/attention_family.hpp"
 #include "intfa/attention.hpp"
 #include "render/kernel_spec.hpp"
 
@@ -52,13 +55,6 @@ std::vector<KernelConfig> heuristic_configs(const SpecRequest& request);
 // The default config of the portable kernel (also the fallback when the Hopper kernel cannot
 // describe the tensors with TMA).
 KernelConfig portable_heuristic_config(const SpecRequest& request);
-
-// Shared memory the kernel of `spec` uses per block.
-int shared_bytes(const render::KernelSpec& spec);
-
-// Throws InvalidArgument naming the bad config field (block_m not 16 or 32 rows per warp, ...),
-// or Unsupported when the kernel would need more than `max_shared_bytes` of shared memory.
-void validate_config(const render::KernelSpec& spec, int max_shared_bytes);
 
 // Every tile config the tuner may try for `request` (before shared-memory pruning).
 std::vector<KernelConfig> candidate_configs(const SpecRequest& request);

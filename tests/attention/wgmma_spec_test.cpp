@@ -6,7 +6,7 @@
 #include <string>
 
 #include "attention/attention_test_support.hpp"
-#include "attention/tensor_maps.hpp"
+#include "families/attention_wgmma_family.hpp"
 #include "attention/wgmma_params.h"
 #include "intfa/errors.hpp"
 #include "render/render.hpp"

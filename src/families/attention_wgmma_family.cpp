@@ -1,13 +1,101 @@
-#include "attention/tensor_maps.hpp"
+#include "families/attention_wgmma_family.hpp"
 
 #include <cuda.h>
 
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
+#include "common/strings.hpp"
 #include "device/driver_api.hpp"
+#include "intfa/errors.hpp"
 
 namespace intfa::attention {
+namespace {
+
+using render::bool_argument;
+using render::element_type_argument;
+using render::option_argument;
+
+}  // namespace
+
+// The Hopper kernel has 8-bit Q.K, full or half INT8, and block_m = 64 per consumer warpgroup
+// (warps = 4 per warpgroup, one of them the producer).
+render::Instantiation wgmma_instantiation(const render::KernelSpec& spec) {
+  std::vector<std::string> arguments = {
+      std::to_string(spec.head_dim),           std::to_string(spec.block_n),
+      std::to_string(spec.warps / 4 - 1),      std::to_string(spec.stages),
+      option_argument(spec.variant),          element_type_argument(spec.input_type),
+      element_type_argument(spec.output_type), bool_argument(spec.causal),
+      option_argument(spec.p_encoding),    option_argument(spec.p_scale),
+      option_argument(spec.v_granularity)};
+  // Named only when per block (the default is per token): the other units stay as they were.
+  if (spec.k_granularity == kernels::KScaleGranularity::kPerBlock) {
+    arguments.push_back(option_argument(spec.k_granularity));
+  }
+  return {"attention/attention_forward_wgmma.cuh",
+          "intfa::kernels::attention_forward_wgmma<intfa::kernels::WgmmaAttentionConfig<" +
+              strings::join(arguments, ", ") + ">>",
+          "const __grid_constant__ intfa::kernels::WgmmaAttentionParams"};
+}
+
+int wgmma_shared_bytes(const render::KernelSpec& spec) {
+  const bool full_int8 = spec.variant == kernels::AttentionVariant::kFullInt8;
+  return kernels::wgmma_attention_shared_bytes(spec.head_dim, spec.block_m, spec.block_n,
+                                               spec.stages, full_int8 ? 1 : 2);
+}
+
+void validate_wgmma_config(const render::KernelSpec& spec) {
+  const std::string path = " with config.path = wgmma";
+  if (spec.arch != device::Arch::kSm90a) {
+    throw Unsupported("config.path = wgmma needs sm_90a (warpgroup MMAs and TMA); the target is " +
+                      device::arch_name(spec.arch));
+  }
+  if (spec.qk_bits != 8) {
+    throw InvalidArgument("problem.qk_bits", std::to_string(spec.qk_bits), "expected 8" + path);
+  }
+  if (spec.varlen) {
+    throw InvalidArgument("tensors.varlen", "(set)",
+                          "packed sequences need config.path = mma_sync");
+  }
+  const int consumer_groups = spec.warps / 4 - 1;
+  if (spec.warps % 4 != 0 || consumer_groups < 1 || consumer_groups > 3) {
+    throw InvalidArgument("config.warps", std::to_string(spec.warps),
+                          "expected 8, 12 or 16 (a producer and 1 to 3 consumer warpgroups)" +
+                              path);
+  }
+  if (consumer_groups == 3 && spec.head_dim > 128) {
+    throw InvalidArgument("config.warps", std::to_string(spec.warps),
+                          "3 consumer warpgroups leave 160 registers per thread: head_dim <= 128");
+  }
+  // Half INT8 keeps the FP32 output, S and the 16-bit P in registers together.
+  if (consumer_groups == 3 && spec.variant == kernels::AttentionVariant::kHalfInt8 &&
+      spec.head_dim > 64) {
+    throw InvalidArgument("config.warps", std::to_string(spec.warps),
+                          "3 consumer warpgroups leave 160 registers per thread: head_dim <= 64 "
+                          "for half_int8");
+  }
+  if (consumer_groups == 1 && spec.head_dim > 128) {
+    throw InvalidArgument("config.warps", std::to_string(spec.warps),
+                          "1 consumer warpgroup runs two blocks per SM (232 registers per "
+                          "thread, half the shared memory): head_dim <= 128");
+  }
+  if (spec.block_m != kernels::kWgmmaGroupRows * consumer_groups) {
+    throw InvalidArgument("config.block_m", std::to_string(spec.block_m),
+                          "expected 64 rows per consumer warpgroup (16 * (warps - 4))" + path);
+  }
+  if (spec.block_n != 64 && spec.block_n != 128) {
+    throw InvalidArgument("config.block_n", std::to_string(spec.block_n),
+                          "expected 64 or 128" + path);
+  }
+  if (spec.head_dim == 256 && spec.block_n != 64) {
+    throw InvalidArgument("config.block_n", std::to_string(spec.block_n),
+                          "expected 64 at head_dim 256 (registers)" + path);
+  }
+}
+
+// ---- The TMA descriptors ------------------------------------------------------------------------
+
 namespace {
 
 static_assert(sizeof(CUtensorMap) == sizeof(kernels::TensorMap), "TensorMap mirrors CUtensorMap");

@@ -1,0 +1,154 @@
+#include "families/attention_family.hpp"
+
+#include <string>
+#include <vector>
+
+#include "common/strings.hpp"
+#include "families/attention_wgmma_family.hpp"
+#include "intfa/errors.hpp"
+
+namespace intfa::attention {
+namespace {
+
+using render::bool_argument;
+using render::element_type_argument;
+using render::option_argument;
+
+void validate_mma_sync_config(const render::KernelSpec& spec) {
+  if (spec.qk_bits != 8 && spec.qk_bits != 4) {
+    throw InvalidArgument("problem.qk_bits", std::to_string(spec.qk_bits), "expected 8 or 4");
+  }
+  if (spec.warps != 2 && spec.warps != 4 && spec.warps != 8) {
+    throw InvalidArgument("config.warps", std::to_string(spec.warps), "expected 2, 4 or 8");
+  }
+  if (spec.block_m != 16 * spec.warps && spec.block_m != 32 * spec.warps) {
+    throw InvalidArgument("config.block_m", std::to_string(spec.block_m),
+                          "expected 16 or 32 rows per warp (16 * warps or 32 * warps)");
+  }
+  if (spec.block_n != 32 && spec.block_n != 64 && spec.block_n != 128) {
+    throw InvalidArgument("config.block_n", std::to_string(spec.block_n),
+                          "expected 32, 64 or 128");
+  }
+}
+
+kernels::Strides byte_strides(const TensorView& view, int element_bytes) {
+  return kernels::Strides{view.strides[0] * element_bytes, view.strides[1] * element_bytes,
+                          view.strides[2] * element_bytes};
+}
+
+}  // namespace
+
+render::Instantiation portable_instantiation(const render::KernelSpec& spec) {
+  std::vector<std::string> arguments = {
+      std::to_string(spec.head_dim),           std::to_string(spec.block_m),
+      std::to_string(spec.block_n),            std::to_string(spec.warps),
+      std::to_string(spec.stages),             option_argument(spec.variant),
+      std::to_string(spec.qk_bits),            element_type_argument(spec.input_type),
+      element_type_argument(spec.output_type), bool_argument(spec.causal),
+      option_argument(spec.p_encoding),    option_argument(spec.p_scale),
+      option_argument(spec.v_granularity)};
+  // Only varlen and per-block-K kernels name the last parameters (defaults: not varlen, K per
+  // token), so that the units and keys of the others stay as they were.
+  const bool per_block_k = spec.k_granularity == kernels::KScaleGranularity::kPerBlock;
+  if (spec.varlen || per_block_k) arguments.push_back(bool_argument(spec.varlen));
+  if (per_block_k) arguments.push_back(option_argument(spec.k_granularity));
+  return {"attention/attention_forward.cuh",
+          "intfa::kernels::attention_forward<intfa::kernels::AttentionConfig<" +
+              strings::join(arguments, ", ") + ">>",
+          "intfa::kernels::AttentionParams"};
+}
+
+int shared_bytes(const render::KernelSpec& spec) {
+  if (spec.family == render::KernelFamily::kAttentionWgmma) return wgmma_shared_bytes(spec);
+  return kernels::attention_shared_bytes(
+      spec.head_dim, spec.block_m, spec.block_n, spec.stages, spec.qk_bits,
+      spec.variant == kernels::AttentionVariant::kFullInt8,
+      spec.variant == kernels::AttentionVariant::kFullInt8 &&
+          spec.v_granularity == kernels::VScaleGranularity::kPerBlock);
+}
+
+void validate_config(const render::KernelSpec& spec, int max_shared_bytes) {
+  const std::string where = "config (" + spec.to_string() + ")";
+  if (spec.head_dim != 64 && spec.head_dim != 128 && spec.head_dim != 256) {
+    throw InvalidArgument("problem.head_dim", std::to_string(spec.head_dim),
+                          "supported head dims are 64, 128 and 256");
+  }
+  if (spec.k_granularity == kernels::KScaleGranularity::kPerBlock) {
+    if (spec.qk_bits != 8) {
+      throw InvalidArgument("options.k_granularity", "block",
+                            "per-block K scales need 8-bit Q.K (problem.qk_bits is " +
+                                std::to_string(spec.qk_bits) + ")");
+    }
+    if (spec.varlen) {
+      throw InvalidArgument("options.k_granularity", "block",
+                            "per-block K scales are for dense batches, not packed sequences");
+    }
+  }
+  if (spec.family == render::KernelFamily::kAttentionWgmma) {
+    validate_wgmma_config(spec);
+  } else {
+    validate_mma_sync_config(spec);
+  }
+  if (spec.stages < 2 || spec.stages > 4) {
+    throw InvalidArgument("config.stages", std::to_string(spec.stages), "expected 2 to 4");
+  }
+  const int needed = shared_bytes(spec);
+  if (needed > max_shared_bytes) {
+    throw Unsupported(where + " needs " + std::to_string(needed) +
+                      " bytes of shared memory per block; the device allows " +
+                      std::to_string(max_shared_bytes));
+  }
+}
+
+kernels::AttentionParams make_params(const AttentionProblem& problem,
+                                     const AttentionTensors& tensors, double softmax_scale) {
+  kernels::AttentionParams params{};
+  params.q = tensors.q.data;
+  params.k = tensors.k.data;
+  params.v = tensors.v.data;
+  params.q_scale = tensors.q_scale;
+  params.k_scale = tensors.k_scale;
+  params.v_scale = tensors.v_scale;
+  params.out = tensors.out.data;
+  params.lse = tensors.lse;
+  params.q_dot_k_mean = tensors.q_dot_k_mean;
+  params.q_strides = byte_strides(tensors.q, 1);
+  params.k_strides = byte_strides(tensors.k, 1);
+  if (problem.variant == Variant::kFullInt8) {
+    // Rows of the INT8 V layout are channels (dimension 3); tokens are contiguous.
+    params.v_strides = kernels::Strides{tensors.v.strides[0], tensors.v.strides[1],
+                                        tensors.v.strides[3]};
+  } else {
+    params.v_strides = byte_strides(tensors.v, 2);
+  }
+  params.out_strides = byte_strides(tensors.out, 2);
+  params.batch = problem.batch;
+  params.heads_q = problem.heads_q;
+  params.heads_kv = problem.heads_kv;
+  params.seq_q = problem.seq_q;
+  params.seq_kv = problem.seq_kv;
+  params.v_padded_seq = v_padded_seq(problem.seq_kv);
+  params.scale_log2 = static_cast<float>(softmax_scale * 1.4426950408889634);
+  if (tensors.varlen.enabled()) {
+    // Packed tensors are one batch: the kernel finds each sequence's rows from the offsets.
+    params.q_strides.batch = params.k_strides.batch = params.out_strides.batch = 0;
+    if (problem.variant != Variant::kFullInt8) params.v_strides.batch = 0;
+    params.cu_seqlens_q = tensors.varlen.cu_seqlens_q;
+    params.cu_seqlens_kv = tensors.varlen.cu_seqlens_kv;
+    params.total_q = tensors.varlen.total_q;
+    params.total_kv = tensors.varlen.total_kv;
+  }
+  return params;
+}
+
+launch::LaunchShape launch_shape(const AttentionProblem& problem, const render::KernelSpec& spec) {
+  launch::LaunchShape shape;
+  shape.grid[0] = static_cast<unsigned>((problem.seq_q + spec.block_m - 1) / spec.block_m);
+  shape.grid[1] = static_cast<unsigned>(problem.heads_q);
+  shape.grid[2] = static_cast<unsigned>(problem.batch);
+  shape.block[0] = static_cast<unsigned>(spec.warps * 32);
+  shape.dynamic_shared_bytes = static_cast<unsigned>(shared_bytes(spec));
+  return shape;
+}
+
+}  // namespace intfa::attention

@@ -1,0 +1,41 @@
+// The attention kernels: the portable one (KernelFamily::kAttention, mma.sync, every arch and the
+// fallback on sm_90; attention_forward.cuh) and what it shares with the Hopper kernel
+// (kAttentionWgmma, attention_wgmma_family.hpp). The portable kernel's instantiation; for both,
+// the shared memory, the checks a config must pass before anything is compiled, the
+// AttentionParams they take and the launch shape. The request, make_spec and the heuristic are
+// the spec layer's (src/spec/attention_spec.hpp); the JIT core reaches the instantiation through
+// src/families/kernel_families.cpp.
+//
+// Spec fields: head_dim, block_m, block_n, warps, stages, variant, qk_bits, output_type, causal,
+// varlen, k_granularity; full INT8 also p_encoding, p_scale and v_granularity, half INT8
+// input_type (V's).
+#pragma once
+
+#include "attention/attention_params.h"
+#include "intfa/attention.hpp"
+#include "launch/kernel_runtime.hpp"
+#include "render/kernel_spec.hpp"
+#include "render/render.hpp"
+
+namespace intfa::attention {
+
+// The render hook of the portable kernel.
+render::Instantiation portable_instantiation(const render::KernelSpec& spec);
+
+// Shared memory the kernel of `spec` uses per block.
+int shared_bytes(const render::KernelSpec& spec);
+
+// Throws InvalidArgument naming the bad config field (block_m not 16 or 32 rows per warp, ...),
+// or Unsupported when the kernel would need more than `max_shared_bytes` of shared memory.
+void validate_config(const render::KernelSpec& spec, int max_shared_bytes);
+
+// The parameters of both kernels (the Hopper kernel's WgmmaAttentionParams::attention) for the
+// caller's tensors.
+kernels::AttentionParams make_params(const AttentionProblem& problem,
+                                     const AttentionTensors& tensors, double softmax_scale);
+
+// One block per block_m query rows of each query head and batch, warps * 32 threads,
+// shared_bytes(spec) of dynamic shared memory.
+launch::LaunchShape launch_shape(const AttentionProblem& problem, const render::KernelSpec& spec);
+
+}  // namespace intfa::attention
