@@ -12,6 +12,9 @@
 
 namespace intfa::render {
 
+// Each family's host file (its spec fields, instantiation, shared memory, checks, launch shape and
+// parameters): src/families/quantize_family.hpp, attention_family.hpp, attention_wgmma_family.hpp
+// and src/decode/paged_family.hpp.
 enum class KernelFamily {
   kQuantizeRows,    // FP16/BF16 rows -> INT8 (or packed INT4) + one FP32 scale per row (Q, K)
   kChannelMean,     // per-(batch, head) channel means of K (the first pass of K smoothing)

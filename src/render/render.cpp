@@ -1,11 +1,5 @@
 #include "render/render.hpp"
 
-#include "api/option_names.hpp"
-#include "common/strings.hpp"
-#include "decode/paged_family.hpp"
-#include "families/attention_family.hpp"
-#include "families/attention_wgmma_family.hpp"
-#include "families/quantize_family.hpp"
 #include "intfa/errors.hpp"
 
 namespace intfa::render {
@@ -15,25 +9,6 @@ std::string element_type_argument(kernels::ElementType type) {
 }
 
 std::string bool_argument(bool value) { return value ? "true" : "false"; }
-
-namespace {
-
-Instantiation instantiation_for(const KernelSpec& spec) {
-  switch (spec.family) {
-    case KernelFamily::kQuantizeRows: return quantize::rows_instantiation(spec);
-    case KernelFamily::kChannelMean: return quantize::channel_mean_instantiation(spec);
-    case KernelFamily::kQuantizeVScale: return quantize::v_scale_instantiation(spec);
-    case KernelFamily::kQuantizeV: return quantize::v_instantiation(spec);
-    case KernelFamily::kAttention: return attention::portable_instantiation(spec);
-    case KernelFamily::kAttentionWgmma: return attention::wgmma_instantiation(spec);
-    case KernelFamily::kPagedAppend:
-    case KernelFamily::kPagedDecode:
-    case KernelFamily::kMergeStates: return paged::instantiation(spec);
-  }
-  throw InternalError("unknown KernelFamily");
-}
-
-}  // namespace
 
 RenderedUnit render(const KernelSpec& spec, const TemplateSet& templates) {
   if (spec.head_dim <= 0) {

@@ -26,12 +26,17 @@ struct RenderedUnit {
 };
 
 // Where a family's kernel lives and how it is named with the spec's values: what each family's
-// host code gives the renderer (families with their own host file: src/decode/paged_family.hpp).
+// host file gives the renderer (src/families/*_family.hpp, src/decode/paged_family.hpp).
 struct Instantiation {
   std::string header;
   std::string kernel;  // fully qualified template-id
   std::string params_type;
 };
+
+// The instantiation of `spec` by its family's host file: the JIT core's one question to the
+// kernel families. Defined by src/families/kernel_families.cpp, the one switch over KernelFamily,
+// so that render/ includes no family's header. Throws InternalError for an unknown family.
+Instantiation instantiation_for(const KernelSpec& spec);
 
 // The spec's values as template arguments of an instantiation: "intfa::kernels::ElementType::kF16",
 // "true", ...

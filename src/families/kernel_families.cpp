@@ -1,0 +1,30 @@
+// The one switch over KernelFamily: which family's host file gives the JIT core a spec's
+// instantiation (render::instantiation_for, declared in render/render.hpp). The switch lives here,
+// above the families, so that render/ includes none of their headers; render() reaches it through
+// the library's link, not through a registry filled by static initialisers (a static library
+// drops objects nothing references).
+#include "decode/paged_family.hpp"
+#include "families/attention_family.hpp"
+#include "families/attention_wgmma_family.hpp"
+#include "families/quantize_family.hpp"
+#include "intfa/errors.hpp"
+#include "render/render.hpp"
+
+namespace intfa::render {
+
+Instantiation instantiation_for(const KernelSpec& spec) {
+  switch (spec.family) {
+    case KernelFamily::kQuantizeRows: return quantize::rows_instantiation(spec);
+    case KernelFamily::kChannelMean: return quantize::channel_mean_instantiation(spec);
+    case KernelFamily::kQuantizeVScale: return quantize::v_scale_instantiation(spec);
+    case KernelFamily::kQuantizeV: return quantize::v_instantiation(spec);
+    case KernelFamily::kAttention: return attention::portable_instantiation(spec);
+    case KernelFamily::kAttentionWgmma: return attention::wgmma_instantiation(spec);
+    case KernelFamily::kPagedAppend:
+    case KernelFamily::kPagedDecode:
+    case KernelFamily::kMergeStates: return paged::instantiation(spec);
+  }
+  throw InternalError("unknown KernelFamily");
+}
+
+}  // namespace intfa::render
