@@ -75,7 +75,7 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
   if (wgmma_serves(request)) {
     // d <= 128 (not per-block V), with the softmax of 2026-11-24 (f16 P, vote-free folds,
     // uniform descriptors): the fastest of the sweep on the H100, B=4 H=32, causal off and on,
-    // both orders (bench/RESULTS.md, "2026-11-24: fewer instructions per score").
+    // both orders (bench/history/2026-11-24.md, "2026-11-24: fewer instructions per score").
     //   - Up to 1k tokens a block has 8 key tiles, and its fill and drain (the first tile's
     //     softmax, the last P.V, the epilogue) weigh most: one consumer warpgroup per block,
     //     two blocks per SM, so that one block's fill and drain overlap the other's main loop
@@ -88,9 +88,9 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
     const bool short_sequences = seq_bucket > 0 && seq_bucket <= kShortSequenceBucket;
     // Half INT8 (its FP32 output, S and 16-bit P do not fit three warpgroups' registers at
     // d=128), the fastest of the H100 sweep of 2026-11-24 at N = 1k, 4k, 16k, causal off and on
-    // (bench/RESULTS.md, "half INT8 on the Hopper kernel"): d=64, one consumer warpgroup, two
-    // blocks per SM (301-306 / 402-406 / 409-427 TOPS non-causal); d=128, two taking turns
-    // (424-433 / 589-595 / 633-636); d=256, two with 64-key tiles.
+    // (bench/history/2026-11-24.md, "Half INT8 on the Hopper kernel"): d=64, one consumer
+    // warpgroup, two blocks per SM (301-306 / 402-406 / 409-427 TOPS non-causal); d=128, two
+    // taking turns (424-433 / 589-595 / 633-636); d=256, two with 64-key tiles.
     if (request.variant == Variant::kHalfInt8) {
       if (request.head_dim <= 64) return KernelConfig{64, 128, 8, 2, KernelPath::kWgmma};
       return KernelConfig{128, request.head_dim >= 256 ? 64 : 128, 12, 2, KernelPath::kWgmma};

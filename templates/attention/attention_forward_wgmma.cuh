@@ -113,7 +113,8 @@ struct WgmmaAttentionConfig {
   // Per-block V folds per 64-token block, one block after the other, in main_loop.
   // Half INT8's turns (main_loop_16bit_pv_in_turns) keep S, P and the FP32 output; they pay at
   // d=128 (+4-5% at N >= 4k non-causal on the H100) and lose 16-26% at d=256, where the
-  // warpgroups run without them (bench/RESULTS.md, "half INT8 on the Hopper kernel").
+  // warpgroups run without them (bench/history/2026-11-24.md, "Half INT8 on the Hopper
+  // kernel").
   static constexpr int kTurnRegisters =
       kFullInt8 ? BlockN / 2 + BlockN / 8 + HeadDim : BlockN / 2 + BlockN / 4 + HeadDim / 2;
   static constexpr bool kTakesTurns = ConsumerGroups > 1 && !kPerBlockV &&
@@ -1028,7 +1029,8 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kBlocksPerSm)
   work.batch = blockIdx.z;
   work.head_kv = work.head_q / (params.attention.heads_q / params.attention.heads_kv);
   work.first_row = m_block * Config::kBlockM;
-  work.extent = sequence_extent<false, Config::kPerBlockK>(params.attention, work.batch, work.head_q, work.head_kv);
+  work.extent = sequence_extent<false, Config::kPerBlockK>(params.attention, work.batch,
+                                                            work.head_q, work.head_kv);
   work.causal_offset = work.extent.seq_kv - work.extent.seq_q;
   work.tiles = (work.extent.seq_kv + Config::kBlockN - 1) / Config::kBlockN;
   if (Config::kCausal) {
