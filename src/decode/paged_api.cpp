@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
-#include "attention/validation.hpp"
+#include "api/tensor_checks.hpp"
 #include "decode/paged_family.hpp"
 #include "device/device_info.hpp"
 #include "device/driver_api.hpp"
@@ -234,8 +234,8 @@ void paged_append(const PagedKVCache& cache, const TensorView& k, const TensorVi
   }
   if (tokens == 0) return;
   const std::array<std::int64_t, 4> extents = {1, cache.heads_kv, tokens, cache.head_dim};
-  attention::validate_view(k, {"k", extents, 2, 16});
-  attention::validate_view(v, {"v", extents, 2, 16});
+  checks::validate_view(k, {"k", extents, 2, 16});
+  checks::validate_view(v, {"v", extents, 2, 16});
   require_pointer(slot_mapping, "slot_mapping", 4);
   const long long rows = 2LL * tokens * cache.heads_kv;
   const int rows_per_block = kernels::kPagedRowThreads / (cache.head_dim / 8);
@@ -311,8 +311,8 @@ void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
   const kernels::ElementType output = float_type(tensors.out, "tensors.out");
   const std::array<std::int64_t, 4> extents = {problem.batch, problem.heads_q, problem.q_len,
                                                cache.head_dim};
-  attention::validate_view(tensors.q, {"tensors.q", extents, 2, 16});
-  attention::validate_view(tensors.out, {"tensors.out", extents, 2, 16});
+  checks::validate_view(tensors.q, {"tensors.q", extents, 2, 16});
+  checks::validate_view(tensors.out, {"tensors.out", extents, 2, 16});
   if (tensors.lse != nullptr) require_pointer(tensors.lse, "tensors.lse", 4);
   require_pointer(tensors.block_table, "tensors.block_table", 4);
   require_pointer(tensors.seq_lens, "tensors.seq_lens", 4);
@@ -425,9 +425,9 @@ void merge_states(const TensorShape& shape, const AttentionState& a, const Atten
   }
   const kernels::ElementType output = float_type(out.values, "out.values");
   const std::array<std::int64_t, 4> extents = {shape.batch, shape.heads, shape.seq, shape.head_dim};
-  attention::validate_view(a.values, {"a.values", extents, 2, 16});
-  attention::validate_view(b.values, {"b.values", extents, 2, 16});
-  attention::validate_view(out.values, {"out.values", extents, 2, 16});
+  checks::validate_view(a.values, {"a.values", extents, 2, 16});
+  checks::validate_view(b.values, {"b.values", extents, 2, 16});
+  checks::validate_view(out.values, {"out.values", extents, 2, 16});
   require_pointer(a.lse, "a.lse", 4);
   require_pointer(b.lse, "b.lse", 4);
   if (out.lse != nullptr) require_pointer(out.lse, "out.lse", 4);

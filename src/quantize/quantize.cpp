@@ -2,7 +2,7 @@
 // and launch shapes (src/families/quantize_family.hpp) on the caller's stream.
 #include "intfa/quantize.hpp"
 
-#include "attention/validation.hpp"
+#include "api/tensor_checks.hpp"
 #include "device/device_info.hpp"
 #include "device/driver_api.hpp"
 #include "families/quantize_family.hpp"
@@ -85,12 +85,12 @@ void validate_smoothing(const TensorShape& shape, const QuantizeOptions& options
 
 void quantize_qk(const TensorShape& shape, const TensorView& input, const TensorView& output,
                  float* scales, CUstream stream, const QuantizeOptions& options) {
-  attention::validate_shape(shape, "shape");
+  checks::validate_shape(shape, "shape");
   if (options.bits != 8 && options.bits != 4) {
     throw InvalidArgument("options.bits", std::to_string(options.bits), "expected 8 or 4");
   }
   const kernels::ElementType element = input_type(input, "input");
-  attention::validate_view(input, {"input", {shape.batch, shape.heads, shape.seq, shape.head_dim},
+  checks::validate_view(input, {"input", {shape.batch, shape.heads, shape.seq, shape.head_dim},
                                    2, 16});
   const DType output_dtype = options.bits == 8 ? DType::kI8 : DType::kI4x2;
   if (output.dtype != output_dtype) {
@@ -99,9 +99,9 @@ void quantize_qk(const TensorShape& shape, const TensorView& input, const Tensor
                               std::to_string(options.bits) + "-bit quantization");
   }
   const int output_row_bytes = shape.head_dim * options.bits / 8;
-  attention::validate_view(output,
+  checks::validate_view(output,
                            {"output", {shape.batch, shape.heads, shape.seq, output_row_bytes}, 1, 16});
-  attention::validate_scales(scales, "scales");
+  checks::validate_scales(scales, "scales");
 
   validate_smoothing(shape, options);
   const bool per_block = options.k_granularity == KScaleGranularity::kPerBlock;
@@ -142,8 +142,8 @@ void launch_quantize_v(const TensorShape& shape, const TensorView& input, const 
 
 void quantize_v(const TensorShape& shape, const TensorView& input, void* output, float* scales,
                 VScaleGranularity granularity, CUstream stream) {
-  attention::validate_shape(shape, "shape");
-  attention::validate_view(input, {"input", {shape.batch, shape.heads, shape.seq, shape.head_dim},
+  checks::validate_shape(shape, "shape");
+  checks::validate_view(input, {"input", {shape.batch, shape.heads, shape.seq, shape.head_dim},
                                    2, 16});
   launch_quantize_v(shape, input, nullptr, output, scales, granularity, stream);
 }
@@ -151,12 +151,12 @@ void quantize_v(const TensorShape& shape, const TensorView& input, void* output,
 void quantize_v_varlen(const TensorShape& shape, const TensorView& input, int total_kv,
                        const int* cu_seqlens_kv, void* output, float* scales,
                        VScaleGranularity granularity, CUstream stream) {
-  attention::validate_shape(shape, "shape");
+  checks::validate_shape(shape, "shape");
   if (total_kv < 1) {
     throw InvalidArgument("total_kv", std::to_string(total_kv), "expected >= 1");
   }
-  attention::validate_offsets(cu_seqlens_kv, "cu_seqlens_kv");
-  attention::validate_view(input, {"input", {1, shape.heads, total_kv, shape.head_dim}, 2, 16});
+  checks::validate_offsets(cu_seqlens_kv, "cu_seqlens_kv");
+  checks::validate_view(input, {"input", {1, shape.heads, total_kv, shape.head_dim}, 2, 16});
   launch_quantize_v(shape, input, cu_seqlens_kv, output, scales, granularity, stream);
 }
 
@@ -171,7 +171,7 @@ void launch_quantize_v(const TensorShape& shape, const TensorView& input, const 
     throw InvalidArgument("output", std::to_string(reinterpret_cast<std::uintptr_t>(output)),
                           "expected 16-byte alignment");
   }
-  attention::validate_scales(scales, "scales");
+  checks::validate_scales(scales, "scales");
 
   const LaunchContext where = current_launch_context(stream);
   const kernels::QuantizeVParams params =
