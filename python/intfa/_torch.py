@@ -637,8 +637,9 @@ def attention_int8(q, k, v, q_scale, k_scale, v_scale=None, *, is_causal=False, 
     of the given q and k (the smoothed ones, lower by sm_scale * q . k_mean).
     ``p_encoding`` "u8"/"s8" and ``p_scale`` "running"/"tile" select the full-INT8 P numerics.
     ``k_scale`` is per token, as ``quantize`` writes it (``attention``'s ``k_granularity``
-    "block" is not taken here). ``config`` (block_m, block_n, warps, stages) overrides the tile config the tuning database or
-    the heuristic would pick (benchmarks, tuning); the C++ runtime checks it before compiling."""
+    "block" is not taken here). ``config`` (block_m, block_n, warps, stages) overrides the tile
+    config the tuning database or the heuristic would pick (benchmarks, tuning); the C++ runtime
+    checks it before compiling."""
     arguments = None
     signature = None
     if not torch.compiler.is_compiling():
