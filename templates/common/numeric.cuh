@@ -84,6 +84,16 @@ __device__ __forceinline__ u32 round_small_nonnegative_to_bits(float x) {
   return static_cast<u32>(__float_as_int(x + kRoundingMagic));
 }
 
+// Eight values times `inverse`, each rounded half to even and clamped to [-range, range]: the
+// quantization step of every per-row and per-block quantizer (quantize_rows, paged_append).
+__device__ __forceinline__ void quantize_8(int (&quantized)[8], const float (&values)[8],
+                                           float inverse, int range) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    quantized[i] = max(-range, min(range, round_to_int(values[i] * inverse)));
+  }
+}
+
 // Eight INT8 values (in [-128, 127]) as one 8-byte store: value i in byte i.
 __device__ __forceinline__ void store_int8x8(u8* output, const int (&values)[8]) {
   u32 packed[2];

@@ -91,11 +91,7 @@ __global__ void __launch_bounds__(kPagedRowThreads) paged_append(const PagedAppe
   const bool nonzero = Bits == 8 ? amax > 0.0f : scale > 0.0f;
   const float inverse = nonzero ? divide_rn(1.0f, scale) : 0.0f;
   int quantized[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int q = round_to_int(values[i] * inverse);
-    quantized[i] = max(-static_cast<int>(Config::kRange), min(static_cast<int>(Config::kRange), q));
-  }
+  quantize_8(quantized, values, inverse, static_cast<int>(Config::kRange));
 
   const i64 page = slot >> cache.page_shift;
   const i64 cache_row =

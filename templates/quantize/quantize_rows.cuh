@@ -143,11 +143,7 @@ __global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams pa
   const float scale = divide_rn(amax, Config::kRange);
   const float inverse = amax > 0.0f ? divide_rn(1.0f, scale) : 0.0f;
   int quantized[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int q = round_to_int(values[i] * inverse);
-    quantized[i] = max(-static_cast<int>(Config::kRange), min(static_cast<int>(Config::kRange), q));
-  }
+  quantize_8(quantized, values, inverse, static_cast<int>(Config::kRange));
 
   u8* output = static_cast<u8*>(params.output) + b * params.output_batch_stride +
                h * params.output_head_stride + n * params.output_row_stride;
@@ -245,11 +241,7 @@ __global__ void __launch_bounds__(256) quantize_row_blocks(const QuantizeRowsPar
     const int n = block * kKTokenBlock + pass * Config::kRowsPerPass + row_in_pass;
     if (n >= params.seq) continue;
     int quantized[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const int q = round_to_int(values[pass][i] * inverse);
-      quantized[i] = max(-127, min(127, q));
-    }
+    quantize_8(quantized, values[pass], inverse, static_cast<int>(Config::kRange));
     store_int8x8(output + n * params.output_row_stride, quantized);
   }
   if (threadIdx.x == 0) params.scales[head_index * k_scale_blocks(params.seq) + block] = scale;
