@@ -53,6 +53,21 @@ def time_in_both_orders(contenders, repeats, where):
     return {name + "_ms": ms for name, ms in best.items() if ms is not None}
 
 
+@contextlib.contextmanager
+def q_pass():
+    """intfa.attention with Q quantized by its own pass (INTFA_QUANTIZE_Q_IN_KERNEL=0, read per
+    call), not by the Hopper kernel: what the package did before the kernel quantized Q."""
+    previous = os.environ.get("INTFA_QUANTIZE_Q_IN_KERNEL")
+    os.environ["INTFA_QUANTIZE_Q_IN_KERNEL"] = "0"
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ["INTFA_QUANTIZE_Q_IN_KERNEL"]
+        else:
+            os.environ["INTFA_QUANTIZE_Q_IN_KERNEL"] = previous
+
+
 def device_copy_gbps(repeats):
     """The bandwidth a plain 1 GiB device-to-device copy reaches: the yardstick for quantize."""
     source = torch.empty(1 << 30, dtype=torch.uint8, device="cuda").random_()
@@ -137,10 +152,11 @@ def main():
                         IntfaAttention(lib, q, k, v, causal, variant, options, **transforms))
                     contenders[name] = (runs[name].attend, contextlib.nullcontext)
                     if binding:  # intfa.attention as users call it: quantize + attend + host
-                        contenders[name + "_e2e"] = (end_to_end(q, k, v, causal, variant, options,
-                                                                k_granularity=args.k_scale,
-                                                                **transforms),
-                                                     contextlib.nullcontext)
+                        call = end_to_end(q, k, v, causal, variant, options,
+                                          k_granularity=args.k_scale, **transforms)
+                        contenders[name + "_e2e"] = (call, contextlib.nullcontext)
+                        # The same with Q's own quantize pass instead of the Hopper kernel's.
+                        contenders[name + "_e2e_q_pass"] = (call, q_pass)
                 row.update(time_in_both_orders(contenders, args.repeats, f"d={d} n={n}"))
                 for name, run in runs.items():
                     row[name + "_quant_ms"] = time_ms(run.quantize, max(5, args.repeats // 2))
@@ -165,9 +181,10 @@ def main():
              f"`{' '.join(sys.argv)}`", "",
              "| d | N | causal | SDPA flash TOPS | SDPA cuDNN TOPS | intfa full TOPS | full / flash"
              " | full / cuDNN | intfa half TOPS | half / cuDNN | full quant ms | `intfa.attention` "
-             "full TOPS | its / cuDNN | its / kernel only | `intfa.attention` half TOPS | its / "
-             "cuDNN |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "full TOPS | its / cuDNN | its / kernel only | with Q's own pass: full TOPS | "
+             "Q in kernel / Q pass | `intfa.attention` half TOPS | its / cuDNN | half with Q's "
+             "own pass TOPS |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     nan = float("nan")
     for r in rows:
         cudnn_ms = r.get("sdpa_cudnn_ms", nan)
@@ -180,8 +197,11 @@ def main():
             f"{r.get('intfa_full_e2e_tops', nan):.0f} | "
             f"{cudnn_ms / r.get('intfa_full_e2e_ms', nan):.2f}x | "
             f"{r['intfa_full_ms'] / r.get('intfa_full_e2e_ms', nan):.2f} | "
+            f"{r.get('intfa_full_e2e_q_pass_tops', nan):.0f} | "
+            f"{r.get('intfa_full_e2e_q_pass_ms', nan) / r.get('intfa_full_e2e_ms', nan):.3f}x | "
             f"{r.get('intfa_half_e2e_tops', nan):.0f} | "
-            f"{cudnn_ms / r.get('intfa_half_e2e_ms', nan):.2f}x |")
+            f"{cudnn_ms / r.get('intfa_half_e2e_ms', nan):.2f}x | "
+            f"{r.get('intfa_half_e2e_q_pass_tops', nan):.0f} |")
     with open(os.path.join(args.out_dir, "compare_sdpa.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

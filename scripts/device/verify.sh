@@ -12,7 +12,8 @@
 #             and `intfa tune --decode` over the INT4 configs;
 #   accuracy  the real kernels per input family and Q/K transform (bench/accuracy.py);
 #   e2e       `intfa.attention` and the kernel alone against SDPA (bench/compare_sdpa.py, both
-#             orders; E2E_HEAD_DIMS, E2E_SEQS, E2E_CAUSAL);
+#             orders; E2E_HEAD_DIMS, E2E_SEQS, E2E_CAUSAL, E2E_REPEATS, E2E_LIMIT_S);
+#   host      host time per call, layer by layer (bench/python_overhead.py);
 #   cost      the end-to-end cost of K smoothing and the rotation (bench/qk_transforms_cost.py).
 #   usage: INTFA_BUILD=build-dev scripts/device/verify.sh
 #          carry: a slim build with bin/ and lib/ (build-dev) and .deps (prepare_device_deps.sh)
@@ -78,10 +79,16 @@ if wants accuracy; then
 fi
 
 if wants e2e; then
-  TAIL_LINES=30 timed compare_sdpa 200 "$python" bench/compare_sdpa.py --intfa binding \
+  TAIL_LINES=30 timed compare_sdpa "${E2E_LIMIT_S:-200}" "$python" bench/compare_sdpa.py --intfa binding \
     --head-dims "${E2E_HEAD_DIMS:-128}" --seqs "${E2E_SEQS:-1024,4096,16384}" \
-    --causal "${E2E_CAUSAL:-off}" --repeats 10 --out-dir "$logs"
+    --causal "${E2E_CAUSAL:-off}" --repeats "${E2E_REPEATS:-10}" --out-dir "$logs"
   grep -E "^\|" "$logs/compare_sdpa.log" | tee -a "$summary" > /dev/null
+fi
+
+if wants host; then
+  TAIL_LINES=12 timed python_overhead 90 "$python" bench/python_overhead.py \
+    --json "$logs/python_overhead.json"
+  grep -E "us|µs" "$logs/python_overhead.log" | tee -a "$summary" > /dev/null
 fi
 
 if wants cost; then

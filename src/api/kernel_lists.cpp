@@ -14,13 +14,21 @@ namespace intfa::aot {
 std::vector<render::KernelSpec> attention_call_specs(const attention::SpecRequest& request,
                                                      DType dtype, const AttentionOptions& numerics,
                                                      const std::vector<KernelConfig>& configs) {
-  std::vector<render::KernelSpec> specs = quantize::call_specs(request, dtype, numerics);
+  // attention_forward_16bit's request: Hopper configs quantize Q in the kernel, and Q's own
+  // pass is listed only where some config does not.
+  const attention::SpecRequest call_request = attention::with_q_in_kernel(request, numerics, dtype);
   const int max_shared_bytes = device::default_max_shared_bytes(request.arch);
+  std::vector<render::KernelSpec> attention_specs;
+  bool q_rows_pass = false;
   for (const KernelConfig& config : configs) {
-    render::KernelSpec spec = attention::make_spec(request, config);
+    render::KernelSpec spec = attention::make_spec(call_request, config);
     attention::validate_config(spec, max_shared_bytes);
-    specs.push_back(std::move(spec));
+    q_rows_pass = q_rows_pass || !spec.quantizes_q;
+    attention_specs.push_back(std::move(spec));
   }
+  std::vector<render::KernelSpec> specs =
+      quantize::call_specs(request, dtype, numerics, q_rows_pass);
+  specs.insert(specs.end(), attention_specs.begin(), attention_specs.end());
   return specs;
 }
 

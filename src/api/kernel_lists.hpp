@@ -36,8 +36,9 @@ class KernelList {
 };
 
 // The kernels one attention_forward_16bit call of `request` with `dtype` inputs launches under
-// `numerics`: its quantize kernels (quantize::call_specs), then the attention kernel at each of
-// `configs`, each checked to fit the arch's shared memory (InvalidArgument otherwise).
+// `numerics`: its quantize kernels (quantize::call_specs; Q's only where a config's kernel does
+// not quantize Q itself), then the attention kernel at each of `configs`, each checked to fit the
+// arch's shared memory (InvalidArgument otherwise).
 std::vector<render::KernelSpec> attention_call_specs(const attention::SpecRequest& request,
                                                      DType dtype, const AttentionOptions& numerics,
                                                      const std::vector<KernelConfig>& configs);

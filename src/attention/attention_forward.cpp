@@ -75,7 +75,8 @@ std::size_t k_scale_count(KScaleGranularity granularity, int batch, int heads_kv
 namespace attention {
 
 PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensors& tensors,
-                          CUstream stream, const AttentionOptions& options) {
+                          CUstream stream, const AttentionOptions& options,
+                          const QInKernel* q_in_kernel) {
   validate_problem(problem);
   validate_options(problem, options);
   validate_tensors(problem, tensors, options);
@@ -90,6 +91,7 @@ PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensor
   SpecRequest request = request_for(info.arch, problem, options, tensors.out.dtype);
   request.varlen = tensors.varlen.enabled();
   request.v_type = problem.variant == Variant::kHalfInt8 ? tensors.v.dtype : DType::kF16;
+  if (q_in_kernel != nullptr) request = with_q_in_kernel(request, options, q_in_kernel->q.dtype);
   KernelConfig config = options.config ? *options.config : choose_config(request, problem, info);
   if (config.path == KernelPath::kWgmma) {
     if (const auto reason = tma_incompatibility(problem, tensors)) {
@@ -112,6 +114,15 @@ PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensor
   planned.params.attention = make_params(problem, tensors, softmax_scale);
   planned.wgmma = spec.family == render::KernelFamily::kAttentionWgmma;
   if (planned.wgmma) encode_tensor_maps(planned.params, problem, tensors, spec);
+  planned.quantizes_q = spec.quantizes_q;
+  if (spec.quantizes_q) {
+    // Element strides of the checked view (attention_forward_16bit) in bytes.
+    const TensorView& q = q_in_kernel->q;
+    planned.params.q_input.q = q.data;
+    planned.params.q_input.strides = {q.strides[0] * 2, q.strides[1] * 2, q.strides[2] * 2};
+    planned.params.q_input.k_channel_mean = q_in_kernel->k_channel_mean;
+    planned.params.q_input.q_dot_k_mean = q_in_kernel->q_dot_k_mean;
+  }
   return planned;
 }
 

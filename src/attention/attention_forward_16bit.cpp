@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <string>
 
+#include "attention/attention_launch.hpp"
 #include "attention/validation.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
@@ -176,16 +177,7 @@ void attention_forward_16bit(const AttentionProblem& problem, const AttentionInp
   k_options.k_granularity = options.k_granularity;
   if (options.smooth_k) k_options.smooth_k_channel_mean = floats(layout.k_mean);
   quantize_qk(k_shape, inputs.k, tensors.k, floats(layout.k_scale), stream, k_options);
-  QuantizeOptions q_options;
-  q_options.bits = problem.qk_bits;
-  q_options.rotate = options.rotate_qk;
-  if (options.smooth_k) {
-    q_options.k_channel_mean = floats(layout.k_mean);
-    q_options.k_channel_mean_heads = problem.heads_kv;
-    q_options.q_dot_k_mean = floats(layout.q_dot_k_mean);
-    tensors.q_dot_k_mean = floats(layout.q_dot_k_mean);
-  }
-  quantize_qk(q_shape, inputs.q, tensors.q, floats(layout.q_scale), stream, q_options);
+  if (options.smooth_k) tensors.q_dot_k_mean = floats(layout.q_dot_k_mean);
   if (problem.variant == Variant::kFullInt8) {
     if (inputs.varlen.enabled()) {
       quantize_v_varlen(v_shape, inputs.v, inputs.varlen.total_kv, inputs.varlen.cu_seqlens_kv,
@@ -200,7 +192,28 @@ void attention_forward_16bit(const AttentionProblem& problem, const AttentionInp
   } else {
     tensors.v = inputs.v;
   }
-  attention_forward(problem, tensors, stream, options);
+  // The Hopper kernel quantizes Q itself where it serves the call (one pass over Q fewer);
+  // otherwise Q gets its own pass here. Planned before any Q pass: the plan says which.
+  attention::QInKernel q_in_kernel;
+  q_in_kernel.q = inputs.q;
+  if (options.smooth_k) {
+    q_in_kernel.k_channel_mean = floats(layout.k_mean);
+    q_in_kernel.q_dot_k_mean = floats(layout.q_dot_k_mean);
+  }
+  const attention::PlannedLaunch planned =
+      attention::plan_launch(problem, tensors, stream, options, &q_in_kernel);
+  if (!planned.quantizes_q) {
+    QuantizeOptions q_options;
+    q_options.bits = problem.qk_bits;
+    q_options.rotate = options.rotate_qk;
+    if (options.smooth_k) {
+      q_options.k_channel_mean = floats(layout.k_mean);
+      q_options.k_channel_mean_heads = problem.heads_kv;
+      q_options.q_dot_k_mean = floats(layout.q_dot_k_mean);
+    }
+    quantize_qk(q_shape, inputs.q, tensors.q, floats(layout.q_scale), stream, q_options);
+  }
+  launch::launch(*planned.kernel, planned.shape, stream, planned.arguments());
 }
 
 }  // namespace intfa

@@ -12,20 +12,34 @@
 
 namespace intfa::attention {
 
+// attention_forward_16bit's 16-bit Q, which the Hopper kernel quantizes itself where it serves
+// the call (SpecRequest::quantize_q_in_kernel); with K smoothing, K's channel means in and the LSE
+// term out (the memory of AttentionTensors::q_dot_k_mean).
+struct QInKernel {
+  TensorView q;
+  const float* k_channel_mean = nullptr;
+  float* q_dot_k_mean = nullptr;
+};
+
 struct PlannedLaunch {
   const launch::LoadedKernel* kernel = nullptr;
   launch::LaunchShape shape;
   // The Hopper kernel takes all of it; the portable one only params.attention.
   kernels::WgmmaAttentionParams params{};
   bool wgmma = false;
+  // The kernel quantizes Q itself: the caller skips Q's quantize pass.
+  bool quantizes_q = false;
 
   const void* arguments() const {
     return wgmma ? static_cast<const void*>(&params) : static_cast<const void*>(&params.attention);
   }
 };
 
-// Validates, chooses the config, compiles or fetches the kernel; launches nothing.
+// Validates, chooses the config, compiles or fetches the kernel; launches nothing. With
+// `q_in_kernel`, a Hopper kernel takes that 16-bit Q and quantizes it (options.rotate_qk must be
+// off); tensors.q is then still checked, and read by the portable kernel if that one is chosen.
 PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensors& tensors,
-                          CUstream stream, const AttentionOptions& options);
+                          CUstream stream, const AttentionOptions& options,
+                          const QInKernel* q_in_kernel = nullptr);
 
 }  // namespace intfa::attention

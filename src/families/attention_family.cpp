@@ -15,6 +15,10 @@ using render::element_type_argument;
 using render::option_argument;
 
 void validate_mma_sync_config(const render::KernelSpec& spec) {
+  if (spec.quantizes_q) {
+    throw InvalidArgument("spec.quantizes_q", "true",
+                          "only the Hopper kernel (config.path = wgmma) quantizes Q itself");
+  }
   if (spec.qk_bits != 8 && spec.qk_bits != 4) {
     throw InvalidArgument("problem.qk_bits", std::to_string(spec.qk_bits), "expected 8 or 4");
   }

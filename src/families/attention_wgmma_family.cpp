@@ -29,9 +29,15 @@ render::Instantiation wgmma_instantiation(const render::KernelSpec& spec) {
       element_type_argument(spec.output_type), bool_argument(spec.causal),
       option_argument(spec.p_encoding),    option_argument(spec.p_scale),
       option_argument(spec.v_granularity)};
-  // Named only when per block (the default is per token): the other units stay as they were.
-  if (spec.k_granularity == kernels::KScaleGranularity::kPerBlock) {
+  // Named only where needed (the defaults are per-token K and INT8 Q): the other units stay as
+  // they were.
+  if (spec.k_granularity == kernels::KScaleGranularity::kPerBlock || spec.quantizes_q) {
     arguments.push_back(option_argument(spec.k_granularity));
+  }
+  if (spec.quantizes_q) {
+    arguments.push_back(bool_argument(true));
+    arguments.push_back(element_type_argument(spec.input_type));
+    arguments.push_back(bool_argument(spec.q_dot_k_mean));
   }
   return {"attention/attention_forward_wgmma.cuh",
           "intfa::kernels::attention_forward_wgmma<intfa::kernels::WgmmaAttentionConfig<" +
@@ -57,6 +63,14 @@ void validate_wgmma_config(const render::KernelSpec& spec) {
   if (spec.varlen) {
     throw InvalidArgument("tensors.varlen", "(set)",
                           "packed sequences need config.path = mma_sync");
+  }
+  if (spec.quantizes_q && spec.input_type == kernels::ElementType::kF32) {
+    throw InvalidArgument("spec.input_type", "f32", "expected f16 or bf16 (Q quantized in the "
+                          "kernel)");
+  }
+  if (spec.q_dot_k_mean && !spec.quantizes_q) {
+    throw InvalidArgument("spec.q_dot_k_mean", "true",
+                          "the LSE term comes from the kernel's own Q pass (spec.quantizes_q)");
   }
   const int consumer_groups = spec.warps / 4 - 1;
   if (spec.warps % 4 != 0 || consumer_groups < 1 || consumer_groups > 3) {

@@ -14,7 +14,7 @@ auto as_tuple(const KernelSpec& s) {
   return std::tie(s.family, s.arch, s.head_dim, s.block_m, s.block_n, s.warps, s.stages, s.qk_bits,
                   s.variant, s.input_type, s.output_type, s.causal, s.p_encoding, s.p_scale,
                   s.v_granularity, s.smooth_k, s.varlen, s.q_dot_k_mean, s.rotate,
-                  s.k_granularity);
+                  s.k_granularity, s.quantizes_q);
 }
 
 template <typename Enum, std::size_t N>
@@ -135,6 +135,7 @@ std::string KernelSpec::to_string() const {
                 " v=" + v_granularity_name(v_granularity);
       }
       text += k_blocks;
+      if (quantizes_q) text += q_dot_k_mean ? " q=in_kernel+q_dot_k_mean" : " q=in_kernel";
       break;
     case KernelFamily::kPagedAppend:
     case KernelFamily::kPagedDecode:
@@ -167,6 +168,7 @@ json::Value KernelSpec::to_json() const {
   object.set("q_dot_k_mean", q_dot_k_mean);
   object.set("rotate", rotate);
   object.set("k_granularity", k_granularity_name(k_granularity));
+  object.set("quantizes_q", quantizes_q);
   return object;
 }
 
@@ -205,7 +207,9 @@ KernelSpec KernelSpec::from_json(const json::Value& value) {
     spec.varlen = varlen != nullptr && varlen->as_bool();
     // Absent before K smoothing's LSE term and the rotation existed (issue 25): neither.
     for (auto [member, field] : {std::pair<const char*, bool*>{"q_dot_k_mean", &spec.q_dot_k_mean},
-                                 {"rotate", &spec.rotate}}) {
+                                 {"rotate", &spec.rotate},
+                                 // Absent before the Hopper kernel's own Q pass: INT8 Q.
+                                 {"quantizes_q", &spec.quantizes_q}}) {
       const json::Value* found = value.find(member);
       *field = found != nullptr && found->as_bool();
     }
@@ -248,6 +252,7 @@ std::size_t KernelSpecHash::operator()(const KernelSpec& s) const noexcept {
   mix(s.q_dot_k_mean);
   mix(s.rotate);
   mix(static_cast<int>(s.k_granularity));
+  mix(s.quantizes_q);
   return hash;
 }
 

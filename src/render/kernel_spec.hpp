@@ -41,7 +41,8 @@ struct KernelSpec {
 
   int qk_bits = 8;  // 8, or 4 for the INT4 Q.K option
   kernels::AttentionVariant variant = kernels::AttentionVariant::kFullInt8;
-  // Unquantized element type: the input of the quantize kernels, V of the half-INT8 variant.
+  // Unquantized element type: the input of the quantize kernels, V of the half-INT8 variant, Q of
+  // an attention kernel that quantizes Q itself.
   kernels::ElementType input_type = kernels::ElementType::kF16;
   kernels::ElementType output_type = kernels::ElementType::kF16;
   bool causal = false;
@@ -56,6 +57,10 @@ struct KernelSpec {
   bool rotate = false;
   // Attention: K's scales per token or per 64-key block; quantize_rows of K: which it writes.
   kernels::KScaleGranularity k_granularity = kernels::KScaleGranularity::kPerToken;
+  // The Hopper attention kernel: Q arrives in input_type (16 bits) and the kernel quantizes it
+  // per token itself (intfa.attention's path: one quantize pass fewer); with q_dot_k_mean it also
+  // writes K smoothing's LSE term.
+  bool quantizes_q = false;
 
   friend bool operator==(const KernelSpec& a, const KernelSpec& b);
   friend bool operator!=(const KernelSpec& a, const KernelSpec& b) { return !(a == b); }

@@ -1,5 +1,9 @@
 #include "spec/attention_spec.hpp"
 
+#include <optional>
+#include <string>
+
+#include "common/env.hpp"
 #include "intfa/errors.hpp"
 
 namespace intfa::attention {
@@ -34,6 +38,17 @@ SpecRequest request_for(device::Arch arch, const AttentionProblem& problem,
   return request;
 }
 
+SpecRequest with_q_in_kernel(SpecRequest request, const AttentionOptions& options, DType dtype) {
+  const std::optional<std::string> setting = env::get("INTFA_QUANTIZE_Q_IN_KERNEL");
+  const bool enabled = !setting || env::flag("INTFA_QUANTIZE_Q_IN_KERNEL");
+  if (enabled && request.qk_bits == 8 && !request.varlen && !options.rotate_qk) {
+    request.quantize_q_in_kernel = true;
+    request.q_type = dtype;
+    request.q_dot_k_mean = options.smooth_k;
+  }
+  return request;
+}
+
 render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& config) {
   render::KernelSpec spec;
   spec.family = config.path == KernelPath::kWgmma ? render::KernelFamily::kAttentionWgmma
@@ -63,6 +78,12 @@ render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& con
     // half-INT8 kernels have equal specs.
     spec.variant = kernels::AttentionVariant::kHalfInt8;
     spec.input_type = element_type(request.v_type, "tensors.v.dtype");
+  }
+  if (request.quantize_q_in_kernel && config.path == KernelPath::kWgmma) {
+    // Half INT8's V has Q's type (attention_forward_16bit takes one dtype for Q, K and V).
+    spec.quantizes_q = true;
+    spec.input_type = element_type(request.q_type, "inputs.q.dtype");
+    spec.q_dot_k_mean = request.q_dot_k_mean;
   }
   return spec;
 }

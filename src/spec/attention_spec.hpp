@@ -27,6 +27,12 @@ struct SpecRequest {
   PScaleReference p_scale = AttentionOptions{}.p_scale;
   VScaleGranularity v_granularity = AttentionOptions{}.v_granularity;
   KScaleGranularity k_granularity = AttentionOptions{}.k_granularity;
+  // attention_forward_16bit: Q arrives in q_type and the Hopper kernel quantizes it itself
+  // (KernelSpec::quantizes_q; with q_dot_k_mean, K is smoothed and it writes the LSE term too).
+  // make_spec honours it only for a Hopper config; the portable kernel takes quantize_rows' Q.
+  bool quantize_q_in_kernel = false;
+  DType q_type = DType::kF16;
+  bool q_dot_k_mean = false;
 };
 
 // The request of a dense call of `problem` with FP16/BF16 inputs and output of `io_type` under
@@ -34,6 +40,11 @@ struct SpecRequest {
 // problem into a request (attention_forward reads V's and the output's types from the tensors).
 SpecRequest request_for(device::Arch arch, const AttentionProblem& problem,
                         const AttentionOptions& options, DType io_type);
+
+// `request` as attention_forward_16bit asks for it, with `dtype` inputs under `options`: Q
+// quantized by the Hopper kernel itself where it can (8-bit Q.K, dense batches, no rotation of Q
+// and K) unless INTFA_QUANTIZE_Q_IN_KERNEL=0 (README.md, "Environment").
+SpecRequest with_q_in_kernel(SpecRequest request, const AttentionOptions& options, DType dtype);
 
 // The spec for `request` with tile config `config` (not validated).
 render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& config);

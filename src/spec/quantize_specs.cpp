@@ -3,7 +3,7 @@
 namespace intfa::quantize {
 
 std::vector<render::KernelSpec> call_specs(const attention::SpecRequest& request, DType dtype,
-                                           const AttentionOptions& options) {
+                                           const AttentionOptions& options, bool q_rows_pass) {
   const kernels::ElementType input = element_type(dtype);
   std::vector<render::KernelSpec> specs;
   if (options.smooth_k) specs.push_back(channel_mean_spec(request.arch, request.head_dim, input));
@@ -19,7 +19,8 @@ std::vector<render::KernelSpec> call_specs(const attention::SpecRequest& request
   specs.push_back(rows_spec(request.arch, request.head_dim, input, request.qk_bits, k_rows));
   const render::KernelSpec q_spec =
       rows_spec(request.arch, request.head_dim, input, request.qk_bits, q_rows);
-  if (q_spec != specs.back()) specs.push_back(q_spec);  // one kernel when K is not smoothed
+  // One kernel when K is not smoothed.
+  if (q_rows_pass && q_spec != specs.back()) specs.push_back(q_spec);
   if (request.variant == Variant::kFullInt8) {
     specs.push_back(v_spec(request.arch, request.head_dim, input, request.v_granularity));
     if (request.v_granularity != VScaleGranularity::kPerBlock) {

@@ -13,11 +13,12 @@
 
 namespace intfa::quantize {
 
-// Every quantize kernel one attention call of `request` with `dtype` inputs needs under `options`
-// (attention_forward_16bit's order): with K smoothing its mean pass, then K's rows and Q's rows
-// (smoothed, rotated, with the LSE term as options.smooth_k and options.rotate_qk say; K's per
-// token or per 64-row block as request.k_granularity says) and, for full INT8, V's passes.
+// Every quantize kernel one attention call of `request` with `dtype` inputs needs under `options`:
+// with K smoothing its mean pass, then K's rows and Q's rows (smoothed, rotated, with the LSE term
+// as options.smooth_k and options.rotate_qk say; K's per token or per 64-row block as
+// request.k_granularity says; Q's only with `q_rows`: not where the attention kernel quantizes Q
+// itself) and, for full INT8, V's passes.
 std::vector<render::KernelSpec> call_specs(const attention::SpecRequest& request, DType dtype,
-                                           const AttentionOptions& options);
+                                           const AttentionOptions& options, bool q_rows = true);
 
 }  // namespace intfa::quantize

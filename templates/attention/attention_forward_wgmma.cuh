@@ -35,10 +35,14 @@ namespace kernels {
 // Variant: full INT8 (P in 8 bits, INT8 V in the V layout) or half INT8 (P in VType, V the
 // caller's 16-bit tensor, P.V accumulated in FP32 by the wgmma into the output itself). PEnc,
 // PScale and VGranularity are full INT8's (the renderer passes their defaults for half INT8).
+// QuantizesQ: Q arrives in QType (16 bits) and the consumers quantize it per token themselves
+// (WgmmaAttention::quantize_q_tile), which saves intfa.attention the pass of quantize_rows over
+// Q; DotKMean: they also write q . (K's channel mean), K smoothing's LSE term.
 template <int HeadDim, int BlockN, int ConsumerGroups, int Stages, AttentionVariant Variant,
           ElementType VType, ElementType OutputType, bool Causal, PEncoding PEnc,
           PScaleReference PScale, VScaleGranularity VGranularity,
-          KScaleGranularity KGranularity = KScaleGranularity::kPerToken>
+          KScaleGranularity KGranularity = KScaleGranularity::kPerToken, bool QuantizesQ = false,
+          ElementType QType = ElementType::kF16, bool DotKMean = false>
 struct WgmmaAttentionConfig {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockN = BlockN;
@@ -54,6 +58,9 @@ struct WgmmaAttentionConfig {
   static constexpr VScaleGranularity kVGranularity = VGranularity;
   static constexpr bool kPerBlockV = kFullInt8 && VGranularity == VScaleGranularity::kPerBlock;
   static constexpr bool kPerBlockK = KGranularity == KScaleGranularity::kPerBlock;
+  static constexpr bool kQuantizesQ = QuantizesQ;
+  static constexpr ElementType kQType = QType;
+  static constexpr bool kDotKMean = DotKMean;
   static constexpr float kPRange = kUnsignedP ? 255.0f : 127.0f;
 
   // What the shared softmax and output code (OnlineSoftmax, store_output) reads: each warp
@@ -134,6 +141,8 @@ struct WgmmaAttentionConfig {
 
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(BlockN == 64 || BlockN == 128, "block_n 64 or 128 (a 64- or 128-byte V row)");
+  static_assert(!DotKMean || QuantizesQ, "the LSE term comes from the kernel's own Q pass");
+  static_assert(QType == ElementType::kF16 || QType == ElementType::kBF16, "16-bit Q");
   static_assert(ConsumerGroups >= 1 && ConsumerGroups <= 3, "1 to 3 consumer warpgroups");
   static_assert(Stages >= 2 && Stages <= 4, "2 to 4 pipeline stages");
   static_assert(kBlockM * HeadDim % 1024 == 0 && kKTileBytes % 1024 == 0, "aligned tiles");
@@ -250,7 +259,7 @@ struct WgmmaAttention {
                                                  const BlockWork& work, int lane) {
     constexpr int kSlab = Config::kSlabBytes;
     constexpr int kScalesPerLane = Config::kBlockN / 32;
-    if (lane == 0) {
+    if (lane == 0 && !Config::kQuantizesQ) {
       mbarrier_arrive_expect_bytes(shared.q_full(), Config::kQTileBytes);
 #pragma unroll
       for (int slab = 0; slab < Config::kSlabs; ++slab) {
@@ -322,6 +331,85 @@ struct WgmmaAttention {
   }
 
   // ---- consumers --------------------------------------------------------------------------
+  // The kernel's own Q pass (kQuantizesQ): this warpgroup's 64 rows of 16-bit Q, quantized per
+  // token into the Q tile's slabs where the TMA load would have put them (same swizzle). Each
+  // warp takes the 16 rows its MMA fragments cover, HeadDim / 8 lanes per row with 8 channels
+  // each: the lanes, the reductions (common/numeric.cuh) and the rounding of quantize_rows, so
+  // the INT8 rows, scales and LSE terms are bit for bit the ones that pass would write. All of
+  // the warp's row loads are issued first; their latency overlaps the producer's first K/V
+  // loads. Each lane gets its two rows' scales (fragment rows group and group + 8) with one
+  // shuffle per pass. The warpgroup then syncs on its own named barrier: wgmma reads all 64 rows.
+  __device__ __forceinline__ static void quantize_q_tile(const WgmmaAttentionParams& params,
+                                                         const SharedLayout& shared,
+                                                         const BlockWork& work, int group,
+                                                         int thread, LaneCoordinates coordinates,
+                                                         float (&q_scale_of_row)[2]) {
+    constexpr int kLanesPerRow = Config::kHeadDim / 8;
+    constexpr int kRowsPerPass = 32 / kLanesPerRow;  // per warp
+    constexpr int kPasses = 16 / kRowsPerPass;
+    constexpr int kSlab = Config::kSlabBytes;
+    using Slab = SwizzledTile<kSlab>;
+    const WgmmaQInput& input = params.q_input;
+    const int lane = thread & 31;
+    const int lane_in_row = lane % kLanesPerRow;
+    const int channel = lane_in_row * 8;
+    // The warp's first row within the block's tile, and in the sequence.
+    const int tile_row0 = group * kWgmmaGroupRows + (thread >> 5) * 16 + lane / kLanesPerRow;
+    const int row0 = work.first_row + tile_row0;
+    const u8* head_q = static_cast<const u8*>(input.q) + work.batch * input.strides.batch +
+                       work.head_q * input.strides.head + channel * 2;
+    uint4 raw[kPasses];
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int row = row0 + pass * kRowsPerPass;
+      raw[pass] = row < work.extent.seq_q
+                      ? *reinterpret_cast<const uint4*>(head_q + row * input.strides.row)
+                      : make_uint4(0, 0, 0, 0);
+    }
+    float mean[8];
+    if constexpr (Config::kDotKMean) {
+      const float* head_mean =
+          input.k_channel_mean +
+          (static_cast<i64>(work.batch) * params.attention.heads_kv + work.head_kv) *
+              Config::kHeadDim +
+          channel;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) mean[i] = head_mean[i];
+    }
+    // Fragment row r (0..15 of the warp) is quantized in pass r / kRowsPerPass by the lanes from
+    // (r % kRowsPerPass) * kLanesPerRow; rows group and group + 8 share that lane (8 is a
+    // multiple of kRowsPerPass).
+    const int source_lane = (coordinates.group % kRowsPerPass) * kLanesPerRow;
+    u8* const tile = const_cast<u8*>(shared.bytes) + (shared.q() - shared.base);
+    u8* const slab = tile + (channel / kSlab) * Config::kBlockM * kSlab + (channel % kSlab) % 16;
+    const int chunk = (channel % kSlab) / 16;
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      float values[8];
+      unpack_8_values<Config::kQType>(values, raw[pass]);
+      const int row = row0 + pass * kRowsPerPass;
+      if constexpr (Config::kDotKMean) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) dot = fmaf(values[i], mean[i], dot);
+        dot = row_sum<kLanesPerRow>(dot);
+        if (lane_in_row == 0 && row < work.extent.seq_q) {
+          input.q_dot_k_mean[work.extent.q_scale0 + row] = dot;
+        }
+      }
+      const RowScale scale = row_scale(row_max_abs<kLanesPerRow>(values), 127.0f);
+      int quantized[8];
+      quantize_8(quantized, values, scale.inverse, 127);
+      store_int8x8(slab + Slab::offset(tile_row0 + pass * kRowsPerPass, chunk), quantized);
+      const float row_scale_value = __shfl_sync(0xFFFFFFFFu, scale.scale, source_lane);
+      if (coordinates.group / kRowsPerPass == pass) q_scale_of_row[0] = row_scale_value;
+      if ((coordinates.group + 8) / kRowsPerPass == pass) q_scale_of_row[1] = row_scale_value;
+    }
+    fence_proxy_async_shared();
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + Config::kConsumerGroups + group) : "memory");
+  }
+
+
   // Issues S = Q K^T for this warpgroup's 64 rows and the tile in `slot` (wgmma_wait completes
   // it). The descriptors are offsets from the low words of the Q tile and of slot 0's K tile, which
   // the compiler takes once, outside the loops (SharedTileDescriptor).
@@ -520,13 +608,23 @@ struct WgmmaAttention {
     const int group_first_row = work.first_row + group * kWgmmaGroupRows;
     const int warp_first_row = group_first_row + (thread >> 5) * 16;
 
+    // The scales of this lane's two rows: from the kernel's own Q pass, or quantize_rows'.
+    float q_scale_of_row[2];
+    if constexpr (Config::kQuantizesQ) {
+      quantize_q_tile(params, shared, work, group, thread, coordinates, q_scale_of_row);
+    } else {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = warp_first_row + coordinates.group + 8 * half;
+        q_scale_of_row[half] =
+            row < work.extent.seq_q ? attention.q_scale[work.extent.q_scale0 + row] : 0.0f;
+      }
+    }
     RowState rows;
     // c is kept positive so that -inf * c stays -inf.
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      const int row = warp_first_row + coordinates.group + 8 * half;
-      const float q_scale =
-          row < work.extent.seq_q ? attention.q_scale[work.extent.q_scale0 + row] : 0.0f;
+      const float q_scale = q_scale_of_row[half];
       rows.c[0][half] = fmaxf(q_scale * attention.scale_log2, 1e-30f);
       rows.running_max[0][half] = negative_infinity();
       rows.frame[half] = RowFrame{negative_infinity(), 0.0f};
@@ -545,7 +643,7 @@ struct WgmmaAttention {
       const int last_key = group_first_row + kWgmmaGroupRows - 1 + work.causal_offset;
       visible_tiles = last_key < 0 ? 0 : min(visible_tiles, last_key / Config::kBlockN + 1);
     }
-    mbarrier_wait(shared.q_full(), 0);
+    if (!Config::kQuantizesQ) mbarrier_wait(shared.q_full(), 0);
     if constexpr (!Config::kFullInt8 && Config::kTakesTurns) {
       main_loop_16bit_pv_in_turns(o[0], rows, shared, work, group, warp_first_row, visible_tiles,
                                   coordinates);
@@ -687,6 +785,7 @@ struct WgmmaAttention {
 
   // Named barriers 1..ConsumerGroups (0 is __syncthreads) pass the turn to issue MMAs from one
   // consumer warpgroup to the next; each has the waiting warpgroup and the one passing it.
+  // (ConsumerGroups + 1 + group is warpgroup `group`'s own, for its Q pass: quantize_q_tile.)
   __device__ __forceinline__ static void wait_for_turn(int group) {
     asm volatile("bar.sync %0, 256;\n" ::"r"(1 + group) : "memory");
   }

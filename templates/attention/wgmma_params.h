@@ -11,13 +11,27 @@ namespace kernels {
 // The portable parameters (pointers, strides, lengths, scales) and the TMA descriptors of the
 // tiles the producer warp loads. The kernel takes it as a __grid_constant__, so the descriptors
 // stay in parameter memory, where TMA reads them.
-//   q_map, k_map: INT8 (head_dim, seq, heads, batch), box (slab bytes, block rows), swizzled.
+//   q_map, k_map: INT8 (head_dim, seq, heads, batch), box (slab bytes, block rows), swizzled
+//     (q_map unused when the kernel quantizes Q itself: q_input).
 //   v_map: full INT8: the INT8 V layout (v_padded_seq, head_dim, heads_kv, batch), box
 //     (block_n, head_dim); half INT8: 16-bit V (head_dim, seq_kv, heads_kv, batch), box
 //     (64 channels, block_n), swizzled: slabs of 64 channels.
+// The kernel's own Q pass (WgmmaAttentionConfig::kQuantizesQ; attention_forward_16bit): Q
+// arrives in 16 bits and each consumer warpgroup quantizes its 64 rows per token into the Q tile
+// exactly as quantize_rows would have (AttentionParams::q and q_scale are then unused).
+struct WgmmaQInput {
+  const void* q;     // FP16/BF16 [batch][heads_q][seq_q][head_dim], rows 16-byte aligned
+  Strides strides;   // in bytes
+  // With K smoothing (DotKMean): K's channel means [batch][heads_kv][head_dim] in, the LSE term
+  // q . mean per row out (AttentionParams::q_dot_k_mean's memory, which the epilogue reads).
+  const float* k_channel_mean;
+  float* q_dot_k_mean;
+};
+
 struct WgmmaAttentionParams {
   AttentionParams attention;
   TensorMap q_map, k_map, v_map;
+  WgmmaQInput q_input;
 };
 
 // Rows of one consumer warpgroup (the M of wgmma).

@@ -94,6 +94,52 @@ __device__ __forceinline__ void quantize_8(int (&quantized)[8], const float (&va
   }
 }
 
+// Eight 16-bit values from one 16-byte word (element 2i in the low half of word i).
+template <ElementType Type>
+__device__ __forceinline__ void unpack_8_values(float (&values)[8], uint4 raw) {
+  const u32 words[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    values[2 * i] = element_to_float<Type>(static_cast<u16>(words[i] & 0xFFFF));
+    values[2 * i + 1] = element_to_float<Type>(static_cast<u16>(words[i] >> 16));
+  }
+}
+
+// The sum of `part` over a row held by LanesPerRow consecutive lanes (xor shuffles, halving
+// offsets: every lane of the row gets the same sum, in the same order in every kernel).
+template <int LanesPerRow>
+__device__ __forceinline__ float row_sum(float part) {
+#pragma unroll
+  for (int offset = LanesPerRow / 2; offset > 0; offset /= 2) {
+    part += __shfl_xor_sync(0xFFFFFFFFu, part, offset);
+  }
+  return part;
+}
+
+// max|x| over a row held by LanesPerRow consecutive lanes, 8 values each.
+template <int LanesPerRow>
+__device__ __forceinline__ float row_max_abs(const float (&values)[8]) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(values[i]));
+#pragma unroll
+  for (int offset = LanesPerRow / 2; offset > 0; offset /= 2) {
+    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
+  }
+  return amax;
+}
+
+// The symmetric scale of a row whose largest magnitude is `amax` (amax / range, IEEE division)
+// and the factor the values are multiplied by before rounding (0 for a row of zeros): Algorithm
+// 1's per-token S_Q, S_K, shared by quantize_rows and the Hopper kernel's own Q pass.
+struct RowScale {
+  float scale, inverse;
+};
+__device__ __forceinline__ RowScale row_scale(float amax, float range) {
+  const float scale = divide_rn(amax, range);
+  return RowScale{scale, amax > 0.0f ? divide_rn(1.0f, scale) : 0.0f};
+}
+
 // Eight INT8 values (in [-128, 127]) as one 8-byte store: value i in byte i.
 __device__ __forceinline__ void store_int8x8(u8* output, const int (&values)[8]) {
   u32 packed[2];

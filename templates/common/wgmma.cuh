@@ -66,6 +66,13 @@ __device__ __forceinline__ u64 smem_descriptor(u32 address) {
 }
 
 // Orders earlier register writes (accumulators, register A operands) before the next wgmma.
+// Orders this thread's ordinary (generic-proxy) stores to shared memory before later reads of it
+// by the async proxy (wgmma's shared-memory operands, TMA stores): needed where threads, not TMA,
+// write a tile that wgmma reads (PTX ISA, "fence.proxy.async").
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }

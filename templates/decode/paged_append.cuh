@@ -57,12 +57,7 @@ __global__ void __launch_bounds__(kPagedRowThreads) paged_append(const PagedAppe
                        token * (is_v ? params.v_token_stride : params.k_token_stride) +
                        head * (is_v ? params.v_head_stride : params.k_head_stride) + channel;
     const uint4 raw = *reinterpret_cast<const uint4*>(input);
-    const u32 words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      values[2 * i] = element_to_float<InputType>(static_cast<u16>(words[i] & 0xFFFF));
-      values[2 * i + 1] = element_to_float<InputType>(static_cast<u16>(words[i] >> 16));
-    }
+    unpack_8_values<InputType>(values, raw);
     if (!is_v && cache.k_offset != nullptr) {
       const float* offset = cache.k_offset + head * HeadDim + channel;
 #pragma unroll
@@ -70,13 +65,7 @@ __global__ void __launch_bounds__(kPagedRowThreads) paged_append(const PagedAppe
     }
   }
 
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(values[i]));
-#pragma unroll
-  for (int offset = Config::kThreadsPerScale / 2; offset > 0; offset /= 2) {
-    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
-  }
+  const float amax = row_max_abs<Config::kThreadsPerScale>(values);
   if (!active) return;
 
   float scale = divide_rn(amax, Config::kRange);

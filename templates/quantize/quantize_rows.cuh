@@ -71,17 +71,6 @@ __device__ __forceinline__ void rotate_row(float (&values)[8], int lane_in_row) 
   for (int i = 0; i < 8; ++i) values[i] *= kNormaliser;
 }
 
-// Eight 16-bit values from one 16-byte word.
-template <ElementType InputType>
-__device__ __forceinline__ void unpack_8_values(float (&values)[8], uint4 raw) {
-  const u32 words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    values[2 * i] = element_to_float<InputType>(static_cast<u16>(words[i] & 0xFFFF));
-    values[2 * i + 1] = element_to_float<InputType>(static_cast<u16>(words[i] >> 16));
-  }
-}
-
 template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, bool Rotate>
 __global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams params) {
   using Config = QuantizeRowsConfig<HeadDim, InputType, Bits, SmoothK, DotKMean, Rotate>;
@@ -123,27 +112,16 @@ __global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams pa
       if (DotKMean) dot_k_mean = fmaf(values[i], mean[i], dot_k_mean);
     }
   }
-  if (DotKMean) {
-#pragma unroll
-    for (int offset = Config::kThreadsPerRow / 2; offset > 0; offset /= 2) {
-      dot_k_mean += __shfl_xor_sync(0xFFFFFFFFu, dot_k_mean, offset);
-    }
-  }
+  if (DotKMean) dot_k_mean = row_sum<Config::kThreadsPerRow>(dot_k_mean);
   if (Rotate) rotate_row<Config>(values, lane_in_row);
 
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(values[i]));
-#pragma unroll
-  for (int offset = Config::kThreadsPerRow / 2; offset > 0; offset /= 2) {
-    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
-  }
+  const float amax = row_max_abs<Config::kThreadsPerRow>(values);
   if (!active) return;
 
-  const float scale = divide_rn(amax, Config::kRange);
-  const float inverse = amax > 0.0f ? divide_rn(1.0f, scale) : 0.0f;
+  const RowScale row_scale_of_row = row_scale(amax, Config::kRange);
+  const float scale = row_scale_of_row.scale;
   int quantized[8];
-  quantize_8(quantized, values, inverse, static_cast<int>(Config::kRange));
+  quantize_8(quantized, values, row_scale_of_row.inverse, static_cast<int>(Config::kRange));
 
   u8* output = static_cast<u8*>(params.output) + b * params.output_batch_stride +
                h * params.output_head_stride + n * params.output_row_stride;
@@ -232,8 +210,9 @@ __global__ void __launch_bounds__(256) quantize_row_blocks(const QuantizeRowsPar
 #pragma unroll
   for (int warp = 0; warp < Config::kThreads / 32; ++warp) amax = fmaxf(amax, warp_max[warp]);
 
-  const float scale = divide_rn(amax, Config::kRange);
-  const float inverse = amax > 0.0f ? divide_rn(1.0f, scale) : 0.0f;
+  const RowScale block_scale = row_scale(amax, Config::kRange);
+  const float scale = block_scale.scale;
+  const float inverse = block_scale.inverse;
   u8* output = static_cast<u8*>(params.output) + b * params.output_batch_stride +
                h * params.output_head_stride + channel;
 #pragma unroll

@@ -10,7 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "attention/attention_launch.hpp"
 #include "attention/attention_test_support.hpp"
+#include "device/device_info.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
 #include "intfa/intfa.h"
@@ -18,6 +20,7 @@
 #include "reference/half.hpp"
 #include "reference/reference.hpp"
 #include "support/gpu.hpp"
+#include "support/temp_dir.hpp"
 
 namespace intfa {
 namespace {
@@ -174,107 +177,174 @@ TEST(Attention16bitCApi, SizesAndRefusesAsTheCppApi) {
   EXPECT_NE(std::string(intfa_last_error()).find("problem.variant"), std::string::npos);
 }
 
-// Random FP16 values as device bits in a dense BHND tensor of `shape`.
-device::DeviceBuffer random_f16(const TensorShape& shape, std::uint64_t seed) {
+// Random values of `dtype` (f16 or bf16) as device bits for a dense tensor of `shape`.
+device::DeviceBuffer random_16bit(const TensorShape& shape, DType dtype, std::uint64_t seed) {
   const std::size_t count =
       static_cast<std::size_t>(shape.batch) * shape.heads * shape.seq * shape.head_dim;
   const std::vector<float> values =
       reference::random_values(count, reference::Distribution::kNormal, seed);
   std::vector<std::uint16_t> bits(count);
-  for (std::size_t i = 0; i < count; ++i) bits[i] = reference::float_to_f16_bits(values[i]);
+  for (std::size_t i = 0; i < count; ++i) {
+    bits[i] = dtype == DType::kBF16 ? reference::float_to_bf16_bits(values[i])
+                                    : reference::float_to_f16_bits(values[i]);
+  }
   device::DeviceBuffer buffer(count * 2);
   buffer.upload(bits);
   return buffer;
 }
 
+// One call of the GPU test below: the problem, the inputs' dtype and Q's layout (BNHD: rows
+// strided by heads * head_dim), and the numerics options.
+struct StepsCase {
+  AttentionProblem problem;
+  DType dtype = DType::kF16;
+  Layout q_layout = Layout::kBHND;
+  bool smooth_k = false, rotate = false;
+
+  std::string describe() const {
+    return std::string(problem.variant == Variant::kFullInt8 ? "full" : "half") + " d" +
+           std::to_string(problem.head_dim) + " " + dtype_name(dtype) +
+           (q_layout == Layout::kBNHD ? " q=BNHD" : "") + " smooth_k=" + std::to_string(smooth_k) +
+           " rotate=" + std::to_string(rotate);
+  }
+};
+
+std::vector<StepsCase> steps_cases() {
+  std::vector<StepsCase> cases;
+  for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+    // The small problem (GQA, causal, tails) with every transform of Q and K.
+    for (const auto& [smooth_k, rotate] : {std::pair{false, false}, std::pair{true, false},
+                                           std::pair{false, true}, std::pair{true, true}}) {
+      StepsCase c;
+      c.problem = small_problem(variant);
+      c.smooth_k = smooth_k;
+      c.rotate = rotate;
+      cases.push_back(c);
+    }
+    // Where the Hopper kernel quantizes Q itself: several query blocks with a tail, each head
+    // dim, bf16, Q with strided rows, K smoothed (the LSE term) or not.
+    for (int head_dim : {128, 256}) {
+      StepsCase c;
+      c.problem = small_problem(variant);
+      c.problem.head_dim = head_dim;
+      c.problem.seq_q = 333;
+      c.problem.seq_kv = 200;
+      c.problem.causal = head_dim == 128;
+      c.dtype = head_dim == 128 ? DType::kBF16 : DType::kF16;
+      c.q_layout = head_dim == 128 ? Layout::kBNHD : Layout::kBHND;
+      c.smooth_k = head_dim == 256;
+      cases.push_back(c);
+    }
+  }
+  return cases;
+}
+
 // On a GPU: the one call writes, bit for bit, what quantize_qk, quantize_v and attention_forward
 // write into buffers of their own (so the workspace holds each tensor whole and apart), for both
 // variants, with and without K smoothing (K, then Q with the LSE term) and the rotation, and with
-// the LSE.
+// the LSE. On sm_90a the one call's Hopper kernel quantizes Q itself (checked through its plan):
+// its INT8 Q, scales and LSE term must be quantize_rows' to the bit for the outputs to match.
 TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
   INTFA_REQUIRE_GPU();
   const std::uint64_t seed = reference::fresh_seed();
-  for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
-    for (const auto& [smooth_k, rotate] : {std::pair{false, false}, std::pair{true, false},
-                                           std::pair{false, true}, std::pair{true, true}}) {
-      const AttentionProblem p = small_problem(variant);
-      const TensorShape q_shape{p.batch, p.heads_q, p.seq_q, p.head_dim};
-      const TensorShape kv_shape{p.batch, p.heads_kv, p.seq_kv, p.head_dim};
-      const device::DeviceBuffer q = random_f16(q_shape, seed);
-      const device::DeviceBuffer k = random_f16(kv_shape, seed + 1);
-      const device::DeviceBuffer v = random_f16(kv_shape, seed + 2);
-      const std::size_t out_count =
-          static_cast<std::size_t>(p.batch) * p.heads_q * p.seq_q * p.head_dim;
-      const std::size_t rows_q = static_cast<std::size_t>(p.batch) * p.heads_q * p.seq_q;
-      const std::size_t rows_k = static_cast<std::size_t>(p.batch) * p.heads_kv * p.seq_kv;
-      device::Stream stream;
+  testing::ScopedEnv unset("INTFA_QUANTIZE_Q_IN_KERNEL", nullptr);
+  int planned_in_kernel = 0;
+  for (const StepsCase& c : steps_cases()) {
+    const AttentionProblem& p = c.problem;
+    const TensorShape q_shape{p.batch, p.heads_q, p.seq_q, p.head_dim};
+    const TensorShape kv_shape{p.batch, p.heads_kv, p.seq_kv, p.head_dim};
+    const device::DeviceBuffer q = random_16bit(q_shape, c.dtype, seed);
+    const device::DeviceBuffer k = random_16bit(kv_shape, c.dtype, seed + 1);
+    const device::DeviceBuffer v = random_16bit(kv_shape, c.dtype, seed + 2);
+    const std::size_t out_count =
+        static_cast<std::size_t>(p.batch) * p.heads_q * p.seq_q * p.head_dim;
+    const std::size_t rows_q = static_cast<std::size_t>(p.batch) * p.heads_q * p.seq_q;
+    const std::size_t rows_k = static_cast<std::size_t>(p.batch) * p.heads_kv * p.seq_kv;
+    device::Stream stream;
 
-      // The one call, into poisoned outputs.
-      device::DeviceBuffer workspace(attention_workspace_bytes(p));
-      workspace.fill_bytes(0xFF);
-      device::DeviceBuffer out(out_count * 2), lse(rows_q * 4);
-      out.fill_bytes(0xFF);
-      lse.fill_bytes(0xFF);
-      AttentionInputs inputs;
-      inputs.q = TensorView::dense(q.get(), DType::kF16, Layout::kBHND, q_shape);
-      inputs.k = TensorView::dense(k.get(), DType::kF16, Layout::kBHND, kv_shape);
-      inputs.v = TensorView::dense(v.get(), DType::kF16, Layout::kBHND, kv_shape);
-      inputs.out = TensorView::dense(out.get(), DType::kF16, Layout::kBHND, q_shape);
-      inputs.lse = lse.as<float>();
-      AttentionOptions options;
-      options.smooth_k = smooth_k;
-      options.rotate_qk = rotate;
-      attention_forward_16bit(p, inputs, workspace.get(), workspace.bytes(), stream.get(), options);
+    // The one call, into poisoned outputs.
+    device::DeviceBuffer workspace(attention_workspace_bytes(p));
+    workspace.fill_bytes(0xFF);
+    device::DeviceBuffer out(out_count * 2), lse(rows_q * 4);
+    out.fill_bytes(0xFF);
+    lse.fill_bytes(0xFF);
+    AttentionInputs inputs;
+    inputs.q = TensorView::dense(q.get(), c.dtype, c.q_layout, q_shape);
+    inputs.k = TensorView::dense(k.get(), c.dtype, Layout::kBHND, kv_shape);
+    inputs.v = TensorView::dense(v.get(), c.dtype, Layout::kBHND, kv_shape);
+    inputs.out = TensorView::dense(out.get(), c.dtype, Layout::kBHND, q_shape);
+    inputs.lse = lse.as<float>();
+    AttentionOptions options;
+    options.smooth_k = c.smooth_k;
+    options.rotate_qk = c.rotate;
+    attention_forward_16bit(p, inputs, workspace.get(), workspace.bytes(), stream.get(), options);
 
-      // The steps, each into its own buffer.
-      device::DeviceBuffer q8(rows_q * p.head_dim), k8(rows_k * p.head_dim);
-      device::DeviceBuffer q_scale(rows_q * 4), k_scale(rows_k * 4), q_dot_k_mean(rows_q * 4);
-      device::DeviceBuffer k_mean(static_cast<std::size_t>(p.batch) * p.heads_kv * p.head_dim * 4);
-      device::DeviceBuffer v8(v_int8_bytes(p.batch, p.heads_kv, p.seq_kv, p.head_dim));
-      device::DeviceBuffer v_scale(v_scale_count(VScaleGranularity::kPerChannel, p.batch,
-                                                 p.heads_kv, p.seq_kv, p.head_dim) *
-                                   4);
-      device::DeviceBuffer expected_out(out_count * 2), expected_lse(rows_q * 4);
-      expected_out.fill_bytes(0xFF);
-      AttentionTensors tensors;
-      tensors.q = TensorView::dense(q8.get(), DType::kI8, Layout::kBHND, q_shape);
-      tensors.k = TensorView::dense(k8.get(), DType::kI8, Layout::kBHND, kv_shape);
-      QuantizeOptions k_options;
-      k_options.rotate = rotate;
-      if (smooth_k) k_options.smooth_k_channel_mean = k_mean.as<float>();
-      quantize_qk(kv_shape, inputs.k, tensors.k, k_scale.as<float>(), stream.get(), k_options);
-      QuantizeOptions q_options;
-      q_options.rotate = rotate;
-      if (smooth_k) {
-        q_options.k_channel_mean = k_mean.as<float>();
-        q_options.k_channel_mean_heads = p.heads_kv;
-        q_options.q_dot_k_mean = q_dot_k_mean.as<float>();
-        tensors.q_dot_k_mean = q_dot_k_mean.as<float>();
-      }
-      quantize_qk(q_shape, inputs.q, tensors.q, q_scale.as<float>(), stream.get(), q_options);
-      tensors.v = inputs.v;
-      if (variant == Variant::kFullInt8) {
-        quantize_v(kv_shape, inputs.v, v8.get(), v_scale.as<float>(),
-                   VScaleGranularity::kPerChannel, stream.get());
-        tensors.v = v_int8_view(v8.get(), p.batch, p.heads_kv, p.seq_kv, p.head_dim);
-        tensors.v_scale = v_scale.as<float>();
-      }
-      tensors.q_scale = q_scale.as<float>();
-      tensors.k_scale = k_scale.as<float>();
-      tensors.out = TensorView::dense(expected_out.get(), DType::kF16, Layout::kBHND, q_shape);
-      tensors.lse = expected_lse.as<float>();
-      attention_forward(p, tensors, stream.get());
-      stream.synchronize();
-
-      const auto got = out.download_as<std::uint16_t>(out_count);
-      const auto want = expected_out.download_as<std::uint16_t>(out_count);
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), out_count * 2), 0)
-          << (variant == Variant::kFullInt8 ? "full" : "half") << " smooth_k=" << smooth_k
-          << " rotate=" << rotate << " seed=" << seed;
-      const auto got_lse = lse.download_as<float>(rows_q);
-      const auto want_lse = expected_lse.download_as<float>(rows_q);
-      EXPECT_EQ(std::memcmp(got_lse.data(), want_lse.data(), rows_q * 4), 0);
+    // The steps, each into its own buffer.
+    device::DeviceBuffer q8(rows_q * p.head_dim), k8(rows_k * p.head_dim);
+    device::DeviceBuffer q_scale(rows_q * 4), k_scale(rows_k * 4), q_dot_k_mean(rows_q * 4);
+    device::DeviceBuffer k_mean(static_cast<std::size_t>(p.batch) * p.heads_kv * p.head_dim * 4);
+    device::DeviceBuffer v8(v_int8_bytes(p.batch, p.heads_kv, p.seq_kv, p.head_dim));
+    device::DeviceBuffer v_scale(v_scale_count(VScaleGranularity::kPerChannel, p.batch,
+                                               p.heads_kv, p.seq_kv, p.head_dim) *
+                                 4);
+    device::DeviceBuffer expected_out(out_count * 2), expected_lse(rows_q * 4);
+    expected_out.fill_bytes(0xFF);
+    AttentionTensors tensors;
+    tensors.q = TensorView::dense(q8.get(), DType::kI8, Layout::kBHND, q_shape);
+    tensors.k = TensorView::dense(k8.get(), DType::kI8, Layout::kBHND, kv_shape);
+    QuantizeOptions k_options;
+    k_options.rotate = c.rotate;
+    if (c.smooth_k) k_options.smooth_k_channel_mean = k_mean.as<float>();
+    quantize_qk(kv_shape, inputs.k, tensors.k, k_scale.as<float>(), stream.get(), k_options);
+    QuantizeOptions q_options;
+    q_options.rotate = c.rotate;
+    if (c.smooth_k) {
+      q_options.k_channel_mean = k_mean.as<float>();
+      q_options.k_channel_mean_heads = p.heads_kv;
+      q_options.q_dot_k_mean = q_dot_k_mean.as<float>();
+      tensors.q_dot_k_mean = q_dot_k_mean.as<float>();
     }
+    quantize_qk(q_shape, inputs.q, tensors.q, q_scale.as<float>(), stream.get(), q_options);
+    tensors.v = inputs.v;
+    if (p.variant == Variant::kFullInt8) {
+      quantize_v(kv_shape, inputs.v, v8.get(), v_scale.as<float>(),
+                 VScaleGranularity::kPerChannel, stream.get());
+      tensors.v = v_int8_view(v8.get(), p.batch, p.heads_kv, p.seq_kv, p.head_dim);
+      tensors.v_scale = v_scale.as<float>();
+    }
+    tensors.q_scale = q_scale.as<float>();
+    tensors.k_scale = k_scale.as<float>();
+    tensors.out = TensorView::dense(expected_out.get(), c.dtype, Layout::kBHND, q_shape);
+    tensors.lse = expected_lse.as<float>();
+    attention_forward(p, tensors, stream.get());
+    stream.synchronize();
+
+    // Which path the one call took: the plan it makes for these tensors.
+    attention::QInKernel q_in_kernel;
+    q_in_kernel.q = inputs.q;
+    q_in_kernel.k_channel_mean = k_mean.as<float>();
+    q_in_kernel.q_dot_k_mean = q_dot_k_mean.as<float>();
+    const bool in_kernel =
+        attention::plan_launch(p, tensors, stream.get(), options, &q_in_kernel).quantizes_q;
+    planned_in_kernel += in_kernel ? 1 : 0;
+    EXPECT_FALSE(in_kernel && c.rotate) << c.describe();
+
+    const auto got = out.download_as<std::uint16_t>(out_count);
+    const auto want = expected_out.download_as<std::uint16_t>(out_count);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), out_count * 2), 0)
+        << c.describe() << " Q in the kernel=" << in_kernel << " seed=" << seed;
+    const auto got_lse = lse.download_as<float>(rows_q);
+    const auto want_lse = expected_lse.download_as<float>(rows_q);
+    EXPECT_EQ(std::memcmp(got_lse.data(), want_lse.data(), rows_q * 4), 0)
+        << c.describe() << " Q in the kernel=" << in_kernel;
+  }
+  CUdevice device = 0;
+  INTFA_DRIVER(cuCtxGetDevice, &device);
+  if (device::cached_device_info(device).arch == device::Arch::kSm90a) {
+    // Every case without the rotation: 2 variants x (2 small + 2 larger).
+    EXPECT_EQ(planned_in_kernel, 8);
+  } else {
+    EXPECT_EQ(planned_in_kernel, 0);
   }
 }
 

@@ -110,6 +110,44 @@ TEST_P(AttentionCompile, PerBlockKKernelsCompile) {
   }
 }
 
+// The Hopper kernel that quantizes Q itself (attention_forward_16bit's request): every head dim,
+// both variants, both 16-bit types, with and without K smoothing's LSE term, causal and not. On
+// the other archs the same requests are the portable kernels the other tests compile.
+TEST_P(AttentionCompile, QInKernelKernelsCompile) {
+  std::vector<render::KernelSpec> specs;
+  std::set<std::string> distinct;
+  struct Case {
+    int head_dim;
+    Variant variant;
+    DType dtype;
+    bool smooth_k, causal;
+  };
+  for (const Case& c : {Case{64, Variant::kFullInt8, DType::kF16, true, false},
+                        Case{128, Variant::kFullInt8, DType::kBF16, false, true},
+                        Case{256, Variant::kFullInt8, DType::kF16, true, false},
+                        Case{64, Variant::kHalfInt8, DType::kBF16, true, true},
+                        Case{128, Variant::kHalfInt8, DType::kF16, false, false},
+                        Case{256, Variant::kHalfInt8, DType::kF16, true, false}}) {
+    SpecRequest request;
+    request.arch = GetParam();
+    request.head_dim = c.head_dim;
+    request.variant = c.variant;
+    request.causal = c.causal;
+    request.v_type = c.dtype;
+    request.output_type = c.dtype;
+    AttentionOptions options;
+    options.smooth_k = c.smooth_k;
+    const render::KernelSpec spec =
+        make_spec(with_q_in_kernel(request, options, c.dtype), heuristic_config(request));
+    EXPECT_EQ(spec.quantizes_q, GetParam() == device::Arch::kSm90a) << spec.to_string();
+    if (spec.quantizes_q && distinct.insert(spec.to_string()).second) specs.push_back(spec);
+  }
+  for (const testing::CompileFailure& failure :
+       testing::compile_all(specs, render::TemplateSet::embedded())) {
+    ADD_FAILURE() << failure.spec << ": " << failure.message;
+  }
+}
+
 // Varlen kernels (one head dim: the packed addressing does not depend on it), with the numerics
 // options that change what the kernel reads per sequence (per-block V scales, INT4 Q.K).
 TEST_P(AttentionCompile, VarlenKernelsCompile) {

@@ -11,6 +11,7 @@
 #include "intfa/errors.hpp"
 #include "render/render.hpp"
 #include "spec/attention_spec.hpp"
+#include "support/temp_dir.hpp"
 #include "tune/tune_test_support.hpp"
 #include "tune/tuning_database.hpp"
 
@@ -44,6 +45,16 @@ TEST(WgmmaSpec, TheHeuristicPicksTheHopperKernelExactlyWhereItServes) {
       EXPECT_EQ(heuristic_config(unserved).path, KernelPath::kMmaSync);
     }
   }
+}
+
+// The field an invalid spec is refused for ("(accepted)" when it is valid).
+std::string refused_field_of(const render::KernelSpec& spec) {
+  try {
+    validate_config(spec, 227 * 1024);
+  } catch (const InvalidArgument& error) {
+    return error.field();
+  }
+  return "(accepted)";
 }
 
 // The field an invalid Hopper config is refused for ("(accepted)" when it is valid).
@@ -124,6 +135,72 @@ TEST(WgmmaSpec, RendersTheWarpSpecialisedKernelWithAGridConstantParameter) {
             std::string::npos)
       << unit.source;
   EXPECT_EQ(render::KernelSpec::from_json(spec.to_json()), spec);
+}
+
+// attention_forward_16bit's request (with_q_in_kernel): the Hopper kernel quantizes Q itself, in
+// Q's type, with K smoothing's LSE term when K is smoothed; not on the portable kernel, not with
+// the rotation, INT4 Q.K or packed sequences, and not with INTFA_QUANTIZE_Q_IN_KERNEL=0.
+TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
+  testing::ScopedEnv unset("INTFA_QUANTIZE_Q_IN_KERNEL", nullptr);
+  AttentionOptions smoothed;  // K smoothing is the default
+  const SpecRequest hopper = with_q_in_kernel(sm90a_request(128), smoothed, DType::kBF16);
+  const render::KernelSpec spec = make_spec(hopper, heuristic_config(hopper));
+  EXPECT_TRUE(spec.quantizes_q);
+  EXPECT_TRUE(spec.q_dot_k_mean);
+  EXPECT_EQ(spec.input_type, kernels::ElementType::kBF16);
+  const render::RenderedUnit unit = render::render(spec, render::TemplateSet::embedded());
+  EXPECT_NE(unit.source.find("KScaleGranularity::kPerToken, true, "
+                             "intfa::kernels::ElementType::kBF16, true>"),
+            std::string::npos)
+      << unit.source;
+  EXPECT_NE(spec.to_string().find(" q=in_kernel+q_dot_k_mean"), std::string::npos);
+  EXPECT_EQ(render::KernelSpec::from_json(spec.to_json()), spec);
+  EXPECT_NO_THROW(validate_config(spec, 227 * 1024));
+
+  AttentionOptions plain;
+  plain.smooth_k = false;
+  const render::KernelSpec unsmoothed =
+      make_spec(with_q_in_kernel(sm90a_request(64), plain, DType::kF16),
+                heuristic_config(sm90a_request(64)));
+  EXPECT_TRUE(unsmoothed.quantizes_q);
+  EXPECT_FALSE(unsmoothed.q_dot_k_mean);
+
+  // Where Q keeps its own pass.
+  EXPECT_FALSE(make_spec(hopper, portable_heuristic_config(hopper)).quantizes_q);
+  AttentionOptions rotated;
+  rotated.rotate_qk = true;
+  SpecRequest int4 = sm90a_request(128);
+  int4.qk_bits = 4;
+  SpecRequest packed = sm90a_request(128);
+  packed.varlen = true;
+  for (const SpecRequest& request :
+       {with_q_in_kernel(sm90a_request(128), rotated, DType::kF16),
+        with_q_in_kernel(int4, smoothed, DType::kF16),
+        with_q_in_kernel(packed, smoothed, DType::kF16)}) {
+    EXPECT_FALSE(request.quantize_q_in_kernel);
+    EXPECT_FALSE(make_spec(request, KernelConfig{128, 128, 12, 2, KernelPath::kWgmma}).quantizes_q);
+  }
+  {
+    testing::ScopedEnv off("INTFA_QUANTIZE_Q_IN_KERNEL", "0");
+    EXPECT_FALSE(with_q_in_kernel(sm90a_request(128), smoothed, DType::kF16).quantize_q_in_kernel);
+  }
+  {
+    testing::ScopedEnv bad("INTFA_QUANTIZE_Q_IN_KERNEL", "sometimes");
+    try {
+      with_q_in_kernel(sm90a_request(128), smoothed, DType::kF16);
+      ADD_FAILURE() << "a malformed INTFA_QUANTIZE_Q_IN_KERNEL was accepted";
+    } catch (const InvalidArgument& error) {
+      EXPECT_EQ(error.field(), "INTFA_QUANTIZE_Q_IN_KERNEL");
+    }
+  }
+
+  // The portable kernel refuses a spec that asks it to quantize Q; the LSE term needs the pass.
+  render::KernelSpec portable = make_spec(sm90a_request(128), portable_heuristic_config(hopper));
+  portable.quantizes_q = true;
+  EXPECT_EQ(refused_field_of(portable), "spec.quantizes_q");
+  render::KernelSpec term_alone = make_spec(sm90a_request(128), heuristic_config(hopper));
+  term_alone.q_dot_k_mean = true;
+  EXPECT_EQ(refused_field_of(term_alone), "spec.q_dot_k_mean");
 }
 
 TEST(WgmmaSpec, FourNumberConfigsWithAProducerWarpgroupAreHopperConfigs) {
