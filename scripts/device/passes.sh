@@ -26,7 +26,8 @@ for r in rows:
     key = (r["ID"], r["Kernel Name"][:60])
     value = float(r["Metric Value"].replace(",", ""))
     unit = r["Metric Unit"]
-    scale = {"nsecond": 1e-3, "usecond": 1, "msecond": 1e3, "byte": 1e-6, "Kbyte": 1e-3,
+    scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1, "usecond": 1, "ms": 1e3, "msecond": 1e3,
+             "byte": 1e-6, "Kbyte": 1e-3,
              "Mbyte": 1, "Gbyte": 1e3, "%": 1}.get(unit, 1)
     kernels.setdefault(key, {})[r["Metric Name"]] = value * scale
 print(f"{sys.argv[2]}: kernel, us, MB read, MB written, % of DRAM peak")

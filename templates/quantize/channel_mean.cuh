@@ -3,7 +3,8 @@
 // them). One block per (batch, head), so the pass costs the same short time at any length: each
 // thread sums 8 consecutive channels (one 16-byte load per row) over a strided subset of the
 // samples, then the row phases are added pairwise through shared memory in a fixed order, so the
-// result does not depend on scheduling.
+// result does not depend on scheduling. A thread's loads are all issued before its first add:
+// the pass is one memory latency long, not one per few samples.
 #pragma once
 
 #include "common/numeric.cuh"
@@ -18,6 +19,8 @@ struct ChannelMeanConfig {
   static constexpr int kThreads = 512;
   static constexpr int kThreadsPerRow = HeadDim / 8;  // 8 channels per thread
   static constexpr int kRowPhases = kThreads / kThreadsPerRow;
+  // The most samples one thread adds (kChannelMeanSamples rows over kRowPhases phases).
+  static constexpr int kSamplesPerThread = (kChannelMeanSamples + kRowPhases - 1) / kRowPhases;
 };
 
 template <int HeadDim, ElementType InputType>
@@ -32,19 +35,26 @@ __global__ void __launch_bounds__(512) channel_mean(const ChannelMeanParams para
                      head * params.input_head_stride + 8 * lane_in_row;
   const int count = channel_mean_sample_count(params.seq);
 
+  uint4 raw[Config::kSamplesPerThread];
+#pragma unroll
+  for (int i = 0; i < Config::kSamplesPerThread; ++i) {
+    const int sample = phase + i * Config::kRowPhases;
+    if (sample < count) {
+      const i64 row = channel_mean_sample_row(sample, count, params.seq);
+      raw[i] = *reinterpret_cast<const uint4*>(input + row * params.input_row_stride);
+    }
+  }
+  // Added in sample order, as the samples' loop did.
   float sum[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) sum[i] = 0.0f;
-#pragma unroll 4
-  for (int sample = phase; sample < count; sample += Config::kRowPhases) {
-    const i64 row = channel_mean_sample_row(sample, count, params.seq);
-    const uint4 raw = *reinterpret_cast<const uint4*>(input + row * params.input_row_stride);
-    const u32 words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      sum[2 * i] += element_to_float<InputType>(static_cast<u16>(words[i] & 0xFFFF));
-      sum[2 * i + 1] += element_to_float<InputType>(static_cast<u16>(words[i] >> 16));
-    }
+  for (int i = 0; i < Config::kSamplesPerThread; ++i) {
+    if (phase + i * Config::kRowPhases >= count) break;
+    float values[8];
+    unpack_8_values<InputType>(values, raw[i]);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) sum[c] += values[c];
   }
   // Pairwise: phases [active, 2 active) hand their sums to phases [0, active).
 #pragma unroll
