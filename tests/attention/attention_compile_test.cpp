@@ -128,15 +128,13 @@ TEST_P(AttentionCompile, QInKernelKernelsCompile) {
                         Case{64, Variant::kHalfInt8, DType::kBF16, true, true},
                         Case{128, Variant::kHalfInt8, DType::kF16, false, false},
                         Case{256, Variant::kHalfInt8, DType::kF16, true, false}}) {
-    SpecRequest request;
-    request.arch = GetParam();
-    request.head_dim = c.head_dim;
-    request.variant = c.variant;
-    request.causal = c.causal;
-    request.v_type = c.dtype;
-    request.output_type = c.dtype;
+    AttentionProblem problem;
+    problem.head_dim = c.head_dim;
+    problem.variant = c.variant;
+    problem.causal = c.causal;
     AttentionOptions options;
     options.smooth_k = c.smooth_k;
+    const SpecRequest request = request_for(GetParam(), problem, options, c.dtype);
     const render::KernelSpec spec =
         make_spec(with_q_in_kernel(request, options, c.dtype), heuristic_config(request));
     EXPECT_EQ(spec.quantizes_q, GetParam() == device::Arch::kSm90a) << spec.to_string();
