@@ -161,7 +161,9 @@ void attention_forward(const AttentionProblem& problem, const AttentionTensors& 
 // `workspace` (Q and K per token, K smoothed and Q and K rotated as options.smooth_k and
 // options.rotate_qk say; V in the INT8 V layout with options.v_granularity) and attended to, all
 // on `stream`, with no allocation and no host synchronisation (CUDA-graph safe). Half INT8 reads V
-// as given.
+// as given. On sm_90a without the rotation the Hopper kernel quantizes Q itself (the same bits,
+// one pass fewer; INTFA_QUANTIZE_Q_IN_KERNEL=0 keeps Q's pass), so the workspace's Q part is then
+// not written.
 struct AttentionInputs {
   TensorView q;    // kF16/kBF16, [batch, heads_q, seq_q, head_dim], 16-byte rows, any strides
   TensorView k;    // q's dtype, [batch, heads_kv, seq_kv, head_dim]
@@ -182,8 +184,8 @@ std::size_t attention_workspace_bytes(const AttentionProblem& problem,
                                       const VarlenLayout& varlen = {});
 
 // Validates everything first (InvalidArgument naming "inputs.q.strides", "workspace_bytes", ...),
-// then launches the quantize kernels (K smoothing's mean pass, K, Q, V) and the attention kernel
-// on `stream`. Asynchronous.
+// then launches the quantize kernels (K smoothing's mean pass, K, V, and Q where the attention
+// kernel does not quantize it) and the attention kernel on `stream`. Asynchronous.
 void attention_forward_16bit(const AttentionProblem& problem, const AttentionInputs& inputs,
                              void* workspace, std::size_t workspace_bytes, CUstream stream,
                              const AttentionOptions& options = {});

@@ -170,30 +170,18 @@ void attention_forward_16bit(const AttentionProblem& problem, const AttentionInp
   tensors.out = inputs.out;
   tensors.lse = inputs.lse;
   tensors.varlen = inputs.varlen;
-  // K first: with smoothing, Q's pass reads K's channel means for the LSE term.
-  QuantizeOptions k_options;
-  k_options.bits = problem.qk_bits;
-  k_options.rotate = options.rotate_qk;
-  k_options.k_granularity = options.k_granularity;
-  if (options.smooth_k) k_options.smooth_k_channel_mean = floats(layout.k_mean);
-  quantize_qk(k_shape, inputs.k, tensors.k, floats(layout.k_scale), stream, k_options);
   if (options.smooth_k) tensors.q_dot_k_mean = floats(layout.q_dot_k_mean);
-  if (problem.variant == Variant::kFullInt8) {
-    if (inputs.varlen.enabled()) {
-      quantize_v_varlen(v_shape, inputs.v, inputs.varlen.total_kv, inputs.varlen.cu_seqlens_kv,
-                        base + layout.v, floats(layout.v_scale), options.v_granularity, stream);
-    } else {
-      quantize_v(v_shape, inputs.v, base + layout.v, floats(layout.v_scale),
-                 options.v_granularity, stream);
-    }
+  const bool full_int8 = problem.variant == Variant::kFullInt8;
+  if (full_int8) {
     tensors.v = v_int8_view(base + layout.v, problem.batch, problem.heads_kv, problem.seq_kv,
                             problem.head_dim);
     tensors.v_scale = floats(layout.v_scale);
   } else {
     tensors.v = inputs.v;
   }
-  // The Hopper kernel quantizes Q itself where it serves the call (one pass over Q fewer);
-  // otherwise Q gets its own pass here. Planned before any Q pass: the plan says which.
+  // The attention kernel's plan (its checks, its config, the kernel itself) before any launch.
+  // The Hopper kernel quantizes Q itself where it serves the call (one pass over Q fewer); the
+  // plan says whether Q still needs its own pass.
   attention::QInKernel q_in_kernel;
   q_in_kernel.q = inputs.q;
   if (options.smooth_k) {
@@ -202,6 +190,14 @@ void attention_forward_16bit(const AttentionProblem& problem, const AttentionInp
   }
   const attention::PlannedLaunch planned =
       attention::plan_launch(problem, tensors, stream, options, &q_in_kernel);
+
+  // K first: with smoothing, Q's pass (or the attention kernel's) reads K's channel means.
+  QuantizeOptions k_options;
+  k_options.bits = problem.qk_bits;
+  k_options.rotate = options.rotate_qk;
+  k_options.k_granularity = options.k_granularity;
+  if (options.smooth_k) k_options.smooth_k_channel_mean = floats(layout.k_mean);
+  quantize_qk(k_shape, inputs.k, tensors.k, floats(layout.k_scale), stream, k_options);
   if (!planned.quantizes_q) {
     QuantizeOptions q_options;
     q_options.bits = problem.qk_bits;
@@ -212,6 +208,15 @@ void attention_forward_16bit(const AttentionProblem& problem, const AttentionInp
       q_options.q_dot_k_mean = floats(layout.q_dot_k_mean);
     }
     quantize_qk(q_shape, inputs.q, tensors.q, floats(layout.q_scale), stream, q_options);
+  }
+  if (full_int8) {
+    if (inputs.varlen.enabled()) {
+      quantize_v_varlen(v_shape, inputs.v, inputs.varlen.total_kv, inputs.varlen.cu_seqlens_kv,
+                        base + layout.v, floats(layout.v_scale), options.v_granularity, stream);
+    } else {
+      quantize_v(v_shape, inputs.v, base + layout.v, floats(layout.v_scale),
+                 options.v_granularity, stream);
+    }
   }
   launch::launch(*planned.kernel, planned.shape, stream, planned.arguments());
 }

@@ -235,6 +235,17 @@ std::vector<StepsCase> steps_cases() {
       c.smooth_k = head_dim == 256;
       cases.push_back(c);
     }
+    // Past 1k tokens, the heuristic's long-sequence configs: full INT8 with three consumer
+    // warpgroups (the last query block's third warpgroup has no rows), half INT8 with two taking
+    // turns (the last block's second warpgroup has no rows but takes its turns), causal.
+    StepsCase c;
+    c.problem = small_problem(variant);
+    c.problem.head_dim = 128;
+    c.problem.seq_q = 1050;
+    c.problem.seq_kv = variant == Variant::kFullInt8 ? 1100 : 1050;
+    c.problem.causal = variant == Variant::kHalfInt8;
+    c.smooth_k = true;
+    cases.push_back(c);
   }
   return cases;
 }
@@ -341,8 +352,8 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
   CUdevice device = 0;
   INTFA_DRIVER(cuCtxGetDevice, &device);
   if (device::cached_device_info(device).arch == device::Arch::kSm90a) {
-    // Every case without the rotation: 2 variants x (2 small + 2 larger).
-    EXPECT_EQ(planned_in_kernel, 8);
+    // Every case without the rotation: 2 variants x (2 small + 2 larger + 1 long).
+    EXPECT_EQ(planned_in_kernel, 10);
   } else {
     EXPECT_EQ(planned_in_kernel, 0);
   }

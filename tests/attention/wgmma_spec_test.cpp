@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "api/kernel_lists.hpp"
 #include "attention/attention_test_support.hpp"
 #include "families/attention_wgmma_family.hpp"
 #include "attention/wgmma_params.h"
@@ -201,6 +202,31 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
   render::KernelSpec term_alone = make_spec(sm90a_request(128), heuristic_config(hopper));
   term_alone.q_dot_k_mean = true;
   EXPECT_EQ(refused_field_of(term_alone), "spec.q_dot_k_mean");
+}
+
+// What a deployment bundle lists for one 16-bit call: Q's rows kernel only where some listed
+// config's kernel does not quantize Q itself (a portable config beside the Hopper one, or the
+// variable set to 0 while the bundle is built).
+TEST(WgmmaSpec, TheCallListsLeaveQsPassOutOnlyWhereEveryKernelQuantizesQ) {
+  testing::ScopedEnv unset("INTFA_QUANTIZE_Q_IN_KERNEL", nullptr);
+  const SpecRequest request = sm90a_request(128);
+  const AttentionOptions numerics;  // K smoothed: Q's pass would write the LSE term
+  auto q_rows_listed = [&](const std::vector<KernelConfig>& configs) {
+    int q_rows = 0, attention_in_kernel = 0;
+    for (const render::KernelSpec& spec :
+         aot::attention_call_specs(request, DType::kF16, numerics, configs)) {
+      q_rows += spec.family == render::KernelFamily::kQuantizeRows && spec.q_dot_k_mean;
+      attention_in_kernel += spec.quantizes_q;
+    }
+    return std::pair{q_rows, attention_in_kernel};
+  };
+  const KernelConfig hopper = heuristic_config(request);
+  const KernelConfig portable = portable_heuristic_config(request);
+  EXPECT_EQ(q_rows_listed({hopper}), (std::pair{0, 1}));
+  EXPECT_EQ(q_rows_listed({hopper, portable}), (std::pair{1, 1}));
+  EXPECT_EQ(q_rows_listed({portable}), (std::pair{1, 0}));
+  testing::ScopedEnv off("INTFA_QUANTIZE_Q_IN_KERNEL", "0");
+  EXPECT_EQ(q_rows_listed({hopper}), (std::pair{1, 0}));
 }
 
 TEST(WgmmaSpec, FourNumberConfigsWithAProducerWarpgroupAreHopperConfigs) {

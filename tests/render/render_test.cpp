@@ -201,11 +201,18 @@ TEST(KernelSpecJson, ASpecWrittenBeforeVarlenExistedIsNotVarlen) {
   json::Value value = attention_spec().to_json();
   json::Value without = json::Value::object();
   for (const auto& [name, member] : value.as_object()) {
-    if (name != "varlen" && name != "k_granularity") without.set(name, member);
+    if (name != "varlen" && name != "k_granularity" && name != "quantizes_q") {
+      without.set(name, member);
+    }
   }
   const KernelSpec spec = KernelSpec::from_json(without);
   EXPECT_FALSE(spec.varlen);
+  EXPECT_FALSE(spec.quantizes_q);  // written before the Hopper kernel's own Q pass: INT8 Q
   EXPECT_EQ(spec, attention_spec());
+  // And the member round-trips where it is set.
+  KernelSpec quantizes_q = attention_spec();
+  quantizes_q.quantizes_q = true;
+  EXPECT_TRUE(KernelSpec::from_json(quantizes_q.to_json()).quantizes_q);
 }
 
 TEST(KernelSpecJson, BadMembersAreNamed) {
