@@ -1,4 +1,6 @@
-"""Head dims between the kernels' own (64, 128, 256): zero channels appended up to the next one.
+"""Head dims between the kernels' own (64, 128, 256): served by the next one, as if zero channels
+were appended (the C++ call reads them as zeros in place; pad_head_dim and padding_bytes remain
+for benchmarks that compare with padded copies).
 
 Why this is exact: a zero channel adds 0 to every q.k, so S = Q.K^T is unchanged, and the
 output's extra channels are P.0 = 0 and are dropped; per-token scales are max|row| / 127, and
@@ -8,9 +10,9 @@ a zero channel rather than dividing by its scale (templates/quantize), so P.V's 
 are 0 * 0. Only the softmax scale would change (1/sqrt(padded)), so the caller passes
 1/sqrt(original head dim) explicitly.
 
-The cost is the copies: reading Q, K and V and writing them padded, and the kernels reading the
-padded width, plus writing the padded output and copying its first channels out
-(``padding_bytes``). Functions taking tensors use only tensor methods and torch's F.pad.
+Padded copies would cost reading Q, K and V and writing them padded, plus writing the padded
+output and copying its first channels out (``padding_bytes``); reading the missing channels as
+zeros costs nothing. Functions taking tensors use only tensor methods and torch's F.pad.
 """
 import math
 

@@ -366,8 +366,9 @@ def _(q, k, v, is_causal, sm_scale, layout, variant, v_granularity, smooth_k, p_
 def _run_attention(q, k, v, out, op_arguments, return_lse, call=None):
     """intfa::attention_forward_16bit on checked q, k, v: into `out` (allocated when None), with
     the natural-log LSE [B, H_q, N_q] when `return_lse` (else None). A head dim between the
-    kernels' own runs on copies padded with zero channels (intfa/_padding.py says why that is
-    exact). `call`, when given, keeps the plan of its signature (a plain eager call's fast path).
+    kernels' own (a multiple of 8) runs the next kernel, which reads the missing channels as
+    zeros and leaves them out of `out` (intfa/_padding.py says why zero channels are exact).
+    `call`, when given, keeps the plan of its signature (a plain eager call's fast path).
 
     One C++ call quantizes Q, K (and V) into a workspace from torch's caching allocator and
     attends; the workspace goes back to the allocator at once, stream-ordered, as any temporary
@@ -380,29 +381,18 @@ def _run_attention(q, k, v, out, op_arguments, return_lse, call=None):
     if return_lse:
         b, heads_q, seq_q, _ = _bhnd(q, layout)
         lse = torch.empty((b, heads_q, seq_q), dtype=torch.float32, device=q.device)
-    head_dim = q.shape[-1]
-    kernel_dim = head_dim if head_dim in _padding.KERNEL_HEAD_DIMS else (
-        _padding.kernel_head_dim(head_dim))
-    if kernel_dim == head_dim:
-        inputs, kernel_out, scale = (q, k, v), out, sm_scale
-    else:
-        inputs = tuple(_padding.pad_head_dim(x, kernel_dim) for x in (q, k, v))
-        kernel_out = torch.empty(inputs[0].shape, dtype=q.dtype, device=q.device)
-        scale = _padding.softmax_scale(sm_scale, head_dim)
     plan = call.plan if call is not None else None
     if plan is None:
-        plan = _attention_plan(*inputs, kernel_out, is_causal, scale, layout, variant,
+        plan = _attention_plan(q, k, v, out, is_causal, sm_scale, layout, variant,
                                v_granularity, smooth_k, p_encoding, p_scale, rotate,
                                k_granularity)
         if call is not None:
             call.plan = plan
     workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=q.device)
     with _on(q.device):
-        plan.run(inputs[0].data_ptr(), inputs[1].data_ptr(), inputs[2].data_ptr(),
-                 kernel_out.data_ptr(), lse.data_ptr() if lse is not None else 0,
-                 workspace.data_ptr(), _stream(q.device))
-    if kernel_out is not out:
-        out.copy_(kernel_out[..., :head_dim])
+        plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
+                 lse.data_ptr() if lse is not None else 0, workspace.data_ptr(),
+                 _stream(q.device))
     # (With K smoothing the LSE is already that of the original scores: the kernel adds
     # sm_scale * q . k_mean back, intfa::AttentionInputs::lse.)
     return out, lse
@@ -754,9 +744,9 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
     score (a faster kernel), while a block's smaller keys are quantized with a coarser step (a
     little less accurate). ``attention_varlen`` and ``attention_int8`` keep K per token.
 
-    Head dims 64, 128 and 256 run natively; any other multiple of 8 up to 256 runs on copies
-    padded with zero channels to the next of them (exact: intfa/_padding.py), at the cost of the
-    copies, with the default scale still 1/sqrt(D).
+    Head dims 64, 128 and 256 run their own kernels; any other multiple of 8 up to 256 runs the
+    next of them, which reads the missing channels as zeros (exact: intfa/_padding.py) and writes
+    only the caller's, with no copies and the default scale still 1/sqrt(D).
 
     ``return_lse``: also returns the natural-log log-sum-exp of each query's scaled scores,
     float32 [B, H_q, N_q] whatever the layout (FlashAttention's softmax_lse; -inf for a query that
@@ -945,12 +935,11 @@ def _check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant, v_gra
             "q.shape", tuple(q.shape), f"supported head dims are multiples of 8 up to 256 (64, "
             f"128 and 256 natively, others padded to the next of them), not {head_dim} (the head "
             "dim of q)"))
-    if kernel_dim == head_dim:  # (a padded call reads copies)
-        for name, tensor in (("q", q), ("k", k), ("v", v)):
-            if tensor.stride(-1) != 1:
-                raise _unservable("strides", invalid_argument(
-                    f"{name}.stride", tensor.stride(),
-                    "expected stride 1 on the head dim (the last dimension)"))
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        if tensor.stride(-1) != 1:
+            raise _unservable("strides", invalid_argument(
+                f"{name}.stride", tensor.stride(),
+                "expected stride 1 on the head dim (the last dimension)"))
     _check_attention_problem(q, k, layout, bool(is_causal), numerics.variant, kernel_dim)
     _check_out(out, q)
     _check_kernel_device(q, k, v)

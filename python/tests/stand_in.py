@@ -1,4 +1,4 @@
-"""A stand-in for intfa's C++ plan, so that the torch layer's path to the kernel (padding, out=,
+"""A stand-in for intfa's C++ plan, so that the torch layer's path to the kernel (head dims, out=,
 the LSE, the plan per signature, the integrations' routing) runs without a GPU on CPU tensors.
 
 ``StandInPlan`` is made with the tensors ``_attention_plan`` is given and, at ``run``, reads and

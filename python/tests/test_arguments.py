@@ -76,10 +76,11 @@ class AttentionArgumentsTest(ArgumentsCase):
             q = halves(1, 2, 16, head_dim)
             self.assert_invalid("q.device", strict_attention, q, q, q)
 
-    def test_a_strided_head_dim_is_copied_when_padded(self):
-        # Padding copies q, k and v, so the stride-1 rule is the native head dims' only.
+    def test_a_strided_head_dim_is_refused_between_the_kernels_too(self):
+        # The kernels read the caller's rows at every head dim (nothing is copied), so the
+        # stride-1 rule holds for all of them.
         q = halves(1, 2, 80, 16).transpose(2, 3)
-        self.assert_invalid("q.device", strict_attention, q, halves(1, 2, 16, 80),
+        self.assert_invalid("q.stride", strict_attention, q, halves(1, 2, 16, 80),
                             halves(1, 2, 16, 80))
 
     def test_v_with_another_head_dim_than_k_names_v(self):

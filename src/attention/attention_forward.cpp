@@ -79,7 +79,8 @@ PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensor
                           const QInKernel* q_in_kernel) {
   validate_problem(problem);
   validate_options(problem, options);
-  validate_tensors(problem, tensors, options);
+  validate_tensors(problem, tensors, options,
+                   q_in_kernel != nullptr ? q_in_kernel->head_dim : 0);
 
   const CUcontext context = launch::launch_context(stream);
   CUdevice device = 0;
@@ -112,6 +113,9 @@ PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensor
                                    ? options.softmax_scale
                                    : 1.0 / std::sqrt(static_cast<double>(problem.head_dim));
   planned.params.attention = make_params(problem, tensors, softmax_scale);
+  if (q_in_kernel != nullptr && q_in_kernel->head_dim > 0) {
+    planned.params.attention.out_head_dim = q_in_kernel->head_dim;
+  }
   planned.wgmma = spec.family == render::KernelFamily::kAttentionWgmma;
   if (planned.wgmma) encode_tensor_maps(planned.params, problem, tensors, spec);
   planned.quantizes_q = spec.quantizes_q;

@@ -1,5 +1,6 @@
 // intfa::attention_forward_16bit: FP16/BF16 inputs quantized into a caller's workspace, then
 // attention_forward; the one C++ call behind `intfa.attention`.
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -8,6 +9,7 @@
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
 #include "intfa/quantize.hpp"
+#include "quantize/quantize_internal.hpp"
 
 namespace intfa {
 namespace {
@@ -112,9 +114,28 @@ void validate_inputs(const AttentionProblem& problem, const AttentionInputs& inp
   }
 }
 
+// A head dim between the kernels' (a multiple of 8 up to 256 other than 64, 128 and 256) is
+// served by the next kernel's: `problem` at that head dim (templates/attention/README.md, "Head
+// dims between the kernels'"). Throws InvalidArgument for any other head dim.
+constexpr int kHeadDimMultiple = 8;
+
+AttentionProblem kernel_problem(const AttentionProblem& problem) {
+  if (problem.head_dim < kHeadDimMultiple || problem.head_dim > 256 ||
+      problem.head_dim % kHeadDimMultiple != 0) {
+    throw InvalidArgument("problem.head_dim", std::to_string(problem.head_dim),
+                          "expected a multiple of 8 up to 256 (64, 128 and 256 run their own "
+                          "kernels, others the next of them)");
+  }
+  AttentionProblem kernel = problem;
+  kernel.head_dim = problem.head_dim <= 64 ? 64 : problem.head_dim <= 128 ? 128 : 256;
+  return kernel;
+}
+
 }  // namespace
 
-std::size_t attention_workspace_bytes(const AttentionProblem& problem, const VarlenLayout& varlen) {
+std::size_t attention_workspace_bytes(const AttentionProblem& caller_problem,
+                                      const VarlenLayout& varlen) {
+  const AttentionProblem problem = kernel_problem(caller_problem);
   attention::validate_problem(problem);
   if (packed(varlen)) {
     // Only the totals size the workspace; the offsets may come later.
@@ -128,12 +149,18 @@ std::size_t attention_workspace_bytes(const AttentionProblem& problem, const Var
   return workspace_layout(problem, varlen).total;
 }
 
-void attention_forward_16bit(const AttentionProblem& problem, const AttentionInputs& inputs,
+void attention_forward_16bit(const AttentionProblem& caller_problem, const AttentionInputs& inputs,
                              void* workspace, std::size_t workspace_bytes, CUstream stream,
-                             const AttentionOptions& options) {
+                             const AttentionOptions& caller_options) {
+  // The kernels' problem; the inputs and the output keep the caller's head dim (`channels`),
+  // and the softmax scale defaults to that head dim's.
+  const AttentionProblem problem = kernel_problem(caller_problem);
+  const int channels = caller_problem.head_dim;
   attention::validate_problem(problem);
+  AttentionOptions options = caller_options;
   attention::validate_options(problem, options);
-  validate_inputs(problem, inputs);
+  if (options.softmax_scale == 0.0) options.softmax_scale = 1.0 / std::sqrt(static_cast<double>(channels));
+  validate_inputs(caller_problem, inputs);
   if (inputs.varlen.enabled() && options.k_granularity == KScaleGranularity::kPerBlock) {
     throw InvalidArgument("options.k_granularity", "block",
                           "per-block K scales are for dense batches, not packed sequences");
@@ -184,6 +211,7 @@ void attention_forward_16bit(const AttentionProblem& problem, const AttentionInp
   // plan says whether Q still needs its own pass.
   attention::QInKernel q_in_kernel;
   q_in_kernel.q = inputs.q;
+  q_in_kernel.head_dim = channels;
   if (options.smooth_k) {
     q_in_kernel.k_channel_mean = floats(layout.k_mean);
     q_in_kernel.q_dot_k_mean = floats(layout.q_dot_k_mean);
@@ -197,7 +225,8 @@ void attention_forward_16bit(const AttentionProblem& problem, const AttentionInp
   k_options.rotate = options.rotate_qk;
   k_options.k_granularity = options.k_granularity;
   if (options.smooth_k) k_options.smooth_k_channel_mean = floats(layout.k_mean);
-  quantize_qk(k_shape, inputs.k, tensors.k, floats(layout.k_scale), stream, k_options);
+  quantize::quantize_qk_channels(k_shape, channels, inputs.k, tensors.k, floats(layout.k_scale),
+                                 stream, k_options);
   if (!planned.quantizes_q) {
     QuantizeOptions q_options;
     q_options.bits = problem.qk_bits;
@@ -207,15 +236,17 @@ void attention_forward_16bit(const AttentionProblem& problem, const AttentionInp
       q_options.k_channel_mean_heads = problem.heads_kv;
       q_options.q_dot_k_mean = floats(layout.q_dot_k_mean);
     }
-    quantize_qk(q_shape, inputs.q, tensors.q, floats(layout.q_scale), stream, q_options);
+    quantize::quantize_qk_channels(q_shape, channels, inputs.q, tensors.q,
+                                   floats(layout.q_scale), stream, q_options);
   }
   if (full_int8) {
     if (inputs.varlen.enabled()) {
-      quantize_v_varlen(v_shape, inputs.v, inputs.varlen.total_kv, inputs.varlen.cu_seqlens_kv,
-                        base + layout.v, floats(layout.v_scale), options.v_granularity, stream);
+      quantize::quantize_v_varlen_channels(v_shape, channels, inputs.v, inputs.varlen.total_kv,
+                                           inputs.varlen.cu_seqlens_kv, base + layout.v,
+                                           floats(layout.v_scale), options.v_granularity, stream);
     } else {
-      quantize_v(v_shape, inputs.v, base + layout.v, floats(layout.v_scale),
-                 options.v_granularity, stream);
+      quantize::quantize_v_channels(v_shape, channels, inputs.v, base + layout.v,
+                                    floats(layout.v_scale), options.v_granularity, stream);
     }
   }
   launch::launch(*planned.kernel, planned.shape, stream, planned.arguments());

@@ -14,11 +14,14 @@ namespace intfa::attention {
 
 // attention_forward_16bit's 16-bit Q, which the Hopper kernel quantizes itself where it serves
 // the call (SpecRequest::quantize_q_in_kernel); with K smoothing, K's channel means in and the LSE
-// term out (the memory of AttentionTensors::q_dot_k_mean).
+// term out (the memory of AttentionTensors::q_dot_k_mean). `head_dim`: the caller's, when it
+// lies between the kernels' (problem.head_dim is then the kernel's): the channels of this Q, of
+// the output and of half INT8's V (AttentionParams::out_head_dim).
 struct QInKernel {
   TensorView q;
   const float* k_channel_mean = nullptr;
   float* q_dot_k_mean = nullptr;
+  int head_dim = 0;  // 0: problem.head_dim
 };
 
 struct PlannedLaunch {

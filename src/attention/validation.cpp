@@ -87,7 +87,8 @@ struct RowExtent {
 }  // namespace
 
 void validate_tensors(const AttentionProblem& p, const AttentionTensors& t,
-                      const AttentionOptions& options) {
+                      const AttentionOptions& options, int channels) {
+  const std::int64_t out_channels = channels > 0 ? channels : p.head_dim;
   const bool varlen = t.varlen.enabled();
   if (varlen) validate_varlen(t.varlen, "tensors.varlen");
   if (varlen && options.k_granularity == KScaleGranularity::kPerBlock) {
@@ -120,10 +121,12 @@ void validate_tensors(const AttentionProblem& p, const AttentionTensors& t,
     validate_scales(t.v_scale, "tensors.v_scale");
   } else {
     require_dtype(t.v, "tensors.v", {DType::kF16, DType::kBF16});
-    validate_view(t.v, {"tensors.v", {kv_rows.batch, p.heads_kv, kv_rows.rows, p.head_dim}, 2, 16});
+    validate_view(t.v, {"tensors.v", {kv_rows.batch, p.heads_kv, kv_rows.rows, out_channels}, 2,
+                        16});
   }
   require_dtype(t.out, "tensors.out", {DType::kF16, DType::kBF16});
-  validate_view(t.out, {"tensors.out", {q_rows.batch, p.heads_q, q_rows.rows, p.head_dim}, 2, 4});
+  validate_view(t.out, {"tensors.out", {q_rows.batch, p.heads_q, q_rows.rows, out_channels}, 2,
+                        4});
   if (t.lse != nullptr && reinterpret_cast<std::uintptr_t>(t.lse) % 4 != 0) {
     throw InvalidArgument("tensors.lse", std::to_string(reinterpret_cast<std::uintptr_t>(t.lse)),
                           "expected 4-byte alignment");

@@ -15,8 +15,10 @@ namespace intfa::attention {
 
 void validate_problem(const AttentionProblem& problem);
 void validate_options(const AttentionProblem& problem, const AttentionOptions& options);
+// `channels`: the head dim of the output and of half INT8's 16-bit V, problem.head_dim or (for
+// attention_forward_16bit's head dims between the kernels') fewer; 0 means problem.head_dim.
 void validate_tensors(const AttentionProblem& problem, const AttentionTensors& tensors,
-                      const AttentionOptions& options);
+                      const AttentionOptions& options, int channels = 0);
 
 // The shared checks of the public API's arguments, under their old names here.
 using checks::validate_offsets;

@@ -132,6 +132,7 @@ kernels::AttentionParams make_params(const AttentionProblem& problem,
   params.seq_q = problem.seq_q;
   params.seq_kv = problem.seq_kv;
   params.v_padded_seq = v_padded_seq(problem.seq_kv);
+  params.out_head_dim = problem.head_dim;
   params.scale_log2 = static_cast<float>(softmax_scale * 1.4426950408889634);
   if (tensors.varlen.enabled()) {
     // Packed tensors are one batch: the kernel finds each sequence's rows from the offsets.

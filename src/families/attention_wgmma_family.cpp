@@ -156,11 +156,12 @@ TmaOperand v_operand(const AttentionProblem& problem, const TensorView& view) {
                     {3, 1, 0}};
 }
 
-// Half INT8's V: the caller's 16-bit tensor, (head_dim, seq_kv, heads_kv, batch).
-TmaOperand v16_operand(const AttentionProblem& problem, const TensorView& view) {
+// Half INT8's V: the caller's 16-bit tensor, (channels, seq_kv, heads_kv, batch): `channels` is
+// the kernel's head dim or the caller's smaller one, whose missing channels TMA fills with zeros.
+TmaOperand v16_operand(const AttentionProblem& problem, const TensorView& view, int channels) {
   return TmaOperand{"v",
                     view.data,
-                    {static_cast<std::uint64_t>(problem.head_dim),
+                    {static_cast<std::uint64_t>(channels),
                      static_cast<std::uint64_t>(problem.seq_kv),
                      static_cast<std::uint64_t>(problem.heads_kv),
                      static_cast<std::uint64_t>(problem.batch)},
@@ -172,7 +173,7 @@ TmaOperand v16_operand(const AttentionProblem& problem, const TensorView& view) 
 // The V operand of the problem's variant.
 TmaOperand any_v_operand(const AttentionProblem& problem, const TensorView& view) {
   return problem.variant == Variant::kFullInt8 ? v_operand(problem, view)
-                                               : v16_operand(problem, view);
+                                               : v16_operand(problem, view, problem.head_dim);
 }
 
 std::optional<std::string> incompatibility(const TmaOperand& operand) {
@@ -263,7 +264,8 @@ void encode_tensor_maps(kernels::WgmmaAttentionParams& params, const AttentionPr
   if (problem.variant == Variant::kFullInt8) {
     encode(params.v_map, v_operand(problem, tensors.v), spec.block_n, problem.head_dim);
   } else {
-    encode(params.v_map, v16_operand(problem, tensors.v), 64, spec.block_n);
+    encode(params.v_map, v16_operand(problem, tensors.v, params.attention.out_head_dim), 64,
+           spec.block_n);
   }
 }
 

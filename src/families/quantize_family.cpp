@@ -40,6 +40,7 @@ void set_input(Params& params, const TensorShape& shape, const TensorView& input
   params.batch = shape.batch;
   params.heads = shape.heads;
   params.seq = shape.seq;
+  params.channels = shape.head_dim;  // quantize/quantize_internal.hpp may narrow it
 }
 
 }  // namespace

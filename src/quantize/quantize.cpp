@@ -8,6 +8,7 @@
 #include "families/quantize_family.hpp"
 #include "intfa/errors.hpp"
 #include "launch/kernel_runtime.hpp"
+#include "quantize/quantize_internal.hpp"
 #include "render/kernel_spec.hpp"
 
 namespace intfa {
@@ -42,12 +43,12 @@ void launch_spec(const render::KernelSpec& spec, const LaunchContext& where,
 }
 
 // The first pass of K smoothing: one block per (batch, head) (channel_mean.cuh).
-void launch_channel_mean(const TensorShape& shape, const TensorView& input,
+void launch_channel_mean(const TensorShape& shape, int input_channels, const TensorView& input,
                          kernels::ElementType element, float* channel_mean,
                          const LaunchContext& where, CUstream stream) {
   const render::KernelSpec spec = quantize::channel_mean_spec(where.arch, shape.head_dim, element);
-  const kernels::ChannelMeanParams params =
-      quantize::channel_mean_params(shape, input, channel_mean);
+  kernels::ChannelMeanParams params = quantize::channel_mean_params(shape, input, channel_mean);
+  params.channels = input_channels;
   launch_spec(spec, where, quantize::channel_mean_launch_shape(shape), stream, &params);
 }
 
@@ -55,6 +56,15 @@ void require_float_alignment(const void* pointer, const char* field) {
   if (reinterpret_cast<std::uintptr_t>(pointer) % 4 != 0) {
     throw InvalidArgument(field, std::to_string(reinterpret_cast<std::uintptr_t>(pointer)),
                           "expected 4-byte alignment");
+  }
+}
+
+// The channels of an input narrower than the kernel's head dim (quantize_internal.hpp).
+void validate_input_channels(const TensorShape& shape, int input_channels) {
+  if (input_channels < 8 || input_channels > shape.head_dim || input_channels % 8 != 0) {
+    throw InvalidArgument("input_channels", std::to_string(input_channels),
+                          "expected a multiple of 8 up to shape.head_dim " +
+                              std::to_string(shape.head_dim));
   }
 }
 
@@ -85,12 +95,20 @@ void validate_smoothing(const TensorShape& shape, const QuantizeOptions& options
 
 void quantize_qk(const TensorShape& shape, const TensorView& input, const TensorView& output,
                  float* scales, CUstream stream, const QuantizeOptions& options) {
+  quantize::quantize_qk_channels(shape, shape.head_dim, input, output, scales, stream, options);
+}
+
+void quantize::quantize_qk_channels(const TensorShape& shape, int input_channels,
+                                    const TensorView& input, const TensorView& output,
+                                    float* scales, CUstream stream,
+                                    const QuantizeOptions& options) {
   checks::validate_shape(shape, "shape");
+  validate_input_channels(shape, input_channels);
   if (options.bits != 8 && options.bits != 4) {
     throw InvalidArgument("options.bits", std::to_string(options.bits), "expected 8 or 4");
   }
   const kernels::ElementType element = input_type(input, "input");
-  checks::validate_view(input, {"input", {shape.batch, shape.heads, shape.seq, shape.head_dim},
+  checks::validate_view(input, {"input", {shape.batch, shape.heads, shape.seq, input_channels},
                                    2, 16});
   const DType output_dtype = options.bits == 8 ? DType::kI8 : DType::kI4x2;
   if (output.dtype != output_dtype) {
@@ -124,47 +142,66 @@ void quantize_qk(const TensorShape& shape, const TensorView& input, const Tensor
   const render::KernelSpec spec =
       quantize::rows_spec(where.arch, shape.head_dim, element, options.bits, transforms);
   if (transforms.smooth_k) {
-    launch_channel_mean(shape, input, element, options.smooth_k_channel_mean, where, stream);
+    launch_channel_mean(shape, input_channels, input, element, options.smooth_k_channel_mean,
+                        where, stream);
   }
 
-  const kernels::QuantizeRowsParams params =
+  kernels::QuantizeRowsParams params =
       quantize::rows_params(shape, input, output, scales, transforms, options);
+  params.channels = input_channels;
   launch_spec(spec, where, quantize::rows_launch_shape(shape, transforms), stream, &params);
 }
 
 namespace {
 
-void launch_quantize_v(const TensorShape& shape, const TensorView& input, const int* cu_seqlens,
-                       void* output, float* scales, VScaleGranularity granularity,
-                       CUstream stream);
+void launch_quantize_v(const TensorShape& shape, int input_channels, const TensorView& input,
+                       const int* cu_seqlens, void* output, float* scales,
+                       VScaleGranularity granularity, CUstream stream);
 
 }  // namespace
 
 void quantize_v(const TensorShape& shape, const TensorView& input, void* output, float* scales,
                 VScaleGranularity granularity, CUstream stream) {
-  checks::validate_shape(shape, "shape");
-  checks::validate_view(input, {"input", {shape.batch, shape.heads, shape.seq, shape.head_dim},
-                                   2, 16});
-  launch_quantize_v(shape, input, nullptr, output, scales, granularity, stream);
+  quantize::quantize_v_channels(shape, shape.head_dim, input, output, scales, granularity, stream);
 }
 
 void quantize_v_varlen(const TensorShape& shape, const TensorView& input, int total_kv,
                        const int* cu_seqlens_kv, void* output, float* scales,
                        VScaleGranularity granularity, CUstream stream) {
+  quantize::quantize_v_varlen_channels(shape, shape.head_dim, input, total_kv, cu_seqlens_kv,
+                                       output, scales, granularity, stream);
+}
+
+void quantize::quantize_v_channels(const TensorShape& shape, int input_channels,
+                                   const TensorView& input, void* output, float* scales,
+                                   VScaleGranularity granularity, CUstream stream) {
   checks::validate_shape(shape, "shape");
+  validate_input_channels(shape, input_channels);
+  checks::validate_view(input, {"input", {shape.batch, shape.heads, shape.seq, input_channels},
+                                   2, 16});
+  launch_quantize_v(shape, input_channels, input, nullptr, output, scales, granularity, stream);
+}
+
+void quantize::quantize_v_varlen_channels(const TensorShape& shape, int input_channels,
+                                          const TensorView& input, int total_kv,
+                                          const int* cu_seqlens_kv, void* output, float* scales,
+                                          VScaleGranularity granularity, CUstream stream) {
+  checks::validate_shape(shape, "shape");
+  validate_input_channels(shape, input_channels);
   if (total_kv < 1) {
     throw InvalidArgument("total_kv", std::to_string(total_kv), "expected >= 1");
   }
   checks::validate_offsets(cu_seqlens_kv, "cu_seqlens_kv");
-  checks::validate_view(input, {"input", {1, shape.heads, total_kv, shape.head_dim}, 2, 16});
-  launch_quantize_v(shape, input, cu_seqlens_kv, output, scales, granularity, stream);
+  checks::validate_view(input, {"input", {1, shape.heads, total_kv, input_channels}, 2, 16});
+  launch_quantize_v(shape, input_channels, input, cu_seqlens_kv, output, scales, granularity,
+                    stream);
 }
 
 namespace {
 
-void launch_quantize_v(const TensorShape& shape, const TensorView& input, const int* cu_seqlens,
-                       void* output, float* scales, VScaleGranularity granularity,
-                       CUstream stream) {
+void launch_quantize_v(const TensorShape& shape, int input_channels, const TensorView& input,
+                       const int* cu_seqlens, void* output, float* scales,
+                       VScaleGranularity granularity, CUstream stream) {
   const kernels::ElementType element = input_type(input, "input");
   if (output == nullptr) throw InvalidArgument("output", "null", "expected a device pointer");
   if (reinterpret_cast<std::uintptr_t>(output) % 16 != 0) {
@@ -174,8 +211,8 @@ void launch_quantize_v(const TensorShape& shape, const TensorView& input, const 
   checks::validate_scales(scales, "scales");
 
   const LaunchContext where = current_launch_context(stream);
-  const kernels::QuantizeVParams params =
-      quantize::v_params(shape, input, cu_seqlens, output, scales);
+  kernels::QuantizeVParams params = quantize::v_params(shape, input, cu_seqlens, output, scales);
+  params.channels = input_channels;
 
   const render::KernelSpec spec =
       quantize::v_spec(where.arch, shape.head_dim, element, granularity);

@@ -362,7 +362,8 @@ struct WgmmaAttention {
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
       const int row = row0 + pass * kRowsPerPass;
-      raw[pass] = row < work.extent.seq_q
+      // Rows past the sequence and channels past the caller's head dim read as zeros.
+      raw[pass] = row < work.extent.seq_q && channel < params.attention.out_head_dim
                       ? *reinterpret_cast<const uint4*>(head_q + row * input.strides.row)
                       : make_uint4(0, 0, 0, 0);
     }
@@ -753,7 +754,10 @@ struct WgmmaAttention {
       const int row = index / kOutputTiles;
       const int chunk = index % kOutputTiles;
       const uint4 value = *reinterpret_cast<const uint4*>(staged + Staging::offset(row, chunk));
-      if (warp_first_row + row >= work.extent.seq_q) continue;
+      // Rows past the sequence, and channels past the caller's head dim, are not stored.
+      if (warp_first_row + row >= work.extent.seq_q || chunk * 8 >= attention.out_head_dim) {
+        continue;
+      }
       u8* const destination =
           out_head + static_cast<i64>(warp_first_row + row) * attention.out_strides.row +
           chunk * 16;

@@ -35,6 +35,11 @@ struct AttentionParams {
   Strides q_strides, k_strides, v_strides, out_strides;
   int batch, heads_q, heads_kv, seq_q, seq_kv;
   int v_padded_seq;  // seq_kv rounded up to a multiple of 64 (full INT8)
+  // The caller's head dim: the channels of `out` and of half INT8's 16-bit V. The kernel's own
+  // (its HeadDim) or, where attention_forward_16bit serves a head dim between the kernels' (a
+  // multiple of 8), fewer: Q and K then arrive zero-extended to HeadDim, V's channels past it
+  // read as zero and the output's are not stored (README.md, "Head dims between the kernels'").
+  int out_head_dim;
   float scale_log2;  // softmax scale * log2(e)
   // Varlen kernels only: sequence b is rows cu_seqlens_q[b] .. cu_seqlens_q[b + 1] of the packed
   // Q, out (batch strides 0) and LSE, and rows cu_seqlens_kv[b] .. of the packed K and 16-bit V;

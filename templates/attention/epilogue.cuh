@@ -92,6 +92,7 @@ __device__ __forceinline__ void store_output(
       u8* const out_row = out_head + static_cast<i64>(row) * params.out_strides.row;
 #pragma unroll
       for (int dt = 0; dt < Config::kOutputTiles; ++dt) {
+        if (dt * 8 >= params.out_head_dim) break;  // channels the caller's head dim lacks
         const int channel = dt * 8 + 2 * coordinates.thread_in_group;
         *reinterpret_cast<u32*>(out_row + channel * 2) =
             output_pair<Config>(o[mt][dt], half, row_scale, channel_scale[dt]);

@@ -75,6 +75,7 @@ struct AttentionTileLoader {
   const float* v_block_scale_head;  // per-block V scales of the KV head, or null
   i64 q_row_stride, k_row_stride, v_row_stride;
   int seq_q, seq_kv, v_padded_seq;
+  int v_channels;  // half INT8: the caller's head dim (AttentionParams::out_head_dim)
   int thread;
   KCopy k_copy;
   VCopy v_copy;
@@ -101,6 +102,7 @@ struct AttentionTileLoader {
         seq_q(extent.seq_q),
         seq_kv(extent.seq_kv),
         v_padded_seq(p.v_padded_seq),
+        v_channels(p.out_head_dim),
         thread(thread_index),
         k_copy(thread_index, p.k_strides.row),
         v_copy(thread_index, p.v_strides.row) {}
@@ -135,7 +137,10 @@ struct AttentionTileLoader {
       const bool valid = first_key + v_copy.chunk * 16 < v_padded_seq;
       v_copy.copy(shared_address(tile), v_head + first_key, valid ? Config::kVRows : 0);
     } else {
-      v_copy.copy(shared_address(tile), v_head + first_key * v_row_stride, seq_kv - first_key);
+      // A chunk holds 8 channels; those past the caller's head dim are zero-filled.
+      const bool valid = v_copy.chunk * 8 < v_channels;
+      v_copy.copy(shared_address(tile), v_head + first_key * v_row_stride,
+                  valid ? seq_kv - first_key : 0);
     }
     if (Config::kPerBlockV) {
       constexpr int kChunksPerBlock = Config::kHeadDim * 4 / 16;

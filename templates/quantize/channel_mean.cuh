@@ -39,7 +39,8 @@ __global__ void __launch_bounds__(512) channel_mean(const ChannelMeanParams para
 #pragma unroll
   for (int i = 0; i < Config::kSamplesPerThread; ++i) {
     const int sample = phase + i * Config::kRowPhases;
-    if (sample < count) {
+    raw[i] = make_uint4(0, 0, 0, 0);  // channels past params.channels read as zeros
+    if (sample < count && 8 * lane_in_row < params.channels) {
       const i64 row = channel_mean_sample_row(sample, count, params.seq);
       raw[i] = *reinterpret_cast<const uint4*>(input + row * params.input_row_stride);
     }

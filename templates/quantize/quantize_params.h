@@ -24,7 +24,14 @@ struct QuantizeRowsParams {
   int batch, heads, seq;
   // Heads of channel_mean: `heads` for K; heads_kv for Q (head h reads h / (heads / heads_kv)).
   int channel_mean_heads;
+  // Channels the input has: head_dim, or fewer (below).
+  int channels;
 };
+
+// What the `channels` member of these parameters means: the input rows have that many channels
+// (a multiple of 8), read as if zeros followed them up to the kernel's head dim. Zero channels
+// change no scale, no mean and no dot product, so the INT8 rows are the caller's zero-extended
+// (attention_forward_16bit's head dims between the kernels': templates/attention/README.md).
 
 // K smoothing's mean is taken over a sample of the keys, not all of them: softmax ignores any
 // vector subtracted from every key of a (batch, head) (it shifts each query's scores by one
@@ -49,6 +56,7 @@ struct ChannelMeanParams {
   float* mean;
   i64 input_batch_stride, input_head_stride, input_row_stride;  // elements
   int batch, heads, seq;
+  int channels;  // as QuantizeRowsParams::channels
 };
 
 // V [batch, heads, seq, head_dim] (element strides, unit stride on head_dim) -> INT8 in the
@@ -66,6 +74,7 @@ struct QuantizeVParams {
   // Varlen: batch b is rows cu_seqlens[b] .. cu_seqlens[b + 1] of a packed input (its batch
   // stride unused), padded with zeros to padded_seq; null for [batch, heads, seq, head_dim].
   const int* cu_seqlens;
+  int channels;  // as QuantizeRowsParams::channels
 };
 
 }  // namespace kernels

@@ -90,7 +90,7 @@ __global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams pa
   float values[8];
   float dot_k_mean = 0.0f;  // DotKMean: this lane's part of q . mean
   uint4 raw = make_uint4(0, 0, 0, 0);
-  if (active) {
+  if (active && channel < params.channels) {
     const u16* input = static_cast<const u16*>(params.input) + b * params.input_batch_stride +
                        h * params.input_head_stride + n * params.input_row_stride + channel;
     raw = *reinterpret_cast<const uint4*>(input);
@@ -175,7 +175,7 @@ __global__ void __launch_bounds__(256) quantize_row_blocks(const QuantizeRowsPar
 #pragma unroll
   for (int pass = 0; pass < Config::kPasses; ++pass) {
     const int n = block * kKTokenBlock + pass * Config::kRowsPerPass + row_in_pass;
-    raw[pass] = n < params.seq
+    raw[pass] = n < params.seq && channel < params.channels
                     ? *reinterpret_cast<const uint4*>(input + n * params.input_row_stride)
                     : make_uint4(0, 0, 0, 0);
   }

@@ -44,7 +44,7 @@ __device__ __forceinline__ void load_v_tile(VTile<HeadDim>& tile, const Quantize
     const int token = index / kChunksPerToken;
     const int channel = (index % kChunksPerToken) * 8;
     uint4 raw = make_uint4(0, 0, 0, 0);
-    if (first + token < seq) {
+    if (first + token < seq && channel < params.channels) {
       raw = *reinterpret_cast<const uint4*>(head_input + (i64)(first + token) * params.input_row_stride +
                                             channel);
     }

@@ -4,6 +4,7 @@
 // attention_forward.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -19,6 +20,7 @@
 #include "intfa/quantize.hpp"
 #include "reference/half.hpp"
 #include "reference/reference.hpp"
+#include "spec/attention_spec.hpp"
 #include "support/gpu.hpp"
 #include "support/temp_dir.hpp"
 
@@ -76,13 +78,25 @@ TEST(Attention16bit, TheWorkspaceIsSizedFromTheProblemAndGrowsWithWhatItHolds) {
        full.heads_kv * (full.seq_kv * (full.head_dim + 4) + full.head_dim * 4));
   EXPECT_GE(attention_workspace_bytes(half), minimum);
   EXPECT_EQ(attention_workspace_bytes(full) % 256, 0u);
-  AttentionProblem bad = full;
-  bad.head_dim = 96;
-  try {
-    attention_workspace_bytes(bad);
-    ADD_FAILURE() << "head_dim 96 was sized";
-  } catch (const InvalidArgument& error) {
-    EXPECT_EQ(error.field(), "problem.head_dim");
+  // A head dim between the kernels' is sized as the next kernel's (its rows zero-extended);
+  // one that is no multiple of 8, or above 256, is refused.
+  AttentionProblem between = full;
+  between.head_dim = 96;
+  AttentionProblem next = full;
+  next.head_dim = 128;
+  EXPECT_EQ(attention_workspace_bytes(between), attention_workspace_bytes(next));
+  between.head_dim = 40;
+  next.head_dim = 64;
+  EXPECT_EQ(attention_workspace_bytes(between), attention_workspace_bytes(next));
+  for (int head_dim : {100, 264, 4, 0}) {
+    AttentionProblem bad = full;
+    bad.head_dim = head_dim;
+    try {
+      attention_workspace_bytes(bad);
+      ADD_FAILURE() << "head_dim " << head_dim << " was sized";
+    } catch (const InvalidArgument& error) {
+      EXPECT_EQ(error.field(), "problem.head_dim");
+    }
   }
   // Packed sequences are sized from their totals.
   VarlenLayout packed;
@@ -356,6 +370,121 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
     EXPECT_EQ(planned_in_kernel, 10);
   } else {
     EXPECT_EQ(planned_in_kernel, 0);
+  }
+}
+
+// Random values of `dtype` for a [batch, heads, seq, channels] tensor, uploaded twice: as given,
+// and zero-extended to `padded` channels (dense BHND each).
+std::pair<device::DeviceBuffer, device::DeviceBuffer> random_and_padded(const TensorShape& shape,
+                                                                        int padded,
+                                                                        std::uint64_t seed) {
+  const std::size_t rows = static_cast<std::size_t>(shape.batch) * shape.heads * shape.seq;
+  const std::vector<float> values = reference::random_values(
+      rows * shape.head_dim, reference::Distribution::kNormal, seed);
+  std::vector<std::uint16_t> bits(rows * shape.head_dim), padded_bits(rows * padded, 0);
+  for (std::size_t row = 0; row < rows; ++row) {
+    for (int c = 0; c < shape.head_dim; ++c) {
+      const std::uint16_t value = reference::float_to_f16_bits(values[row * shape.head_dim + c]);
+      bits[row * shape.head_dim + c] = value;
+      padded_bits[row * padded + c] = value;
+    }
+  }
+  device::DeviceBuffer given(bits.size() * 2), widened(padded_bits.size() * 2);
+  given.upload(bits);
+  widened.upload(padded_bits);
+  return {std::move(given), std::move(widened)};
+}
+
+// On a GPU: a head dim between the kernels' (40, 80, 96, 160) gives, bit for bit, the output
+// channels and LSE of the same call on the inputs zero-extended to the next kernel's head dim
+// with that call's softmax scale, on the heuristic's kernel (the Hopper one on an H100) and on
+// the portable one, both variants: the zero channels the kernels read in place of the copies
+// change nothing, and the output's missing channels are not written (in a dense output they
+// would land on the next row's first channels).
+TEST(Attention16bitGpu, HeadDimsBetweenTheKernelsEqualTheZeroExtendedCall) {
+  INTFA_REQUIRE_GPU();
+  const std::uint64_t seed = reference::fresh_seed();
+  CUdevice device = 0;
+  INTFA_DRIVER(cuCtxGetDevice, &device);
+  const device::Arch arch = device::cached_device_info(device).arch;
+  device::Stream stream;
+  for (int head_dim : {40, 80, 96, 160}) {
+    const int kernel_dim = head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256;
+    for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+      for (bool portable : {false, true}) {
+        AttentionProblem p = small_problem(variant);
+        p.seq_q = 150;
+        p.seq_kv = 140;
+        p.head_dim = head_dim;
+        AttentionProblem padded_problem = p;
+        padded_problem.head_dim = kernel_dim;
+        const TensorShape q_shape{p.batch, p.heads_q, p.seq_q, head_dim};
+        const TensorShape kv_shape{p.batch, p.heads_kv, p.seq_kv, head_dim};
+        auto [q, q_padded] = random_and_padded(q_shape, kernel_dim, seed);
+        auto [k, k_padded] = random_and_padded(kv_shape, kernel_dim, seed + 1);
+        auto [v, v_padded] = random_and_padded(kv_shape, kernel_dim, seed + 2);
+        const std::size_t rows_q = static_cast<std::size_t>(p.batch) * p.heads_q * p.seq_q;
+        AttentionOptions options;
+        options.softmax_scale = 0.0;  // the default: 1/sqrt(head_dim), the caller's
+        AttentionOptions padded_options = options;
+        padded_options.softmax_scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
+        if (portable) {
+          options.config = attention::portable_heuristic_config(
+              attention::request_for(arch, padded_problem, options, DType::kF16));
+          padded_options.config = options.config;
+        }
+        const std::string where = std::string(variant == Variant::kFullInt8 ? "full" : "half") +
+                                  " d" + std::to_string(head_dim) +
+                                  (portable ? " portable" : " heuristic") + " seed=" +
+                                  std::to_string(seed);
+
+        auto run = [&](const AttentionProblem& problem, const device::DeviceBuffer& q_data,
+                       const device::DeviceBuffer& k_data, const device::DeviceBuffer& v_data,
+                       const AttentionOptions& call_options, device::DeviceBuffer& out,
+                       device::DeviceBuffer& lse) {
+          const TensorShape q_problem{problem.batch, problem.heads_q, problem.seq_q,
+                                      problem.head_dim};
+          const TensorShape kv_problem{problem.batch, problem.heads_kv, problem.seq_kv,
+                                       problem.head_dim};
+          device::DeviceBuffer workspace(attention_workspace_bytes(problem));
+          workspace.fill_bytes(0xFF);
+          AttentionInputs inputs;
+          inputs.q = TensorView::dense(q_data.get(), DType::kF16, Layout::kBHND, q_problem);
+          inputs.k = TensorView::dense(k_data.get(), DType::kF16, Layout::kBHND, kv_problem);
+          inputs.v = TensorView::dense(v_data.get(), DType::kF16, Layout::kBHND, kv_problem);
+          inputs.out = TensorView::dense(out.get(), DType::kF16, Layout::kBHND, q_problem);
+          inputs.lse = lse.as<float>();
+          attention_forward_16bit(problem, inputs, workspace.get(), workspace.bytes(),
+                                  stream.get(), call_options);
+          stream.synchronize();
+        };
+        device::DeviceBuffer out(rows_q * head_dim * 2), lse(rows_q * 4);
+        device::DeviceBuffer padded_out(rows_q * kernel_dim * 2), padded_lse(rows_q * 4);
+        for (device::DeviceBuffer* buffer : {&out, &lse, &padded_out, &padded_lse}) {
+          buffer->fill_bytes(0xFF);
+        }
+        run(p, q, k, v, options, out, lse);
+        run(padded_problem, q_padded, k_padded, v_padded, padded_options, padded_out,
+            padded_lse);
+
+        const auto got = out.download_as<std::uint16_t>(rows_q * head_dim);
+        const auto want = padded_out.download_as<std::uint16_t>(rows_q * kernel_dim);
+        std::size_t mismatches = 0;
+        for (std::size_t row = 0; row < rows_q; ++row) {
+          for (int c = 0; c < head_dim; ++c) {
+            mismatches += got[row * head_dim + c] != want[row * kernel_dim + c];
+          }
+          // The zero-extended call's extra channels are zero (P . 0).
+          for (int c = head_dim; c < kernel_dim; ++c) {
+            mismatches += (want[row * kernel_dim + c] & 0x7FFF) != 0;
+          }
+        }
+        EXPECT_EQ(mismatches, 0u) << where;
+        const auto got_lse = lse.download_as<float>(rows_q);
+        const auto want_lse = padded_lse.download_as<float>(rows_q);
+        EXPECT_EQ(std::memcmp(got_lse.data(), want_lse.data(), rows_q * 4), 0) << where;
+      }
+    }
   }
 }
 
