@@ -38,7 +38,11 @@ struct AttentionProblem {
   int heads_kv = 1;  // heads_q must be a multiple (GQA/MQA)
   int seq_q = 1;
   int seq_kv = 1;
-  int head_dim = 128;  // 64, 128 or 256
+  // 64, 128 or 256; attention_forward_16bit and attention_workspace_bytes also take any other
+  // multiple of 8 up to 256, served by the next of those kernels, which reads the missing
+  // channels as zeros and writes only the caller's (the default softmax scale stays
+  // 1/sqrt(head_dim)).
+  int head_dim = 128;
   // Bottom-right aligned when seq_q != seq_kv: query i sees keys j <= i + seq_kv - seq_q, as
   // FlashAttention >= 2.1 does. Rows that see no key output zeros (and LSE -inf).
   bool causal = false;

@@ -169,7 +169,9 @@ intfa_status_t intfa_attention_forward_smoothed_k(const intfa_problem_t* problem
 /* intfa::attention_workspace_bytes and intfa::attention_forward_16bit: 16-bit Q, K, V quantized
    into `workspace` (256-byte aligned device memory of at least `bytes`) and attended, all on
    `stream`. `varlen` NULL: a dense batch. `options` NULL: intfa_default_options;
-   `transforms` NULL: intfa_default_qk_transforms. */
+   `transforms` NULL: intfa_default_qk_transforms. problem->head_dim may be any multiple of 8 up
+   to 256 (the next of the 64, 128 and 256 kernels serves it, reading the missing channels as
+   zeros; intfa::AttentionProblem::head_dim). */
 intfa_status_t intfa_attention_workspace_bytes(const intfa_problem_t* problem,
                                                const intfa_varlen_t* varlen,
                                                size_t* bytes) INTFA_NOEXCEPT;

@@ -149,6 +149,22 @@ TEST(Attention16bit, EveryBadInputOrWorkspaceIsRefusedNamingIt) {
   AttentionProblem bad = problem;
   bad.heads_q = 3;
   EXPECT_EQ(refused_field(bad, fake_inputs(bad), workspace, bytes), "problem.heads_q");
+
+  // A head dim between the kernels' takes inputs of that head dim (the kernels read the
+  // missing channels as zeros); one that is no multiple of 8 is refused naming it.
+  AttentionProblem between = problem;
+  between.head_dim = 80;
+  const std::size_t between_bytes = attention_workspace_bytes(between);
+  if (!testing::gpu_available()) {
+    EXPECT_EQ(refused_field(between, fake_inputs(between), workspace, between_bytes),
+              "(no InvalidArgument)");
+  }
+  inputs = fake_inputs(between);
+  inputs.q.strides[2] = 81;  // rows no longer 16-byte aligned
+  EXPECT_EQ(refused_field(between, inputs, workspace, between_bytes), "inputs.q.strides");
+  bad = problem;
+  bad.head_dim = 100;
+  EXPECT_EQ(refused_field(bad, fake_inputs(bad), workspace, between_bytes), "problem.head_dim");
 }
 
 intfa_tensor_t c_tensor(const TensorView& view) {
