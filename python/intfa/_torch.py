@@ -933,8 +933,8 @@ def _check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant, v_gra
     if kernel_dim is None:
         raise _unservable("head_dim", invalid_argument(
             "q.shape", tuple(q.shape), f"supported head dims are multiples of 8 up to 256 (64, "
-            f"128 and 256 natively, others padded to the next of them), not {head_dim} (the head "
-            "dim of q)"))
+            f"128 and 256 run their own kernels, others the next of them), not {head_dim} (the "
+            "head dim of q)"))
     for name, tensor in (("q", q), ("k", k), ("v", v)):
         if tensor.stride(-1) != 1:
             raise _unservable("strides", invalid_argument(
@@ -1057,7 +1057,8 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
             raise invalid_argument(name, repr(value), "expected an int >= 1 (the longest sequence)")
     _validate_problem(_checks.VARLEN_PROBLEM, batch=batch, heads_q=q.shape[1],
                       heads_kv=k.shape[1], seq_q=max_seqlen_q, seq_kv=max_seqlen_k,
-                      head_dim=q.shape[2], causal=bool(is_causal), variant=numerics.variant)
+                      head_dim=_padding.kernel_head_dim(q.shape[2]) or q.shape[2],
+                      causal=bool(is_causal), variant=numerics.variant)
     _check_device([("q", q), ("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q),
                    ("cu_seqlens_k", cu_seqlens_k)])
     smooth_k, rotate = _qk_transforms(smooth_k, rotate)

@@ -268,8 +268,11 @@ class AttentionVarlenArgumentsTest(ArgumentsCase):
         self.assert_invalid("max_seqlen_k", self.call, max_k=0)
 
     def test_problem_rules_have_the_cpp_message(self):
-        error = self.assert_invalid("q.shape", self.call, q=halves(16, 4, 96),
-                                    k=halves(16, 2, 96), v=halves(16, 2, 96))
+        # 96 runs the d=128 kernels (a head dim between the kernels'); 100 is none.
+        self.assert_invalid("q.device", self.call, q=halves(16, 4, 96), k=halves(16, 2, 96),
+                            v=halves(16, 2, 96))
+        error = self.assert_invalid("q.shape", self.call, q=halves(16, 4, 100),
+                                    k=halves(16, 2, 100), v=halves(16, 2, 100))
         self.assertIn("supported head dims are 64, 128 and 256", str(error))
         self.assert_invalid("q.shape", self.call, q=halves(16, 3, 64))
 

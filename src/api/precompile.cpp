@@ -27,8 +27,9 @@ std::vector<render::KernelSpec> request_specs(const PrecompileRequest& request, 
     for (int head_dim : request.head_dims) {
       for (Variant variant : request.variants) {
         for (bool causal : request.causal) {
+          // A head dim between the kernels' launches the next kernel's specs.
           AttentionProblem problem;
-          problem.head_dim = head_dim;
+          problem.head_dim = attention::kernel_head_dim(head_dim, "head_dims");
           problem.variant = variant;
           problem.causal = causal;
           problem.qk_bits = request.qk_bits;
@@ -43,12 +44,7 @@ std::vector<render::KernelSpec> request_specs(const PrecompileRequest& request, 
 }
 
 void validate_request(const PrecompileRequest& request) {
-  for (int head_dim : request.head_dims) {
-    if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
-      throw InvalidArgument("head_dims", std::to_string(head_dim),
-                            "supported head dims are 64, 128 and 256");
-    }
-  }
+  for (int head_dim : request.head_dims) attention::kernel_head_dim(head_dim, "head_dims");
   for (DType dtype : request.dtypes) {
     if (dtype != DType::kF16 && dtype != DType::kBF16) {
       throw InvalidArgument("dtypes", dtype_name(dtype), "expected f16 or bf16");

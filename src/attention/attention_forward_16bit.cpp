@@ -10,6 +10,7 @@
 #include "intfa/errors.hpp"
 #include "intfa/quantize.hpp"
 #include "quantize/quantize_internal.hpp"
+#include "spec/attention_spec.hpp"
 
 namespace intfa {
 namespace {
@@ -114,20 +115,11 @@ void validate_inputs(const AttentionProblem& problem, const AttentionInputs& inp
   }
 }
 
-// A head dim between the kernels' (a multiple of 8 up to 256 other than 64, 128 and 256) is
-// served by the next kernel's: `problem` at that head dim (templates/attention/README.md, "Head
-// dims between the kernels'"). Throws InvalidArgument for any other head dim.
-constexpr int kHeadDimMultiple = 8;
-
+// The kernels' problem of a call: a head dim between the kernels' is served by the next one
+// (attention::kernel_head_dim).
 AttentionProblem kernel_problem(const AttentionProblem& problem) {
-  if (problem.head_dim < kHeadDimMultiple || problem.head_dim > 256 ||
-      problem.head_dim % kHeadDimMultiple != 0) {
-    throw InvalidArgument("problem.head_dim", std::to_string(problem.head_dim),
-                          "expected a multiple of 8 up to 256 (64, 128 and 256 run their own "
-                          "kernels, others the next of them)");
-  }
   AttentionProblem kernel = problem;
-  kernel.head_dim = problem.head_dim <= 64 ? 64 : problem.head_dim <= 128 ? 128 : 256;
+  kernel.head_dim = attention::kernel_head_dim(problem.head_dim, "problem.head_dim");
   return kernel;
 }
 

@@ -38,6 +38,15 @@ SpecRequest request_for(device::Arch arch, const AttentionProblem& problem,
   return request;
 }
 
+int kernel_head_dim(int head_dim, const char* field) {
+  if (head_dim < 8 || head_dim > 256 || head_dim % 8 != 0) {
+    throw InvalidArgument(field, std::to_string(head_dim),
+                          "expected a multiple of 8 up to 256 (64, 128 and 256 run their own "
+                          "kernels, others the next of them)");
+  }
+  return head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256;
+}
+
 SpecRequest with_q_in_kernel(SpecRequest request, const AttentionOptions& options, DType dtype) {
   const std::optional<std::string> setting = env::get("INTFA_QUANTIZE_Q_IN_KERNEL");
   const bool enabled = !setting || env::flag("INTFA_QUANTIZE_Q_IN_KERNEL");

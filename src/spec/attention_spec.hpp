@@ -46,6 +46,11 @@ SpecRequest request_for(device::Arch arch, const AttentionProblem& problem,
 // and K) unless INTFA_QUANTIZE_Q_IN_KERNEL=0 (README.md, "Environment").
 SpecRequest with_q_in_kernel(SpecRequest request, const AttentionOptions& options, DType dtype);
 
+// The kernels' head dim that serves a 16-bit call's `head_dim`: itself for 64, 128 and 256, the
+// next of them for another multiple of 8 up to 256 (templates/attention/README.md, "Head dims
+// between the kernels'"). Throws InvalidArgument naming `field` for any other value.
+int kernel_head_dim(int head_dim, const char* field);
+
 // The spec for `request` with tile config `config` (not validated).
 render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& config);
 

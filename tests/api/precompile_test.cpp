@@ -74,6 +74,25 @@ TEST_F(PrecompileApi, BadRequestsAreInvalidArgumentsNamingTheField) {
   } catch (const InvalidArgument& error) {
     EXPECT_EQ(error.field(), "qk_bits");
   }
+  PrecompileRequest head_dim_100 = one_call("sm_80");
+  head_dim_100.head_dims = {100};
+  try {
+    precompile(head_dim_100);
+    FAIL();
+  } catch (const InvalidArgument& error) {
+    EXPECT_EQ(error.field(), "head_dims");
+  }
+}
+
+// A head dim between the kernels' compiles what its calls launch: the next kernel's specs.
+TEST_F(PrecompileApi, AHeadDimBetweenTheKernelsCompilesTheNextKernels) {
+  PrecompileRequest native = one_call("sm_120");
+  const PrecompileReport first = precompile(native);
+  PrecompileRequest between = native;
+  between.head_dims = {40};  // served by the d=64 kernels
+  const PrecompileReport again = precompile(between);
+  EXPECT_EQ(again.specs, first.specs);
+  EXPECT_EQ(again.compiled_now, 0u);
 }
 
 TEST_F(PrecompileApi, TheCFunctionCompilesWhatTheCppOneDoesAndReportsErrorsAsStatuses) {

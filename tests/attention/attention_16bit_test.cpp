@@ -413,10 +413,10 @@ std::pair<device::DeviceBuffer, device::DeviceBuffer> random_and_padded(const Te
 
 // On a GPU: a head dim between the kernels' (40, 80, 96, 160) gives, bit for bit, the output
 // channels and LSE of the same call on the inputs zero-extended to the next kernel's head dim
-// with that call's softmax scale, on the heuristic's kernel (the Hopper one on an H100) and on
-// the portable one, both variants: the zero channels the kernels read in place of the copies
-// change nothing, and the output's missing channels are not written (in a dense output they
-// would land on the next row's first channels).
+// with that call's softmax scale, on the heuristic's kernel (the Hopper one on an H100), on the
+// portable one, and for packed sequences of different lengths; both variants. The zero channels
+// the kernels read in place of copies change nothing, and the output's missing channels are not
+// written (in a dense output they would land on the next row's first channels).
 TEST(Attention16bitGpu, HeadDimsBetweenTheKernelsEqualTheZeroExtendedCall) {
   INTFA_REQUIRE_GPU();
   const std::uint64_t seed = reference::fresh_seed();
@@ -424,52 +424,70 @@ TEST(Attention16bitGpu, HeadDimsBetweenTheKernelsEqualTheZeroExtendedCall) {
   INTFA_DRIVER(cuCtxGetDevice, &device);
   const device::Arch arch = device::cached_device_info(device).arch;
   device::Stream stream;
+  // Packed sequences: two of different lengths (the longest is the problem's seq_q / seq_kv).
+  const std::vector<int> cu_q{0, 150, 240}, cu_kv{0, 140, 200};
+  device::DeviceBuffer cu_q_device(cu_q.size() * 4), cu_kv_device(cu_kv.size() * 4);
+  cu_q_device.upload(cu_q);
+  cu_kv_device.upload(cu_kv);
+  enum class Path { kHeuristic, kPortable, kPacked };
   for (int head_dim : {40, 80, 96, 160}) {
     const int kernel_dim = head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256;
     for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
-      for (bool portable : {false, true}) {
+      for (Path path : {Path::kHeuristic, Path::kPortable, Path::kPacked}) {
         AttentionProblem p = small_problem(variant);
         p.seq_q = 150;
         p.seq_kv = 140;
         p.head_dim = head_dim;
         AttentionProblem padded_problem = p;
         padded_problem.head_dim = kernel_dim;
-        const TensorShape q_shape{p.batch, p.heads_q, p.seq_q, head_dim};
-        const TensorShape kv_shape{p.batch, p.heads_kv, p.seq_kv, head_dim};
-        auto [q, q_padded] = random_and_padded(q_shape, kernel_dim, seed);
-        auto [k, k_padded] = random_and_padded(kv_shape, kernel_dim, seed + 1);
-        auto [v, v_padded] = random_and_padded(kv_shape, kernel_dim, seed + 2);
-        const std::size_t rows_q = static_cast<std::size_t>(p.batch) * p.heads_q * p.seq_q;
+        VarlenLayout varlen;
+        if (path == Path::kPacked) {
+          varlen.cu_seqlens_q = cu_q_device.as<int>();
+          varlen.cu_seqlens_kv = cu_kv_device.as<int>();
+          varlen.total_q = cu_q.back();
+          varlen.total_kv = cu_kv.back();
+        }
+        const bool packed = path == Path::kPacked;
+        // Rows as the call sees them: [batch, heads, seq] or, packed, [1, heads, total].
+        const TensorShape q_rows{packed ? 1 : p.batch, p.heads_q, packed ? varlen.total_q : p.seq_q,
+                                 head_dim};
+        const TensorShape kv_rows{packed ? 1 : p.batch, p.heads_kv,
+                                  packed ? varlen.total_kv : p.seq_kv, head_dim};
+        auto [q, q_padded] = random_and_padded(q_rows, kernel_dim, seed);
+        auto [k, k_padded] = random_and_padded(kv_rows, kernel_dim, seed + 1);
+        auto [v, v_padded] = random_and_padded(kv_rows, kernel_dim, seed + 2);
+        const std::size_t rows_q = static_cast<std::size_t>(q_rows.batch) * q_rows.heads *
+                                   q_rows.seq;
         AttentionOptions options;
         options.softmax_scale = 0.0;  // the default: 1/sqrt(head_dim), the caller's
         AttentionOptions padded_options = options;
         padded_options.softmax_scale = 1.0 / std::sqrt(static_cast<double>(head_dim));
-        if (portable) {
+        if (path == Path::kPortable) {
           options.config = attention::portable_heuristic_config(
               attention::request_for(arch, padded_problem, options, DType::kF16));
           padded_options.config = options.config;
         }
+        const char* path_name =
+            path == Path::kHeuristic ? " heuristic" : path == Path::kPortable ? " portable" : " packed";
         const std::string where = std::string(variant == Variant::kFullInt8 ? "full" : "half") +
-                                  " d" + std::to_string(head_dim) +
-                                  (portable ? " portable" : " heuristic") + " seed=" +
+                                  " d" + std::to_string(head_dim) + path_name + " seed=" +
                                   std::to_string(seed);
 
-        auto run = [&](const AttentionProblem& problem, const device::DeviceBuffer& q_data,
-                       const device::DeviceBuffer& k_data, const device::DeviceBuffer& v_data,
-                       const AttentionOptions& call_options, device::DeviceBuffer& out,
-                       device::DeviceBuffer& lse) {
-          const TensorShape q_problem{problem.batch, problem.heads_q, problem.seq_q,
-                                      problem.head_dim};
-          const TensorShape kv_problem{problem.batch, problem.heads_kv, problem.seq_kv,
-                                       problem.head_dim};
-          device::DeviceBuffer workspace(attention_workspace_bytes(problem));
+        auto run = [&](const AttentionProblem& problem, int width,
+                       const device::DeviceBuffer& q_data, const device::DeviceBuffer& k_data,
+                       const device::DeviceBuffer& v_data, const AttentionOptions& call_options,
+                       device::DeviceBuffer& out, device::DeviceBuffer& lse) {
+          TensorShape q_view = q_rows, kv_view = kv_rows;
+          q_view.head_dim = kv_view.head_dim = width;
+          device::DeviceBuffer workspace(attention_workspace_bytes(problem, varlen));
           workspace.fill_bytes(0xFF);
           AttentionInputs inputs;
-          inputs.q = TensorView::dense(q_data.get(), DType::kF16, Layout::kBHND, q_problem);
-          inputs.k = TensorView::dense(k_data.get(), DType::kF16, Layout::kBHND, kv_problem);
-          inputs.v = TensorView::dense(v_data.get(), DType::kF16, Layout::kBHND, kv_problem);
-          inputs.out = TensorView::dense(out.get(), DType::kF16, Layout::kBHND, q_problem);
+          inputs.q = TensorView::dense(q_data.get(), DType::kF16, Layout::kBHND, q_view);
+          inputs.k = TensorView::dense(k_data.get(), DType::kF16, Layout::kBHND, kv_view);
+          inputs.v = TensorView::dense(v_data.get(), DType::kF16, Layout::kBHND, kv_view);
+          inputs.out = TensorView::dense(out.get(), DType::kF16, Layout::kBHND, q_view);
           inputs.lse = lse.as<float>();
+          inputs.varlen = varlen;
           attention_forward_16bit(problem, inputs, workspace.get(), workspace.bytes(),
                                   stream.get(), call_options);
           stream.synchronize();
@@ -479,8 +497,8 @@ TEST(Attention16bitGpu, HeadDimsBetweenTheKernelsEqualTheZeroExtendedCall) {
         for (device::DeviceBuffer* buffer : {&out, &lse, &padded_out, &padded_lse}) {
           buffer->fill_bytes(0xFF);
         }
-        run(p, q, k, v, options, out, lse);
-        run(padded_problem, q_padded, k_padded, v_padded, padded_options, padded_out,
+        run(p, head_dim, q, k, v, options, out, lse);
+        run(padded_problem, kernel_dim, q_padded, k_padded, v_padded, padded_options, padded_out,
             padded_lse);
 
         const auto got = out.download_as<std::uint16_t>(rows_q * head_dim);
