@@ -16,7 +16,7 @@ namespace intfa {
 
 struct PrecompileRequest {
   std::string arch;  // "sm_90a", ...; "" for INTFA_ARCH, else the GPU's own
-  std::vector<int> head_dims;  // multiples of 8 up to 256 (others than 64, 128, 256: the next one's)
+  std::vector<int> head_dims;  // multiples of 8 up to 256 (others than 64, 128, 256: the next's)
   std::vector<Variant> variants;
   std::vector<DType> dtypes;  // inputs and output: kF16, kBF16
   std::vector<bool> causal;

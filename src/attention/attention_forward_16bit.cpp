@@ -151,7 +151,9 @@ void attention_forward_16bit(const AttentionProblem& caller_problem, const Atten
   attention::validate_problem(problem);
   AttentionOptions options = caller_options;
   attention::validate_options(problem, options);
-  if (options.softmax_scale == 0.0) options.softmax_scale = 1.0 / std::sqrt(static_cast<double>(channels));
+  if (options.softmax_scale == 0.0) {
+    options.softmax_scale = 1.0 / std::sqrt(static_cast<double>(channels));
+  }
   validate_inputs(caller_problem, inputs);
   if (inputs.varlen.enabled() && options.k_granularity == KScaleGranularity::kPerBlock) {
     throw InvalidArgument("options.k_granularity", "block",

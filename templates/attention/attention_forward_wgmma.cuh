@@ -410,7 +410,6 @@ struct WgmmaAttention {
     asm volatile("bar.sync %0, 128;\n" ::"r"(1 + Config::kConsumerGroups + group) : "memory");
   }
 
-
   // Issues S = Q K^T for this warpgroup's 64 rows and the tile in `slot` (wgmma_wait completes
   // it). The descriptors are offsets from the low words of the Q tile and of slot 0's K tile, which
   // the compiler takes once, outside the loops (SharedTileDescriptor).
