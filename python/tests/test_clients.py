@@ -332,7 +332,8 @@ class DitBlockTest(FallbackCase):
 
 def tiny_model(model_type, dtype=None):
     """A randomly initialised small causal LM from a transformers config (no weights): Llama-style
-    (head dim 64, GQA 8/2) or Qwen2-style (head dim 80, padded to 128, GQA 8/2, q/k/v biases)."""
+    (head dim 64, GQA 8/2) or Qwen2-style (head dim 80, on the d=128 kernels, GQA 8/2, q/k/v
+    biases)."""
     import transformers
     common = dict(vocab_size=1024, intermediate_size=1024, num_hidden_layers=4,
                   num_attention_heads=8, num_key_value_heads=2, max_position_embeddings=2048)

@@ -236,7 +236,7 @@ class DiffusersRegistrationTest(FallbackCase):
 
 def tiny_llama(model_type="llama", dtype=None, **changes):
     """A randomly initialised tiny causal LM (no weights downloaded): Llama- or Qwen2-style, GQA
-    4/2, head dim 64 (80 for Qwen2: padded)."""
+    4/2, head dim 64 (80 for Qwen2: a head dim between the kernels')."""
     import transformers
     common = dict(vocab_size=256, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512)
@@ -281,7 +281,8 @@ class TransformersTest(FallbackCase):
             return model(input_ids, **inputs).logits.float()
 
     def test_prefill_on_intfa_matches_sdpa(self):
-        for model_type, head_dim in (("llama", 64), ("qwen2", 128)):
+        # Qwen2's head dim of 80 reaches the plan as it is (the C++ call runs the d=128 kernels).
+        for model_type, head_dim in (("llama", 64), ("qwen2", 80)):
             model = tiny_llama(model_type)
             input_ids = torch.randint(0, 256, (2, 24))
             with stand_in_kernels() as plans:
