@@ -76,11 +76,11 @@ namespace attention {
 
 PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensors& tensors,
                           CUstream stream, const AttentionOptions& options,
-                          const QInKernel* q_in_kernel) {
+                          const SixteenBitCall* sixteen_bit) {
   validate_problem(problem);
   validate_options(problem, options);
   validate_tensors(problem, tensors, options,
-                   q_in_kernel != nullptr ? q_in_kernel->head_dim : 0);
+                   sixteen_bit != nullptr ? sixteen_bit->head_dim : 0);
 
   const CUcontext context = launch::launch_context(stream);
   CUdevice device = 0;
@@ -92,7 +92,7 @@ PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensor
   SpecRequest request = request_for(info.arch, problem, options, tensors.out.dtype);
   request.varlen = tensors.varlen.enabled();
   request.v_type = problem.variant == Variant::kHalfInt8 ? tensors.v.dtype : DType::kF16;
-  if (q_in_kernel != nullptr) request = with_q_in_kernel(request, options, q_in_kernel->q.dtype);
+  if (sixteen_bit != nullptr) request = with_q_in_kernel(request, options, sixteen_bit->q.dtype);
   KernelConfig config = options.config ? *options.config : choose_config(request, problem, info);
   if (config.path == KernelPath::kWgmma) {
     if (const auto reason = tma_incompatibility(problem, tensors)) {
@@ -113,19 +113,15 @@ PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensor
                                    ? options.softmax_scale
                                    : 1.0 / std::sqrt(static_cast<double>(problem.head_dim));
   planned.params.attention = make_params(problem, tensors, softmax_scale);
-  if (q_in_kernel != nullptr && q_in_kernel->head_dim > 0) {
-    planned.params.attention.out_head_dim = q_in_kernel->head_dim;
+  if (sixteen_bit != nullptr && sixteen_bit->head_dim > 0) {
+    planned.params.attention.out_head_dim = sixteen_bit->head_dim;
   }
   planned.wgmma = spec.family == render::KernelFamily::kAttentionWgmma;
   if (planned.wgmma) encode_tensor_maps(planned.params, problem, tensors, spec);
   planned.quantizes_q = spec.quantizes_q;
   if (spec.quantizes_q) {
-    // Element strides of the checked view (attention_forward_16bit) in bytes.
-    const TensorView& q = q_in_kernel->q;
-    planned.params.q_input.q = q.data;
-    planned.params.q_input.strides = {q.strides[0] * 2, q.strides[1] * 2, q.strides[2] * 2};
-    planned.params.q_input.k_channel_mean = q_in_kernel->k_channel_mean;
-    planned.params.q_input.q_dot_k_mean = q_in_kernel->q_dot_k_mean;
+    set_q_input(planned.params, sixteen_bit->q, sixteen_bit->k_channel_mean,
+                sixteen_bit->q_dot_k_mean);
   }
   return planned;
 }

@@ -203,15 +203,15 @@ void attention_forward_16bit(const AttentionProblem& caller_problem, const Atten
   // The attention kernel's plan (its checks, its config, the kernel itself) before any launch.
   // The Hopper kernel quantizes Q itself where it serves the call (one pass over Q fewer); the
   // plan says whether Q still needs its own pass.
-  attention::QInKernel q_in_kernel;
-  q_in_kernel.q = inputs.q;
-  q_in_kernel.head_dim = channels;
+  attention::SixteenBitCall sixteen_bit;
+  sixteen_bit.q = inputs.q;
+  sixteen_bit.head_dim = channels;
   if (options.smooth_k) {
-    q_in_kernel.k_channel_mean = floats(layout.k_mean);
-    q_in_kernel.q_dot_k_mean = floats(layout.q_dot_k_mean);
+    sixteen_bit.k_channel_mean = floats(layout.k_mean);
+    sixteen_bit.q_dot_k_mean = floats(layout.q_dot_k_mean);
   }
   const attention::PlannedLaunch planned =
-      attention::plan_launch(problem, tensors, stream, options, &q_in_kernel);
+      attention::plan_launch(problem, tensors, stream, options, &sixteen_bit);
 
   // K first: with smoothing, Q's pass (or the attention kernel's) reads K's channel means.
   QuantizeOptions k_options;

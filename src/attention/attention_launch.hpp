@@ -12,12 +12,13 @@
 
 namespace intfa::attention {
 
-// attention_forward_16bit's 16-bit Q, which the Hopper kernel quantizes itself where it serves
-// the call (SpecRequest::quantize_q_in_kernel); with K smoothing, K's channel means in and the LSE
-// term out (the memory of AttentionTensors::q_dot_k_mean). `head_dim`: the caller's, when it
-// lies between the kernels' (problem.head_dim is then the kernel's): the channels of this Q, of
-// the output and of half INT8's V (AttentionParams::out_head_dim).
-struct QInKernel {
+// What attention_forward_16bit adds to the plan. Its 16-bit Q, which the Hopper kernel quantizes
+// itself where it serves the call (SpecRequest::quantize_q_in_kernel); with K smoothing, K's
+// channel means in and the LSE term out (the memory of AttentionTensors::q_dot_k_mean).
+// `head_dim`: the caller's, when it lies between the kernels' (problem.head_dim is then the
+// kernel's): the channels of this Q, of the output and of half INT8's V
+// (AttentionParams::out_head_dim).
+struct SixteenBitCall {
   TensorView q;
   const float* k_channel_mean = nullptr;
   float* q_dot_k_mean = nullptr;
@@ -39,10 +40,10 @@ struct PlannedLaunch {
 };
 
 // Validates, chooses the config, compiles or fetches the kernel; launches nothing. With
-// `q_in_kernel`, a Hopper kernel takes that 16-bit Q and quantizes it (options.rotate_qk must be
-// off); tensors.q is then still checked, and read by the portable kernel if that one is chosen.
+// `sixteen_bit`, a Hopper kernel takes its 16-bit Q and quantizes it (not with options.rotate_qk);
+// tensors.q is then still checked, and read by the portable kernel if that one is chosen.
 PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensors& tensors,
                           CUstream stream, const AttentionOptions& options,
-                          const QInKernel* q_in_kernel = nullptr);
+                          const SixteenBitCall* sixteen_bit = nullptr);
 
 }  // namespace intfa::attention

@@ -35,12 +35,13 @@ void validate_mma_sync_config(const render::KernelSpec& spec) {
   }
 }
 
+
+}  // namespace
+
 kernels::Strides byte_strides(const TensorView& view, int element_bytes) {
   return kernels::Strides{view.strides[0] * element_bytes, view.strides[1] * element_bytes,
                           view.strides[2] * element_bytes};
 }
-
-}  // namespace
 
 render::Instantiation portable_instantiation(const render::KernelSpec& spec) {
   std::vector<std::string> arguments = {

@@ -29,6 +29,9 @@ int shared_bytes(const render::KernelSpec& spec);
 // or Unsupported when the kernel would need more than `max_shared_bytes` of shared memory.
 void validate_config(const render::KernelSpec& spec, int max_shared_bytes);
 
+// A view's batch, head and row strides in bytes (elements of `element_bytes`).
+kernels::Strides byte_strides(const TensorView& view, int element_bytes);
+
 // The parameters of both kernels (the Hopper kernel's WgmmaAttentionParams::attention) for the
 // caller's tensors.
 kernels::AttentionParams make_params(const AttentionProblem& problem,

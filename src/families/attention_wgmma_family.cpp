@@ -8,6 +8,7 @@
 
 #include "common/strings.hpp"
 #include "device/driver_api.hpp"
+#include "families/attention_family.hpp"
 #include "intfa/errors.hpp"
 
 namespace intfa::attention {
@@ -245,6 +246,14 @@ std::optional<std::string> tma_incompatibility(const AttentionProblem& problem,
     if (auto reason = incompatibility(operand)) return reason;
   }
   return std::nullopt;
+}
+
+void set_q_input(kernels::WgmmaAttentionParams& params, const TensorView& q,
+                 const float* k_channel_mean, float* q_dot_k_mean) {
+  params.q_input.q = q.data;
+  params.q_input.strides = byte_strides(q, 2);
+  params.q_input.k_channel_mean = k_channel_mean;
+  params.q_input.q_dot_k_mean = q_dot_k_mean;
 }
 
 void encode_tensor_maps(kernels::WgmmaAttentionParams& params, const AttentionProblem& problem,

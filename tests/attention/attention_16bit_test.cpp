@@ -13,7 +13,6 @@
 
 #include "attention/attention_launch.hpp"
 #include "attention/attention_test_support.hpp"
-#include "device/device_info.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
 #include "intfa/intfa.h"
@@ -361,12 +360,12 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
     stream.synchronize();
 
     // Which path the one call took: the plan it makes for these tensors.
-    attention::QInKernel q_in_kernel;
-    q_in_kernel.q = inputs.q;
-    q_in_kernel.k_channel_mean = k_mean.as<float>();
-    q_in_kernel.q_dot_k_mean = q_dot_k_mean.as<float>();
+    attention::SixteenBitCall sixteen_bit;
+    sixteen_bit.q = inputs.q;
+    sixteen_bit.k_channel_mean = k_mean.as<float>();
+    sixteen_bit.q_dot_k_mean = q_dot_k_mean.as<float>();
     const bool in_kernel =
-        attention::plan_launch(p, tensors, stream.get(), options, &q_in_kernel).quantizes_q;
+        attention::plan_launch(p, tensors, stream.get(), options, &sixteen_bit).quantizes_q;
     planned_in_kernel += in_kernel ? 1 : 0;
     EXPECT_FALSE(in_kernel && c.rotate) << c.describe();
 
@@ -379,9 +378,7 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
     EXPECT_EQ(std::memcmp(got_lse.data(), want_lse.data(), rows_q * 4), 0)
         << c.describe() << " Q in the kernel=" << in_kernel;
   }
-  CUdevice device = 0;
-  INTFA_DRIVER(cuCtxGetDevice, &device);
-  if (device::cached_device_info(device).arch == device::Arch::kSm90a) {
+  if (testing::current_arch() == device::Arch::kSm90a) {
     // Every case without the rotation: 2 variants x (2 small + 2 larger + 1 long).
     EXPECT_EQ(planned_in_kernel, 10);
   } else {
@@ -420,9 +417,7 @@ std::pair<device::DeviceBuffer, device::DeviceBuffer> random_and_padded(const Te
 TEST(Attention16bitGpu, HeadDimsBetweenTheKernelsEqualTheZeroExtendedCall) {
   INTFA_REQUIRE_GPU();
   const std::uint64_t seed = reference::fresh_seed();
-  CUdevice device = 0;
-  INTFA_DRIVER(cuCtxGetDevice, &device);
-  const device::Arch arch = device::cached_device_info(device).arch;
+  const device::Arch arch = testing::current_arch();
   device::Stream stream;
   // Packed sequences: two of different lengths (the longest is the problem's seq_q / seq_kv).
   const std::vector<int> cu_q{0, 150, 240}, cu_kv{0, 140, 200};
@@ -431,7 +426,7 @@ TEST(Attention16bitGpu, HeadDimsBetweenTheKernelsEqualTheZeroExtendedCall) {
   cu_kv_device.upload(cu_kv);
   enum class Path { kHeuristic, kPortable, kPacked };
   for (int head_dim : {40, 80, 96, 160}) {
-    const int kernel_dim = head_dim <= 64 ? 64 : head_dim <= 128 ? 128 : 256;
+    const int kernel_dim = attention::kernel_head_dim(head_dim, "head_dim");
     for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
       for (Path path : {Path::kHeuristic, Path::kPortable, Path::kPacked}) {
         AttentionProblem p = small_problem(variant);

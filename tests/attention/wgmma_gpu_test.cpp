@@ -32,11 +32,7 @@ constexpr double kPathAccuracyGap = 5e-4;
 // The shared memory an sm_90 block may opt in to (H100, H200).
 constexpr int kSharedBytesPerBlock = 232448;
 
-bool on_sm90() {
-  CUdevice device = 0;
-  INTFA_DRIVER(cuCtxGetDevice, &device);
-  return device::cached_device_info(device).arch == device::Arch::kSm90a;
-}
+bool on_sm90() { return testing::current_arch() == device::Arch::kSm90a; }
 
 #define INTFA_REQUIRE_SM90()                                                 \
   do {                                                                       \

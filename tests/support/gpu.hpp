@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "device/device_info.hpp"
 #include "device/device_memory.hpp"
 #include "device/driver_api.hpp"
 
@@ -17,6 +18,13 @@ using device::Stream;
 // True when a driver and a GPU are usable; `reason` says why not.
 inline bool gpu_available(std::string* reason = nullptr) {
   return device::driver_available(reason);
+}
+
+// The arch of the current context's device (after INTFA_REQUIRE_GPU).
+inline device::Arch current_arch() {
+  CUdevice device = 0;
+  INTFA_DRIVER(cuCtxGetDevice, &device);
+  return device::cached_device_info(device).arch;
 }
 
 // Skips the current test (GTEST_SKIP) when there is no GPU, naming the reason; otherwise makes
