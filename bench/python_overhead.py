@@ -7,8 +7,8 @@ never limits the rate: each row calls one layer CALLS times back to back and div
 Layers of intfa.attention, outermost first: the public function (argument checks, cached per call
 signature); the op's implementation (output and workspace from torch's allocator, the plan of the
 signature, one call into C++); the C++ call alone (intfa::attention_forward_16bit: quantize and
-attend, four or five launches). Then intfa.attention_int8 (public, and the C++ call alone), Torch's
-SDPA on the FP16 inputs, and one tiny torch kernel as the reference points.
+attend, four launches for full INT8 on sm_90a). Then intfa.attention_int8 (public, and the C++
+call alone), Torch's SDPA on the FP16 inputs, and one tiny torch kernel as the reference points.
 
 Uses the package's private functions (intfa._torch), so it tracks their names. Needs torch, a GPU
 and the package on PYTHONPATH (scripts/device_python.sh builds it as build-device-py/python).

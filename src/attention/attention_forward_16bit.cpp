@@ -213,14 +213,34 @@ void attention_forward_16bit(const AttentionProblem& caller_problem, const Atten
   const attention::PlannedLaunch planned =
       attention::plan_launch(problem, tensors, stream, options, &sixteen_bit);
 
-  // K first: with smoothing, Q's pass (or the attention kernel's) reads K's channel means.
+  // K first: with smoothing, Q's pass (or the attention kernel's) reads K's channel means. K and
+  // V share launches (quantize_k_and_v_channels).
   QuantizeOptions k_options;
   k_options.bits = problem.qk_bits;
   k_options.rotate = options.rotate_qk;
   k_options.k_granularity = options.k_granularity;
   if (options.smooth_k) k_options.smooth_k_channel_mean = floats(layout.k_mean);
-  quantize::quantize_qk_channels(k_shape, channels, inputs.k, tensors.k, floats(layout.k_scale),
-                                 stream, k_options);
+  if (full_int8) {
+    quantize::KAndVPasses kv;
+    kv.k_shape = k_shape;
+    kv.k_input = inputs.k;
+    kv.k_output = tensors.k;
+    kv.k_scales = floats(layout.k_scale);
+    kv.k_options = k_options;
+    kv.v_shape = v_shape;
+    kv.v_input = inputs.v;
+    if (inputs.varlen.enabled()) {
+      kv.total_kv = inputs.varlen.total_kv;
+      kv.cu_seqlens_kv = inputs.varlen.cu_seqlens_kv;
+    }
+    kv.v_output = base + layout.v;
+    kv.v_scales = floats(layout.v_scale);
+    kv.v_granularity = options.v_granularity;
+    quantize::quantize_k_and_v_channels(kv, channels, stream);
+  } else {
+    quantize::quantize_qk_channels(k_shape, channels, inputs.k, tensors.k, floats(layout.k_scale),
+                                   stream, k_options);
+  }
   if (!planned.quantizes_q) {
     QuantizeOptions q_options;
     q_options.bits = problem.qk_bits;
@@ -232,16 +252,6 @@ void attention_forward_16bit(const AttentionProblem& caller_problem, const Atten
     }
     quantize::quantize_qk_channels(q_shape, channels, inputs.q, tensors.q,
                                    floats(layout.q_scale), stream, q_options);
-  }
-  if (full_int8) {
-    if (inputs.varlen.enabled()) {
-      quantize::quantize_v_varlen_channels(v_shape, channels, inputs.v, inputs.varlen.total_kv,
-                                           inputs.varlen.cu_seqlens_kv, base + layout.v,
-                                           floats(layout.v_scale), options.v_granularity, stream);
-    } else {
-      quantize::quantize_v_channels(v_shape, channels, inputs.v, base + layout.v,
-                                    floats(layout.v_scale), options.v_granularity, stream);
-    }
   }
   launch::launch(*planned.kernel, planned.shape, stream, planned.arguments());
 }

@@ -2,6 +2,7 @@
 
 #include "attention/attention_params.h"
 #include "intfa/attention.hpp"
+#include "intfa/errors.hpp"
 
 namespace intfa::quantize {
 namespace {
@@ -79,6 +80,23 @@ render::KernelSpec v_scale_spec(device::Arch arch, int head_dim, kernels::Elemen
   return spec;
 }
 
+bool k_and_v_share_a_launch(KScaleGranularity k_granularity, VScaleGranularity v_granularity) {
+  return k_granularity == KScaleGranularity::kPerToken &&
+         v_granularity != VScaleGranularity::kPerBlock;
+}
+
+render::KernelSpec k_v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                                  int bits, const RowTransforms& k_transforms,
+                                  VScaleGranularity granularity) {
+  render::KernelSpec spec =
+      quantize_spec(render::KernelFamily::kQuantizeKVScale, arch, head_dim, input);
+  spec.qk_bits = bits;
+  spec.smooth_k = k_transforms.smooth_k;
+  spec.rotate = k_transforms.rotate;
+  spec.v_granularity = static_cast<kernels::VScaleGranularity>(granularity);
+  return spec;
+}
+
 render::Instantiation rows_instantiation(const render::KernelSpec& spec) {
   // K with one scale per 64-row block: its own kernel (a block reduces over 64 rows).
   if (spec.k_granularity == kernels::KScaleGranularity::kPerBlock) {
@@ -109,6 +127,24 @@ render::Instantiation v_scale_instantiation(const render::KernelSpec& spec) {
 
 render::Instantiation v_instantiation(const render::KernelSpec& spec) {
   return quantize_v_instantiation(spec, "quantize_v");
+}
+
+render::Instantiation k_v_scale_instantiation(const render::KernelSpec& spec) {
+  // The kernel's V half is a max pass and its K half quantize_rows (k_and_v_share_a_launch).
+  if (spec.v_granularity == kernels::VScaleGranularity::kPerBlock) {
+    throw InvalidArgument("spec.v_granularity", "block",
+                          "quantize_k_v_scale takes V per tensor or per channel");
+  }
+  if (spec.k_granularity != kernels::KScaleGranularity::kPerToken || spec.q_dot_k_mean) {
+    throw InvalidArgument("spec.k_granularity", spec.to_string(),
+                          "quantize_k_v_scale takes K's rows per token, without q_dot_k_mean");
+  }
+  return {"quantize/quantize_k_v_scale.cuh",
+          "intfa::kernels::quantize_k_v_scale<" + std::to_string(spec.head_dim) + ", " +
+              element_type_argument(spec.input_type) + ", " + std::to_string(spec.qk_bits) + ", " +
+              bool_argument(spec.smooth_k) + ", " + bool_argument(spec.rotate) + ", " +
+              option_argument(spec.v_granularity) + ">",
+          "intfa::kernels::QuantizeKVScaleParams"};
 }
 
 kernels::ChannelMeanParams channel_mean_params(const TensorShape& shape, const TensorView& input,
@@ -182,6 +218,26 @@ launch::LaunchShape v_launch_shape(const TensorShape& shape,
   launch_shape.grid[1] = static_cast<unsigned>(shape.heads);
   launch_shape.grid[2] = static_cast<unsigned>(shape.batch);
   launch_shape.block[0] = 256;
+  return launch_shape;
+}
+
+kernels::QuantizeKVScaleParams k_v_scale_params(const kernels::QuantizeRowsParams& k,
+                                                const launch::LaunchShape& k_shape,
+                                                const kernels::QuantizeVParams& v) {
+  kernels::QuantizeKVScaleParams params{};
+  params.k = k;
+  params.v = v;
+  params.k_blocks = k_shape.grid[0];
+  params.v_blocks_per_head = v.padded_seq / kernels::kVTokenBlock;
+  return params;
+}
+
+launch::LaunchShape k_v_scale_launch_shape(const kernels::QuantizeKVScaleParams& params) {
+  launch::LaunchShape launch_shape;
+  const long long v_blocks = static_cast<long long>(params.v_blocks_per_head) * params.v.heads *
+                             params.v.batch;
+  launch_shape.grid[0] = static_cast<unsigned>(params.k_blocks + v_blocks);
+  launch_shape.block[0] = 128;  // quantize_rows' block size, the fused kernel's
   return launch_shape;
 }
 

@@ -12,6 +12,9 @@
 //   channel_mean      head_dim, input_type
 //   quantize_v_scale  head_dim, input_type, v_granularity
 //   quantize_v        head_dim, input_type, v_granularity
+//   quantize_k_v_scale  head_dim, input_type, qk_bits, smooth_k, rotate, v_granularity (K's
+//                     rows per token, V per tensor or per channel: attention_forward_16bit's K
+//                     and V max passes in one launch)
 #pragma once
 
 #include "device/arch.hpp"
@@ -48,6 +51,13 @@ render::KernelSpec v_spec(device::Arch arch, int head_dim, kernels::ElementType 
                           VScaleGranularity granularity);
 render::KernelSpec v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
                                 VScaleGranularity granularity);
+// Whether attention_forward_16bit runs K's rows and V's max pass in one launch (k_v_scale_spec):
+// V has a max pass (per tensor or per channel) and K's scales are per token (quantize_rows).
+bool k_and_v_share_a_launch(KScaleGranularity k_granularity, VScaleGranularity v_granularity);
+// K's row pass (`transforms` of K: smooth_k and rotate, per token) and V's max pass in one launch.
+render::KernelSpec k_v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                                  int bits, const RowTransforms& k_transforms,
+                                  VScaleGranularity granularity);
 
 // ---- Instantiations (the render hooks) ---------------------------------------------------------
 
@@ -55,6 +65,7 @@ render::Instantiation rows_instantiation(const render::KernelSpec& spec);
 render::Instantiation channel_mean_instantiation(const render::KernelSpec& spec);
 render::Instantiation v_scale_instantiation(const render::KernelSpec& spec);
 render::Instantiation v_instantiation(const render::KernelSpec& spec);
+render::Instantiation k_v_scale_instantiation(const render::KernelSpec& spec);
 
 // ---- Parameters and launch shapes --------------------------------------------------------------
 
@@ -76,5 +87,12 @@ kernels::QuantizeVParams v_params(const TensorShape& shape, const TensorView& in
                                   const int* cu_seqlens, void* output, float* scales);
 launch::LaunchShape v_launch_shape(const TensorShape& shape,
                                    const kernels::QuantizeVParams& params);
+
+// The two in one launch: `k` and `k_shape` as rows_params' and rows_launch_shape's (per token),
+// `v` as v_params'.
+kernels::QuantizeKVScaleParams k_v_scale_params(const kernels::QuantizeRowsParams& k,
+                                                const launch::LaunchShape& k_shape,
+                                                const kernels::QuantizeVParams& v);
+launch::LaunchShape k_v_scale_launch_shape(const kernels::QuantizeKVScaleParams& params);
 
 }  // namespace intfa::quantize

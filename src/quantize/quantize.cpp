@@ -2,6 +2,8 @@
 // and launch shapes (src/families/quantize_family.hpp) on the caller's stream.
 #include "intfa/quantize.hpp"
 
+#include <limits>
+
 #include "api/tensor_checks.hpp"
 #include "device/device_info.hpp"
 #include "device/driver_api.hpp"
@@ -42,13 +44,16 @@ void launch_spec(const render::KernelSpec& spec, const LaunchContext& where,
   launch::launch(kernel, shape, stream, params);
 }
 
-// The first pass of K smoothing: one block per (batch, head) (channel_mean.cuh).
+// The first pass of K smoothing: one block per (batch, head) (channel_mean.cuh); it also zeroes
+// `zero_count` floats at `zero` (V's scale accumulators, for quantize_k_and_v_channels).
 void launch_channel_mean(const TensorShape& shape, int input_channels, const TensorView& input,
-                         kernels::ElementType element, float* channel_mean,
-                         const LaunchContext& where, CUstream stream) {
+                         kernels::ElementType element, float* channel_mean, float* zero,
+                         std::size_t zero_count, const LaunchContext& where, CUstream stream) {
   const render::KernelSpec spec = quantize::channel_mean_spec(where.arch, shape.head_dim, element);
   kernels::ChannelMeanParams params = quantize::channel_mean_params(shape, input, channel_mean);
   params.channels = input_channels;
+  params.zero = zero;
+  params.zero_count = static_cast<int>(zero_count);
   launch_spec(spec, where, quantize::channel_mean_launch_shape(shape), stream, &params);
 }
 
@@ -98,10 +103,22 @@ void quantize_qk(const TensorShape& shape, const TensorView& input, const Tensor
   quantize::quantize_qk_channels(shape, shape.head_dim, input, output, scales, stream, options);
 }
 
-void quantize::quantize_qk_channels(const TensorShape& shape, int input_channels,
-                                    const TensorView& input, const TensorView& output,
-                                    float* scales, CUstream stream,
-                                    const QuantizeOptions& options) {
+namespace {
+
+// quantize_qk's passes after its checks: K smoothing's channel means (when smoothing) and the row
+// pass.
+struct RowsPass {
+  LaunchContext where;
+  kernels::ElementType element;
+  quantize::RowTransforms transforms;
+  render::KernelSpec spec;
+  kernels::QuantizeRowsParams params;
+  launch::LaunchShape shape;
+};
+
+RowsPass plan_rows_pass(const TensorShape& shape, int input_channels, const TensorView& input,
+                        const TensorView& output, float* scales, CUstream stream,
+                        const QuantizeOptions& options) {
   checks::validate_shape(shape, "shape");
   validate_input_channels(shape, input_channels);
   if (options.bits != 8 && options.bits != 4) {
@@ -133,30 +150,97 @@ void quantize::quantize_qk_channels(const TensorShape& shape, int input_channels
                           "per-block scales are for K; Q (which writes q_dot_k_mean) is per token");
   }
 
-  const LaunchContext where = current_launch_context(stream);
-  quantize::RowTransforms transforms;
-  transforms.smooth_k = options.smooth_k_channel_mean != nullptr;
-  transforms.q_dot_k_mean = options.q_dot_k_mean != nullptr;
-  transforms.rotate = options.rotate;
-  transforms.k_granularity = options.k_granularity;
-  const render::KernelSpec spec =
-      quantize::rows_spec(where.arch, shape.head_dim, element, options.bits, transforms);
-  if (transforms.smooth_k) {
-    launch_channel_mean(shape, input_channels, input, element, options.smooth_k_channel_mean,
-                        where, stream);
-  }
+  RowsPass pass;
+  pass.where = current_launch_context(stream);
+  pass.element = element;
+  pass.transforms.smooth_k = options.smooth_k_channel_mean != nullptr;
+  pass.transforms.q_dot_k_mean = options.q_dot_k_mean != nullptr;
+  pass.transforms.rotate = options.rotate;
+  pass.transforms.k_granularity = options.k_granularity;
+  pass.spec = quantize::rows_spec(pass.where.arch, shape.head_dim, element, options.bits,
+                                  pass.transforms);
+  pass.params = quantize::rows_params(shape, input, output, scales, pass.transforms, options);
+  pass.params.channels = input_channels;
+  pass.shape = quantize::rows_launch_shape(shape, pass.transforms);
+  return pass;
+}
 
-  kernels::QuantizeRowsParams params =
-      quantize::rows_params(shape, input, output, scales, transforms, options);
-  params.channels = input_channels;
-  launch_spec(spec, where, quantize::rows_launch_shape(shape, transforms), stream, &params);
+}  // namespace
+
+void quantize::quantize_qk_channels(const TensorShape& shape, int input_channels,
+                                    const TensorView& input, const TensorView& output,
+                                    float* scales, CUstream stream,
+                                    const QuantizeOptions& options) {
+  const RowsPass pass =
+      plan_rows_pass(shape, input_channels, input, output, scales, stream, options);
+  if (pass.transforms.smooth_k) {
+    launch_channel_mean(shape, input_channels, input, pass.element,
+                        options.smooth_k_channel_mean, nullptr, 0, pass.where, stream);
+  }
+  launch_spec(pass.spec, pass.where, pass.shape, stream, &pass.params);
 }
 
 namespace {
 
-void launch_quantize_v(const TensorShape& shape, int input_channels, const TensorView& input,
-                       const int* cu_seqlens, void* output, float* scales,
-                       VScaleGranularity granularity, CUstream stream);
+// quantize_v's passes after its checks: the max pass (per tensor and per channel: into scales
+// zeroed first) and the quantize pass, on one grid.
+struct VPasses {
+  LaunchContext where;
+  kernels::QuantizeVParams params;
+  launch::LaunchShape shape;
+  render::KernelSpec spec;
+  bool max_pass = false;
+  render::KernelSpec max_spec;
+  std::size_t scale_count = 0;  // the scales to zero before the max pass
+};
+
+VPasses plan_v_passes(const TensorShape& shape, int input_channels, const TensorView& input,
+                      const int* cu_seqlens, void* output, float* scales,
+                      VScaleGranularity granularity, CUstream stream) {
+  const kernels::ElementType element = input_type(input, "input");
+  if (output == nullptr) throw InvalidArgument("output", "null", "expected a device pointer");
+  if (reinterpret_cast<std::uintptr_t>(output) % 16 != 0) {
+    throw InvalidArgument("output", std::to_string(reinterpret_cast<std::uintptr_t>(output)),
+                          "expected 16-byte alignment");
+  }
+  checks::validate_scales(scales, "scales");
+
+  VPasses passes;
+  passes.where = current_launch_context(stream);
+  passes.params = quantize::v_params(shape, input, cu_seqlens, output, scales);
+  passes.params.channels = input_channels;
+  passes.spec = quantize::v_spec(passes.where.arch, shape.head_dim, element, granularity);
+  passes.shape = quantize::v_launch_shape(shape, passes.params);
+  if (granularity != VScaleGranularity::kPerBlock) {
+    passes.max_pass = true;
+    passes.max_spec =
+        quantize::v_scale_spec(passes.where.arch, shape.head_dim, element, granularity);
+    passes.scale_count =
+        v_scale_count(granularity, shape.batch, shape.heads, shape.seq, shape.head_dim);
+  }
+  return passes;
+}
+
+void zero_scales(const VPasses& passes, CUstream stream) {
+  INTFA_DRIVER(cuMemsetD32Async, reinterpret_cast<CUdeviceptr>(passes.params.scales), 0,
+               passes.scale_count, stream);
+}
+
+void launch_v_passes(const VPasses& passes, CUstream stream) {
+  if (passes.max_pass) {
+    // The maximum over the whole sequence, accumulated with atomicMax into zeroed scales.
+    zero_scales(passes, stream);
+    launch_spec(passes.max_spec, passes.where, passes.shape, stream, &passes.params);
+  }
+  launch_spec(passes.spec, passes.where, passes.shape, stream, &passes.params);
+}
+
+void validate_v_varlen(int total_kv, const int* cu_seqlens_kv) {
+  if (total_kv < 1) {
+    throw InvalidArgument("total_kv", std::to_string(total_kv), "expected >= 1");
+  }
+  checks::validate_offsets(cu_seqlens_kv, "cu_seqlens_kv");
+}
 
 }  // namespace
 
@@ -179,7 +263,9 @@ void quantize::quantize_v_channels(const TensorShape& shape, int input_channels,
   validate_input_channels(shape, input_channels);
   checks::validate_view(input, {"input", {shape.batch, shape.heads, shape.seq, input_channels},
                                    2, 16});
-  launch_quantize_v(shape, input_channels, input, nullptr, output, scales, granularity, stream);
+  launch_v_passes(plan_v_passes(shape, input_channels, input, nullptr, output, scales, granularity,
+                                stream),
+                  stream);
 }
 
 void quantize::quantize_v_varlen_channels(const TensorShape& shape, int input_channels,
@@ -188,47 +274,58 @@ void quantize::quantize_v_varlen_channels(const TensorShape& shape, int input_ch
                                           VScaleGranularity granularity, CUstream stream) {
   checks::validate_shape(shape, "shape");
   validate_input_channels(shape, input_channels);
-  if (total_kv < 1) {
-    throw InvalidArgument("total_kv", std::to_string(total_kv), "expected >= 1");
-  }
-  checks::validate_offsets(cu_seqlens_kv, "cu_seqlens_kv");
+  validate_v_varlen(total_kv, cu_seqlens_kv);
   checks::validate_view(input, {"input", {1, shape.heads, total_kv, input_channels}, 2, 16});
-  launch_quantize_v(shape, input_channels, input, cu_seqlens_kv, output, scales, granularity,
-                    stream);
+  launch_v_passes(plan_v_passes(shape, input_channels, input, cu_seqlens_kv, output, scales,
+                                granularity, stream),
+                  stream);
 }
 
-namespace {
-
-void launch_quantize_v(const TensorShape& shape, int input_channels, const TensorView& input,
-                       const int* cu_seqlens, void* output, float* scales,
-                       VScaleGranularity granularity, CUstream stream) {
-  const kernels::ElementType element = input_type(input, "input");
-  if (output == nullptr) throw InvalidArgument("output", "null", "expected a device pointer");
-  if (reinterpret_cast<std::uintptr_t>(output) % 16 != 0) {
-    throw InvalidArgument("output", std::to_string(reinterpret_cast<std::uintptr_t>(output)),
-                          "expected 16-byte alignment");
+void quantize::quantize_k_and_v_channels(const KAndVPasses& kv, int input_channels,
+                                         CUstream stream) {
+  const RowsPass k = plan_rows_pass(kv.k_shape, input_channels, kv.k_input, kv.k_output,
+                                    kv.k_scales, stream, kv.k_options);
+  checks::validate_shape(kv.v_shape, "v_shape");
+  const bool packed = kv.cu_seqlens_kv != nullptr;
+  if (packed) validate_v_varlen(kv.total_kv, kv.cu_seqlens_kv);
+  checks::validate_view(kv.v_input,
+                        {"v_input",
+                         {packed ? 1 : kv.v_shape.batch, kv.v_shape.heads,
+                          packed ? kv.total_kv : kv.v_shape.seq, input_channels},
+                         2, 16});
+  const VPasses v = plan_v_passes(kv.v_shape, input_channels, kv.v_input, kv.cu_seqlens_kv,
+                                  kv.v_output, kv.v_scales, kv.v_granularity, stream);
+  // One launch for K's rows and V's max pass where both kernels take part and the two grids fit
+  // one.
+  const long long v_blocks = static_cast<long long>(v.shape.grid[0]) * v.shape.grid[1] *
+                             v.shape.grid[2];
+  const bool one_launch =
+      quantize::k_and_v_share_a_launch(kv.k_options.k_granularity, kv.v_granularity) &&
+      !k.transforms.q_dot_k_mean && k.shape.grid[0] + v_blocks <= std::numeric_limits<int>::max();
+  if (!one_launch) {
+    if (k.transforms.smooth_k) {
+      launch_channel_mean(kv.k_shape, input_channels, kv.k_input, k.element,
+                          kv.k_options.smooth_k_channel_mean, nullptr, 0, k.where, stream);
+    }
+    launch_spec(k.spec, k.where, k.shape, stream, &k.params);
+    launch_v_passes(v, stream);
+    return;
   }
-  checks::validate_scales(scales, "scales");
-
-  const LaunchContext where = current_launch_context(stream);
-  kernels::QuantizeVParams params = quantize::v_params(shape, input, cu_seqlens, output, scales);
-  params.channels = input_channels;
-
-  const render::KernelSpec spec =
-      quantize::v_spec(where.arch, shape.head_dim, element, granularity);
-  const launch::LaunchShape launch_shape = quantize::v_launch_shape(shape, params);
-
-  if (granularity != VScaleGranularity::kPerBlock) {
-    // The maximum over the whole sequence, accumulated with atomicMax into zeroed scales.
-    const std::size_t count = v_scale_count(granularity, shape.batch, shape.heads, shape.seq,
-                                            shape.head_dim);
-    INTFA_DRIVER(cuMemsetD32Async, reinterpret_cast<CUdeviceptr>(scales), 0, count, stream);
-    launch_spec(quantize::v_scale_spec(where.arch, shape.head_dim, element, granularity), where,
-                launch_shape, stream, &params);
+  // V's scales are zeroed by the launch before the max pass: K's channel means when smoothing,
+  // else a memset.
+  if (k.transforms.smooth_k) {
+    launch_channel_mean(kv.k_shape, input_channels, kv.k_input, k.element,
+                        kv.k_options.smooth_k_channel_mean, kv.v_scales, v.scale_count, k.where,
+                        stream);
+  } else {
+    zero_scales(v, stream);
   }
-  launch_spec(spec, where, launch_shape, stream, &params);
+  const kernels::QuantizeKVScaleParams both = k_v_scale_params(k.params, k.shape, v.params);
+  const render::KernelSpec both_spec = k_v_scale_spec(
+      k.where.arch, kv.k_shape.head_dim, k.element, kv.k_options.bits, k.transforms,
+      kv.v_granularity);
+  launch_spec(both_spec, k.where, k_v_scale_launch_shape(both), stream, &both);
+  launch_spec(v.spec, v.where, v.shape, stream, &v.params);
 }
-
-}  // namespace
 
 }  // namespace intfa

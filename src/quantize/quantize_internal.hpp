@@ -25,4 +25,29 @@ void quantize_v_varlen_channels(const TensorShape& shape, int input_channels,
                                 void* output, float* scales, VScaleGranularity granularity,
                                 CUstream stream);
 
+// K's and V's passes of attention_forward_16bit (both at the kernel's head dim, their inputs with
+// input_channels channels). K's options as quantize_qk_channels' (K: no q_dot_k_mean); V packed
+// when cu_seqlens_kv is set (then v_input is [1, heads, total_kv, channels], as
+// quantize_v_varlen_channels'). Each is checked as by its own function.
+struct KAndVPasses {
+  TensorShape k_shape;
+  TensorView k_input, k_output;
+  float* k_scales = nullptr;
+  QuantizeOptions k_options;
+  TensorShape v_shape;
+  TensorView v_input;
+  int total_kv = 0;
+  const int* cu_seqlens_kv = nullptr;
+  void* v_output = nullptr;
+  float* v_scales = nullptr;
+  VScaleGranularity v_granularity = VScaleGranularity::kPerChannel;
+};
+
+// The same kernels' work as quantize_qk_channels(K) then quantize_v_channels (or its varlen form),
+// bit for bit, in fewer launches where V has a max pass and K is per token: K's channel means
+// (their launch also zeroes V's scales; without smoothing a memset does), K's rows and V's max
+// pass in one launch (quantize_k_v_scale), then V's quantize pass: three driver calls where the
+// two functions make five (four without smoothing). Otherwise the two functions' launches.
+void quantize_k_and_v_channels(const KAndVPasses& passes, int input_channels, CUstream stream);
+
 }  // namespace intfa::quantize

@@ -37,11 +37,11 @@ KernelEnum option_from_name(const json::Value& object, const char* member) {
                         "expected " + option_names_text<Public>());
 }
 
-const KernelFamily kFamilies[] = {KernelFamily::kQuantizeRows,   KernelFamily::kChannelMean,
-                                  KernelFamily::kQuantizeVScale, KernelFamily::kQuantizeV,
-                                  KernelFamily::kAttention,      KernelFamily::kAttentionWgmma,
-                                  KernelFamily::kPagedAppend,    KernelFamily::kPagedDecode,
-                                  KernelFamily::kMergeStates};
+const KernelFamily kFamilies[] = {
+    KernelFamily::kQuantizeRows,     KernelFamily::kChannelMean, KernelFamily::kQuantizeVScale,
+    KernelFamily::kQuantizeV,        KernelFamily::kQuantizeKVScale, KernelFamily::kAttention,
+    KernelFamily::kAttentionWgmma,   KernelFamily::kPagedAppend, KernelFamily::kPagedDecode,
+    KernelFamily::kMergeStates};
 const kernels::ElementType kElementTypes[] = {
     kernels::ElementType::kF16, kernels::ElementType::kBF16, kernels::ElementType::kF32};
 
@@ -55,6 +55,7 @@ std::string family_name(KernelFamily family) {
     case KernelFamily::kChannelMean: return "channel_mean";
     case KernelFamily::kQuantizeVScale: return "quantize_v_scale";
     case KernelFamily::kQuantizeV: return "quantize_v";
+    case KernelFamily::kQuantizeKVScale: return "quantize_k_v_scale";
     case KernelFamily::kAttention: return "attention";
     case KernelFamily::kAttentionWgmma: return "attention_wgmma";
     case KernelFamily::kPagedAppend: return "paged_append";
@@ -118,6 +119,12 @@ std::string KernelSpec::to_string() const {
       break;
     case KernelFamily::kChannelMean:
       text += " " + element_type_name(input_type);
+      break;
+    case KernelFamily::kQuantizeKVScale:
+      text += " " + element_type_name(input_type) + "->" + (qk_bits == 4 ? "i4" : "i8");
+      if (smooth_k) text += " smooth_k";
+      if (rotate) text += " rotate";
+      text += " v=" + v_granularity_name(v_granularity);
       break;
     case KernelFamily::kQuantizeVScale:
     case KernelFamily::kQuantizeV:

@@ -16,17 +16,26 @@ std::vector<render::KernelSpec> call_specs(const attention::SpecRequest& request
   RowTransforms q_rows;
   q_rows.q_dot_k_mean = options.smooth_k;
   q_rows.rotate = options.rotate_qk;
-  specs.push_back(rows_spec(request.arch, request.head_dim, input, request.qk_bits, k_rows));
+  const render::KernelSpec k_spec =
+      rows_spec(request.arch, request.head_dim, input, request.qk_bits, k_rows);
   const render::KernelSpec q_spec =
       rows_spec(request.arch, request.head_dim, input, request.qk_bits, q_rows);
-  // One kernel when K is not smoothed.
-  if (q_rows_pass && q_spec != specs.back()) specs.push_back(q_spec);
-  if (request.variant == Variant::kFullInt8) {
-    specs.push_back(v_spec(request.arch, request.head_dim, input, request.v_granularity));
-    if (request.v_granularity != VScaleGranularity::kPerBlock) {
+  const bool full_int8 = request.variant == Variant::kFullInt8;
+  // K's rows share V's max pass's launch where they can (quantize_k_and_v_channels).
+  const bool k_with_v = full_int8 && k_and_v_share_a_launch(request.k_granularity,
+                                                            request.v_granularity);
+  if (k_with_v) {
+    specs.push_back(k_v_scale_spec(request.arch, request.head_dim, input, request.qk_bits,
+                                   k_rows, request.v_granularity));
+  } else {
+    specs.push_back(k_spec);
+    if (full_int8 && request.v_granularity != VScaleGranularity::kPerBlock) {
       specs.push_back(v_scale_spec(request.arch, request.head_dim, input, request.v_granularity));
     }
   }
+  // Q's rows kernel is K's when K is not smoothed, unless K's went into the shared launch.
+  if (q_rows_pass && (k_with_v || q_spec != k_spec)) specs.push_back(q_spec);
+  if (full_int8) specs.push_back(v_spec(request.arch, request.head_dim, input, request.v_granularity));
   return specs;
 }
 

@@ -4,7 +4,8 @@
 // thread sums 8 consecutive channels (one 16-byte load per row) over a strided subset of the
 // samples, then the row phases are added pairwise through shared memory in a fixed order, so the
 // result does not depend on scheduling. A thread's loads are all issued before its first add:
-// the pass is one memory latency long, not one per few samples.
+// the pass is one memory latency long, not one per few samples. The launch also zeroes
+// params.zero (V's scale accumulators in attention_forward_16bit), so that they need no memset.
 #pragma once
 
 #include "common/numeric.cuh"
@@ -43,6 +44,12 @@ __global__ void __launch_bounds__(512) channel_mean(const ChannelMeanParams para
     if (sample < count && 8 * lane_in_row < params.channels) {
       const i64 row = channel_mean_sample_row(sample, count, params.seq);
       raw[i] = *reinterpret_cast<const uint4*>(input + row * params.input_row_stride);
+    }
+  }
+  if (params.zero != nullptr) {
+    for (i64 i = static_cast<i64>(blockIdx.x) * Config::kThreads + threadIdx.x;
+         i < params.zero_count; i += static_cast<i64>(gridDim.x) * Config::kThreads) {
+      params.zero[i] = 0.0f;
     }
   }
   // Added in sample order, as the samples' loop did.

@@ -57,6 +57,11 @@ struct ChannelMeanParams {
   i64 input_batch_stride, input_head_stride, input_row_stride;  // elements
   int batch, heads, seq;
   int channels;  // as QuantizeRowsParams::channels
+  // Floats the launch also sets to zero (null: none): V's scale accumulators, which the next
+  // launch of attention_forward_16bit (quantize_k_v_scale) takes the maximum into. A memset of its
+  // own would be one more launch per call.
+  float* zero;
+  i64 zero_count;
 };
 
 // V [batch, heads, seq, head_dim] (element strides, unit stride on head_dim) -> INT8 in the
@@ -75,6 +80,16 @@ struct QuantizeVParams {
   // stride unused), padded with zeros to padded_seq; null for [batch, heads, seq, head_dim].
   const int* cu_seqlens;
   int channels;  // as QuantizeRowsParams::channels
+};
+
+// K's row pass and V's max pass in one launch (quantize_k_v_scale.cuh): blocks [0, k_blocks) are
+// quantize_rows' blocks over `k`, the others quantize_v_scale's over `v`, (block, head, batch) in
+// that order from k_blocks on, v_blocks_per_head = padded_seq / kVTokenBlock.
+struct QuantizeKVScaleParams {
+  QuantizeRowsParams k;
+  QuantizeVParams v;
+  u32 k_blocks;
+  int v_blocks_per_head;
 };
 
 }  // namespace kernels

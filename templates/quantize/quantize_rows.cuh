@@ -71,11 +71,13 @@ __device__ __forceinline__ void rotate_row(float (&values)[8], int lane_in_row) 
   for (int i = 0; i < 8; ++i) values[i] *= kNormaliser;
 }
 
+// The rows of block `block` (Config::kRowsPerBlock rows, Config::kThreads threads): the body of
+// quantize_rows and of the K half of quantize_k_v_scale (quantize_k_v_scale.cuh).
 template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, bool Rotate>
-__global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams params) {
+__device__ __forceinline__ void quantize_rows_block(const QuantizeRowsParams& params, u32 block) {
   using Config = QuantizeRowsConfig<HeadDim, InputType, Bits, SmoothK, DotKMean, Rotate>;
   const int lane_in_row = threadIdx.x % Config::kThreadsPerRow;
-  const i64 row = static_cast<i64>(blockIdx.x) * Config::kRowsPerBlock +
+  const i64 row = static_cast<i64>(block) * Config::kRowsPerBlock +
                   threadIdx.x / Config::kThreadsPerRow;
   const i64 total_rows = static_cast<i64>(params.batch) * params.heads * params.seq;
   // Rows past the end still take part in the shuffles below with zeros.
@@ -139,6 +141,11 @@ __global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams pa
     params.scales[row_index] = scale;
     if (DotKMean) params.q_dot_k_mean[row_index] = dot_k_mean;
   }
+}
+
+template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, bool Rotate>
+__global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams params) {
+  quantize_rows_block<HeadDim, InputType, Bits, SmoothK, DotKMean, Rotate>(params, blockIdx.x);
 }
 
 // K with one scale per block of kKTokenBlock rows of one (batch, head): scale = max|x| / 127 over

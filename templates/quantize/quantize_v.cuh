@@ -3,9 +3,10 @@
 // Each block takes 64 tokens x head_dim of one (batch, head) into shared memory and writes them
 // back transposed (channels become rows of token positions) and permuted (v_position_of_token).
 // Per-block scales are computed right there, so that granularity is a single pass. Per-tensor and
-// per-channel scales need a maximum over the whole sequence first: quantize_v_scale reduces it
-// with atomicMax into zeroed memory (non-negative floats order like their bit patterns), then
-// quantize_v reads it.
+// per-channel scales need a maximum over the whole sequence first: v_scale_block reduces it with
+// atomicMax into zeroed memory (non-negative floats order like their bit patterns), then
+// quantize_v reads it. v_scale_block is the body of quantize_v_scale and of the V half of
+// quantize_k_v_scale (quantize_k_v_scale.cuh: K's rows and V's maximum in one launch).
 #pragma once
 
 #include "attention/attention_params.h"
@@ -24,28 +25,35 @@ struct VTile {
   u16 values[kTokens * kPitch];
 };
 
+// V's head of (batch, head) in the input and its length: varlen input starts at the sequence's
+// first row.
+struct VHead {
+  const u16* input;
+  int seq;
+};
+
+__device__ __forceinline__ VHead v_head(const QuantizeVParams& params, int batch, int head) {
+  const u16* input = static_cast<const u16*>(params.input) + head * params.input_head_stride;
+  if (params.cu_seqlens == nullptr) return {input + batch * params.input_batch_stride, params.seq};
+  const int first_row = params.cu_seqlens[batch];
+  return {input + static_cast<i64>(first_row) * params.input_row_stride,
+          params.cu_seqlens[batch + 1] - first_row};
+}
+
 // Loads tokens [first, first + 64) of one (batch, head) as raw 16-bit values, zeros past the end
 // (of the sequence, for varlen input).
 template <int HeadDim>
 __device__ __forceinline__ void load_v_tile(VTile<HeadDim>& tile, const QuantizeVParams& params,
                                             int batch, int head, int first) {
   constexpr int kChunksPerToken = HeadDim / 8;
-  const u16* head_input = static_cast<const u16*>(params.input) + head * params.input_head_stride;
-  int seq = params.seq;
-  if (params.cu_seqlens != nullptr) {
-    const int first_row = params.cu_seqlens[batch];
-    head_input += static_cast<i64>(first_row) * params.input_row_stride;
-    seq = params.cu_seqlens[batch + 1] - first_row;
-  } else {
-    head_input += batch * params.input_batch_stride;
-  }
+  const VHead v = v_head(params, batch, head);
   for (int index = threadIdx.x; index < VTile<HeadDim>::kTokens * kChunksPerToken;
        index += VTile<HeadDim>::kThreads) {
     const int token = index / kChunksPerToken;
     const int channel = (index % kChunksPerToken) * 8;
     uint4 raw = make_uint4(0, 0, 0, 0);
-    if (first + token < seq && channel < params.channels) {
-      raw = *reinterpret_cast<const uint4*>(head_input + (i64)(first + token) * params.input_row_stride +
+    if (first + token < v.seq && channel < params.channels) {
+      raw = *reinterpret_cast<const uint4*>(v.input + (i64)(first + token) * params.input_row_stride +
                                             channel);
     }
     u32* destination = reinterpret_cast<u32*>(&tile.values[token * VTile<HeadDim>::kPitch + channel]);
@@ -67,38 +75,108 @@ __device__ __forceinline__ float channel_max_abs(const VTile<HeadDim>& tile, int
   return amax;
 }
 
-template <int HeadDim, ElementType InputType, VScaleGranularity Granularity>
-__global__ void __launch_bounds__(256) quantize_v_scale(const QuantizeVParams params) {
-  __shared__ VTile<HeadDim> tile;
-  __shared__ float warp_max[8];
-  const int head = blockIdx.y;
-  const int batch = blockIdx.z;
-  load_v_tile<HeadDim>(tile, params, batch, head, blockIdx.x * kVTokenBlock);
+// The max pass over one block of kVTokenBlock tokens, in registers: each token's HeadDim / 8 lanes
+// load 8 channels each (one 16-byte load), Threads / (HeadDim / 8) tokens at a time, up to 8 loads
+// in flight per thread; the channels' maxima over the block's tokens then go through shuffles (the
+// tokens of a warp) and shared memory (the warps), and into the scales with one atomicMax per
+// channel, or per block for a per-tensor scale. max|x| / 127 is rounded once per block and max
+// commutes with that rounding, so the scales are those of the maximum over the whole sequence, in
+// any order of blocks.
+template <int HeadDim, int Threads>
+struct VScaleConfig {
+  static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
+  static constexpr int kLanesPerToken = HeadDim / 8;
+  static constexpr int kTokensPerPass = Threads / kLanesPerToken;
+  static constexpr int kPasses = kVTokenBlock / kTokensPerPass;
+  static constexpr int kWarps = Threads / 32;
+  static constexpr int kLoadsInFlight = kPasses < 8 ? kPasses : 8;
+  static_assert(kPasses * kTokensPerPass == kVTokenBlock, "passes cover the block");
+  static_assert(kPasses % kLoadsInFlight == 0, "groups of loads cover the passes");
+};
+
+template <int HeadDim, ElementType InputType, VScaleGranularity Granularity, int Threads>
+__device__ __forceinline__ void v_scale_block(const QuantizeVParams& params, int batch, int head,
+                                              int block) {
+  static_assert(Granularity != VScaleGranularity::kPerBlock,
+                "per-block scales come with quantize_v itself");
+  using Config = VScaleConfig<HeadDim, Threads>;
+  __shared__ float warp_channel_max[Config::kWarps][HeadDim];
+  __shared__ float warp_max[Config::kWarps];
+  const int lane_in_token = threadIdx.x % Config::kLanesPerToken;
+  const int token_in_pass = threadIdx.x / Config::kLanesPerToken;
+  const int channel = 8 * lane_in_token;
+  const VHead v = v_head(params, batch, head);
+  const int first = block * kVTokenBlock + token_in_pass;
+
+  float amax[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) amax[i] = 0.0f;
+  // At most 8 loads (32 registers) in flight per thread: the fused kernel's K half shares this
+  // kernel's register count, and its occupancy.
+#pragma unroll
+  for (int group = 0; group < Config::kPasses; group += Config::kLoadsInFlight) {
+    uint4 raw[Config::kLoadsInFlight];
+#pragma unroll
+    for (int pass = 0; pass < Config::kLoadsInFlight; ++pass) {
+      const int token = first + (group + pass) * Config::kTokensPerPass;
+      raw[pass] = make_uint4(0, 0, 0, 0);  // past the end, and channels past params.channels
+      if (token < v.seq && channel < params.channels) {
+        raw[pass] = *reinterpret_cast<const uint4*>(
+            v.input + static_cast<i64>(token) * params.input_row_stride + channel);
+      }
+    }
+#pragma unroll
+    for (int pass = 0; pass < Config::kLoadsInFlight; ++pass) {
+      float values[8];
+      unpack_8_values<InputType>(values, raw[pass]);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) amax[i] = fmaxf(amax[i], fabsf(values[i]));
+    }
+  }
+  // The tokens of a warp: lanes kLanesPerToken apart hold the same channels.
+#pragma unroll
+  for (int offset = Config::kLanesPerToken; offset < 32; offset *= 2) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) amax[i] = fmaxf(amax[i], __shfl_xor_sync(0xFFFFFFFFu, amax[i], offset));
+  }
+  const int warp = threadIdx.x / 32;
+  if (threadIdx.x % 32 < Config::kLanesPerToken) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) warp_channel_max[warp][channel + i] = amax[i];
+  }
   __syncthreads();
   const i64 head_index = static_cast<i64>(batch) * params.heads + head;
-  float amax = 0.0f;
-  for (int channel = threadIdx.x; channel < HeadDim; channel += blockDim.x) {
-    const float channel_amax = channel_max_abs<HeadDim, InputType>(tile, channel);
-    if (Granularity == VScaleGranularity::kPerChannel) {
-      atomicMax(reinterpret_cast<int*>(params.scales + head_index * HeadDim + channel),
-                __float_as_int(divide_rn(channel_amax, 127.0f)));
-    }
-    amax = fmaxf(amax, channel_amax);
-  }
-  if (Granularity != VScaleGranularity::kPerTensor) return;
+  float block_max = 0.0f;
+  for (int c = threadIdx.x; c < HeadDim; c += Threads) {
+    float channel_max = warp_channel_max[0][c];
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) {
-    amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
-  }
-  if ((threadIdx.x & 31) == 0) warp_max[threadIdx.x >> 5] = amax;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int warp = 1; warp < static_cast<int>(blockDim.x >> 5); ++warp) {
-      amax = fmaxf(amax, warp_max[warp]);
+    for (int w = 1; w < Config::kWarps; ++w) channel_max = fmaxf(channel_max, warp_channel_max[w][c]);
+    if (Granularity == VScaleGranularity::kPerChannel) {
+      atomicMax(reinterpret_cast<int*>(params.scales + head_index * HeadDim + c),
+                __float_as_int(divide_rn(channel_max, 127.0f)));
     }
-    atomicMax(reinterpret_cast<int*>(params.scales + head_index),
-              __float_as_int(divide_rn(amax, 127.0f)));
+    block_max = fmaxf(block_max, channel_max);
   }
+  if (Granularity == VScaleGranularity::kPerTensor) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset /= 2) {
+      block_max = fmaxf(block_max, __shfl_xor_sync(0xFFFFFFFFu, block_max, offset));
+    }
+    if (threadIdx.x % 32 == 0) warp_max[warp] = block_max;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+#pragma unroll
+      for (int w = 1; w < Config::kWarps; ++w) block_max = fmaxf(block_max, warp_max[w]);
+      atomicMax(reinterpret_cast<int*>(params.scales + head_index),
+                __float_as_int(divide_rn(block_max, 127.0f)));
+    }
+  }
+}
+
+// Grid (block, head, batch) as quantize_v's.
+template <int HeadDim, ElementType InputType, VScaleGranularity Granularity>
+__global__ void __launch_bounds__(256) quantize_v_scale(const QuantizeVParams params) {
+  v_scale_block<HeadDim, InputType, Granularity, 256>(params, blockIdx.z, blockIdx.y, blockIdx.x);
 }
 
 template <int HeadDim, ElementType InputType, VScaleGranularity Granularity>

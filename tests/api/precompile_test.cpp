@@ -40,23 +40,26 @@ PrecompileRequest one_call(const char* arch) {
 TEST_F(PrecompileApi, CompilesTheQuantizeAndAttentionKernelsOfACallOnceForANamedArch) {
   const PrecompileReport first = precompile(one_call("sm_120"));
   EXPECT_EQ(first.arch, "sm_120");
-  // K smoothing's mean pass, K's smoothed rows, Q's rows with the LSE term (the defaults), V's
-  // scale and quantize passes, the portable attention kernel.
-  EXPECT_EQ(first.kernels, 6u);
-  EXPECT_EQ(first.compiled_now, 6u);
+  // K smoothing's mean pass, K's smoothed rows with V's max pass (one launch), Q's rows with the
+  // LSE term (the defaults), V's quantize pass, the portable attention kernel.
+  EXPECT_EQ(first.kernels, 5u);
+  EXPECT_EQ(first.compiled_now, 5u);
+  EXPECT_EQ(first.specs.at(1), "quantize_k_v_scale sm_120 d64 f16->i8 smooth_k v=channel");
   launch::KernelRuntime::instance().reset_for_testing();  // the second call reads the disk cache
   const PrecompileReport again = precompile(one_call("sm_120"));
   EXPECT_EQ(again.specs, first.specs);
   EXPECT_EQ(again.compiled_now, 0u);
-  EXPECT_EQ(again.already_present, 6u);
-  // Without smoothing, rotated: one rows kernel for Q and K, the only one not compiled yet.
+  EXPECT_EQ(again.already_present, 5u);
+  // Without smoothing, rotated: K's rotated rows with V's max pass, Q's rotated rows (no LSE
+  // term), V and the attention kernel; the first two are new.
   PrecompileRequest rotated = one_call("sm_120");
   rotated.numerics.smooth_k = false;
   rotated.numerics.rotate_qk = true;
   const PrecompileReport plain = precompile(rotated);
   EXPECT_EQ(plain.kernels, 4u);
-  EXPECT_EQ(plain.compiled_now, 1u);
-  EXPECT_EQ(plain.specs.front(), "quantize_rows sm_120 d64 f16->i8 rotate");
+  EXPECT_EQ(plain.compiled_now, 2u);
+  EXPECT_EQ(plain.specs.at(0), "quantize_k_v_scale sm_120 d64 f16->i8 rotate v=channel");
+  EXPECT_EQ(plain.specs.at(1), "quantize_rows sm_120 d64 f16->i8 rotate");
 }
 
 TEST_F(PrecompileApi, BadRequestsAreInvalidArgumentsNamingTheField) {

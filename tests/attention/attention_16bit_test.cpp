@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "api/option_names.hpp"
 #include "attention/attention_launch.hpp"
 #include "attention/attention_test_support.hpp"
 #include "intfa/attention.hpp"
@@ -229,12 +230,13 @@ struct StepsCase {
   DType dtype = DType::kF16;
   Layout q_layout = Layout::kBHND;
   bool smooth_k = false, rotate = false;
+  VScaleGranularity v_granularity = VScaleGranularity::kPerChannel;
 
   std::string describe() const {
     return std::string(problem.variant == Variant::kFullInt8 ? "full" : "half") + " d" +
            std::to_string(problem.head_dim) + " " + dtype_name(dtype) +
            (q_layout == Layout::kBNHD ? " q=BNHD" : "") + " smooth_k=" + std::to_string(smooth_k) +
-           " rotate=" + std::to_string(rotate);
+           " rotate=" + std::to_string(rotate) + " v=" + std::string(option_name(v_granularity));
   }
 };
 
@@ -262,6 +264,20 @@ std::vector<StepsCase> steps_cases() {
       c.dtype = head_dim == 128 ? DType::kBF16 : DType::kF16;
       c.q_layout = head_dim == 128 ? Layout::kBNHD : Layout::kBHND;
       c.smooth_k = head_dim == 256;
+      cases.push_back(c);
+    }
+    // V per tensor and per block (full INT8): the one call's K and V share launches where V has
+    // a max pass (its scales zeroed by K's channel-mean launch, or by a memset without
+    // smoothing); per block V has none.
+    for (const auto& [smooth_k, granularity] :
+         {std::pair{true, VScaleGranularity::kPerTensor},
+          std::pair{false, VScaleGranularity::kPerTensor},
+          std::pair{true, VScaleGranularity::kPerBlock}}) {
+      if (variant != Variant::kFullInt8) break;
+      StepsCase c;
+      c.problem = small_problem(variant);
+      c.smooth_k = smooth_k;
+      c.v_granularity = granularity;
       cases.push_back(c);
     }
     // Past 1k tokens, the heuristic's long-sequence configs: full INT8 with three consumer
@@ -317,6 +333,7 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
     AttentionOptions options;
     options.smooth_k = c.smooth_k;
     options.rotate_qk = c.rotate;
+    options.v_granularity = c.v_granularity;
     attention_forward_16bit(p, inputs, workspace.get(), workspace.bytes(), stream.get(), options);
 
     // The steps, each into its own buffer.
@@ -324,8 +341,8 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
     device::DeviceBuffer q_scale(rows_q * 4), k_scale(rows_k * 4), q_dot_k_mean(rows_q * 4);
     device::DeviceBuffer k_mean(static_cast<std::size_t>(p.batch) * p.heads_kv * p.head_dim * 4);
     device::DeviceBuffer v8(v_int8_bytes(p.batch, p.heads_kv, p.seq_kv, p.head_dim));
-    device::DeviceBuffer v_scale(v_scale_count(VScaleGranularity::kPerChannel, p.batch,
-                                               p.heads_kv, p.seq_kv, p.head_dim) *
+    device::DeviceBuffer v_scale(v_scale_count(c.v_granularity, p.batch, p.heads_kv, p.seq_kv,
+                                               p.head_dim) *
                                  4);
     device::DeviceBuffer expected_out(out_count * 2), expected_lse(rows_q * 4);
     expected_out.fill_bytes(0xFF);
@@ -347,8 +364,8 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
     quantize_qk(q_shape, inputs.q, tensors.q, q_scale.as<float>(), stream.get(), q_options);
     tensors.v = inputs.v;
     if (p.variant == Variant::kFullInt8) {
-      quantize_v(kv_shape, inputs.v, v8.get(), v_scale.as<float>(),
-                 VScaleGranularity::kPerChannel, stream.get());
+      quantize_v(kv_shape, inputs.v, v8.get(), v_scale.as<float>(), c.v_granularity,
+                 stream.get());
       tensors.v = v_int8_view(v8.get(), p.batch, p.heads_kv, p.seq_kv, p.head_dim);
       tensors.v_scale = v_scale.as<float>();
     }
@@ -356,7 +373,9 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
     tensors.k_scale = k_scale.as<float>();
     tensors.out = TensorView::dense(expected_out.get(), c.dtype, Layout::kBHND, q_shape);
     tensors.lse = expected_lse.as<float>();
-    attention_forward(p, tensors, stream.get());
+    AttentionOptions steps_options;
+    steps_options.v_granularity = c.v_granularity;
+    attention_forward(p, tensors, stream.get(), steps_options);
     stream.synchronize();
 
     // Which path the one call took: the plan it makes for these tensors.
@@ -379,8 +398,9 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
         << c.describe() << " Q in the kernel=" << in_kernel;
   }
   if (testing::current_arch() == device::Arch::kSm90a) {
-    // Every case without the rotation: 2 variants x (2 small + 2 larger + 1 long).
-    EXPECT_EQ(planned_in_kernel, 10);
+    // Every case without the rotation: 2 variants x (2 small + 2 larger + 1 long), and the 3
+    // cases of V's other granularities.
+    EXPECT_EQ(planned_in_kernel, 13);
   } else {
     EXPECT_EQ(planned_in_kernel, 0);
   }

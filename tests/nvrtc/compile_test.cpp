@@ -43,7 +43,7 @@ TEST(Nvrtc, CompilesEveryQuantizeFamilyForEveryArchAndHeadDim) {
       render::KernelSpec spec = quantize_spec(arch, head_dim);
       for (render::KernelFamily family :
            {render::KernelFamily::kChannelMean, render::KernelFamily::kQuantizeVScale,
-            render::KernelFamily::kQuantizeV}) {
+            render::KernelFamily::kQuantizeV, render::KernelFamily::kQuantizeKVScale}) {
         spec.family = family;
         const Cubin cubin = compile_spec(spec, templates);
         EXPECT_NE(cubin.lowered_name.find(render::family_name(family)), std::string::npos)
@@ -72,6 +72,13 @@ TEST(Nvrtc, CompilesEveryQuantizeFamilyForEveryArchAndHeadDim) {
       EXPECT_NE(blocks.lowered_name.find("quantize_row_blocks"), std::string::npos);
       EXPECT_EQ(blocks.log.find("warning"), std::string::npos) << spec.to_string() << blocks.log;
       spec.k_granularity = kernels::KScaleGranularity::kPerToken;
+      // K's rows, smoothed and rotated, with V's per-channel max pass in one launch.
+      spec.family = render::KernelFamily::kQuantizeKVScale;
+      spec.v_granularity = kernels::VScaleGranularity::kPerChannel;
+      const Cubin k_and_v = compile_spec(spec, templates);
+      EXPECT_NE(k_and_v.lowered_name.find("quantize_k_v_scale"), std::string::npos);
+      EXPECT_EQ(k_and_v.log.find("warning"), std::string::npos) << spec.to_string() << k_and_v.log;
+      spec.v_granularity = kernels::VScaleGranularity::kPerTensor;
       spec.smooth_k = false;
       spec.rotate = false;
     }

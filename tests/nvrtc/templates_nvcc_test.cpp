@@ -65,6 +65,11 @@ TEST(TemplatesWithNvcc, RenderedUnitsOfEveryFamilyCompile) {
   specs.push_back(v);
   v.family = KernelFamily::kQuantizeVScale;
   specs.push_back(v);
+  KernelSpec k_and_v = rows;  // K smoothed, with V's per-channel max pass
+  k_and_v.family = KernelFamily::kQuantizeKVScale;
+  k_and_v.smooth_k = true;
+  k_and_v.v_granularity = kernels::VScaleGranularity::kPerChannel;
+  specs.push_back(k_and_v);
   KernelSpec attention;
   attention.family = KernelFamily::kAttention;
   attention.head_dim = 64;

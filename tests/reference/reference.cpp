@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 
 #include "intfa/errors.hpp"
@@ -298,6 +300,17 @@ std::vector<float> random_values(std::size_t count, Distribution distribution, s
 }
 
 std::uint64_t fresh_seed() {
+  if (const char* replay = std::getenv("INTFA_TEST_SEED"); replay != nullptr && *replay != '\0') {
+    const std::string text(replay);
+    const bool digits = std::all_of(text.begin(), text.end(),
+                                    [](char c) { return c >= '0' && c <= '9'; });
+    try {
+      if (digits) return std::stoull(text);
+    } catch (const std::out_of_range&) {
+    }
+    throw InvalidArgument("INTFA_TEST_SEED", text,
+                          "expected a seed a test printed (a decimal integer below 2^64)");
+  }
   std::random_device device;
   const auto now =
       static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());

@@ -58,7 +58,9 @@ ErrorMetrics compare(const double* reference, const double* output, std::size_t 
 // Deterministic random inputs for a seed (tests draw a fresh seed per run and print it).
 enum class Distribution { kNormal, kUniformHalf };  // N(0, 1) and U(-0.5, 0.5)
 std::vector<float> random_values(std::size_t count, Distribution distribution, std::uint64_t seed);
-// A seed that differs run to run (time and address entropy), printed by the caller.
+// A seed that differs run to run (time and address entropy), printed by the caller; or, to replay
+// a failure, the one INTFA_TEST_SEED names (a decimal integer, InvalidArgument naming the variable
+// when it is not one).
 std::uint64_t fresh_seed();
 
 }  // namespace intfa::reference

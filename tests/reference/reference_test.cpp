@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "intfa/errors.hpp"
+#include "support/temp_dir.hpp"
 
 namespace intfa::reference {
 namespace {
@@ -280,10 +281,35 @@ TEST(ReferenceRandom, SameSeedSameValuesAndTheDocumentedDistributions) {
 }
 
 TEST(ReferenceRandom, FreshSeedsDiffer) {
+  testing::ScopedEnv fresh("INTFA_TEST_SEED", nullptr);
   const std::uint64_t first = fresh_seed();
   const std::uint64_t second = fresh_seed();
   EXPECT_NE(first, second);
   EXPECT_NE(first, 0u);
+}
+
+// INTFA_TEST_SEED replays the seed a failed run printed; anything but a decimal integer is an
+// error naming the variable, not a silent fresh seed.
+TEST(ReferenceRandom, TheSeedVariableReplaysAPrintedSeed) {
+  std::uint64_t printed = 0;
+  {
+    testing::ScopedEnv fresh("INTFA_TEST_SEED", nullptr);
+    printed = fresh_seed();
+  }
+  {
+    testing::ScopedEnv replay("INTFA_TEST_SEED", std::to_string(printed));
+    EXPECT_EQ(fresh_seed(), printed);
+    EXPECT_EQ(fresh_seed(), printed);
+  }
+  for (const char* bad : {"12x", "-3", "+3", "seed", " 7", "99999999999999999999999"}) {
+    testing::ScopedEnv replay("INTFA_TEST_SEED", bad);
+    try {
+      fresh_seed();
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const InvalidArgument& error) {
+      EXPECT_NE(std::string(error.what()).find("INTFA_TEST_SEED"), std::string::npos) << bad;
+    }
+  }
 }
 
 }  // namespace

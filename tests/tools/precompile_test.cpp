@@ -58,11 +58,12 @@ std::map<fs::path, std::pair<std::string, fs::file_time_type>> snapshot(const fs
 
 constexpr const char* kReducedSet =
     "--arch sm_80,sm_86,sm_89,sm_90a --head-dims 64 --variants full";
-// Its kernels: per arch K smoothing's channel_mean, quantize_rows of K (smoothed) and of Q (with
-// the LSE term), quantize_v, quantize_v_scale and attention causal off and on, and on sm_90a the
-// short-sequence configs of d=64 causal off and on (attention::heuristic_configs), less Q's
-// quantize_rows there: the Hopper kernel quantizes Q itself.
-constexpr std::size_t kReducedSetKernels = 4 * 7 + 2 - 1;
+// Its kernels: per arch K smoothing's channel_mean, K's smoothed rows with V's max pass in one
+// launch (quantize_k_v_scale), quantize_rows of Q (with the LSE term), quantize_v and attention
+// causal off and on, and on sm_90a the short-sequence configs of d=64 causal off and on
+// (attention::heuristic_configs), less Q's quantize_rows there: the Hopper kernel quantizes Q
+// itself.
+constexpr std::size_t kReducedSetKernels = 4 * 6 + 2 - 1;
 
 // One bundle for the whole suite: building it is the slow part.
 class Precompile : public ::testing::Test {
@@ -223,7 +224,8 @@ TEST(PrecompileOptions, ConfigsAllKeepsTheTunerCandidatesThatFitTheArchsSharedMe
         "--variants full --arch " +
         device::arch_name(arch));
     ASSERT_EQ(listed.exit_code, 0) << listed.output;
-    const std::size_t quantize_kernels = 5;  // channel mean, K's and Q's rows, v, v scale
+    // Channel mean, K's rows with V's max pass, Q's rows, V.
+    const std::size_t quantize_kernels = 4;
     EXPECT_TRUE(mentions(listed, std::to_string(quantize_kernels + 2 * fitting) + " kernels"))
         << device::arch_name(arch) << "\n"
         << listed.output;
@@ -245,17 +247,18 @@ TEST(PrecompileOptions, TheDefaultSetIsEveryArchHeadDimVariantAndCausalOnce) {
   const CliResult listed = run_cli("precompile --list");
   ASSERT_EQ(listed.exit_code, 0) << listed.output;
   // Per arch: 3 head dims x 2 variants x causal off/on attention kernels, for each head dim K
-  // smoothing's channel_mean and quantize_rows of K (smoothed) and of Q (the LSE term), and
-  // quantize_v + quantize_v_scale for each head dim (full INT8); on sm_90a the short-sequence
-  // configs of full INT8 at d=64 and d=128, causal off and on. On sm_90a no quantize_rows of Q:
-  // the Hopper kernel quantizes Q itself (and writes the LSE term).
+  // smoothing's channel_mean, quantize_rows of K (smoothed; half INT8) and of Q (the LSE term),
+  // and for full INT8 K's rows with V's max pass (quantize_k_v_scale) and quantize_v; on sm_90a
+  // the short-sequence configs of full INT8 at d=64 and d=128, causal off and on. On sm_90a no
+  // quantize_rows of Q: the Hopper kernel quantizes Q itself (and writes the LSE term).
   const std::size_t archs = device::all_archs().size();
   EXPECT_TRUE(mentions(listed, std::to_string(archs * (12 + 9 + 6) + 4 - 3) + " kernels"))
       << listed.output;
   EXPECT_FALSE(mentions(listed, "quantize_rows sm_90a d64 f16->i8 q_dot_k_mean")) << listed.output;
   EXPECT_TRUE(mentions(listed, "quantize_rows sm_80 d64 f16->i8 q_dot_k_mean")) << listed.output;
   EXPECT_TRUE(mentions(listed, "p=u8/tile v=channel q=in_kernel+q_dot_k_mean")) << listed.output;
-  // --smooth-k=0: one quantize_rows for Q and K (K's alone on sm_90a), no channel_mean.
+  // --smooth-k=0: one quantize_rows for Q and half INT8's K (K's alone on sm_90a), K's rows
+  // with V's max pass and quantize_v for full INT8, no channel_mean.
   const CliResult plain = run_cli("precompile --list --smooth-k=0");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   EXPECT_TRUE(mentions(plain, std::to_string(archs * (12 + 3 + 6) + 4) + " kernels"))
@@ -322,9 +325,9 @@ TEST_F(PrecompileTuned, BundlesExactlyTheWinnersOfTheRequestedArch) {
   const CliResult listed =
       run_cli("precompile --list --configs tuned --arch sm_90a --tuning-db " + path());
   ASSERT_EQ(listed.exit_code, 0) << listed.output;
-  // K smoothing's mean pass, K's and Q's rows, V and V scale for d128 f16, and the two distinct
-  // winners.
-  EXPECT_TRUE(mentions(listed, "\n7 kernels")) << listed.output;
+  // K smoothing's mean pass, K's rows with V's max pass, Q's rows, V for d128 f16, and the two
+  // distinct winners.
+  EXPECT_TRUE(mentions(listed, "\n6 kernels")) << listed.output;
   const device::Arch h100 = device::Arch::kSm90a;
   EXPECT_TRUE(mentions(listed, attention(h100, 128, Variant::kFullInt8, kA))) << listed.output;
   EXPECT_TRUE(mentions(listed, attention(h100, 128, Variant::kFullInt8, kB))) << listed.output;

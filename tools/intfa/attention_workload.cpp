@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "quantize/quantize_internal.hpp"
 #include "reference/half.hpp"
 #include "reference/parallel_heads.hpp"
 
@@ -86,14 +87,30 @@ AttentionWorkload::AttentionWorkload(const AttentionProblem& problem,
 }
 
 void AttentionWorkload::quantize(CUstream stream) {
-  // As attention_forward_16bit: K (smoothed: its channel means first), then Q (the LSE term).
+  // As attention_forward_16bit: K (smoothed: its channel means first) and V in the launches they
+  // share there, then Q (the LSE term). quantize::call_specs lists these kernels.
   QuantizeOptions k_options;
   k_options.bits = problem_.qk_bits;
   k_options.rotate = options_.rotate_qk;
   k_options.k_granularity = options_.k_granularity;
   k_options.smooth_k_channel_mean = options_.smooth_k ? k_mean_.as<float>() : nullptr;
-  quantize_qk(kv_shape_, TensorView::dense(k_.get(), io_type_, Layout::kBHND, kv_shape_),
-              tensors_.k, k_scale_.as<float>(), stream, k_options);
+  const TensorView k_input = TensorView::dense(k_.get(), io_type_, Layout::kBHND, kv_shape_);
+  if (problem_.variant == Variant::kFullInt8) {
+    quantize::KAndVPasses kv;
+    kv.k_shape = kv_shape_;
+    kv.k_input = k_input;
+    kv.k_output = tensors_.k;
+    kv.k_scales = k_scale_.as<float>();
+    kv.k_options = k_options;
+    kv.v_shape = kv_shape_;
+    kv.v_input = TensorView::dense(v_.get(), io_type_, Layout::kBHND, kv_shape_);
+    kv.v_output = v8_.get();
+    kv.v_scales = v_scale_.as<float>();
+    kv.v_granularity = options_.v_granularity;
+    quantize::quantize_k_and_v_channels(kv, kv_shape_.head_dim, stream);
+  } else {
+    quantize_qk(kv_shape_, k_input, tensors_.k, k_scale_.as<float>(), stream, k_options);
+  }
   QuantizeOptions q_options;
   q_options.bits = problem_.qk_bits;
   q_options.rotate = options_.rotate_qk;
@@ -104,10 +121,6 @@ void AttentionWorkload::quantize(CUstream stream) {
   }
   quantize_qk(q_shape_, TensorView::dense(q_.get(), io_type_, Layout::kBHND, q_shape_), tensors_.q,
               q_scale_.as<float>(), stream, q_options);
-  if (problem_.variant == Variant::kFullInt8) {
-    quantize_v(kv_shape_, TensorView::dense(v_.get(), io_type_, Layout::kBHND, kv_shape_),
-               v8_.get(), v_scale_.as<float>(), options_.v_granularity, stream);
-  }
 }
 
 void AttentionWorkload::attend(CUstream stream) {
