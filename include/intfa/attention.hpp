@@ -190,8 +190,8 @@ std::size_t attention_workspace_bytes(const AttentionProblem& problem,
 // Validates everything first (InvalidArgument naming "inputs.q.strides", "workspace_bytes", ...),
 // then launches the quantize kernels (K smoothing's mean pass, K, V, and Q where the attention
 // kernel does not quantize it) and the attention kernel on `stream`. Asynchronous. Full INT8 with
-// V per tensor or per channel: K's rows and V's max pass share one launch, and the mean pass
-// zeroes V's scales (no memset): 4 launches with Q in the kernel.
+// V per tensor or per channel: K's rows and V's max pass share one launch, and K smoothing's mean
+// pass zeroes V's scales (a memset does without smoothing): 4 launches with Q in the kernel.
 void attention_forward_16bit(const AttentionProblem& problem, const AttentionInputs& inputs,
                              void* workspace, std::size_t workspace_bytes, CUstream stream,
                              const AttentionOptions& options = {});

@@ -234,8 +234,8 @@ kernels::QuantizeKVScaleParams k_v_scale_params(const kernels::QuantizeRowsParam
 
 launch::LaunchShape k_v_scale_launch_shape(const kernels::QuantizeKVScaleParams& params) {
   launch::LaunchShape launch_shape;
-  const long long v_blocks = static_cast<long long>(params.v_blocks_per_head) * params.v.heads *
-                             params.v.batch;
+  const long long v_blocks =
+      static_cast<long long>(params.v_blocks_per_head) * params.v.heads * params.v.batch;
   launch_shape.grid[0] = static_cast<unsigned>(params.k_blocks + v_blocks);
   launch_shape.block[0] = 128;  // quantize_rows' block size, the fused kernel's
   return launch_shape;

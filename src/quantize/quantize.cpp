@@ -53,7 +53,7 @@ void launch_channel_mean(const TensorShape& shape, int input_channels, const Ten
   kernels::ChannelMeanParams params = quantize::channel_mean_params(shape, input, channel_mean);
   params.channels = input_channels;
   params.zero = zero;
-  params.zero_count = static_cast<int>(zero_count);
+  params.zero_count = static_cast<kernels::i64>(zero_count);
   launch_spec(spec, where, quantize::channel_mean_launch_shape(shape), stream, &params);
 }
 
@@ -67,9 +67,9 @@ void require_float_alignment(const void* pointer, const char* field) {
 // The channels of an input narrower than the kernel's head dim (quantize_internal.hpp).
 void validate_input_channels(const TensorShape& shape, int input_channels) {
   if (input_channels < 8 || input_channels > shape.head_dim || input_channels % 8 != 0) {
-    throw InvalidArgument("input_channels", std::to_string(input_channels),
-                          "expected a multiple of 8 up to shape.head_dim " +
-                              std::to_string(shape.head_dim));
+    throw InvalidArgument(
+        "input_channels", std::to_string(input_channels),
+        "expected a multiple of 8 up to shape.head_dim " + std::to_string(shape.head_dim));
   }
 }
 
@@ -125,8 +125,8 @@ RowsPass plan_rows_pass(const TensorShape& shape, int input_channels, const Tens
     throw InvalidArgument("options.bits", std::to_string(options.bits), "expected 8 or 4");
   }
   const kernels::ElementType element = input_type(input, "input");
-  checks::validate_view(input, {"input", {shape.batch, shape.heads, shape.seq, input_channels},
-                                   2, 16});
+  checks::validate_view(input,
+                        {"input", {shape.batch, shape.heads, shape.seq, input_channels}, 2, 16});
   const DType output_dtype = options.bits == 8 ? DType::kI8 : DType::kI4x2;
   if (output.dtype != output_dtype) {
     throw InvalidArgument("output.dtype", dtype_name(output.dtype),
@@ -135,15 +135,15 @@ RowsPass plan_rows_pass(const TensorShape& shape, int input_channels, const Tens
   }
   const int output_row_bytes = shape.head_dim * options.bits / 8;
   checks::validate_view(output,
-                           {"output", {shape.batch, shape.heads, shape.seq, output_row_bytes}, 1, 16});
+                        {"output", {shape.batch, shape.heads, shape.seq, output_row_bytes}, 1, 16});
   checks::validate_scales(scales, "scales");
 
   validate_smoothing(shape, options);
   const bool per_block = options.k_granularity == KScaleGranularity::kPerBlock;
   if (per_block && options.bits != 8) {
-    throw InvalidArgument("options.k_granularity", "block",
-                          "per-block scales are for 8-bit K (options.bits is " +
-                              std::to_string(options.bits) + ")");
+    throw InvalidArgument(
+        "options.k_granularity", "block",
+        "per-block scales are for 8-bit K (options.bits is " + std::to_string(options.bits) + ")");
   }
   if (per_block && options.q_dot_k_mean != nullptr) {
     throw InvalidArgument("options.k_granularity", "block",
@@ -157,8 +157,8 @@ RowsPass plan_rows_pass(const TensorShape& shape, int input_channels, const Tens
   pass.transforms.q_dot_k_mean = options.q_dot_k_mean != nullptr;
   pass.transforms.rotate = options.rotate;
   pass.transforms.k_granularity = options.k_granularity;
-  pass.spec = quantize::rows_spec(pass.where.arch, shape.head_dim, element, options.bits,
-                                  pass.transforms);
+  pass.spec =
+      quantize::rows_spec(pass.where.arch, shape.head_dim, element, options.bits, pass.transforms);
   pass.params = quantize::rows_params(shape, input, output, scales, pass.transforms, options);
   pass.params.channels = input_channels;
   pass.shape = quantize::rows_launch_shape(shape, pass.transforms);
@@ -174,8 +174,8 @@ void quantize::quantize_qk_channels(const TensorShape& shape, int input_channels
   const RowsPass pass =
       plan_rows_pass(shape, input_channels, input, output, scales, stream, options);
   if (pass.transforms.smooth_k) {
-    launch_channel_mean(shape, input_channels, input, pass.element,
-                        options.smooth_k_channel_mean, nullptr, 0, pass.where, stream);
+    launch_channel_mean(shape, input_channels, input, pass.element, options.smooth_k_channel_mean,
+                        nullptr, 0, pass.where, stream);
   }
   launch_spec(pass.spec, pass.where, pass.shape, stream, &pass.params);
 }
@@ -261,11 +261,11 @@ void quantize::quantize_v_channels(const TensorShape& shape, int input_channels,
                                    VScaleGranularity granularity, CUstream stream) {
   checks::validate_shape(shape, "shape");
   validate_input_channels(shape, input_channels);
-  checks::validate_view(input, {"input", {shape.batch, shape.heads, shape.seq, input_channels},
-                                   2, 16});
-  launch_v_passes(plan_v_passes(shape, input_channels, input, nullptr, output, scales, granularity,
-                                stream),
-                  stream);
+  checks::validate_view(input,
+                        {"input", {shape.batch, shape.heads, shape.seq, input_channels}, 2, 16});
+  launch_v_passes(
+      plan_v_passes(shape, input_channels, input, nullptr, output, scales, granularity, stream),
+      stream);
 }
 
 void quantize::quantize_v_varlen_channels(const TensorShape& shape, int input_channels,
@@ -288,17 +288,26 @@ void quantize::quantize_k_and_v_channels(const KAndVPasses& kv, int input_channe
   checks::validate_shape(kv.v_shape, "v_shape");
   const bool packed = kv.cu_seqlens_kv != nullptr;
   if (packed) validate_v_varlen(kv.total_kv, kv.cu_seqlens_kv);
-  checks::validate_view(kv.v_input,
-                        {"v_input",
-                         {packed ? 1 : kv.v_shape.batch, kv.v_shape.heads,
-                          packed ? kv.total_kv : kv.v_shape.seq, input_channels},
-                         2, 16});
+  // One kernel takes both: V is K's dtype and head dim (attention_forward_16bit checks the
+  // dtypes; this says it where a caller does not).
+  if (kv.v_input.dtype != kv.k_input.dtype) {
+    throw InvalidArgument("v_input.dtype", dtype_name(kv.v_input.dtype),
+                          "expected " + dtype_name(kv.k_input.dtype) + ", the dtype of k_input");
+  }
+  if (kv.v_shape.head_dim != kv.k_shape.head_dim) {
+    throw InvalidArgument("v_shape.head_dim", std::to_string(kv.v_shape.head_dim),
+                          "expected " + std::to_string(kv.k_shape.head_dim) + ", K's");
+  }
+  const TensorShape v_rows{packed ? 1 : kv.v_shape.batch, kv.v_shape.heads,
+                           packed ? kv.total_kv : kv.v_shape.seq, input_channels};
+  checks::validate_view(
+      kv.v_input, {"v_input", {v_rows.batch, v_rows.heads, v_rows.seq, v_rows.head_dim}, 2, 16});
   const VPasses v = plan_v_passes(kv.v_shape, input_channels, kv.v_input, kv.cu_seqlens_kv,
                                   kv.v_output, kv.v_scales, kv.v_granularity, stream);
   // One launch for K's rows and V's max pass where both kernels take part and the two grids fit
   // one.
-  const long long v_blocks = static_cast<long long>(v.shape.grid[0]) * v.shape.grid[1] *
-                             v.shape.grid[2];
+  const long long v_blocks =
+      static_cast<long long>(v.shape.grid[0]) * v.shape.grid[1] * v.shape.grid[2];
   const bool one_launch =
       quantize::k_and_v_share_a_launch(kv.k_options.k_granularity, kv.v_granularity) &&
       !k.transforms.q_dot_k_mean && k.shape.grid[0] + v_blocks <= std::numeric_limits<int>::max();
@@ -321,9 +330,9 @@ void quantize::quantize_k_and_v_channels(const KAndVPasses& kv, int input_channe
     zero_scales(v, stream);
   }
   const kernels::QuantizeKVScaleParams both = k_v_scale_params(k.params, k.shape, v.params);
-  const render::KernelSpec both_spec = k_v_scale_spec(
-      k.where.arch, kv.k_shape.head_dim, k.element, kv.k_options.bits, k.transforms,
-      kv.v_granularity);
+  const render::KernelSpec both_spec =
+      k_v_scale_spec(k.where.arch, kv.k_shape.head_dim, k.element, kv.k_options.bits, k.transforms,
+                     kv.v_granularity);
   launch_spec(both_spec, k.where, k_v_scale_launch_shape(both), stream, &both);
   launch_spec(v.spec, v.where, v.shape, stream, &v.params);
 }

@@ -16,13 +16,13 @@ namespace intfa::render {
 // parameters): src/families/quantize_family.hpp, attention_family.hpp, attention_wgmma_family.hpp
 // and src/decode/paged_family.hpp.
 enum class KernelFamily {
-  kQuantizeRows,    // FP16/BF16 rows -> INT8 (or packed INT4) + one FP32 scale per row (Q, K)
-  kChannelMean,     // per-(batch, head) channel means of K (the first pass of K smoothing)
-  kQuantizeVScale,  // per-(batch, head) max|V| / 127 (the first pass of per-tensor V)
-  kQuantizeV,       // FP16/BF16 V -> INT8 in the attention kernel's V layout
+  kQuantizeRows,     // FP16/BF16 rows -> INT8 (or packed INT4) + one FP32 scale per row (Q, K)
+  kChannelMean,      // per-(batch, head) channel means of K (the first pass of K smoothing)
+  kQuantizeVScale,   // per-(batch, head) max|V| / 127 (the first pass of per-tensor V)
+  kQuantizeV,        // FP16/BF16 V -> INT8 in the attention kernel's V layout
   kQuantizeKVScale,  // K's rows and V's max pass in one launch (attention_forward_16bit)
-  kAttention,       // the attention forward (both variants), mma.sync: every arch
-  kAttentionWgmma,  // the full-INT8 attention forward for sm_90a: wgmma, TMA, warp specialised
+  kAttention,        // the attention forward (both variants), mma.sync: every arch
+  kAttentionWgmma,   // the full-INT8 attention forward for sm_90a: wgmma, TMA, warp specialised
   // The paged KV cache (src/decode/paged_family.hpp owns their fields and instantiation):
   kPagedAppend,  // FP16/BF16 K/V rows -> INT8/INT4 cache slots
   kPagedDecode,  // split-KV decode attention over the paged cache

@@ -21,12 +21,14 @@ std::vector<render::KernelSpec> call_specs(const attention::SpecRequest& request
   const render::KernelSpec q_spec =
       rows_spec(request.arch, request.head_dim, input, request.qk_bits, q_rows);
   const bool full_int8 = request.variant == Variant::kFullInt8;
-  // K's rows share V's max pass's launch where they can (quantize_k_and_v_channels).
-  const bool k_with_v = full_int8 && k_and_v_share_a_launch(request.k_granularity,
-                                                            request.v_granularity);
+  // K's rows share V's max pass's launch where they can (quantize_k_and_v_channels; a grid of
+  // over 2^31 blocks would fall back to the two kernels, compiled on demand: no such problem fits
+  // a GPU's memory).
+  const bool k_with_v =
+      full_int8 && k_and_v_share_a_launch(request.k_granularity, request.v_granularity);
   if (k_with_v) {
-    specs.push_back(k_v_scale_spec(request.arch, request.head_dim, input, request.qk_bits,
-                                   k_rows, request.v_granularity));
+    specs.push_back(k_v_scale_spec(request.arch, request.head_dim, input, request.qk_bits, k_rows,
+                                   request.v_granularity));
   } else {
     specs.push_back(k_spec);
     if (full_int8 && request.v_granularity != VScaleGranularity::kPerBlock) {
@@ -35,7 +37,9 @@ std::vector<render::KernelSpec> call_specs(const attention::SpecRequest& request
   }
   // Q's rows kernel is K's when K is not smoothed, unless K's went into the shared launch.
   if (q_rows_pass && (k_with_v || q_spec != k_spec)) specs.push_back(q_spec);
-  if (full_int8) specs.push_back(v_spec(request.arch, request.head_dim, input, request.v_granularity));
+  if (full_int8) {
+    specs.push_back(v_spec(request.arch, request.head_dim, input, request.v_granularity));
+  }
   return specs;
 }
 

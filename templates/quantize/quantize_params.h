@@ -71,8 +71,9 @@ struct QuantizeVParams {
   const void* input;
   i8* output;
   // Per tensor [batch][heads], per channel [batch][heads][head_dim], per block
-  // [batch][heads][padded_seq / 64][head_dim]. Per tensor and per channel are filled by
-  // quantize_v_scale (over zeroed memory) before quantize_v reads them.
+  // [batch][heads][padded_seq / 64][head_dim]. Per tensor and per channel are filled by V's max
+  // pass (quantize_v_scale, or quantize_k_v_scale's V half; over zeroed memory) before quantize_v
+  // reads them.
   float* scales;
   i64 input_batch_stride, input_head_stride, input_row_stride;  // elements
   int batch, heads, seq, padded_seq;

@@ -53,8 +53,8 @@ __device__ __forceinline__ void load_v_tile(VTile<HeadDim>& tile, const Quantize
     const int channel = (index % kChunksPerToken) * 8;
     uint4 raw = make_uint4(0, 0, 0, 0);
     if (first + token < v.seq && channel < params.channels) {
-      raw = *reinterpret_cast<const uint4*>(v.input + (i64)(first + token) * params.input_row_stride +
-                                            channel);
+      raw = *reinterpret_cast<const uint4*>(
+          v.input + static_cast<i64>(first + token) * params.input_row_stride + channel);
     }
     u32* destination = reinterpret_cast<u32*>(&tile.values[token * VTile<HeadDim>::kPitch + channel]);
     destination[0] = raw.x;
@@ -137,7 +137,9 @@ __device__ __forceinline__ void v_scale_block(const QuantizeVParams& params, int
 #pragma unroll
   for (int offset = Config::kLanesPerToken; offset < 32; offset *= 2) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) amax[i] = fmaxf(amax[i], __shfl_xor_sync(0xFFFFFFFFu, amax[i], offset));
+    for (int i = 0; i < 8; ++i) {
+      amax[i] = fmaxf(amax[i], __shfl_xor_sync(0xFFFFFFFFu, amax[i], offset));
+    }
   }
   const int warp = threadIdx.x / 32;
   if (threadIdx.x % 32 < Config::kLanesPerToken) {
@@ -150,7 +152,9 @@ __device__ __forceinline__ void v_scale_block(const QuantizeVParams& params, int
   for (int c = threadIdx.x; c < HeadDim; c += Threads) {
     float channel_max = warp_channel_max[0][c];
 #pragma unroll
-    for (int w = 1; w < Config::kWarps; ++w) channel_max = fmaxf(channel_max, warp_channel_max[w][c]);
+    for (int w = 1; w < Config::kWarps; ++w) {
+      channel_max = fmaxf(channel_max, warp_channel_max[w][c]);
+    }
     if (Granularity == VScaleGranularity::kPerChannel) {
       atomicMax(reinterpret_cast<int*>(params.scales + head_index * HeadDim + c),
                 __float_as_int(divide_rn(channel_max, 127.0f)));

@@ -207,16 +207,18 @@ TEST(Attention16bitCApi, SizesAndRefusesAsTheCppApi) {
   EXPECT_NE(std::string(intfa_last_error()).find("problem.variant"), std::string::npos);
 }
 
-// Random values of `dtype` (f16 or bf16) as device bits for a dense tensor of `shape`.
-device::DeviceBuffer random_16bit(const TensorShape& shape, DType dtype, std::uint64_t seed) {
+// Random N(0, scale^2) values of `dtype` (f16 or bf16) as device bits for a dense tensor of
+// `shape`.
+device::DeviceBuffer random_16bit(const TensorShape& shape, DType dtype, std::uint64_t seed,
+                                  float scale = 1.0f) {
   const std::size_t count =
       static_cast<std::size_t>(shape.batch) * shape.heads * shape.seq * shape.head_dim;
   const std::vector<float> values =
       reference::random_values(count, reference::Distribution::kNormal, seed);
   std::vector<std::uint16_t> bits(count);
   for (std::size_t i = 0; i < count; ++i) {
-    bits[i] = dtype == DType::kBF16 ? reference::float_to_bf16_bits(values[i])
-                                    : reference::float_to_f16_bits(values[i]);
+    bits[i] = dtype == DType::kBF16 ? reference::float_to_bf16_bits(scale * values[i])
+                                    : reference::float_to_f16_bits(scale * values[i]);
   }
   device::DeviceBuffer buffer(count * 2);
   buffer.upload(bits);
@@ -280,6 +282,17 @@ std::vector<StepsCase> steps_cases() {
       c.v_granularity = granularity;
       cases.push_back(c);
     }
+    if (variant == Variant::kFullInt8) {
+      // The shared launch at d=256 (one token per warp in V's max pass), bf16, V per tensor.
+      StepsCase c;
+      c.problem = small_problem(variant);
+      c.problem.head_dim = 256;
+      c.problem.seq_kv = 200;
+      c.dtype = DType::kBF16;
+      c.smooth_k = true;
+      c.v_granularity = VScaleGranularity::kPerTensor;
+      cases.push_back(c);
+    }
     // Past 1k tokens, the heuristic's long-sequence configs: full INT8 with three consumer
     // warpgroups (the last query block's third warpgroup has no rows), half INT8 with two taking
     // turns (the last block's second warpgroup has no rows but takes its turns), causal.
@@ -318,22 +331,27 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
     const std::size_t rows_k = static_cast<std::size_t>(p.batch) * p.heads_kv * p.seq_kv;
     device::Stream stream;
 
-    // The one call, into poisoned outputs.
+    // The one call, into poisoned outputs, on a workspace a first call with 8x larger V left
+    // behind: V's scales must be zeroed again (K's channel-mean launch, or a memset), not kept.
     device::DeviceBuffer workspace(attention_workspace_bytes(p));
     workspace.fill_bytes(0xFF);
     device::DeviceBuffer out(out_count * 2), lse(rows_q * 4);
-    out.fill_bytes(0xFF);
-    lse.fill_bytes(0xFF);
+    const device::DeviceBuffer larger_v = random_16bit(kv_shape, c.dtype, seed + 3, 8.0f);
     AttentionInputs inputs;
     inputs.q = TensorView::dense(q.get(), c.dtype, c.q_layout, q_shape);
     inputs.k = TensorView::dense(k.get(), c.dtype, Layout::kBHND, kv_shape);
-    inputs.v = TensorView::dense(v.get(), c.dtype, Layout::kBHND, kv_shape);
+    inputs.v = TensorView::dense(larger_v.get(), c.dtype, Layout::kBHND, kv_shape);
     inputs.out = TensorView::dense(out.get(), c.dtype, Layout::kBHND, q_shape);
     inputs.lse = lse.as<float>();
     AttentionOptions options;
     options.smooth_k = c.smooth_k;
     options.rotate_qk = c.rotate;
     options.v_granularity = c.v_granularity;
+    attention_forward_16bit(p, inputs, workspace.get(), workspace.bytes(), stream.get(), options);
+    stream.synchronize();
+    out.fill_bytes(0xFF);
+    lse.fill_bytes(0xFF);
+    inputs.v = TensorView::dense(v.get(), c.dtype, Layout::kBHND, kv_shape);
     attention_forward_16bit(p, inputs, workspace.get(), workspace.bytes(), stream.get(), options);
 
     // The steps, each into its own buffer.
@@ -398,9 +416,9 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
         << c.describe() << " Q in the kernel=" << in_kernel;
   }
   if (testing::current_arch() == device::Arch::kSm90a) {
-    // Every case without the rotation: 2 variants x (2 small + 2 larger + 1 long), and the 3
+    // Every case without the rotation: 2 variants x (2 small + 2 larger + 1 long), and the 4
     // cases of V's other granularities.
-    EXPECT_EQ(planned_in_kernel, 13);
+    EXPECT_EQ(planned_in_kernel, 14);
   } else {
     EXPECT_EQ(planned_in_kernel, 0);
   }

@@ -109,10 +109,17 @@ void PrintTo(const FamilyCase& c, std::ostream* stream) {
 // `options` without what the family needs.
 PipelineOptions without_what_it_needs(PipelineOptions options, Needs needs) {
   switch (needs) {
-    case Needs::kNothing: break;
-    case Needs::kSmoothing: options.smooth_k = false; break;
-    case Needs::kRotation: options.rotate = false; break;
-    case Needs::kPerChannelV: options.v_granularity = VGranularity::kPerTensor; break;
+    case Needs::kNothing:
+      break;
+    case Needs::kSmoothing:
+      options.smooth_k = false;
+      break;
+    case Needs::kRotation:
+      options.rotate = false;
+      break;
+    case Needs::kPerChannelV:
+      options.v_granularity = VGranularity::kPerTensor;
+      break;
   }
   return options;
 }
@@ -167,8 +174,7 @@ INSTANTIATE_TEST_SUITE_P(
         FamilyCase{InputFamily::kSharp, false, 3.1, 2.5, 0.2},
         // 1.02-1.70 / 0.65-1.09; per-tensor V 2.5-5.4 (full INT8), with over without at most
         // 0.44 (120 runs): per-channel V scales absorb V's outlier channels. LSE <= 0.006.
-        FamilyCase{InputFamily::kValueOutliers, false, 2.05, 1.3, 0.03, Needs::kPerChannelV,
-                   0.6}),
+        FamilyCase{InputFamily::kValueOutliers, false, 2.05, 1.3, 0.03, Needs::kPerChannelV, 0.6}),
     [](const ::testing::TestParamInfo<FamilyCase>& param_info) {
       return family_name(param_info.param.family);
     });
@@ -183,8 +189,7 @@ INSTANTIATE_TEST_SUITE_P(
         // Smoothed and rotated 1.19-1.97 / 0.84-1.80; smoothed only 2.6-4.4 / 2.4-4.3; with over
         // without at most 0.61 (242 runs; rotated only: 1.4-2.8, ratio up to 0.91, which
         // k_offset's case checks on its own). LSE <= 0.58.
-        FamilyCase{InputFamily::kOffsetsAndOutliers, true, 2.4, 2.15, 1.0, Needs::kRotation,
-                   0.8}),
+        FamilyCase{InputFamily::kOffsetsAndOutliers, true, 2.4, 2.15, 1.0, Needs::kRotation, 0.8}),
     [](const ::testing::TestParamInfo<FamilyCase>& param_info) {
       return family_name(param_info.param.family);
     });
