@@ -1,5 +1,8 @@
 #include "families/quantize_family.hpp"
 
+#include <string>
+#include <vector>
+
 #include "attention/attention_params.h"
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
@@ -21,13 +24,24 @@ render::KernelSpec quantize_spec(render::KernelFamily family, device::Arch arch,
   return spec;
 }
 
+// A kernel of templates/quantize/`header`: intfa::kernels::`kernel`<head dim, input type,
+// `arguments`...> taking intfa::kernels::`params`.
+render::Instantiation quantize_instantiation(const render::KernelSpec& spec, const char* header,
+                                             const char* kernel,
+                                             const std::vector<std::string>& arguments,
+                                             const char* params) {
+  std::string expression = std::string("intfa::kernels::") + kernel + "<" +
+                           std::to_string(spec.head_dim) + ", " +
+                           element_type_argument(spec.input_type);
+  for (const std::string& argument : arguments) expression += ", " + argument;
+  return {std::string("quantize/") + header, expression + ">",
+          std::string("intfa::kernels::") + params};
+}
+
 // A kernel of quantize_v.cuh: quantize_v_scale or quantize_v.
 render::Instantiation quantize_v_instantiation(const render::KernelSpec& spec, const char* kernel) {
-  return {"quantize/quantize_v.cuh",
-          std::string("intfa::kernels::") + kernel + "<" + std::to_string(spec.head_dim) + ", " +
-              element_type_argument(spec.input_type) + ", " + option_argument(spec.v_granularity) +
-              ">",
-          "intfa::kernels::QuantizeVParams"};
+  return quantize_instantiation(spec, "quantize_v.cuh", kernel,
+                                {option_argument(spec.v_granularity)}, "QuantizeVParams");
 }
 
 // The members every quantize kernel's parameters share: the 16-bit input and its element
@@ -100,25 +114,18 @@ render::KernelSpec k_v_scale_spec(device::Arch arch, int head_dim, kernels::Elem
 render::Instantiation rows_instantiation(const render::KernelSpec& spec) {
   // K with one scale per 64-row block: its own kernel (a block reduces over 64 rows).
   if (spec.k_granularity == kernels::KScaleGranularity::kPerBlock) {
-    return {"quantize/quantize_rows.cuh",
-            "intfa::kernels::quantize_row_blocks<" + std::to_string(spec.head_dim) + ", " +
-                element_type_argument(spec.input_type) + ", " + bool_argument(spec.smooth_k) +
-                ", " + bool_argument(spec.rotate) + ">",
-            "intfa::kernels::QuantizeRowsParams"};
+    return quantize_instantiation(spec, "quantize_rows.cuh", "quantize_row_blocks",
+                                  {bool_argument(spec.smooth_k), bool_argument(spec.rotate)},
+                                  "QuantizeRowsParams");
   }
-  return {"quantize/quantize_rows.cuh",
-          "intfa::kernels::quantize_rows<" + std::to_string(spec.head_dim) + ", " +
-              element_type_argument(spec.input_type) + ", " + std::to_string(spec.qk_bits) + ", " +
-              bool_argument(spec.smooth_k) + ", " + bool_argument(spec.q_dot_k_mean) + ", " +
-              bool_argument(spec.rotate) + ">",
-          "intfa::kernels::QuantizeRowsParams"};
+  return quantize_instantiation(spec, "quantize_rows.cuh", "quantize_rows",
+                                {std::to_string(spec.qk_bits), bool_argument(spec.smooth_k),
+                                 bool_argument(spec.q_dot_k_mean), bool_argument(spec.rotate)},
+                                "QuantizeRowsParams");
 }
 
 render::Instantiation channel_mean_instantiation(const render::KernelSpec& spec) {
-  return {"quantize/channel_mean.cuh",
-          "intfa::kernels::channel_mean<" + std::to_string(spec.head_dim) + ", " +
-              element_type_argument(spec.input_type) + ">",
-          "intfa::kernels::ChannelMeanParams"};
+  return quantize_instantiation(spec, "channel_mean.cuh", "channel_mean", {}, "ChannelMeanParams");
 }
 
 render::Instantiation v_scale_instantiation(const render::KernelSpec& spec) {
@@ -139,12 +146,10 @@ render::Instantiation k_v_scale_instantiation(const render::KernelSpec& spec) {
     throw InvalidArgument("spec.k_granularity", spec.to_string(),
                           "quantize_k_v_scale takes K's rows per token, without q_dot_k_mean");
   }
-  return {"quantize/quantize_k_v_scale.cuh",
-          "intfa::kernels::quantize_k_v_scale<" + std::to_string(spec.head_dim) + ", " +
-              element_type_argument(spec.input_type) + ", " + std::to_string(spec.qk_bits) + ", " +
-              bool_argument(spec.smooth_k) + ", " + bool_argument(spec.rotate) + ", " +
-              option_argument(spec.v_granularity) + ">",
-          "intfa::kernels::QuantizeKVScaleParams"};
+  return quantize_instantiation(spec, "quantize_k_v_scale.cuh", "quantize_k_v_scale",
+                                {std::to_string(spec.qk_bits), bool_argument(spec.smooth_k),
+                                 bool_argument(spec.rotate), option_argument(spec.v_granularity)},
+                                "QuantizeKVScaleParams");
 }
 
 kernels::ChannelMeanParams channel_mean_params(const TensorShape& shape, const TensorView& input,
