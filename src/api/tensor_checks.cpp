@@ -10,9 +10,10 @@
 
 namespace intfa::checks {
 
-void require_at_most(int value, int limit, const std::string& field, const std::string& why) {
+void require_at_most(int value, int limit, const char* field, const char* why,
+                     const char* member) {
   if (value > limit) {
-    throw InvalidArgument(field, std::to_string(value),
+    throw InvalidArgument(std::string(field) + member, std::to_string(value),
                           "expected <= " + std::to_string(limit) + " (" + why + ")");
   }
 }
@@ -22,8 +23,10 @@ std::string strides_text(const std::array<std::int64_t, 4>& strides) {
          std::to_string(strides[2]) + ", " + std::to_string(strides[3]) + "]";
 }
 
-void require_positive(int value, const std::string& field) {
-  if (value < 1) throw InvalidArgument(field, std::to_string(value), "expected >= 1");
+void require_positive(int value, const char* field, const char* member) {
+  if (value < 1) {
+    throw InvalidArgument(std::string(field) + member, std::to_string(value), "expected >= 1");
+  }
 }
 
 void require_dtype(const TensorView& view, const std::string& field,
@@ -35,20 +38,19 @@ void require_dtype(const TensorView& view, const std::string& field,
 }
 
 void validate_shape(const TensorShape& shape, const char* field) {
-  const std::string prefix = field;
-  require_positive(shape.batch, prefix + ".batch");
-  require_positive(shape.heads, prefix + ".heads");
-  require_positive(shape.seq, prefix + ".seq");
+  require_positive(shape.batch, field, ".batch");
+  require_positive(shape.heads, field, ".heads");
+  require_positive(shape.seq, field, ".seq");
   if (shape.head_dim != 64 && shape.head_dim != 128 && shape.head_dim != 256) {
-    throw InvalidArgument(prefix + ".head_dim", std::to_string(shape.head_dim),
+    throw InvalidArgument(std::string(field) + ".head_dim", std::to_string(shape.head_dim),
                           "supported head dims are 64, 128 and 256");
   }
-  require_at_most(shape.batch, kMaxGridYZ, prefix + ".batch", "a grid dimension");
-  require_at_most(shape.heads, kMaxGridYZ, prefix + ".heads", "a grid dimension");
-  require_at_most(shape.seq, kMaxSeq, prefix + ".seq", "32-bit offsets in the kernels");
+  require_at_most(shape.batch, kMaxGridYZ, field, "a grid dimension", ".batch");
+  require_at_most(shape.heads, kMaxGridYZ, field, "a grid dimension", ".heads");
+  require_at_most(shape.seq, kMaxSeq, field, "32-bit offsets in the kernels", ".seq");
   const long long rows = static_cast<long long>(shape.batch) * shape.heads * shape.seq;
   if (rows > kMaxRows) {
-    throw InvalidArgument(prefix, std::to_string(rows) + " rows (batch * heads * seq)",
+    throw InvalidArgument(field, std::to_string(rows) + " rows (batch * heads * seq)",
                           "expected at most 2^31 - 1 rows (32-bit row indices in the kernels)");
   }
 }
@@ -71,15 +73,19 @@ void validate_v_layout(int batch, int heads_kv, int seq_kv, int head_dim) {
 }
 
 void validate_view(const TensorView& view, const ViewRequirements& r) {
-  const std::string field = r.field;
-  if (view.data == nullptr) throw InvalidArgument(field + ".data", "null", "expected a device pointer");
+  // The field's name only for a message: every launch checks its views.
+  auto named = [&r](const char* member) { return std::string(r.field) + member; };
+  if (view.data == nullptr) {
+    throw InvalidArgument(named(".data"), "null", "expected a device pointer");
+  }
   if (reinterpret_cast<std::uintptr_t>(view.data) % r.alignment_bytes != 0) {
-    throw InvalidArgument(field + ".data", std::to_string(reinterpret_cast<std::uintptr_t>(view.data)),
+    throw InvalidArgument(named(".data"),
+                          std::to_string(reinterpret_cast<std::uintptr_t>(view.data)),
                           "expected " + std::to_string(r.alignment_bytes) + "-byte alignment");
   }
   const auto& strides = view.strides;
   if (strides[r.contiguous_dim] != 1) {
-    throw InvalidArgument(field + ".strides", strides_text(strides),
+    throw InvalidArgument(named(".strides"), strides_text(strides),
                           "expected stride 1 on dimension " + std::to_string(r.contiguous_dim));
   }
   // Overflow-safe: the byte offset of the last element must fit in int64, or products of the
@@ -87,26 +93,26 @@ void validate_view(const TensorView& view, const ViewRequirements& r) {
   std::int64_t last = 0;
   for (int dim = 0; dim < 4; ++dim) {
     if (strides[dim] < 0) {
-      throw InvalidArgument(field + ".strides", strides_text(strides), "expected strides >= 0");
+      throw InvalidArgument(named(".strides"), strides_text(strides), "expected strides >= 0");
     }
     std::int64_t step = 0;
     if (__builtin_mul_overflow(strides[dim], r.extents[dim] - 1, &step) ||
         __builtin_add_overflow(last, step, &last)) {
-      throw InvalidArgument(field + ".strides", strides_text(strides),
+      throw InvalidArgument(named(".strides"), strides_text(strides),
                             "the view spans more than 2^63 elements");
     }
   }
   std::int64_t last_byte = 0;
   if (__builtin_add_overflow(last, 1, &last_byte) ||
       __builtin_mul_overflow(last_byte, std::int64_t{r.element_bytes}, &last_byte)) {
-    throw InvalidArgument(field + ".strides", strides_text(strides),
+    throw InvalidArgument(named(".strides"), strides_text(strides),
                           "the view spans more than 2^63 bytes");
   }
   for (int dim = 0; dim < 4; ++dim) {
     if (dim == r.contiguous_dim || r.extents[dim] == 1) continue;
     // No overflow: a stride of a dimension of extent > 1 is at most `last`.
     if ((strides[dim] * r.element_bytes) % r.alignment_bytes != 0) {
-      throw InvalidArgument(field + ".strides", strides_text(strides),
+      throw InvalidArgument(named(".strides"), strides_text(strides),
                             "dimension " + std::to_string(dim) + " must step by a multiple of " +
                                 std::to_string(r.alignment_bytes) + " bytes");
     }
@@ -120,7 +126,7 @@ void validate_view(const TensorView& view, const ViewRequirements& r) {
   for (int dim : order) {
     if (r.extents[dim] == 1) continue;
     if (strides[dim] < span) {
-      throw InvalidArgument(field + ".strides", strides_text(strides),
+      throw InvalidArgument(named(".strides"), strides_text(strides),
                             "strides overlap: dimension " + std::to_string(dim) + " (stride " +
                                 std::to_string(strides[dim]) + ") steps inside dimensions that span " +
                                 std::to_string(span) + " elements");
@@ -152,8 +158,8 @@ void validate_offsets(const int* offsets, const char* field) {
 void validate_varlen(const VarlenLayout& varlen, const std::string& field) {
   validate_offsets(varlen.cu_seqlens_q, (field + ".cu_seqlens_q").c_str());
   validate_offsets(varlen.cu_seqlens_kv, (field + ".cu_seqlens_kv").c_str());
-  require_positive(varlen.total_q, field + ".total_q");
-  require_positive(varlen.total_kv, field + ".total_kv");
+  require_positive(varlen.total_q, field.c_str(), ".total_q");
+  require_positive(varlen.total_kv, field.c_str(), ".total_kv");
 }
 
 }  // namespace intfa::checks

@@ -24,8 +24,11 @@ constexpr int kMaxSeq = 1 << 28;
 // The quantize kernels index rows with 32-bit integers (their grid's x dimension with them).
 constexpr long long kMaxRows = 2147483647LL;
 
-void require_at_most(int value, int limit, const std::string& field, const std::string& why);
-void require_positive(int value, const std::string& field);
+// `field` names the value (with `member` after it, for a struct's: "shape" ".batch"); the
+// message's strings are built only when the value is refused, since every launch runs these.
+void require_at_most(int value, int limit, const char* field, const char* why,
+                     const char* member = "");
+void require_positive(int value, const char* field, const char* member = "");
 void require_dtype(const TensorView& view, const std::string& field,
                    std::initializer_list<DType> allowed);
 // "[s0, s1, s2, s3]", for messages.

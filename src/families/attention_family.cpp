@@ -73,7 +73,6 @@ int shared_bytes(const render::KernelSpec& spec) {
 }
 
 void validate_config(const render::KernelSpec& spec, int max_shared_bytes) {
-  const std::string where = "config (" + spec.to_string() + ")";
   if (spec.head_dim != 64 && spec.head_dim != 128 && spec.head_dim != 256) {
     throw InvalidArgument("problem.head_dim", std::to_string(spec.head_dim),
                           "supported head dims are 64, 128 and 256");
@@ -99,7 +98,9 @@ void validate_config(const render::KernelSpec& spec, int max_shared_bytes) {
   }
   const int needed = shared_bytes(spec);
   if (needed > max_shared_bytes) {
-    throw Unsupported(where + " needs " + std::to_string(needed) +
+    // (The spec's text only here: every launch checks its config, and building it cost a
+    // tenth of attention_forward's host time.)
+    throw Unsupported("config (" + spec.to_string() + ") needs " + std::to_string(needed) +
                       " bytes of shared memory per block; the device allows " +
                       std::to_string(max_shared_bytes));
   }
