@@ -15,7 +15,9 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
@@ -34,9 +36,12 @@ LaunchCounter fake_driver_counter() {
   return reinterpret_cast<LaunchCounter>(dlsym(driver, "intfa_fake_driver_launches"));
 }
 
-// Host memory at a device-like alignment: the fake driver never dereferences "device" pointers.
+// Host memory at a device-like alignment, freed at exit: the fake driver never dereferences
+// "device" pointers.
 void* fake_device_memory(std::size_t bytes) {
-  return std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+  static std::vector<std::unique_ptr<void, decltype(&std::free)>> blocks;
+  blocks.emplace_back(std::aligned_alloc(256, (bytes + 255) / 256 * 256), &std::free);
+  return blocks.back().get();
 }
 
 template <class Call>
