@@ -44,19 +44,6 @@ void launch_spec(const render::KernelSpec& spec, const LaunchContext& where,
   launch::launch(kernel, shape, stream, params);
 }
 
-// The first pass of K smoothing: one block per (batch, head) (channel_mean.cuh); it also zeroes
-// `zero_count` floats at `zero` (V's scale accumulators, for quantize_k_and_v_channels).
-void launch_channel_mean(const TensorShape& shape, int input_channels, const TensorView& input,
-                         kernels::ElementType element, float* channel_mean, float* zero,
-                         std::size_t zero_count, const LaunchContext& where, CUstream stream) {
-  const render::KernelSpec spec = quantize::channel_mean_spec(where.arch, shape.head_dim, element);
-  kernels::ChannelMeanParams params = quantize::channel_mean_params(shape, input, channel_mean);
-  params.channels = input_channels;
-  params.zero = zero;
-  params.zero_count = static_cast<kernels::i64>(zero_count);
-  launch_spec(spec, where, quantize::channel_mean_launch_shape(shape), stream, &params);
-}
-
 void require_float_alignment(const void* pointer, const char* field) {
   if (reinterpret_cast<std::uintptr_t>(pointer) % 4 != 0) {
     throw InvalidArgument(field, std::to_string(reinterpret_cast<std::uintptr_t>(pointer)),
@@ -105,8 +92,8 @@ void quantize_qk(const TensorShape& shape, const TensorView& input, const Tensor
 
 namespace {
 
-// quantize_qk's passes after its checks: K smoothing's channel means (when smoothing) and the row
-// pass.
+// quantize_qk's passes after its checks: K smoothing's channel means (when smoothing: the first
+// pass, one block per (batch, head), channel_mean.cuh) and the row pass.
 struct RowsPass {
   LaunchContext where;
   kernels::ElementType element;
@@ -114,6 +101,9 @@ struct RowsPass {
   render::KernelSpec spec;
   kernels::QuantizeRowsParams params;
   launch::LaunchShape shape;
+  render::KernelSpec mean_spec;
+  kernels::ChannelMeanParams mean_params;
+  launch::LaunchShape mean_shape;
 };
 
 RowsPass plan_rows_pass(const TensorShape& shape, int input_channels, const TensorView& input,
@@ -162,7 +152,29 @@ RowsPass plan_rows_pass(const TensorShape& shape, int input_channels, const Tens
   pass.params = quantize::rows_params(shape, input, output, scales, pass.transforms, options);
   pass.params.channels = input_channels;
   pass.shape = quantize::rows_launch_shape(shape, pass.transforms);
+  if (pass.transforms.smooth_k) {
+    pass.mean_spec = quantize::channel_mean_spec(pass.where.arch, shape.head_dim, element);
+    pass.mean_params = quantize::channel_mean_params(shape, input, options.smooth_k_channel_mean);
+    pass.mean_params.channels = input_channels;
+    pass.mean_shape = quantize::channel_mean_launch_shape(shape);
+  }
   return pass;
+}
+
+// K smoothing's channel means, when the pass smooths; the launch also zeroes `zero_count` floats
+// at `zero` (V's scale accumulators, for quantize_k_and_v_channels).
+void launch_channel_mean(const RowsPass& pass, CUstream stream, float* zero = nullptr,
+                         std::size_t zero_count = 0) {
+  if (!pass.transforms.smooth_k) return;
+  kernels::ChannelMeanParams params = pass.mean_params;
+  params.zero = zero;
+  params.zero_count = static_cast<kernels::i64>(zero_count);
+  launch_spec(pass.mean_spec, pass.where, pass.mean_shape, stream, &params);
+}
+
+void launch_rows_pass(const RowsPass& pass, CUstream stream) {
+  launch_channel_mean(pass, stream);
+  launch_spec(pass.spec, pass.where, pass.shape, stream, &pass.params);
 }
 
 }  // namespace
@@ -171,13 +183,8 @@ void quantize::quantize_qk_channels(const TensorShape& shape, int input_channels
                                     const TensorView& input, const TensorView& output,
                                     float* scales, CUstream stream,
                                     const QuantizeOptions& options) {
-  const RowsPass pass =
-      plan_rows_pass(shape, input_channels, input, output, scales, stream, options);
-  if (pass.transforms.smooth_k) {
-    launch_channel_mean(shape, input_channels, input, pass.element, options.smooth_k_channel_mean,
-                        nullptr, 0, pass.where, stream);
-  }
-  launch_spec(pass.spec, pass.where, pass.shape, stream, &pass.params);
+  launch_rows_pass(plan_rows_pass(shape, input_channels, input, output, scales, stream, options),
+                   stream);
 }
 
 namespace {
@@ -194,9 +201,24 @@ struct VPasses {
   std::size_t scale_count = 0;  // the scales to zero before the max pass
 };
 
+// `input` is [batch, heads, seq, input_channels], or when `packed` the sequences' rows
+// [1, heads, total_kv, input_channels] with their offsets `cu_seqlens` (which must then be set).
 VPasses plan_v_passes(const TensorShape& shape, int input_channels, const TensorView& input,
-                      const int* cu_seqlens, void* output, float* scales,
+                      bool packed, int total_kv, const int* cu_seqlens, void* output, float* scales,
                       VScaleGranularity granularity, CUstream stream) {
+  checks::validate_shape(shape, "shape");
+  validate_input_channels(shape, input_channels);
+  if (packed) {
+    if (total_kv < 1) {
+      throw InvalidArgument("total_kv", std::to_string(total_kv), "expected >= 1");
+    }
+    checks::validate_offsets(cu_seqlens, "cu_seqlens_kv");
+  }
+  checks::validate_view(input, {"input",
+                                {packed ? 1 : shape.batch, shape.heads,
+                                 packed ? total_kv : shape.seq, input_channels},
+                                2,
+                                16});
   const kernels::ElementType element = input_type(input, "input");
   if (output == nullptr) throw InvalidArgument("output", "null", "expected a device pointer");
   if (reinterpret_cast<std::uintptr_t>(output) % 16 != 0) {
@@ -235,13 +257,6 @@ void launch_v_passes(const VPasses& passes, CUstream stream) {
   launch_spec(passes.spec, passes.where, passes.shape, stream, &passes.params);
 }
 
-void validate_v_varlen(int total_kv, const int* cu_seqlens_kv) {
-  if (total_kv < 1) {
-    throw InvalidArgument("total_kv", std::to_string(total_kv), "expected >= 1");
-  }
-  checks::validate_offsets(cu_seqlens_kv, "cu_seqlens_kv");
-}
-
 }  // namespace
 
 void quantize_v(const TensorShape& shape, const TensorView& input, void* output, float* scales,
@@ -259,25 +274,17 @@ void quantize_v_varlen(const TensorShape& shape, const TensorView& input, int to
 void quantize::quantize_v_channels(const TensorShape& shape, int input_channels,
                                    const TensorView& input, void* output, float* scales,
                                    VScaleGranularity granularity, CUstream stream) {
-  checks::validate_shape(shape, "shape");
-  validate_input_channels(shape, input_channels);
-  checks::validate_view(input,
-                        {"input", {shape.batch, shape.heads, shape.seq, input_channels}, 2, 16});
-  launch_v_passes(
-      plan_v_passes(shape, input_channels, input, nullptr, output, scales, granularity, stream),
-      stream);
+  launch_v_passes(plan_v_passes(shape, input_channels, input, false, 0, nullptr, output, scales,
+                                granularity, stream),
+                  stream);
 }
 
 void quantize::quantize_v_varlen_channels(const TensorShape& shape, int input_channels,
                                           const TensorView& input, int total_kv,
                                           const int* cu_seqlens_kv, void* output, float* scales,
                                           VScaleGranularity granularity, CUstream stream) {
-  checks::validate_shape(shape, "shape");
-  validate_input_channels(shape, input_channels);
-  validate_v_varlen(total_kv, cu_seqlens_kv);
-  checks::validate_view(input, {"input", {1, shape.heads, total_kv, input_channels}, 2, 16});
-  launch_v_passes(plan_v_passes(shape, input_channels, input, cu_seqlens_kv, output, scales,
-                                granularity, stream),
+  launch_v_passes(plan_v_passes(shape, input_channels, input, true, total_kv, cu_seqlens_kv, output,
+                                scales, granularity, stream),
                   stream);
 }
 
@@ -285,9 +292,6 @@ void quantize::quantize_k_and_v_channels(const KAndVPasses& kv, int input_channe
                                          CUstream stream) {
   const RowsPass k = plan_rows_pass(kv.k_shape, input_channels, kv.k_input, kv.k_output,
                                     kv.k_scales, stream, kv.k_options);
-  checks::validate_shape(kv.v_shape, "v_shape");
-  const bool packed = kv.cu_seqlens_kv != nullptr;
-  if (packed) validate_v_varlen(kv.total_kv, kv.cu_seqlens_kv);
   // One kernel takes both: V is K's dtype and head dim (attention_forward_16bit checks the
   // dtypes; this says it where a caller does not).
   if (kv.v_input.dtype != kv.k_input.dtype) {
@@ -298,11 +302,8 @@ void quantize::quantize_k_and_v_channels(const KAndVPasses& kv, int input_channe
     throw InvalidArgument("v_shape.head_dim", std::to_string(kv.v_shape.head_dim),
                           "expected " + std::to_string(kv.k_shape.head_dim) + ", K's");
   }
-  const TensorShape v_rows{packed ? 1 : kv.v_shape.batch, kv.v_shape.heads,
-                           packed ? kv.total_kv : kv.v_shape.seq, input_channels};
-  checks::validate_view(
-      kv.v_input, {"v_input", {v_rows.batch, v_rows.heads, v_rows.seq, v_rows.head_dim}, 2, 16});
-  const VPasses v = plan_v_passes(kv.v_shape, input_channels, kv.v_input, kv.cu_seqlens_kv,
+  const VPasses v = plan_v_passes(kv.v_shape, input_channels, kv.v_input,
+                                  kv.cu_seqlens_kv != nullptr, kv.total_kv, kv.cu_seqlens_kv,
                                   kv.v_output, kv.v_scales, kv.v_granularity, stream);
   // One launch for K's rows and V's max pass where both kernels take part and the two grids fit
   // one.
@@ -312,20 +313,14 @@ void quantize::quantize_k_and_v_channels(const KAndVPasses& kv, int input_channe
       quantize::k_and_v_share_a_launch(kv.k_options.k_granularity, kv.v_granularity) &&
       !k.transforms.q_dot_k_mean && k.shape.grid[0] + v_blocks <= std::numeric_limits<int>::max();
   if (!one_launch) {
-    if (k.transforms.smooth_k) {
-      launch_channel_mean(kv.k_shape, input_channels, kv.k_input, k.element,
-                          kv.k_options.smooth_k_channel_mean, nullptr, 0, k.where, stream);
-    }
-    launch_spec(k.spec, k.where, k.shape, stream, &k.params);
+    launch_rows_pass(k, stream);
     launch_v_passes(v, stream);
     return;
   }
   // V's scales are zeroed by the launch before the max pass: K's channel means when smoothing,
   // else a memset.
   if (k.transforms.smooth_k) {
-    launch_channel_mean(kv.k_shape, input_channels, kv.k_input, k.element,
-                        kv.k_options.smooth_k_channel_mean, kv.v_scales, v.scale_count, k.where,
-                        stream);
+    launch_channel_mean(k, stream, kv.v_scales, v.scale_count);
   } else {
     zero_scales(v, stream);
   }
