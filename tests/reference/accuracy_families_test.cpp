@@ -22,16 +22,12 @@
 #include "intfa/attention.hpp"
 #include "reference/input_families.hpp"
 #include "reference/pipeline_model.hpp"
+#include "support/seed.hpp"
 
 namespace intfa::reference {
 namespace {
 
-std::uint64_t announced_seed() {
-  const std::uint64_t seed = fresh_seed();
-  std::cout << "  seed " << seed << "\n";
-  ::testing::Test::RecordProperty("seed", std::to_string(seed));
-  return seed;
-}
+using testing::announced_seed;
 
 // What attention_forward_16bit does under `options` (AttentionOptions{}: the defaults), with the
 // Hopper kernels' key tile of 128 keys.
@@ -195,7 +191,10 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // The defaults' K smoothing takes its mean over at most 256 sampled keys: as accurate as the mean
-// of all keys (softmax ignores whatever vector is subtracted; only K's range depends on it).
+// of all keys (softmax ignores whatever vector is subtracted; only K's range depends on it). Over
+// 1000 seeded runs (d=64 and d=128) sampled over exact was 0.956-1.048, mean 1.0006, standard
+// deviation 0.0094: the bound 1.10 sits ten deviations out (1.03, three, failed in CI). Without
+// smoothing the ratio is about 3 (2.9 and 3.0 when broken on purpose).
 TEST(AccuracyOnRealInputsSmoothing, TheSampledMeanIsAsAccurateAsTheExactOne) {
   const std::uint64_t seed = announced_seed();
   for (int head_dim : {64, 128}) {
@@ -207,7 +206,7 @@ TEST(AccuracyOnRealInputsSmoothing, TheSampledMeanIsAsAccurateAsTheExactOne) {
     const double exact_error = problem.errors(exact).relative_l2;
     std::cout << "  d" << head_dim << ": sampled mean " << 100 * sampled_error << "%, exact mean "
               << 100 * exact_error << "%\n";
-    EXPECT_LE(sampled_error, exact_error * 1.03) << "d" << head_dim;
+    EXPECT_LE(sampled_error, exact_error * 1.10) << "d" << head_dim;
   }
 }
 

@@ -14,6 +14,7 @@
 #include "intfa/errors.hpp"
 #include "reference/half.hpp"
 #include "reference/quantized_model.hpp"
+#include "support/seed.hpp"
 
 namespace intfa::reference {
 namespace {
@@ -21,12 +22,7 @@ namespace {
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 constexpr double kLn2 = 0.69314718055994530942;
 
-std::uint64_t announced_seed() {
-  const std::uint64_t seed = fresh_seed();
-  std::cout << "  seed " << seed << "\n";
-  ::testing::Test::RecordProperty("seed", std::to_string(seed));
-  return seed;
-}
+using testing::announced_seed;
 
 ModelOptions full_int8(PEncoding encoding, PScaleReference reference, int block_n) {
   ModelOptions options;

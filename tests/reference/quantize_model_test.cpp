@@ -11,16 +11,12 @@
 #include "intfa/errors.hpp"
 #include "quantize/rotation.h"
 #include "reference/quantized_model.hpp"
+#include "support/seed.hpp"
 
 namespace intfa::reference {
 namespace {
 
-std::uint64_t announced_seed() {
-  const std::uint64_t seed = fresh_seed();
-  std::cout << "  seed " << seed << "\n";
-  ::testing::Test::RecordProperty("seed", std::to_string(seed));
-  return seed;
-}
+using testing::announced_seed;
 
 std::vector<int> as_ints(const std::vector<std::int8_t>& values) {
   return std::vector<int>(values.begin(), values.end());

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "intfa/errors.hpp"
+#include "support/seed.hpp"
 #include "support/temp_dir.hpp"
 
 namespace intfa::reference {
@@ -23,12 +24,7 @@ namespace {
 constexpr double kInfinity = std::numeric_limits<double>::infinity();
 
 // A fresh seed, printed and recorded so that a failure can be replayed with random_values.
-std::uint64_t announced_seed() {
-  const std::uint64_t seed = fresh_seed();
-  std::cout << "  seed " << seed << "\n";
-  ::testing::Test::RecordProperty("seed", std::to_string(seed));
-  return seed;
-}
+using testing::announced_seed;
 
 struct Inputs {
   std::vector<float> q, k, v;
