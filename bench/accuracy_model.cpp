@@ -49,18 +49,27 @@ struct Transform {
   // r8 * s', r the rounding error: what a second Q.K MMA would buy).
   enum class Error { kKernels, kQueryKeyOnly, kQueryKeyOnlyTwoTermQ } error = Error::kKernels;
   bool k_per_block = false;  // K with one scale per 64 keys (the opt-in faster numerics)
+  // The kernels' numerics with Q (and K) as two INT8 terms, 254 q.k + q_low.k (+ q.k_low) in
+  // int32 (PipelineOptions::q_low_terms): the model of a more precise Q.K that no kernel has yet.
+  bool q_low_terms = false;
+  bool k_low_terms = false;
 };
 
 const std::vector<Transform>& known_transforms() {
   static const std::vector<Transform> transforms = {
-      {"plain", false, false, false},       {"smooth", true, false, false},
-      {"smooth_exact", true, false, true},  {"rotate", false, true, false},
+      {"plain", false, false, false},
+      {"smooth", true, false, false},
+      {"smooth_exact", true, false, true},
+      {"rotate", false, true, false},
       {"smooth+rotate", true, true, false},
       {"kblock", false, false, false, Transform::Error::kKernels, true},
       {"smooth+kblock", true, false, false, Transform::Error::kKernels, true},
       {"smooth+rotate+kblock", true, true, false, Transform::Error::kKernels, true},
       {"qk_only", false, false, false, Transform::Error::kQueryKeyOnly},
       {"qk_only_q2", false, false, false, Transform::Error::kQueryKeyOnlyTwoTermQ},
+      {"smooth+q2", true, false, false, Transform::Error::kKernels, false, true},
+      {"smooth+q2k2", true, false, false, Transform::Error::kKernels, false, true, true},
+      {"smooth+rotate+q2k2", true, true, false, Transform::Error::kKernels, false, true, true},
   };
   return transforms;
 }
@@ -109,9 +118,11 @@ Arguments parse(int argc, char** argv) {
           "usage: intfa_accuracy_model [--families LIST] [--options LIST] "
           "[--variants full,half] [--head-dims LIST] [--seqs LIST] [--heads H] "
           "[--query-rows R] [--block-n N] [--v-scale tensor|channel|block] [--seed S] [--json "
-          "FILE]\n  options: plain, smooth, "
-          "smooth_exact, rotate, smooth+rotate, kblock, smooth+kblock, smooth+rotate+kblock, "
-          "qk_only, qk_only_q2\n");
+          "FILE]\n  options:");
+      for (const Transform& transform : known_transforms()) {
+        std::printf(" %s", transform.name.c_str());
+      }
+      std::printf("\n");
       std::exit(0);
     }
     if (i + 1 >= argc) throw std::invalid_argument(name + ": expected a value");
@@ -184,6 +195,8 @@ PipelineOptions pipeline_options(const Arguments& arguments, const std::string& 
   options.rotate = transform.rotate;
   options.exact_mean = transform.exact_mean;
   options.k_per_block = transform.k_per_block;
+  options.q_low_terms = transform.q_low_terms;
+  options.k_low_terms = transform.k_low_terms;
   return options;
 }
 

@@ -48,8 +48,8 @@ ModelOptions half_int8(bool v_is_bf16, int block_n) {
 
 struct HandExample {
   Shape shape = make_shape(1, 1, 1, 1, 2, 2, false);
-  QuantizedRows q{1, 2, 8, {1, 0}, {1.0f}, {}};
-  QuantizedRows k{2, 2, 8, {1, 0, 0, 0}, {1.0f, 1.0f}, {}};  // x = (1, 0)
+  QuantizedRows q{1, 2, 8, {1, 0}, {1.0f}, {}, {}};
+  QuantizedRows k{2, 2, 8, {1, 0, 0, 0}, {1.0f, 1.0f}, {}, {}};  // x = (1, 0)
   QuantizedV v{VGranularity::kPerTensor, 1, 1, 2, 2, {10, -3, 2, 5}, {0.5f}};
   std::vector<float> v_half = {2.0f, -1.0f, 4.0f, 3.0f};
 
@@ -178,6 +178,28 @@ TEST(ModelHandExample, HalfInt8ExactWeights) {
   EXPECT_DOUBLE_EQ(lse, std::log(3.0));
 }
 
+// Low terms (the model of a more precise Q.K): x = (254 q.k + q_low.k + q.k_low) / 254.
+TEST(ModelHandExample, LowTermsAddTheirProductsIn254ths) {
+  struct Case {
+    std::vector<std::int8_t> q_low, k_low;
+    double x0;  // the first key's log2-domain score
+  };
+  for (const Case& c : {Case{{127, 0}, {}, 1.5}, Case{{}, {-127, 0, 0, 0}, 0.5},
+                        Case{{127, 0}, {-127, 0, 0, 0}, 1.0}, Case{{-64, 5}, {}, 190.0 / 254}}) {
+    HandExample example;
+    example.q.low_terms = c.q_low;
+    example.k.low_terms = c.k_low;
+    double out[2], lse;
+    example.run(half_int8(false, 64), out, lse);
+    // Keys x = (x0, 0): the LSE is ln(2^x0 + 2^0).
+    EXPECT_NEAR(lse, std::log(std::exp2(c.x0) + 1.0), 1e-6) << c.x0;
+  }
+  HandExample example;
+  example.q.low_terms = {1};  // one per value, or none
+  double out[2], lse;
+  EXPECT_THROW(example.run(half_int8(false, 64), out, lse), InvalidArgument);
+}
+
 TEST(ModelHandExample, HalfInt8RoundsPButNotL) {
   HandExample example;
   example.k.values = {1, 0, -1, 0};
@@ -201,7 +223,7 @@ TEST(ModelHandExample, RowsWithoutAllowedKeysAreZeroWithMinusInfinityLse) {
   HandExample example;
   example.shape = make_shape(1, 1, 1, 3, 2, 2, true);  // row 0 sees nothing, row 1 key 0
   example.shape.softmax_scale = kLn2;
-  example.q = QuantizedRows{3, 2, 8, {1, 0, 1, 0, 1, 0}, {1.0f, 1.0f, 1.0f}, {}};
+  example.q = QuantizedRows{3, 2, 8, {1, 0, 1, 0, 1, 0}, {1.0f, 1.0f, 1.0f}, {}, {}};
   for (const ModelOptions& options :
        {full_int8(PEncoding::kSigned127, PScaleReference::kRunningMax, 64), half_int8(false, 1)}) {
     std::vector<double> out(6, 99.0), lse(3, 99.0);

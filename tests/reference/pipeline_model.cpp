@@ -1,10 +1,15 @@
 #include "reference/pipeline_model.hpp"
 
+#include "intfa/errors.hpp"
+
 namespace intfa::reference {
 
 void attention_pipeline_model(const Shape& shape, const float* q, const float* k, const float* v,
                               const PipelineOptions& options, double* out, double* lse) {
   shape.validate();
+  if (options.k_low_terms && options.k_per_block) {
+    throw InvalidArgument("options.k_low_terms", "true", "expected K per token (not per block)");
+  }
   const int q_rows = shape.batch * shape.heads_q * shape.seq_q;
   const int kv_heads = shape.batch * shape.heads_kv;
   // K first: Q's quantize reads K's channel means (quantize_qk of K, then of Q).
@@ -19,15 +24,15 @@ void attention_pipeline_model(const Shape& shape, const float* q, const float* k
              ? quantize_row_blocks(k, kv_heads, shape.seq_kv, shape.head_dim, means.data(),
                                    options.rotate)
              : quantize_rows_smoothed(k, kv_heads, shape.seq_kv, shape.head_dim, options.qk_bits,
-                                      means.data(), options.rotate);
+                                      means.data(), options.rotate, options.k_low_terms);
   } else if (options.k_per_block) {
     k8 = quantize_row_blocks(k, kv_heads, shape.seq_kv, shape.head_dim, nullptr, options.rotate);
   } else {
     k8 = quantize_rows(k, kv_heads * shape.seq_kv, shape.head_dim, options.qk_bits, nullptr,
-                       options.rotate);
+                       options.rotate, options.k_low_terms);
   }
-  const QuantizedRows q8 =
-      quantize_rows(q, q_rows, shape.head_dim, options.qk_bits, nullptr, options.rotate);
+  const QuantizedRows q8 = quantize_rows(q, q_rows, shape.head_dim, options.qk_bits, nullptr,
+                                         options.rotate, options.q_low_terms);
   ModelOptions model = options.model;
   std::vector<float> lse_terms;
   if (options.smooth_k) {

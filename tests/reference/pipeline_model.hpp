@@ -18,6 +18,9 @@ struct PipelineOptions {
   bool rotate = false;      // Q and K rotated before quantizing
   bool exact_mean = false;  // smoothing with the mean of all keys, not the kernel's sample
   bool k_per_block = false;  // K with one scale per 64 keys (KScaleGranularity::kPerBlock)
+  // Q, K as two INT8 terms (QuantizedRows::low_terms): a study of more precise Q.K, no kernel.
+  bool q_low_terms = false;
+  bool k_low_terms = false;
 };
 
 // q [batch][heads_q][seq_q][head_dim], k and v [batch][heads_kv][seq_kv][head_dim] (16-bit values

@@ -88,6 +88,32 @@ TEST(QuantizeRowsModel, RowBlocksShareTheScaleOfTheirLargestValue) {
   EXPECT_EQ(smoothed.values[(1 * seq + 64) * head_dim], 0);
 }
 
+// The low terms (the model of a more precise Q.K) carry each value's rounding residual in units of
+// scale / 254: value + low / 254 reconstructs x within half of that unit, 254x finer than the
+// value alone, and with them the rows stay the same.
+TEST(QuantizeRowsModel, LowTermsReconstructWithinHalfAStepOf254) {
+  const std::uint64_t seed = announced_seed();
+  const int rows = 200, head_dim = 128;
+  const std::vector<float> x =
+      random_values(static_cast<std::size_t>(rows) * head_dim, Distribution::kNormal, seed);
+  const QuantizedRows one = quantize_rows(x.data(), rows, head_dim, 8);
+  const QuantizedRows two = quantize_rows(x.data(), rows, head_dim, 8, nullptr, false, true);
+  EXPECT_TRUE(one.low_terms.empty());
+  ASSERT_EQ(two.low_terms.size(), x.size());
+  EXPECT_EQ(two.values, one.values);
+  EXPECT_EQ(two.scales, one.scales);
+  int nonzero = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    const double scale = two.scales[i / head_dim];
+    const double reconstructed = scale * (two.values[i] + two.low_terms[i] / 254.0);
+    // Half a step of the low term, and FP32's rounding of x / scale (|x / scale| <= 127).
+    ASSERT_LE(std::fabs(reconstructed - x[i]), scale * (0.5 / 254 + 127 * 1e-7)) << "element " << i;
+    nonzero += two.low_terms[i] != 0;
+  }
+  EXPECT_GT(nonzero, static_cast<int>(x.size()) / 2);  // the residuals are not all rounded away
+  EXPECT_THROW(quantize_rows(x.data(), rows, head_dim, 4, nullptr, false, true), InvalidArgument);
+}
+
 TEST(QuantizeRowsModel, RandomRowsStayInRangeAndReconstructWithinHalfAStep) {
   const std::uint64_t seed = announced_seed();
   const int rows = 300, head_dim = 64;

@@ -30,6 +30,8 @@ constexpr int kVTokenBlock = 64;  // tokens per scale of per-block V (kVTokenBlo
 // The Q.K^T dot products accumulate in int32 as the s32 MMA does: exact while
 // 127 * 127 * head_dim < 2^31.
 constexpr int kMaxHeadDim = 65536;
+// With low terms (QuantizedRows::low_terms) a product sums 256 * 127 * 127 per channel.
+constexpr int kMaxLowTermHeadDim = 520;
 
 // One group's quantizer: scale = amax / range and its inverse, both IEEE FP32 divisions.
 struct Quantizer {
@@ -113,6 +115,8 @@ struct HeadInputs {
   const float* q_scales;  // [seq_q]
   const std::int8_t* k8;  // [seq_kv][head_dim] of its KV head
   const float* k_scales;  // [seq_kv]
+  const std::int8_t* q_low;  // QuantizedRows::low_terms of q8 and k8, or null
+  const std::int8_t* k_low;
   const std::int8_t* v8;  // full INT8: [seq_kv][head_dim] of its KV head
   const float* v_scales;  // full INT8: this KV head's scales (layout of QuantizedV::scales)
   const float* v_half;    // half INT8: [seq_kv][head_dim] of its KV head
@@ -162,12 +166,21 @@ std::int32_t integer_dot(const std::int8_t* a, const std::int8_t* b, int count) 
 // x[j] = float(float(dot) * sk[j]) * c_i for keys [first, end), FP32 as the kernel (README
 // "Scores"; per-block K: ModelSetup::k_per_block); returns the tile maximum.
 double compute_log2_scores(const ModelSetup& setup, const HeadInputs& head,
-                           const std::int8_t* q_row, float c_i, int first, int end,
-                           TileScratch& scratch) {
+                           const std::int8_t* q_row, const std::int8_t* q_low, float c_i, int first,
+                           int end, TileScratch& scratch) {
   double tile_max = kNegativeInfinity;
   for (int j = first; j < end; ++j) {
-    const std::int8_t* k_row = head.k8 + static_cast<std::size_t>(j) * setup.head_dim;
-    const float dot = static_cast<float>(integer_dot(q_row, k_row, setup.head_dim));
+    const std::size_t k_offset = static_cast<std::size_t>(j) * setup.head_dim;
+    const std::int8_t* k_row = head.k8 + k_offset;
+    const std::int32_t high = integer_dot(q_row, k_row, setup.head_dim);
+    float dot = static_cast<float>(high);
+    if (q_low != nullptr || head.k_low != nullptr) {
+      // Two terms: 254 q.k plus the low terms' products, exact in int32, then one rounding.
+      std::int32_t sum = kLowTermUnits * high;
+      if (q_low != nullptr) sum += integer_dot(q_low, k_row, setup.head_dim);
+      if (head.k_low != nullptr) sum += integer_dot(q_row, head.k_low + k_offset, setup.head_dim);
+      dot = static_cast<float>(sum) / static_cast<float>(kLowTermUnits);
+    }
     const float x = setup.k_per_block ? dot * std::max(c_i * head.k_scales[j], 1e-30f)
                                       : (dot * head.k_scales[j]) * c_i;
     scratch.log2_scores[static_cast<std::size_t>(j - first)] = x;
@@ -280,7 +293,9 @@ void finish_row(const ModelSetup& setup, const HeadInputs& head, const RowState&
 void model_row(const ModelSetup& setup, const HeadInputs& head, int query_row, int keys,
                TileScratch& scratch, RowState& row, double* out_row, double* lse,
                double* p_unit_share) {
-  const std::int8_t* q_row = head.q8 + static_cast<std::size_t>(query_row) * setup.head_dim;
+  const std::size_t q_offset = static_cast<std::size_t>(query_row) * setup.head_dim;
+  const std::int8_t* q_row = head.q8 + q_offset;
+  const std::int8_t* q_low = head.q_low != nullptr ? head.q_low + q_offset : nullptr;
   // The kernel keeps c_i >= 1e-30 so that a masked score (-inf) times c_i never makes a NaN; it
   // only changes rows whose Q scale is below 1e-30 / scale_log2.
   const float c_i = std::max(head.q_scales[query_row] * setup.scale_log2, 1e-30f);
@@ -291,7 +306,8 @@ void model_row(const ModelSetup& setup, const HeadInputs& head, int query_row, i
   // Tiles past the last allowed key have nothing for this row: they leave it untouched.
   for (int first = 0; first < keys; first += setup.block_n) {
     const int end = std::min(keys, first + setup.block_n);
-    const double tile_max = compute_log2_scores(setup, head, q_row, c_i, first, end, scratch);
+    const double tile_max =
+        compute_log2_scores(setup, head, q_row, q_low, c_i, first, end, scratch);
     const double new_max = std::max(row.running_max, tile_max);
     const double alpha =
         row.running_max == kNegativeInfinity ? 0.0 : std::exp2(row.running_max - new_max);
@@ -322,6 +338,11 @@ void check_rows(const char* name, const QuantizedRows& rows, std::size_t expecte
     throw InvalidArgument(field + ".rows", std::to_string(rows.rows),
                           "expected " + std::to_string(expected_rows) +
                               " rows (batch * heads * seq) with their values and scales");
+  }
+  if (!rows.low_terms.empty() && rows.low_terms.size() != rows.values.size()) {
+    throw InvalidArgument(
+        field + ".low_terms", std::to_string(rows.low_terms.size()),
+        "expected none or one per value (" + std::to_string(rows.values.size()) + ")");
   }
 }
 
@@ -362,6 +383,12 @@ void check_model_arguments(const Shape& shape, const QuantizedRows& q, const Qua
   if (shape.head_dim > kMaxHeadDim) {
     throw InvalidArgument("shape.head_dim", std::to_string(shape.head_dim),
                           "expected <= " + std::to_string(kMaxHeadDim) + " (int32 dot products)");
+  }
+  const bool low_terms = !q.low_terms.empty() || !k.low_terms.empty();
+  if (low_terms && shape.head_dim > kMaxLowTermHeadDim) {
+    throw InvalidArgument("shape.head_dim", std::to_string(shape.head_dim),
+                          "expected <= " + std::to_string(kMaxLowTermHeadDim) +
+                              " with low terms (int32 sums of 256 * 127 * 127 per channel)");
   }
   if (options.block_n <= 0) {
     throw InvalidArgument("options.block_n", std::to_string(options.block_n), "expected > 0");
@@ -415,9 +442,12 @@ void rotate_row(float* values, int head_dim) {
 }
 
 QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
-                            const float* channel_mean, bool rotate) {
+                            const float* channel_mean, bool rotate, bool low_terms) {
   if (bits != 8 && bits != 4) {
     throw InvalidArgument("bits", std::to_string(bits), "expected 8 or 4");
+  }
+  if (low_terms && bits != 8) {
+    throw InvalidArgument("bits", std::to_string(bits), "expected 8 with low terms");
   }
   if (rows < 0 || head_dim <= 0) {
     throw InvalidArgument("rows x head_dim",
@@ -430,6 +460,7 @@ QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
   result.bits = bits;
   result.values.resize(static_cast<std::size_t>(rows) * head_dim);
   result.scales.resize(static_cast<std::size_t>(rows));
+  if (low_terms) result.low_terms.resize(result.values.size());
   const float range = bits == 8 ? 127.0f : 7.0f;
   std::vector<float> transformed(static_cast<std::size_t>(head_dim));
   for (std::size_t row = 0; row < static_cast<std::size_t>(rows); ++row) {
@@ -446,6 +477,14 @@ QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
     std::int8_t* output = result.values.data() + row * head_dim;
     for (std::size_t c = 0; c < transformed.size(); ++c)
       output[c] = quantize_value(transformed[c], quantizer);
+    if (!low_terms) continue;
+    // The residual x / scale - value lies in [-0.5, 0.5]: 254 units of it fit INT8's +-127.
+    std::int8_t* low = result.low_terms.data() + row * head_dim;
+    for (std::size_t c = 0; c < transformed.size(); ++c) {
+      const float residual = transformed[c] * quantizer.inverse - static_cast<float>(output[c]);
+      low[c] = static_cast<std::int8_t>(
+          std::clamp(std::nearbyint(residual * kLowTermUnits), -127.0f, 127.0f));
+    }
   }
   return result;
 }
@@ -490,17 +529,18 @@ QuantizedRows quantize_row_blocks(const float* x, int heads, int seq, int head_d
 }
 
 QuantizedRows quantize_rows_smoothed(const float* x, int heads, int seq, int head_dim, int bits,
-                                     const float* channel_means, bool rotate) {
+                                     const float* channel_means, bool rotate, bool low_terms) {
   QuantizedRows result;
   result.rows = heads * seq;
   result.head_dim = head_dim;
   result.bits = bits;
   const std::size_t block = static_cast<std::size_t>(seq) * head_dim;
   for (std::size_t i = 0; i < static_cast<std::size_t>(heads); ++i) {
-    const QuantizedRows part =
-        quantize_rows(x + i * block, seq, head_dim, bits, channel_means + i * head_dim, rotate);
+    const QuantizedRows part = quantize_rows(x + i * block, seq, head_dim, bits,
+                                             channel_means + i * head_dim, rotate, low_terms);
     result.values.insert(result.values.end(), part.values.begin(), part.values.end());
     result.scales.insert(result.scales.end(), part.scales.begin(), part.scales.end());
+    result.low_terms.insert(result.low_terms.end(), part.low_terms.begin(), part.low_terms.end());
   }
   return result;
 }
@@ -606,6 +646,8 @@ void attention_quantized_model(const Shape& shape, const QuantizedRows& q, const
         head.q_scales = q.scales.data() + q_head;
         head.k8 = k.values.data() + kv_head * head_dim;
         head.k_scales = k.scales.data() + kv_head;
+        head.q_low = q.low_terms.empty() ? nullptr : q.low_terms.data() + q_head * head_dim;
+        head.k_low = k.low_terms.empty() ? nullptr : k.low_terms.data() + kv_head * head_dim;
         if (full_int8) {
           head.v8 = v_quantized->values.data() + kv_head * head_dim;
           head.v_scales = v_quantized->scales.data() + kv_head_index * v_scales_per_head;

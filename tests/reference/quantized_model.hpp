@@ -30,14 +30,26 @@ struct QuantizedRows {
   // K per 64-row block (quantize_row_blocks): [heads][k_scale_blocks(seq)], what the kernels
   // read; `scales` then holds each row's block scale. Empty: one scale per row.
   std::vector<float> block_scales;
+  // A second INT8 term, for the model of a more precise Q.K that no kernel has yet: each value's
+  // rounding residual in units of scale / 254, x ~= scale * (value + low / 254), [rows][head_dim].
+  // Empty: one term. The scores then take 254 q.k + q_low.k + q.k_low in int32 (exact while
+  // 256 * 127 * 127 * head_dim < 2^31: head_dim <= 520) divided by 254 in FP32: the integer
+  // products of three INT8 MMAs, one of them rescaled in int32.
+  std::vector<std::int8_t> low_terms;
 };
+inline constexpr int kLowTermUnits = 254;
+
+// Per-token quantization of `rows` rows (Q, or K without smoothing): scale = max|x| / 127 (or 7),
+// values round(x / scale); `low_terms` adds QuantizedRows::low_terms (8 bits only).
 QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
-                            const float* channel_mean = nullptr, bool rotate = false);
+                            const float* channel_mean = nullptr, bool rotate = false,
+                            bool low_terms = false);
 
 // K smoothing over `heads` (batch x heads) blocks of `seq` rows: block i subtracts
 // channel_means[i * head_dim ...] (the means the kernel computed, checked separately).
 QuantizedRows quantize_rows_smoothed(const float* x, int heads, int seq, int head_dim, int bits,
-                                     const float* channel_means, bool rotate = false);
+                                     const float* channel_means, bool rotate = false,
+                                     bool low_terms = false);
 
 // K with one scale per block of 64 rows of each of `heads` (batch x heads) runs of `seq` rows, as
 // quantize_row_blocks: scale = max|x| / 127 over the block's rows (after smoothing with
