@@ -212,9 +212,9 @@ TEST(AccuracyOnRealInputsSmoothing, TheSampledMeanIsAsAccurateAsTheExactOne) {
 
 // The model of a more precise Q.K that no kernel has yet (QuantizedRows::low_terms): on sharp
 // heads, whose error is Q.K's INT8 rounding, Q in two INT8 terms takes Q's share of it away and Q
-// and K in two terms nearly all of it (bench/RESULTS.md, issue 25). Over 80 seeded runs, with Q
-// in two terms over one: 0.78-0.88 (full INT8), 0.67-0.77 (half); Q and K in two: 0.54-0.64
-// (full: P's and V's error remains), 0.0067-0.0081 (half).
+// and K in two terms nearly all of it (bench/RESULTS.md, issue 25). Over 380 seeded runs, with Q
+// in two terms over one: 0.78-0.89 (full INT8), 0.67-0.77 (half); Q and K in two: 0.54-0.64
+// (full: P's and V's error remains), 0.0067-0.0081 (half); standard deviations 0.02 or less.
 TEST(AccuracyOfTwoTermQueryKey, TakesAwayTheErrorOfSharpHeads) {
   const std::uint64_t seed = announced_seed();
   for (int head_dim : {64, 128}) {

@@ -181,23 +181,43 @@ TEST(ModelHandExample, HalfInt8ExactWeights) {
 // Low terms (the model of a more precise Q.K): x = (254 q.k + q_low.k + q.k_low) / 254.
 TEST(ModelHandExample, LowTermsAddTheirProductsIn254ths) {
   struct Case {
-    std::vector<std::int8_t> q_low, k_low;
-    double x0;  // the first key's log2-domain score
+    std::vector<std::int8_t> q_low, k_low, k8;
+    double x0, x1;  // the keys' log2-domain scores
   };
-  for (const Case& c : {Case{{127, 0}, {}, 1.5}, Case{{}, {-127, 0, 0, 0}, 0.5},
-                        Case{{127, 0}, {-127, 0, 0, 0}, 1.0}, Case{{-64, 5}, {}, 190.0 / 254}}) {
+  const std::vector<std::int8_t> k8 = {1, 0, 0, 0};  // the fixture's keys
+  for (const Case& c : {Case{{127, 0}, {}, k8, 1.5, 0.0}, Case{{}, {-127, 0, 0, 0}, k8, 0.5, 0.0},
+                        Case{{127, 0}, {-127, 0, 0, 0}, k8, 1.0, 0.0},
+                        // q_low.k: key 0 -64 + 5 * 2, key 1 5 * 3.
+                        Case{{-64, 5}, {}, {1, 2, 0, 3}, 200.0 / 254, 15.0 / 254},
+                        // q.k_low: key 1's low terms (7, -9) against q8 = (1, 0).
+                        Case{{}, {0, 0, 7, -9}, k8, 1.0, 7.0 / 254}}) {
     HandExample example;
     example.q.low_terms = c.q_low;
     example.k.low_terms = c.k_low;
+    example.k.values = c.k8;
     double out[2], lse;
     example.run(half_int8(false, 64), out, lse);
-    // Keys x = (x0, 0): the LSE is ln(2^x0 + 2^0).
-    EXPECT_NEAR(lse, std::log(std::exp2(c.x0) + 1.0), 1e-6) << c.x0;
+    EXPECT_NEAR(lse, std::log(std::exp2(c.x0) + std::exp2(c.x1)), 1e-6) << c.x0 << ", " << c.x1;
   }
   HandExample example;
   example.q.low_terms = {1};  // one per value, or none
   double out[2], lse;
   EXPECT_THROW(example.run(half_int8(false, 64), out, lse), InvalidArgument);
+  // K per 64-key block scales its keys by the block, which the low terms' units do not follow.
+  example = HandExample();
+  example.k.low_terms = {0, 0, 0, 0};
+  example.k.block_scales = {1.0f};
+  EXPECT_THROW(example.run(half_int8(false, 64), out, lse), InvalidArgument);
+  // Past head dim 511 the int32 sums could overflow.
+  const std::vector<float> rows(2 * 512, 1.0f);
+  Shape wide = make_shape(1, 1, 1, 1, 1, 512, false);
+  const QuantizedRows q = quantize_rows(rows.data(), 1, 512, 8, nullptr, false, true);
+  const QuantizedRows k = quantize_rows(rows.data(), 1, 512, 8);
+  std::vector<float> v_half(512, 1.0f);
+  std::vector<double> wide_out(512);
+  EXPECT_THROW(attention_quantized_model(wide, q, k, nullptr, v_half.data(), half_int8(false, 64),
+                                         wide_out.data()),
+               InvalidArgument);
 }
 
 TEST(ModelHandExample, HalfInt8RoundsPButNotL) {

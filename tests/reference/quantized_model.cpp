@@ -30,8 +30,9 @@ constexpr int kVTokenBlock = 64;  // tokens per scale of per-block V (kVTokenBlo
 // The Q.K^T dot products accumulate in int32 as the s32 MMA does: exact while
 // 127 * 127 * head_dim < 2^31.
 constexpr int kMaxHeadDim = 65536;
-// With low terms (QuantizedRows::low_terms) a product sums 256 * 127 * 127 per channel.
-constexpr int kMaxLowTermHeadDim = 520;
+// With low terms (QuantizedRows::low_terms) a product sums up to 256 * 128 * 128 per channel
+// (hand-made rows may hold -128): below 2^31 up to 511 channels.
+constexpr int kMaxLowTermHeadDim = 511;
 
 // One group's quantizer: scale = amax / range and its inverse, both IEEE FP32 divisions.
 struct Quantizer {
@@ -388,7 +389,11 @@ void check_model_arguments(const Shape& shape, const QuantizedRows& q, const Qua
   if (low_terms && shape.head_dim > kMaxLowTermHeadDim) {
     throw InvalidArgument("shape.head_dim", std::to_string(shape.head_dim),
                           "expected <= " + std::to_string(kMaxLowTermHeadDim) +
-                              " with low terms (int32 sums of 256 * 127 * 127 per channel)");
+                              " with low terms (int32 sums of 256 * 128 * 128 per channel)");
+  }
+  if (!k.low_terms.empty() && !k.block_scales.empty()) {
+    throw InvalidArgument("k.low_terms", std::to_string(k.low_terms.size()),
+                          "expected none with per-block K scales (the low terms are per token)");
   }
   if (options.block_n <= 0) {
     throw InvalidArgument("options.block_n", std::to_string(options.block_n), "expected > 0");
