@@ -252,13 +252,32 @@ def _attention_int8_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                        return_lse: bool, config: Optional[List[int]],
                        q_dot_k_mean: Optional[torch.Tensor] = None
                        ) -> Tuple[torch.Tensor, torch.Tensor]:
-    out, lse = _empty_attention(q, layout, out_dtype, return_lse)
-    plan = _int8_attention_plan(q, k, v, v_scale, out, is_causal, sm_scale, layout, p_encoding,
-                                p_scale, config)
+    out, lse = _run_attention_int8(q, k, v, q_scale, k_scale, v_scale, q_dot_k_mean,
+                                   (is_causal, sm_scale, layout, out_dtype, p_encoding, p_scale,
+                                    return_lse, config))
+    return out, (lse if lse is not None else _no_lse(q))
+
+
+def _run_attention_int8(q, k, v, q_scale, k_scale, v_scale, q_dot_k_mean, arguments, call=None):
+    """intfa::attention_forward on checked quantized tensors (`arguments`: what
+    _check_attention_int8 returns): the output, and the LSE when asked for (else None, and no
+    tensor is allocated for it). `call`, when given, keeps the plan of its signature."""
+    is_causal, sm_scale, layout, out_dtype, p_encoding, p_scale, return_lse, config = arguments
+    out = torch.empty(q.shape, dtype=out_dtype, device=q.device)
+    lse = None
+    if return_lse:
+        b, heads_q, seq_q, _ = _bhnd(q, layout)
+        lse = torch.empty((b, heads_q, seq_q), dtype=torch.float32, device=q.device)
+    plan = call.plan if call is not None else None
+    if plan is None:
+        plan = _int8_attention_plan(q, k, v, v_scale, out, is_causal, sm_scale, layout,
+                                    p_encoding, p_scale, config)
+        if call is not None:
+            call.plan = plan
     with _on(q.device):
         plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), q_scale.data_ptr(), k_scale.data_ptr(),
                  v_scale.data_ptr() if v_scale is not None else 0, out.data_ptr(),
-                 lse.data_ptr() if lse.numel() else 0, _stream(q.device),
+                 lse.data_ptr() if lse is not None else 0, _stream(q.device),
                  q_dot_k_mean.data_ptr() if q_dot_k_mean is not None else 0)
     return out, lse
 
@@ -630,46 +649,62 @@ def attention_int8(q, k, v, q_scale, k_scale, v_scale=None, *, is_causal=False, 
     "block" is not taken here). ``config`` (block_m, block_n, warps, stages) overrides the tile
     config the tuning database or the heuristic would pick (benchmarks, tuning); the C++ runtime
     checks it before compiling."""
-    arguments = None
+    call = None
     signature = None
+    tensors = (q, k, v, q_scale, k_scale, v_scale, q_dot_k_mean)
     if not torch.compiler.is_compiling():
         try:
             # As in `attention`: a call with the signature of one that passed the checks passes
             # them too (they read shapes, strides, dtypes, devices and the options only).
-            signature = tuple(_tensor_signature(x) for x in (q, k, v, q_scale, k_scale, v_scale)) + (
+            signature = tuple(map(_tensor_signature, tensors)) + (
                 is_causal, type(is_causal), sm_scale, type(sm_scale), layout, out_dtype,
                 return_lse, p_encoding, p_scale, None if config is None else tuple(config),
                 None if config is None else tuple(map(type, config)))
-            arguments = _CHECKED_INT8_CALLS.get(signature)
+            call = _CHECKED_INT8_CALLS.get(signature)
         except (AttributeError, TypeError):  # not tensors, or an unhashable option: checked below
             signature = None
-    if arguments is None:
-        arguments = _check_attention_int8(q, k, v, q_scale, k_scale, v_scale, is_causal,
-                                          sm_scale, layout, out_dtype, return_lse, p_encoding,
-                                          p_scale, config)
+    if call is None:
+        call = _CheckedInt8Call(_check_attention_int8(
+            q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scale, layout, out_dtype,
+            return_lse, p_encoding, p_scale, config, q_dot_k_mean))
         if signature is not None:
-            _remember(_CHECKED_INT8_CALLS, signature, arguments)
-    if q_dot_k_mean is not None:
-        _check_scale("q_dot_k_mean", q_dot_k_mean, tuple(q_scale.shape))
-        _check_device([("q", q), ("q_dot_k_mean", q_dot_k_mean)])
-    out, lse = _attention_int8_op(q, k, v, q_scale, k_scale, v_scale, *arguments, q_dot_k_mean)
+            _remember(_CHECKED_INT8_CALLS, signature, call)
+    if signature is not None and _plain_eager(tensors):
+        # The op's implementation with the plan of this signature at hand (the output is q's
+        # shape in out_dtype, both in the signature).
+        out, lse = _run_attention_int8(q, k, v, q_scale, k_scale, v_scale, q_dot_k_mean,
+                                       call.arguments, call)
+    else:
+        out, lse = _attention_int8_op(q, k, v, q_scale, k_scale, v_scale, *call.arguments,
+                                      q_dot_k_mean)
     return (out, lse) if return_lse else out
 
 
-# `attention_int8`'s checked arguments by call signature.
+class _CheckedInt8Call:
+    """What the checks of one `attention_int8` signature returned (the op's arguments after the
+    tensors) and its plan, made at its first plain eager call."""
+
+    __slots__ = ("arguments", "plan")
+
+    def __init__(self, arguments):
+        self.arguments = arguments
+        self.plan = None
+
+
+# `attention_int8`'s checked calls by call signature: _CheckedInt8Call values.
 _CHECKED_INT8_CALLS = {}
 
 
 def _tensor_signature(tensor):
-    """What the checks read of a tensor argument (None stays None)."""
+    """What the checks read of a tensor argument (None stays None); contiguity is a function of
+    the shape and strides."""
     if tensor is None:
         return None
-    return (tensor.shape, tensor.stride(), tensor.dtype, tensor.device,
-            tensor.is_contiguous(), type(tensor))
+    return (tensor.shape, tensor.stride(), tensor.dtype, tensor.device, type(tensor))
 
 
 def _check_attention_int8(q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scale, layout,
-                          out_dtype, return_lse, p_encoding, p_scale, config):
+                          out_dtype, return_lse, p_encoding, p_scale, config, q_dot_k_mean=None):
     """Every check of `attention_int8`; returns the op's arguments after the six tensors."""
     _check_choice("layout", layout, LAYOUTS)
     p_encoding = _check_choice("p_encoding", p_encoding or DEFAULTS["p_encoding"], P_ENCODINGS)
@@ -716,6 +751,9 @@ def _check_attention_int8(q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scal
     _check_problem(q, k, layout, is_causal, "full_int8" if full else "half_int8")
     _check_device([("q", q), ("k", k), ("v", v), ("q_scale", q_scale), ("k_scale", k_scale),
                    ("v_scale", v_scale)])
+    if q_dot_k_mean is not None:
+        _check_scale("q_dot_k_mean", q_dot_k_mean, tuple(q_scale.shape))
+        _check_device([("q", q), ("q_dot_k_mean", q_dot_k_mean)])
 
     return (bool(is_causal), softmax_scale, layout, out_dtype, p_encoding, p_scale,
             bool(return_lse), config)

@@ -1,0 +1,82 @@
+"""Host time per call of intfa's torch layer alone, without a GPU: intfa.attention and
+intfa.attention_int8 on CPU tensors of the tiny shape (B=1, H=8, N=128), with the C++ plan
+replaced by one that does nothing and the device checks, device guard and stream lookup taken
+out. What remains is the Python the package runs per call (signature, checks' cache, plan lookup,
+output allocation, addresses), the part of bench/python_overhead.py's figures that is intfa's
+own Python; the CUDA allocator's and the driver's share is not in it. Median of 7 runs of
+--calls calls, after a warm-up.
+
+Usage: PYTHONPATH=build/python python3 bench/python_layer_host.py [--calls N]"""
+import argparse
+import contextlib
+import statistics
+import time
+from unittest import mock
+
+import torch
+
+import intfa
+from intfa import _torch as layers
+
+
+class NoOpPlan:
+    workspace_bytes = 4096
+
+    def __init__(self, *arguments, **keywords):
+        pass
+
+    def run(self, *addresses):
+        pass
+
+
+def median_us(call, calls):
+    for _ in range(200):
+        call()
+    samples = []
+    for _ in range(7):
+        started = time.perf_counter()
+        for _ in range(calls):
+            call()
+        samples.append((time.perf_counter() - started) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--calls", type=int, default=2000)
+    calls = parser.parse_args().calls
+    b, h, n, d = 1, 8, 128, 64
+    q = torch.zeros(b, h, n, d, dtype=torch.float16)
+    q8 = torch.zeros(b, h, n, d, dtype=torch.int8)
+    v8, v_scale = layers._empty_v((b, h, n, d), "channel", q.device)
+    scales = torch.ones(b, h, n)
+    quantized = (q8, q8.clone(), v8, scales, scales.clone(), v_scale)
+    no_op = NoOpPlan()
+    patches = (
+        mock.patch.object(layers, "_attention_plan", lambda *a, **k: no_op),
+        mock.patch.object(layers._intfa, "Int8AttentionPlan", NoOpPlan),
+        mock.patch.object(layers, "_check_kernel_device", lambda q, k, v: None),
+        mock.patch.object(layers, "_check_device", lambda named_tensors: None),
+        mock.patch.object(layers, "_on", lambda device: contextlib.nullcontext()),
+        mock.patch.object(layers, "_stream", lambda device: 0),
+    )
+    with contextlib.ExitStack() as stack:
+        for patch in patches:
+            stack.enter_context(patch)
+        rows = [
+            ("intfa.attention", lambda: intfa.attention(q, q, q)),
+            ("intfa.attention, return_lse", lambda: intfa.attention(q, q, q, return_lse=True)),
+            ("intfa.attention_int8", lambda: intfa.attention_int8(*quantized)),
+            ("intfa.attention_int8, return_lse",
+             lambda: intfa.attention_int8(*quantized, return_lse=True)),
+            ("intfa.attention_int8, return_lse, q_dot_k_mean",
+             lambda: intfa.attention_int8(*quantized, return_lse=True, q_dot_k_mean=scales)),
+        ]
+        print(f"torch {torch.__version__}, {calls} calls x 7, median")
+        print("| call | µs per call |\n| --- | --- |")
+        for name, call in rows:
+            print(f"| {name} | {median_us(call, calls):.1f} |")
+
+
+if __name__ == "__main__":
+    main()
