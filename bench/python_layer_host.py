@@ -1,5 +1,5 @@
-"""Host time per call of intfa's torch layer alone, without a GPU: intfa.attention and
-intfa.attention_int8 on CPU tensors of the tiny shape (B=1, H=8, N=128), with the C++ plan
+"""Host time per call of intfa's torch layer alone, without a GPU: intfa.attention,
+intfa.attention_int8 and intfa.attention_varlen on CPU tensors of the tiny shape (B=1, H=8, N=128), with the C++ plan
 replaced by one that does nothing and the device checks, device guard and stream lookup taken
 out. What remains is the Python the package runs per call (signature, checks' cache, plan lookup,
 output allocation, addresses), the part of bench/python_overhead.py's figures that is intfa's
@@ -51,6 +51,9 @@ def main():
     v8, v_scale = layers._empty_v((b, h, n, d), "channel", q.device)
     scales = torch.ones(b, h, n)
     quantized = (q8, q8.clone(), v8, scales, scales.clone(), v_scale)
+    # Four packed sequences of 128 queries and keys: [total, H, D] rows and int32 offsets.
+    rows = q.transpose(1, 2).reshape(b * n, h, d).contiguous().repeat(4, 1, 1)
+    offsets = torch.arange(0, 4 * n + 1, n, dtype=torch.int32)
     no_op = NoOpPlan()
     patches = (
         mock.patch.object(layers, "_attention_plan", lambda *a, **k: no_op),
@@ -63,7 +66,7 @@ def main():
     with contextlib.ExitStack() as stack:
         for patch in patches:
             stack.enter_context(patch)
-        rows = [
+        calls_to_time = [
             ("intfa.attention", lambda: intfa.attention(q, q, q)),
             ("intfa.attention, return_lse", lambda: intfa.attention(q, q, q, return_lse=True)),
             ("intfa.attention_int8", lambda: intfa.attention_int8(*quantized)),
@@ -71,10 +74,15 @@ def main():
              lambda: intfa.attention_int8(*quantized, return_lse=True)),
             ("intfa.attention_int8, return_lse, q_dot_k_mean",
              lambda: intfa.attention_int8(*quantized, return_lse=True, q_dot_k_mean=scales)),
+            ("intfa.attention_varlen (4 x 128 rows)",
+             lambda: intfa.attention_varlen(rows, rows, rows, offsets, offsets, n, n)),
+            ("intfa.attention_varlen, return_lse",
+             lambda: intfa.attention_varlen(rows, rows, rows, offsets, offsets, n, n,
+                                            return_lse=True)),
         ]
         print(f"torch {torch.__version__}, {calls} calls x 7, median")
         print("| call | µs per call |\n| --- | --- |")
-        for name, call in rows:
+        for name, call in calls_to_time:
             print(f"| {name} | {median_us(call, calls):.1f} |")
 
 

@@ -438,18 +438,38 @@ def _attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                          variant: str, v_granularity: str, smooth_k: bool, p_encoding: str,
                          p_scale: str, return_lse: bool,
                          rotate: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
-    out, lse = _empty_varlen_attention(q, return_lse)
-    # The kernels see packed tensors as one batch of NHD rows: [1, total, H, D]; the plan has the
-    # sequences' count and longest lengths, the offsets come with the call.
-    packed = tuple(x.unsqueeze(0) for x in (q, k, v, out))
-    plan = _attention_plan(*packed, is_causal, sm_scale, "NHD", variant, v_granularity, smooth_k,
-                           p_encoding, p_scale, rotate,
-                           packing=(cu_seqlens_q.numel() - 1, max_seqlen_q, max_seqlen_k))
+    out, lse = _run_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                     max_seqlen_k, (is_causal, sm_scale, variant, v_granularity,
+                                                    smooth_k, p_encoding, p_scale, return_lse,
+                                                    rotate))
+    return out, (lse if lse is not None else _no_lse(q))
+
+
+def _run_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                          arguments, call=None):
+    """intfa::attention_forward_16bit on checked packed sequences (`arguments`: what
+    _check_attention_varlen returns): the output [total_q, H_q, D], and the LSE [H_q, total_q]
+    when asked for (else None, and none is allocated). `call`, when given, keeps the plan of its
+    signature."""
+    (is_causal, sm_scale, variant, v_granularity, smooth_k, p_encoding, p_scale, return_lse,
+     rotate) = arguments
+    out = _empty_output(q, q.dtype)
+    lse = q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32) if return_lse else None
+    plan = call.plan if call is not None else None
+    if plan is None:
+        # The kernels see packed tensors as one batch of NHD rows: [1, total, H, D]; the plan has
+        # the sequences' count and longest lengths, the offsets come with the call.
+        packed = tuple(x.unsqueeze(0) for x in (q, k, v, out))
+        plan = _attention_plan(*packed, is_causal, sm_scale, "NHD", variant, v_granularity,
+                               smooth_k, p_encoding, p_scale, rotate,
+                               packing=(cu_seqlens_q.numel() - 1, max_seqlen_q, max_seqlen_k))
+        if call is not None:
+            call.plan = plan
     workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=q.device)
     with _on(q.device):
         plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
-                 lse.data_ptr() if lse.numel() else 0, workspace.data_ptr(), _stream(q.device),
-                 cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr())
+                 lse.data_ptr() if lse is not None else 0, workspace.data_ptr(),
+                 _stream(q.device), cu_seqlens_q.data_ptr(), cu_seqlens_k.data_ptr())
     return out, lse
 
 
@@ -670,7 +690,7 @@ def attention_int8(q, k, v, q_scale, k_scale, v_scale=None, *, is_causal=False, 
         except (AttributeError, TypeError):  # not tensors, or an unhashable option: checked below
             signature = None
     if call is None:
-        call = _CheckedInt8Call(_check_attention_int8(
+        call = _CheckedArguments(_check_attention_int8(
             q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scale, layout, out_dtype,
             return_lse, p_encoding, p_scale, config, q_dot_k_mean))
         if signature is not None:
@@ -686,9 +706,9 @@ def attention_int8(q, k, v, q_scale, k_scale, v_scale=None, *, is_causal=False, 
     return (out, lse) if return_lse else out
 
 
-class _CheckedInt8Call:
-    """What the checks of one `attention_int8` signature returned (the op's arguments after the
-    tensors) and its plan, made at its first plain eager call."""
+class _CheckedArguments:
+    """What the checks of one `attention_int8` or `attention_varlen` signature returned (the
+    op's arguments after the tensors) and its plan, made at its first plain eager call."""
 
     __slots__ = ("arguments", "plan")
 
@@ -697,7 +717,7 @@ class _CheckedInt8Call:
         self.plan = None
 
 
-# `attention_int8`'s checked calls by call signature: _CheckedInt8Call values.
+# `attention_int8`'s checked calls by call signature: _CheckedArguments values.
 _CHECKED_INT8_CALLS = {}
 
 
@@ -1083,6 +1103,46 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     Returns the output [total_q, H_q, D] in q's dtype, and with ``return_lse`` also the
     natural-log log-sum-exp, float32 [H_q, total_q]. Runs the portable kernel (the Hopper one
     takes dense batches only). Forward only: no autograd."""
+    call = None
+    signature = None
+    tensors = (q, k, v, cu_seqlens_q, cu_seqlens_k)
+    if not torch.compiler.is_compiling():
+        try:
+            # As in `attention`: a call with the signature of one that passed the checks passes
+            # them too (they read shapes, strides, dtypes, devices, the lengths and the options;
+            # never the offsets' values).
+            signature = tuple(map(_tensor_signature, tensors)) + (
+                max_seqlen_q, type(max_seqlen_q), max_seqlen_k, type(max_seqlen_k), is_causal,
+                sm_scale, type(sm_scale), variant, v_granularity, smooth_k, type(smooth_k),
+                p_encoding, p_scale, return_lse, rotate, type(rotate))
+            call = _CHECKED_VARLEN_CALLS.get(signature)
+        except (AttributeError, TypeError):  # not tensors, or an unhashable option: checked below
+            signature = None
+    if call is None:
+        call = _CheckedArguments(_check_attention_varlen(
+            q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal, sm_scale,
+            variant, v_granularity, smooth_k, p_encoding, p_scale, return_lse, rotate))
+        if signature is not None:
+            _remember(_CHECKED_VARLEN_CALLS, signature, call)
+    if signature is not None and _plain_eager(tensors):
+        out, lse = _run_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                         max_seqlen_k, call.arguments, call)
+    else:
+        out, lse = _attention_varlen_op(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                                        max_seqlen_k, *call.arguments)
+    return (out, lse) if return_lse else out
+
+
+# `attention_varlen`'s checked calls by call signature: _CheckedArguments values (the op's
+# arguments after the tensors and lengths, and the plan).
+_CHECKED_VARLEN_CALLS = {}
+
+
+def _check_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
+                            is_causal, sm_scale, variant, v_granularity, smooth_k, p_encoding,
+                            p_scale, return_lse, rotate):
+    """Every check of `attention_varlen`; returns the op's arguments after the tensors and the
+    lengths."""
     softmax_scale = _resolve_sm_scale(sm_scale)
     numerics = _check_numerics(variant, v_granularity, p_encoding, p_scale)
     packed = "[total, H, D]"
@@ -1106,9 +1166,5 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     _check_device([("q", q), ("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q),
                    ("cu_seqlens_k", cu_seqlens_k)])
     smooth_k, rotate = _qk_transforms(smooth_k, rotate)
-    out, lse = _attention_varlen_op(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
-                                    max_seqlen_k, bool(is_causal), softmax_scale,
-                                    numerics.variant, numerics.v_granularity, smooth_k,
-                                    numerics.p_encoding, numerics.p_scale, bool(return_lse),
-                                    rotate)
-    return (out, lse) if return_lse else out
+    return (bool(is_causal), softmax_scale, numerics.variant, numerics.v_granularity, smooth_k,
+            numerics.p_encoding, numerics.p_scale, bool(return_lse), rotate)

@@ -1,9 +1,9 @@
-"""intfa.attention_int8's torch layer between the checks and the kernel, without a GPU: with the
-C++ plan replaced by one that records what it is given, on CPU tensors taken as the kernel's
-device. A plain eager call runs the op's implementation with the plan of its signature (made
-once), hands the kernel the call's own addresses, and allocates an LSE only when it is asked
-for; a call that is traced or intercepted goes through the op; ``q_dot_k_mean`` is checked
-whenever its shape is new."""
+"""intfa.attention_int8's and intfa.attention_varlen's torch layers between the checks and the
+kernel, without a GPU: with the C++ plan replaced by one that records what it is given, on CPU
+tensors taken as the kernel's device. A plain eager call runs the op's implementation with the
+plan of its signature (made once), hands the kernel the call's own addresses, and allocates an
+LSE only when it is asked for; a call that is traced or intercepted goes through the op; what
+the checks read (``q_dot_k_mean``, the lengths) is checked whenever it is new."""
 import contextlib
 import unittest
 from unittest import mock
@@ -28,14 +28,36 @@ class RecordingPlan:
                               out=out, lse=lse, q_dot_k_mean=q_dot_k_mean))
 
 
+class RecordingVarlenPlan:
+    """AttentionPlan's stand-in (attention_varlen's plans): how it was made, every run's
+    addresses."""
+
+    made = []
+    workspace_bytes = 256
+
+    def __init__(self, q, k, v, out, *options, packing=None):
+        self.views = [(tuple(x.shape), x.stride()) for x in (q, k, v, out)]
+        self.options = options
+        self.packing = packing
+        self.runs = []
+        RecordingVarlenPlan.made.append(self)
+
+    def run(self, q, k, v, out, lse, workspace, stream, cu_seqlens_q=0, cu_seqlens_kv=0):
+        self.runs.append(dict(q=q, k=k, v=v, out=out, lse=lse, cu_seqlens_q=cu_seqlens_q,
+                              cu_seqlens_kv=cu_seqlens_kv))
+
+
 @contextlib.contextmanager
 def recording_kernels():
     from intfa import _torch as layers
     RecordingPlan.made.clear()
+    RecordingVarlenPlan.made.clear()
     layers._CHECKED_INT8_CALLS.clear()
     layers._INT8_ATTENTION_PLANS.clear()
+    layers._CHECKED_VARLEN_CALLS.clear()
     try:
         with mock.patch.object(layers._intfa, "Int8AttentionPlan", RecordingPlan), \
+                mock.patch.object(layers, "_attention_plan", RecordingVarlenPlan), \
                 mock.patch.object(layers, "_check_device", lambda named_tensors: None), \
                 mock.patch.object(layers, "_on", lambda device: contextlib.nullcontext()), \
                 mock.patch.object(layers, "_stream", lambda device: 0):
@@ -43,6 +65,7 @@ def recording_kernels():
     finally:
         layers._CHECKED_INT8_CALLS.clear()
         layers._INT8_ATTENTION_PLANS.clear()
+        layers._CHECKED_VARLEN_CALLS.clear()
 
 
 def quantized(batch=1, heads_q=4, heads_kv=2, seq_q=16, seq_kv=48, head_dim=64):
@@ -116,6 +139,78 @@ class Int8LayerTest(unittest.TestCase):
                 intfa.attention_int8(*tensors)
             self.assertEqual(len(through_op), 1)
             self.assertEqual(len(plans[0].runs), 1)  # the op, not the plan, ran the second call
+
+
+def packed(total_q=40, total_kv=56, heads_q=4, heads_kv=2, head_dim=64, batch=3):
+    """attention_varlen's inputs on the CPU: packed FP16 rows and int32 offsets."""
+    q = torch.zeros(total_q, heads_q, head_dim, dtype=torch.float16)
+    k = torch.zeros(total_kv, heads_kv, head_dim, dtype=torch.float16)
+    v = torch.zeros_like(k)
+    cu_q = torch.tensor([0, 10, 25, total_q], dtype=torch.int32)[:batch + 1]
+    cu_kv = torch.tensor([0, 20, 30, total_kv], dtype=torch.int32)[:batch + 1]
+    return q, k, v, cu_q, cu_kv
+
+
+@needs_torch
+class VarlenLayerTest(unittest.TestCase):
+    def test_one_plan_per_signature_run_with_each_calls_addresses(self):
+        with recording_kernels():
+            calls = [packed() for _ in range(3)]
+            outputs = [intfa.attention_varlen(*tensors, 15, 20) for tensors in calls]
+            intfa.attention_varlen(*calls[0], 15, 30)  # another longest key length: a new plan
+            plans = RecordingVarlenPlan.made
+        self.assertEqual([len(plan.runs) for plan in plans], [3, 1])
+        self.assertEqual([plan.packing for plan in plans], [(3, 15, 20), (3, 15, 30)])
+        self.assertEqual(plans[0].views[0], ((1, 40, 4, 64), (10240, 256, 64, 1)))
+        for tensors, out, run in zip(calls, outputs, plans[0].runs):
+            q, k, v, cu_q, cu_kv = tensors
+            self.assertEqual([run["q"], run["k"], run["v"], run["cu_seqlens_q"],
+                              run["cu_seqlens_kv"]],
+                             [x.data_ptr() for x in tensors])
+            self.assertEqual((run["out"], run["lse"]), (out.data_ptr(), 0))
+            self.assertEqual((out.shape, out.dtype, out.is_contiguous()),
+                             (q.shape, q.dtype, True))
+
+    def test_the_lse_is_allocated_and_passed_only_when_asked_for(self):
+        with recording_kernels():
+            out, lse = intfa.attention_varlen(*packed(), 15, 20, return_lse=True)
+            run = RecordingVarlenPlan.made[0].runs[0]
+        self.assertEqual((tuple(lse.shape), lse.dtype), ((4, 40), torch.float32))
+        self.assertEqual(run["lse"], lse.data_ptr())
+
+    def test_lengths_and_offsets_are_checked_whenever_they_are_new(self):
+        with recording_kernels():
+            tensors = packed()
+            intfa.attention_varlen(*tensors, 15, 20)
+            for bad in (0, 1.5, True):
+                with self.assertRaises(intfa.InvalidArgument) as raised:
+                    intfa.attention_varlen(*tensors, bad, 20)
+                self.assertIn("max_seqlen_q", str(raised.exception))
+            q, k, v, cu_q, cu_kv = tensors
+            with self.assertRaises(intfa.InvalidArgument) as raised:
+                intfa.attention_varlen(q, k, v, cu_q, cu_kv.to(torch.int64), 15, 20)
+            self.assertIn("cu_seqlens_k", str(raised.exception))
+
+    def test_an_intercepted_call_goes_through_the_op(self):
+        from intfa import _torch as layers
+
+        class Watching(torch.overrides.TorchFunctionMode):
+            def __torch_function__(self, func, types, args=(), kwargs=None):
+                return func(*args, **(kwargs or {}))
+
+        through_op = []
+
+        def op(*arguments):
+            through_op.append(arguments)
+            return torch.empty_like(arguments[0]), torch.empty(0)
+
+        with recording_kernels(), mock.patch.object(layers, "_attention_varlen_op", op):
+            tensors = packed()
+            intfa.attention_varlen(*tensors, 15, 20)
+            with Watching():
+                intfa.attention_varlen(*tensors, 15, 20)
+            self.assertEqual(len(through_op), 1)
+            self.assertEqual(len(RecordingVarlenPlan.made[0].runs), 1)
 
 
 if __name__ == "__main__":
