@@ -144,6 +144,22 @@ def _empty_output(q, dtype):
     return torch.empty_like(q, dtype=dtype, memory_format=torch.contiguous_format)
 
 
+def _empty_lse(q, layout):
+    """The natural-log LSE of each query, float32 [B, H_q, N_q], on q's device."""
+    b, heads_q, seq_q, _ = _bhnd(q, layout)
+    return q.new_empty((b, heads_q, seq_q), dtype=torch.float32)
+
+
+def _plan_of(call, make):
+    """The plan that `call` (a checked signature's) keeps, made by `make()` at its first use;
+    without a call, a plan from `make()` (the plan caches by signature themselves)."""
+    if call is None:
+        return make()
+    if call.plan is None:
+        call.plan = make()
+    return call.plan
+
+
 def _empty_attention(q, layout, out_dtype, return_lse):
     b, h, n, _ = _bhnd(q, layout)
     out = torch.empty(q.shape, dtype=out_dtype, device=q.device)
@@ -270,16 +286,9 @@ def _run_attention_int8(q, k, v, q_scale, k_scale, v_scale, q_dot_k_mean, argume
     tensor is allocated for it). `call`, when given, keeps the plan of its signature."""
     is_causal, sm_scale, layout, out_dtype, p_encoding, p_scale, return_lse, config = arguments
     out = _empty_output(q, out_dtype)
-    lse = None
-    if return_lse:
-        b, heads_q, seq_q, _ = _bhnd(q, layout)
-        lse = q.new_empty((b, heads_q, seq_q), dtype=torch.float32)
-    plan = call.plan if call is not None else None
-    if plan is None:
-        plan = _int8_attention_plan(q, k, v, v_scale, out, is_causal, sm_scale, layout,
-                                    p_encoding, p_scale, config)
-        if call is not None:
-            call.plan = plan
+    lse = _empty_lse(q, layout) if return_lse else None
+    plan = _plan_of(call, lambda: _int8_attention_plan(q, k, v, v_scale, out, is_causal, sm_scale,
+                                                       layout, p_encoding, p_scale, config))
     with _on(q.device):
         plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), q_scale.data_ptr(), k_scale.data_ptr(),
                  v_scale.data_ptr() if v_scale is not None else 0, out.data_ptr(),
@@ -402,17 +411,10 @@ def _run_attention(q, k, v, out, op_arguments, return_lse, call=None):
      rotate, k_granularity) = op_arguments
     if out is None:
         out = _empty_output(q, q.dtype)
-    lse = None
-    if return_lse:
-        b, heads_q, seq_q, _ = _bhnd(q, layout)
-        lse = q.new_empty((b, heads_q, seq_q), dtype=torch.float32)
-    plan = call.plan if call is not None else None
-    if plan is None:
-        plan = _attention_plan(q, k, v, out, is_causal, sm_scale, layout, variant,
-                               v_granularity, smooth_k, p_encoding, p_scale, rotate,
-                               k_granularity)
-        if call is not None:
-            call.plan = plan
+    lse = _empty_lse(q, layout) if return_lse else None
+    plan = _plan_of(call, lambda: _attention_plan(q, k, v, out, is_causal, sm_scale, layout,
+                                                  variant, v_granularity, smooth_k, p_encoding,
+                                                  p_scale, rotate, k_granularity))
     workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=q.device)
     with _on(q.device):
         plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),
@@ -455,16 +457,12 @@ def _run_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max
      rotate) = arguments
     out = _empty_output(q, q.dtype)
     lse = q.new_empty((q.shape[1], q.shape[0]), dtype=torch.float32) if return_lse else None
-    plan = call.plan if call is not None else None
-    if plan is None:
-        # The kernels see packed tensors as one batch of NHD rows: [1, total, H, D]; the plan has
-        # the sequences' count and longest lengths, the offsets come with the call.
-        packed = tuple(x.unsqueeze(0) for x in (q, k, v, out))
-        plan = _attention_plan(*packed, is_causal, sm_scale, "NHD", variant, v_granularity,
-                               smooth_k, p_encoding, p_scale, rotate,
-                               packing=(cu_seqlens_q.numel() - 1, max_seqlen_q, max_seqlen_k))
-        if call is not None:
-            call.plan = plan
+    # The kernels see packed tensors as one batch of NHD rows: [1, total, H, D]; the plan has the
+    # sequences' count and longest lengths, the offsets come with the call.
+    plan = _plan_of(call, lambda: _attention_plan(
+        *(x.unsqueeze(0) for x in (q, k, v, out)), is_causal, sm_scale, "NHD", variant,
+        v_granularity, smooth_k, p_encoding, p_scale, rotate,
+        packing=(cu_seqlens_q.numel() - 1, max_seqlen_q, max_seqlen_k)))
     workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=q.device)
     with _on(q.device):
         plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(),

@@ -68,6 +68,17 @@ def recording_kernels():
         layers._CHECKED_VARLEN_CALLS.clear()
 
 
+def watching():
+    """A torch function mode that changes nothing: with it on, calls are intercepted, so intfa
+    must go through its op."""
+
+    class Watching(torch.overrides.TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    return Watching()
+
+
 def quantized(batch=1, heads_q=4, heads_kv=2, seq_q=16, seq_kv=48, head_dim=64):
     """Full-INT8 inputs as intfa.quantize lays them out (HND, V per channel), on the CPU."""
     from intfa import _torch as layers
@@ -120,10 +131,6 @@ class Int8LayerTest(unittest.TestCase):
     def test_an_intercepted_call_goes_through_the_op(self):
         from intfa import _torch as layers
 
-        class Watching(torch.overrides.TorchFunctionMode):
-            def __torch_function__(self, func, types, args=(), kwargs=None):
-                return func(*args, **(kwargs or {}))
-
         through_op = []
 
         def op(*arguments):
@@ -135,7 +142,7 @@ class Int8LayerTest(unittest.TestCase):
             tensors = quantized()
             intfa.attention_int8(*tensors)
             self.assertEqual((len(through_op), len(plans)), (0, 1))
-            with Watching():
+            with watching():
                 intfa.attention_int8(*tensors)
             self.assertEqual(len(through_op), 1)
             self.assertEqual(len(plans[0].runs), 1)  # the op, not the plan, ran the second call
@@ -194,10 +201,6 @@ class VarlenLayerTest(unittest.TestCase):
     def test_an_intercepted_call_goes_through_the_op(self):
         from intfa import _torch as layers
 
-        class Watching(torch.overrides.TorchFunctionMode):
-            def __torch_function__(self, func, types, args=(), kwargs=None):
-                return func(*args, **(kwargs or {}))
-
         through_op = []
 
         def op(*arguments):
@@ -207,7 +210,7 @@ class VarlenLayerTest(unittest.TestCase):
         with recording_kernels(), mock.patch.object(layers, "_attention_varlen_op", op):
             tensors = packed()
             intfa.attention_varlen(*tensors, 15, 20)
-            with Watching():
+            with watching():
                 intfa.attention_varlen(*tensors, 15, 20)
             self.assertEqual(len(through_op), 1)
             self.assertEqual(len(RecordingVarlenPlan.made[0].runs), 1)
