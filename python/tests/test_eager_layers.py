@@ -106,6 +106,26 @@ class Int8LayerTest(unittest.TestCase):
             self.assertEqual((run["lse"], run["q_dot_k_mean"]), (0, 0))
         self.assertEqual(len({out.data_ptr() for out in outputs}), 3)  # a fresh output each call
 
+    def test_the_plan_stays_with_its_signature_and_other_strides_get_their_own(self):
+        from intfa import _torch as layers
+        with recording_kernels() as plans:
+            tensors = quantized()
+            intfa.attention_int8(*tensors)
+            layers._INT8_ATTENTION_PLANS.clear()  # the checked call keeps its own plan
+            intfa.attention_int8(*tensors)
+            self.assertEqual([len(plan.runs) for plan in plans], [2])
+            # The same shapes with q's tokens strided: another signature, another plan.
+            q, *rest = tensors
+            strided_q = torch.zeros(1, 16, 4, 64, dtype=torch.int8).transpose(1, 2)
+            intfa.attention_int8(strided_q, *rest)
+            self.assertEqual([plan.arguments["q_strides"] for plan in plans],
+                             [q.stride(), strided_q.stride()])
+            # ... and a head dim that is not stride 1 is refused, whatever passed before.
+            with self.assertRaises(intfa.InvalidArgument) as raised:
+                intfa.attention_int8(torch.zeros(1, 4, 64, 16, dtype=torch.int8).transpose(2, 3),
+                                     *rest)
+            self.assertIn("q.stride", str(raised.exception))
+
     def test_the_lse_is_allocated_and_passed_only_when_asked_for(self):
         with recording_kernels() as plans:
             tensors = quantized()
@@ -189,7 +209,7 @@ class VarlenLayerTest(unittest.TestCase):
         with recording_kernels():
             tensors = packed()
             intfa.attention_varlen(*tensors, 15, 20)
-            for bad in (0, 1.5, True):
+            for bad in (0, 1.5, True, 15.0):  # 15.0 == 15, but no int
                 with self.assertRaises(intfa.InvalidArgument) as raised:
                     intfa.attention_varlen(*tensors, bad, 20)
                 self.assertIn("max_seqlen_q", str(raised.exception))
