@@ -203,9 +203,12 @@ struct VPasses {
 
 // `input` is [batch, heads, seq, input_channels], or when `packed` the sequences' rows
 // [1, heads, total_kv, input_channels] with their offsets `cu_seqlens` (which must then be set).
+// `where`: the stream's launch context when the caller has it already (after the checks, the
+// driver is asked otherwise).
 VPasses plan_v_passes(const TensorShape& shape, int input_channels, const TensorView& input,
                       bool packed, int total_kv, const int* cu_seqlens, void* output, float* scales,
-                      VScaleGranularity granularity, CUstream stream) {
+                      VScaleGranularity granularity, CUstream stream,
+                      const LaunchContext* where = nullptr) {
   checks::validate_shape(shape, "shape");
   validate_input_channels(shape, input_channels);
   if (packed) {
@@ -228,7 +231,7 @@ VPasses plan_v_passes(const TensorShape& shape, int input_channels, const Tensor
   checks::validate_scales(scales, "scales");
 
   VPasses passes;
-  passes.where = current_launch_context(stream);
+  passes.where = where != nullptr ? *where : current_launch_context(stream);
   passes.params = quantize::v_params(shape, input, cu_seqlens, output, scales);
   passes.params.channels = input_channels;
   passes.spec = quantize::v_spec(passes.where.arch, shape.head_dim, element, granularity);
@@ -304,7 +307,7 @@ void quantize::quantize_k_and_v_channels(const KAndVPasses& kv, int input_channe
   }
   const VPasses v = plan_v_passes(kv.v_shape, input_channels, kv.v_input,
                                   kv.cu_seqlens_kv != nullptr, kv.total_kv, kv.cu_seqlens_kv,
-                                  kv.v_output, kv.v_scales, kv.v_granularity, stream);
+                                  kv.v_output, kv.v_scales, kv.v_granularity, stream, &k.where);
   // One launch for K's rows and V's max pass where both kernels take part and the two grids fit
   // one.
   const long long v_blocks =
