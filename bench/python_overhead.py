@@ -88,6 +88,23 @@ def main():
         int8_plan.run(z.q.data_ptr(), z.k.data_ptr(), z.v.data_ptr(), z.q_scale.data_ptr(),
                       z.k_scale.data_ptr(), z.v_scale.data_ptr(), int8_out.data_ptr(), 0, stream)
 
+    # The pieces of the implementation, each alone: where its time above the C++ call goes.
+    def allocate_output():
+        layers._empty_output(q, q.dtype)
+
+    def allocate_workspace():
+        torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=q.device)
+
+    def plan_lookup():
+        layers._attention_plan(q, k, v, out, False, 0.0, "HND", "full_int8", *defaults)
+
+    def device_and_stream():
+        with layers._on(q.device):
+            layers._stream(q.device)
+
+    def data_pointers():
+        q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), workspace.data_ptr()
+
     def sdpa():
         F.scaled_dot_product_attention(q, k, v)
 
@@ -99,6 +116,11 @@ def main():
     rows = [("intfa.attention (public, full INT8)", public),
             ("  its implementation (allocate + plan.run)", implementation),
             ("  the C++ call (quantize + attend)", cpp_call),
+            ("    allocate the output", allocate_output),
+            ("    allocate the workspace", allocate_workspace),
+            ("    the plan's lookup", plan_lookup),
+            ("    current device and stream", device_and_stream),
+            ("    five data_ptr()", data_pointers),
             ("intfa.attention (public, half INT8)", public_half),
             ("intfa.attention_int8 (public)", int8_public),
             ("  the C++ call (attention_forward)", int8_cpp_call),

@@ -14,7 +14,19 @@
 #   e2e       `intfa.attention` and the kernel alone against SDPA (bench/compare_sdpa.py, both
 #             orders; E2E_HEAD_DIMS, E2E_SEQS, E2E_CAUSAL, E2E_REPEATS, E2E_LIMIT_S);
 #   host      host time per call, layer by layer (bench/python_overhead.py);
-#   cost      the end-to-end cost of K smoothing and the rotation (bench/qk_transforms_cost.py).
+#   cost      the end-to-end cost of K smoothing and the rotation (bench/qk_transforms_cost.py);
+#   append    `intfa bench --decode` (the paged append's GB/s among its columns) with the embedded
+#             templates and with each of APPEND_VARIANTS (template folders, e.g. .variants/old),
+#             alternating, APPEND_ROUNDS times (default 2): an A/B of template changes in one run.
+#   break     the gtest filter BREAK_TESTS with each of BREAK_VARIANTS (template folders broken
+#             on purpose): each run should fail, which shows the tests see the break;
+#   sanitize  compute-sanitizer racecheck and memcheck over the gtest filter SANITIZE_TESTS;
+#   stages    half INT8 at d=128 with three stages (P.V one tile behind Q.K^T) against two (P.V
+#             waited for at once: the schedule before), `intfa bench` over N = 1k, 4k, 16k,
+#             causal off and on, the two configs in one order then the other.
+# VERIFY_TESTS_LIMIT_S and VERIFY_PYTESTS_LIMIT_S (default 190 and 150) bound the two test steps;
+# VERIFY_TESTS_MORE (with VERIFY_TESTS_MORE_LIMIT_S, default 120) is a second gtest filter run after
+# the first, in its own step.
 #   usage: INTFA_BUILD=build-dev scripts/device/verify.sh
 #          carry: a slim build with bin/ and lib/ (build-dev) and .deps (prepare_device_deps.sh)
 # Every step under its own limit, cut to what is left of INTFA_DEADLINE_S; logs under $OUT/logs.
@@ -29,9 +41,66 @@ build_python_extension "$(( $(nproc) - 2 ))" > "$logs/python_build.log" 2>&1 &
 python_build=$!
 
 if wants tests; then
-  gtests gpu_tests 190 "${VERIFY_TESTS:-Attention16bit*:*QuantizeRowsGpu*:*AccuracyOnReal*:*PagedServingGpu*:*PagedDecodeGpu*:*PagedAppendGpu*:*MergeStatesGpu*:Shapes/WgmmaGpu.*}"
+  gtests gpu_tests "${VERIFY_TESTS_LIMIT_S:-190}" "${VERIFY_TESTS:-Attention16bit*:*QuantizeRowsGpu*:*AccuracyOnReal*:*PagedServingGpu*:*PagedDecodeGpu*:*PagedAppendGpu*:*MergeStatesGpu*:Shapes/WgmmaGpu.*}"
+  # A second filter in its own step, for tests that matter less than the first's: a time limit
+  # that cuts it leaves the first step's verdicts whole.
+  if [ -n "${VERIFY_TESTS_MORE:-}" ]; then
+    gtests gpu_tests_more "${VERIFY_TESTS_MORE_LIMIT_S:-120}" "$VERIFY_TESTS_MORE"
+  fi
 fi
 
+if wants break; then
+  for dir in ${BREAK_VARIANTS:-}; do
+    INTFA_TEMPLATE_DIR=$PWD/$dir gtests "break_$(basename "$dir")" 120 "$BREAK_TESTS"
+    note "  (broken on purpose with $dir: a failure above is the expected outcome)"
+  done
+fi
+
+if wants sanitize; then
+  for tool in racecheck memcheck; do
+    TAIL_LINES=3 timed "sanitize_$tool" 150 compute-sanitizer --tool "$tool" --error-exitcode 9 \
+      "$bin/intfa_tests" --gtest_filter="$SANITIZE_TESTS"
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|PASSED|FAILED" "$logs/sanitize_$tool.log" | tail -3 \
+      | tee -a "$summary"
+  done
+fi
+
+# The template A/Bs time the GPU alone, so they run while the Python extension builds.
+if wants append; then
+  for round in $(seq "${APPEND_ROUNDS:-2}"); do
+    for dir in embedded ${APPEND_VARIANTS:-}; do
+      name=$(basename "$dir")
+      if [ "$dir" = embedded ]; then unset INTFA_TEMPLATE_DIR; else export INTFA_TEMPLATE_DIR=$PWD/$dir; fi
+      TAIL_LINES=6 timed "append_${name}_$round" 60 "$bin/intfa" bench --decode --batch 8,32 \
+        --seq 32k,4k --q-len 1 --bits 8,4 --repeats 30 --json "$logs/append_${name}_$round.json"
+      grep -E "^B[0-9]" "$logs/append_${name}_$round.log" | sed "s|^|$name $round: |" \
+        | tee -a "$summary"
+    done
+  done
+  unset INTFA_TEMPLATE_DIR
+fi
+
+if wants stages; then
+  for order in "128,128,12,3;128,128,12,2" "128,128,12,2;128,128,12,3"; do
+    name=stages_$(echo "$order" | cut -c12)first
+    TAIL_LINES=14 timed "$name" 60 "$bin/intfa" bench --variants half --head-dims 128 \
+      --configs "$order" --seq 1k,4k,16k --causal off,on --repeats 10 --json "$logs/$name.json"
+  done
+  "$python" - "$logs" <<'PY' | tee -a "$summary"
+import glob, json, re, sys
+tops = {}
+for path in glob.glob(sys.argv[1] + "/stages_*first.json"):
+    for row in json.load(open(path)):
+        stages = re.search(r"stages=(\d)", row["config"]).group(1)
+        tops.setdefault((row["seq"], row["causal"]), {}).setdefault(stages, []).append(row["tops"])
+print("| d=128 N | causal | 2 stages TOPS (both orders) | 3 stages TOPS | 3 / 2 (best of each) |")
+print("| --- | --- | --- | --- | --- |")
+for (seq, causal), by in sorted(tops.items()):
+    two, three = by.get("2", [0]), by.get("3", [0])
+    print(f"| {seq} | {'on' if causal else 'off'} | {' / '.join(f'{t:.0f}' for t in two)} | "
+          f"{' / '.join(f'{t:.0f}' for t in three)} | {max(three) / max(two):.3f} |")
+PY
+fi
 if wants examples; then
   for example in attend_static attend_c; do
     [ -x "$build/examples/$example" ] || continue
@@ -52,7 +121,7 @@ if wants python; then
   for extra in python/tests/test_distributed*.py; do
     [ -f "$extra" ] && default_tests="$default_tests $extra"
   done
-  TAIL_LINES=25 timed python_tests 150 "$python" -m pytest -q -rs -p no:cacheprovider \
+  TAIL_LINES=25 timed python_tests "${VERIFY_PYTESTS_LIMIT_S:-150}" "$python" -m pytest -q -rs -p no:cacheprovider \
     ${VERIFY_PYTESTS:-$default_tests}
   grep -E "passed|failed" "$logs/python_tests.log" | tail -2 | tee -a "$summary"
   grep -E "^FAILED" "$logs/python_tests.log" | head -20 | tee -a "$summary"

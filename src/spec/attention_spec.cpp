@@ -120,10 +120,15 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
     // d=128), the fastest of the H100 sweep of 2026-11-24 at N = 1k, 4k, 16k, causal off and on
     // (bench/history/2026-11-24.md, "Half INT8 on the Hopper kernel"): d=64, one consumer
     // warpgroup, two blocks per SM (301-306 / 402-406 / 409-427 TOPS non-causal); d=128, two
-    // taking turns (424-433 / 589-595 / 633-636); d=256, two with 64-key tiles.
+    // taking turns (424-433 / 589-595 / 633-636); d=256, two with 64-key tiles. At d=128 three
+    // stages, where P.V runs one tile behind Q.K^T (kPvBehindScores): 473-485 / 631-632 /
+    // 636-639 TOPS against 438-447 / 574-576 / 606-607 with two, causal +5.6-9.5% (H200,
+    // 2026-11-27, both orders; bench/RESULTS.md, "Half INT8: P.V one tile behind"); at d=64 they
+    // were level with two on the H100 (-2% to +1%, 2026-11-25), and at d=256 they do not fit.
     if (request.variant == Variant::kHalfInt8) {
       if (request.head_dim <= 64) return KernelConfig{64, 128, 8, 2, KernelPath::kWgmma};
-      return KernelConfig{128, request.head_dim >= 256 ? 64 : 128, 12, 2, KernelPath::kWgmma};
+      if (request.head_dim >= 256) return KernelConfig{128, 64, 12, 2, KernelPath::kWgmma};
+      return KernelConfig{128, 128, 12, 3, KernelPath::kWgmma};
     }
     if (request.head_dim <= 128 && request.v_granularity != VScaleGranularity::kPerBlock) {
       return short_sequences ? KernelConfig{64, 128, 8, 2, KernelPath::kWgmma}

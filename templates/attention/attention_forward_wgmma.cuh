@@ -127,6 +127,11 @@ struct WgmmaAttentionConfig {
   static constexpr bool kTakesTurns = ConsumerGroups > 1 && !kPerBlockV &&
                                       kTurnRegisters + 32 <= kConsumerRegisters &&
                                       (kFullInt8 || HeadDim <= 128);
+  // Half INT8 with three stages or more: P.V one tile behind Q.K^T, each tile exponentiated while
+  // the previous tile's P.V runs (WgmmaAttention::tiles_16bit_pv_behind). It holds a slot longer,
+  // so with two stages the producer falls behind: 15-29% slower than waiting for P.V first on the
+  // H100 (2026-11-25), which the two-stage configs keep doing.
+  static constexpr bool kPvBehindScores = !kFullInt8 && Stages >= 3;
   // Full INT8 in turns at d <= 64: a tile's softmax beside this warpgroup's own P.V of the
   // previous tile, into a second P set (main_loop_in_turns): 3-7% faster on the H100 (d=64,
   // N = 4k / 16k, causal off and on, both orders; bench/RESULTS.md), still behind three
@@ -202,6 +207,13 @@ struct WgmmaAttention {
     }
     __device__ __forceinline__ u32 q_full() const { return barriers() + 8 * (2 * kStages); }
     __device__ __forceinline__ u32 v_scales_full() const { return q_full() + 8; }
+    // One word per consumer warpgroup that is written and never read (keep_ahead_of_wait).
+    __device__ __forceinline__ u32 unread_word(int group) const {
+      return barriers() + kUnreadWordsOffset + 4 * group;
+    }
+    static constexpr int kUnreadWordsOffset = 8 * (2 * kStages + 2);
+    static_assert(kUnreadWordsOffset + 4 * Config::kConsumerGroups <= kWgmmaBarrierBytes,
+                  "the barriers and the unread words fit their bytes");
   };
 
   // The block's place in the problem.
@@ -986,17 +998,15 @@ struct WgmmaAttention {
     }
   }
 
-  // Half INT8's softmax of one tile (README "Half INT8"): y from S, the running maximum, e in
-  // FP32 and P = e rounded to V's type into `p`, l rescaled by alpha and the tile's sum added;
-  // alpha (0 where a row saw no key before) is left for the caller to rescale the output with,
-  // and whether any row of the warp needs it.
-  __device__ __forceinline__ static bool softmax_16bit(u32 (&p)[Config::kPvSteps][4],
-                                                       float (&alpha)[2],
-                                                       const int (&s)[kScoreTiles][4],
-                                                       RowState& rows, const float* k_scales,
-                                                       int tile, int warp_first_row,
-                                                       const BlockWork& work,
-                                                       LaneCoordinates coordinates) {
+  // Half INT8's softmax of one tile (README "Half INT8") up to P: y from S, the running
+  // maximum, e in FP32 (`e`; Softmax::pack_p_16bit rounds it into P), l rescaled by alpha and the
+  // tile's sum added; alpha (0 where a row saw no key before) is left for the caller to rescale
+  // the output with, and whether any row of the warp needs it. It touches neither P nor the
+  // output, so it runs while the wgmma of the previous tile's P V still reads and writes them.
+  __device__ __forceinline__ static bool exponentiate_tile_16bit(
+      float (&e)[kScoreTiles][4], float (&alpha)[2], const int (&s)[kScoreTiles][4], RowState& rows,
+      const float* k_scales, int tile, int warp_first_row, const BlockWork& work,
+      LaneCoordinates coordinates) {
     float y[1][kScoreTiles][4];
     float tile_max[1][2];
     float c_tile[1][2][Softmax::kKBlocks];
@@ -1012,13 +1022,42 @@ struct WgmmaAttention {
       rescale |= previous != updated;
     }
     float tile_sum[1][2];
-    Softmax::exponentiate_p_16bit(reinterpret_cast<u32(&)[1][Config::kPvSteps][4]>(p), tile_sum,
-                                  y, c_tile, rows.running_max);
+    Softmax::exponentiate_16bit(reinterpret_cast<float(&)[1][kScoreTiles][4]>(e), tile_sum, y,
+                                c_tile, rows.running_max);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       rows.sum[0][half] = fmaf(rows.sum[0][half], alpha[half], tile_sum[0][half]);
     }
     return __any_sync(0xFFFFFFFFu, rescale);
+  }
+
+  // The whole softmax of one tile, P included, for the loops that wait for their P V first.
+  __device__ __forceinline__ static bool softmax_16bit(
+      u32 (&p)[Config::kPvSteps][4], float (&alpha)[2], const int (&s)[kScoreTiles][4],
+      RowState& rows, const float* k_scales, int tile, int warp_first_row, const BlockWork& work,
+      LaneCoordinates coordinates) {
+    float e[kScoreTiles][4];
+    const bool rescale = exponentiate_tile_16bit(e, alpha, s, rows, k_scales, tile, warp_first_row,
+                                                 work, coordinates);
+    pack_p_16bit(p, e);
+    return rescale;
+  }
+
+  // ptxas keeps shared-memory stores in order with a wgmma wait but moves arithmetic across it:
+  // it sank the row maxima, exponents and sums of exponentiate_tile_16bit below the wait for the
+  // previous tile's P V, so that nothing overlapped it (the SASS of sm_90a). Storing the row sums,
+  // which depend on all of that work, to a word no one reads keeps it ahead of the wait.
+  __device__ __forceinline__ static void keep_ahead_of_wait(const SharedLayout& shared, int group,
+                                                            const RowState& rows) {
+    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(shared.unread_word(group)),
+                 "f"(rows.sum[0][0] + rows.sum[0][1])
+                 : "memory");
+  }
+
+  __device__ __forceinline__ static void pack_p_16bit(u32 (&p)[Config::kPvSteps][4],
+                                                      const float (&e)[kScoreTiles][4]) {
+    Softmax::pack_p_16bit(reinterpret_cast<u32(&)[1][Config::kPvSteps][4]>(p),
+                          reinterpret_cast<const float(&)[1][kScoreTiles][4]>(e));
   }
 
   __device__ __forceinline__ static void rescale_output(float (&o)[kOutputTiles][4],
@@ -1033,9 +1072,85 @@ struct WgmmaAttention {
     }
   }
 
-  // Half INT8, one warpgroup at a time: per tile S = Q K^T, the softmax, the output rescaled
-  // when a row's maximum moved, then O += P V by the wgmma into the FP32 output.
+  // Half INT8 with P V one tile behind Q K^T (kPvBehindScores; as FlashAttention-3 overlaps a
+  // warpgroup's softmax with its own P V): step t issues tile t's Q K^T and tile t - 1's P V,
+  // waits for the first only, exponentiates tile t while that P V still runs, then waits for it,
+  // rounds tile t's P and rescales the output. P is rounded only after the wait, so one set of P
+  // registers does: the running wgmma reads P and accumulates into the output, and the
+  // exponentiation touches neither. A slot is released only after the exponentiation of the next
+  // tile, so the producer needs a third stage to keep a tile ahead. `take_turn` and `pass` bracket
+  // each issue: the warpgroups' turns, or nothing for warpgroups that run independently;
+  // visible_tiles + 1 issues, after which tiles 0 .. visible_tiles - 1 are released.
+  template <class TakeTurn, class PassTurn>
+  __device__ __forceinline__ static void tiles_16bit_pv_behind(
+      float (&o)[kOutputTiles][4], RowState& rows, const SharedLayout& shared,
+      const BlockWork& work, int group, int warp_first_row, int visible_tiles,
+      LaneCoordinates coordinates, TakeTurn&& take_turn, PassTurn&& pass) {
+    u32 p[Config::kPvSteps][4];
+    int s[kScoreTiles][4];
+    float e[kScoreTiles][4];
+    float alpha[2];
+    // The first tile, peeled: nothing to overlap, and the output is still zero (no rescale). The
+    // loop below then waits on its MMAs unconditionally, which ptxas needs to leave them
+    // asynchronous.
+    wait_until_full(shared, 0);
+    take_turn();
+    issue_score_tile(s, shared, group, 0);
+    pass();
+    wgmma_wait<0>();
+    wgmma_pin(s);
+    exponentiate_tile_16bit(e, alpha, s, rows, shared.k_scales_generic(0), 0, warp_first_row, work,
+                            coordinates);
+    pack_p_16bit(p, e);
+    for (int tile = 1; tile < visible_tiles; ++tile) {
+      wait_until_full(shared, tile);
+      take_turn();
+      issue_score_tile(s, shared, group, tile % kStages);
+      issue_pv_16bit(o, p, shared, (tile - 1) % kStages);
+      pass();
+      wgmma_wait<1>();  // this tile's S; the previous tile's P V runs on
+      wgmma_pin(s);
+      const bool rescale =
+          exponentiate_tile_16bit(e, alpha, s, rows, shared.k_scales_generic(tile % kStages), tile,
+                                  warp_first_row, work, coordinates);
+      keep_ahead_of_wait(shared, group, rows);
+      wgmma_wait<0>();
+      wgmma_pin(o);
+      wgmma_pin(p);  // read by the wgmma until the wait
+      release(shared, (tile - 1) % kStages);
+      pack_p_16bit(p, e);
+      if (rescale) rescale_output(o, alpha);
+    }
+    // The last P V.
+    take_turn();
+    issue_pv_16bit(o, p, shared, (visible_tiles - 1) % kStages);
+    pass();
+    wgmma_wait<0>();
+    wgmma_pin(o);
+    wgmma_pin(p);
+    release(shared, (visible_tiles - 1) % kStages);
+  }
+
+  // Half INT8, the warpgroups independent of each other: with three stages P V one tile behind
+  // Q K^T (tiles_16bit_pv_behind), with two main_loop_16bit_pv_waited.
   __device__ __forceinline__ static void main_loop_16bit_pv(
+      float (&o)[kOutputTiles][4], RowState& rows, const SharedLayout& shared,
+      const BlockWork& work, int group, int warp_first_row, int visible_tiles,
+      LaneCoordinates coordinates) {
+    if constexpr (Config::kPvBehindScores) {
+      if (visible_tiles > 0) {
+        tiles_16bit_pv_behind(
+            o, rows, shared, work, group, warp_first_row, visible_tiles, coordinates, [] {}, [] {});
+      }
+    } else {
+      main_loop_16bit_pv_waited(o, rows, shared, work, group, warp_first_row, visible_tiles,
+                                coordinates);
+    }
+  }
+
+  // Half INT8 with two stages, the warpgroups independent: per tile S = Q K^T, the softmax, the
+  // output rescaled when a row's maximum moved, then O += P V into the FP32 output, waited for.
+  __device__ __forceinline__ static void main_loop_16bit_pv_waited(
       float (&o)[kOutputTiles][4], RowState& rows, const SharedLayout& shared,
       const BlockWork& work, int group, int warp_first_row, int visible_tiles,
       LaneCoordinates coordinates) {
@@ -1061,21 +1176,33 @@ struct WgmmaAttention {
   }
 
   // Half INT8 with the consumer warpgroups taking turns to issue their MMAs (as full INT8's
-  // main_loop_in_turns), FlashAttention-3's ping-pong: in turn t a warpgroup issues tile t's
-  // Q K^T and tile t - 1's P V, waits for both, then makes tile t's P and rescales the output
-  // while the next warpgroup's MMAs hold the tensor cores. (Making P while this warpgroup's own
-  // P V runs needs a second set of P registers: it spilled at d=128 and measured slower at d=64
-  // causal and at d=256, 2026-11-24.)
+  // main_loop_in_turns), FlashAttention-3's ping-pong. With three stages, P V one tile behind
+  // (tiles_16bit_pv_behind); with two, in turn t a warpgroup issues tile t's Q K^T and tile
+  // t - 1's P V, waits for both, then makes tile t's P and rescales the output while the next
+  // warpgroup's MMAs hold the tensor cores.
   __device__ __forceinline__ static void main_loop_16bit_pv_in_turns(
       float (&o)[kOutputTiles][4], RowState& rows, const SharedLayout& shared,
       const BlockWork& work, int group, int warp_first_row, int visible_tiles,
       LaneCoordinates coordinates) {
-    u32 p[Config::kPvSteps][4];
-    int s[kScoreTiles][4];
-    float alpha[2];
     if (group == Config::kConsumerGroups - 1) pass_turn(group);  // group 0 goes first
     int turn = 0;
-    if (visible_tiles > 0) {
+    if constexpr (Config::kPvBehindScores) {
+      if (visible_tiles > 0) {
+        tiles_16bit_pv_behind(
+            o, rows, shared, work, group, warp_first_row, visible_tiles, coordinates,
+            [group] { wait_for_turn(group); }, [group] { pass_turn(group); });
+        // Turns 0 .. visible_tiles are taken; the first tile past this warpgroup's diagonal is
+        // released here, the rest (with their turns) by pass_idle_turns.
+        turn = visible_tiles + 1;
+        if (visible_tiles < work.tiles) {
+          wait_until_full(shared, visible_tiles);
+          release(shared, visible_tiles % kStages);
+        }
+      }
+    } else if (visible_tiles > 0) {
+      u32 p[Config::kPvSteps][4];
+      int s[kScoreTiles][4];
+      float alpha[2];
       wait_until_full(shared, 0);
       wait_for_turn(group);
       issue_score_tile(s, shared, group, 0);

@@ -248,13 +248,14 @@ struct OnlineSoftmax {
   // e = 2^(y * c_b - ref) in FP32, P = e rounded to V's type in the A fragments of the 16-bit
   // m16n8k16 MMA (and of wgmma's k16 register A operand), and each lane's part of the row sums
   // of the unrounded e.
-  __device__ __forceinline__ static void exponentiate_p_16bit(
-      u32 (&p)[kMTiles][Config::kPvSteps][4], float (&row_sum)[kMTiles][2],
+  // exponentiate_16bit makes e and the row sums, pack_p_16bit rounds e into P: apart, so that
+  // the Hopper kernel can exponentiate a tile while its wgmma of the previous tile still reads P.
+  __device__ __forceinline__ static void exponentiate_16bit(
+      float (&e)[kMTiles][kScoreTiles][4], float (&row_sum)[kMTiles][2],
       const float (&y)[kMTiles][kScoreTiles][4], const float (&c_tile)[kMTiles][2][kKBlocks],
       const float (&reference)[kMTiles][2]) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
-      float e[kScoreTiles][4];
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const float offset =
@@ -264,21 +265,41 @@ struct OnlineSoftmax {
         for (int nt = 0; nt < kScoreTiles; ++nt) {
 #pragma unroll
           for (int i = 2 * half; i < 2 * half + 2; ++i) {
-            e[nt][i] = exp2_approx(fmaf(y[mt][nt][i], c_tile[mt][half][key_block(nt)], offset));
-            sum += e[nt][i];
+            e[mt][nt][i] = exp2_approx(fmaf(y[mt][nt][i], c_tile[mt][half][key_block(nt)], offset));
+            sum += e[mt][nt][i];
           }
         }
         row_sum[mt][half] = sum;
       }
-      // A fragment of k-step `step`: n8 tiles 2*step (k 0..7) and 2*step+1 (k 8..15).
+    }
+  }
+
+  // P as the 16-bit register A operand of the P.V MMA: the fragment of k-step `step` holds n8
+  // tiles 2*step (k 0..7) and 2*step+1 (k 8..15), each e rounded to V's type.
+  __device__ __forceinline__ static void pack_p_16bit(u32 (&p)[kMTiles][Config::kPvSteps][4],
+                                                      const float (&e)[kMTiles][kScoreTiles][4]) {
+#pragma unroll
+    for (int mt = 0; mt < kMTiles; ++mt) {
 #pragma unroll
       for (int step = 0; step < Config::kPvSteps; ++step) {
-        p[mt][step][0] = pack_float2<Config::kVType>(e[2 * step][0], e[2 * step][1]);
-        p[mt][step][1] = pack_float2<Config::kVType>(e[2 * step][2], e[2 * step][3]);
-        p[mt][step][2] = pack_float2<Config::kVType>(e[2 * step + 1][0], e[2 * step + 1][1]);
-        p[mt][step][3] = pack_float2<Config::kVType>(e[2 * step + 1][2], e[2 * step + 1][3]);
+        p[mt][step][0] = pack_float2<Config::kVType>(e[mt][2 * step][0], e[mt][2 * step][1]);
+        p[mt][step][1] = pack_float2<Config::kVType>(e[mt][2 * step][2], e[mt][2 * step][3]);
+        p[mt][step][2] =
+            pack_float2<Config::kVType>(e[mt][2 * step + 1][0], e[mt][2 * step + 1][1]);
+        p[mt][step][3] =
+            pack_float2<Config::kVType>(e[mt][2 * step + 1][2], e[mt][2 * step + 1][3]);
       }
     }
+  }
+
+  // Both at once, where nothing runs in between.
+  __device__ __forceinline__ static void exponentiate_p_16bit(
+      u32 (&p)[kMTiles][Config::kPvSteps][4], float (&row_sum)[kMTiles][2],
+      const float (&y)[kMTiles][kScoreTiles][4], const float (&c_tile)[kMTiles][2][kKBlocks],
+      const float (&reference)[kMTiles][2]) {
+    float e[kMTiles][kScoreTiles][4];
+    exponentiate_16bit(e, row_sum, y, c_tile, reference);
+    pack_p_16bit(p, e);
   }
 };
 

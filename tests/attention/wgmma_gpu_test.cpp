@@ -129,6 +129,26 @@ TEST(WgmmaHalfGpuOptions, EveryTileConfigOfTheTunerMatchesTheModel) {
   expect_every_tuner_config_correct(Variant::kHalfInt8, 0.02);
 }
 
+// Half INT8 with P.V one tile behind Q.K^T (three stages) in both of its loops: one warpgroup
+// alone (64,128,8,3: no tuner candidate, but a config a caller may name) and two taking turns
+// (the default at d=128); causal with seq_q != seq_kv (idle turns past the diagonal), tails,
+// GQA, 1 and 2 key tiles (the peeled first tile and last P.V alone), the LSE.
+TEST(WgmmaHalfGpuOptions, PvOneTileBehindScoresMatchesTheModel) {
+  INTFA_REQUIRE_SM90();
+  for (const KernelConfig& config : {KernelConfig{64, 128, 8, 3, KernelPath::kWgmma},
+                                     KernelConfig{128, 128, 12, 3, KernelPath::kWgmma}}) {
+    for (const Shape& shape : std::vector<Shape>{{2, 4, 2, 300, 700, 128, true},
+                                                 {1, 4, 4, 517, 333, 64, false},
+                                                 {1, 2, 1, 77, 100, 128, true},
+                                                 {1, 2, 2, 200, 256, 64, false}}) {
+      CheckCase check = make_half_case(shape);
+      check.options.config = config;
+      check.with_lse = true;
+      expect_correct(check, 0.02);
+    }
+  }
+}
+
 // BF16 inputs, V and output; BNHD strides; K smoothing with the rotation on keys with offsets
 // and outlier channels; the LSE; a 1-row problem.
 TEST(WgmmaHalfGpuOptions, Bf16StridedLayoutsSmoothingAndTinyShapes) {
