@@ -44,36 +44,29 @@ __global__ void __launch_bounds__(kPagedRowThreads) paged_append(const PagedAppe
   const i64 tensor_row = is_v ? row - rows_per_tensor : row;
   const int token = in_range ? static_cast<int>(tensor_row / cache.heads_kv) : 0;
   const int head = in_range ? static_cast<int>(tensor_row % cache.heads_kv) : 0;
+  const int slot = in_range ? params.slot_mapping[token] : -1;
+  // Rows past the end and skipped tokens still take part in the shuffles, with zeros.
+  const bool active = slot >= 0;
   const int channel = lane_in_row * 8;
 
-  // Every row in range is loaded, a skipped token's too (its input row exists), and its slot, K
-  // offsets and values are asked for before any of them is used: one memory latency per row, not
-  // one after another. Rows past the end take part in the shuffles with zeros; the reductions
-  // stay inside a row.
-  const int slot = in_range ? params.slot_mapping[token] : -1;
   float values[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) values[i] = 0.0f;
-  if (in_range) {
+  if (active) {
     const u16* input = static_cast<const u16*>(is_v ? params.v : params.k) +
                        token * (is_v ? params.v_token_stride : params.k_token_stride) +
                        head * (is_v ? params.v_head_stride : params.k_head_stride) + channel;
     const uint4 raw = *reinterpret_cast<const uint4*>(input);
-    float offset[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i) offset[i] = 0.0f;
-    if (!is_v && cache.k_offset != nullptr) {
-      const float* k_offset = cache.k_offset + head * HeadDim + channel;
-#pragma unroll
-      for (int i = 0; i < 8; ++i) offset[i] = k_offset[i];
-    }
     unpack_8_values<InputType>(values, raw);
+    if (!is_v && cache.k_offset != nullptr) {
+      const float* offset = cache.k_offset + head * HeadDim + channel;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) values[i] -= offset[i];
+      for (int i = 0; i < 8; ++i) values[i] -= offset[i];
+    }
   }
 
   const float amax = row_max_abs<Config::kThreadsPerScale>(values);
-  if (slot < 0) return;  // past the end, or a token the caller skips
+  if (!active) return;
 
   float scale = divide_rn(amax, Config::kRange);
   u16 scale_bits = 0;
