@@ -21,9 +21,9 @@
 #   break     the gtest filter BREAK_TESTS with each of BREAK_VARIANTS (template folders broken
 #             on purpose): each run should fail, which shows the tests see the break;
 #   sanitize  compute-sanitizer racecheck and memcheck over the gtest filter SANITIZE_TESTS;
-#   stages    half INT8 at d=128 with three stages (P.V one tile behind Q.K^T) against two (P.V
-#             waited for at once: the schedule before), `intfa bench` over N = 1k, 4k, 16k,
-#             causal off and on, the two configs in one order then the other.
+#   configs   tile configs against each other, `intfa bench` in one order then the other, each
+#             entry of CONFIG_RUNS ([TEMPLATE_DIR@]VARIANT:HEAD_DIM:CONFIG;CONFIG;...; default
+#             half INT8 at d=128, three stages against two) a table in the summary.
 # VERIFY_TESTS_LIMIT_S and VERIFY_PYTESTS_LIMIT_S (default 190 and 150) bound the two test steps;
 # VERIFY_TESTS_MORE (with VERIFY_TESTS_MORE_LIMIT_S, default 120) is a second gtest filter run after
 # the first, in its own step.
@@ -80,27 +80,52 @@ if wants append; then
   unset INTFA_TEMPLATE_DIR
 fi
 
-if wants stages; then
-  for order in "128,128,12,3;128,128,12,2" "128,128,12,2;128,128,12,3"; do
-    name=stages_$(echo "$order" | cut -c12)first
-    TAIL_LINES=14 timed "$name" 60 "$bin/intfa" bench --variants half --head-dims 128 \
-      --configs "$order" --seq 1k,4k,16k --causal off,on --repeats 10 --json "$logs/$name.json"
+if wants configs; then
+  # Each entry of CONFIG_RUNS: [TEMPLATE_DIR@]VARIANT:HEAD_DIM:CONFIG;CONFIG;... (default: half
+  # INT8 at d=128 with three stages, P.V one tile behind Q.K^T, against two), timed over
+  # CONFIG_SEQS (1k,4k,16k), causal off and on, in the listed order and then reversed.
+  index=0
+  for entry in ${CONFIG_RUNS:-half:128:128,128,12,3;128,128,12,2}; do
+    index=$((index + 1))
+    dir=""; spec=$entry
+    if [[ "$entry" == *@* ]]; then dir=${entry%%@*}; spec=${entry#*@}; fi
+    variant=${spec%%:*}; rest=${spec#*:}; head_dim=${rest%%:*}; configs=${rest#*:}
+    reversed=$(echo "$configs" | tr ';' '\n' | tac | paste -sd ';')
+    for order in forward reversed; do
+      list=$configs; [ "$order" = reversed ] && list=$reversed
+      name=configs_${index}_$order
+      if [ -n "$dir" ]; then export INTFA_TEMPLATE_DIR=$PWD/$dir; else unset INTFA_TEMPLATE_DIR; fi
+      TAIL_LINES=4 timed "$name" 90 "$bin/intfa" bench --variants "$variant" \
+        --head-dims "$head_dim" --configs "$list" --seq "${CONFIG_SEQS:-1k,4k,16k}" \
+        --causal off,on --repeats 10 --json "$logs/$name.json"
+      echo "$entry" > "$logs/$name.entry"
+    done
   done
+  unset INTFA_TEMPLATE_DIR
   "$python" - "$logs" <<'PY' | tee -a "$summary"
 import glob, json, re, sys
-tops = {}
-for path in glob.glob(sys.argv[1] + "/stages_*first.json"):
+tables = {}
+for path in sorted(glob.glob(sys.argv[1] + "/configs_*_*.json")):
+    entry = open(path[:-5] + ".entry").read().strip()
     for row in json.load(open(path)):
-        stages = re.search(r"stages=(\d)", row["config"]).group(1)
-        tops.setdefault((row["seq"], row["causal"]), {}).setdefault(stages, []).append(row["tops"])
-print("| d=128 N | causal | 2 stages TOPS (both orders) | 3 stages TOPS | 3 / 2 (best of each) |")
-print("| --- | --- | --- | --- | --- |")
-for (seq, causal), by in sorted(tops.items()):
-    two, three = by.get("2", [0]), by.get("3", [0])
-    print(f"| {seq} | {'on' if causal else 'off'} | {' / '.join(f'{t:.0f}' for t in two)} | "
-          f"{' / '.join(f'{t:.0f}' for t in three)} | {max(three) / max(two):.3f} |")
+        config = ",".join(re.search(name + r"=(\d+)", row["config"]).group(1)
+                          for name in ("block_m", "block_n", "warps", "stages"))
+        table = tables.setdefault(entry, {})
+        table.setdefault((row["seq"], row["causal"]), {}).setdefault(config, []).append(row["tops"])
+for entry, table in tables.items():
+    configs = list(dict.fromkeys(c for by in table.values() for c in by))
+    print(f"\n{entry} (TOPS, both orders; last column: best of each over the first config's)")
+    print("| N | causal | " + " | ".join(configs) + " | best / first |")
+    print("| --- | --- | " + " | ".join("---" for _ in configs) + " | --- |")
+    for (seq, causal), by in sorted(table.items()):
+        cells = [" / ".join(f"{t:.0f}" for t in by.get(c, [])) for c in configs]
+        first = max(by.get(configs[0], [float("nan")]))
+        best = max(max(v) for v in by.values())
+        print(f"| {seq} | {'on' if causal else 'off'} | " + " | ".join(cells) +
+              f" | {best / first:.3f} |")
 PY
 fi
+
 if wants examples; then
   for example in attend_static attend_c; do
     [ -x "$build/examples/$example" ] || continue

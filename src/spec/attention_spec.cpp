@@ -123,10 +123,16 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
     // taking turns (424-433 / 589-595 / 633-636); d=256, two with 64-key tiles. At d=128 three
     // stages, where P.V runs one tile behind Q.K^T (kPvBehindScores): 473-485 / 631-632 /
     // 636-639 TOPS against 438-447 / 574-576 / 606-607 with two, causal +5.6-9.5% (H200,
-    // 2026-11-27, both orders; bench/RESULTS.md, "Half INT8: P.V one tile behind"); at d=64 they
-    // were level with two on the H100 (-2% to +1%, 2026-11-25), and at d=256 they do not fit.
+    // 2026-11-27, both orders; bench/RESULTS.md, "Half INT8: P.V one tile behind"); at d=256
+    // they do not fit. At d=64 beyond 1k tokens, three consumer warpgroups with three stages
+    // (P.V behind, no turns): 445-447 / 498-502 TOPS at 4k / 16k against 413-417 / 431-434 for
+    // one warpgroup, causal -3% / +6% (H200, 2026-11-27, both orders); up to 1k one warpgroup
+    // keeps its lead (320-325 against 312 non-causal, 227-231 against 193-195 causal).
     if (request.variant == Variant::kHalfInt8) {
-      if (request.head_dim <= 64) return KernelConfig{64, 128, 8, 2, KernelPath::kWgmma};
+      if (request.head_dim <= 64) {
+        return short_sequences ? KernelConfig{64, 128, 8, 2, KernelPath::kWgmma}
+                               : KernelConfig{192, 128, 16, 3, KernelPath::kWgmma};
+      }
       if (request.head_dim >= 256) return KernelConfig{128, 64, 12, 2, KernelPath::kWgmma};
       return KernelConfig{128, 128, 12, 3, KernelPath::kWgmma};
     }

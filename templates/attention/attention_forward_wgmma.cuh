@@ -129,8 +129,8 @@ struct WgmmaAttentionConfig {
                                       (kFullInt8 || HeadDim <= 128);
   // Half INT8 with three stages or more: P.V one tile behind Q.K^T, each tile exponentiated while
   // the previous tile's P.V runs (WgmmaAttention::tiles_16bit_pv_behind). It holds a slot longer,
-  // so with two stages the producer falls behind: 15-29% slower than waiting for P.V first on the
-  // H100 (2026-11-25), which the two-stage configs keep doing.
+  // so with two stages the producer falls behind: 13-21% slower than waiting for P.V first at
+  // d=128 (H200, 2026-11-27), which the two-stage configs keep doing.
   static constexpr bool kPvBehindScores = !kFullInt8 && Stages >= 3;
   // Full INT8 in turns at d <= 64: a tile's softmax beside this warpgroup's own P.V of the
   // previous tile, into a second P set (main_loop_in_turns): 3-7% faster on the H100 (d=64,

@@ -68,6 +68,29 @@ TEST(AttentionSpec, ShortSequencesOnHopperTakeTwoBlocksPerSm) {
   EXPECT_EQ(heuristic_config(ampere, 1024), heuristic_config(ampere));
 }
 
+// Half INT8 at d=64 on Hopper: one consumer warpgroup, two blocks per SM, up to 1k tokens; beyond
+// (and without a length), three warpgroups with three stages, whose P.V runs one tile behind
+// Q.K^T. At d=128 the length does not matter (two warpgroups in turns, three stages).
+TEST(AttentionSpec, HalfInt8AtD64TakesThreeWarpgroupsBeyondShortSequences) {
+  const KernelConfig two_blocks{64, 128, 8, 2, KernelPath::kWgmma};
+  const KernelConfig three_groups{192, 128, 16, 3, KernelPath::kWgmma};
+  SpecRequest request = sm90a_request(64);
+  request.variant = Variant::kHalfInt8;
+  for (bool causal : {false, true}) {
+    request.causal = causal;
+    EXPECT_EQ(heuristic_config(request, 1024), two_blocks);
+    EXPECT_EQ(heuristic_config(request, 2048), three_groups);
+    EXPECT_EQ(heuristic_config(request, 16384), three_groups);
+    EXPECT_EQ(heuristic_config(request), three_groups);
+    EXPECT_NO_THROW(validate_config(make_spec(request, three_groups),
+                                    device::default_max_shared_bytes(request.arch)));
+  }
+  SpecRequest d128 = sm90a_request(128);
+  d128.variant = Variant::kHalfInt8;
+  EXPECT_EQ(heuristic_config(d128, 1024), heuristic_config(d128));
+  EXPECT_EQ(heuristic_config(d128), (KernelConfig{128, 128, 12, 3, KernelPath::kWgmma}));
+}
+
 TEST(AttentionSpec, ConfigFieldsOutOfRangeAreNamed) {
   const SpecRequest request = sm90a_request(128);
   auto field_of = [&](KernelConfig config) -> std::string {
