@@ -138,11 +138,15 @@ def _empty_v(shape, granularity, device):
                         device=device))
 
 
+# Named tensors (a prototype) are gone from recent torch releases, Tensor.has_names with them.
+_NAMED_TENSORS = hasattr(torch.Tensor, "has_names")
+
+
 def _empty_output(q, dtype):
     """A dense tensor of q's shape in `dtype` on q's device: what torch.empty(q.shape, ...)
     makes, with a third of its argument parsing (about 2 us less per call on the CPU). Named
     tensors keep the old way: empty_like would copy q's names onto the output."""
-    if q.has_names():
+    if _NAMED_TENSORS and q.has_names():
         return torch.empty(q.shape, dtype=dtype, device=q.device)
     return torch.empty_like(q, dtype=dtype, memory_format=torch.contiguous_format)
 
