@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Host time per call of intfa.attention and intfa.attention_int8 through the Python package,
-layer by layer, on the issue's tiny problem (B=1, H=8, N=128, d=64), small enough that the GPU
-never limits the rate: each row calls one layer CALLS times back to back and divides the wall time
-(synchronised) by CALLS, and keeps the least of several rounds.
+layer by layer, on the issue's tiny problem (B=1, H=8, N=128, d=64): each row calls one layer
+CALLS times back to back and divides the wall time (synchronised) by CALLS, and keeps the least of
+several rounds. A second table gives the GPU's own time per call of the public calls (a CUDA
+graph of 20 calls, replayed), which says whether the GPU rather than the host sets the rate.
 
 Layers of intfa.attention, outermost first: the public function (argument checks, cached per call
 signature); the op's implementation (output and workspace from torch's allocator, the plan of the
@@ -40,6 +41,28 @@ def per_call_us(function, calls, rounds=7):
         torch.cuda.synchronize()
         samples.append((time.perf_counter() - start) / calls * 1e6)
     return min(samples)
+
+
+def gpu_us_per_call(function, calls_per_graph=20, replays=50):
+    """The GPU's own time per call: `calls_per_graph` calls captured in one CUDA graph, replayed
+    `replays` times (the least of 7 rounds, per call). The host launches one graph per 20 calls,
+    so what is left is the kernels' time and the gaps between them on the GPU. Where it comes near
+    the eager time per call, the GPU and not the host sets the eager rate. None when the call
+    cannot be captured."""
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                function()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(calls_per_graph):
+                function()
+    except RuntimeError:
+        return None
+    return per_call_us(graph.replay, replays) / calls_per_graph
 
 
 def main():
@@ -134,6 +157,12 @@ def main():
     for name, us in timed:
         print(f"{name:44} {us:12.1f}")
         results.append({"layer": name.strip(), "us_per_call": us})
+    # The GPU's side of the top-level rows: the public calls and the references.
+    print(f"\n{'call':44} {'GPU us per call (CUDA graph of 20 calls)':>12}")
+    for name, function in [row for row in rows if not row[0].startswith(" ")]:
+        us = gpu_us_per_call(function)
+        print(f"{name:44} {'-' if us is None else f'{us:12.1f}'}")
+        results.append({"layer": name.strip(), "gpu_us_per_call": us})
     if args.json:
         with open(args.json, "w") as handle:
             json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
