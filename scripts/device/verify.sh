@@ -49,14 +49,24 @@ if wants tests; then
   fi
 fi
 
-if wants break; then
+# A template folder the caller chose for the whole run; the steps that try others put it back.
+caller_templates=${INTFA_TEMPLATE_DIR:-}
+use_templates() {
+  if [ -n "$1" ]; then export INTFA_TEMPLATE_DIR=$1; else unset INTFA_TEMPLATE_DIR; fi
+}
+
+if wants break && [ -z "${BREAK_TESTS:-}" ]; then
+  note "break: SKIPPED (BREAK_TESTS, the gtest filter to run on each variant, is not set)"
+elif wants break; then
   for dir in ${BREAK_VARIANTS:-}; do
     INTFA_TEMPLATE_DIR=$PWD/$dir gtests "break_$(basename "$dir")" 120 "$BREAK_TESTS"
     note "  (broken on purpose with $dir: a failure above is the expected outcome)"
   done
 fi
 
-if wants sanitize; then
+if wants sanitize && [ -z "${SANITIZE_TESTS:-}" ]; then
+  note "sanitize: SKIPPED (SANITIZE_TESTS, the gtest filter to run, is not set)"
+elif wants sanitize; then
   for tool in racecheck memcheck; do
     TAIL_LINES=3 timed "sanitize_$tool" 150 compute-sanitizer --tool "$tool" --error-exitcode 9 \
       "$bin/intfa_tests" --gtest_filter="$SANITIZE_TESTS"
@@ -70,14 +80,14 @@ if wants append; then
   for round in $(seq "${APPEND_ROUNDS:-2}"); do
     for dir in embedded ${APPEND_VARIANTS:-}; do
       name=$(basename "$dir")
-      if [ "$dir" = embedded ]; then unset INTFA_TEMPLATE_DIR; else export INTFA_TEMPLATE_DIR=$PWD/$dir; fi
+      if [ "$dir" = embedded ]; then use_templates "$caller_templates"; else use_templates "$PWD/$dir"; fi
       TAIL_LINES=6 timed "append_${name}_$round" 60 "$bin/intfa" bench --decode --batch 8,32 \
         --seq 32k,4k --q-len 1 --bits 8,4 --repeats 30 --json "$logs/append_${name}_$round.json"
       grep -E "^B[0-9]" "$logs/append_${name}_$round.log" | sed "s|^|$name $round: |" \
         | tee -a "$summary"
     done
   done
-  unset INTFA_TEMPLATE_DIR
+  use_templates "$caller_templates"
 fi
 
 if wants configs; then
@@ -94,14 +104,14 @@ if wants configs; then
     for order in forward reversed; do
       list=$configs; [ "$order" = reversed ] && list=$reversed
       name=configs_${index}_$order
-      if [ -n "$dir" ]; then export INTFA_TEMPLATE_DIR=$PWD/$dir; else unset INTFA_TEMPLATE_DIR; fi
+      if [ -n "$dir" ]; then use_templates "$PWD/$dir"; else use_templates "$caller_templates"; fi
       TAIL_LINES=4 timed "$name" 90 "$bin/intfa" bench --variants "$variant" \
         --head-dims "$head_dim" --configs "$list" --seq "${CONFIG_SEQS:-1k,4k,16k}" \
         --causal off,on --repeats 10 --json "$logs/$name.json"
       echo "$entry" > "$logs/$name.entry"
     done
   done
-  unset INTFA_TEMPLATE_DIR
+  use_templates "$caller_templates"
   "$python" - "$logs" <<'PY' | tee -a "$summary"
 import glob, json, re, sys
 tables = {}

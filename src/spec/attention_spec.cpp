@@ -124,8 +124,8 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
     // stages, where P.V runs one tile behind Q.K^T (kPvBehindScores): 473-485 / 631-632 /
     // 636-639 TOPS against 438-447 / 574-576 / 606-607 with two, causal +5.6-9.5% (H200,
     // 2026-11-27, both orders; bench/RESULTS.md, "Half INT8: P.V one tile behind"); at d=256
-    // they do not fit. At d=64 beyond 1k tokens, three consumer warpgroups with three stages
-    // (P.V behind, no turns): 445-447 / 498-502 TOPS at 4k / 16k against 413-417 / 431-434 for
+    // they do not fit. At d=64 beyond 1k tokens, three consumer warpgroups taking turns, with
+    // three stages (P.V behind): 445-447 / 498-502 TOPS at 4k / 16k against 413-417 / 431-434 for
     // one warpgroup, causal -3% / +6% (H200, 2026-11-27, both orders); up to 1k one warpgroup
     // keeps its lead (320-325 against 312 non-causal, 227-231 against 193-195 causal).
     if (request.variant == Variant::kHalfInt8) {

@@ -3,9 +3,11 @@
 // draws fresh random inputs; the seed is printed so a failure can be replayed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attention/attention_test_support.hpp"
@@ -130,17 +132,28 @@ TEST(WgmmaHalfGpuOptions, EveryTileConfigOfTheTunerMatchesTheModel) {
 }
 
 // Half INT8 with P.V one tile behind Q.K^T (three stages) in both of its loops: one warpgroup
-// alone (64,128,8,3: no tuner candidate, but a config a caller may name) and two taking turns
-// (the default at d=128); causal with seq_q != seq_kv (idle turns past the diagonal), tails,
-// GQA, 1 and 2 key tiles (the peeled first tile and last P.V alone), the LSE.
+// alone (64,128,8,3: no tuner candidate, but a config a caller may name), two taking turns (the
+// default at d=128) and three taking turns (the default at d=64 beyond 1k tokens); causal with
+// seq_q != seq_kv (idle turns past the diagonal, and with more queries than keys a warpgroup
+// that sees no key beside one that sees a tile), tails, GQA, 1 and 2 key tiles (the peeled
+// first tile and last P.V alone), the LSE.
 TEST(WgmmaHalfGpuOptions, PvOneTileBehindScoresMatchesTheModel) {
   INTFA_REQUIRE_SM90();
-  for (const KernelConfig& config : {KernelConfig{64, 128, 8, 3, KernelPath::kWgmma},
-                                     KernelConfig{128, 128, 12, 3, KernelPath::kWgmma}}) {
+  const std::vector<std::pair<KernelConfig, std::vector<int>>> configs_and_head_dims = {
+      {{64, 128, 8, 3, KernelPath::kWgmma}, {64, 128}},
+      {{128, 128, 12, 3, KernelPath::kWgmma}, {64, 128}},
+      {{192, 128, 16, 3, KernelPath::kWgmma}, {64}}};  // three do not fit d=128's registers
+  for (const auto& [config, head_dims] : configs_and_head_dims) {
     for (const Shape& shape : std::vector<Shape>{{2, 4, 2, 300, 700, 128, true},
                                                  {1, 4, 4, 517, 333, 64, false},
                                                  {1, 2, 1, 77, 100, 128, true},
-                                                 {1, 2, 2, 200, 256, 64, false}}) {
+                                                 {1, 2, 2, 200, 256, 64, false},
+                                                 {1, 2, 2, 300, 200, 64, true},
+                                                 {1, 2, 2, 300, 200, 128, true},
+                                                 {1, 4, 2, 700, 900, 64, true}}) {
+      if (std::find(head_dims.begin(), head_dims.end(), shape.head_dim) == head_dims.end()) {
+        continue;
+      }
       CheckCase check = make_half_case(shape);
       check.options.config = config;
       check.with_lse = true;
