@@ -61,7 +61,8 @@ std::size_t paged_scale_bytes(const PagedKVCache& cache);
 // [tokens, heads_kv, head_dim] tensor has strides {0, head_dim, heads_kv * head_dim, 1}),
 // 16-byte rows; slot_mapping is device int32 [tokens], a negative slot skips its token (padding).
 // INT8 rows get scale = max|x| / 127, INT4 groups of 32 channels scale = f16(max|x| / 7), values
-// round half to even. Two tokens must not share a slot. Asynchronous on `stream`.
+// round half to even. Two tokens must not share a slot; tokens * heads_kv < 2^30 (else
+// InvalidArgument on "tokens"). Asynchronous on `stream`.
 void paged_append(const PagedKVCache& cache, const TensorView& k, const TensorView& v,
                   const int* slot_mapping, int tokens, CUstream stream);
 

@@ -21,7 +21,8 @@ bin=$build/bin
 built_at=${INTFA_BUILT_AT:-/work/main}
 [ -e "$built_at" ] || { mkdir -p "$(dirname "$built_at")" && ln -s "$PWD" "$built_at"; }
 summary=$OUT/summary.txt
-: > "$summary"
+# A second script in the same call keeps the first one's summary (INTFA_KEEP_SUMMARY=1).
+[ -n "${INTFA_KEEP_SUMMARY:-}" ] || : > "$summary"
 started=$(date +%s)
 deadline=$(( started + ${INTFA_DEADLINE_S:-570} ))
 

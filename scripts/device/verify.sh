@@ -15,9 +15,15 @@
 #             orders; E2E_HEAD_DIMS, E2E_SEQS, E2E_CAUSAL, E2E_REPEATS, E2E_LIMIT_S);
 #   host      host time per call, layer by layer (bench/python_overhead.py);
 #   cost      the end-to-end cost of K smoothing and the rotation (bench/qk_transforms_cost.py);
-#   append    `intfa bench --decode` (the paged append's GB/s among its columns) with the embedded
-#             templates and with each of APPEND_VARIANTS (template folders, e.g. .variants/old),
-#             alternating, APPEND_ROUNDS times (default 2): an A/B of template changes in one run.
+#   ab        `intfa bench AB_ARGS` with the embedded templates and with each of AB_VARIANTS
+#             (template folders, e.g. .variants/old), alternating, AB_ROUNDS times (default 2): an
+#             A/B of template changes in one run. AB_ARGS defaults to the paged cache's decode and
+#             append (`--decode`, B=8/32, N=32k/4k, INT8 and INT4; the append's GB/s among its
+#             columns); `intfa bench`'s own rows carry the quantize passes' time and GB/s. AB_NAME
+#             (default ab) prefixes the logs, so that a second run of this script in the same call
+#             (with INTFA_KEEP_SUMMARY=1) can time other problems.
+#   append    the same as ab (APPEND_VARIANTS, APPEND_ROUNDS and APPEND_ARGS, the decode bench's
+#             shape arguments, are the older names).
 #   break     the gtest filter BREAK_TESTS with each of BREAK_VARIANTS (template folders broken
 #             on purpose): each run should fail, which shows the tests see the break;
 #   sanitize  compute-sanitizer racecheck and memcheck over the gtest filter SANITIZE_TESTS;
@@ -76,14 +82,18 @@ elif wants sanitize; then
 fi
 
 # The template A/Bs time the GPU alone, so they run while the Python extension builds.
-if wants append; then
-  for round in $(seq "${APPEND_ROUNDS:-2}"); do
-    for dir in embedded ${APPEND_VARIANTS:-}; do
+if wants ab || wants append; then
+  variants=${AB_VARIANTS:-${APPEND_VARIANTS:-}}
+  for round in $(seq "${AB_ROUNDS:-${APPEND_ROUNDS:-2}}"); do
+    for dir in embedded $variants; do
       name=$(basename "$dir")
       if [ "$dir" = embedded ]; then use_templates "$caller_templates"; else use_templates "$PWD/$dir"; fi
-      TAIL_LINES=6 timed "append_${name}_$round" 60 "$bin/intfa" bench --decode --batch 8,32 \
-        --seq 32k,4k --q-len 1 --bits 8,4 --repeats 30 --json "$logs/append_${name}_$round.json"
-      grep -E "^B[0-9]" "$logs/append_${name}_$round.log" | sed "s|^|$name $round: |" \
+      # shellcheck disable=SC2086  # AB_ARGS is a list of arguments
+      TAIL_LINES=6 timed "${AB_NAME:-ab}_${name}_$round" 90 "$bin/intfa" bench \
+        ${AB_ARGS:---decode ${APPEND_ARGS:---batch 8,32 --seq 32k,4k --q-len 1 --bits 8,4 --repeats 30}} \
+        --json "$logs/${AB_NAME:-ab}_${name}_$round.json"
+      grep -E "^(B[0-9]|full |half )" "$logs/${AB_NAME:-ab}_${name}_$round.log" \
+        | sed "s|^|$name $round: |" \
         | tee -a "$summary"
     done
   done

@@ -237,11 +237,13 @@ void paged_append(const PagedKVCache& cache, const TensorView& k, const TensorVi
   checks::validate_view(k, {"k", extents, 2, 16});
   checks::validate_view(v, {"v", extents, 2, 16});
   require_pointer(slot_mapping, "slot_mapping", 4);
-  const long long rows = 2LL * tokens * cache.heads_kv;
-  const int rows_per_block = kernels::kPagedRowThreads / (cache.head_dim / 8);
-  if ((rows + rows_per_block - 1) / rows_per_block > INT_MAX) {
-    throw InvalidArgument("tokens", std::to_string(tokens), "expected fewer rows than 2^31 blocks");
+  // The kernel indexes the rows of K or V (and a block's worth past them) in 31 bits.
+  const long long rows_per_tensor = static_cast<long long>(tokens) * cache.heads_kv;
+  if (rows_per_tensor >= (1LL << 30)) {
+    throw InvalidArgument("tokens", std::to_string(tokens), "expected tokens * heads_kv < 2^30");
   }
+  const int rows_per_block = kernels::paged_append_rows_per_block(cache.head_dim);
+  const long long blocks = (rows_per_tensor + rows_per_block - 1) / rows_per_block;
 
   const Where at = where(stream);
   const render::KernelSpec spec =
@@ -255,10 +257,13 @@ void paged_append(const PagedKVCache& cache, const TensorView& k, const TensorVi
   params.v_token_stride = v.strides[2];
   params.slot_mapping = slot_mapping;
   params.tokens = tokens;
+  params.rows = static_cast<int>(rows_per_tensor);
+  params.heads_kv_divisor = kernels::make_fast_divisor(cache.heads_kv);
   params.cache = paged::cache_params(cache);
   const launch::LoadedKernel& kernel = launch::KernelRuntime::instance().load(spec, at.context, 0);
   launch::LaunchShape shape;
-  shape.grid[0] = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
+  shape.grid[0] = static_cast<unsigned>(blocks);
+  shape.grid[1] = 2;  // K's rows, V's rows
   shape.block[0] = kernels::kPagedRowThreads;
   launch::launch(kernel, shape, stream, &params);
 }

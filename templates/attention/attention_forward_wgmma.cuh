@@ -207,12 +207,12 @@ struct WgmmaAttention {
     }
     __device__ __forceinline__ u32 q_full() const { return barriers() + 8 * (2 * kStages); }
     __device__ __forceinline__ u32 v_scales_full() const { return q_full() + 8; }
-    // One word per consumer warpgroup that is written and never read (keep_ahead_of_wait).
-    __device__ __forceinline__ u32 unread_word(int group) const {
-      return barriers() + kUnreadWordsOffset + 4 * group;
+    // One word per consumer warp, written by its lane 0 and never read (keep_ahead_of_wait).
+    __device__ __forceinline__ u32 unread_word(int group, int warp_in_group) const {
+      return barriers() + kUnreadWordsOffset + 4 * (4 * group + warp_in_group);
     }
     static constexpr int kUnreadWordsOffset = 8 * (2 * kStages + 2);
-    static_assert(kUnreadWordsOffset + 4 * Config::kConsumerGroups <= kWgmmaBarrierBytes,
+    static_assert(kUnreadWordsOffset + 4 * 4 * Config::kConsumerGroups <= kWgmmaBarrierBytes,
                   "the barriers and the unread words fit their bytes");
   };
 
@@ -411,8 +411,8 @@ struct WgmmaAttention {
         }
       }
       const RowScale scale = row_scale(row_max_abs<kLanesPerRow>(values), 127.0f);
-      int quantized[8];
-      quantize_8(quantized, values, scale.inverse, 127);
+      u32 quantized[8];
+      quantize_8(quantized, values, scale.inverse);
       store_int8x8(slab + Slab::offset(tile_row0 + pass * kRowsPerPass, chunk), quantized);
       const float row_scale_value = __shfl_sync(0xFFFFFFFFu, scale.scale, source_lane);
       if (coordinates.group / kRowsPerPass == pass) q_scale_of_row[0] = row_scale_value;
@@ -1046,12 +1046,21 @@ struct WgmmaAttention {
   // ptxas keeps shared-memory stores in order with a wgmma wait but moves arithmetic across it:
   // it sank the row maxima, exponents and sums of exponentiate_tile_16bit below the wait for the
   // previous tile's P V, so that nothing overlapped it (the SASS of sm_90a). Storing the row sums,
-  // which depend on all of that work, to a word no one reads keeps it ahead of the wait.
+  // which depend on all of that work, to a word no one reads keeps it ahead of the wait. The store
+  // is warp-wide in the SASS whatever its predicate, so lane 0 alone stores, to its warp's own
+  // word: no two threads write one address (compute-sanitizer's racecheck reported each lane's
+  // store to a shared word of the warpgroup as a write-write hazard).
   __device__ __forceinline__ static void keep_ahead_of_wait(const SharedLayout& shared, int group,
                                                             const RowState& rows) {
-    asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(shared.unread_word(group)),
-                 "f"(rows.sum[0][0] + rows.sum[0][1])
-                 : "memory");
+    const u32 lane = threadIdx.x % 32;
+    asm volatile(
+        "{\n"
+        ".reg .pred first_lane;\n"
+        "setp.eq.u32 first_lane, %2, 0;\n"
+        "@first_lane st.shared.f32 [%0], %1;\n"
+        "}\n" ::"r"(shared.unread_word(group, (threadIdx.x / 32) % 4)),
+        "f"(rows.sum[0][0] + rows.sum[0][1]), "r"(lane)
+        : "memory");
   }
 
   __device__ __forceinline__ static void pack_p_16bit(u32 (&p)[Config::kPvSteps][4],

@@ -48,13 +48,6 @@ __device__ __forceinline__ float divide_rn(float numerator, float denominator) {
   return quotient;
 }
 
-// Round to nearest, ties to even, as an integer.
-__device__ __forceinline__ int round_to_int(float value) {
-  int rounded;
-  asm("cvt.rni.s32.f32 %0, %1;" : "=r"(rounded) : "f"(value));
-  return rounded;
-}
-
 // 2^x on the SFU (max relative error 2^-22.5; PTX ISA, ex2).
 __device__ __forceinline__ float exp2_approx(float x) {
   float y;
@@ -68,8 +61,8 @@ __device__ __forceinline__ float log2_approx(float x) {
   return y;
 }
 
-// Integer <-> float through the 1.5 * 2^23 trick: for |n| < 2^22 the float 12582912 + n has n in
-// its low mantissa bits, so one integer add and one float add replace I2F/F2I, which issue at a
+// Integer -> float through the 1.5 * 2^23 trick: for |n| < 2^22 the float 12582912 + n has n in
+// its low mantissa bits, so one integer add and one float add replace I2F, which issues at a
 // quarter of the FP32 rate on sm_80..sm_90.
 constexpr int kRoundingMagicBits = 0x4B400000;
 constexpr float kRoundingMagic = 12582912.0f;
@@ -78,20 +71,23 @@ __device__ __forceinline__ float small_int_to_float(int n) {
   return __int_as_float(n + kRoundingMagicBits) - kRoundingMagic;
 }
 
-// round(x) for 0 <= x < 2^22, left in the low bits of the returned word (the byte of a u8/s8 in
-// [0, 255] or [0, 127] is its low byte).
-__device__ __forceinline__ u32 round_small_nonnegative_to_bits(float x) {
-  return static_cast<u32>(__float_as_int(x + kRoundingMagic));
+// value * inverse rounded half to even, as a two's-complement integer in the low bits of the
+// returned word (gather_low_bytes, store_int8x8 and pack_int4x8 collect them): the quantization
+// step of every quantizer (quantize_rows, quantize_v, the Hopper kernel's Q pass, paged_append).
+// Every one of them takes inverse = 1 / scale with scale >= max|x| / range in FP32, so that
+// |value * inverse| < range + 1/2 for every finite value of the row and the result lies in
+// [-range, range] without a clamp (paged_append clamps a saturated INT4 scale's values itself).
+// One F2I with saturation to [-128, 127]; a NaN product (a NaN or infinite input) gives 0.
+__device__ __forceinline__ u32 quantize_to_low_bits(float value, float inverse) {
+  u32 quantized;
+  asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(quantized) : "f"(value * inverse));
+  return quantized;
 }
 
-// Eight values times `inverse`, each rounded half to even and clamped to [-range, range]: the
-// quantization step of every per-row and per-block quantizer (quantize_rows, paged_append).
-__device__ __forceinline__ void quantize_8(int (&quantized)[8], const float (&values)[8],
-                                           float inverse, int range) {
+__device__ __forceinline__ void quantize_8(u32 (&quantized)[8], const float (&values)[8],
+                                           float inverse) {
 #pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    quantized[i] = max(-range, min(range, round_to_int(values[i] * inverse)));
-  }
+  for (int i = 0; i < 8; ++i) quantized[i] = quantize_to_low_bits(values[i], inverse);
 }
 
 // Eight 16-bit values from one 16-byte word (element 2i in the low half of word i).
@@ -140,17 +136,24 @@ __device__ __forceinline__ RowScale row_scale(float amax, float range) {
   return RowScale{scale, amax > 0.0f ? divide_rn(1.0f, scale) : 0.0f};
 }
 
-// Eight INT8 values (in [-128, 127]) as one 8-byte store: value i in byte i.
-__device__ __forceinline__ void store_int8x8(u8* output, const int (&values)[8]) {
-  u32 packed[2];
-#pragma unroll
-  for (int word = 0; word < 2; ++word) {
-    packed[word] = (static_cast<u32>(values[4 * word] & 0xFF)) |
-                   (static_cast<u32>(values[4 * word + 1] & 0xFF) << 8) |
-                   (static_cast<u32>(values[4 * word + 2] & 0xFF) << 16) |
-                   (static_cast<u32>(values[4 * word + 3] & 0xFF) << 24);
-  }
-  *reinterpret_cast<uint2*>(output) = make_uint2(packed[0], packed[1]);
+// The low bytes of four words as one word, word i's in byte i (three PRMT).
+__device__ __forceinline__ u32 gather_low_bytes(u32 b0, u32 b1, u32 b2, u32 b3) {
+  return __byte_perm(__byte_perm(b0, b1, 0x0040), __byte_perm(b2, b3, 0x0040), 0x5410);
+}
+
+// Eight quantize_8 results as INT8, value i in byte i: one 8-byte store.
+__device__ __forceinline__ void store_int8x8(u8* output, const u32 (&quantized)[8]) {
+  *reinterpret_cast<uint2*>(output) =
+      make_uint2(gather_low_bytes(quantized[0], quantized[1], quantized[2], quantized[3]),
+                 gather_low_bytes(quantized[4], quantized[5], quantized[6], quantized[7]));
+}
+
+// Eight quantize_8 results in [-8, 7] as two's-complement nibbles, element 2i in the low nibble
+// of byte i (the s4 MMA operand order, and the paged cache's).
+__device__ __forceinline__ u32 pack_int4x8(const u32 (&quantized)[8]) {
+  const u32 even = gather_low_bytes(quantized[0], quantized[2], quantized[4], quantized[6]);
+  const u32 odd = gather_low_bytes(quantized[1], quantized[3], quantized[5], quantized[7]);
+  return (even & 0x0F0F0F0Fu) | ((odd << 4) & 0xF0F0F0F0u);
 }
 
 }  // namespace kernels

@@ -1,8 +1,8 @@
 // Append: new FP16/BF16 K and V rows -> quantized rows and scales in their cache slots (vLLM's
 // reshape_and_cache with quantization). Each thread owns 8 consecutive channels of one (token,
-// head) row of K or V (one 16-byte load); the threads of a row (INT8) or of a 32-channel group
-// (INT4) reduce max|x| with shuffles, so every input byte is read once and every cache byte
-// written once. Rounding: README.md, "Append".
+// head) row of K or V (one 16-byte load) in each of kPagedAppendRowSets row sets; the threads of
+// a row (INT8) or of a 32-channel group (INT4) reduce max|x| with shuffles, so every input byte
+// is read once and every cache byte written once. Rounding: README.md, "Append".
 #pragma once
 
 #include "common/numeric.cuh"
@@ -16,7 +16,8 @@ struct PagedAppendConfig {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(Bits == 8 || Bits == 4, "8 or 4 bits");
   static constexpr int kThreadsPerRow = HeadDim / 8;
-  static constexpr int kRowsPerBlock = kPagedRowThreads / kThreadsPerRow;
+  static constexpr int kRowsPerSet = paged_append_rows_per_set(HeadDim);
+  static_assert(kRowsPerSet * kThreadsPerRow == kPagedRowThreads, "one row set per block pass");
   // The lanes that share one scale: the whole row (INT8) or one group (INT4).
   static constexpr int kThreadsPerScale = Bits == 8 ? kThreadsPerRow : kPagedInt4Group / 8;
   static constexpr float kRange = Bits == 8 ? 127.0f : 7.0f;
@@ -30,75 +31,108 @@ __device__ __forceinline__ u16 float_to_f16_bits(float value) {
   return bits;
 }
 
+// A block takes kPagedAppendRowSets consecutive row sets of K (blockIdx.y 0) or V (1), each
+// set the rows its threads cover at once, and issues all their slot loads, then all their row
+// loads, before it quantizes any: a thread has that many 16-byte loads in flight instead of one.
+// Written one row per thread with a 64-bit division per row, it was bound by the instructions
+// it issued (ncu on the H200, 2026-11-27: 82% of the issue slots busy at 28% of DRAM bandwidth),
+// so the per-row work is kept small: row indices divide by heads_kv through a host-made
+// multiplier, which tensor a block reads is uniform, and quantize_8 is one F2I per value.
 template <int HeadDim, int Bits, ElementType InputType>
 __global__ void __launch_bounds__(kPagedRowThreads) paged_append(const PagedAppendParams params) {
   using Config = PagedAppendConfig<HeadDim, Bits>;
-  const int lane_in_row = threadIdx.x % Config::kThreadsPerRow;
-  const i64 row =
-      static_cast<i64>(blockIdx.x) * Config::kRowsPerBlock + threadIdx.x / Config::kThreadsPerRow;
+  constexpr int kSets = kPagedAppendRowSets;
   const PagedCacheParams& cache = params.cache;
-  // Rows: all K rows (token-major, then head), then all V rows.
-  const i64 rows_per_tensor = static_cast<i64>(params.tokens) * cache.heads_kv;
-  const bool in_range = row < 2 * rows_per_tensor;
-  const bool is_v = in_range && row >= rows_per_tensor;
-  const i64 tensor_row = is_v ? row - rows_per_tensor : row;
-  const int token = in_range ? static_cast<int>(tensor_row / cache.heads_kv) : 0;
-  const int head = in_range ? static_cast<int>(tensor_row % cache.heads_kv) : 0;
-  const int slot = in_range ? params.slot_mapping[token] : -1;
-  // Rows past the end and skipped tokens still take part in the shuffles, with zeros.
-  const bool active = slot >= 0;
+  const int lane_in_row = threadIdx.x % Config::kThreadsPerRow;
   const int channel = lane_in_row * 8;
+  const bool is_v = blockIdx.y != 0;
+  const u16* input = static_cast<const u16*>(is_v ? params.v : params.k) + channel;
+  const i64 token_stride = is_v ? params.v_token_stride : params.k_token_stride;
+  const i64 head_stride = is_v ? params.v_head_stride : params.k_head_stride;
+  const float* k_offset = is_v ? nullptr : cache.k_offset;
+  const int first_row = static_cast<int>(blockIdx.x) * paged_append_rows_per_block(HeadDim) +
+                        static_cast<int>(threadIdx.x) / Config::kThreadsPerRow;
 
-  float values[8];
+  int head[kSets], slot[kSets];
+  const u16* row_input[kSets];
 #pragma unroll
-  for (int i = 0; i < 8; ++i) values[i] = 0.0f;
-  if (active) {
-    const u16* input = static_cast<const u16*>(is_v ? params.v : params.k) +
-                       token * (is_v ? params.v_token_stride : params.k_token_stride) +
-                       head * (is_v ? params.v_head_stride : params.k_head_stride) + channel;
-    const uint4 raw = *reinterpret_cast<const uint4*>(input);
-    unpack_8_values<InputType>(values, raw);
-    if (!is_v && cache.k_offset != nullptr) {
-      const float* offset = cache.k_offset + head * HeadDim + channel;
+  for (int k = 0; k < kSets; ++k) {
+    const int row = first_row + k * Config::kRowsPerSet;
+    const int token = fast_divide(row, params.heads_kv_divisor);
+    head[k] = row - token * cache.heads_kv;
+    // Rows past the end still take part in the shuffles, with zeros, as skipped tokens do.
+    slot[k] = row < params.rows ? params.slot_mapping[token] : -1;
+    row_input[k] = input + token * token_stride + head[k] * head_stride;
+  }
+  uint4 raw[kSets];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) values[i] -= offset[i];
+  for (int k = 0; k < kSets; ++k) {
+    raw[k] = make_uint4(0, 0, 0, 0);
+    if (slot[k] >= 0) raw[k] = *reinterpret_cast<const uint4*>(row_input[k]);
+  }
+
+  u8* const data = is_v ? cache.v_data : cache.k_data;
+  void* const scales = is_v ? cache.v_scale : cache.k_scale;
+#pragma unroll
+  for (int k = 0; k < kSets; ++k) {
+    float values[8];
+    unpack_8_values<InputType>(values, raw[k]);  // zeros for an inactive row
+    if (k_offset != nullptr && slot[k] >= 0) {
+      // Loaded here, not with the rows: the same few KB for every token, so L1 hits, and holding
+      // them from the loads on would take 32 registers and a third of the resident warps.
+      const float* row_offset = k_offset + head[k] * HeadDim + channel;
+      if ((reinterpret_cast<u64>(k_offset) & 15) == 0) {  // a torch allocation's, say
+        const float4 low = reinterpret_cast<const float4*>(row_offset)[0];
+        const float4 high = reinterpret_cast<const float4*>(row_offset)[1];
+        values[0] -= low.x, values[1] -= low.y, values[2] -= low.z, values[3] -= low.w;
+        values[4] -= high.x, values[5] -= high.y, values[6] -= high.z, values[7] -= high.w;
+      } else {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) values[i] -= row_offset[i];
+      }
     }
-  }
+    const float amax = row_max_abs<Config::kThreadsPerScale>(values);
 
-  const float amax = row_max_abs<Config::kThreadsPerScale>(values);
-  if (!active) return;
-
-  float scale = divide_rn(amax, Config::kRange);
-  u16 scale_bits = 0;
-  if (Bits == 4) {
-    // The FP16 scale that is stored is the one the values are quantized against; beyond FP16's
-    // range it saturates (and the values clamp), rather than becoming infinity.
-    scale_bits = float_to_f16_bits(fminf(scale, 65504.0f));
-    scale = f16_to_float(scale_bits);
-  }
-  // INT8 as quantize_rows (zero when amax is); INT4 zero when the stored scale is.
-  const bool nonzero = Bits == 8 ? amax > 0.0f : scale > 0.0f;
-  const float inverse = nonzero ? divide_rn(1.0f, scale) : 0.0f;
-  int quantized[8];
-  quantize_8(quantized, values, inverse, static_cast<int>(Config::kRange));
-
-  const i64 page = slot >> cache.page_shift;
-  const i64 cache_row =
-      ((page * cache.heads_kv + head) << cache.page_shift) + (slot & (cache.page_size - 1));
-  u8* data = (is_v ? cache.v_data : cache.k_data) + cache_row * Config::kRowBytes;
-  void* scales = is_v ? cache.v_scale : cache.k_scale;
-  if (Bits == 8) {
-    store_int8x8(data + channel, quantized);
-    if (lane_in_row == 0) static_cast<float*>(scales)[cache_row] = scale;
-  } else {
-    // Two's-complement nibbles, element 2i in the low nibble of byte i.
-    u32 packed = 0;
+    float scale = divide_rn(amax, Config::kRange);
+    u16 scale_bits = 0;
+    // INT4's FP16 scale saturates beyond FP16's range (rather than becoming infinity), and the
+    // values it cannot reach clamp to +-7; otherwise |x * inverse| < 7.5 needs no clamp.
+    const bool saturated = Bits == 4 && !(scale <= 65504.0f);
+    if (Bits == 4) {
+      // The FP16 scale that is stored is the one the values are quantized against.
+      scale_bits = float_to_f16_bits(fminf(scale, 65504.0f));
+      scale = f16_to_float(scale_bits);
+    }
+    // INT8 as quantize_rows (zero when amax is); INT4 zero when the stored scale is.
+    const bool nonzero = Bits == 8 ? amax > 0.0f : scale > 0.0f;
+    const float inverse = nonzero ? divide_rn(1.0f, scale) : 0.0f;
+    u32 quantized[8];
+    if (saturated) {
 #pragma unroll
-    for (int i = 0; i < 8; ++i) packed |= static_cast<u32>(quantized[i] & 0xF) << (4 * i);
-    *reinterpret_cast<u32*>(data + channel / 2) = packed;
-    if (channel % kPagedInt4Group == 0) {
-      constexpr int kGroups = HeadDim / kPagedInt4Group;
-      static_cast<u16*>(scales)[cache_row * kGroups + channel / kPagedInt4Group] = scale_bits;
+      for (int i = 0; i < 8; ++i) {
+        const int saturated_value = static_cast<int>(quantize_to_low_bits(values[i], inverse));
+        quantized[i] = static_cast<u32>(max(-7, min(7, saturated_value)));
+      }
+    } else {
+      quantize_8(quantized, values, inverse);
+    }
+    // Inactive rows (past the end, skipped tokens) computed with zeros and store nothing.
+    if (slot[k] < 0) continue;
+
+    // Below 2^31: the host checks num_pages * heads_kv * page_size.
+    const int cache_row = (((slot[k] >> cache.page_shift) * cache.heads_kv + head[k])
+                           << cache.page_shift) +
+                          (slot[k] & (cache.page_size - 1));
+    u8* const row_data = data + static_cast<i64>(cache_row) * Config::kRowBytes;
+    if (Bits == 8) {
+      store_int8x8(row_data + channel, quantized);
+      if (lane_in_row == 0) static_cast<float*>(scales)[cache_row] = scale;
+    } else {
+      *reinterpret_cast<u32*>(row_data + channel / 2) = pack_int4x8(quantized);
+      if (channel % kPagedInt4Group == 0) {
+        constexpr int kGroups = HeadDim / kPagedInt4Group;
+        static_cast<u16*>(scales)[cache_row * kGroups + channel / kPagedInt4Group] = scale_bits;
+      }
     }
   }
 }

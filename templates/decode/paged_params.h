@@ -15,6 +15,34 @@ constexpr int kPagedInt4Group = 32;
 constexpr int kPagedTileTokens = 16;
 // Threads of the append and merge kernels; each thread owns 8 consecutive channels of a row.
 constexpr int kPagedRowThreads = 128;
+// The append kernel's rows: a row set is the kPagedRowThreads / (head_dim / 8) consecutive rows
+// of K or V that the block's threads cover at once, and a block takes kPagedAppendRowSets
+// consecutive sets, their loads all in flight before it quantizes any (paged_append.cuh).
+constexpr int kPagedAppendRowSets = 4;
+INTFA_HOST_DEVICE constexpr int paged_append_rows_per_set(int head_dim) {
+  return kPagedRowThreads / (head_dim / 8);
+}
+INTFA_HOST_DEVICE constexpr int paged_append_rows_per_block(int head_dim) {
+  return paged_append_rows_per_set(head_dim) * kPagedAppendRowSets;
+}
+
+// n / divisor for 0 <= n < 2^31 and 1 <= divisor < 2^31 as (n * multiplier) >> shift: one wide
+// multiply where a division takes about twenty instructions (Granlund and Montgomery, "Division
+// by invariant integers using multiplication", 1994, theorem 4.2 with N = 31: shift = 31 + l,
+// l = ceil(log2 divisor), multiplier = floor(2^shift / divisor) + 1 < 2^32).
+struct FastDivisor {
+  u32 multiplier;
+  int shift;
+};
+INTFA_HOST_DEVICE constexpr FastDivisor make_fast_divisor(int divisor) {
+  int log2_ceiling = 0;
+  while ((1LL << log2_ceiling) < divisor) ++log2_ceiling;
+  const int shift = 31 + log2_ceiling;
+  return FastDivisor{static_cast<u32>((1ULL << shift) / static_cast<u64>(divisor) + 1), shift};
+}
+INTFA_HOST_DEVICE constexpr int fast_divide(int n, FastDivisor divisor) {
+  return static_cast<int>((static_cast<u64>(n) * divisor.multiplier) >> divisor.shift);
+}
 
 // Bytes of one (token, head) row of K or V in the cache: head_dim values of `bits` bits.
 INTFA_HOST_DEVICE constexpr int paged_row_bytes(int head_dim, int bits) {
@@ -72,7 +100,9 @@ struct PagedCacheParams {
 };
 
 // New rows [tokens][heads_kv][head_dim] (16-bit, element strides, unit stride on head_dim) go to
-// slot_mapping[token] = page * page_size + position; a negative slot skips the token.
+// slot_mapping[token] = page * page_size + position; a negative slot skips the token. The grid
+// is (ceil(tokens * heads_kv / paged_append_rows_per_block(head_dim)), 2): blockIdx.y 0 takes
+// K's rows, 1 V's; row r of either is token r / heads_kv, head r % heads_kv.
 struct PagedAppendParams {
   const void* k;
   const void* v;
@@ -80,6 +110,8 @@ struct PagedAppendParams {
   i64 v_token_stride, v_head_stride;  // elements
   const int* slot_mapping;
   int tokens;
+  int rows;  // tokens * heads_kv, below 2^31
+  FastDivisor heads_kv_divisor;
   PagedCacheParams cache;
 };
 

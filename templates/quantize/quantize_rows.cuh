@@ -122,19 +122,15 @@ __device__ __forceinline__ void quantize_rows_block(const QuantizeRowsParams& pa
 
   const RowScale row_scale_of_row = row_scale(amax, Config::kRange);
   const float scale = row_scale_of_row.scale;
-  int quantized[8];
-  quantize_8(quantized, values, row_scale_of_row.inverse, static_cast<int>(Config::kRange));
+  u32 quantized[8];
+  quantize_8(quantized, values, row_scale_of_row.inverse);
 
   u8* output = static_cast<u8*>(params.output) + b * params.output_batch_stride +
                h * params.output_head_stride + n * params.output_row_stride;
   if (Bits == 8) {
     store_int8x8(output + channel, quantized);
   } else {
-    // Two's-complement nibbles, element 2i in the low nibble of byte i (the s4 MMA operand order).
-    u32 packed = 0;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) packed |= static_cast<u32>(quantized[i] & 0xF) << (4 * i);
-    *reinterpret_cast<u32*>(output + channel / 2) = packed;
+    *reinterpret_cast<u32*>(output + channel / 2) = pack_int4x8(quantized);
   }
   if (lane_in_row == 0) {
     const i64 row_index = static_cast<i64>(head_index) * params.seq + n;
@@ -226,8 +222,8 @@ __global__ void __launch_bounds__(256) quantize_row_blocks(const QuantizeRowsPar
   for (int pass = 0; pass < Config::kPasses; ++pass) {
     const int n = block * kKTokenBlock + pass * Config::kRowsPerPass + row_in_pass;
     if (n >= params.seq) continue;
-    int quantized[8];
-    quantize_8(quantized, values[pass], inverse, static_cast<int>(Config::kRange));
+    u32 quantized[8];
+    quantize_8(quantized, values[pass], inverse);
     store_int8x8(output + n * params.output_row_stride, quantized);
   }
   if (threadIdx.x == 0) params.scales[head_index * k_scale_blocks(params.seq) + block] = scale;

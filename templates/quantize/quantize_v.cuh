@@ -220,17 +220,16 @@ __global__ void __launch_bounds__(256) quantize_v(const QuantizeVParams params) 
     u32 words[4];
 #pragma unroll
     for (int word = 0; word < 4; ++word) {
-      u32 packed = 0;
+      u32 quantized[4];
 #pragma unroll
       for (int byte = 0; byte < 4; ++byte) {
         // The token stored at position 4 * word + byte of this 16-token group.
         const int position = 4 * word + byte;
         const int token = chunk * 16 + ((position >> 1) & 1) * 8 + (position >> 2) * 2 + (position & 1);
         const float x = element_to_float<InputType>(tile.values[token * VTile<HeadDim>::kPitch + channel]);
-        const int q = max(-127, min(127, round_to_int(x * inverse)));
-        packed |= static_cast<u32>(q & 0xFF) << (8 * byte);
+        quantized[byte] = quantize_to_low_bits(x, inverse);
       }
-      words[word] = packed;
+      words[word] = gather_low_bytes(quantized[0], quantized[1], quantized[2], quantized[3]);
     }
     *reinterpret_cast<uint4*>(head_output + (i64)channel * params.padded_seq + first + chunk * 16) =
         make_uint4(words[0], words[1], words[2], words[3]);

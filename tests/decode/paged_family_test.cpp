@@ -4,9 +4,12 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <set>
+#include <vector>
 
 #include "intfa/errors.hpp"
+#include "reference/reference.hpp"
 #include "render/render.hpp"
 
 namespace intfa::paged {
@@ -21,6 +24,34 @@ device::DeviceInfo h100() {
   info.max_shared_bytes_per_block_optin = 232448;
   info.max_shared_bytes_per_sm = 233472;
   return info;
+}
+
+// The append kernel divides row indices by heads_kv with a multiplier made on the host: it must
+// agree with integer division for every dividend it can see (below 2^31) and any head count.
+TEST(PagedParams, FastDivideAgreesWithIntegerDivision) {
+  std::vector<int> divisors;
+  for (int d = 1; d <= 300; ++d) divisors.push_back(d);
+  for (int d : {511, 512, 513, 1000, 4095, 65535, 65536, 65537, 1 << 20, (1 << 30) + 1,
+                2147483646, 2147483647}) {
+    divisors.push_back(d);
+  }
+  std::mt19937_64 random(reference::fresh_seed());
+  for (const int d : divisors) {
+    const kernels::FastDivisor divisor = kernels::make_fast_divisor(d);
+    std::vector<int> dividends = {0, 1, d - 1, d, d + 1, 2147483647, 2147483646};
+    // Just below and at multiples of d, where a wrong multiplier shows first.
+    for (long long multiple : {2LL, 3LL, 1000LL, 2147483647LL / d}) {
+      for (long long delta : {-1LL, 0LL, 1LL}) {
+        const long long n = multiple * d + delta;
+        if (n >= 0 && n <= 2147483647LL) dividends.push_back(static_cast<int>(n));
+      }
+    }
+    for (int i = 0; i < 2000; ++i) dividends.push_back(static_cast<int>(random() >> 33));
+    for (const int n : dividends) {
+      if (n < 0) continue;
+      ASSERT_EQ(kernels::fast_divide(n, divisor), n / d) << n << " / " << d;
+    }
+  }
 }
 
 TEST(PagedFamily, EachKernelRendersItsTemplateWithTheSpecValues) {

@@ -1,6 +1,7 @@
 // The paged cache's API refuses what it cannot run before it looks for a GPU: each bad value is an
 // InvalidArgument naming its field (C++) or INTFA_INVALID_ARGUMENT with that name in
 // intfa_last_error() (C). These run without a GPU.
+#include <climits>
 #include <gtest/gtest.h>
 
 #include <array>
@@ -104,6 +105,9 @@ TEST(PagedValidation, AppendChecksCacheRowsAndSlotsBeforeAnyLaunch) {
   EXPECT_EQ(invalid_field([&] { paged_append(no_data, k, v, slots, 4, nullptr); }), "cache.v_data");
   // Zero tokens is nothing to do, not an error (and needs no GPU).
   EXPECT_NO_THROW(paged_append(cache, k, v, slots, 0, nullptr));
+  // The kernel's 31-bit row indices: tokens * heads_kv must stay below 2^30.
+  const int too_many = (1 << 30) / cache.heads_kv + 1;
+  EXPECT_EQ(invalid_field([&] { paged_append(cache, k, v, slots, too_many, nullptr); }), "tokens");
 }
 
 struct DecodeCall {

@@ -20,6 +20,8 @@ constexpr double kLog2E = 1.4426950408889634074;
 
 std::int8_t quantize_value(float x, float inverse, float range) {
   const float rounded = std::nearbyint(x * inverse);
+  // A NaN product (a NaN or infinite input) gives 0, as the kernels' conversion does.
+  if (std::isnan(rounded)) return 0;
   return static_cast<std::int8_t>(std::clamp(rounded, -range, range));
 }
 

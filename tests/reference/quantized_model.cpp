@@ -45,6 +45,8 @@ struct Quantizer {
 // current rounding mode, which is round-to-nearest-even unless a caller changed it.
 std::int8_t quantize_value(float x, const Quantizer& quantizer) {
   const float rounded = std::nearbyint(x * quantizer.inverse);
+  // A NaN product (a NaN or infinite input) gives 0, as the kernels' conversion does.
+  if (std::isnan(rounded)) return 0;
   return static_cast<std::int8_t>(std::clamp(rounded, -quantizer.range, quantizer.range));
 }
 
