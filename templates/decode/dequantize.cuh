@@ -58,6 +58,15 @@ __device__ __forceinline__ u32 f16x2_fma(u32 a, u32 b, u32 c) {
   return d;
 }
 
+// (a & mask) ^ key in one LOP3. Written as C++, the compiler emits an AND and an XOR: a SASS
+// LOP3 takes one immediate, and it did not keep the other constant in a register.
+template <u32 Mask, u32 Key>
+__device__ __forceinline__ u32 and_xor(u32 a) {
+  u32 d;
+  asm("lop3.b32 %0, %1, %2, %3, 0x6a;" : "=r"(d) : "r"(a), "n"(Mask), "n"(Key));
+  return d;
+}
+
 // Eight signed nibbles -> four pairs {nibble s, nibble s + 4} (s = 0..3) as exact FP16 integers,
 // in 9 instructions: one AND-XOR (a LOP3) per pair puts x + 8 into the low mantissa bits of 1024
 // (the XOR flips the nibble's sign bit and sets 1024's exponent: the masked bits and 0x6400 do
@@ -72,10 +81,10 @@ __device__ __forceinline__ void int4x8_to_f16x2(u32 word, u32 (&pairs)[4]) {
   constexpr u32 kSixteenth = 0x2C002C00u;  // f16x2 {1/16, 1/16}
   constexpr u32 kMinus72 = 0xD480D480u;    // f16x2 {-72, -72}
   const u32 shifted = word >> 8;
-  pairs[0] = f16x2_sub((word & kLowNibbles) ^ kLowKey, kBias);
-  pairs[1] = f16x2_fma((word & kHighNibbles) ^ kHighKey, kSixteenth, kMinus72);
-  pairs[2] = f16x2_sub((shifted & kLowNibbles) ^ kLowKey, kBias);
-  pairs[3] = f16x2_fma((shifted & kHighNibbles) ^ kHighKey, kSixteenth, kMinus72);
+  pairs[0] = f16x2_sub(and_xor<kLowNibbles, kLowKey>(word), kBias);
+  pairs[1] = f16x2_fma(and_xor<kHighNibbles, kHighKey>(word), kSixteenth, kMinus72);
+  pairs[2] = f16x2_sub(and_xor<kLowNibbles, kLowKey>(shifted), kBias);
+  pairs[3] = f16x2_fma(and_xor<kHighNibbles, kHighKey>(shifted), kSixteenth, kMinus72);
 }
 
 // The eight pairs of one lane's 16-channel chunk (INT8: 16 bytes, INT4: 8 bytes), pair j as
