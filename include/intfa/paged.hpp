@@ -94,8 +94,8 @@ struct PagedDecodeTensors {
 
 // A decode kernel's tile configuration (the tuner's knob; zeros: the heuristic's).
 struct PagedDecodeConfig {
-  int block_rows = 0;    // query rows per block: 16, 32 or 64 (>= q_len * heads_q / heads_kv or
-                         // the rows are taken in several blocks)
+  int block_rows = 0;    // query rows per block: 8 (the narrow block), 16, 32 or 64 (>= q_len *
+                         // heads_q / heads_kv or the rows are taken in several blocks)
   int stage_tokens = 0;  // tokens per pipeline stage: 64 or 128
   int stages = 0;        // 2, 3 or 4
 };

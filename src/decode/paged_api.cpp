@@ -128,10 +128,10 @@ void validate_options(const PagedDecodeOptions& options) {
                           "expected 0 (the heuristic) or 1..64");
   }
   const PagedDecodeConfig& config = options.config;
-  if (config.block_rows != 0 && config.block_rows != 16 && config.block_rows != 32 &&
-      config.block_rows != 64) {
+  if (config.block_rows != 0 && config.block_rows != 8 && config.block_rows != 16 &&
+      config.block_rows != 32 && config.block_rows != 64) {
     throw InvalidArgument("options.config.block_rows", std::to_string(config.block_rows),
-                          "expected 0 (the heuristic), 16, 32 or 64");
+                          "expected 0 (the heuristic), 8, 16, 32 or 64");
   }
   if (config.stage_tokens != 0 && config.stage_tokens != 64 && config.stage_tokens != 128) {
     throw InvalidArgument("options.config.stage_tokens", std::to_string(config.stage_tokens),

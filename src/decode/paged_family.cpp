@@ -117,9 +117,9 @@ int decode_shared_bytes(const render::KernelSpec& decode) {
 }
 
 void check_decode_config(const render::KernelSpec& decode, int max_shared_bytes) {
-  if (decode.block_m != 16 && decode.block_m != 32 && decode.block_m != 64) {
+  if (decode.block_m != 8 && decode.block_m != 16 && decode.block_m != 32 && decode.block_m != 64) {
     throw InvalidArgument("config.block_rows", std::to_string(decode.block_m),
-                          "expected 16, 32 or 64");
+                          "expected 8, 16, 32 or 64");
   }
   if (decode.block_n != 64 && decode.block_n != 128) {
     throw InvalidArgument("config.stage_tokens", std::to_string(decode.block_n),
@@ -141,7 +141,9 @@ void check_decode_config(const render::KernelSpec& decode, int max_shared_bytes)
 PagedDecodeConfig heuristic_config(int rows, int head_dim, int bits) {
   (void)bits;
   PagedDecodeConfig config;
-  config.block_rows = rows <= 16 ? 16 : rows <= 32 ? 32 : 64;
+  // Up to 8 rows (one query of GQA up to 8, or a few queries of smaller groups) the narrow
+  // block: no accumulators for rows it does not have, a block more per SM.
+  config.block_rows = rows <= 8 ? 8 : rows <= 16 ? 16 : rows <= 32 ? 32 : 64;
   config.stage_tokens = 64;
   config.stages = head_dim > 128 ? 2 : 3;
   return config;
@@ -151,7 +153,7 @@ std::vector<PagedDecodeConfig> candidate_configs(int rows, int head_dim, int bit
                                                  int max_shared_bytes) {
   const PagedDecodeConfig heuristic = heuristic_config(rows, head_dim, bits);
   std::vector<PagedDecodeConfig> configs = {heuristic};
-  for (int block_rows : {16, 32, 64}) {
+  for (int block_rows : {8, 16, 32, 64}) {
     if (block_rows < heuristic.block_rows) continue;  // fewer rows per block only re-read K/V
     for (int stage_tokens : {64, 128}) {
       for (int stages : {2, 3, 4}) {
@@ -205,8 +207,9 @@ int resident_blocks(const render::KernelSpec& decode, const device::DeviceInfo& 
   const int per_block = decode_shared_bytes(decode) + kReservedSharedBytes;
   const int by_shared = info.max_shared_bytes_per_sm > 0
                             ? std::max(1, info.max_shared_bytes_per_sm / per_block)
-                            : kernels::paged_decode_min_blocks(decode.head_dim);
-  const int per_sm = std::min(kernels::paged_decode_min_blocks(decode.head_dim), by_shared);
+                            : kernels::paged_decode_min_blocks(decode.head_dim, decode.block_m);
+  const int per_sm =
+      std::min(kernels::paged_decode_min_blocks(decode.head_dim, decode.block_m), by_shared);
   return std::max(1, info.sm_count) * per_sm;
 }
 
@@ -227,7 +230,7 @@ std::vector<render::KernelSpec> family_specs(device::Arch arch, int head_dim, in
                                              DType dtype) {
   const kernels::ElementType type = element_type(dtype);
   std::vector<render::KernelSpec> specs = {append_spec(arch, head_dim, bits, type)};
-  for (int rows : {16, 32, 64}) {
+  for (int rows : {8, 16, 32, 64}) {  // each block size the heuristic picks
     specs.push_back(
         decode_spec(arch, head_dim, bits, type, type, heuristic_config(rows, head_dim, bits)));
   }

@@ -22,11 +22,18 @@ template <int HeadDim, int Bits, ElementType QueryType, ElementType OutputType, 
 struct PagedDecodeConfig {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(Bits == 8 || Bits == 4, "8 or 4 bits");
-  static_assert(BlockRows == 16 || BlockRows == 32 || BlockRows == 64, "16, 32 or 64 rows");
+  static_assert(BlockRows == 8 || BlockRows == 16 || BlockRows == 32 || BlockRows == 64,
+                "8, 16, 32 or 64 rows");
   static_assert(Stages >= 2 && Stages <= 4, "2 to 4 stages");
   static constexpr int kWarps = kPagedDecodeWarps;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kRowTiles = BlockRows / 16;
+  static constexpr int kRowTiles = paged_decode_row_tiles(BlockRows);
+  // 8-row blocks are narrow (README.md, "Narrow blocks"): S^T = K Q^T and O^T = V^T P^T, the
+  // query rows in the MMAs' n8 dimension, so that a warp keeps no accumulators for the m16
+  // tile's other 8 rows, and P, not V, is transposed in registers.
+  static constexpr bool kNarrow = BlockRows == 8;
+  static constexpr int kLaneChannels = HeadDim / 8;        // narrow: channels of one lane group
+  static constexpr int kOutputTiles = HeadDim / 16;        // narrow: m16 tiles of O^T
   static constexpr int kTokenGroups = kWarps / kRowTiles;  // warps sharing one row tile
   static constexpr int kStageTiles = StageTokens / kPagedTileTokens;
   static_assert(StageTokens % kPagedTileTokens == 0 && kStageTiles % kTokenGroups == 0 &&
@@ -52,7 +59,7 @@ struct PagedDecodeConfig {
   static constexpr int kQSharedOffset = Stages * kStageBytes;
   static constexpr int kSharedBytes =
       paged_decode_shared_bytes(HeadDim, Bits, BlockRows, StageTokens, Stages);
-  static_assert(!kQInShared || kQSharedOffset + BlockRows * HeadDim * 2 <= kSharedBytes,
+  static_assert(!kQInShared || kQSharedOffset + kRowTiles * 16 * HeadDim * 2 <= kSharedBytes,
                 "room for Q's fragments");
 
   // Physical 16-byte chunk of a row's logical chunk, XOR-permuted by token so that the lanes of
@@ -77,7 +84,8 @@ __device__ __forceinline__ float paged_negative_infinity() {
 
 template <int HeadDim, int Bits, ElementType QueryType, ElementType OutputType, int BlockRows,
           int StageTokens, int Stages>
-__global__ void __launch_bounds__(kPagedDecodeWarps * 32, paged_decode_min_blocks(HeadDim))
+__global__ void __launch_bounds__(kPagedDecodeWarps * 32,
+                                  paged_decode_min_blocks(HeadDim, BlockRows))
     paged_decode(const PagedDecodeParams params) {
   using Config =
       PagedDecodeConfig<HeadDim, Bits, QueryType, OutputType, BlockRows, StageTokens, Stages>;
@@ -121,7 +129,8 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32, paged_decode_min_block
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = warp_first_row + lane_group + 8 * half;
-      const bool real = row < rows;
+      // (Narrow blocks: rows g are the n8 columns of Q^T; g + 8 is the next block's.)
+      const bool real = (half == 0 || !Config::kNarrow) && row < rows;
       const int query = real ? row / params.group : 0;
       const int head_q = head_kv * params.group + (real ? row % params.group : 0);
       const u16* q_row = static_cast<const u16*>(params.q) + batch * params.q_batch_stride +
@@ -186,6 +195,13 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32, paged_decode_min_block
   float v_reference = 0.0f;
   float v_reference_inverse = 0.0f;
   float o[kGroups][8][4];
+  // Narrow blocks: O^T's m16 tiles j, lane (g, t) holding channels g L + j (c0, c1) and
+  // g L + kOutputTiles + j (c2, c3) of rows 2t and 2t + 1, L = kLaneChannels.
+  float o_t[Config::kNarrow ? Config::kOutputTiles : 1][4];
+#pragma unroll
+  for (int j = 0; j < (Config::kNarrow ? Config::kOutputTiles : 1); ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) o_t[j][i] = 0.0f;
 #pragma unroll
   for (int cg = 0; cg < kGroups; ++cg)
 #pragma unroll
@@ -197,11 +213,16 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32, paged_decode_min_block
   const int first_limit =
       params.causal ? seq_len - params.q_len + warp_first_row / params.group + 1 : seq_len;
   const int warp_limit = min(seq_len, first_limit);
+  // This lane's two rows in the warp's tile: fragment rows g and g + 8, or in narrow blocks the
+  // n8 columns 2t and 2t + 1 of S^T and O^T.
+  auto lane_row = [&](int half) {
+    return Config::kNarrow ? 2 * lane_in_group + half : lane_group + 8 * half;
+  };
   // The keys each of this lane's two rows may see: [0, row_limit).
   int row_limit[2];
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    const int row = warp_first_row + lane_group + 8 * half;
+    const int row = warp_first_row + lane_row(half);
     row_limit[half] =
         params.causal ? min(seq_len, seq_len - params.q_len + row / params.group + 1) : seq_len;
   }
@@ -442,6 +463,204 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32, paged_decode_min_block
     }
   };
 
+  // ---- Narrow blocks: one 16-token tile of this warp as S^T = K Q^T (tokens g and 8 + g of the
+  // tile in c0, c1 and c2, c3; rows 2t, 2t + 1), the softmax step, O^T += V^T P^T.
+  auto process_tile_narrow = [&](const u8* buffer, int tile, int tile_start) {
+    const u8* k_tile = buffer;
+    const u8* v_tile = buffer + Config::kStageDataBytes;
+    const u8* k_scales = buffer + 2 * Config::kStageDataBytes;
+    const u8* v_scales = k_scales + Config::kStageScaleBytes;
+    const int first_token = tile * kPagedTileTokens;  // in the stage
+
+    // K's chunks as the wide tile reads them (token 8 nt + g, chunk 4 cg + t) are the A
+    // fragments of S^T, tokens g and 8 + g in its two row halves; Q's B fragment of row g is the
+    // wide A fragment's registers 0 and 2.
+    float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int cg = 0; cg < kGroups; ++cg) {
+      const int unit = 4 * cg + lane_in_group;
+      u32 pairs[2][8];
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+        const int token = first_token + 8 * nt + lane_group;
+        u32 words[Config::kLaneChunkWords];
+        u32 scale2 = 0;
+        if constexpr (Bits == 8) {
+          const uint4 raw =
+              *reinterpret_cast<const uint4*>(k_tile + Config::lane_chunk_offset(token, unit));
+          words[0] = raw.x, words[1] = raw.y, words[2] = raw.z, words[3] = raw.w;
+        } else {
+          const uint2 raw =
+              *reinterpret_cast<const uint2*>(k_tile + Config::lane_chunk_offset(token, unit));
+          words[0] = raw.x, words[1] = raw.y;
+          scale2 = f16_broadcast(reinterpret_cast<const u16*>(
+              k_scales)[token * Config::kScalesPerRow + unit * 16 / kPagedInt4Group]);
+        }
+        chunk_to_f16x2<Bits>(words, scale2, pairs[nt]);
+      }
+#pragma unroll
+      for (int step = 0; step < Config::kKSteps; ++step) {
+        u32 b0, b1;
+        if constexpr (Config::kQInShared) {
+          const uint4 stored = q_shared[(cg * Config::kKSteps + step) * 32];
+          b0 = stored.x, b1 = stored.z;
+        } else {
+          b0 = q_registers[Config::kQInShared ? 0 : cg][step][0];
+          b1 = q_registers[Config::kQInShared ? 0 : cg][step][2];
+        }
+        const u32 a[4] = {pairs[0][2 * step], pairs[1][2 * step], pairs[0][2 * step + 1],
+                          pairs[1][2 * step + 1]};
+        mma_f16_m16n8k16(s, a, b0, b1);
+      }
+    }
+
+    // Scores in the log2 domain: INT8 keys' scale per token, -inf where a key is not allowed.
+    if constexpr (Bits == 8) {
+      const float* scale = reinterpret_cast<const float*>(k_scales) + first_token + lane_group;
+      const float first = scale[0], second = scale[8];
+      s[0] *= first, s[1] *= first, s[2] *= second, s[3] *= second;
+    }
+    if (tile_start + kPagedTileTokens > warp_limit) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int key = tile_start + lane_group + 8 * (i >> 1);
+        // A select, not arithmetic: a slot past the sequence end may hold NaN scales.
+        if (key >= row_limit[i & 1]) s[i] = paged_negative_infinity();
+      }
+    }
+
+    // Row 2t + e's scores are s[e] and s[2 + e] of the eight lanes with this t.
+    float factor[2];
+    float p[4];
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float tile_max = fmaxf(s[e], s[2 + e]);
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 4));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 8));
+      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 16));
+      const float new_max = fmaxf(row_max[e], tile_max);
+      // A row with no allowed key yet keeps max -inf: its P is 0, its state untouched.
+      const float reference = new_max == paged_negative_infinity() ? 0.0f : new_max;
+      factor[e] = exp2_approx(row_max[e] - reference);
+      row_max[e] = new_max;
+      p[e] = exp2_approx(s[e] - reference);
+      p[2 + e] = exp2_approx(s[2 + e] - reference);
+      row_sum[e] = row_sum[e] * factor[e] + (p[e] + p[2 + e]);
+    }
+
+    if constexpr (Bits == 8) {
+      // V's per-token scales fold into P: P' = P * v_scale / v_reference (tokens g, 8 + g).
+      const float* scale = reinterpret_cast<const float*>(v_scales) + first_token + lane_group;
+      const int key = tile_start + lane_group;
+      const float v_scale[2] = {key < seq_len ? scale[0] : 0.0f,
+                                key + 8 < seq_len ? scale[8] : 0.0f};
+      float tile_v_max = fmaxf(v_scale[0], v_scale[1]);
+      tile_v_max = fmaxf(tile_v_max, __shfl_xor_sync(0xFFFFFFFFu, tile_v_max, 4));
+      tile_v_max = fmaxf(tile_v_max, __shfl_xor_sync(0xFFFFFFFFu, tile_v_max, 8));
+      tile_v_max = fmaxf(tile_v_max, __shfl_xor_sync(0xFFFFFFFFu, tile_v_max, 16));
+      if (tile_v_max > v_reference) {  // the same in every lane: a maximum over the tile
+        const float inverse = divide_rn(1.0f, tile_v_max);
+        // Exactly 1 when the reference does not move, so that the vote below can skip it.
+        const float rebase = v_reference * inverse;
+        factor[0] *= rebase;
+        factor[1] *= rebase;
+        v_reference = tile_v_max;
+        v_reference_inverse = inverse;
+      }
+#pragma unroll
+      for (int i = 0; i < 4; ++i) p[i] *= v_scale[i >> 1] * v_reference_inverse;
+    }
+
+    // O^T *= factor (per column), skipped (one vote) when no row's frame moved.
+    if (!__all_sync(0xFFFFFFFFu, factor[0] == 1.0f && factor[1] == 1.0f)) {
+#pragma unroll
+      for (int j = 0; j < Config::kOutputTiles; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) o_t[j][i] *= factor[i & 1];
+    }
+
+    // P^T as the B operand: lane (g, t) holds P^T[tokens g, 8 + g][rows 2t, 2t + 1], two 8x8
+    // blocks in the m8n8 layout; their transposes give it P^T[tokens 2t, 2t + 1 (+ 8)][row g].
+    const u32 p_columns[2] = {transpose_8x8_b16(pack_f16x2(p[0], p[1])),
+                              transpose_8x8_b16(pack_f16x2(p[2], p[3]))};
+
+    // V^T as the A operand: lane (g, t) reads its group's channels g L .. g L + L - 1 of tokens
+    // 2t, 2t + 1 and 2t + 8, 2t + 9, and pairs the two tokens of each channel (byte permutes,
+    // then the same conversions as the wide tile).
+    constexpr int L = Config::kLaneChannels;
+    u32 pairs[2][L];  // [token pair][channel]
+#pragma unroll
+    for (int pair = 0; pair < 2; ++pair) {
+      u32 words[2][L * Bits / 32 > 0 ? L * Bits / 32 : 1];
+#pragma unroll
+      for (int which = 0; which < 2; ++which) {
+        const int token = first_token + 2 * lane_in_group + 8 * pair + which;
+        // Channel g L of the row: lane-chunk unit g L / 16, and the half of it for L = 8.
+        const int unit = lane_group * L / 16;
+        const u8* row = v_tile + Config::lane_chunk_offset(token, unit) +
+                        (L < 16 ? (lane_group % 2) * (8 * Bits / 8) : 0);
+        if constexpr (L * Bits / 8 == 4) {
+          words[which][0] = *reinterpret_cast<const u32*>(row);
+        } else if constexpr (L * Bits / 8 == 8) {
+          const uint2 raw = *reinterpret_cast<const uint2*>(row);
+          words[which][0] = raw.x, words[which][1] = raw.y;
+        } else if constexpr (L * Bits / 8 == 16) {
+          const uint4 raw = *reinterpret_cast<const uint4*>(row);
+          words[which][0] = raw.x, words[which][1] = raw.y, words[which][2] = raw.z,
+          words[which][3] = raw.w;
+        } else {  // 32 bytes: two lane-chunk units
+          const uint4 low = *reinterpret_cast<const uint4*>(row);
+          const uint4 high =
+              *reinterpret_cast<const uint4*>(v_tile + Config::lane_chunk_offset(token, unit + 1));
+          words[which][0] = low.x, words[which][1] = low.y, words[which][2] = low.z,
+          words[which][3] = low.w, words[which][4] = high.x, words[which][5] = high.y,
+          words[which][6] = high.z, words[which][7] = high.w;
+        }
+      }
+      u32 scale2 = 0;
+      if constexpr (Bits == 4) {
+        // One group holds all of a lane's channels. A slot past the sequence end may hold NaN
+        // scales: its values become 0, not NaN.
+        const int token = first_token + 2 * lane_in_group + 8 * pair;
+        const int group = lane_group * L / kPagedInt4Group;
+        const u16* scales = reinterpret_cast<const u16*>(v_scales) + group;
+        const int key = tile_start + 2 * lane_in_group + 8 * pair;
+        const u32 first = key < seq_len ? scales[token * Config::kScalesPerRow] : 0u;
+        const u32 second = key + 1 < seq_len ? scales[(token + 1) * Config::kScalesPerRow] : 0u;
+        scale2 = first | (second << 16);
+      }
+#pragma unroll
+      for (int w = 0; w < L * Bits / 32; ++w) {
+        if constexpr (Bits == 8) {
+          // Four channels of each token: {a0, b0, a1, b1} and {a2, b2, a3, b3}.
+          u32 two[2];
+          int8x4_to_f16x2(__byte_perm(words[0][w], words[1][w], 0x5140), two);
+          pairs[pair][4 * w] = two[0], pairs[pair][4 * w + 1] = two[1];
+          int8x4_to_f16x2(__byte_perm(words[0][w], words[1][w], 0x7362), two);
+          pairs[pair][4 * w + 2] = two[0], pairs[pair][4 * w + 3] = two[1];
+        } else {
+          // Eight channels of each token: bytes 0, 1 of both (channels 0..3), then bytes 2, 3.
+#pragma unroll
+          for (int part = 0; part < 2; ++part) {
+            u32 four[4];
+            int4x8_to_f16x2(__byte_perm(words[0][w], words[1][w], part == 0 ? 0x5410 : 0x7632),
+                            four);
+#pragma unroll
+            for (int c = 0; c < 4; ++c) {
+              pairs[pair][8 * w + 4 * part + c] = f16x2_mul(four[c], scale2);
+            }
+          }
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < Config::kOutputTiles; ++j) {
+      const u32 a[4] = {pairs[0][j], pairs[0][Config::kOutputTiles + j], pairs[1][j],
+                        pairs[1][Config::kOutputTiles + j]};
+      mma_f16_m16n8k16(o_t[j], a, p_columns[0], p_columns[1]);
+    }
+  };
+
   if (stage_count > 0) {
     TileRows tile_rows;
 #pragma unroll
@@ -464,17 +683,27 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32, paged_decode_min_block
         for (int k = 0; k < Config::kTilesPerWarp; ++k) {
           const int tile = token_group + k * Config::kTokenGroups;
           const int tile_start = stage_start + tile * kPagedTileTokens;
-          if (tile_start < split_end) process_tile(buffer, tile, tile_start);
+          if (tile_start < split_end) {
+            if constexpr (Config::kNarrow) {
+              process_tile_narrow(buffer, tile, tile_start);
+            } else {
+              process_tile(buffer, tile, tile_start);
+            }
+          }
         }
       }
     }
     wait_async_copies<0>();
   }
 
+  // A row's sum over the lanes that hold its columns: the four of a fragment row, or in narrow
+  // blocks the eight with the same t.
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
-    row_sum[half] += __shfl_xor_sync(0xFFFFFFFFu, row_sum[half], 1);
-    row_sum[half] += __shfl_xor_sync(0xFFFFFFFFu, row_sum[half], 2);
+#pragma unroll
+    for (int offset = Config::kNarrow ? 4 : 1; offset < (Config::kNarrow ? 32 : 4); offset *= 2) {
+      row_sum[half] += __shfl_xor_sync(0xFFFFFFFFu, row_sum[half], offset);
+    }
   }
   // From here O is in plain units.
 #pragma unroll
@@ -483,6 +712,15 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32, paged_decode_min_block
     for (int j = 0; j < 8; ++j)
 #pragma unroll
       for (int i = 0; i < 4; ++i) o[cg][j][i] *= Bits == 8 ? v_reference : 1.0f;
+#pragma unroll
+  for (int j = 0; j < (Config::kNarrow ? Config::kOutputTiles : 1); ++j)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) o_t[j][i] *= Bits == 8 ? v_reference : 1.0f;
+  // Row r's output value of channel c, for this lane's rows and channels (narrow: rows 2t + half,
+  // channels g L + c for c < L; wide: through o in the epilogue and the merge below).
+  auto narrow_value = [&](int c, int half) -> float& {
+    return o_t[c % Config::kOutputTiles][2 * (c / Config::kOutputTiles) + half];
+  };
 
   // ---- Warps that shared a row tile's tokens merge into the first of them.
   if constexpr (Config::kTokenGroups > 1) {
@@ -493,16 +731,23 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32, paged_decode_min_block
     if (token_group > 0) {
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int row = lane_group + 8 * half;
+        const int row = lane_row(half);
+        if constexpr (Config::kNarrow) {
 #pragma unroll
-        for (int cg = 0; cg < kGroups; ++cg)
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            const int channel = 64 * cg + 16 * lane_in_group;
-            mine[row * HeadDim + channel + pair_first_channel<Bits>(j)] = o[cg][j][2 * half];
-            mine[row * HeadDim + channel + pair_second_channel<Bits>(j)] = o[cg][j][2 * half + 1];
+          for (int c = 0; c < Config::kLaneChannels; ++c) {
+            mine[row * HeadDim + lane_group * Config::kLaneChannels + c] = narrow_value(c, half);
           }
-        if (lane_in_group == 0) {
+        } else {
+#pragma unroll
+          for (int cg = 0; cg < kGroups; ++cg)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const int channel = 64 * cg + 16 * lane_in_group;
+              mine[row * HeadDim + channel + pair_first_channel<Bits>(j)] = o[cg][j][2 * half];
+              mine[row * HeadDim + channel + pair_second_channel<Bits>(j)] = o[cg][j][2 * half + 1];
+            }
+        }
+        if ((Config::kNarrow ? lane_group : lane_in_group) == 0) {
           mine[16 * HeadDim + row] = row_max[half];
           mine[16 * HeadDim + 16 + row] = row_sum[half];
         }
@@ -515,7 +760,7 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32, paged_decode_min_block
       const float* theirs = states + (other * Config::kRowTiles + row_tile) * kStateFloats;
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
-        const int row = lane_group + 8 * half;
+        const int row = lane_row(half);
         const float their_max = theirs[16 * HeadDim + row];
         const float new_max = fmaxf(row_max[half], their_max);
         if (new_max == paged_negative_infinity()) continue;
@@ -524,18 +769,27 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32, paged_decode_min_block
         row_max[half] = new_max;
         row_sum[half] =
             row_sum[half] * mine_factor + theirs[16 * HeadDim + 16 + row] * their_factor;
+        if constexpr (Config::kNarrow) {
 #pragma unroll
-        for (int cg = 0; cg < kGroups; ++cg)
-#pragma unroll
-          for (int j = 0; j < 8; ++j) {
-            const int channel = 64 * cg + 16 * lane_in_group;
-            o[cg][j][2 * half] =
-                o[cg][j][2 * half] * mine_factor +
-                theirs[row * HeadDim + channel + pair_first_channel<Bits>(j)] * their_factor;
-            o[cg][j][2 * half + 1] =
-                o[cg][j][2 * half + 1] * mine_factor +
-                theirs[row * HeadDim + channel + pair_second_channel<Bits>(j)] * their_factor;
+          for (int c = 0; c < Config::kLaneChannels; ++c) {
+            float& value = narrow_value(c, half);
+            value = value * mine_factor +
+                    theirs[row * HeadDim + lane_group * Config::kLaneChannels + c] * their_factor;
           }
+        } else {
+#pragma unroll
+          for (int cg = 0; cg < kGroups; ++cg)
+#pragma unroll
+            for (int j = 0; j < 8; ++j) {
+              const int channel = 64 * cg + 16 * lane_in_group;
+              o[cg][j][2 * half] =
+                  o[cg][j][2 * half] * mine_factor +
+                  theirs[row * HeadDim + channel + pair_first_channel<Bits>(j)] * their_factor;
+              o[cg][j][2 * half + 1] =
+                  o[cg][j][2 * half + 1] * mine_factor +
+                  theirs[row * HeadDim + channel + pair_second_channel<Bits>(j)] * their_factor;
+            }
+        }
       }
     }
   }
@@ -543,6 +797,61 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32, paged_decode_min_block
   // ---- Output: out = O / l and lse = (m + log2 l + q . k_offset) ln 2, or the same as this
   // split's partial state; rows with no allowed key are 0 with LSE -inf.
   const bool partial = params.partial_out != nullptr;
+  if constexpr (Config::kNarrow) {
+    // Row 2t + half's q . k_offset is with the lanes that loaded Q row g = 2t + half.
+    float row_smoothing[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      row_smoothing[half] = __shfl_sync(0xFFFFFFFFu, smoothing[0], 4 * lane_row(half));
+    }
+    constexpr int L = Config::kLaneChannels;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int row = warp_first_row + lane_row(half);
+      if (row >= rows) continue;
+      const int query = row / params.group;
+      const int head_q = head_kv * params.group + row % params.group;
+      const bool empty = row_max[half] == paged_negative_infinity();
+      const float inverse = empty ? 0.0f : divide_rn(1.0f, row_sum[half]);
+      const float lse =
+          empty ? paged_negative_infinity()
+                : (row_max[half] + log2_approx(row_sum[half]) + row_smoothing[half]) * kLn2;
+      float values[L];
+#pragma unroll
+      for (int c = 0; c < L; ++c) values[c] = narrow_value(c, half) * inverse;
+      const int channel = lane_group * L;
+      if (partial) {
+        const i64 at = ((static_cast<i64>(split) * params.batch + batch) * params.q_len + query) *
+                           params.heads_q +
+                       head_q;
+        float4* destination =
+            reinterpret_cast<float4*>(params.partial_out + at * HeadDim + channel);
+#pragma unroll
+        for (int part = 0; part < L / 4; ++part) {
+          destination[part] = make_float4(values[4 * part], values[4 * part + 1],
+                                          values[4 * part + 2], values[4 * part + 3]);
+        }
+        if (lane_group == 0) params.partial_lse[at] = lse;
+      } else {
+        u16* destination = static_cast<u16*>(params.out) + batch * params.out_batch_stride +
+                           query * params.out_token_stride + head_q * params.out_head_stride +
+                           channel;
+#pragma unroll
+        for (int part = 0; part < L / 8; ++part) {
+          reinterpret_cast<uint4*>(destination)[part] =
+              make_uint4(pack_float2<OutputType>(values[8 * part], values[8 * part + 1]),
+                         pack_float2<OutputType>(values[8 * part + 2], values[8 * part + 3]),
+                         pack_float2<OutputType>(values[8 * part + 4], values[8 * part + 5]),
+                         pack_float2<OutputType>(values[8 * part + 6], values[8 * part + 7]));
+        }
+        if (lane_group == 0 && params.lse != nullptr) {
+          params.lse[(static_cast<i64>(batch) * params.q_len + query) * params.heads_q + head_q] =
+              lse;
+        }
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int half = 0; half < 2; ++half) {
     const int row = warp_first_row + lane_group + 8 * half;

@@ -56,13 +56,19 @@ INTFA_HOST_DEVICE constexpr int paged_scale_bytes(int bits) {
   return bits == 8 ? 4 : 2;
 }
 
-// Warps of a decode block; each owns 16 query rows (one m16 tile) and a share of the tokens.
+// Warps of a decode block; each owns 16 query rows (one m16 tile; 8 in narrow blocks) and a
+// share of the tokens.
 constexpr int kPagedDecodeWarps = 4;
+// m16 row tiles of a block: one for 8 (narrow) and 16 rows.
+INTFA_HOST_DEVICE constexpr int paged_decode_row_tiles(int block_rows) {
+  return block_rows < 16 ? 1 : block_rows / 16;
+}
 // Blocks per SM the decode kernel's launch bounds keep registers for: three up to d = 128 (at
-// most 170 registers a thread), two at d = 256 (whose FP32 output alone takes 128). The host's
-// split heuristic counts on it (src/decode/paged_family.cpp, resident_blocks).
-INTFA_HOST_DEVICE constexpr int paged_decode_min_blocks(int head_dim) {
-  return head_dim > 128 ? 2 : 3;
+// most 170 registers a thread), two at d = 256 (whose FP32 output alone takes 128); narrow
+// 8-row blocks hold a quarter of that output, and take one block more. The host's split
+// heuristic counts on it (src/decode/paged_family.cpp, resident_blocks).
+INTFA_HOST_DEVICE constexpr int paged_decode_min_blocks(int head_dim, int block_rows) {
+  return (head_dim > 128 ? 2 : 3) + (block_rows < 16 ? 1 : 0);
 }
 
 // Shared memory of one decode block: `stages` buffers of `stage_tokens` tokens of K, V and their
@@ -76,9 +82,10 @@ INTFA_HOST_DEVICE constexpr int paged_decode_stage_bytes(int head_dim, int bits,
 }
 INTFA_HOST_DEVICE constexpr int paged_decode_shared_bytes(int head_dim, int bits, int block_rows,
                                                           int stage_tokens, int stages) {
+  const int row_tiles = paged_decode_row_tiles(block_rows);
   const int pipeline = stages * paged_decode_stage_bytes(head_dim, bits, stage_tokens) +
-                       (head_dim > 128 ? block_rows * head_dim * 2 : 0);
-  const int token_groups = kPagedDecodeWarps / (block_rows / 16);
+                       (head_dim > 128 ? 16 * row_tiles * head_dim * 2 : 0);
+  const int token_groups = kPagedDecodeWarps / row_tiles;
   const int merge = token_groups > 1 ? kPagedDecodeWarps * 16 * (head_dim + 2) * 4 : 0;
   return pipeline > merge ? pipeline : merge;
 }

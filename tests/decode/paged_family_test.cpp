@@ -31,8 +31,8 @@ device::DeviceInfo h100() {
 TEST(PagedParams, FastDivideAgreesWithIntegerDivision) {
   std::vector<int> divisors;
   for (int d = 1; d <= 300; ++d) divisors.push_back(d);
-  for (int d : {511, 512, 513, 1000, 4095, 65535, 65536, 65537, 1 << 20, (1 << 30) + 1,
-                2147483646, 2147483647}) {
+  for (int d : {511, 512, 513, 1000, 4095, 65535, 65536, 65537, 1 << 20, (1 << 30) + 1, 2147483646,
+                2147483647}) {
     divisors.push_back(d);
   }
   std::mt19937_64 random(reference::fresh_seed());
@@ -144,8 +144,10 @@ TEST(PagedFamily, ConfigChecksNameTheFieldAndSharedMemoryIsUnsupportedNotInvalid
 }
 
 TEST(PagedFamily, TheHeuristicTakesAsFewRowTilesAsHoldTheRows) {
-  EXPECT_EQ(heuristic_config(1, 128, 8).block_rows, 16);   // MHA, one query
-  EXPECT_EQ(heuristic_config(4, 128, 8).block_rows, 16);   // GQA 4, one query
+  EXPECT_EQ(heuristic_config(1, 128, 8).block_rows, 8);    // MHA, one query: narrow
+  EXPECT_EQ(heuristic_config(4, 128, 8).block_rows, 8);    // GQA 4, one query: narrow
+  EXPECT_EQ(heuristic_config(8, 128, 4).block_rows, 8);    // GQA 8, one query: narrow
+  EXPECT_EQ(heuristic_config(12, 128, 8).block_rows, 16);  // GQA 4, three queries
   EXPECT_EQ(heuristic_config(32, 128, 8).block_rows, 32);  // MQA 32, one query
   EXPECT_EQ(heuristic_config(64, 128, 4).block_rows, 64);  // GQA 4, 16 queries
   EXPECT_EQ(heuristic_config(256, 64, 8).block_rows, 64);  // more rows: several row blocks
@@ -233,7 +235,7 @@ TEST(PagedFamily, TheAheadOfTimeListHasEachKernelOnce) {
     decodes += spec.family == render::KernelFamily::kPagedDecode;
   }
   EXPECT_EQ(distinct.size(), specs.size());
-  EXPECT_EQ(decodes, 3);
+  EXPECT_EQ(decodes, 4);  // the 8-row (narrow), 16-, 32- and 64-row blocks
   EXPECT_EQ(specs.front().family, render::KernelFamily::kPagedAppend);
 }
 

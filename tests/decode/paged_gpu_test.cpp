@@ -300,6 +300,12 @@ INSTANTIATE_TEST_SUITE_P(
                 [](ServingCase& c) {
                   c.bits = 4;
                   c.config = {64, 64, 2};
+                }),
+        // Four rows fit the narrow block the heuristic picks; the 16-row one still takes them.
+        serving("Int4_Bf16_Gqa32x8_D64_WideBlockForFourRows",
+                [](ServingCase& c) {
+                  c.bits = 4, c.bf16 = true, c.head_dim = 64;
+                  c.config = {16, 64, 3};
                 })),
     case_name);
 

@@ -1,10 +1,10 @@
 // The paged cache's API refuses what it cannot run before it looks for a GPU: each bad value is an
 // InvalidArgument naming its field (C++) or INTFA_INVALID_ARGUMENT with that name in
 // intfa_last_error() (C). These run without a GPU.
-#include <climits>
 #include <gtest/gtest.h>
 
 #include <array>
+#include <climits>
 #include <string>
 
 #include "intfa/errors.hpp"
@@ -156,7 +156,7 @@ TEST(PagedValidation, DecodeOptionsAndTensorsAreNamed) {
       {"options.softmax_scale", [](DecodeCall& c) { c.options.softmax_scale = -1.0; }},
       {"options.softmax_scale", [](DecodeCall& c) { c.options.softmax_scale = 1e300; }},
       {"options.num_splits", [](DecodeCall& c) { c.options.num_splits = 65; }},
-      {"options.config.block_rows", [](DecodeCall& c) { c.options.config.block_rows = 8; }},
+      {"options.config.block_rows", [](DecodeCall& c) { c.options.config.block_rows = 12; }},
       {"options.config.stage_tokens", [](DecodeCall& c) { c.options.config.stage_tokens = 32; }},
       {"options.config.stages", [](DecodeCall& c) { c.options.config.stages = 1; }},
       {"tensors.q.dtype", [](DecodeCall& c) { c.tensors.q.dtype = DType::kI8; }},
