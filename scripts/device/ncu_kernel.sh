@@ -12,6 +12,8 @@ metrics=gpu__time_duration.sum,smsp__inst_executed.sum,smsp__issue_active.avg.pc
 metrics=$metrics,sm__warps_active.avg.pct_of_peak_sustained_active
 metrics=$metrics,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,dram__bytes_write.sum
 metrics=$metrics,lts__t_bytes.sum,launch__registers_per_thread,launch__grid_size
+metrics=$metrics,l1tex__data_pipe_lsu_wavefronts_mem_shared_op_ld.sum
+metrics=$metrics,l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_ld.sum${NCU_METRICS:+,$NCU_METRICS}
 # NCU_SECTIONS: more ncu sections (e.g. "WarpStateStats ComputeWorkloadAnalysis"), their
 # metrics listed too.
 sections=()

@@ -64,9 +64,16 @@ struct PagedDecodeConfig {
 
   // Physical 16-byte chunk of a row's logical chunk, XOR-permuted by token so that the lanes of
   // one shared-memory wavefront read distinct banks: INT8 lanes read 16 bytes of 2 tokens per
-  // quarter warp, INT4 lanes 8 bytes of 4 tokens per half warp (README.md, "Shared memory").
+  // quarter warp, INT4 lanes 8 bytes of 4 tokens per half warp (README.md, "Shared memory"); at
+  // d = 128 INT8 also the narrow blocks' V loads, 16 bytes of tokens 2t (+ 1) per quarter warp,
+  // which the (token >> 1) term spreads over all banks (ncu, H100, 2026-11-27: the narrow INT8
+  // kernel's shared-load wavefronts 11.2M -> 4.9M, conflicts 6.4M -> 0.15M; its time moved by
+  // 0-2%). At INT4 d = 128 the narrow V loads keep 2-way conflicts: the four tokens of a
+  // half-warp's loads are even, and even rows start in the same bank; loading the pair's second
+  // token first in half the lanes removed them (1.2M -> 0.15M) but cost 1-3% in selects.
   __device__ __forceinline__ static int chunk_swizzle(int token) {
-    if (Bits == 8) return kRowChunks >= 8 ? (token & 1) * 4 : 0;
+    if (Bits == 8 && kRowChunks == 8) return ((token & 1) * 4) ^ (((token >> 1) & 3) * 2);
+    if (Bits == 8) return kRowChunks > 8 ? (token & 1) * 4 : 0;
     if (kRowChunks == 4) return ((token >> 1) & 1) * 2;
     return kRowChunks == 8 ? (token & 3) * 2 : 0;
   }
