@@ -168,6 +168,19 @@ struct DecodePlan {
   int splits = 1;
 };
 
+// The row blocks of the config the options resolve to fit the grid's y dimension (8-row blocks
+// take twice as many as the 16 rows validate_problem counts with).
+void validate_row_blocks(const PagedKVCache& cache, const PagedDecodeProblem& problem,
+                         const PagedDecodeOptions& options) {
+  const long long rows = static_cast<long long>(problem.q_len) * (problem.heads_q / cache.heads_kv);
+  const PagedDecodeConfig config =
+      paged::resolve_config(options.config, static_cast<int>(rows), cache.head_dim, cache.bits);
+  if ((rows + config.block_rows - 1) / config.block_rows > kMaxGridYZ) {
+    throw InvalidArgument("options.config.block_rows", std::to_string(config.block_rows),
+                          "expected q_len * heads_q / heads_kv <= block_rows * 65535 rows");
+  }
+}
+
 DecodePlan plan_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
                        const PagedDecodeOptions& options, kernels::ElementType query,
                        kernels::ElementType output, const device::DeviceInfo& info) {
@@ -256,7 +269,6 @@ void paged_append(const PagedKVCache& cache, const TensorView& k, const TensorVi
   params.v_head_stride = v.strides[1];
   params.v_token_stride = v.strides[2];
   params.slot_mapping = slot_mapping;
-  params.tokens = tokens;
   params.rows = static_cast<int>(rows_per_tensor);
   params.heads_kv_divisor = kernels::make_fast_divisor(cache.heads_kv);
   params.cache = paged::cache_params(cache);
@@ -273,6 +285,7 @@ int paged_decode_splits(const PagedKVCache& cache, const PagedDecodeProblem& pro
   validate_cache_geometry(cache);
   validate_problem(cache, problem);
   validate_options(options);
+  validate_row_blocks(cache, problem, options);
   return plan_decode(cache, problem, options, kernels::ElementType::kF16,
                      kernels::ElementType::kF16, *where(nullptr).info)
       .splits;
@@ -284,6 +297,7 @@ std::size_t paged_decode_workspace_bytes(const PagedKVCache& cache,
   validate_cache_geometry(cache);
   validate_problem(cache, problem);
   validate_options(options);
+  validate_row_blocks(cache, problem, options);
   const device::DeviceInfo& info = *where(nullptr).info;
   std::size_t most = 0;
   // Fewer sequences or queries may take more splits: the largest need over all of them.
@@ -312,6 +326,7 @@ void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
   validate_cache(cache);
   validate_problem(cache, problem);
   validate_options(options);
+  validate_row_blocks(cache, problem, options);
   const kernels::ElementType query = float_type(tensors.q, "tensors.q");
   const kernels::ElementType output = float_type(tensors.out, "tensors.out");
   const std::array<std::int64_t, 4> extents = {problem.batch, problem.heads_q, problem.q_len,

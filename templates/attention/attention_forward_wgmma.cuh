@@ -412,7 +412,7 @@ struct WgmmaAttention {
       }
       const RowScale scale = row_scale(row_max_abs<kLanesPerRow>(values), 127.0f);
       u32 quantized[8];
-      quantize_8(quantized, values, scale.inverse);
+      quantize_8(quantized, values, scale.inverse, 127, scale.clamps);
       store_int8x8(slab + Slab::offset(tile_row0 + pass * kRowsPerPass, chunk), quantized);
       const float row_scale_value = __shfl_sync(0xFFFFFFFFu, scale.scale, source_lane);
       if (coordinates.group / kRowsPerPass == pass) q_scale_of_row[0] = row_scale_value;

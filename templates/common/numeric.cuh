@@ -41,6 +41,9 @@ __device__ __forceinline__ u32 pack_float2(float low, float high) {
   return Type == ElementType::kF16 ? pack_f16x2(low, high) : pack_bf16x2(low, high);
 }
 
+// FP32's smallest normal value, 2^-126.
+constexpr float kSmallestNormal = 1.17549435e-38f;
+
 // IEEE division, round to nearest (independent of --prec-div).
 __device__ __forceinline__ float divide_rn(float numerator, float denominator) {
   float quotient;
@@ -71,23 +74,35 @@ __device__ __forceinline__ float small_int_to_float(int n) {
   return __int_as_float(n + kRoundingMagicBits) - kRoundingMagic;
 }
 
-// value * inverse rounded half to even, as a two's-complement integer in the low bits of the
-// returned word (gather_low_bytes, store_int8x8 and pack_int4x8 collect them): the quantization
-// step of every quantizer (quantize_rows, quantize_v, the Hopper kernel's Q pass, paged_append).
-// Every one of them takes inverse = 1 / scale with scale >= max|x| / range in FP32, so that
-// |value * inverse| < range + 1/2 for every finite value of the row and the result lies in
-// [-range, range] without a clamp (paged_append clamps a saturated INT4 scale's values itself).
-// One F2I with saturation to [-128, 127]; a NaN product (a NaN or infinite input) gives 0.
-__device__ __forceinline__ u32 quantize_to_low_bits(float value, float inverse) {
-  u32 quantized;
+// value * inverse rounded half to even and clamped to [-range, range], as a two's-complement
+// integer in the low bits of the returned word (gather_low_bytes, store_int8x8 and pack_int4x8
+// collect them): the quantization step of every quantizer (quantize_rows, quantize_v, the Hopper
+// kernel's Q pass, paged_append). One F2I with saturation to [-128, 127] (a NaN product, from a
+// NaN or infinite input, gives 0); the clamp to the range is two more integer instructions,
+// which `clamps` false leaves out where |value * inverse| < range + 1/2 is known: inverse = 1 /
+// scale for a normal FP32 scale >= max|x| / range (RowScale::clamps; a subnormal scale rounds
+// by too much, and 1 / scale may overflow).
+template <bool Clamps>
+__device__ __forceinline__ u32 quantize_to_low_bits(float value, float inverse, int range) {
+  int quantized;
   asm("cvt.rni.sat.s8.f32 %0, %1;" : "=r"(quantized) : "f"(value * inverse));
-  return quantized;
+  if constexpr (Clamps) quantized = max(-range, min(range, quantized));
+  return static_cast<u32>(quantized);
 }
 
+// Eight values as quantize_to_low_bits, the clamp chosen once for the eight.
 __device__ __forceinline__ void quantize_8(u32 (&quantized)[8], const float (&values)[8],
-                                           float inverse) {
+                                           float inverse, int range, bool clamps) {
+  if (clamps) {
 #pragma unroll
-  for (int i = 0; i < 8; ++i) quantized[i] = quantize_to_low_bits(values[i], inverse);
+    for (int i = 0; i < 8; ++i)
+      quantized[i] = quantize_to_low_bits<true>(values[i], inverse, range);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      quantized[i] = quantize_to_low_bits<false>(values[i], inverse, range);
+    }
+  }
 }
 
 // Eight 16-bit values from one 16-byte word (element 2i in the low half of word i).
@@ -128,12 +143,15 @@ __device__ __forceinline__ float row_max_abs(const float (&values)[8]) {
 // The symmetric scale of a row whose largest magnitude is `amax` (amax / range, IEEE division)
 // and the factor the values are multiplied by before rounding (0 for a row of zeros): Algorithm
 // 1's per-token S_Q, S_K, shared by quantize_rows and the Hopper kernel's own Q pass.
+// `clamps`: the scale is below FP32's normal range (max|x| < range * 2^-126), where the rounded
+// scale, or 1 / scale overflowing to infinity, no longer bounds |x * inverse| by range + 1/2.
 struct RowScale {
   float scale, inverse;
+  bool clamps;
 };
 __device__ __forceinline__ RowScale row_scale(float amax, float range) {
   const float scale = divide_rn(amax, range);
-  return RowScale{scale, amax > 0.0f ? divide_rn(1.0f, scale) : 0.0f};
+  return RowScale{scale, amax > 0.0f ? divide_rn(1.0f, scale) : 0.0f, !(scale >= kSmallestNormal)};
 }
 
 // The low bytes of four words as one word, word i's in byte i (three PRMT).

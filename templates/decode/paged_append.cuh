@@ -95,9 +95,11 @@ __global__ void __launch_bounds__(kPagedRowThreads) paged_append(const PagedAppe
 
     float scale = divide_rn(amax, Config::kRange);
     u16 scale_bits = 0;
-    // INT4's FP16 scale saturates beyond FP16's range (rather than becoming infinity), and the
-    // values it cannot reach clamp to +-7; otherwise |x * inverse| < 7.5 needs no clamp.
-    const bool saturated = Bits == 4 && !(scale <= 65504.0f);
+    // |x * inverse| < range + 1/2 needs no clamp while the scale is a normal value of the type
+    // it is stored in: FP32 for INT8 (as row_scale), FP16 for INT4, whose scale also saturates
+    // beyond FP16's range (rather than becoming infinity) and whose values then clamp to +-7.
+    const bool clamps = Bits == 8 ? !(scale >= kSmallestNormal)
+                                  : !(scale >= 6.10351562e-05f && scale <= 65504.0f);  // 2^-14
     if (Bits == 4) {
       // The FP16 scale that is stored is the one the values are quantized against.
       scale_bits = float_to_f16_bits(fminf(scale, 65504.0f));
@@ -107,15 +109,7 @@ __global__ void __launch_bounds__(kPagedRowThreads) paged_append(const PagedAppe
     const bool nonzero = Bits == 8 ? amax > 0.0f : scale > 0.0f;
     const float inverse = nonzero ? divide_rn(1.0f, scale) : 0.0f;
     u32 quantized[8];
-    if (saturated) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        const int saturated_value = static_cast<int>(quantize_to_low_bits(values[i], inverse));
-        quantized[i] = static_cast<u32>(max(-7, min(7, saturated_value)));
-      }
-    } else {
-      quantize_8(quantized, values, inverse);
-    }
+    quantize_8(quantized, values, inverse, static_cast<int>(Config::kRange), clamps);
     // Inactive rows (past the end, skipped tokens) computed with zeros and store nothing.
     if (slot[k] < 0) continue;
 

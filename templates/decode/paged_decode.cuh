@@ -1,11 +1,13 @@
 // Split-KV decode attention over the paged INT8/INT4 cache (flash-decoding). One block takes one
 // (split of the sequence, tile of query rows, sequence and KV head): the query rows are every
 // query head of the KV head's group for each new query, so K and V are read once for all of them
-// (GQA/MQA). Four warps each own 16 rows; warps that share a row tile take turns at the stage's
-// 16-token tiles and merge their states at the end. K, V and their scales stream through a
-// cp.async pipeline of `Stages` buffers; each warp dequantizes its tiles in registers to FP16
-// tensor-core operands: S = Q K^T and O += P V with mma.sync m16n8k16 and FP32 accumulation,
-// the online softmax in FP32 between them. Layout, numerics and why: README.md in this folder.
+// (GQA/MQA). Four warps each own 16 rows, or share the 8 rows of a narrow block; warps that share
+// a row tile take turns at the stage's 16-token tiles and merge their states at the end. K, V and
+// their scales stream through a cp.async pipeline of `Stages` buffers; each warp dequantizes its
+// tiles in registers to FP16 tensor-core operands: S = Q K^T and O += P V with mma.sync m16n8k16
+// and FP32 accumulation (narrow blocks: S^T = K Q^T and O^T = V^T P^T, the rows in the n8
+// dimension), the online softmax in FP32 between them. Layout, numerics and why: README.md in
+// this folder.
 #pragma once
 
 #include "common/copy.cuh"

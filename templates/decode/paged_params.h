@@ -116,8 +116,7 @@ struct PagedAppendParams {
   i64 k_token_stride, k_head_stride;  // elements
   i64 v_token_stride, v_head_stride;  // elements
   const int* slot_mapping;
-  int tokens;
-  int rows;  // tokens * heads_kv, below 2^31
+  int rows;  // of K and of V: tokens * heads_kv, below 2^30 (the host checks)
   FastDivisor heads_kv_divisor;
   PagedCacheParams cache;
 };

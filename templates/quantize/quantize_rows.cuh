@@ -123,7 +123,8 @@ __device__ __forceinline__ void quantize_rows_block(const QuantizeRowsParams& pa
   const RowScale row_scale_of_row = row_scale(amax, Config::kRange);
   const float scale = row_scale_of_row.scale;
   u32 quantized[8];
-  quantize_8(quantized, values, row_scale_of_row.inverse);
+  quantize_8(quantized, values, row_scale_of_row.inverse, static_cast<int>(Config::kRange),
+             row_scale_of_row.clamps);
 
   u8* output = static_cast<u8*>(params.output) + b * params.output_batch_stride +
                h * params.output_head_stride + n * params.output_row_stride;
@@ -223,7 +224,8 @@ __global__ void __launch_bounds__(256) quantize_row_blocks(const QuantizeRowsPar
     const int n = block * kKTokenBlock + pass * Config::kRowsPerPass + row_in_pass;
     if (n >= params.seq) continue;
     u32 quantized[8];
-    quantize_8(quantized, values[pass], inverse);
+    quantize_8(quantized, values[pass], inverse, static_cast<int>(Config::kRange),
+               block_scale.clamps);
     store_int8x8(output + n * params.output_row_stride, quantized);
   }
   if (threadIdx.x == 0) params.scales[head_index * k_scale_blocks(params.seq) + block] = scale;

@@ -227,7 +227,8 @@ __global__ void __launch_bounds__(256) quantize_v(const QuantizeVParams params) 
         const int position = 4 * word + byte;
         const int token = chunk * 16 + ((position >> 1) & 1) * 8 + (position >> 2) * 2 + (position & 1);
         const float x = element_to_float<InputType>(tile.values[token * VTile<HeadDim>::kPitch + channel]);
-        quantized[byte] = quantize_to_low_bits(x, inverse);
+        // Clamped: the scale may be subnormal (a channel of values below 127 * 2^-126).
+        quantized[byte] = quantize_to_low_bits<true>(x, inverse, 127);
       }
       words[word] = gather_low_bytes(quantized[0], quantized[1], quantized[2], quantized[3]);
     }

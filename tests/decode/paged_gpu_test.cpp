@@ -611,7 +611,9 @@ TEST_P(PagedAppendGpu, WritesExactlyTheModelsBytesAndSkipsNegativeSlots) {
   const std::vector<float> offset =
       random_16bit(static_cast<std::size_t>(3) * c.head_dim, seed, false);
   DeviceCache cache(layout, c.smooth ? &offset : nullptr);
-  // 100 tokens into random distinct slots, every fifth one padding; magnitudes 1e-3 .. 1e3.
+  // 100 tokens into random distinct slots, every fifth one padding; magnitudes 1e-7 .. 1e3, the
+  // smallest INT4 groups' FP16 scales subnormal (where the rounded scale no longer bounds the
+  // values: the kernel must clamp them as the model does).
   const int tokens = 100;
   std::vector<std::int32_t> slots(9 * 32);
   for (int i = 0; i < 9 * 32; ++i) slots[static_cast<std::size_t>(i)] = i;
@@ -622,7 +624,7 @@ TEST_P(PagedAppendGpu, WritesExactlyTheModelsBytesAndSkipsNegativeSlots) {
       random_16bit(static_cast<std::size_t>(tokens) * 3 * c.head_dim, seed + 1, c.bf16);
   std::vector<float> v = random_16bit(k.size(), seed + 2, c.bf16);
   for (std::size_t i = 0; i < k.size(); ++i) {
-    const float magnitude = std::pow(10.0f, static_cast<float>(i / c.head_dim % 7) - 3.0f);
+    const float magnitude = std::pow(10.0f, static_cast<float>(i / c.head_dim % 11) - 7.0f);
     k[i] = reference::round_to_16bit(k[i] * magnitude, c.bf16);
     v[i] = reference::round_to_16bit(v[i] * magnitude, c.bf16);
   }

@@ -157,6 +157,12 @@ TEST(PagedValidation, DecodeOptionsAndTensorsAreNamed) {
       {"options.softmax_scale", [](DecodeCall& c) { c.options.softmax_scale = 1e300; }},
       {"options.num_splits", [](DecodeCall& c) { c.options.num_splits = 65; }},
       {"options.config.block_rows", [](DecodeCall& c) { c.options.config.block_rows = 12; }},
+      // 8-row blocks of 2^19 rows: one more than the grid's y dimension holds.
+      {"options.config.block_rows",
+       [](DecodeCall& c) {
+         c.problem.heads_q = c.cache.heads_kv * (1 << 19);
+         c.options.config.block_rows = 8;
+       }},
       {"options.config.stage_tokens", [](DecodeCall& c) { c.options.config.stage_tokens = 32; }},
       {"options.config.stages", [](DecodeCall& c) { c.options.config.stages = 1; }},
       {"tensors.q.dtype", [](DecodeCall& c) { c.tensors.q.dtype = DType::kI8; }},
