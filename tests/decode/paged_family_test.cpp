@@ -38,18 +38,16 @@ TEST(PagedParams, FastDivideAgreesWithIntegerDivision) {
   std::mt19937_64 random(reference::fresh_seed());
   for (const int d : divisors) {
     const kernels::FastDivisor divisor = kernels::make_fast_divisor(d);
-    std::vector<int> dividends = {0, 1, d - 1, d, d + 1, 2147483647, 2147483646};
-    // Just below and at multiples of d, where a wrong multiplier shows first.
+    // Around 0, d and the top of the range, and just below and at multiples of d, where a wrong
+    // multiplier shows first (in 64 bits: d + 1 may not fit an int).
+    std::vector<long long> dividends = {0, 1, d - 1LL, d, d + 1LL, 2147483646, 2147483647};
     for (long long multiple : {2LL, 3LL, 1000LL, 2147483647LL / d}) {
-      for (long long delta : {-1LL, 0LL, 1LL}) {
-        const long long n = multiple * d + delta;
-        if (n >= 0 && n <= 2147483647LL) dividends.push_back(static_cast<int>(n));
-      }
+      for (long long delta : {-1LL, 0LL, 1LL}) dividends.push_back(multiple * d + delta);
     }
-    for (int i = 0; i < 2000; ++i) dividends.push_back(static_cast<int>(random() >> 33));
-    for (const int n : dividends) {
-      if (n < 0) continue;
-      ASSERT_EQ(kernels::fast_divide(n, divisor), n / d) << n << " / " << d;
+    for (int i = 0; i < 2000; ++i) dividends.push_back(static_cast<long long>(random() >> 33));
+    for (const long long n : dividends) {
+      if (n < 0 || n > 2147483647LL) continue;
+      ASSERT_EQ(kernels::fast_divide(static_cast<int>(n), divisor), n / d) << n << " / " << d;
     }
   }
 }
