@@ -18,6 +18,9 @@ unset INTFA_ARCH INTFA_TUNE_DB INTFA_DEPLOY_CACHE
 # configured at on the project machine (the tests' recorded paths point there).
 build=${INTFA_BUILD:-build}
 bin=$build/bin
+# The tool tests run build/bin/intfa (the path CMake recorded): a carried build elsewhere is
+# linked there when nothing else is.
+[ "$build" = build ] || [ -e build ] || ln -s "$build" build
 built_at=${INTFA_BUILT_AT:-/work/main}
 [ -e "$built_at" ] || { mkdir -p "$(dirname "$built_at")" && ln -s "$PWD" "$built_at"; }
 summary=$OUT/summary.txt
