@@ -8,8 +8,8 @@
 #   examples  the examples/ programs a host app starts from (copied into $INTFA_BUILD/examples);
 #   python    the Python GPU tests (VERIFY_PYTESTS: test files; default the clients, the paged
 #             ops, the ops with the transforms, context parallelism when present);
-#   decode    decode against SDPA cuDNN FP16 on the paged cache's shapes (bench/compare_decode.py)
-#             and `intfa tune --decode` over the INT4 configs;
+#   decode    decode against SDPA cuDNN FP16 on the paged cache's shapes (bench/compare_decode.py,
+#             DECODE_ARGS, DECODE_LIMIT_S) and `intfa tune --decode` over the INT4 configs;
 #   accuracy  the real kernels per input family and Q/K transform (bench/accuracy.py);
 #   e2e       `intfa.attention` and the kernel alone against SDPA (bench/compare_sdpa.py, both
 #             orders; E2E_HEAD_DIMS, E2E_SEQS, E2E_CAUSAL, E2E_REPEATS, E2E_LIMIT_S);
@@ -174,9 +174,9 @@ if wants python; then
 fi
 
 if wants decode; then
-  TAIL_LINES=14 timed compare_decode 60 "$python" bench/compare_decode.py \
-    --lib "$build/lib/libintfa.so" --out-dir "$logs"
-  grep -E "^\||device copy" "$logs/compare_decode.log" | tee -a "$summary"
+  TAIL_LINES=24 timed compare_decode "${DECODE_LIMIT_S:-120}" "$python" bench/compare_decode.py \
+    --lib "$build/lib/libintfa.so" --out-dir "$logs" ${DECODE_ARGS:-}
+  grep -E "^\||device copy|^timing" "$logs/compare_decode.log" | tee -a "$summary"
   TAIL_LINES=8 timed tune_int4 60 "$bin/intfa" tune --decode --batch 8,32 --seq 4k,32k --q-len 1 \
     --bits 4 --configs all --repeats 10 --json "$logs/tune_int4.json"
   grep -E "^B[0-9]" "$logs/tune_int4.log" | tee -a "$summary"
