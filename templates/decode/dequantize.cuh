@@ -67,24 +67,35 @@ __device__ __forceinline__ u32 and_xor(u32 a) {
   return d;
 }
 
-// Eight signed nibbles -> four pairs {nibble s, nibble s + 4} (s = 0..3) as exact FP16 integers,
-// in 9 instructions: one AND-XOR (a LOP3) per pair puts x + 8 into the low mantissa bits of 1024
-// (the XOR flips the nibble's sign bit and sets 1024's exponent: the masked bits and 0x6400 do
-// not overlap); pairs 1 and 3 keep their nibbles 4 bits up, 1024 + 16 (x + 8), which one FMA by
-// 1/16 minus 72 takes to x exactly; pairs 2 and 3 come from the word shifted by 8 (nibbles 2, 3
-// and 6, 7 land where 0, 1 and 4, 5 were).
-__device__ __forceinline__ void int4x8_to_f16x2(u32 word, u32 (&pairs)[4]) {
-  constexpr u32 kLowNibbles = 0x000F000Fu, kHighNibbles = 0x00F000F0u;
+// Eight signed nibbles -> four pairs {nibble s, nibble s + 4} (s = 0..3) as FP16 integers with a
+// bias, one AND-XOR (a LOP3) per pair: the XOR flips the nibble's sign bit, giving x + 8, and sets
+// 1024's exponent (the masked bits and 0x6400 do not overlap). Pairs 0 and 2 hold 1032 + x; pairs
+// 1 and 3 keep their nibbles 4 bits up, 1152 + 16 x. Pairs 2 and 3 come from the word shifted by 8
+// (nibbles 2, 3 and 6, 7 land where 0, 1 and 4, 5 were). Narrow INT4 blocks multiply these
+// straight into Q.K and take the bias out of the scores (README.md, "INT4 keys in narrow blocks").
+constexpr u32 kInt4LowNibbles = 0x000F000Fu, kInt4HighNibbles = 0x00F000F0u;
+__device__ __forceinline__ void int4x8_to_biased_f16x2(u32 word, u32 (&pairs)[4]) {
   constexpr u32 kLowKey = 0x64086408u;   // 0x6400 | 0x0008 in each half
   constexpr u32 kHighKey = 0x64806480u;  // 0x6400 | 0x0080
-  constexpr u32 kBias = 0x64086408u;     // f16x2 {1032, 1032}
+  const u32 shifted = word >> 8;
+  pairs[0] = and_xor<kInt4LowNibbles, kLowKey>(word);
+  pairs[1] = and_xor<kInt4HighNibbles, kHighKey>(word);
+  pairs[2] = and_xor<kInt4LowNibbles, kLowKey>(shifted);
+  pairs[3] = and_xor<kInt4HighNibbles, kHighKey>(shifted);
+}
+
+// The same pairs as exact FP16 integers x, in 9 instructions: 1032 + x less 1032, and one FMA by
+// 1/16 minus 72 for 1152 + 16 x.
+__device__ __forceinline__ void int4x8_to_f16x2(u32 word, u32 (&pairs)[4]) {
+  constexpr u32 kBias = 0x64086408u;       // f16x2 {1032, 1032}
   constexpr u32 kSixteenth = 0x2C002C00u;  // f16x2 {1/16, 1/16}
   constexpr u32 kMinus72 = 0xD480D480u;    // f16x2 {-72, -72}
-  const u32 shifted = word >> 8;
-  pairs[0] = f16x2_sub(and_xor<kLowNibbles, kLowKey>(word), kBias);
-  pairs[1] = f16x2_fma(and_xor<kHighNibbles, kHighKey>(word), kSixteenth, kMinus72);
-  pairs[2] = f16x2_sub(and_xor<kLowNibbles, kLowKey>(shifted), kBias);
-  pairs[3] = f16x2_fma(and_xor<kHighNibbles, kHighKey>(shifted), kSixteenth, kMinus72);
+  u32 biased[4];
+  int4x8_to_biased_f16x2(word, biased);
+  pairs[0] = f16x2_sub(biased[0], kBias);
+  pairs[1] = f16x2_fma(biased[1], kSixteenth, kMinus72);
+  pairs[2] = f16x2_sub(biased[2], kBias);
+  pairs[3] = f16x2_fma(biased[3], kSixteenth, kMinus72);
 }
 
 // The eight pairs of one lane's 16-channel chunk (INT8: 16 bytes, INT4: 8 bytes), pair j as

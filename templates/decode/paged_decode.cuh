@@ -63,6 +63,20 @@ struct PagedDecodeConfig {
       paged_decode_shared_bytes(HeadDim, Bits, BlockRows, StageTokens, Stages);
   static_assert(!kQInShared || kQSharedOffset + kRowTiles * 16 * HeadDim * 2 <= kSharedBytes,
                 "room for Q's fragments");
+  // Narrow INT4 blocks apply K's group scales to Q.K's products per group, after the MMAs, and
+  // multiply K's nibbles in as int4x8_to_biased_f16x2 leaves them (README.md, "INT4 keys in
+  // narrow blocks"): each MMA's k16 slots then hold channels of one group, lane t taking word t
+  // (channels 8t .. 8t + 7) of the group's 16 bytes, and the bias of those channels times Q
+  // starts each group's accumulator, from shared memory past Q's fragments.
+  static constexpr bool kGroupScaledKeys = kNarrow && Bits == 4;
+  static constexpr int kKeyGroups = HeadDim / kPagedInt4Group;
+  static_assert(kPagedInt4Group * 4 / 8 == 16, "an INT4 group is one 16-byte chunk of a row");
+  static constexpr int kKeyBiasOffset =
+      kQSharedOffset + (kQInShared ? kRowTiles * 16 * HeadDim * 2 : 0);
+  static_assert(!kGroupScaledKeys ||
+                    kKeyBiasOffset + paged_decode_key_bias_bytes(HeadDim, Bits, BlockRows) <=
+                        kSharedBytes,
+                "room for the key groups' bias");
 
   // Physical 16-byte chunk of a row's logical chunk, XOR-permuted by token so that the lanes of
   // one shared-memory wavefront read distinct banks: INT8 lanes read 16 bytes of 2 tokens per
@@ -78,6 +92,17 @@ struct PagedDecodeConfig {
     if (Bits == 8) return kRowChunks > 8 ? (token & 1) * 4 : 0;
     if (kRowChunks == 4) return ((token >> 1) & 1) * 2;
     return kRowChunks == 8 ? (token & 3) * 2 : 0;
+  }
+  // K's chunks in narrow INT4 blocks: lanes (g, t) read word t of one group's chunk of tokens g
+  // (+ 8), so the tokens whose rows share a 128-byte bank row take distinct chunk orders: every
+  // lane of a load hits its own bank.
+  __device__ __forceinline__ static int key_chunk_swizzle(int token) {
+    if constexpr (kGroupScaledKeys) return (token / (128 / kRowBytes)) & (kRowChunks - 1);
+    return chunk_swizzle(token);
+  }
+  // Byte offset in a stage's K buffer of word `word` (channels 8 word .. + 7) of key group `group`.
+  __device__ __forceinline__ static int key_word_offset(int token, int group, int word) {
+    return token * kRowBytes + ((group ^ key_chunk_swizzle(token)) << 4) + 4 * word;
   }
   // Byte offset in a stage's K or V buffer of the lane chunk `unit` (16 channels) of `token`.
   __device__ __forceinline__ static int lane_chunk_offset(int token, int unit) {
@@ -131,8 +156,73 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
   uint4* q_shared = reinterpret_cast<uint4*>(shared + Config::kQSharedOffset) +
                     row_tile * kGroups * Config::kKSteps * 32 + lane;
   float smoothing[2] = {0.0f, 0.0f};  // q . k_offset, log2 domain
+  // Narrow INT4 blocks: lane (g, t) holds, for row g and key group G, the FP16 pairs of channels
+  // 32 G + 8 t + {p, p + 4} (p = 0..3) as the B fragments of the group's two MMAs, pairs 1 and 3
+  // divided by 16 (their keys come 16 x larger); the group's bias of Q.K goes to shared memory.
+  u32 q_group[Config::kGroupScaledKeys && !Config::kQInShared ? Config::kKeyGroups : 1][4];
+  if constexpr (Config::kGroupScaledKeys) {
+    constexpr u32 kSixteenth = 0x2C002C00u;  // f16x2 {1/16, 1/16}
+    const int row = warp_first_row + lane_group;
+    const bool real = row < rows;
+    const int query = real ? row / params.group : 0;
+    const int head_q = head_kv * params.group + (real ? row % params.group : 0);
+    const u16* q_row = static_cast<const u16*>(params.q) + batch * params.q_batch_stride +
+                       query * params.q_token_stride + head_q * params.q_head_stride;
+    float* key_bias = reinterpret_cast<float*>(shared + Config::kKeyBiasOffset);
 #pragma unroll
-  for (int cg = 0; cg < kGroups; ++cg) {
+    for (int group = 0; group < Config::kKeyGroups; ++group) {
+      const int channel = kPagedInt4Group * group + 8 * lane_in_group;
+      uint4 raw = make_uint4(0, 0, 0, 0);
+      if (real) raw = *reinterpret_cast<const uint4*>(q_row + channel);
+      const u32 words[4] = {raw.x, raw.y, raw.z, raw.w};
+      float values[8];
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        values[2 * w] =
+            element_to_float<QueryType>(static_cast<u16>(words[w] & 0xFFFF)) * params.scale_log2;
+        values[2 * w + 1] =
+            element_to_float<QueryType>(static_cast<u16>(words[w] >> 16)) * params.scale_log2;
+      }
+      u32 pairs[4];
+      float bias = 0.0f;  // sum over this lane's channels of (the key's bias) x (its Q value)
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        const u32 rounded = pack_f16x2(values[p], values[p + 4]);
+        pairs[p] = p % 2 == 0 ? rounded : f16x2_mul(rounded, kSixteenth);
+        const float key_bias_value = p % 2 == 0 ? 1032.0f : 1152.0f;
+        bias += key_bias_value * (f16_to_float(static_cast<u16>(pairs[p] & 0xFFFF)) +
+                                  f16_to_float(static_cast<u16>(pairs[p] >> 16)));
+        if (cache.k_offset != nullptr) {
+          // The dot product with the rounded queries, as the scores see them.
+          const float* offset = cache.k_offset + head_kv * HeadDim + channel;
+          smoothing[0] += f16_to_float(static_cast<u16>(rounded & 0xFFFF)) * offset[p] +
+                          f16_to_float(static_cast<u16>(rounded >> 16)) * offset[p + 4];
+        }
+      }
+      bias += __shfl_xor_sync(0xFFFFFFFFu, bias, 1);
+      bias += __shfl_xor_sync(0xFFFFFFFFu, bias, 2);
+      // Column t's accumulator quad {row 2t, row 2t + 1, row 2t, row 2t + 1} of each group,
+      // negated: it starts the group's first MMA.
+      if (token_group == 0 && lane_in_group == 0) {
+        float* quad = key_bias + (group * 4 + lane_group / 2) * 4 + lane_group % 2;
+        quad[0] = -bias;
+        quad[2] = -bias;
+      }
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if constexpr (Config::kQInShared) {
+          if (token_group == 0) {
+            q_shared[(2 * group + h) * 32] = make_uint4(pairs[2 * h], 0, pairs[2 * h + 1], 0);
+          }
+        } else {
+          q_group[Config::kQInShared ? 0 : group][2 * h] = pairs[2 * h];
+          q_group[Config::kQInShared ? 0 : group][2 * h + 1] = pairs[2 * h + 1];
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int cg = 0; cg < (Config::kGroupScaledKeys ? 0 : kGroups); ++cg) {
     const int channel = 64 * cg + 16 * lane_in_group;
     u32 pairs[2][8];
 #pragma unroll
@@ -282,12 +372,15 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
         const int chunk = lane + 32 * j;
         const int token = chunk / Config::kRowChunks;
         const int column = chunk % Config::kRowChunks;
-        const int destination =
+        const int key_destination =
+            token * Config::kRowBytes + ((column ^ Config::key_chunk_swizzle(token)) << 4);
+        const int value_destination =
             token * Config::kRowBytes + ((column ^ Config::chunk_swizzle(token)) << 4);
-        copy_16_bytes_async(shared_address(k_destination + destination),
+        copy_16_bytes_async(shared_address(k_destination + key_destination),
                             cache.k_data + source + chunk * 16, true);
-        copy_16_bytes_async(shared_address(k_destination + Config::kStageDataBytes + destination),
-                            cache.v_data + source + chunk * 16, true);
+        copy_16_bytes_async(
+            shared_address(k_destination + Config::kStageDataBytes + value_destination),
+            cache.v_data + source + chunk * 16, true);
       }
       const int scale_chunk = lane % 16;
       if (scale_chunk < kTileScaleChunks) {
@@ -485,8 +578,58 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
     // fragments of S^T, tokens g and 8 + g in its two row halves; Q's B fragment of row g is the
     // wide A fragment's registers 0 and 2.
     float s[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    if constexpr (Config::kGroupScaledKeys) {
+      // Group G's scores sum x q over its channels, its nibbles x taken biased (1032 + x, or
+      // 1152 + 16 x against Q / 16) and the bias times Q the accumulator's start; then scaled by
+      // the group's scale of the token (tokens g and 8 + g: c0, c1 and c2, c3) in FP32.
+      constexpr int kScaleWords = Config::kKeyGroups / 2;  // FP16 scales, two per word
+      u32 key_scales[2][kScaleWords];
 #pragma unroll
-    for (int cg = 0; cg < kGroups; ++cg) {
+      for (int nt = 0; nt < 2; ++nt) {
+        const u32* scales = reinterpret_cast<const u32*>(
+            k_scales + (first_token + 8 * nt + lane_group) * Config::kScaleRowBytes);
+#pragma unroll
+        for (int w = 0; w < kScaleWords; ++w) key_scales[nt][w] = scales[w];
+      }
+      const float4* bias_quads =
+          reinterpret_cast<const float4*>(shared + Config::kKeyBiasOffset) + lane_in_group;
+#pragma unroll
+      for (int group = 0; group < Config::kKeyGroups; ++group) {
+        u32 pairs[2][4];
+#pragma unroll
+        for (int nt = 0; nt < 2; ++nt) {
+          const int token = first_token + 8 * nt + lane_group;
+          int4x8_to_biased_f16x2(*reinterpret_cast<const u32*>(
+                                     k_tile + Config::key_word_offset(token, group, lane_in_group)),
+                                 pairs[nt]);
+        }
+        const float4 bias = bias_quads[group * 4];
+        float products[4] = {bias.x, bias.y, bias.z, bias.w};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          u32 b0, b1;
+          if constexpr (Config::kQInShared) {
+            const uint4 stored = q_shared[(2 * group + h) * 32];
+            b0 = stored.x, b1 = stored.z;
+          } else {
+            b0 = q_group[Config::kQInShared ? 0 : group][2 * h];
+            b1 = q_group[Config::kQInShared ? 0 : group][2 * h + 1];
+          }
+          const u32 a[4] = {pairs[0][2 * h], pairs[1][2 * h], pairs[0][2 * h + 1],
+                            pairs[1][2 * h + 1]};
+          mma_f16_m16n8k16(products, a, b0, b1);
+        }
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const u32 word = key_scales[i >> 1][group / 2];
+          const float scale =
+              f16_to_float(static_cast<u16>(group % 2 == 0 ? word & 0xFFFF : word >> 16));
+          s[i] = group == 0 ? products[i] * scale : fmaf(products[i], scale, s[i]);
+        }
+      }
+    }
+#pragma unroll
+    for (int cg = 0; cg < (Config::kGroupScaledKeys ? 0 : kGroups); ++cg) {
       const int unit = 4 * cg + lane_in_group;
       u32 pairs[2][8];
 #pragma unroll

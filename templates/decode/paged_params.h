@@ -71,8 +71,16 @@ INTFA_HOST_DEVICE constexpr int paged_decode_min_blocks(int head_dim, int block_
   return (head_dim > 128 ? 2 : 3) + (block_rows < 16 ? 1 : 0);
 }
 
+// Narrow INT4 blocks keep Q.K's bias per key group in shared memory, as the FP32 accumulator quads
+// of each lane column: (head_dim / 32 groups) x 4 columns x 16 bytes (paged_decode.cuh).
+INTFA_HOST_DEVICE constexpr int paged_decode_key_bias_bytes(int head_dim, int bits,
+                                                            int block_rows) {
+  return block_rows < 16 && bits == 4 ? head_dim / kPagedInt4Group * 4 * 16 : 0;
+}
+
 // Shared memory of one decode block: `stages` buffers of `stage_tokens` tokens of K, V and their
-// scales (the cp.async pipeline), then at d = 256 Q's FP16 fragments; reused at the end for the
+// scales (the cp.async pipeline), then at d = 256 Q's FP16 fragments, then narrow INT4 blocks'
+// bias of Q.K per key group; reused at the end for the
 // states of warps that split a row tile's tokens (16 rows of head_dim FP32 outputs, their maximum
 // and sum, per warp).
 INTFA_HOST_DEVICE constexpr int paged_decode_stage_bytes(int head_dim, int bits, int stage_tokens) {
@@ -84,7 +92,8 @@ INTFA_HOST_DEVICE constexpr int paged_decode_shared_bytes(int head_dim, int bits
                                                           int stage_tokens, int stages) {
   const int row_tiles = paged_decode_row_tiles(block_rows);
   const int pipeline = stages * paged_decode_stage_bytes(head_dim, bits, stage_tokens) +
-                       (head_dim > 128 ? 16 * row_tiles * head_dim * 2 : 0);
+                       (head_dim > 128 ? 16 * row_tiles * head_dim * 2 : 0) +
+                       paged_decode_key_bias_bytes(head_dim, bits, block_rows);
   const int token_groups = kPagedDecodeWarps / row_tiles;
   const int merge = token_groups > 1 ? kPagedDecodeWarps * 16 * (head_dim + 2) * 4 : 0;
   return pipeline > merge ? pipeline : merge;
