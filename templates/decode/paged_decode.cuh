@@ -813,6 +813,18 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
     }
   };
 
+  // With one row tile, warp w copies the stage's tiles w, w + 4, ... and computes the same ones
+  // (copy: tile warp + 4 k; compute: tile token_group + kTokenGroups k, token_group = warp), so a
+  // stage needs only the warp's own copies landed: a warp barrier, and the warps drift apart
+  // instead of waiting for the slowest at every stage. Q's fragments (d = 256) and the key
+  // groups' bias, written by warp 0 above, need the block's barrier once.
+  constexpr bool kWarpComputesItsCopies = Config::kRowTiles == 1;
+  static_assert(!kWarpComputesItsCopies || (Config::kTokenGroups == Config::kWarps &&
+                                            Config::kTilesPerWarp == kCopyTiles),
+                "each warp computes exactly the tiles it copies");
+  if constexpr (kWarpComputesItsCopies && (Config::kQInShared || Config::kGroupScaledKeys)) {
+    __syncthreads();
+  }
   if (stage_count > 0) {
     TileRows tile_rows;
 #pragma unroll
@@ -824,7 +836,12 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
     load_tile_rows(Stages - 1, tile_rows);
     for (int stage = 0; stage < stage_count; ++stage) {
       wait_async_copies<Stages - 2>();
-      __syncthreads();  // stage landed for every thread; everyone is done with stage - 1
+      // The stage landed for every thread that reads it; they are all done with stage - 1.
+      if constexpr (kWarpComputesItsCopies) {
+        __syncwarp();
+      } else {
+        __syncthreads();
+      }
       if (stage + Stages - 1 < stage_count) issue_stage(stage + Stages - 1, tile_rows);
       commit_async_copies();
       load_tile_rows(stage + Stages, tile_rows);
