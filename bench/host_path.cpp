@@ -8,7 +8,9 @@
 //
 // Each row: the least, over 5 rounds of N calls, of the wall time per call (after 100 warm-up
 // calls, the first of which compiles the kernels with NVRTC), and the driver calls (kernel
-// launches and memsets) of one call. Without the fake driver it fails, saying why.
+// launches and memsets) of one call, with how many of them may start before the launch before
+// them ends (programmatic dependent launch). Without the fake driver it fails, saying why. The
+// paged decode rows take B=8, 32 query heads over 8 KV heads, d=128, 4096 tokens, INT4.
 #include <dlfcn.h>
 
 #include <chrono>
@@ -21,6 +23,7 @@
 
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
+#include "intfa/paged.hpp"
 #include "intfa/quantize.hpp"
 
 namespace {
@@ -29,12 +32,18 @@ using namespace intfa;
 
 using LaunchCounter = unsigned long long (*)();
 
-// The fake driver's counter, from the driver intfa loaded (null when it is a real one).
-LaunchCounter fake_driver_counter() {
+// One of the fake driver's counters, from the driver intfa loaded (null when it is a real one):
+// "intfa_fake_driver_launches" or "intfa_fake_driver_programmatic_launches".
+LaunchCounter fake_driver_counter(const char* name) {
   void* driver = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
   if (driver == nullptr) return nullptr;
-  return reinterpret_cast<LaunchCounter>(dlsym(driver, "intfa_fake_driver_launches"));
+  return reinterpret_cast<LaunchCounter>(dlsym(driver, name));
 }
+
+struct Counters {
+  LaunchCounter launches = nullptr;
+  LaunchCounter programmatic = nullptr;
+};
 
 // Host memory at a device-like alignment, freed at exit: the fake driver never dereferences
 // "device" pointers.
@@ -45,11 +54,13 @@ void* fake_device_memory(std::size_t bytes) {
 }
 
 template <class Call>
-void row(const char* name, Call call, int calls, LaunchCounter launches) {
+void row(const char* name, Call call, int calls, const Counters& counters) {
   for (int i = 0; i < 100; ++i) call();
-  const unsigned long long before = launches();
+  const unsigned long long before = counters.launches();
+  const unsigned long long programmatic_before = counters.programmatic();
   call();
-  const unsigned long long per_call = launches() - before;
+  const unsigned long long per_call = counters.launches() - before;
+  const unsigned long long early = counters.programmatic() - programmatic_before;
   double best = 1e30;
   for (int round = 0; round < 5; ++round) {
     const auto start = std::chrono::steady_clock::now();
@@ -58,8 +69,8 @@ void row(const char* name, Call call, int calls, LaunchCounter launches) {
         std::chrono::steady_clock::now() - start;
     if (elapsed.count() / calls < best) best = elapsed.count() / calls;
   }
-  std::printf("%-52s %9.2f us per call, %llu driver call%s\n", name, best, per_call,
-              per_call == 1 ? "" : "s");
+  std::printf("%-52s %9.2f us per call, %llu driver call%s, %llu starting early\n", name, best,
+              per_call, per_call == 1 ? "" : "s", early);
 }
 
 }  // namespace
@@ -106,8 +117,9 @@ int main(int argc, char** argv) {
     half.variant = Variant::kHalfInt8;
     // The first call loads the driver; only then is the counter there to find.
     attention_forward(problem, tensors, nullptr, defaults);
-    const LaunchCounter launches = fake_driver_counter();
-    if (launches == nullptr) {
+    const Counters launches{fake_driver_counter("intfa_fake_driver_launches"),
+                            fake_driver_counter("intfa_fake_driver_programmatic_launches")};
+    if (launches.launches == nullptr || launches.programmatic == nullptr) {
       std::fprintf(stderr,
                    "intfa_host_path: the CUDA driver is not the fake one of the tests "
                    "(LD_LIBRARY_PATH=<build>/fake-driver)\n");
@@ -134,6 +146,38 @@ int main(int argc, char** argv) {
     row(
         "quantize_qk (K, plain)",
         [&] { quantize_qk(shape, inputs.k, tensors.k, k_scale, nullptr, plain); }, calls, launches);
+
+    // Paged decode: one split (the kernel writes the output), and eight (the merge follows).
+    PagedKVCache cache;
+    cache.page_size = 16, cache.heads_kv = 8, cache.head_dim = 128, cache.bits = 4;
+    PagedDecodeProblem decode;
+    decode.batch = 8, decode.heads_q = 32, decode.max_seq_len = 4096;
+    decode.max_pages = decode.max_seq_len / cache.page_size;
+    cache.num_pages = decode.batch * decode.max_pages;
+    const std::size_t data_bytes = paged_data_bytes(cache);
+    const std::size_t scale_bytes = paged_scale_bytes(cache);
+    cache.k_data = fake_device_memory(data_bytes), cache.v_data = fake_device_memory(data_bytes);
+    cache.k_scale = fake_device_memory(scale_bytes),
+    cache.v_scale = fake_device_memory(scale_bytes);
+    const TensorShape rows{decode.batch, decode.heads_q, 1, cache.head_dim};
+    PagedDecodeTensors paged;
+    paged.q = TensorView::dense(fake_device_memory(bytes), DType::kF16, Layout::kBHND, rows);
+    paged.out = TensorView::dense(fake_device_memory(bytes), DType::kF16, Layout::kBHND, rows);
+    paged.block_table = static_cast<const int*>(fake_device_memory(
+        sizeof(int) * static_cast<std::size_t>(decode.batch) * decode.max_pages));
+    paged.seq_lens = static_cast<const int*>(fake_device_memory(sizeof(int) * decode.batch));
+    for (int splits : {1, 8}) {
+      PagedDecodeOptions options;
+      options.num_splits = splits;
+      paged.workspace_bytes = paged_decode_workspace_bytes(cache, decode, options);
+      paged.workspace =
+          paged.workspace_bytes > 0 ? fake_device_memory(paged.workspace_bytes) : nullptr;
+      const std::string name = "paged_decode (INT4, " + std::to_string(splits) + " split" +
+                               (splits == 1 ? "" : "s") + ")";
+      row(
+          name.c_str(), [&] { paged_decode(cache, decode, paged, nullptr, options); }, calls,
+          launches);
+    }
   } catch (const Error& error) {
     std::fprintf(stderr, "intfa_host_path: %s\n", error.what());
     return 1;

@@ -35,6 +35,10 @@ std::string arch_name(Arch arch) {
   throw InternalError("unknown Arch value");
 }
 
+bool has_programmatic_dependent_launch(Arch arch) {
+  return arch_sm_number(arch) >= 90;
+}
+
 int arch_sm_number(Arch arch) {
   switch (arch) {
     case Arch::kSm80: return 80;

@@ -17,6 +17,9 @@ const std::vector<Arch>& all_archs();
 std::string arch_name(Arch arch);  // "sm_90a"
 int arch_sm_number(Arch arch);     // 90: the SM field NVRTC writes into the cubin's ELF header
 std::optional<Arch> parse_arch(std::string_view name);
+// Whether kernels of this arch can overlap the one before them on a stream (griddepcontrol and
+// programmatic stream serialization: sm_90 and later).
+bool has_programmatic_dependent_launch(Arch arch);
 // Every target's name for messages: "sm_80, sm_86, ... or sm_121" (`conjunction` = "or").
 std::string arch_names(std::string_view conjunction = "or");
 

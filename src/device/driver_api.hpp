@@ -20,6 +20,7 @@ namespace intfa::device {
   X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuStreamGetCtx) X(cuStreamCreate)                  \
   X(cuStreamDestroy) X(cuStreamSynchronize) X(cuModuleLoadData) X(cuModuleUnload)             \
   X(cuModuleGetFunction) X(cuFuncGetAttribute) X(cuFuncSetAttribute) X(cuLaunchKernel)        \
+  X(cuLaunchKernelEx)                                                                          \
   X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo) X(cuMemcpyHtoD) X(cuMemcpyDtoH)                  \
   X(cuMemcpyDtoDAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async)          \
   X(cuMemsetD32Async) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                     \

@@ -8,6 +8,7 @@
 
 #include "cache/bundle.hpp"
 #include "cache/disk_cache.hpp"
+#include "common/env.hpp"
 #include "common/locations.hpp"
 #include "common/log.hpp"
 #include "device/driver_api.hpp"
@@ -100,8 +101,7 @@ struct KernelRuntime::State {
   std::mutex mutex;
   std::unique_ptr<cache::DeploymentBundle> bundle;  // read-only, under the user cache
   std::optional<cache::DiskCache> disk;             // the user cache
-  std::unordered_map<render::KernelSpec, std::shared_future<CompiledKernel>,
-                     render::KernelSpecHash>
+  std::unordered_map<render::KernelSpec, std::shared_future<CompiledKernel>, render::KernelSpecHash>
       compiled;
   std::unordered_map<ContextAndSpec, std::unique_ptr<LoadedEntry>, ContextAndSpecHash> loaded;
   std::atomic<std::uint64_t> disk_hits{0};
@@ -284,12 +284,33 @@ CUcontext launch_context(CUstream stream) {
   return current;
 }
 
+bool programmatic_launches_enabled() {
+  return !env::get("INTFA_PROGRAMMATIC_LAUNCH") || env::flag("INTFA_PROGRAMMATIC_LAUNCH");
+}
+
 void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream stream,
             const void* params) {
   void* arguments[] = {const_cast<void*>(params)};
-  INTFA_DRIVER(cuLaunchKernel, kernel.function, shape.grid[0], shape.grid[1], shape.grid[2],
-               shape.block[0], shape.block[1], shape.block[2], shape.dynamic_shared_bytes, stream,
-               arguments, nullptr);
+  // INTFA_PROGRAMMATIC_LAUNCH=0 (README.md, "Environment") launches every kernel after the one
+  // before it has ended, as cuLaunchKernel does.
+  if (!shape.programmatic_dependency || !programmatic_launches_enabled()) {
+    INTFA_DRIVER(cuLaunchKernel, kernel.function, shape.grid[0], shape.grid[1], shape.grid[2],
+                 shape.block[0], shape.block[1], shape.block[2], shape.dynamic_shared_bytes, stream,
+                 arguments, nullptr);
+    return;
+  }
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  attribute.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = shape.grid[0], config.gridDimY = shape.grid[1], config.gridDimZ = shape.grid[2];
+  config.blockDimX = shape.block[0], config.blockDimY = shape.block[1],
+  config.blockDimZ = shape.block[2];
+  config.sharedMemBytes = shape.dynamic_shared_bytes;
+  config.hStream = stream;
+  config.attrs = &attribute;
+  config.numAttrs = 1;
+  INTFA_DRIVER(cuLaunchKernelEx, &config, kernel.function, arguments, nullptr);
 }
 
 }  // namespace intfa::launch

@@ -44,7 +44,16 @@ struct LaunchShape {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned dynamic_shared_bytes = 0;
+  // Programmatic dependent launch (sm_90 and later; cuLaunchKernelEx with programmatic stream
+  // serialization): the kernel may start before the one before it on the stream has ended. Only
+  // for kernels that call kernels::wait_for_previous_grid() (templates/common/grid_dependency.cuh)
+  // before they read what the earlier kernel writes.
+  bool programmatic_dependency = false;
 };
+
+// Whether launches with a programmatic dependency get it: unless INTFA_PROGRAMMATIC_LAUNCH is 0
+// (read on each such launch; a malformed value throws InvalidArgument naming the variable).
+bool programmatic_launches_enabled();
 
 // Where a cubin came from.
 enum class CubinSource { kMemory, kBundle, kDisk, kNvrtc };

@@ -4,6 +4,7 @@
 // (one broadcast load each), so a state is read once and the output written once.
 #pragma once
 
+#include "common/grid_dependency.cuh"
 #include "common/numeric.cuh"
 #include "decode/paged_params.h"
 
@@ -41,6 +42,8 @@ __global__ void __launch_bounds__(kPagedRowThreads) merge_states(const MergeStat
   const int lane_in_row = threadIdx.x % kThreadsPerRow;
   const i64 row = static_cast<i64>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kThreadsPerRow;
   const i64 rows = static_cast<i64>(params.outer) * params.inner * params.heads;
+  // After split-KV decode this grid starts while the decode's last blocks run (paged_api.cpp).
+  wait_for_previous_grid();
   if (row >= rows) return;  // every thread of a row leaves together
   const int head = static_cast<int>(row % params.heads);
   const int inner = static_cast<int>(row / params.heads % params.inner);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include "common/copy.cuh"
+#include "common/grid_dependency.cuh"
 #include "common/mma.cuh"
 #include "common/numeric.cuh"
 #include "decode/dequantize.cuh"
@@ -133,6 +134,9 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
   const int lane_in_group = lane % 4;  // fragment column pair, and 16-channel chunk
   const int row_tile = warp % Config::kRowTiles;
   const int token_group = warp / Config::kRowTiles;
+  // The merge of the splits may be scheduled into the SMs this grid leaves free as it drains; it
+  // waits for the whole grid before it reads a state.
+  allow_next_grid_to_launch();
   const PagedCacheParams& cache = params.cache;
   const int split = blockIdx.x;
   const int batch = blockIdx.z / cache.heads_kv;

@@ -17,11 +17,16 @@ int context_storage, module_storage, function_storage, stream_storage, event_sto
 const CUcontext kContext = reinterpret_cast<CUcontext>(&context_storage);
 thread_local CUcontext current_context = nullptr;
 std::atomic<unsigned long long> launches{0};  // kernel launches and memsets
+// Of them, cuLaunchKernelEx's with a programmatic dependency on the launch before.
+std::atomic<unsigned long long> programmatic_launches{0};
 
 }  // namespace
 
 // What the HostPath test reads (through dlsym on the loaded driver).
 extern "C" unsigned long long intfa_fake_driver_launches() { return launches.load(); }
+extern "C" unsigned long long intfa_fake_driver_programmatic_launches() {
+  return programmatic_launches.load();
+}
 
 CUresult CUDAAPI cuInit(unsigned int) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuDriverGetVersion(int* version) {
@@ -130,6 +135,17 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction, unsigned int, unsigned int, unsigned
                                 unsigned int, unsigned int, unsigned int, CUstream, void**,
                                 void**) {
   ++launches;
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction, void**, void**) {
+  ++launches;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    const CUlaunchAttribute& attribute = config->attrs[i];
+    if (attribute.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION &&
+        attribute.value.programmaticStreamSerializationAllowed != 0) {
+      ++programmatic_launches;
+    }
+  }
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuMemAlloc(CUdeviceptr* pointer, size_t bytes) {
