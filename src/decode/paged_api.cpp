@@ -204,18 +204,14 @@ DecodePlan plan_decode(const PagedKVCache& cache, const PagedDecodeProblem& prob
   return plan;
 }
 
-// `after_decode`: the states come from the split-KV decode just launched on `stream`, and the
-// merge may start while it drains (its kernel waits for the decode before it reads a state).
 void launch_merge(const render::KernelSpec& spec, const Where& at,
-                  const kernels::MergeStatesParams& params, CUstream stream, bool after_decode) {
+                  const kernels::MergeStatesParams& params, CUstream stream) {
   const launch::LoadedKernel& kernel = launch::KernelRuntime::instance().load(spec, at.context, 0);
   const long long rows = static_cast<long long>(params.outer) * params.inner * params.heads;
   const int rows_per_block = kernels::kPagedRowThreads / (spec.head_dim / 8);
   launch::LaunchShape shape;
   shape.grid[0] = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
   shape.block[0] = kernels::kPagedRowThreads;
-  shape.programmatic_dependency =
-      after_decode && device::has_programmatic_dependent_launch(spec.arch);
   launch::launch(kernel, shape, stream, &params);
 }
 
@@ -420,7 +416,7 @@ void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
   merge.heads = problem.heads_q;
   merge.num_states = plan.splits;
   launch_merge(paged::merge_spec(at.info->arch, cache.head_dim, kernels::ElementType::kF32, output),
-               at, merge, stream, /*after_decode=*/true);
+               at, merge, stream);
 }
 
 AttentionState AttentionState::of(const TensorView& values, float* lse, const TensorShape& shape) {
@@ -504,7 +500,7 @@ void merge_states(const TensorShape& shape, const AttentionState& a, const Atten
   params.heads = shape.heads;
   params.num_states = 2;
   launch_merge(paged::merge_spec(at.info->arch, shape.head_dim, state_type, output), at, params,
-               stream, /*after_decode=*/false);
+               stream);
 }
 
 }  // namespace intfa

@@ -11,6 +11,7 @@
 #include "common/env.hpp"
 #include "common/locations.hpp"
 #include "common/log.hpp"
+#include "device/arch.hpp"
 #include "device/driver_api.hpp"
 #include "intfa/errors.hpp"
 #include "render/render.hpp"
@@ -285,7 +286,9 @@ CUcontext launch_context(CUstream stream) {
 }
 
 bool programmatic_launches_enabled() {
-  return !env::get("INTFA_PROGRAMMATIC_LAUNCH") || env::flag("INTFA_PROGRAMMATIC_LAUNCH");
+  static const bool enabled =
+      !env::get("INTFA_PROGRAMMATIC_LAUNCH") || env::flag("INTFA_PROGRAMMATIC_LAUNCH");
+  return enabled;
 }
 
 void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream stream,
@@ -293,7 +296,8 @@ void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream strea
   void* arguments[] = {const_cast<void*>(params)};
   // INTFA_PROGRAMMATIC_LAUNCH=0 (README.md, "Environment") launches every kernel after the one
   // before it has ended, as cuLaunchKernel does.
-  if (!shape.programmatic_dependency || !programmatic_launches_enabled()) {
+  if (!device::has_programmatic_dependent_launch(kernel.spec.arch) ||
+      !programmatic_launches_enabled()) {
     INTFA_DRIVER(cuLaunchKernel, kernel.function, shape.grid[0], shape.grid[1], shape.grid[2],
                  shape.block[0], shape.block[1], shape.block[2], shape.dynamic_shared_bytes, stream,
                  arguments, nullptr);

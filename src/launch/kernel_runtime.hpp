@@ -44,15 +44,11 @@ struct LaunchShape {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned dynamic_shared_bytes = 0;
-  // Programmatic dependent launch (sm_90 and later; cuLaunchKernelEx with programmatic stream
-  // serialization): the kernel may start before the one before it on the stream has ended. Only
-  // for kernels that call kernels::wait_for_previous_grid() (templates/common/grid_dependency.cuh)
-  // before they read what the earlier kernel writes.
-  bool programmatic_dependency = false;
 };
 
-// Whether launches with a programmatic dependency get it: unless INTFA_PROGRAMMATIC_LAUNCH is 0
-// (read on each such launch; a malformed value throws InvalidArgument naming the variable).
+// Whether launches on sm_90 and later are programmatic dependent launches: unless
+// INTFA_PROGRAMMATIC_LAUNCH is 0 (read once, at the first launch; a malformed value throws
+// InvalidArgument naming the variable).
 bool programmatic_launches_enabled();
 
 // Where a cubin came from.
@@ -112,7 +108,12 @@ class KernelRuntime {
 // current). When `stream` is given it must belong to that context (InvalidArgument otherwise).
 CUcontext launch_context(CUstream stream);
 
-// Launches a kernel whose only parameter is the struct at `params` (passed by value).
+// Launches a kernel whose only parameter is the struct at `params` (passed by value). On sm_90
+// and later as a programmatic dependent launch (cuLaunchKernelEx, programmatic stream
+// serialization): the kernel may be scheduled before the kernel before it on the stream has ended,
+// so its launch latency hides under that kernel's tail. Every intfa kernel starts by waiting for
+// its predecessor's completion (kernels::wait_for_previous_grid,
+// templates/common/grid_dependency.cuh; a test holds every template to it).
 // Throws DriverError on failure.
 void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream stream,
             const void* params);

@@ -19,6 +19,7 @@
 #include "attention/online_softmax.cuh"
 #include "attention/tile_loads.cuh"
 #include "common/copy.cuh"
+#include "common/grid_dependency.cuh"
 #include "common/kernel_enums.h"
 #include "common/mma.cuh"
 #include "common/numeric.cuh"
@@ -231,6 +232,10 @@ struct AttentionKernel {
 template <class Config>
 __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
     attention_forward(const AttentionParams params) {
+  // Launched as a programmatic dependent of the kernel before it (common/grid_dependency.cuh):
+  // nothing that kernel may write is read or written before this wait.
+  wait_for_previous_grid();
+  allow_next_grid_to_launch();
   using Kernel = AttentionKernel<Config>;
   using Softmax = OnlineSoftmax<Config>;
   constexpr int kMTiles = Config::kMTiles;

@@ -25,6 +25,7 @@
 #include "attention/online_softmax.cuh"
 #include "attention/wgmma_params.h"
 #include "common/copy.cuh"
+#include "common/grid_dependency.cuh"
 #include "common/swizzle.cuh"
 #include "common/tma.cuh"
 #include "common/wgmma.cuh"
@@ -1256,6 +1257,10 @@ struct WgmmaAttention {
 template <class Config>
 __global__ void __launch_bounds__(Config::kThreads, Config::kBlocksPerSm)
     attention_forward_wgmma(const __grid_constant__ WgmmaAttentionParams params) {
+  // Launched as a programmatic dependent of the kernel before it (common/grid_dependency.cuh):
+  // nothing that kernel may write is read or written before this wait.
+  wait_for_previous_grid();
+  allow_next_grid_to_launch();
   using Kernel = WgmmaAttention<Config>;
   extern __shared__ __align__(1024) u8 dynamic_shared[];
   const typename Kernel::SharedLayout shared(dynamic_shared);

@@ -33,6 +33,10 @@ __device__ __forceinline__ void load_8_values(const void* base, i64 offset, floa
 
 template <int HeadDim, ElementType StateType, ElementType OutputType>
 __global__ void __launch_bounds__(kPagedRowThreads) merge_states(const MergeStatesParams params) {
+  // Launched as a programmatic dependent of the kernel before it (common/grid_dependency.cuh):
+  // nothing that kernel may write is read or written before this wait.
+  wait_for_previous_grid();
+  allow_next_grid_to_launch();
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(OutputType != ElementType::kF32, "16-bit outputs");
   constexpr int kThreadsPerRow = HeadDim / 8;
@@ -42,8 +46,6 @@ __global__ void __launch_bounds__(kPagedRowThreads) merge_states(const MergeStat
   const int lane_in_row = threadIdx.x % kThreadsPerRow;
   const i64 row = static_cast<i64>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kThreadsPerRow;
   const i64 rows = static_cast<i64>(params.outer) * params.inner * params.heads;
-  // After split-KV decode this grid starts while the decode's last blocks run (paged_api.cpp).
-  wait_for_previous_grid();
   if (row >= rows) return;  // every thread of a row leaves together
   const int head = static_cast<int>(row % params.heads);
   const int inner = static_cast<int>(row / params.heads % params.inner);

@@ -5,6 +5,7 @@
 // is read once and every cache byte written once. Rounding: README.md, "Append".
 #pragma once
 
+#include "common/grid_dependency.cuh"
 #include "common/numeric.cuh"
 #include "decode/paged_params.h"
 
@@ -40,6 +41,10 @@ __device__ __forceinline__ u16 float_to_f16_bits(float value) {
 // multiplier, which tensor a block reads is uniform, and quantize_8 is one F2I per value.
 template <int HeadDim, int Bits, ElementType InputType>
 __global__ void __launch_bounds__(kPagedRowThreads) paged_append(const PagedAppendParams params) {
+  // Launched as a programmatic dependent of the kernel before it (common/grid_dependency.cuh):
+  // nothing that kernel may write is read or written before this wait.
+  wait_for_previous_grid();
+  allow_next_grid_to_launch();
   using Config = PagedAppendConfig<HeadDim, Bits>;
   constexpr int kSets = kPagedAppendRowSets;
   const PagedCacheParams& cache = params.cache;

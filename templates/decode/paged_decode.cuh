@@ -122,6 +122,10 @@ template <int HeadDim, int Bits, ElementType QueryType, ElementType OutputType, 
 __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
                                   paged_decode_min_blocks(HeadDim, BlockRows))
     paged_decode(const PagedDecodeParams params) {
+  // Launched as a programmatic dependent of the kernel before it (common/grid_dependency.cuh):
+  // nothing that kernel may write is read or written before this wait.
+  wait_for_previous_grid();
+  allow_next_grid_to_launch();
   using Config =
       PagedDecodeConfig<HeadDim, Bits, QueryType, OutputType, BlockRows, StageTokens, Stages>;
   constexpr int kGroups = Config::kChunkGroups;
@@ -134,9 +138,6 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
   const int lane_in_group = lane % 4;  // fragment column pair, and 16-channel chunk
   const int row_tile = warp % Config::kRowTiles;
   const int token_group = warp / Config::kRowTiles;
-  // The merge of the splits may be scheduled into the SMs this grid leaves free as it drains; it
-  // waits for the whole grid before it reads a state.
-  allow_next_grid_to_launch();
   const PagedCacheParams& cache = params.cache;
   const int split = blockIdx.x;
   const int batch = blockIdx.z / cache.heads_kv;

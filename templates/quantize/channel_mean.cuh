@@ -8,6 +8,7 @@
 // params.zero (V's scale accumulators in attention_forward_16bit), so that they need no memset.
 #pragma once
 
+#include "common/grid_dependency.cuh"
 #include "common/numeric.cuh"
 #include "quantize/quantize_params.h"
 
@@ -26,6 +27,10 @@ struct ChannelMeanConfig {
 
 template <int HeadDim, ElementType InputType>
 __global__ void __launch_bounds__(512) channel_mean(const ChannelMeanParams params) {
+  // Launched as a programmatic dependent of the kernel before it (common/grid_dependency.cuh):
+  // nothing that kernel may write is read or written before this wait.
+  wait_for_previous_grid();
+  allow_next_grid_to_launch();
   using Config = ChannelMeanConfig<HeadDim>;
   __shared__ float partial[Config::kRowPhases / 2][HeadDim];
   const int batch = blockIdx.x / params.heads;

@@ -7,6 +7,7 @@
 // scales must be zero before this launch (channel_mean's launch zeroes them, or a memset).
 #pragma once
 
+#include "common/grid_dependency.cuh"
 #include "quantize/quantize_params.h"
 #include "quantize/quantize_rows.cuh"
 #include "quantize/quantize_v.cuh"
@@ -17,6 +18,10 @@ namespace kernels {
 template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool Rotate,
           VScaleGranularity Granularity>
 __global__ void __launch_bounds__(128) quantize_k_v_scale(const QuantizeKVScaleParams params) {
+  // Launched as a programmatic dependent of the kernel before it (common/grid_dependency.cuh):
+  // nothing that kernel may write is read or written before this wait.
+  wait_for_previous_grid();
+  allow_next_grid_to_launch();
   using RowsConfig = QuantizeRowsConfig<HeadDim, InputType, Bits, SmoothK, false, Rotate>;
   static_assert(RowsConfig::kThreads == 128, "the launch's block size is quantize_rows'");
   if (blockIdx.x < params.k_blocks) {

@@ -11,6 +11,7 @@
 // for the attention kernels' per-block K (KScaleGranularity::kPerBlock).
 #pragma once
 
+#include "common/grid_dependency.cuh"
 #include "common/kernel_enums.h"
 #include "common/numeric.cuh"
 #include "quantize/quantize_params.h"
@@ -142,6 +143,10 @@ __device__ __forceinline__ void quantize_rows_block(const QuantizeRowsParams& pa
 
 template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, bool Rotate>
 __global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams params) {
+  // Launched as a programmatic dependent of the kernel before it (common/grid_dependency.cuh):
+  // nothing that kernel may write is read or written before this wait.
+  wait_for_previous_grid();
+  allow_next_grid_to_launch();
   quantize_rows_block<HeadDim, InputType, Bits, SmoothK, DotKMean, Rotate>(params, blockIdx.x);
 }
 
@@ -163,6 +168,10 @@ struct QuantizeRowBlocksConfig {
 
 template <int HeadDim, ElementType InputType, bool SmoothK, bool Rotate>
 __global__ void __launch_bounds__(256) quantize_row_blocks(const QuantizeRowsParams params) {
+  // Launched as a programmatic dependent of the kernel before it (common/grid_dependency.cuh):
+  // nothing that kernel may write is read or written before this wait.
+  wait_for_previous_grid();
+  allow_next_grid_to_launch();
   using Config = QuantizeRowBlocksConfig<HeadDim, InputType, SmoothK, Rotate>;
   const int block = blockIdx.x;
   const int h = blockIdx.y;

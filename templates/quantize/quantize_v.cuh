@@ -10,6 +10,7 @@
 #pragma once
 
 #include "attention/attention_params.h"
+#include "common/grid_dependency.cuh"
 #include "common/kernel_enums.h"
 #include "common/numeric.cuh"
 #include "quantize/quantize_params.h"
@@ -180,11 +181,19 @@ __device__ __forceinline__ void v_scale_block(const QuantizeVParams& params, int
 // Grid (block, head, batch) as quantize_v's.
 template <int HeadDim, ElementType InputType, VScaleGranularity Granularity>
 __global__ void __launch_bounds__(256) quantize_v_scale(const QuantizeVParams params) {
+  // Launched as a programmatic dependent of the kernel before it (common/grid_dependency.cuh):
+  // nothing that kernel may write is read or written before this wait.
+  wait_for_previous_grid();
+  allow_next_grid_to_launch();
   v_scale_block<HeadDim, InputType, Granularity, 256>(params, blockIdx.z, blockIdx.y, blockIdx.x);
 }
 
 template <int HeadDim, ElementType InputType, VScaleGranularity Granularity>
 __global__ void __launch_bounds__(256) quantize_v(const QuantizeVParams params) {
+  // Launched as a programmatic dependent of the kernel before it (common/grid_dependency.cuh):
+  // nothing that kernel may write is read or written before this wait.
+  wait_for_previous_grid();
+  allow_next_grid_to_launch();
   __shared__ VTile<HeadDim> tile;
   __shared__ float inverse_scale[HeadDim];
   const int block = blockIdx.x;
