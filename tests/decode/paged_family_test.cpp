@@ -149,7 +149,8 @@ TEST(PagedFamily, TheHeuristicTakesAsFewRowTilesAsHoldTheRows) {
   EXPECT_EQ(heuristic_config(32, 128, 8).block_rows, 32);  // MQA 32, one query
   EXPECT_EQ(heuristic_config(64, 128, 4).block_rows, 64);  // GQA 4, 16 queries
   EXPECT_EQ(heuristic_config(256, 64, 8).block_rows, 64);  // more rows: several row blocks
-  EXPECT_EQ(heuristic_config(4, 128, 8).stages, 3);
+  EXPECT_EQ(heuristic_config(4, 128, 8).stages, 2);   // narrow: warps wait on their own
+  EXPECT_EQ(heuristic_config(64, 128, 4).stages, 3);  // 64 rows: the block's barrier
   EXPECT_EQ(heuristic_config(4, 256, 8).stages, 2);
 }
 
