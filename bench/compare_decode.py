@@ -9,12 +9,14 @@ Two timings of each contender (--timing):
          A serving loop runs decode this way (captured once, replayed per step), and it is the
          GPU's time alone: no launch latency of the host sits inside the measured span.
   call   one call between two events, synchronized after each: the start event is recorded before
-         the host has launched anything, so the span also holds the host's launch path (ctypes and
-         intfa's C++ for intfa, PyTorch's dispatch for SDPA), 10-20 us on the lent machines, which
-         weighs 3-4x more on intfa's 0.1-0.2 ms than on SDPA's 0.4 ms.
+         the host has launched anything, so the span also holds the host's launch path: ctypes and
+         intfa's C++ for intfa (15-20 us on the lent H100 hosts), PyTorch's dispatch and cuDNN's
+         graph lookup for SDPA (40-100 us there), which is why per-call ratios come out above the
+         graph ones.
 Each contender gets --input-sets copies of its K/V (fresh random data each, the same logical
 values for both), taken in turn, so that no call finds its bytes in the L2 (50 MB) left there by
-the call before.
+the call before: true where the other sets hold more than the L2 (the default shapes: 151 MB
+and more per INT4 set), not for small --shapes.
 
 intfa reads a paged cache (pages in random order, filled by intfa_paged_append from the same FP16
 K/V SDPA gets); SDPA reads dense FP16 [B, H_kv, N, D] K/V with enable_gqa. Queries see every key

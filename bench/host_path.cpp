@@ -8,8 +8,8 @@
 //
 // Each row: the least, over 5 rounds of N calls, of the wall time per call (after 100 warm-up
 // calls, the first of which compiles the kernels with NVRTC), and the driver calls (kernel
-// launches and memsets) of one call, with how many of them may start before the launch before
-// them ends (programmatic dependent launch). Without the fake driver it fails, saying why. The
+// launches and memsets) of one call, with how many of them carry the programmatic dependency
+// that lets them start before the launch before them ends ("starting early"). Without the fake driver it fails, saying why. The
 // paged decode rows take B=8, 32 query heads over 8 KV heads, d=128, 4096 tokens, INT4.
 #include <dlfcn.h>
 

@@ -1,5 +1,6 @@
 #include "launch/kernel_runtime.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <map>
@@ -89,6 +90,9 @@ std::shared_ptr<const nvrtc::Cubin> compile_with_nvrtc(const PreparedUnit& prepa
             std::to_string(static_cast<int>(cubin->compile_ms)) + " ms");
   return cubin;
 }
+
+// The header of the prologue every template kernel begins with (grid_dependency.cuh).
+constexpr const char* kGridDependencyHeader = "common/grid_dependency.cuh";
 
 int function_attribute(CUfunction function, CUfunction_attribute which) {
   int value = 0;
@@ -208,6 +212,7 @@ const LoadedKernel& KernelRuntime::load(const render::KernelSpec& spec, CUcontex
         function_attribute(entry->kernel.function, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES);
     entry->kernel.max_threads_per_block =
         function_attribute(entry->kernel.function, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    entry->kernel.waits_for_previous_grid = compiled.waits_for_previous_grid;
     state_->module_loads++;
     slot = std::move(entry);
   }
@@ -237,10 +242,16 @@ void KernelRuntime::reset_for_testing() {
   state_->configure_caches();
 }
 
+bool waits_for_previous_grid(const render::RenderedUnit& unit) {
+  return std::find(unit.headers.begin(), unit.headers.end(), kGridDependencyHeader) !=
+         unit.headers.end();
+}
+
 CompiledKernel compile(const render::KernelSpec& spec, const CacheChain& chain) {
   const PreparedUnit prepared = prepare(spec);
   CompiledKernel result;
   result.key = prepared.key;
+  result.waits_for_previous_grid = waits_for_previous_grid(prepared.unit);
   std::optional<nvrtc::Cubin> cached;
   if (chain.bundle != nullptr && (cached = chain.bundle->load(result.key))) {
     result.source = CubinSource::kBundle;
@@ -296,7 +307,8 @@ void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream strea
   void* arguments[] = {const_cast<void*>(params)};
   // INTFA_PROGRAMMATIC_LAUNCH=0 (README.md, "Environment") launches every kernel after the one
   // before it has ended, as cuLaunchKernel does.
-  if (!device::has_programmatic_dependent_launch(kernel.spec.arch) ||
+  if (!kernel.waits_for_previous_grid ||
+      !device::has_programmatic_dependent_launch(kernel.spec.arch) ||
       !programmatic_launches_enabled()) {
     INTFA_DRIVER(cuLaunchKernel, kernel.function, shape.grid[0], shape.grid[1], shape.grid[2],
                  shape.block[0], shape.block[1], shape.block[2], shape.dynamic_shared_bytes, stream,

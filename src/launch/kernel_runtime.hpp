@@ -38,6 +38,7 @@ struct LoadedKernel {
   int registers_per_thread = 0;
   int local_bytes_per_thread = 0;  // > 0 means spills
   int max_threads_per_block = 0;
+  bool waits_for_previous_grid = false;  // may be a programmatic dependent launch (launch)
 };
 
 struct LaunchShape {
@@ -47,8 +48,8 @@ struct LaunchShape {
 };
 
 // Whether launches on sm_90 and later are programmatic dependent launches: unless
-// INTFA_PROGRAMMATIC_LAUNCH is 0 (read once, at the first launch; a malformed value throws
-// InvalidArgument naming the variable).
+// INTFA_PROGRAMMATIC_LAUNCH is 0 (read once, at the first such launch; a malformed value throws
+// InvalidArgument naming the variable, at every such launch).
 bool programmatic_launches_enabled();
 
 // Where a cubin came from.
@@ -59,7 +60,14 @@ struct CompiledKernel {
   std::shared_ptr<const nvrtc::Cubin> cubin;
   bool compiled_now = false;  // by NVRTC for this call (source kNvrtc)
   CubinSource source = CubinSource::kMemory;
+  bool waits_for_previous_grid = false;  // waits_for_previous_grid(its unit)
 };
+
+// Whether a unit's kernel starts by waiting for the kernel before it (it reaches
+// common/grid_dependency.cuh, whose prologue every template kernel begins with; a test holds the
+// templates to that): only such kernels are launched as programmatic dependents. A template tree
+// from before that prologue (INTFA_TEMPLATE_DIR) launches as cuLaunchKernel does.
+bool waits_for_previous_grid(const render::RenderedUnit& unit);
 
 // The caches a compile looks in, in this order, before NVRTC: a read-only deployment bundle,
 // then a disk cache, which also receives what NVRTC compiles. Either may be absent.
@@ -109,12 +117,11 @@ class KernelRuntime {
 CUcontext launch_context(CUstream stream);
 
 // Launches a kernel whose only parameter is the struct at `params` (passed by value). On sm_90
-// and later as a programmatic dependent launch (cuLaunchKernelEx, programmatic stream
-// serialization): the kernel may be scheduled before the kernel before it on the stream has ended,
-// so its launch latency hides under that kernel's tail. Every intfa kernel starts by waiting for
-// its predecessor's completion (kernels::wait_for_previous_grid,
-// templates/common/grid_dependency.cuh; a test holds every template to it).
-// Throws DriverError on failure.
+// and later, for a kernel that waits for its predecessor (LoadedKernel::waits_for_previous_grid:
+// kernels::wait_for_previous_grid, templates/common/grid_dependency.cuh), as a programmatic
+// dependent launch (cuLaunchKernelEx, programmatic stream serialization): the kernel may be
+// scheduled before the kernel before it on the stream has ended, so its launch latency hides
+// under that kernel's tail. Throws DriverError on failure.
 void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream stream,
             const void* params);
 

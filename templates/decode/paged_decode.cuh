@@ -95,8 +95,9 @@ struct PagedDecodeConfig {
     return kRowChunks == 8 ? (token & 3) * 2 : 0;
   }
   // K's chunks in narrow INT4 blocks: lanes (g, t) read word t of one group's chunk of tokens g
-  // (+ 8), so the tokens whose rows share a 128-byte bank row take distinct chunk orders: every
-  // lane of a load hits its own bank.
+  // (+ 8). Tokens whose rows start at the same offset of different 128-byte bank rows take
+  // distinct chunk orders (tokens within one bank row share one), so every lane of a load hits
+  // its own bank.
   __device__ __forceinline__ static int key_chunk_swizzle(int token) {
     if constexpr (kGroupScaledKeys) return (token / (128 / kRowBytes)) & (kRowChunks - 1);
     return chunk_swizzle(token);

@@ -301,7 +301,7 @@ INSTANTIATE_TEST_SUITE_P(
                   c.bits = 4;
                   c.config = {64, 64, 2};
                 }),
-        // Narrow INT4 at d = 64: two key groups, K's 32-byte rows two to a 64-byte bank row.
+        // Narrow INT4 at d = 64: two key groups, K's 32-byte rows four to a 128-byte bank row.
         serving("Int4_Bf16_Gqa32x8_D64_Narrow",
                 [](ServingCase& c) { c.bits = 4, c.bf16 = true, c.head_dim = 64; }),
         // Four rows fit the narrow block the heuristic picks; the 16-row one still takes them.
