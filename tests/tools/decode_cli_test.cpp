@@ -50,7 +50,7 @@ TEST(DecodeCli, PrecompileListsTheFamilyForEachWidth) {
   for (const char* spec :
        {"paged_append sm_80 d64 f16->i8", "paged_append sm_80 d64 f16->i4",
         "paged_decode sm_80 d64 i4 m64 n64 s3 f16->f16",
-        "paged_decode sm_80 d64 i8 m8 n64 s3 f16->f16", "merge_states sm_80 d64 f32->f16"}) {
+        "paged_decode sm_80 d64 i8 m8 n64 s2 f16->f16", "merge_states sm_80 d64 f32->f16"}) {
     EXPECT_TRUE(mentions(result, spec)) << spec << "\n" << result.output;
   }
   EXPECT_EQ(run_cli("precompile --list --paged-bits 6").exit_code, 2);
