@@ -106,7 +106,8 @@ struct KernelRuntime::State {
   std::mutex mutex;
   std::unique_ptr<cache::DeploymentBundle> bundle;  // read-only, under the user cache
   std::optional<cache::DiskCache> disk;             // the user cache
-  std::unordered_map<render::KernelSpec, std::shared_future<CompiledKernel>, render::KernelSpecHash>
+  std::unordered_map<render::KernelSpec, std::shared_future<CompiledKernel>,
+                     render::KernelSpecHash>
       compiled;
   std::unordered_map<ContextAndSpec, std::unique_ptr<LoadedEntry>, ContextAndSpecHash> loaded;
   std::atomic<std::uint64_t> disk_hits{0};
@@ -319,8 +320,11 @@ void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream strea
   attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
   attribute.value.programmaticStreamSerializationAllowed = 1;
   CUlaunchConfig config{};
-  config.gridDimX = shape.grid[0], config.gridDimY = shape.grid[1], config.gridDimZ = shape.grid[2];
-  config.blockDimX = shape.block[0], config.blockDimY = shape.block[1],
+  config.gridDimX = shape.grid[0];
+  config.gridDimY = shape.grid[1];
+  config.gridDimZ = shape.grid[2];
+  config.blockDimX = shape.block[0];
+  config.blockDimY = shape.block[1];
   config.blockDimZ = shape.block[2];
   config.sharedMemBytes = shape.dynamic_shared_bytes;
   config.hStream = stream;
