@@ -79,6 +79,18 @@ struct PagedDecodeConfig {
                         kSharedBytes,
                 "room for the key groups' bias");
 
+  // One stage buffer's parts: K data, V data, K scales, V scales.
+  struct StageParts {
+    const u8* k;
+    const u8* v;
+    const u8* k_scales;
+    const u8* v_scales;
+  };
+  __device__ __forceinline__ static StageParts stage_parts(const u8* buffer) {
+    return {buffer, buffer + kStageDataBytes, buffer + 2 * kStageDataBytes,
+            buffer + 2 * kStageDataBytes + kStageScaleBytes};
+  }
+
   // Physical 16-byte chunk of a row's logical chunk, XOR-permuted by token so that the lanes of
   // one shared-memory wavefront read distinct banks: INT8 lanes read 16 bytes of 2 tokens per
   // quarter warp, INT4 lanes 8 bytes of 4 tokens per half warp (README.md, "Shared memory"); at
@@ -110,6 +122,26 @@ struct PagedDecodeConfig {
   __device__ __forceinline__ static int lane_chunk_offset(int token, int unit) {
     if (Bits == 8) return token * kRowBytes + ((unit ^ chunk_swizzle(token)) << 4);
     return token * kRowBytes + (((unit >> 1) ^ chunk_swizzle(token)) << 4) + ((unit & 1) << 3);
+  }
+  // The eight FP16 pairs (chunk_to_f16x2) of lane chunk `unit` of `token` in a stage's K or V
+  // buffer `tile`; INT4 takes the chunk's group scale from `scales`, or 0 where `scaled` is false
+  // (a slot past the sequence end may hold NaN scales: its values become 0, not NaN).
+  __device__ __forceinline__ static void lane_chunk_pairs(const u8* tile, const u8* scales,
+                                                          int token, int unit, bool scaled,
+                                                          u32 (&pairs)[8]) {
+    u32 words[kLaneChunkWords];
+    u32 scale2 = 0;
+    if constexpr (Bits == 8) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(tile + lane_chunk_offset(token, unit));
+      words[0] = raw.x, words[1] = raw.y, words[2] = raw.z, words[3] = raw.w;
+    } else {
+      const uint2 raw = *reinterpret_cast<const uint2*>(tile + lane_chunk_offset(token, unit));
+      words[0] = raw.x, words[1] = raw.y;
+      scale2 = scaled ? f16_broadcast(reinterpret_cast<const u16*>(
+                            scales)[token * kScalesPerRow + unit * 16 / kPagedInt4Group])
+                      : 0u;
+    }
+    chunk_to_f16x2<Bits>(words, scale2, pairs);
   }
 };
 
@@ -299,6 +331,39 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
   float row_sum[2] = {0.0f, 0.0f};  // this lane's columns only; reduced at the end
   float v_reference = 0.0f;
   float v_reference_inverse = 0.0f;
+  // The maximum of `value` over the lanes that hold this lane's rows' columns: the four of a
+  // fragment row, or in narrow blocks the eight with the same t.
+  auto row_lanes_max = [](float value) {
+#pragma unroll
+    for (int offset = Config::kNarrow ? 4 : 1; offset < (Config::kNarrow ? 32 : 4); offset *= 2) {
+      value = fmaxf(value, __shfl_xor_sync(0xFFFFFFFFu, value, offset));
+    }
+    return value;
+  };
+  // The online softmax's step for row `half` with its tile's maximum: the running maximum moves,
+  // `factor` is what the state kept so far is multiplied by, and the result is what the tile's
+  // scores subtract before exp2.
+  auto advance_row_max = [&](int half, float tile_max, float& factor) {
+    const float new_max = fmaxf(row_max[half], tile_max);
+    // A row with no allowed key yet keeps max -inf: its P is 0, its state untouched.
+    const float reference = new_max == paged_negative_infinity() ? 0.0f : new_max;
+    factor = exp2_approx(row_max[half] - reference);
+    row_max[half] = new_max;
+    return reference;
+  };
+  // INT8 V: a tile whose largest V scale (the same in every lane) exceeds v_reference raises it,
+  // and both rows' rescale factors take the change of units.
+  auto raise_v_reference = [&](float tile_v_max, float(&factor)[2]) {
+    if (tile_v_max > v_reference) {
+      const float inverse = divide_rn(1.0f, tile_v_max);
+      // Exactly 1 when the reference does not move, so that the vote below can skip it.
+      const float rebase = v_reference * inverse;
+      factor[0] *= rebase;
+      factor[1] *= rebase;
+      v_reference = tile_v_max;
+      v_reference_inverse = inverse;
+    }
+  };
   float o[kGroups][8][4];
   // Narrow blocks: O^T's m16 tiles j, lane (g, t) holding channels g L + j (c0, c1) and
   // g L + kOutputTiles + j (c2, c3) of rows 2t and 2t + 1, L = kLaneChannels.
@@ -403,10 +468,7 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
 
   // ---- One 16-token tile of this warp: S = Q K^T, the softmax step, O += P V.
   auto process_tile = [&](const u8* buffer, int tile, int tile_start) {
-    const u8* k_tile = buffer;
-    const u8* v_tile = buffer + Config::kStageDataBytes;
-    const u8* k_scales = buffer + 2 * Config::kStageDataBytes;
-    const u8* v_scales = k_scales + Config::kStageScaleBytes;
+    const auto [k_tile, v_tile, k_scales, v_scales] = Config::stage_parts(buffer);
     const int first_token = tile * kPagedTileTokens;  // in the stage
 
     float s[2][4];
@@ -418,21 +480,8 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
 #pragma unroll
       for (int cg = 0; cg < kGroups; ++cg) {
         const int unit = 4 * cg + lane_in_group;
-        u32 words[Config::kLaneChunkWords];
-        u32 scale2 = 0;
-        if constexpr (Bits == 8) {
-          const uint4 raw =
-              *reinterpret_cast<const uint4*>(k_tile + Config::lane_chunk_offset(token, unit));
-          words[0] = raw.x, words[1] = raw.y, words[2] = raw.z, words[3] = raw.w;
-        } else {
-          const uint2 raw =
-              *reinterpret_cast<const uint2*>(k_tile + Config::lane_chunk_offset(token, unit));
-          words[0] = raw.x, words[1] = raw.y;
-          scale2 = f16_broadcast(reinterpret_cast<const u16*>(
-              k_scales)[token * Config::kScalesPerRow + unit * 16 / kPagedInt4Group]);
-        }
         u32 pairs[8];
-        chunk_to_f16x2<Bits>(words, scale2, pairs);
+        Config::lane_chunk_pairs(k_tile, k_scales, token, unit, true, pairs);
 #pragma unroll
         for (int step = 0; step < Config::kKSteps; ++step) {
           u32 a[4];
@@ -471,15 +520,11 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
     float p[2][4];
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
-      float tile_max = fmaxf(fmaxf(s[0][2 * half], s[0][2 * half + 1]),
-                             fmaxf(s[1][2 * half], s[1][2 * half + 1]));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 1));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 2));
-      const float new_max = fmaxf(row_max[half], tile_max);
-      // A row with no allowed key yet keeps max -inf: its P is 0, its state untouched.
-      const float reference = new_max == paged_negative_infinity() ? 0.0f : new_max;
-      factor[half] = exp2_approx(row_max[half] - reference);
-      row_max[half] = new_max;
+      const float reference =
+          advance_row_max(half,
+                          row_lanes_max(fmaxf(fmaxf(s[0][2 * half], s[0][2 * half + 1]),
+                                              fmaxf(s[1][2 * half], s[1][2 * half + 1]))),
+                          factor[half]);
       float sum = 0.0f;
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
@@ -502,19 +547,9 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
         v_scale[nt][0] = key < seq_len ? scale.x : 0.0f;
         v_scale[nt][1] = key + 1 < seq_len ? scale.y : 0.0f;
       }
-      float tile_v_max =
-          fmaxf(fmaxf(v_scale[0][0], v_scale[0][1]), fmaxf(v_scale[1][0], v_scale[1][1]));
-      tile_v_max = fmaxf(tile_v_max, __shfl_xor_sync(0xFFFFFFFFu, tile_v_max, 1));
-      tile_v_max = fmaxf(tile_v_max, __shfl_xor_sync(0xFFFFFFFFu, tile_v_max, 2));
-      if (tile_v_max > v_reference) {  // the same in every lane: a maximum over the tile
-        const float inverse = divide_rn(1.0f, tile_v_max);
-        // Exactly 1 when the reference does not move, so that the vote below can skip it.
-        const float rebase = v_reference * inverse;
-        factor[0] *= rebase;
-        factor[1] *= rebase;
-        v_reference = tile_v_max;
-        v_reference_inverse = inverse;
-      }
+      raise_v_reference(row_lanes_max(fmaxf(fmaxf(v_scale[0][0], v_scale[0][1]),
+                                            fmaxf(v_scale[1][0], v_scale[1][1]))),
+                        factor);
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt)
 #pragma unroll
@@ -542,24 +577,8 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int token = first_token + 8 * half + lane_group;
-        u32 words[Config::kLaneChunkWords];
-        u32 scale2 = 0;
-        if constexpr (Bits == 8) {
-          const uint4 raw =
-              *reinterpret_cast<const uint4*>(v_tile + Config::lane_chunk_offset(token, unit));
-          words[0] = raw.x, words[1] = raw.y, words[2] = raw.z, words[3] = raw.w;
-        } else {
-          const uint2 raw =
-              *reinterpret_cast<const uint2*>(v_tile + Config::lane_chunk_offset(token, unit));
-          words[0] = raw.x, words[1] = raw.y;
-          // A slot past the sequence end may hold NaN scales: its values become 0, not NaN.
-          const bool valid = tile_start + 8 * half + lane_group < seq_len;
-          scale2 = valid
-                       ? f16_broadcast(reinterpret_cast<const u16*>(
-                             v_scales)[token * Config::kScalesPerRow + unit * 16 / kPagedInt4Group])
-                       : 0u;
-        }
-        chunk_to_f16x2<Bits>(words, scale2, pairs[half]);
+        const bool valid = tile_start + 8 * half + lane_group < seq_len;
+        Config::lane_chunk_pairs(v_tile, v_scales, token, unit, valid, pairs[half]);
       }
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
@@ -574,10 +593,7 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
   // ---- Narrow blocks: one 16-token tile of this warp as S^T = K Q^T (tokens g and 8 + g of the
   // tile in c0, c1 and c2, c3; rows 2t, 2t + 1), the softmax step, O^T += V^T P^T.
   auto process_tile_narrow = [&](const u8* buffer, int tile, int tile_start) {
-    const u8* k_tile = buffer;
-    const u8* v_tile = buffer + Config::kStageDataBytes;
-    const u8* k_scales = buffer + 2 * Config::kStageDataBytes;
-    const u8* v_scales = k_scales + Config::kStageScaleBytes;
+    const auto [k_tile, v_tile, k_scales, v_scales] = Config::stage_parts(buffer);
     const int first_token = tile * kPagedTileTokens;  // in the stage
 
     // K's chunks as the wide tile reads them (token 8 nt + g, chunk 4 cg + t) are the A
@@ -641,20 +657,7 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
 #pragma unroll
       for (int nt = 0; nt < 2; ++nt) {
         const int token = first_token + 8 * nt + lane_group;
-        u32 words[Config::kLaneChunkWords];
-        u32 scale2 = 0;
-        if constexpr (Bits == 8) {
-          const uint4 raw =
-              *reinterpret_cast<const uint4*>(k_tile + Config::lane_chunk_offset(token, unit));
-          words[0] = raw.x, words[1] = raw.y, words[2] = raw.z, words[3] = raw.w;
-        } else {
-          const uint2 raw =
-              *reinterpret_cast<const uint2*>(k_tile + Config::lane_chunk_offset(token, unit));
-          words[0] = raw.x, words[1] = raw.y;
-          scale2 = f16_broadcast(reinterpret_cast<const u16*>(
-              k_scales)[token * Config::kScalesPerRow + unit * 16 / kPagedInt4Group]);
-        }
-        chunk_to_f16x2<Bits>(words, scale2, pairs[nt]);
+        Config::lane_chunk_pairs(k_tile, k_scales, token, unit, true, pairs[nt]);
       }
 #pragma unroll
       for (int step = 0; step < Config::kKSteps; ++step) {
@@ -692,15 +695,7 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
     float p[4];
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      float tile_max = fmaxf(s[e], s[2 + e]);
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 4));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 8));
-      tile_max = fmaxf(tile_max, __shfl_xor_sync(0xFFFFFFFFu, tile_max, 16));
-      const float new_max = fmaxf(row_max[e], tile_max);
-      // A row with no allowed key yet keeps max -inf: its P is 0, its state untouched.
-      const float reference = new_max == paged_negative_infinity() ? 0.0f : new_max;
-      factor[e] = exp2_approx(row_max[e] - reference);
-      row_max[e] = new_max;
+      const float reference = advance_row_max(e, row_lanes_max(fmaxf(s[e], s[2 + e])), factor[e]);
       p[e] = exp2_approx(s[e] - reference);
       p[2 + e] = exp2_approx(s[2 + e] - reference);
       row_sum[e] = row_sum[e] * factor[e] + (p[e] + p[2 + e]);
@@ -712,19 +707,7 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
       const int key = tile_start + lane_group;
       const float v_scale[2] = {key < seq_len ? scale[0] : 0.0f,
                                 key + 8 < seq_len ? scale[8] : 0.0f};
-      float tile_v_max = fmaxf(v_scale[0], v_scale[1]);
-      tile_v_max = fmaxf(tile_v_max, __shfl_xor_sync(0xFFFFFFFFu, tile_v_max, 4));
-      tile_v_max = fmaxf(tile_v_max, __shfl_xor_sync(0xFFFFFFFFu, tile_v_max, 8));
-      tile_v_max = fmaxf(tile_v_max, __shfl_xor_sync(0xFFFFFFFFu, tile_v_max, 16));
-      if (tile_v_max > v_reference) {  // the same in every lane: a maximum over the tile
-        const float inverse = divide_rn(1.0f, tile_v_max);
-        // Exactly 1 when the reference does not move, so that the vote below can skip it.
-        const float rebase = v_reference * inverse;
-        factor[0] *= rebase;
-        factor[1] *= rebase;
-        v_reference = tile_v_max;
-        v_reference_inverse = inverse;
-      }
+      raise_v_reference(row_lanes_max(fmaxf(v_scale[0], v_scale[1])), factor);
 #pragma unroll
       for (int i = 0; i < 4; ++i) p[i] *= v_scale[i >> 1] * v_reference_inverse;
     }
@@ -825,8 +808,8 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
   // instead of waiting for the slowest at every stage. Q's fragments (d = 256) and the key
   // groups' bias, written by warp 0 above, need the block's barrier once.
   constexpr bool kWarpComputesItsCopies = Config::kRowTiles == 1;
-  static_assert(!kWarpComputesItsCopies || (Config::kTokenGroups == Config::kWarps &&
-                                            Config::kTilesPerWarp == kCopyTiles),
+  static_assert(!kWarpComputesItsCopies ||
+                    (Config::kTokenGroups == Config::kWarps && Config::kTilesPerWarp == kCopyTiles),
                 "each warp computes exactly the tiles it copies");
   if constexpr (kWarpComputesItsCopies && (Config::kQInShared || Config::kGroupScaledKeys)) {
     __syncthreads();
@@ -972,6 +955,47 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
   // ---- Output: out = O / l and lse = (m + log2 l + q . k_offset) ln 2, or the same as this
   // split's partial state; rows with no allowed key are 0 with LSE -inf.
   const bool partial = params.partial_out != nullptr;
+  // Row `half`'s 1 / l and LSE, with `smoothing_term` its q . k_offset (log2 domain).
+  auto row_inverse_and_lse = [&](int half, float smoothing_term, float& inverse, float& lse) {
+    const bool empty = row_max[half] == paged_negative_infinity();
+    inverse = empty ? 0.0f : divide_rn(1.0f, row_sum[half]);
+    lse = empty ? paged_negative_infinity()
+                : (row_max[half] + log2_approx(row_sum[half]) + smoothing_term) * kLn2;
+  };
+  // Row (query, head_q)'s normalised values of channels channel .. channel + count - 1 (a
+  // multiple of 8), and its LSE when `writes_lse`: into this split's FP32 partial state, or with
+  // one split into out and lse.
+  auto store_row = [&](int query, int head_q, int channel, const float* values, int count,
+                       float lse, bool writes_lse) {
+    if (partial) {
+      const i64 at = ((static_cast<i64>(split) * params.batch + batch) * params.q_len + query) *
+                         params.heads_q +
+                     head_q;
+      float4* destination = reinterpret_cast<float4*>(params.partial_out + at * HeadDim + channel);
+#pragma unroll
+      for (int part = 0; part < count / 4; ++part) {
+        destination[part] = make_float4(values[4 * part], values[4 * part + 1],
+                                        values[4 * part + 2], values[4 * part + 3]);
+      }
+      if (writes_lse) params.partial_lse[at] = lse;
+    } else {
+      u16* destination = static_cast<u16*>(params.out) + batch * params.out_batch_stride +
+                         query * params.out_token_stride + head_q * params.out_head_stride +
+                         channel;
+#pragma unroll
+      for (int part = 0; part < count / 8; ++part) {
+        reinterpret_cast<uint4*>(destination)[part] =
+            make_uint4(pack_float2<OutputType>(values[8 * part], values[8 * part + 1]),
+                       pack_float2<OutputType>(values[8 * part + 2], values[8 * part + 3]),
+                       pack_float2<OutputType>(values[8 * part + 4], values[8 * part + 5]),
+                       pack_float2<OutputType>(values[8 * part + 6], values[8 * part + 7]));
+      }
+      if (writes_lse && params.lse != nullptr) {
+        params.lse[(static_cast<i64>(batch) * params.q_len + query) * params.heads_q + head_q] =
+            lse;
+      }
+    }
+  };
   if constexpr (Config::kNarrow) {
     // Row 2t + half's q . k_offset is with the lanes that loaded Q row g = 2t + half.
     float row_smoothing[2];
@@ -986,44 +1010,12 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
       if (row >= rows) continue;
       const int query = row / params.group;
       const int head_q = head_kv * params.group + row % params.group;
-      const bool empty = row_max[half] == paged_negative_infinity();
-      const float inverse = empty ? 0.0f : divide_rn(1.0f, row_sum[half]);
-      const float lse =
-          empty ? paged_negative_infinity()
-                : (row_max[half] + log2_approx(row_sum[half]) + row_smoothing[half]) * kLn2;
+      float inverse, lse;
+      row_inverse_and_lse(half, row_smoothing[half], inverse, lse);
       float values[L];
 #pragma unroll
       for (int c = 0; c < L; ++c) values[c] = narrow_value(c, half) * inverse;
-      const int channel = lane_group * L;
-      if (partial) {
-        const i64 at = ((static_cast<i64>(split) * params.batch + batch) * params.q_len + query) *
-                           params.heads_q +
-                       head_q;
-        float4* destination =
-            reinterpret_cast<float4*>(params.partial_out + at * HeadDim + channel);
-#pragma unroll
-        for (int part = 0; part < L / 4; ++part) {
-          destination[part] = make_float4(values[4 * part], values[4 * part + 1],
-                                          values[4 * part + 2], values[4 * part + 3]);
-        }
-        if (lane_group == 0) params.partial_lse[at] = lse;
-      } else {
-        u16* destination = static_cast<u16*>(params.out) + batch * params.out_batch_stride +
-                           query * params.out_token_stride + head_q * params.out_head_stride +
-                           channel;
-#pragma unroll
-        for (int part = 0; part < L / 8; ++part) {
-          reinterpret_cast<uint4*>(destination)[part] =
-              make_uint4(pack_float2<OutputType>(values[8 * part], values[8 * part + 1]),
-                         pack_float2<OutputType>(values[8 * part + 2], values[8 * part + 3]),
-                         pack_float2<OutputType>(values[8 * part + 4], values[8 * part + 5]),
-                         pack_float2<OutputType>(values[8 * part + 6], values[8 * part + 7]));
-        }
-        if (lane_group == 0 && params.lse != nullptr) {
-          params.lse[(static_cast<i64>(batch) * params.q_len + query) * params.heads_q + head_q] =
-              lse;
-        }
-      }
+      store_row(query, head_q, lane_group * L, values, L, lse, lane_group == 0);
     }
     return;
   }
@@ -1033,48 +1025,18 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
     if (row >= rows) continue;
     const int query = row / params.group;
     const int head_q = head_kv * params.group + row % params.group;
-    const bool empty = row_max[half] == paged_negative_infinity();
-    const float inverse = empty ? 0.0f : divide_rn(1.0f, row_sum[half]);
-    const float lse = empty ? paged_negative_infinity()
-                            : (row_max[half] + log2_approx(row_sum[half]) + smoothing[half]) * kLn2;
+    float inverse, lse;
+    row_inverse_and_lse(half, smoothing[half], inverse, lse);
 #pragma unroll
     for (int cg = 0; cg < kGroups; ++cg) {
-      const int channel = 64 * cg + 16 * lane_in_group;
       float values[16];
 #pragma unroll
       for (int j = 0; j < 8; ++j) {
         values[pair_first_channel<Bits>(j)] = o[cg][j][2 * half] * inverse;
         values[pair_second_channel<Bits>(j)] = o[cg][j][2 * half + 1] * inverse;
       }
-      if (partial) {
-        const i64 at = ((static_cast<i64>(split) * params.batch + batch) * params.q_len + query) *
-                           params.heads_q +
-                       head_q;
-        float4* destination =
-            reinterpret_cast<float4*>(params.partial_out + at * HeadDim + channel);
-#pragma unroll
-        for (int part = 0; part < 4; ++part) {
-          destination[part] = make_float4(values[4 * part], values[4 * part + 1],
-                                          values[4 * part + 2], values[4 * part + 3]);
-        }
-        if (cg == 0 && lane_in_group == 0) params.partial_lse[at] = lse;
-      } else {
-        u16* destination = static_cast<u16*>(params.out) + batch * params.out_batch_stride +
-                           query * params.out_token_stride + head_q * params.out_head_stride +
-                           channel;
-#pragma unroll
-        for (int part = 0; part < 2; ++part) {
-          reinterpret_cast<uint4*>(destination)[part] =
-              make_uint4(pack_float2<OutputType>(values[8 * part], values[8 * part + 1]),
-                         pack_float2<OutputType>(values[8 * part + 2], values[8 * part + 3]),
-                         pack_float2<OutputType>(values[8 * part + 4], values[8 * part + 5]),
-                         pack_float2<OutputType>(values[8 * part + 6], values[8 * part + 7]));
-        }
-        if (cg == 0 && lane_in_group == 0 && params.lse != nullptr) {
-          params.lse[(static_cast<i64>(batch) * params.q_len + query) * params.heads_q + head_q] =
-              lse;
-        }
-      }
+      store_row(query, head_q, 64 * cg + 16 * lane_in_group, values, 16, lse,
+                cg == 0 && lane_in_group == 0);
     }
   }
 }
