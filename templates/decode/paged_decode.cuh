@@ -879,6 +879,19 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
   auto narrow_value = [&](int c, int half) -> float& {
     return o_t[c % Config::kOutputTiles][2 * (c / Config::kOutputTiles) + half];
   };
+  // Each of this lane's output values of row `half` (narrow: its L channels from g L; wide: for
+  // each 64-channel group the 16 of its chunk, pair j's two channels in turn) and its channel.
+  constexpr int kLaneOutputs = Config::kNarrow ? Config::kLaneChannels : 16 * kGroups;
+  auto output_value = [&](int i, int half) -> float& {
+    if constexpr (Config::kNarrow) return narrow_value(i, half);
+    return o[i / 16][i % 16 / 2][2 * half + i % 2];
+  };
+  auto output_channel = [&](int i) {
+    if constexpr (Config::kNarrow) return lane_group * Config::kLaneChannels + i;
+    const int j = i % 16 / 2;
+    return 64 * (i / 16) + 16 * lane_in_group +
+           (i % 2 == 0 ? pair_first_channel<Bits>(j) : pair_second_channel<Bits>(j));
+  };
 
   // ---- Warps that shared a row tile's tokens merge into the first of them.
   if constexpr (Config::kTokenGroups > 1) {
@@ -890,20 +903,9 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int row = lane_row(half);
-        if constexpr (Config::kNarrow) {
 #pragma unroll
-          for (int c = 0; c < Config::kLaneChannels; ++c) {
-            mine[row * HeadDim + lane_group * Config::kLaneChannels + c] = narrow_value(c, half);
-          }
-        } else {
-#pragma unroll
-          for (int cg = 0; cg < kGroups; ++cg)
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-              const int channel = 64 * cg + 16 * lane_in_group;
-              mine[row * HeadDim + channel + pair_first_channel<Bits>(j)] = o[cg][j][2 * half];
-              mine[row * HeadDim + channel + pair_second_channel<Bits>(j)] = o[cg][j][2 * half + 1];
-            }
+        for (int i = 0; i < kLaneOutputs; ++i) {
+          mine[row * HeadDim + output_channel(i)] = output_value(i, half);
         }
         if ((Config::kNarrow ? lane_group : lane_in_group) == 0) {
           mine[16 * HeadDim + row] = row_max[half];
@@ -927,26 +929,10 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
         row_max[half] = new_max;
         row_sum[half] =
             row_sum[half] * mine_factor + theirs[16 * HeadDim + 16 + row] * their_factor;
-        if constexpr (Config::kNarrow) {
 #pragma unroll
-          for (int c = 0; c < Config::kLaneChannels; ++c) {
-            float& value = narrow_value(c, half);
-            value = value * mine_factor +
-                    theirs[row * HeadDim + lane_group * Config::kLaneChannels + c] * their_factor;
-          }
-        } else {
-#pragma unroll
-          for (int cg = 0; cg < kGroups; ++cg)
-#pragma unroll
-            for (int j = 0; j < 8; ++j) {
-              const int channel = 64 * cg + 16 * lane_in_group;
-              o[cg][j][2 * half] =
-                  o[cg][j][2 * half] * mine_factor +
-                  theirs[row * HeadDim + channel + pair_first_channel<Bits>(j)] * their_factor;
-              o[cg][j][2 * half + 1] =
-                  o[cg][j][2 * half + 1] * mine_factor +
-                  theirs[row * HeadDim + channel + pair_second_channel<Bits>(j)] * their_factor;
-            }
+        for (int i = 0; i < kLaneOutputs; ++i) {
+          float& value = output_value(i, half);
+          value = value * mine_factor + theirs[row * HeadDim + output_channel(i)] * their_factor;
         }
       }
     }
