@@ -4,6 +4,9 @@
 # calls), against the minimum a call must move; then the host time per call, layer by layer.
 #   usage: INTFA_BUILD=build-dev scripts/device/passes.sh   carry: build-dev and .deps
 #   PASSES_SHAPES: "d:N[:causal]" items (default "128:4096 64:4096 128:1024")
+#   PASSES_VARIANTS: default "full_int8 half_int8"; PASSES_ENVS: environment settings (e.g.
+#   INTFA_ONE_LAUNCH_KV=0) each shape and variant is also profiled under; PASSES_HOST=0 skips the
+#   host time
 source "$(dirname "$0")/common.sh"
 build_python_extension "$(( $(nproc) - 2 ))" > "$logs/python_build.log" 2>&1
 note "python build: exit $? ($(tail -1 "$logs/python_build.log"))"
@@ -13,9 +16,13 @@ metrics=$metrics,dram__throughput.avg.pct_of_peak_sustained_elapsed
 for item in ${PASSES_SHAPES:-128:4096 64:4096 128:1024}; do
   IFS=: read -r d n causal <<< "$item"
   flags="--head-dim $d --seq $n ${causal:+--causal}"
-  for variant in full_int8 half_int8; do
+  for variant in ${PASSES_VARIANTS:-full_int8 half_int8}; do
+  for setting in default ${PASSES_ENVS:-}; do
+    settings=()
+    [ "$setting" != default ] && settings=("$setting")
     name="passes_d${d}_n${n}${causal:+_causal}_${variant}"
-    TAIL_LINES=2 timed "$name" 90 ncu --clock-control none --csv --metrics "$metrics" \
+    [ "$setting" != default ] && name="${name}_${setting//[^A-Za-z0-9]/_}"
+    TAIL_LINES=2 timed "$name" 90 env "${settings[@]}" ncu --clock-control none --csv --metrics "$metrics" \
       --nvtx --nvtx-include "intfa_call/" --log-file "$logs/$name.csv" \
       python3 bench/call_passes.py $flags --variant $variant --calls 3
     python3 - "$logs/$name.csv" "$name" <<'PY' | tee -a "$summary"
@@ -42,7 +49,9 @@ for (_, name), m in kernels.items():
 print(f"  total {total_us:.1f} us, {total_mb:.1f} MB")
 PY
   done
+  done
 done
+[ "${PASSES_HOST:-1}" = 0 ] && finish && exit 0
 TAIL_LINES=12 timed python_overhead 90 python3 bench/python_overhead.py \
   --json "$logs/python_overhead.json"
 grep -E "  |us per call" "$logs/python_overhead.log" | tee -a "$summary" > /dev/null

@@ -19,6 +19,7 @@ Instantiation instantiation_for(const KernelSpec& spec) {
     case KernelFamily::kQuantizeVScale: return quantize::v_scale_instantiation(spec);
     case KernelFamily::kQuantizeV: return quantize::v_instantiation(spec);
     case KernelFamily::kQuantizeKVScale: return quantize::k_v_scale_instantiation(spec);
+    case KernelFamily::kQuantizeKV: return quantize::k_v_instantiation(spec);
     case KernelFamily::kAttention: return attention::portable_instantiation(spec);
     case KernelFamily::kAttentionWgmma: return attention::wgmma_instantiation(spec);
     case KernelFamily::kPagedAppend:

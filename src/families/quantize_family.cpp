@@ -111,6 +111,39 @@ render::KernelSpec k_v_scale_spec(device::Arch arch, int head_dim, kernels::Elem
   return spec;
 }
 
+bool k_and_v_take_one_launch(device::Arch arch, KScaleGranularity k_granularity,
+                             VScaleGranularity v_granularity) {
+  return arch == device::Arch::kSm90a && k_and_v_share_a_launch(k_granularity, v_granularity);
+}
+
+render::KernelSpec k_v_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
+                            const RowTransforms& k_transforms, VScaleGranularity granularity) {
+  render::KernelSpec spec = k_v_scale_spec(arch, head_dim, input, bits, k_transforms, granularity);
+  spec.family = render::KernelFamily::kQuantizeKV;
+  return spec;
+}
+
+std::optional<VSlices> k_v_slices(int head_dim, int padded_seq) {
+  const int blocks = padded_seq / kernels::kVTokenBlock;
+  const unsigned block_bytes = static_cast<unsigned>(kernels::kVTokenBlock * head_dim * 2);
+  auto slices_of = [&](int cluster_blocks) {
+    VSlices slices;
+    slices.cluster_blocks = cluster_blocks;
+    slices.blocks_per_slice = (blocks + cluster_blocks - 1) / cluster_blocks;
+    slices.shared_bytes = static_cast<unsigned>(slices.blocks_per_slice) * block_bytes;
+    return slices;
+  };
+  // 16 blocks is H100's largest cluster (a non-portable size, allowed at launch).
+  constexpr int kMostClusterBlocks = 16;
+  for (int cluster_blocks = 1; cluster_blocks <= kMostClusterBlocks; cluster_blocks *= 2) {
+    const VSlices slices = slices_of(cluster_blocks);
+    if (slices.shared_bytes <= kVSliceTargetBytes) return slices;
+  }
+  const VSlices widest = slices_of(kMostClusterBlocks);
+  if (widest.shared_bytes <= kVSliceLimitBytes) return widest;
+  return std::nullopt;
+}
+
 render::Instantiation rows_instantiation(const render::KernelSpec& spec) {
   // K with one scale per 64-row block: its own kernel (a block reduces over 64 rows).
   if (spec.k_granularity == kernels::KScaleGranularity::kPerBlock) {
@@ -150,6 +183,21 @@ render::Instantiation k_v_scale_instantiation(const render::KernelSpec& spec) {
                                 {std::to_string(spec.qk_bits), bool_argument(spec.smooth_k),
                                  bool_argument(spec.rotate), option_argument(spec.v_granularity)},
                                 "QuantizeKVScaleParams");
+}
+
+render::Instantiation k_v_instantiation(const render::KernelSpec& spec) {
+  if (spec.v_granularity == kernels::VScaleGranularity::kPerBlock) {
+    throw InvalidArgument("spec.v_granularity", "block",
+                          "quantize_k_v takes V per tensor or per channel");
+  }
+  if (spec.k_granularity != kernels::KScaleGranularity::kPerToken || spec.q_dot_k_mean) {
+    throw InvalidArgument("spec.k_granularity", spec.to_string(),
+                          "quantize_k_v takes K's rows per token, without q_dot_k_mean");
+  }
+  return quantize_instantiation(spec, "quantize_k_v.cuh", "quantize_k_v",
+                                {std::to_string(spec.qk_bits), bool_argument(spec.smooth_k),
+                                 bool_argument(spec.rotate), option_argument(spec.v_granularity)},
+                                "QuantizeKVParams");
 }
 
 kernels::ChannelMeanParams channel_mean_params(const TensorShape& shape, const TensorView& input,
@@ -243,6 +291,34 @@ launch::LaunchShape k_v_scale_launch_shape(const kernels::QuantizeKVScaleParams&
       static_cast<long long>(params.v_blocks_per_head) * params.v.heads * params.v.batch;
   launch_shape.grid[0] = static_cast<unsigned>(params.k_blocks + v_blocks);
   launch_shape.block[0] = 128;  // quantize_rows' block size, the fused kernel's
+  return launch_shape;
+}
+
+bool k_v_rows_match(const kernels::QuantizeRowsParams& k, const kernels::QuantizeVParams& v) {
+  // Packed: K's rows [1, heads, total] hold every sequence V's offsets name; dense: one row per
+  // (batch, head, token) of V.
+  if (v.cu_seqlens != nullptr) return k.batch == 1 && k.heads == v.heads;
+  return k.batch == v.batch && k.heads == v.heads && k.seq == v.seq;
+}
+
+kernels::QuantizeKVParams k_v_params(const kernels::QuantizeRowsParams& k,
+                                     const kernels::QuantizeVParams& v, const VSlices& slices) {
+  kernels::QuantizeKVParams params{};
+  params.k = k;
+  params.v = v;
+  params.v_blocks_per_slice = slices.blocks_per_slice;
+  return params;
+}
+
+launch::LaunchShape k_v_launch_shape(const kernels::QuantizeKVParams& params,
+                                     const VSlices& slices) {
+  launch::LaunchShape launch_shape;
+  launch_shape.grid[0] = static_cast<unsigned>(slices.cluster_blocks);
+  launch_shape.grid[1] = static_cast<unsigned>(params.v.heads);
+  launch_shape.grid[2] = static_cast<unsigned>(params.v.batch);
+  launch_shape.cluster_blocks = static_cast<unsigned>(slices.cluster_blocks);
+  launch_shape.block[0] = kernels::kQuantizeKVThreads;
+  launch_shape.dynamic_shared_bytes = slices.shared_bytes;
   return launch_shape;
 }
 

@@ -1,8 +1,9 @@
 // The quantize kernel families (quantize_rows and quantize_row_blocks, channel_mean,
-// quantize_v_scale, quantize_v): everything the rest of intfa needs to know about these kernels,
-// in one place. Which KernelSpec fields each kernel uses and how they render, its launch shape
-// and the packing of its parameters. The kernels' shared memory is static (no dynamic shared
-// bytes), and what they can implement is checked by the public entry points
+// quantize_v_scale, quantize_v, quantize_k_v_scale, quantize_k_v): everything the rest of intfa
+// needs to know about these kernels, in one place. Which KernelSpec fields each kernel uses and
+// how they render, its launch shape and the packing of its parameters. The kernels' shared memory
+// is static but quantize_k_v's V slice (k_v_launch_shape's dynamic shared bytes), and what they
+// can implement is checked by the public entry points
 // (src/quantize/quantize.cpp) against their arguments. The JIT core reaches the instantiations
 // through src/families/kernel_families.cpp.
 //
@@ -15,7 +16,11 @@
 //   quantize_k_v_scale  head_dim, input_type, qk_bits, smooth_k, rotate, v_granularity (K's
 //                     rows per token, V per tensor or per channel: attention_forward_16bit's K
 //                     and V max passes in one launch)
+//   quantize_k_v      the same fields: K's rows and all of V in one launch that reads V once
+//                     (sm_90a; clusters, V's slice in dynamic shared memory)
 #pragma once
+
+#include <optional>
 
 #include "device/arch.hpp"
 #include "intfa/quantize.hpp"
@@ -59,6 +64,30 @@ render::KernelSpec k_v_scale_spec(device::Arch arch, int head_dim, kernels::Elem
                                   int bits, const RowTransforms& k_transforms,
                                   VScaleGranularity granularity);
 
+// Whether attention_forward_16bit can take K's rows and all of V in one launch (quantize_k_v) on
+// `arch`: sm_90a (thread block clusters; the one arch it has run on), K per token, V per tensor
+// or per channel. Whether a problem's V fits the clusters is k_v_slices' answer.
+bool k_and_v_take_one_launch(device::Arch arch, KScaleGranularity k_granularity,
+                             VScaleGranularity v_granularity);
+render::KernelSpec k_v_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
+                            const RowTransforms& k_transforms, VScaleGranularity granularity);
+
+// How quantize_k_v splits a (batch, head) of V of padded_seq tokens (a multiple of 64) over a
+// cluster: the fewest blocks (a power of two, at most 16) whose slices take at most
+// kVSliceTargetBytes of shared memory each, or 16 blocks up to kVSliceLimitBytes; nullopt when
+// V is longer than that (the two-launch passes take it).
+struct VSlices {
+  int cluster_blocks = 1;
+  int blocks_per_slice = 1;  // 64-token blocks
+  unsigned shared_bytes = 0;
+};
+// 32 KiB leaves room for four blocks per SM, as many as their registers allow: more blocks in
+// flight than 64 KiB slices give (H200, d=128 N=1k: 42.7 against 47.9 us; where 16 blocks need 64
+// KiB anyway, d=128 N=4k, the same).
+constexpr unsigned kVSliceTargetBytes = 32 * 1024;
+constexpr unsigned kVSliceLimitBytes = 192 * 1024;  // one block's (227 KiB on sm_90a)
+std::optional<VSlices> k_v_slices(int head_dim, int padded_seq);
+
 // ---- Instantiations (the render hooks) ---------------------------------------------------------
 
 render::Instantiation rows_instantiation(const render::KernelSpec& spec);
@@ -66,6 +95,7 @@ render::Instantiation channel_mean_instantiation(const render::KernelSpec& spec)
 render::Instantiation v_scale_instantiation(const render::KernelSpec& spec);
 render::Instantiation v_instantiation(const render::KernelSpec& spec);
 render::Instantiation k_v_scale_instantiation(const render::KernelSpec& spec);
+render::Instantiation k_v_instantiation(const render::KernelSpec& spec);
 
 // ---- Parameters and launch shapes --------------------------------------------------------------
 
@@ -94,5 +124,13 @@ kernels::QuantizeKVScaleParams k_v_scale_params(const kernels::QuantizeRowsParam
                                                 const launch::LaunchShape& k_shape,
                                                 const kernels::QuantizeVParams& v);
 launch::LaunchShape k_v_scale_launch_shape(const kernels::QuantizeKVScaleParams& params);
+
+// quantize_k_v: `k` as rows_params' (per token; V's batch and heads, or packed as V's
+// cu_seqlens say: k_v_rows_match), `v` as v_params', split as `slices`.
+bool k_v_rows_match(const kernels::QuantizeRowsParams& k, const kernels::QuantizeVParams& v);
+kernels::QuantizeKVParams k_v_params(const kernels::QuantizeRowsParams& k,
+                                     const kernels::QuantizeVParams& v, const VSlices& slices);
+launch::LaunchShape k_v_launch_shape(const kernels::QuantizeKVParams& params,
+                                     const VSlices& slices);
 
 }  // namespace intfa::quantize

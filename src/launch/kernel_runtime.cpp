@@ -45,10 +45,15 @@ class Module {
   CUmodule handle_ = nullptr;
 };
 
+// Without opting in, a block may use 48 KiB of shared memory, static and dynamic together.
+constexpr unsigned kSharedBytesWithoutOptIn = 48 * 1024;
+
 struct LoadedEntry {
   std::unique_ptr<Module> module;
   LoadedKernel kernel;
-  unsigned shared_bytes_allowed = 48 * 1024;
+  // The dynamic shared memory a launch may ask for as things stand: what is left of the 48 KiB
+  // beside the kernel's static shared memory, until the attribute is raised.
+  unsigned shared_bytes_allowed = kSharedBytesWithoutOptIn;
 };
 
 struct ContextAndSpec {
@@ -214,6 +219,11 @@ const LoadedKernel& KernelRuntime::load(const render::KernelSpec& spec, CUcontex
     entry->kernel.max_threads_per_block =
         function_attribute(entry->kernel.function, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
     entry->kernel.waits_for_previous_grid = compiled.waits_for_previous_grid;
+    const auto static_shared_bytes = static_cast<unsigned>(
+        function_attribute(entry->kernel.function, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES));
+    entry->shared_bytes_allowed = static_shared_bytes < kSharedBytesWithoutOptIn
+                                      ? kSharedBytesWithoutOptIn - static_shared_bytes
+                                      : 0;
     state_->module_loads++;
     slot = std::move(entry);
   }
@@ -308,17 +318,36 @@ void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream strea
   void* arguments[] = {const_cast<void*>(params)};
   // INTFA_PROGRAMMATIC_LAUNCH=0 (README.md, "Environment") launches every kernel after the one
   // before it has ended, as cuLaunchKernel does.
-  if (!kernel.waits_for_previous_grid ||
-      !device::has_programmatic_dependent_launch(kernel.spec.arch) ||
-      !programmatic_launches_enabled()) {
+  const bool programmatic = kernel.waits_for_previous_grid &&
+                            device::has_programmatic_dependent_launch(kernel.spec.arch) &&
+                            programmatic_launches_enabled();
+  const bool clusters = shape.cluster_blocks > 1;
+  if (!programmatic && !clusters) {
     INTFA_DRIVER(cuLaunchKernel, kernel.function, shape.grid[0], shape.grid[1], shape.grid[2],
                  shape.block[0], shape.block[1], shape.block[2], shape.dynamic_shared_bytes, stream,
                  arguments, nullptr);
     return;
   }
-  CUlaunchAttribute attribute{};
-  attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-  attribute.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchAttribute attributes[2]{};
+  unsigned attribute_count = 0;
+  if (programmatic) {
+    CUlaunchAttribute& attribute = attributes[attribute_count++];
+    attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attribute.value.programmaticStreamSerializationAllowed = 1;
+  }
+  if (clusters) {
+    // Portable clusters have at most 8 blocks; larger ones (16 on the H100) must be allowed per
+    // kernel first. The attribute is the kernel's, so setting it again is harmless.
+    if (shape.cluster_blocks > 8) {
+      INTFA_DRIVER(cuFuncSetAttribute, kernel.function,
+                   CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
+    }
+    CUlaunchAttribute& attribute = attributes[attribute_count++];
+    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attribute.value.clusterDim.x = shape.cluster_blocks;
+    attribute.value.clusterDim.y = 1;
+    attribute.value.clusterDim.z = 1;
+  }
   CUlaunchConfig config{};
   config.gridDimX = shape.grid[0];
   config.gridDimY = shape.grid[1];
@@ -328,8 +357,8 @@ void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream strea
   config.blockDimZ = shape.block[2];
   config.sharedMemBytes = shape.dynamic_shared_bytes;
   config.hStream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = 1;
+  config.attrs = attributes;
+  config.numAttrs = attribute_count;
   INTFA_DRIVER(cuLaunchKernelEx, &config, kernel.function, arguments, nullptr);
 }
 

@@ -45,6 +45,10 @@ struct LaunchShape {
   unsigned grid[3] = {1, 1, 1};
   unsigned block[3] = {1, 1, 1};
   unsigned dynamic_shared_bytes = 0;
+  // Blocks per thread block cluster along x (sm_90 and later; grid[0] a multiple of it): above 1
+  // the launch is cuLaunchKernelEx with a cluster dimension, above 8 (a non-portable size) after
+  // the kernel is allowed such clusters.
+  unsigned cluster_blocks = 1;
 };
 
 // Whether launches on sm_90 and later are programmatic dependent launches: unless
@@ -121,7 +125,8 @@ CUcontext launch_context(CUstream stream);
 // kernels::wait_for_previous_grid, templates/common/grid_dependency.cuh), as a programmatic
 // dependent launch (cuLaunchKernelEx, programmatic stream serialization): the kernel may be
 // scheduled before the kernel before it on the stream has ended, so its launch latency hides
-// under that kernel's tail. Throws DriverError on failure.
+// under that kernel's tail. shape.cluster_blocks > 1 launches clusters. Throws DriverError on
+// failure.
 void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream stream,
             const void* params);
 

@@ -3,8 +3,10 @@
 #include "intfa/quantize.hpp"
 
 #include <limits>
+#include <optional>
 
 #include "api/tensor_checks.hpp"
+#include "common/env.hpp"
 #include "device/device_info.hpp"
 #include "device/driver_api.hpp"
 #include "families/quantize_family.hpp"
@@ -42,6 +44,13 @@ void launch_spec(const render::KernelSpec& spec, const LaunchContext& where,
   const launch::LoadedKernel& kernel =
       launch::KernelRuntime::instance().load(spec, where.context, shape.dynamic_shared_bytes);
   launch::launch(kernel, shape, stream, params);
+}
+
+// INTFA_ONE_LAUNCH_KV (README.md, "Environment"): 0 quantizes K and V for attention on sm_90a
+// with the launches of other archs (V read twice), for comparisons. Read once.
+bool one_launch_kv_enabled() {
+  static const bool enabled = !env::get("INTFA_ONE_LAUNCH_KV") || env::flag("INTFA_ONE_LAUNCH_KV");
+  return enabled;
 }
 
 void require_float_alignment(const void* pointer, const char* field) {
@@ -308,6 +317,23 @@ void quantize::quantize_k_and_v_channels(const KAndVPasses& kv, int input_channe
   const VPasses v = plan_v_passes(kv.v_shape, input_channels, kv.v_input,
                                   kv.cu_seqlens_kv != nullptr, kv.total_kv, kv.cu_seqlens_kv,
                                   kv.v_output, kv.v_scales, kv.v_granularity, stream, &k.where);
+  // On sm_90a, K's rows and all of V in one launch that reads V once, where V fits its clusters.
+  const std::optional<quantize::VSlices> slices =
+      quantize::k_and_v_take_one_launch(k.where.arch, kv.k_options.k_granularity,
+                                        kv.v_granularity) &&
+              !k.transforms.q_dot_k_mean && quantize::k_v_rows_match(k.params, v.params) &&
+              one_launch_kv_enabled()
+          ? quantize::k_v_slices(kv.k_shape.head_dim, v.params.padded_seq)
+          : std::nullopt;
+  if (slices) {
+    launch_channel_mean(k, stream);
+    const kernels::QuantizeKVParams both = quantize::k_v_params(k.params, v.params, *slices);
+    const render::KernelSpec both_spec =
+        quantize::k_v_spec(k.where.arch, kv.k_shape.head_dim, k.element, kv.k_options.bits,
+                           k.transforms, kv.v_granularity);
+    launch_spec(both_spec, k.where, quantize::k_v_launch_shape(both, *slices), stream, &both);
+    return;
+  }
   // One launch for K's rows and V's max pass where both kernels take part and the two grids fit
   // one.
   const long long v_blocks =

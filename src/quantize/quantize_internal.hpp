@@ -44,10 +44,13 @@ struct KAndVPasses {
 };
 
 // The same kernels' work as quantize_qk_channels(K) then quantize_v_channels (or its varlen form),
-// bit for bit, in fewer launches where V has a max pass and K is per token: K's channel means
-// (their launch also zeroes V's scales; without smoothing a memset does), K's rows and V's max
-// pass in one launch (quantize_k_v_scale), then V's quantize pass: three driver calls where the
-// two functions make five (four without smoothing). Otherwise the two functions' launches.
+// bit for bit, in fewer launches where V has a max pass and K is per token. On sm_90a, where V's
+// (batch, head) fits the shared memory of a cluster (quantize::k_v_slices): K's channel means when
+// smoothing, then K's rows and all of V in one launch that reads V once (quantize_k_v). Else K's
+// channel means (their launch also zeroes V's scales; without smoothing a memset does), K's rows
+// and V's max pass in one launch (quantize_k_v_scale), then V's quantize pass: three driver calls
+// where the two functions make five (four without smoothing). Otherwise the two functions'
+// launches.
 void quantize_k_and_v_channels(const KAndVPasses& passes, int input_channels, CUstream stream);
 
 }  // namespace intfa::quantize

@@ -38,10 +38,10 @@ KernelEnum option_from_name(const json::Value& object, const char* member) {
 }
 
 const KernelFamily kFamilies[] = {
-    KernelFamily::kQuantizeRows,     KernelFamily::kChannelMean, KernelFamily::kQuantizeVScale,
-    KernelFamily::kQuantizeV,        KernelFamily::kQuantizeKVScale, KernelFamily::kAttention,
-    KernelFamily::kAttentionWgmma,   KernelFamily::kPagedAppend, KernelFamily::kPagedDecode,
-    KernelFamily::kMergeStates};
+    KernelFamily::kQuantizeRows,   KernelFamily::kChannelMean,      KernelFamily::kQuantizeVScale,
+    KernelFamily::kQuantizeV,      KernelFamily::kQuantizeKVScale,  KernelFamily::kQuantizeKV,
+    KernelFamily::kAttention,      KernelFamily::kAttentionWgmma,   KernelFamily::kPagedAppend,
+    KernelFamily::kPagedDecode,    KernelFamily::kMergeStates};
 const kernels::ElementType kElementTypes[] = {
     kernels::ElementType::kF16, kernels::ElementType::kBF16, kernels::ElementType::kF32};
 
@@ -56,6 +56,7 @@ std::string family_name(KernelFamily family) {
     case KernelFamily::kQuantizeVScale: return "quantize_v_scale";
     case KernelFamily::kQuantizeV: return "quantize_v";
     case KernelFamily::kQuantizeKVScale: return "quantize_k_v_scale";
+    case KernelFamily::kQuantizeKV: return "quantize_k_v";
     case KernelFamily::kAttention: return "attention";
     case KernelFamily::kAttentionWgmma: return "attention_wgmma";
     case KernelFamily::kPagedAppend: return "paged_append";
@@ -121,6 +122,7 @@ std::string KernelSpec::to_string() const {
       text += " " + element_type_name(input_type);
       break;
     case KernelFamily::kQuantizeKVScale:
+    case KernelFamily::kQuantizeKV:
       text += " " + element_type_name(input_type) + "->" + (qk_bits == 4 ? "i4" : "i8");
       if (smooth_k) text += " smooth_k";
       if (rotate) text += " rotate";

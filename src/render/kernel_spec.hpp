@@ -21,6 +21,7 @@ enum class KernelFamily {
   kQuantizeVScale,   // per-(batch, head) max|V| / 127 (the first pass of per-tensor V)
   kQuantizeV,        // FP16/BF16 V -> INT8 in the attention kernel's V layout
   kQuantizeKVScale,  // K's rows and V's max pass in one launch (attention_forward_16bit)
+  kQuantizeKV,       // K's rows and all of V in one launch, V read once (sm_90a clusters)
   kAttention,        // the attention forward (both variants), mma.sync: every arch
   kAttentionWgmma,   // the full-INT8 attention forward for sm_90a: wgmma, TMA, warp specialised
   // The paged KV cache (src/decode/paged_family.hpp owns their fields and instantiation):

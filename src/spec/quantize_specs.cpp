@@ -27,6 +27,12 @@ std::vector<render::KernelSpec> call_specs(const attention::SpecRequest& request
   const bool k_with_v =
       full_int8 && k_and_v_share_a_launch(request.k_granularity, request.v_granularity);
   if (k_with_v) {
+    // sm_90a: K and all of V in one launch where V fits its clusters; the two launches below for
+    // longer V.
+    if (k_and_v_take_one_launch(request.arch, request.k_granularity, request.v_granularity)) {
+      specs.push_back(k_v_spec(request.arch, request.head_dim, input, request.qk_bits, k_rows,
+                               request.v_granularity));
+    }
     specs.push_back(k_v_scale_spec(request.arch, request.head_dim, input, request.qk_bits, k_rows,
                                    request.v_granularity));
   } else {

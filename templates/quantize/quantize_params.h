@@ -93,5 +93,20 @@ struct QuantizeKVScaleParams {
   int v_blocks_per_head;
 };
 
+// K's rows and all of V in one launch that reads each input byte once (quantize_k_v.cuh; sm_90a,
+// full INT8, V per tensor or per channel, K per token). Grid (cluster rank, head, batch) with
+// clusters of gridDim.x blocks: one cluster per (batch, head) of V, whose block r holds V's
+// 64-token blocks [r * v_blocks_per_slice, (r + 1) * v_blocks_per_slice) in shared memory
+// (kVTokenBlock * head_dim 16-bit values each) and quantizes K's rows of the same tokens. K has
+// V's heads and batch: dense [batch, heads, seq], or with V's cu_seqlens the packed
+// [1, heads, total] rows.
+constexpr int kQuantizeKVThreads = 256;
+
+struct QuantizeKVParams {
+  QuantizeRowsParams k;
+  QuantizeVParams v;
+  int v_blocks_per_slice;
+};
+
 }  // namespace kernels
 }  // namespace intfa

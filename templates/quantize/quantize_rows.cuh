@@ -72,54 +72,52 @@ __device__ __forceinline__ void rotate_row(float (&values)[8], int lane_in_row) 
   for (int i = 0; i < 8; ++i) values[i] *= kNormaliser;
 }
 
-// The rows of block `block` (Config::kRowsPerBlock rows, Config::kThreads threads): the body of
-// quantize_rows and of the K half of quantize_k_v_scale (quantize_k_v_scale.cuh).
-template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, bool Rotate>
-__device__ __forceinline__ void quantize_rows_block(const QuantizeRowsParams& params, u32 block) {
-  using Config = QuantizeRowsConfig<HeadDim, InputType, Bits, SmoothK, DotKMean, Rotate>;
-  const int lane_in_row = threadIdx.x % Config::kThreadsPerRow;
-  const i64 row = static_cast<i64>(block) * Config::kRowsPerBlock +
-                  threadIdx.x / Config::kThreadsPerRow;
-  const i64 total_rows = static_cast<i64>(params.batch) * params.heads * params.seq;
-  // Rows past the end still take part in the shuffles below with zeros.
-  const bool active = row < total_rows;
-  // One 64-bit division: (batch, head) as one index below 2^32 (both at most 65535), then 32-bit.
-  const u32 head_index = active ? static_cast<u32>(row / params.seq) : 0u;
-  const int n = active ? static_cast<int>(row - static_cast<i64>(head_index) * params.seq) : 0;
-  const int h = static_cast<int>(head_index % static_cast<u32>(params.heads));
-  const int b = static_cast<int>(head_index / static_cast<u32>(params.heads));
-  const int channel = lane_in_row * 8;
+// Where one lane's 8 channels of a row are: the row of the flattened [batch, heads, seq] rows (or
+// past them: then the lane takes part in its row's shuffles with zeros and stores nothing).
+struct RowChunk {
+  bool active;
+  u32 head_index;  // batch * heads + head
+  int n, h, b;
+  int channel;
+};
 
-  float values[8];
-  float dot_k_mean = 0.0f;  // DotKMean: this lane's part of q . mean
-  uint4 raw = make_uint4(0, 0, 0, 0);
-  if (active && channel < params.channels) {
-    const u16* input = static_cast<const u16*>(params.input) + b * params.input_batch_stride +
-                       h * params.input_head_stride + n * params.input_row_stride + channel;
-    raw = *reinterpret_cast<const uint4*>(input);
-  }
-  // The row's load is in flight before the means' addresses are worked out: this kernel is
-  // bound by the latency of that one load, and ptxas otherwise issues it with the means' loads,
-  // after their address arithmetic (H100: 134 against 104 us for K at d=128, N=4k, B=4, H=32).
-  asm volatile("" ::: "memory");
-  unpack_8_values<InputType>(values, raw);
-  if ((SmoothK || DotKMean) && active) {
-    // GQA: query head h reads the mean of KV head h / (heads / heads_kv); K reads its own.
-    const i64 mean_index = SmoothK ? static_cast<i64>(head_index)
-                                   : static_cast<i64>(b) * params.channel_mean_heads +
-                                         h / (params.heads / params.channel_mean_heads);
-    const float* mean = params.channel_mean + mean_index * HeadDim + channel;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      if (SmoothK) values[i] -= mean[i];
-      if (DotKMean) dot_k_mean = fmaf(values[i], mean[i], dot_k_mean);
-    }
-  }
+__device__ __forceinline__ RowChunk row_chunk(const QuantizeRowsParams& params, i64 row,
+                                              int lane_in_row) {
+  const i64 total_rows = static_cast<i64>(params.batch) * params.heads * params.seq;
+  RowChunk chunk;
+  chunk.active = row < total_rows;
+  // One 64-bit division: (batch, head) as one index below 2^32 (both at most 65535), then 32-bit.
+  chunk.head_index = chunk.active ? static_cast<u32>(row / params.seq) : 0u;
+  chunk.n =
+      chunk.active ? static_cast<int>(row - static_cast<i64>(chunk.head_index) * params.seq) : 0;
+  chunk.h = static_cast<int>(chunk.head_index % static_cast<u32>(params.heads));
+  chunk.b = static_cast<int>(chunk.head_index / static_cast<u32>(params.heads));
+  chunk.channel = lane_in_row * 8;
+  return chunk;
+}
+
+// The lane's 16-byte load of its chunk (zeros past the rows and past params.channels).
+__device__ __forceinline__ uint4 load_row_chunk(const QuantizeRowsParams& params,
+                                                const RowChunk& chunk) {
+  if (!chunk.active || chunk.channel >= params.channels) return make_uint4(0, 0, 0, 0);
+  const u16* input = static_cast<const u16*>(params.input) + chunk.b * params.input_batch_stride +
+                     chunk.h * params.input_head_stride + chunk.n * params.input_row_stride +
+                     chunk.channel;
+  return *reinterpret_cast<const uint4*>(input);
+}
+
+// Everything after smoothing and q . mean: the rotation, the row's scale, the stores. Every lane
+// of the warp calls it together (the row reductions are shuffles).
+template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, bool Rotate>
+__device__ __forceinline__ void finish_row_chunk(const QuantizeRowsParams& params,
+                                                 const RowChunk& chunk, float (&values)[8],
+                                                 float dot_k_mean, int lane_in_row) {
+  using Config = QuantizeRowsConfig<HeadDim, InputType, Bits, SmoothK, DotKMean, Rotate>;
   if (DotKMean) dot_k_mean = row_sum<Config::kThreadsPerRow>(dot_k_mean);
   if (Rotate) rotate_row<Config>(values, lane_in_row);
 
   const float amax = row_max_abs<Config::kThreadsPerRow>(values);
-  if (!active) return;
+  if (!chunk.active) return;
 
   const RowScale row_scale_of_row = row_scale(amax, Config::kRange);
   const float scale = row_scale_of_row.scale;
@@ -127,18 +125,61 @@ __device__ __forceinline__ void quantize_rows_block(const QuantizeRowsParams& pa
   quantize_8(quantized, values, row_scale_of_row.inverse, static_cast<int>(Config::kRange),
              row_scale_of_row.clamps);
 
-  u8* output = static_cast<u8*>(params.output) + b * params.output_batch_stride +
-               h * params.output_head_stride + n * params.output_row_stride;
+  u8* output = static_cast<u8*>(params.output) + chunk.b * params.output_batch_stride +
+               chunk.h * params.output_head_stride + chunk.n * params.output_row_stride;
   if (Bits == 8) {
-    store_int8x8(output + channel, quantized);
+    store_int8x8(output + chunk.channel, quantized);
   } else {
-    *reinterpret_cast<u32*>(output + channel / 2) = pack_int4x8(quantized);
+    *reinterpret_cast<u32*>(output + chunk.channel / 2) = pack_int4x8(quantized);
   }
   if (lane_in_row == 0) {
-    const i64 row_index = static_cast<i64>(head_index) * params.seq + n;
+    const i64 row_index = static_cast<i64>(chunk.head_index) * params.seq + chunk.n;
     params.scales[row_index] = scale;
     if (DotKMean) params.q_dot_k_mean[row_index] = dot_k_mean;
   }
+}
+
+// Everything after the load: smoothing or q . mean (the means read here), then finish_row_chunk.
+template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, bool Rotate>
+__device__ __forceinline__ void quantize_row_chunk(const QuantizeRowsParams& params,
+                                                   const RowChunk& chunk, uint4 raw,
+                                                   int lane_in_row) {
+  float values[8];
+  float dot_k_mean = 0.0f;  // DotKMean: this lane's part of q . mean
+  unpack_8_values<InputType>(values, raw);
+  if ((SmoothK || DotKMean) && chunk.active) {
+    // GQA: query head h reads the mean of KV head h / (heads / heads_kv); K reads its own.
+    const i64 mean_index = SmoothK ? static_cast<i64>(chunk.head_index)
+                                   : static_cast<i64>(chunk.b) * params.channel_mean_heads +
+                                         chunk.h / (params.heads / params.channel_mean_heads);
+    const float* mean = params.channel_mean + mean_index * HeadDim + chunk.channel;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      if (SmoothK) values[i] -= mean[i];
+      if (DotKMean) dot_k_mean = fmaf(values[i], mean[i], dot_k_mean);
+    }
+  }
+  finish_row_chunk<HeadDim, InputType, Bits, SmoothK, DotKMean, Rotate>(params, chunk, values,
+                                                                        dot_k_mean, lane_in_row);
+}
+
+// The rows of block `block` (Config::kRowsPerBlock rows, Config::kThreads threads): the body of
+// quantize_rows and of the K half of quantize_k_v_scale (quantize_k_v_scale.cuh).
+template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, bool Rotate>
+__device__ __forceinline__ void quantize_rows_block(const QuantizeRowsParams& params, u32 block) {
+  using Config = QuantizeRowsConfig<HeadDim, InputType, Bits, SmoothK, DotKMean, Rotate>;
+  const int lane_in_row = threadIdx.x % Config::kThreadsPerRow;
+  const RowChunk chunk = row_chunk(
+      params,
+      static_cast<i64>(block) * Config::kRowsPerBlock + threadIdx.x / Config::kThreadsPerRow,
+      lane_in_row);
+  const uint4 raw = load_row_chunk(params, chunk);
+  // The row's load is in flight before the means' addresses are worked out: this kernel is
+  // bound by the latency of that one load, and ptxas otherwise issues it with the means' loads,
+  // after their address arithmetic (H100: 134 against 104 us for K at d=128, N=4k, B=4, H=32).
+  asm volatile("" ::: "memory");
+  quantize_row_chunk<HeadDim, InputType, Bits, SmoothK, DotKMean, Rotate>(params, chunk, raw,
+                                                                          lane_in_row);
 }
 
 template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, bool Rotate>

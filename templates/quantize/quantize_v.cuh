@@ -65,6 +65,12 @@ __device__ __forceinline__ void load_v_tile(VTile<HeadDim>& tile, const Quantize
   }
 }
 
+// The token (of 16) that V's layout stores at byte `position` of a 16-token group
+// (templates/attention/README.md: the order the attention kernel's P.V fragments read).
+__device__ __forceinline__ int v_token_at_position(int position) {
+  return ((position >> 1) & 1) * 8 + (position >> 2) * 2 + (position & 1);
+}
+
 template <int HeadDim, ElementType InputType>
 __device__ __forceinline__ float channel_max_abs(const VTile<HeadDim>& tile, int channel) {
   float amax = 0.0f;
@@ -74,6 +80,36 @@ __device__ __forceinline__ float channel_max_abs(const VTile<HeadDim>& tile, int
                            tile.values[token * VTile<HeadDim>::kPitch + channel])));
   }
   return amax;
+}
+
+// Channel maxima over a block's threads, 8 channels per lane from `channel` on, lanes
+// LanesPerToken apart holding the same channels: over the warp with shuffles, then into
+// warp_channel_max[warp][...] (every thread of the block calls it; it ends with __syncthreads).
+// channel_max_over_warps then gives one channel's maximum over the block.
+template <int LanesPerToken, int Warps, int HeadDim>
+__device__ __forceinline__ void channel_max_to_shared(float (&amax)[8], int channel,
+                                                      float (&warp_channel_max)[Warps][HeadDim]) {
+#pragma unroll
+  for (int offset = LanesPerToken; offset < 32; offset *= 2) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      amax[i] = fmaxf(amax[i], __shfl_xor_sync(0xFFFFFFFFu, amax[i], offset));
+    }
+  }
+  if (threadIdx.x % 32 < LanesPerToken) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) warp_channel_max[threadIdx.x / 32][channel + i] = amax[i];
+  }
+  __syncthreads();
+}
+
+template <int Warps, int HeadDim>
+__device__ __forceinline__ float channel_max_over_warps(
+    const float (&warp_channel_max)[Warps][HeadDim], int channel) {
+  float channel_max = warp_channel_max[0][channel];
+#pragma unroll
+  for (int w = 1; w < Warps; ++w) channel_max = fmaxf(channel_max, warp_channel_max[w][channel]);
+  return channel_max;
 }
 
 // The max pass over one block of kVTokenBlock tokens, in registers: each token's HeadDim / 8 lanes
@@ -134,28 +170,13 @@ __device__ __forceinline__ void v_scale_block(const QuantizeVParams& params, int
       for (int i = 0; i < 8; ++i) amax[i] = fmaxf(amax[i], fabsf(values[i]));
     }
   }
-  // The tokens of a warp: lanes kLanesPerToken apart hold the same channels.
-#pragma unroll
-  for (int offset = Config::kLanesPerToken; offset < 32; offset *= 2) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      amax[i] = fmaxf(amax[i], __shfl_xor_sync(0xFFFFFFFFu, amax[i], offset));
-    }
-  }
+  // The tokens of a warp (lanes kLanesPerToken apart hold the same channels), then the warps.
+  channel_max_to_shared<Config::kLanesPerToken>(amax, channel, warp_channel_max);
   const int warp = threadIdx.x / 32;
-  if (threadIdx.x % 32 < Config::kLanesPerToken) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) warp_channel_max[warp][channel + i] = amax[i];
-  }
-  __syncthreads();
   const i64 head_index = static_cast<i64>(batch) * params.heads + head;
   float block_max = 0.0f;
   for (int c = threadIdx.x; c < HeadDim; c += Threads) {
-    float channel_max = warp_channel_max[0][c];
-#pragma unroll
-    for (int w = 1; w < Config::kWarps; ++w) {
-      channel_max = fmaxf(channel_max, warp_channel_max[w][c]);
-    }
+    const float channel_max = channel_max_over_warps(warp_channel_max, c);
     if (Granularity == VScaleGranularity::kPerChannel) {
       atomicMax(reinterpret_cast<int*>(params.scales + head_index * HeadDim + c),
                 __float_as_int(divide_rn(channel_max, 127.0f)));
@@ -234,7 +255,7 @@ __global__ void __launch_bounds__(256) quantize_v(const QuantizeVParams params) 
       for (int byte = 0; byte < 4; ++byte) {
         // The token stored at position 4 * word + byte of this 16-token group.
         const int position = 4 * word + byte;
-        const int token = chunk * 16 + ((position >> 1) & 1) * 8 + (position >> 2) * 2 + (position & 1);
+        const int token = chunk * 16 + v_token_at_position(position);
         const float x = element_to_float<InputType>(tile.values[token * VTile<HeadDim>::kPitch + channel]);
         // Clamped: the scale may be subnormal (a channel of values below 127 * 2^-126).
         quantized[byte] = quantize_to_low_bits<true>(x, inverse, 127);

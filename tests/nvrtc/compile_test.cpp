@@ -78,6 +78,13 @@ TEST(Nvrtc, CompilesEveryQuantizeFamilyForEveryArchAndHeadDim) {
       const Cubin k_and_v = compile_spec(spec, templates);
       EXPECT_NE(k_and_v.lowered_name.find("quantize_k_v_scale"), std::string::npos);
       EXPECT_EQ(k_and_v.log.find("warning"), std::string::npos) << spec.to_string() << k_and_v.log;
+      // K's rows and all of V in one clustered launch (run on sm_90a; it compiles everywhere).
+      spec.family = render::KernelFamily::kQuantizeKV;
+      const Cubin one_launch = compile_spec(spec, templates);
+      EXPECT_NE(one_launch.lowered_name.find("12quantize_k_vI"), std::string::npos)
+          << one_launch.lowered_name;
+      EXPECT_EQ(one_launch.log.find("warning"), std::string::npos)
+          << spec.to_string() << one_launch.log;
       spec.v_granularity = kernels::VScaleGranularity::kPerTensor;
       spec.smooth_k = false;
       spec.rotate = false;

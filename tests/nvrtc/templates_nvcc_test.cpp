@@ -70,6 +70,8 @@ TEST(TemplatesWithNvcc, RenderedUnitsOfEveryFamilyCompile) {
   k_and_v.smooth_k = true;
   k_and_v.v_granularity = kernels::VScaleGranularity::kPerChannel;
   specs.push_back(k_and_v);
+  k_and_v.family = KernelFamily::kQuantizeKV;  // the same, V read once (clusters)
+  specs.push_back(k_and_v);
   KernelSpec attention;
   attention.family = KernelFamily::kAttention;
   attention.head_dim = 64;

@@ -62,8 +62,8 @@ constexpr const char* kReducedSet =
 // launch (quantize_k_v_scale), quantize_rows of Q (with the LSE term), quantize_v and attention
 // causal off and on, and on sm_90a the short-sequence configs of d=64 causal off and on
 // (attention::heuristic_configs), less Q's quantize_rows there: the Hopper kernel quantizes Q
-// itself.
-constexpr std::size_t kReducedSetKernels = 4 * 6 + 2 - 1;
+// itself; and on sm_90a K's rows with all of V in one launch (quantize_k_v) beside the two.
+constexpr std::size_t kReducedSetKernels = 4 * 6 + 2 - 1 + 1;
 
 // One bundle for the whole suite: building it is the slow part.
 class Precompile : public ::testing::Test {
@@ -224,8 +224,9 @@ TEST(PrecompileOptions, ConfigsAllKeepsTheTunerCandidatesThatFitTheArchsSharedMe
         "--variants full --arch " +
         device::arch_name(arch));
     ASSERT_EQ(listed.exit_code, 0) << listed.output;
-    // Channel mean, K's rows with V's max pass, Q's rows, V.
-    const std::size_t quantize_kernels = 4;
+    // Channel mean, K's rows with V's max pass, Q's rows, V; on sm_90a also K's rows with all of
+    // V (quantize_k_v).
+    const std::size_t quantize_kernels = arch == device::Arch::kSm90a ? 5 : 4;
     EXPECT_TRUE(mentions(listed, std::to_string(quantize_kernels + 2 * fitting) + " kernels"))
         << device::arch_name(arch) << "\n"
         << listed.output;
@@ -251,9 +252,10 @@ TEST(PrecompileOptions, TheDefaultSetIsEveryArchHeadDimVariantAndCausalOnce) {
   // and for full INT8 K's rows with V's max pass (quantize_k_v_scale) and quantize_v; on sm_90a
   // the short-sequence configs of full INT8 at d=64 and d=128 and of half INT8 at d=64, causal
   // off and on. On sm_90a no
-  // quantize_rows of Q: the Hopper kernel quantizes Q itself (and writes the LSE term).
+  // quantize_rows of Q: the Hopper kernel quantizes Q itself (and writes the LSE term); and per
+  // head dim K's rows with all of V in one launch (quantize_k_v).
   const std::size_t archs = device::all_archs().size();
-  EXPECT_TRUE(mentions(listed, std::to_string(archs * (12 + 9 + 6) + 6 - 3) + " kernels"))
+  EXPECT_TRUE(mentions(listed, std::to_string(archs * (12 + 9 + 6) + 6 - 3 + 3) + " kernels"))
       << listed.output;
   EXPECT_FALSE(mentions(listed, "quantize_rows sm_90a d64 f16->i8 q_dot_k_mean")) << listed.output;
   EXPECT_TRUE(mentions(listed, "quantize_rows sm_80 d64 f16->i8 q_dot_k_mean")) << listed.output;
@@ -262,7 +264,7 @@ TEST(PrecompileOptions, TheDefaultSetIsEveryArchHeadDimVariantAndCausalOnce) {
   // with V's max pass and quantize_v for full INT8, no channel_mean.
   const CliResult plain = run_cli("precompile --list --smooth-k=0");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
-  EXPECT_TRUE(mentions(plain, std::to_string(archs * (12 + 3 + 6) + 6) + " kernels"))
+  EXPECT_TRUE(mentions(plain, std::to_string(archs * (12 + 3 + 6) + 6 + 3) + " kernels"))
       << plain.output;
   EXPECT_FALSE(mentions(plain, "channel_mean")) << plain.output;
 }
@@ -326,9 +328,9 @@ TEST_F(PrecompileTuned, BundlesExactlyTheWinnersOfTheRequestedArch) {
   const CliResult listed =
       run_cli("precompile --list --configs tuned --arch sm_90a --tuning-db " + path());
   ASSERT_EQ(listed.exit_code, 0) << listed.output;
-  // K smoothing's mean pass, K's rows with V's max pass, Q's rows, V for d128 f16, and the two
-  // distinct winners.
-  EXPECT_TRUE(mentions(listed, "\n6 kernels")) << listed.output;
+  // K smoothing's mean pass, K's rows with V's max pass, K's rows with all of V, Q's rows, V for
+  // d128 f16, and the two distinct winners.
+  EXPECT_TRUE(mentions(listed, "\n7 kernels")) << listed.output;
   const device::Arch h100 = device::Arch::kSm90a;
   EXPECT_TRUE(mentions(listed, attention(h100, 128, Variant::kFullInt8, kA))) << listed.output;
   EXPECT_TRUE(mentions(listed, attention(h100, 128, Variant::kFullInt8, kB))) << listed.output;

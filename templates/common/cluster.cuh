@@ -1,0 +1,50 @@
+// Thread block clusters (PTX ISA: "barrier.cluster", "mapa", state space .shared::cluster;
+// sm_90 and later): the blocks of a cluster are resident together and can read each other's
+// shared memory. Kernels that use these are launched with a cluster dimension
+// (launch::LaunchShape::cluster_blocks); a launch without one is a cluster of one block. Before
+// sm_90 they trap: no intfa launch uses them there.
+#pragma once
+
+#include "common/copy.cuh"
+#include "common/types.h"
+
+namespace intfa {
+namespace kernels {
+
+// Every thread of every block of the cluster arrives (release: this thread's writes to shared
+// memory are visible to the cluster's blocks after their wait), without waiting.
+__device__ __forceinline__ void cluster_arrive() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.release.aligned;" ::: "memory");
+#else
+  asm volatile("trap;");
+#endif
+}
+
+// Waits until every thread of the cluster has arrived since the last wait (acquire).
+__device__ __forceinline__ void cluster_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.wait.acquire.aligned;" ::: "memory");
+#else
+  asm volatile("trap;");
+#endif
+}
+
+// The float at `pointer` (this block's shared memory) in the shared memory of block `rank` of
+// the cluster.
+__device__ __forceinline__ float load_float_of_cluster_block(const float* pointer, u32 rank) {
+  float value = 0.0f;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  u32 address;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(address)
+               : "r"(shared_address(pointer)), "r"(rank));
+  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(value) : "r"(address) : "memory");
+#else
+  asm volatile("trap;");
+#endif
+  return value;
+}
+
+}  // namespace kernels
+}  // namespace intfa
