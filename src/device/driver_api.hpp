@@ -25,7 +25,8 @@ namespace intfa::device {
   X(cuMemcpyDtoDAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async)          \
   X(cuMemsetD32Async) X(cuEventCreate) X(cuEventDestroy) X(cuEventRecord)                     \
   X(cuEventSynchronize) X(cuEventElapsedTime) X(cuPointerGetAttribute) X(cuTensorMapEncodeTiled) \
-  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuStreamBeginCapture) X(cuStreamEndCapture)  \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessor) X(cuOccupancyMaxActiveClusters)             \
+  X(cuStreamBeginCapture) X(cuStreamEndCapture)                                                \
   X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 
 // The symbol each entry point is resolved by ("cuMemAlloc_v2" for cuMemAlloc): for tests.

@@ -1,5 +1,6 @@
 #include "families/quantize_family.hpp"
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -125,23 +126,24 @@ render::KernelSpec k_v_spec(device::Arch arch, int head_dim, kernels::ElementTyp
 
 std::optional<VSlices> k_v_slices(int head_dim, int padded_seq) {
   const int blocks = padded_seq / kernels::kVTokenBlock;
-  const unsigned block_bytes = static_cast<unsigned>(kernels::kVTokenBlock * head_dim * 2);
-  auto slices_of = [&](int cluster_blocks) {
+  const std::uint64_t block_bytes =
+      static_cast<std::uint64_t>(kernels::kVTokenBlock) * head_dim * 2;
+  // The split over `cluster_blocks` blocks if its slices take at most `limit` bytes (in 64 bits:
+  // a sequence of 2^28 tokens is a slice of gigabytes).
+  auto slices_within = [&](int cluster_blocks, unsigned limit) -> std::optional<VSlices> {
+    const int blocks_per_slice = (blocks + cluster_blocks - 1) / cluster_blocks;
+    const std::uint64_t bytes = static_cast<std::uint64_t>(blocks_per_slice) * block_bytes;
+    if (bytes > limit) return std::nullopt;
     VSlices slices;
     slices.cluster_blocks = cluster_blocks;
-    slices.blocks_per_slice = (blocks + cluster_blocks - 1) / cluster_blocks;
-    slices.shared_bytes = static_cast<unsigned>(slices.blocks_per_slice) * block_bytes;
+    slices.blocks_per_slice = blocks_per_slice;
+    slices.shared_bytes = static_cast<unsigned>(bytes);
     return slices;
   };
-  // 16 blocks is H100's largest cluster (a non-portable size, allowed at launch).
-  constexpr int kMostClusterBlocks = 16;
   for (int cluster_blocks = 1; cluster_blocks <= kMostClusterBlocks; cluster_blocks *= 2) {
-    const VSlices slices = slices_of(cluster_blocks);
-    if (slices.shared_bytes <= kVSliceTargetBytes) return slices;
+    if (auto slices = slices_within(cluster_blocks, kVSliceTargetBytes)) return slices;
   }
-  const VSlices widest = slices_of(kMostClusterBlocks);
-  if (widest.shared_bytes <= kVSliceLimitBytes) return widest;
-  return std::nullopt;
+  return slices_within(kMostClusterBlocks, kVSliceLimitBytes);
 }
 
 render::Instantiation rows_instantiation(const render::KernelSpec& spec) {
@@ -294,10 +296,11 @@ launch::LaunchShape k_v_scale_launch_shape(const kernels::QuantizeKVScaleParams&
   return launch_shape;
 }
 
-bool k_v_rows_match(const kernels::QuantizeRowsParams& k, const kernels::QuantizeVParams& v) {
-  // Packed: K's rows [1, heads, total] hold every sequence V's offsets name; dense: one row per
+bool k_v_rows_match(const kernels::QuantizeRowsParams& k, const kernels::QuantizeVParams& v,
+                    int total_kv) {
+  // Packed: K's rows [1, heads, total_kv] hold every sequence V's offsets name; dense: one row per
   // (batch, head, token) of V.
-  if (v.cu_seqlens != nullptr) return k.batch == 1 && k.heads == v.heads;
+  if (v.cu_seqlens != nullptr) return k.batch == 1 && k.heads == v.heads && k.seq == total_kv;
   return k.batch == v.batch && k.heads == v.heads && k.seq == v.seq;
 }
 
@@ -313,7 +316,7 @@ kernels::QuantizeKVParams k_v_params(const kernels::QuantizeRowsParams& k,
 launch::LaunchShape k_v_launch_shape(const kernels::QuantizeKVParams& params,
                                      const VSlices& slices) {
   launch::LaunchShape launch_shape;
-  launch_shape.grid[0] = static_cast<unsigned>(slices.cluster_blocks);
+  launch_shape.grid[0] = static_cast<unsigned>(slices.cluster_blocks);  // one cluster per head
   launch_shape.grid[1] = static_cast<unsigned>(params.v.heads);
   launch_shape.grid[2] = static_cast<unsigned>(params.v.batch);
   launch_shape.cluster_blocks = static_cast<unsigned>(slices.cluster_blocks);

@@ -86,6 +86,9 @@ struct VSlices {
 // KiB anyway, d=128 N=4k, the same).
 constexpr unsigned kVSliceTargetBytes = 32 * 1024;
 constexpr unsigned kVSliceLimitBytes = 192 * 1024;  // one block's (227 KiB on sm_90a)
+// 16 blocks is the H100's largest cluster (a non-portable size); whether a GPU (or its MIG slice)
+// can hold a cluster of the split is the launch's question (launch::cluster_fits).
+constexpr int kMostClusterBlocks = 16;
 std::optional<VSlices> k_v_slices(int head_dim, int padded_seq);
 
 // ---- Instantiations (the render hooks) ---------------------------------------------------------
@@ -127,7 +130,8 @@ launch::LaunchShape k_v_scale_launch_shape(const kernels::QuantizeKVScaleParams&
 
 // quantize_k_v: `k` as rows_params' (per token; V's batch and heads, or packed as V's
 // cu_seqlens say: k_v_rows_match), `v` as v_params', split as `slices`.
-bool k_v_rows_match(const kernels::QuantizeRowsParams& k, const kernels::QuantizeVParams& v);
+bool k_v_rows_match(const kernels::QuantizeRowsParams& k, const kernels::QuantizeVParams& v,
+                    int total_kv);
 kernels::QuantizeKVParams k_v_params(const kernels::QuantizeRowsParams& k,
                                      const kernels::QuantizeVParams& v, const VSlices& slices);
 launch::LaunchShape k_v_launch_shape(const kernels::QuantizeKVParams& params,

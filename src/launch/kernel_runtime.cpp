@@ -5,6 +5,7 @@
 #include <future>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 
 #include "cache/bundle.hpp"
@@ -336,12 +337,6 @@ void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream strea
     attribute.value.programmaticStreamSerializationAllowed = 1;
   }
   if (clusters) {
-    // Portable clusters have at most 8 blocks; larger ones (16 on the H100) must be allowed per
-    // kernel first. The attribute is the kernel's, so setting it again is harmless.
-    if (shape.cluster_blocks > 8) {
-      INTFA_DRIVER(cuFuncSetAttribute, kernel.function,
-                   CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1);
-    }
     CUlaunchAttribute& attribute = attributes[attribute_count++];
     attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
     attribute.value.clusterDim.x = shape.cluster_blocks;
@@ -360,6 +355,44 @@ void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream strea
   config.attrs = attributes;
   config.numAttrs = attribute_count;
   INTFA_DRIVER(cuLaunchKernelEx, &config, kernel.function, arguments, nullptr);
+}
+
+bool cluster_fits(const LoadedKernel& kernel, const LaunchShape& shape) {
+  using Key = std::tuple<CUfunction, unsigned, unsigned, unsigned>;
+  static std::mutex mutex;
+  static std::map<Key, bool> answers;
+  const unsigned threads = shape.block[0] * shape.block[1] * shape.block[2];
+  const Key key{kernel.function, shape.cluster_blocks, threads, shape.dynamic_shared_bytes};
+  std::lock_guard<std::mutex> lock(mutex);
+  if (const auto found = answers.find(key); found != answers.end()) return found->second;
+  const device::DriverApi& api = device::driver();
+  // Portable clusters have at most 8 blocks; larger ones (16 on the H100) are allowed per kernel.
+  bool fits = shape.cluster_blocks <= 8 ||
+              api.cuFuncSetAttribute(kernel.function,
+                                     CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                                     1) == CUDA_SUCCESS;
+  if (fits) {
+    CUlaunchAttribute attribute{};
+    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    attribute.value.clusterDim.x = shape.cluster_blocks;
+    attribute.value.clusterDim.y = 1;
+    attribute.value.clusterDim.z = 1;
+    CUlaunchConfig config{};
+    config.gridDimX = shape.grid[0];
+    config.gridDimY = shape.grid[1];
+    config.gridDimZ = shape.grid[2];
+    config.blockDimX = shape.block[0];
+    config.blockDimY = shape.block[1];
+    config.blockDimZ = shape.block[2];
+    config.sharedMemBytes = shape.dynamic_shared_bytes;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
+    int clusters = 0;
+    fits = api.cuOccupancyMaxActiveClusters(&clusters, kernel.function, &config) == CUDA_SUCCESS &&
+           clusters > 0;
+  }
+  answers.emplace(key, fits);
+  return fits;
 }
 
 }  // namespace intfa::launch

@@ -46,8 +46,8 @@ struct LaunchShape {
   unsigned block[3] = {1, 1, 1};
   unsigned dynamic_shared_bytes = 0;
   // Blocks per thread block cluster along x (sm_90 and later; grid[0] a multiple of it): above 1
-  // the launch is cuLaunchKernelEx with a cluster dimension, above 8 (a non-portable size) after
-  // the kernel is allowed such clusters.
+  // the launch is cuLaunchKernelEx with a cluster dimension. Above 8 (a non-portable size) the
+  // kernel must be allowed such clusters first: cluster_fits does that.
   unsigned cluster_blocks = 1;
 };
 
@@ -129,5 +129,11 @@ CUcontext launch_context(CUstream stream);
 // failure.
 void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream stream,
             const void* params);
+
+// Whether the device can run at least one cluster of `shape` at once (cuOccupancyMaxActiveClusters;
+// an error, such as a size the GPU does not support, counts as no). A cluster of large blocks
+// needs that many free SMs in one GPC, which a smaller part or a MIG slice may not have. Allows
+// clusters above 8 blocks on the kernel first. Asked once per kernel and shape, then remembered.
+bool cluster_fits(const LoadedKernel& kernel, const LaunchShape& shape);
 
 }  // namespace intfa::launch

@@ -300,7 +300,7 @@ void quantize::quantize_v_varlen_channels(const TensorShape& shape, int input_ch
                   stream);
 }
 
-void quantize::quantize_k_and_v_channels(const KAndVPasses& kv, int input_channels,
+bool quantize::quantize_k_and_v_channels(const KAndVPasses& kv, int input_channels,
                                          CUstream stream) {
   const RowsPass k = plan_rows_pass(kv.k_shape, input_channels, kv.k_input, kv.k_output,
                                     kv.k_scales, stream, kv.k_options);
@@ -321,18 +321,24 @@ void quantize::quantize_k_and_v_channels(const KAndVPasses& kv, int input_channe
   const std::optional<quantize::VSlices> slices =
       quantize::k_and_v_take_one_launch(k.where.arch, kv.k_options.k_granularity,
                                         kv.v_granularity) &&
-              !k.transforms.q_dot_k_mean && quantize::k_v_rows_match(k.params, v.params) &&
-              one_launch_kv_enabled()
+              !k.transforms.q_dot_k_mean &&
+              quantize::k_v_rows_match(k.params, v.params, kv.total_kv) && one_launch_kv_enabled()
           ? quantize::k_v_slices(kv.k_shape.head_dim, v.params.padded_seq)
           : std::nullopt;
   if (slices) {
-    launch_channel_mean(k, stream);
     const kernels::QuantizeKVParams both = quantize::k_v_params(k.params, v.params, *slices);
     const render::KernelSpec both_spec =
         quantize::k_v_spec(k.where.arch, kv.k_shape.head_dim, k.element, kv.k_options.bits,
                            k.transforms, kv.v_granularity);
-    launch_spec(both_spec, k.where, quantize::k_v_launch_shape(both, *slices), stream, &both);
-    return;
+    const launch::LaunchShape both_shape = quantize::k_v_launch_shape(both, *slices);
+    const launch::LoadedKernel& kernel = launch::KernelRuntime::instance().load(
+        both_spec, k.where.context, both_shape.dynamic_shared_bytes);
+    // A GPU (or MIG slice) that cannot hold one cluster of the split takes the two launches.
+    if (launch::cluster_fits(kernel, both_shape)) {
+      launch_channel_mean(k, stream);
+      launch::launch(kernel, both_shape, stream, &both);
+      return true;
+    }
   }
   // One launch for K's rows and V's max pass where both kernels take part and the two grids fit
   // one.
@@ -344,7 +350,7 @@ void quantize::quantize_k_and_v_channels(const KAndVPasses& kv, int input_channe
   if (!one_launch) {
     launch_rows_pass(k, stream);
     launch_v_passes(v, stream);
-    return;
+    return false;
   }
   // V's scales are zeroed by the launch before the max pass: K's channel means when smoothing,
   // else a memset.
@@ -359,6 +365,7 @@ void quantize::quantize_k_and_v_channels(const KAndVPasses& kv, int input_channe
                      kv.v_granularity);
   launch_spec(both_spec, k.where, k_v_scale_launch_shape(both), stream, &both);
   launch_spec(v.spec, v.where, v.shape, stream, &v.params);
+  return false;
 }
 
 }  // namespace intfa

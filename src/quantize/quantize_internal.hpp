@@ -51,6 +51,7 @@ struct KAndVPasses {
 // and V's max pass in one launch (quantize_k_v_scale), then V's quantize pass: three driver calls
 // where the two functions make five (four without smoothing). Otherwise the two functions'
 // launches.
-void quantize_k_and_v_channels(const KAndVPasses& passes, int input_channels, CUstream stream);
+// Returns whether K and V went through quantize_k_v (for tests).
+bool quantize_k_and_v_channels(const KAndVPasses& passes, int input_channels, CUstream stream);
 
 }  // namespace intfa::quantize

@@ -11,6 +11,23 @@
 namespace intfa {
 namespace kernels {
 
+// This block's rank in its cluster, and the cluster's blocks (0 and 1 without a cluster launch).
+__device__ __forceinline__ u32 cluster_block_rank() {
+  u32 rank = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+#endif
+  return rank;
+}
+
+__device__ __forceinline__ u32 cluster_block_count() {
+  u32 count = 1;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(count));
+#endif
+  return count;
+}
+
 // Every thread of every block of the cluster arrives (release: this thread's writes to shared
 // memory are visible to the cluster's blocks after their wait), without waiting.
 __device__ __forceinline__ void cluster_arrive() {

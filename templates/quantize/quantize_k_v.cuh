@@ -115,7 +115,7 @@ __global__ void __launch_bounds__(kQuantizeKVThreads) quantize_k_v(const Quantiz
   __shared__ float warp_max[Config::kWarps];
 
   const QuantizeVParams& v_params = params.v;
-  const int rank = blockIdx.x;  // the cluster spans gridDim.x
+  const int rank = static_cast<int>(cluster_block_rank());  // the cluster spans gridDim.x
   const int head = blockIdx.y;
   const int batch = blockIdx.z;
   const VHead v = v_head(v_params, batch, head);
@@ -146,7 +146,8 @@ __global__ void __launch_bounds__(kQuantizeKVThreads) quantize_k_v(const Quantiz
   k_slice.h = head;
   k_slice.head_index = static_cast<u32>(k_slice.b * params.k.heads + head);
   k_slice.first_row = (packed ? v_params.cu_seqlens[batch] : 0) + first;
-  k_slice.tokens = max(0, min(slice_tokens, v.seq - first));
+  // K's rows of the slice's tokens that exist (and, however the offsets came, no row past K's).
+  k_slice.tokens = max(0, min(min(slice_tokens, v.seq - first), params.k.seq - k_slice.first_row));
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     k_slice.mean[i] = SmoothK
@@ -188,7 +189,7 @@ __global__ void __launch_bounds__(kQuantizeKVThreads) quantize_k_v(const Quantiz
   static_assert(HeadDim <= Config::kThreads, "one channel per thread");
   float channel_max = 0.0f;
   if (threadIdx.x < HeadDim) {
-    for (u32 block = 0; block < gridDim.x; ++block) {
+    for (u32 block = 0; block < cluster_block_count(); ++block) {
       channel_max =
           fmaxf(channel_max, load_float_of_cluster_block(&slice_channel_max[threadIdx.x], block));
     }

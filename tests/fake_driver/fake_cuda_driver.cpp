@@ -218,6 +218,10 @@ CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunc
   *blocks = 1;
   return CUDA_SUCCESS;
 }
+CUresult CUDAAPI cuOccupancyMaxActiveClusters(int* clusters, CUfunction, const CUlaunchConfig*) {
+  *clusters = 1;
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuStreamBeginCapture(CUstream, CUstreamCaptureMode) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuStreamEndCapture(CUstream, CUgraph* graph) {
   *graph = nullptr;

@@ -1,15 +1,19 @@
 // attention_forward_16bit's K and V passes in their fewest launches (quantize_k_and_v_channels:
 // on sm_90a K's rows and all of V in one clustered launch, quantize_k_v) against the same inputs
 // through quantize_qk_channels and quantize_v_channels (their own launches), bit for bit: K's
-// INT8 (or INT4) rows and scales, K smoothing's means, V's layout and scales. The shapes cover
-// every cluster size (one block to 16, slices past V's end), V too long for the clusters (the
-// two-launch passes), narrow inputs, varlen, BF16, per-tensor V and INT4 K. Skipped without a GPU.
+// INT8 (or INT4) rows and scales, K smoothing's means, V's layout and scales; and that sm_90a took
+// the one launch. The shapes cover cluster sizes from one block to 16 (slices past V's end), V too
+// long for the clusters (the two-launch passes), narrow inputs, varlen with an empty sequence,
+// BF16, per-tensor V over 16 blocks, the rotation at d = 64, 128 and 256, and INT4 K. Skipped
+// without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "families/quantize_family.hpp"
@@ -89,6 +93,7 @@ TEST_P(QuantizeKVGpu, OneLaunchMatchesTheSeparatePassesBitForBit) {
   const std::size_t v_scales = v_scale_count(c.v_granularity, c.batch, c.heads, c.seq, c.head_dim);
   const std::size_t v_bytes = v_int8_bytes(c.batch, c.heads, c.seq, c.head_dim);
 
+  bool took_one_launch = false;
   auto run = [&](bool together) {
     KVOutputs out{DeviceBuffer(k_rows * c.head_dim * c.bits / 8), DeviceBuffer(k_rows * 4),
                   DeviceBuffer(static_cast<std::size_t>(rows_batch) * c.heads * c.head_dim * 4),
@@ -118,7 +123,7 @@ TEST_P(QuantizeKVGpu, OneLaunchMatchesTheSeparatePassesBitForBit) {
       kv.v_output = out.v.get();
       kv.v_scales = out.v_scales.as<float>();
       kv.v_granularity = c.v_granularity;
-      quantize::quantize_k_and_v_channels(kv, c.channels, nullptr);
+      took_one_launch = quantize::quantize_k_and_v_channels(kv, c.channels, nullptr);
     } else {
       quantize::quantize_qk_channels(k_shape, c.channels, k_view, k_output,
                                      out.k_scales.as<float>(), nullptr, k_options);
@@ -135,6 +140,13 @@ TEST_P(QuantizeKVGpu, OneLaunchMatchesTheSeparatePassesBitForBit) {
   };
   const KVOutputs together = run(true);
   const KVOutputs separate = run(false);
+  // On sm_90a the call took the one launch wherever V fits its clusters (unless the environment
+  // says otherwise): what this test is for. Elsewhere it took the two-launch passes.
+  const char* setting = std::getenv("INTFA_ONE_LAUNCH_KV");
+  const bool one_launch_expected = testing::current_arch() == device::Arch::kSm90a &&
+                                   quantize::k_v_slices(c.head_dim, v_padded_seq(c.seq)) &&
+                                   !(setting != nullptr && std::string(setting) == "0");
+  EXPECT_EQ(took_one_launch, one_launch_expected) << describe(c, seed);
 
   auto same_bytes = [&](const DeviceBuffer& a, const DeviceBuffer& b, const char* what) {
     const auto left = a.download_as<std::uint8_t>(a.bytes());
@@ -157,16 +169,19 @@ TEST_P(QuantizeKVGpu, OneLaunchMatchesTheSeparatePassesBitForBit) {
 const KVCase kCases[] = {
     {"D128_Seq1000_Clusters8_Smooth_Rotate", 2, 3, 1000, 128, 128, VScaleGranularity::kPerChannel, true, true, false, 8, {}},
     {"D64_Seq17_OneBlock_PerTensor_Bf16", 1, 2, 17, 64, 64, VScaleGranularity::kPerTensor, false, false, true, 8, {}},
-    // 17 blocks of 64 tokens over 16 blocks of 2: the last seven slices are past V's end.
-    {"D128_Seq1083_Clusters16_EmptySlices", 1, 2, 1083, 128, 128, VScaleGranularity::kPerChannel, true, false, false, 8, {}},
-    {"D256_Seq130_Clusters4", 1, 1, 130, 256, 256, VScaleGranularity::kPerChannel, true, false, false, 8, {}},
+    // 17 blocks of 64 tokens over 16 blocks of 2: the last seven slices are past V's end; the
+    // per-tensor maximum over 16 blocks.
+    {"D128_Seq1083_Clusters16_EmptySlices_PerTensor_Bf16", 1, 2, 1083, 128, 128, VScaleGranularity::kPerTensor, true, false, true, 8, {}},
+    {"D256_Seq130_Clusters4_Rotate", 1, 1, 130, 256, 256, VScaleGranularity::kPerChannel, true, true, false, 8, {}},
+    {"D64_Seq2000_Clusters8_Rotate", 2, 2, 2000, 64, 64, VScaleGranularity::kPerChannel, true, true, false, 8, {}},
     // 16 blocks of 128 KiB slices.
     {"D128_Seq8192_Clusters16_WideSlices", 1, 2, 8192, 128, 128, VScaleGranularity::kPerChannel, true, false, false, 8, {}},
     // Longer than 16 slices of 192 KiB: the two-launch passes.
     {"D128_Seq16384_TwoLaunches", 1, 1, 16384, 128, 128, VScaleGranularity::kPerTensor, false, false, false, 8, {}},
     {"D128_Narrow96", 2, 2, 700, 128, 96, VScaleGranularity::kPerChannel, true, true, false, 8, {}},
-    {"D128_Int4K", 1, 4, 600, 128, 128, VScaleGranularity::kPerChannel, true, false, false, 4, {}},
-    {"D128_Varlen", 3, 2, 900, 128, 128, VScaleGranularity::kPerChannel, true, false, true, 8, {0, 300, 1200, 1201}},
+    {"D128_Int4K_Rotate", 1, 4, 600, 128, 128, VScaleGranularity::kPerChannel, true, true, false, 4, {}},
+    // An empty sequence among them.
+    {"D128_Varlen", 4, 2, 900, 128, 128, VScaleGranularity::kPerChannel, true, false, true, 8, {0, 300, 300, 1200, 1201}},
 };
 // clang-format on
 
@@ -178,6 +193,15 @@ INSTANTIATE_TEST_SUITE_P(Cases, QuantizeKVGpu, ::testing::ValuesIn(kCases),
 // The cases above take the clustered launch where the test says they do: on sm_90a the same
 // split as k_v_slices, a cluster size for each but the long one.
 TEST(QuantizeKVSlices, ClusterSizesOfTheCases) {
+  // 64-bit sizes: a slice of gigabytes is refused, not wrapped around to a small one.
+  for (const auto& [head_dim, padded_seq] : {std::pair<int, int>{256, 8388608},
+                                             {256, 8388672},
+                                             {128, 1 << 24},
+                                             {64, 1 << 25},
+                                             {128, 1 << 28}}) {
+    EXPECT_FALSE(quantize::k_v_slices(head_dim, padded_seq).has_value())
+        << "d=" << head_dim << " padded_seq=" << padded_seq;
+  }
   auto cluster = [](int head_dim, int seq) {
     const std::optional<quantize::VSlices> slices =
         quantize::k_v_slices(head_dim, v_padded_seq(seq));
@@ -187,6 +211,7 @@ TEST(QuantizeKVSlices, ClusterSizesOfTheCases) {
   EXPECT_EQ(cluster(64, 17), 1);
   EXPECT_EQ(cluster(128, 1083), 16);
   EXPECT_EQ(cluster(256, 130), 4);
+  EXPECT_EQ(cluster(64, 2000), 8);
   EXPECT_EQ(cluster(128, 8192), 16);
   EXPECT_EQ(cluster(128, 16384), 0);
   // Each slice fits the budget it was chosen under, and the slices cover V.
