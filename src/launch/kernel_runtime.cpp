@@ -314,6 +314,35 @@ bool programmatic_launches_enabled() {
   return enabled;
 }
 
+namespace {
+
+CUlaunchAttribute cluster_attribute(unsigned blocks) {
+  CUlaunchAttribute attribute{};
+  attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attribute.value.clusterDim.x = blocks;
+  attribute.value.clusterDim.y = 1;
+  attribute.value.clusterDim.z = 1;
+  return attribute;
+}
+
+CUlaunchConfig launch_config(const LaunchShape& shape, CUstream stream,
+                             CUlaunchAttribute* attributes, unsigned attribute_count) {
+  CUlaunchConfig config{};
+  config.gridDimX = shape.grid[0];
+  config.gridDimY = shape.grid[1];
+  config.gridDimZ = shape.grid[2];
+  config.blockDimX = shape.block[0];
+  config.blockDimY = shape.block[1];
+  config.blockDimZ = shape.block[2];
+  config.sharedMemBytes = shape.dynamic_shared_bytes;
+  config.hStream = stream;
+  config.attrs = attributes;
+  config.numAttrs = attribute_count;
+  return config;
+}
+
+}  // namespace
+
 void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream stream,
             const void* params) {
   void* arguments[] = {const_cast<void*>(params)};
@@ -336,24 +365,8 @@ void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream strea
     attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
     attribute.value.programmaticStreamSerializationAllowed = 1;
   }
-  if (clusters) {
-    CUlaunchAttribute& attribute = attributes[attribute_count++];
-    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attribute.value.clusterDim.x = shape.cluster_blocks;
-    attribute.value.clusterDim.y = 1;
-    attribute.value.clusterDim.z = 1;
-  }
-  CUlaunchConfig config{};
-  config.gridDimX = shape.grid[0];
-  config.gridDimY = shape.grid[1];
-  config.gridDimZ = shape.grid[2];
-  config.blockDimX = shape.block[0];
-  config.blockDimY = shape.block[1];
-  config.blockDimZ = shape.block[2];
-  config.sharedMemBytes = shape.dynamic_shared_bytes;
-  config.hStream = stream;
-  config.attrs = attributes;
-  config.numAttrs = attribute_count;
+  if (clusters) attributes[attribute_count++] = cluster_attribute(shape.cluster_blocks);
+  const CUlaunchConfig config = launch_config(shape, stream, attributes, attribute_count);
   INTFA_DRIVER(cuLaunchKernelEx, &config, kernel.function, arguments, nullptr);
 }
 
@@ -372,21 +385,8 @@ bool cluster_fits(const LoadedKernel& kernel, const LaunchShape& shape) {
                                      CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
                                      1) == CUDA_SUCCESS;
   if (fits) {
-    CUlaunchAttribute attribute{};
-    attribute.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attribute.value.clusterDim.x = shape.cluster_blocks;
-    attribute.value.clusterDim.y = 1;
-    attribute.value.clusterDim.z = 1;
-    CUlaunchConfig config{};
-    config.gridDimX = shape.grid[0];
-    config.gridDimY = shape.grid[1];
-    config.gridDimZ = shape.grid[2];
-    config.blockDimX = shape.block[0];
-    config.blockDimY = shape.block[1];
-    config.blockDimZ = shape.block[2];
-    config.sharedMemBytes = shape.dynamic_shared_bytes;
-    config.attrs = &attribute;
-    config.numAttrs = 1;
+    CUlaunchAttribute attribute = cluster_attribute(shape.cluster_blocks);
+    const CUlaunchConfig config = launch_config(shape, nullptr, &attribute, 1);
     int clusters = 0;
     fits = api.cuOccupancyMaxActiveClusters(&clusters, kernel.function, &config) == CUDA_SUCCESS &&
            clusters > 0;
