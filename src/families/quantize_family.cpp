@@ -45,6 +45,25 @@ render::Instantiation quantize_v_instantiation(const render::KernelSpec& spec, c
                                 {option_argument(spec.v_granularity)}, "QuantizeVParams");
 }
 
+// A kernel of K's rows and V in one launch (quantize_k_v_scale, quantize_k_v: header
+// quantize/`kernel`.cuh): K per token without q_dot_k_mean, V per tensor or per channel (the
+// rows half is quantize_rows' code for K; V's scales need a maximum over the sequence).
+render::Instantiation k_and_v_instantiation(const render::KernelSpec& spec, const char* kernel,
+                                            const char* params) {
+  if (spec.v_granularity == kernels::VScaleGranularity::kPerBlock) {
+    throw InvalidArgument("spec.v_granularity", "block",
+                          std::string(kernel) + " takes V per tensor or per channel");
+  }
+  if (spec.k_granularity != kernels::KScaleGranularity::kPerToken || spec.q_dot_k_mean) {
+    throw InvalidArgument("spec.k_granularity", spec.to_string(),
+                          std::string(kernel) + " takes K's rows per token, without q_dot_k_mean");
+  }
+  return quantize_instantiation(spec, (std::string(kernel) + ".cuh").c_str(), kernel,
+                                {std::to_string(spec.qk_bits), bool_argument(spec.smooth_k),
+                                 bool_argument(spec.rotate), option_argument(spec.v_granularity)},
+                                params);
+}
+
 // The members every quantize kernel's parameters share: the 16-bit input and its element
 // strides, and the [batch, heads, seq] extent.
 template <typename Params>
@@ -172,34 +191,11 @@ render::Instantiation v_instantiation(const render::KernelSpec& spec) {
 }
 
 render::Instantiation k_v_scale_instantiation(const render::KernelSpec& spec) {
-  // The kernel's V half is a max pass and its K half quantize_rows (k_and_v_share_a_launch).
-  if (spec.v_granularity == kernels::VScaleGranularity::kPerBlock) {
-    throw InvalidArgument("spec.v_granularity", "block",
-                          "quantize_k_v_scale takes V per tensor or per channel");
-  }
-  if (spec.k_granularity != kernels::KScaleGranularity::kPerToken || spec.q_dot_k_mean) {
-    throw InvalidArgument("spec.k_granularity", spec.to_string(),
-                          "quantize_k_v_scale takes K's rows per token, without q_dot_k_mean");
-  }
-  return quantize_instantiation(spec, "quantize_k_v_scale.cuh", "quantize_k_v_scale",
-                                {std::to_string(spec.qk_bits), bool_argument(spec.smooth_k),
-                                 bool_argument(spec.rotate), option_argument(spec.v_granularity)},
-                                "QuantizeKVScaleParams");
+  return k_and_v_instantiation(spec, "quantize_k_v_scale", "QuantizeKVScaleParams");
 }
 
 render::Instantiation k_v_instantiation(const render::KernelSpec& spec) {
-  if (spec.v_granularity == kernels::VScaleGranularity::kPerBlock) {
-    throw InvalidArgument("spec.v_granularity", "block",
-                          "quantize_k_v takes V per tensor or per channel");
-  }
-  if (spec.k_granularity != kernels::KScaleGranularity::kPerToken || spec.q_dot_k_mean) {
-    throw InvalidArgument("spec.k_granularity", spec.to_string(),
-                          "quantize_k_v takes K's rows per token, without q_dot_k_mean");
-  }
-  return quantize_instantiation(spec, "quantize_k_v.cuh", "quantize_k_v",
-                                {std::to_string(spec.qk_bits), bool_argument(spec.smooth_k),
-                                 bool_argument(spec.rotate), option_argument(spec.v_granularity)},
-                                "QuantizeKVParams");
+  return k_and_v_instantiation(spec, "quantize_k_v", "QuantizeKVParams");
 }
 
 kernels::ChannelMeanParams channel_mean_params(const TensorShape& shape, const TensorView& input,
