@@ -14,9 +14,9 @@ std::optional<std::string> get(const char* name) {
   return std::string(value);
 }
 
-bool flag(const char* name) {
+bool flag(const char* name, bool when_unset) {
   const auto value = get(name);
-  if (!value) return false;
+  if (!value) return when_unset;
   const std::string lowered = strings::to_lower(strings::trim(*value));
   if (lowered == "1" || lowered == "true" || lowered == "on" || lowered == "yes") return true;
   if (lowered == "0" || lowered == "false" || lowered == "off" || lowered == "no") return false;

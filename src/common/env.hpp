@@ -10,9 +10,9 @@ namespace intfa::env {
 // The value, or nullopt when unset or empty.
 std::optional<std::string> get(const char* name);
 
-// 1/true/on/yes -> true, 0/false/off/no or unset -> false; anything else throws InvalidArgument
-// naming the variable.
-bool flag(const char* name);
+// 1/true/on/yes -> true, 0/false/off/no -> false, unset -> `when_unset`; anything else throws
+// InvalidArgument naming the variable.
+bool flag(const char* name, bool when_unset = false);
 
 // A base-10 integer in [min_value, max_value], or nullopt when unset; anything else throws.
 std::optional<long> integer(const char* name, long min_value, long max_value);

@@ -309,8 +309,7 @@ CUcontext launch_context(CUstream stream) {
 }
 
 bool programmatic_launches_enabled() {
-  static const bool enabled =
-      !env::get("INTFA_PROGRAMMATIC_LAUNCH") || env::flag("INTFA_PROGRAMMATIC_LAUNCH");
+  static const bool enabled = env::flag("INTFA_PROGRAMMATIC_LAUNCH", true);
   return enabled;
 }
 

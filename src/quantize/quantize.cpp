@@ -49,7 +49,7 @@ void launch_spec(const render::KernelSpec& spec, const LaunchContext& where,
 // INTFA_ONE_LAUNCH_KV (README.md, "Environment"): 0 quantizes K and V for attention on sm_90a
 // with the launches of other archs (V read twice), for comparisons. Read once.
 bool one_launch_kv_enabled() {
-  static const bool enabled = !env::get("INTFA_ONE_LAUNCH_KV") || env::flag("INTFA_ONE_LAUNCH_KV");
+  static const bool enabled = env::flag("INTFA_ONE_LAUNCH_KV", true);
   return enabled;
 }
 

@@ -1,6 +1,5 @@
 #include "spec/attention_spec.hpp"
 
-#include <optional>
 #include <string>
 
 #include "common/env.hpp"
@@ -48,8 +47,7 @@ int kernel_head_dim(int head_dim, const char* field) {
 }
 
 SpecRequest with_q_in_kernel(SpecRequest request, const AttentionOptions& options, DType dtype) {
-  const std::optional<std::string> setting = env::get("INTFA_QUANTIZE_Q_IN_KERNEL");
-  const bool enabled = !setting || env::flag("INTFA_QUANTIZE_Q_IN_KERNEL");
+  const bool enabled = env::flag("INTFA_QUANTIZE_Q_IN_KERNEL", true);
   if (enabled && request.qk_bits == 8 && !request.varlen && !options.rotate_qk) {
     request.quantize_q_in_kernel = true;
     request.q_type = dtype;
