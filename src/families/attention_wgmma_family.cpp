@@ -83,12 +83,13 @@ void validate_wgmma_config(const render::KernelSpec& spec) {
     throw InvalidArgument("config.warps", std::to_string(spec.warps),
                           "3 consumer warpgroups leave 160 registers per thread: head_dim <= 128");
   }
-  // Half INT8 keeps the FP32 output, S and the 16-bit P in registers together.
+  // Half INT8 keeps the FP32 output, S and the 16-bit P in registers together: at d=128 they
+  // fit 160 registers beside the loop's own with 64-key tiles only (S and P take half as many).
   if (consumer_groups == 3 && spec.variant == kernels::AttentionVariant::kHalfInt8 &&
-      spec.head_dim > 64) {
+      spec.head_dim > 64 && !(spec.head_dim == 128 && spec.block_n == 64)) {
     throw InvalidArgument("config.warps", std::to_string(spec.warps),
-                          "3 consumer warpgroups leave 160 registers per thread: head_dim <= 64 "
-                          "for half_int8");
+                          "3 consumer warpgroups leave 160 registers per thread: half_int8 at "
+                          "head_dim 128 needs block_n = 64 (head_dim 64: any)");
   }
   if (consumer_groups == 1 && spec.head_dim > 128) {
     throw InvalidArgument("config.warps", std::to_string(spec.warps),

@@ -125,14 +125,20 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
     // they do not fit. At d=64 beyond 1k tokens, three consumer warpgroups taking turns, with
     // three stages (P.V behind): 445-447 / 498-502 TOPS at 4k / 16k against 413-417 / 431-434 for
     // one warpgroup, causal -3% / +6% (H200, 2026-11-27, both orders); up to 1k one warpgroup
-    // keeps its lead (320-325 against 312 non-causal, 227-231 against 193-195 causal).
+    // keeps its lead (320-325 against 312 non-causal, 227-231 against 193-195 causal). At d=128
+    // beyond 1k tokens, three consumer warpgroups with 64-key tiles (what fits their registers),
+    // three stages: 597-607 / 663-666 / 673-674 / 685-689 TOPS at 2k / 4k / 8k / 16k against
+    // 577-589 / 633-643 / 641-650 / 653-657 for two, causal level at 2k-8k and +3% at 16k; up
+    // to 1k two keep their lead (488-495 against 478-484, causal 344-348 against 315-316) (H100,
+    // 2026-11-27 21:40, both orders; bench/RESULTS.md, "Half INT8 at d=128: three warpgroups").
     if (request.variant == Variant::kHalfInt8) {
       if (request.head_dim <= 64) {
         return short_sequences ? KernelConfig{64, 128, 8, 2, KernelPath::kWgmma}
                                : KernelConfig{192, 128, 16, 3, KernelPath::kWgmma};
       }
       if (request.head_dim >= 256) return KernelConfig{128, 64, 12, 2, KernelPath::kWgmma};
-      return KernelConfig{128, 128, 12, 3, KernelPath::kWgmma};
+      return short_sequences ? KernelConfig{128, 128, 12, 3, KernelPath::kWgmma}
+                             : KernelConfig{192, 64, 16, 3, KernelPath::kWgmma};
     }
     if (request.head_dim <= 128 && request.v_granularity != VScaleGranularity::kPerBlock) {
       return short_sequences ? KernelConfig{64, 128, 8, 2, KernelPath::kWgmma}
@@ -179,10 +185,13 @@ std::vector<KernelConfig> candidate_configs(const SpecRequest& request) {
         configs.push_back(KernelConfig{128, block_n, 12, stages, KernelPath::kWgmma});
         // Three consumer warpgroups: at d=128 with 128-key tiles only (64-key tiles measured
         // 18-28% slower there, 2026-11-23 H100; bench/history/2026-11-23.md).
-        // Half INT8 keeps its FP32 output, S and P in registers: three fit at d <= 64 only.
-        const bool three_fit = request.head_dim <= 64 ||
-                               (request.head_dim <= 128 && request.variant == Variant::kFullInt8);
-        if (three_fit && (request.head_dim <= 64 || block_n == 128)) {
+        // Half INT8 keeps its FP32 output, S and P in registers: three fit at d <= 64, and at
+        // d=128 with 64-key tiles.
+        const bool full_int8 = request.variant == Variant::kFullInt8;
+        const bool three_fit =
+            request.head_dim <= 64 ||
+            (request.head_dim <= 128 && (full_int8 ? block_n == 128 : block_n == 64));
+        if (three_fit) {
           configs.push_back(KernelConfig{192, block_n, 16, stages, KernelPath::kWgmma});
         }
         // One consumer warpgroup, two blocks per SM: two stages (three do not fit twice per SM

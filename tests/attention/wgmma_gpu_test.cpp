@@ -133,7 +133,8 @@ TEST(WgmmaHalfGpuOptions, EveryTileConfigOfTheTunerMatchesTheModel) {
 
 // Half INT8 with P.V one tile behind Q.K^T (three stages) in both of its loops: one warpgroup
 // alone (64,128,8,3: no tuner candidate, but a config a caller may name), two taking turns (the
-// default at d=128) and three taking turns (the default at d=64 beyond 1k tokens); causal with
+// default at d=128 up to 1k tokens) and three taking turns (the default beyond 1k tokens, with
+// 64-key tiles at d=128); causal with
 // seq_q != seq_kv (idle turns past the diagonal, and with more queries than keys a warpgroup
 // that sees no key beside one that sees a tile), tails, GQA, 1 and 2 key tiles (the peeled
 // first tile and last P.V alone), the LSE.
@@ -142,7 +143,8 @@ TEST(WgmmaHalfGpuOptions, PvOneTileBehindScoresMatchesTheModel) {
   const std::vector<std::pair<KernelConfig, std::vector<int>>> configs_and_head_dims = {
       {{64, 128, 8, 3, KernelPath::kWgmma}, {64, 128}},
       {{128, 128, 12, 3, KernelPath::kWgmma}, {64, 128}},
-      {{192, 128, 16, 3, KernelPath::kWgmma}, {64}}};  // three do not fit d=128's registers
+      {{192, 128, 16, 3, KernelPath::kWgmma}, {64}},  // three fit d=128 with 64-key tiles
+      {{192, 64, 16, 3, KernelPath::kWgmma}, {128}}};
   for (const auto& [config, head_dims] : configs_and_head_dims) {
     for (const Shape& shape : std::vector<Shape>{{2, 4, 2, 300, 700, 128, true},
                                                  {1, 4, 4, 517, 333, 64, false},

@@ -91,12 +91,17 @@ TEST(WgmmaSpec, ConfigRulesNameTheBadField) {
   EXPECT_EQ(refused_field(sm90a_request(64), {192, 128, 16, 2, kWgmma}), "(accepted)");
   EXPECT_EQ(refused_field(sm90a_request(256), {128, 128, 12, 2, kWgmma}), "config.block_n");
 
-  // Half INT8: one or two consumer warpgroups; three only at d=64 (registers).
+  // Half INT8: one or two consumer warpgroups; three at d=64, and at d=128 with 64-key tiles
+  // only (registers).
   SpecRequest half = d128;
   half.variant = Variant::kHalfInt8;
   EXPECT_EQ(refused_field(half, {128, 128, 12, 2, kWgmma}), "(accepted)");
   EXPECT_EQ(refused_field(half, {64, 128, 8, 2, kWgmma}), "(accepted)");
   EXPECT_EQ(refused_field(half, {192, 128, 16, 2, kWgmma}), "config.warps");
+  EXPECT_EQ(refused_field(half, {192, 64, 16, 3, kWgmma}), "(accepted)");
+  SpecRequest half256 = sm90a_request(256);
+  half256.variant = Variant::kHalfInt8;
+  EXPECT_EQ(refused_field(half256, {192, 64, 16, 2, kWgmma}), "config.warps");
   SpecRequest half64 = sm90a_request(64);
   half64.variant = Variant::kHalfInt8;
   EXPECT_EQ(refused_field(half64, {192, 128, 16, 2, kWgmma}), "(accepted)");

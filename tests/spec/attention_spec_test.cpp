@@ -70,8 +70,9 @@ TEST(AttentionSpec, ShortSequencesOnHopperTakeTwoBlocksPerSm) {
 
 // Half INT8 at d=64 on Hopper: one consumer warpgroup, two blocks per SM, up to 1k tokens; beyond
 // (and without a length), three warpgroups with three stages, whose P.V runs one tile behind
-// Q.K^T. At d=128 the length does not matter (two warpgroups in turns, three stages).
-TEST(AttentionSpec, HalfInt8AtD64TakesThreeWarpgroupsBeyondShortSequences) {
+// Q.K^T. At d=128 two warpgroups in turns up to 1k tokens, beyond three with 64-key tiles (the
+// tiles their registers allow), three stages each.
+TEST(AttentionSpec, HalfInt8TakesThreeWarpgroupsBeyondShortSequences) {
   const KernelConfig two_blocks{64, 128, 8, 2, KernelPath::kWgmma};
   const KernelConfig three_groups{192, 128, 16, 3, KernelPath::kWgmma};
   SpecRequest request = sm90a_request(64);
@@ -87,8 +88,15 @@ TEST(AttentionSpec, HalfInt8AtD64TakesThreeWarpgroupsBeyondShortSequences) {
   }
   SpecRequest d128 = sm90a_request(128);
   d128.variant = Variant::kHalfInt8;
-  EXPECT_EQ(heuristic_config(d128, 1024), heuristic_config(d128));
-  EXPECT_EQ(heuristic_config(d128), (KernelConfig{128, 128, 12, 3, KernelPath::kWgmma}));
+  const KernelConfig d128_three_groups{192, 64, 16, 3, KernelPath::kWgmma};
+  for (bool causal : {false, true}) {
+    d128.causal = causal;
+    EXPECT_EQ(heuristic_config(d128, 1024), (KernelConfig{128, 128, 12, 3, KernelPath::kWgmma}));
+    EXPECT_EQ(heuristic_config(d128, 2048), d128_three_groups);
+    EXPECT_EQ(heuristic_config(d128), d128_three_groups);
+    EXPECT_NO_THROW(validate_config(make_spec(d128, d128_three_groups),
+                                    device::default_max_shared_bytes(d128.arch)));
+  }
 }
 
 TEST(AttentionSpec, ConfigFieldsOutOfRangeAreNamed) {

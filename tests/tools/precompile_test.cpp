@@ -250,12 +250,11 @@ TEST(PrecompileOptions, TheDefaultSetIsEveryArchHeadDimVariantAndCausalOnce) {
   // Per arch: 3 head dims x 2 variants x causal off/on attention kernels, for each head dim K
   // smoothing's channel_mean, quantize_rows of K (smoothed; half INT8) and of Q (the LSE term),
   // and for full INT8 K's rows with V's max pass (quantize_k_v_scale) and quantize_v; on sm_90a
-  // the short-sequence configs of full INT8 at d=64 and d=128 and of half INT8 at d=64, causal
-  // off and on. On sm_90a no
-  // quantize_rows of Q: the Hopper kernel quantizes Q itself (and writes the LSE term); and per
-  // head dim K's rows with all of V in one launch (quantize_k_v).
+  // the short-sequence configs of full and half INT8 at d=64 and d=128, causal off and on. On
+  // sm_90a no quantize_rows of Q: the Hopper kernel quantizes Q itself (and writes the LSE term);
+  // and per head dim K's rows with all of V in one launch (quantize_k_v).
   const std::size_t archs = device::all_archs().size();
-  EXPECT_TRUE(mentions(listed, std::to_string(archs * (12 + 9 + 6) + 6 - 3 + 3) + " kernels"))
+  EXPECT_TRUE(mentions(listed, std::to_string(archs * (12 + 9 + 6) + 8 - 3 + 3) + " kernels"))
       << listed.output;
   EXPECT_FALSE(mentions(listed, "quantize_rows sm_90a d64 f16->i8 q_dot_k_mean")) << listed.output;
   EXPECT_TRUE(mentions(listed, "quantize_rows sm_80 d64 f16->i8 q_dot_k_mean")) << listed.output;
@@ -264,7 +263,7 @@ TEST(PrecompileOptions, TheDefaultSetIsEveryArchHeadDimVariantAndCausalOnce) {
   // with V's max pass and quantize_v for full INT8, no channel_mean.
   const CliResult plain = run_cli("precompile --list --smooth-k=0");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
-  EXPECT_TRUE(mentions(plain, std::to_string(archs * (12 + 3 + 6) + 6 + 3) + " kernels"))
+  EXPECT_TRUE(mentions(plain, std::to_string(archs * (12 + 3 + 6) + 8 + 3) + " kernels"))
       << plain.output;
   EXPECT_FALSE(mentions(plain, "channel_mean")) << plain.output;
 }
