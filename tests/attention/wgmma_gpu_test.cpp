@@ -143,8 +143,8 @@ TEST(WgmmaHalfGpuOptions, PvOneTileBehindScoresMatchesTheModel) {
   const std::vector<std::pair<KernelConfig, std::vector<int>>> configs_and_head_dims = {
       {{64, 128, 8, 3, KernelPath::kWgmma}, {64, 128}},
       {{128, 128, 12, 3, KernelPath::kWgmma}, {64, 128}},
-      {{192, 128, 16, 3, KernelPath::kWgmma}, {64}},  // three fit d=128 with 64-key tiles
-      {{192, 64, 16, 3, KernelPath::kWgmma}, {128}}};
+      {{192, 128, 16, 3, KernelPath::kWgmma}, {64}},
+      {{192, 64, 16, 3, KernelPath::kWgmma}, {128}}};  // three fit d=128 with 64-key tiles only
   for (const auto& [config, head_dims] : configs_and_head_dims) {
     for (const Shape& shape : std::vector<Shape>{{2, 4, 2, 300, 700, 128, true},
                                                  {1, 4, 4, 517, 333, 64, false},
