@@ -114,13 +114,13 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
     //     new softmax while these gained); level with one warpgroup at 4k non-causal.
     // With per-block V three warpgroups lose 4% at d=128 N=4k (2026-11-23 (midnight)).
     const bool short_sequences = seq_bucket > 0 && seq_bucket <= kShortSequenceBucket;
-    // Half INT8 (its FP32 output, S and 16-bit P do not fit three warpgroups' registers at
-    // d=128), the fastest of the H100 sweep of 2026-11-24 at N = 1k, 4k, 16k, causal off and on
-    // (bench/history/2026-11-24.md, "Half INT8 on the Hopper kernel"): d=64, one consumer
-    // warpgroup, two blocks per SM (301-306 / 402-406 / 409-427 TOPS non-causal); d=128, two
-    // taking turns (424-433 / 589-595 / 633-636); d=256, two with 64-key tiles. At d=128 three
-    // stages, where P.V runs one tile behind Q.K^T (kPvBehindScores): 473-485 / 631-632 /
-    // 636-639 TOPS against 438-447 / 574-576 / 606-607 with two, causal +5.6-9.5% (H200,
+    // Half INT8 (its FP32 output, S and 16-bit P of 128-key tiles do not fit three warpgroups'
+    // registers at d=128), the fastest of the H100 sweep of 2026-11-24 at N = 1k, 4k, 16k,
+    // causal off and on (bench/history/2026-11-24.md, "Half INT8 on the Hopper kernel"): d=64,
+    // one consumer warpgroup, two blocks per SM (301-306 / 402-406 / 409-427 TOPS non-causal);
+    // d=128, two taking turns (424-433 / 589-595 / 633-636); d=256, two with 64-key tiles. At
+    // d=128 three stages, where P.V runs one tile behind Q.K^T (kPvBehindScores): 473-485 /
+    // 631-632 / 636-639 TOPS against 438-447 / 574-576 / 606-607 with two, causal +5.6-9.5% (H200,
     // 2026-11-27, both orders; bench/RESULTS.md, "Half INT8: P.V one tile behind"); at d=256
     // they do not fit. At d=64 beyond 1k tokens, three consumer warpgroups taking turns, with
     // three stages (P.V behind): 445-447 / 498-502 TOPS at 4k / 16k against 413-417 / 431-434 for
@@ -183,8 +183,8 @@ std::vector<KernelConfig> candidate_configs(const SpecRequest& request) {
       if (request.head_dim >= 256 && block_n > 64) continue;
       for (int stages : {2, 3}) {
         configs.push_back(KernelConfig{128, block_n, 12, stages, KernelPath::kWgmma});
-        // Three consumer warpgroups: at d=128 with 128-key tiles only (64-key tiles measured
-        // 18-28% slower there, 2026-11-23 H100; bench/history/2026-11-23.md).
+        // Three consumer warpgroups: full INT8 at d=128 with 128-key tiles only (64-key tiles
+        // measured 18-28% slower there, 2026-11-23 H100; bench/history/2026-11-23.md).
         // Half INT8 keeps its FP32 output, S and P in registers: three fit at d <= 64, and at
         // d=128 with 64-key tiles.
         const bool full_int8 = request.variant == Variant::kFullInt8;

@@ -294,8 +294,9 @@ std::vector<StepsCase> steps_cases() {
       cases.push_back(c);
     }
     // Past 1k tokens, the heuristic's long-sequence configs: full INT8 with three consumer
-    // warpgroups (the last query block's third warpgroup has no rows), half INT8 with two taking
-    // turns (the last block's second warpgroup has no rows but takes its turns), causal.
+    // warpgroups (the last query block's third warpgroup has no rows), half INT8 with three
+    // taking turns (64-key tiles at d=128; the last block's third warpgroup has no rows but takes
+    // its turns), causal.
     StepsCase c;
     c.problem = small_problem(variant);
     c.problem.head_dim = 128;

@@ -240,7 +240,8 @@ TEST(WgmmaGpuOptions, PerBlockVWhereATileEndsPastTheLastBlock) {
 
 // Per-block K (one scale per 64 keys, folded into the exponent's multiplier): both variants, every
 // head dim, smoothing and the rotation, GQA, causal and non-causal, key counts that end inside a
-// block and inside a tile (517 = 8 blocks + 5 keys), and every Hopper config the tuner may time.
+// block and inside a tile (517 = 8 blocks + 5 keys), and every Hopper config the tuner may time
+// for either variant (half INT8's three warpgroups with 64-key tiles at d=128 among them).
 TEST(WgmmaGpuOptions, PerBlockKMatchesTheModel) {
   INTFA_REQUIRE_SM90();
   for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
@@ -258,18 +259,22 @@ TEST(WgmmaGpuOptions, PerBlockKMatchesTheModel) {
       }
     }
   }
-  for (int head_dim : {64, 128}) {
-    attention::SpecRequest request = testing::sm90a_request(head_dim);
-    request.k_granularity = KScaleGranularity::kPerBlock;
-    for (const KernelConfig& config : attention::candidate_configs(request)) {
-      if (config.path != KernelPath::kWgmma) continue;
-      if (attention::shared_bytes(attention::make_spec(request, config)) > kSharedBytesPerBlock) {
-        continue;
+  for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
+    for (int head_dim : {64, 128}) {
+      attention::SpecRequest request = testing::sm90a_request(head_dim);
+      request.variant = variant;
+      request.k_granularity = KScaleGranularity::kPerBlock;
+      for (const KernelConfig& config : attention::candidate_configs(request)) {
+        if (config.path != KernelPath::kWgmma) continue;
+        if (attention::shared_bytes(attention::make_spec(request, config)) >
+            kSharedBytesPerBlock) {
+          continue;
+        }
+        CheckCase check = testing::make_case({1, 2, 1, 300, 450, head_dim, true}, variant);
+        check.options.k_granularity = KScaleGranularity::kPerBlock;
+        check.options.config = config;
+        expect_correct(check, 0.05);
       }
-      CheckCase check = make_case({1, 2, 1, 300, 450, head_dim, true});
-      check.options.k_granularity = KScaleGranularity::kPerBlock;
-      check.options.config = config;
-      expect_correct(check, 0.05);
     }
   }
 }

@@ -99,9 +99,12 @@ TEST(WgmmaSpec, ConfigRulesNameTheBadField) {
   EXPECT_EQ(refused_field(half, {64, 128, 8, 2, kWgmma}), "(accepted)");
   EXPECT_EQ(refused_field(half, {192, 128, 16, 2, kWgmma}), "config.warps");
   EXPECT_EQ(refused_field(half, {192, 64, 16, 3, kWgmma}), "(accepted)");
-  SpecRequest half256 = sm90a_request(256);
-  half256.variant = Variant::kHalfInt8;
-  EXPECT_EQ(refused_field(half256, {192, 64, 16, 2, kWgmma}), "config.warps");
+  try {
+    validate_config(make_spec(half, {192, 128, 16, 3, kWgmma}), 227 * 1024);
+    ADD_FAILURE() << "three half-INT8 warpgroups with 128-key tiles at d=128 were accepted";
+  } catch (const InvalidArgument& error) {
+    EXPECT_NE(std::string(error.what()).find("block_n = 64"), std::string::npos) << error.what();
+  }
   SpecRequest half64 = sm90a_request(64);
   half64.variant = Variant::kHalfInt8;
   EXPECT_EQ(refused_field(half64, {192, 128, 16, 2, kWgmma}), "(accepted)");
