@@ -3,25 +3,11 @@
 events, warm-up, median, each config timed in both orders.
 usage: python3 bench/half_config_ab.py [--configs "128,128,12,3;192,64,16,3"] [--seqs 4096,16384]"""
 import argparse
-import statistics
 
 import torch
 
 import intfa
-
-
-def time_ms(fn, repeats):
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+from intfa_ctypes import time_ms
 
 
 def main():
