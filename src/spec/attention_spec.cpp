@@ -122,7 +122,7 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
     // d=128 three stages, where P.V runs one tile behind Q.K^T (kPvBehindScores): 473-485 /
     // 631-632 / 636-639 TOPS against 438-447 / 574-576 / 606-607 with two, causal +5.6-9.5% (H200,
     // 2026-11-27, both orders; bench/RESULTS.md, "Half INT8: P.V one tile behind"); at d=256
-    // they do not fit. At d=64 beyond 1k tokens, three consumer warpgroups taking turns, with
+    // they do not fit. At d=64 beyond 1k tokens, three consumer warpgroups (then in turns), with
     // three stages (P.V behind): 445-447 / 498-502 TOPS at 4k / 16k against 413-417 / 431-434 for
     // one warpgroup, causal -3% / +6% (H200, 2026-11-27, both orders); up to 1k one warpgroup
     // keeps its lead (320-325 against 312 non-causal, 227-231 against 193-195 causal). At d=128
@@ -131,6 +131,11 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
     // 577-589 / 633-643 / 641-650 / 653-657 for two, causal level at 2k-8k and +3% at 16k; up
     // to 1k two keep their lead (488-495 against 478-484, causal 344-348 against 315-316) (H100,
     // 2026-11-27 21:40, both orders; bench/RESULTS.md, "Half INT8 at d=128: three warpgroups").
+    // With three warpgroups no longer in turns (23:10, every candidate at 1k and 2k, one order,
+    // before the lagging reference): at 1k two still lead at d=128 (484.6 against 479.0 TOPS),
+    // one at d=64 (316.8 against 314.9, causal 227.6 against 207.4); d=128 1k causal went to
+    // three by 2% (352.2 against 345.5), too little in one order for a rule of its own
+    // (bench/RESULTS.md, "Half INT8: three warpgroups without turns, and a lagging reference").
     if (request.variant == Variant::kHalfInt8) {
       if (request.head_dim <= 64) {
         return short_sequences ? KernelConfig{64, 128, 8, 2, KernelPath::kWgmma}

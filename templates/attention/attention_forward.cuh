@@ -409,7 +409,10 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         previous_max[mt][half] = running_max[mt][half];
-        running_max[mt][half] = fmaxf(running_max[mt][half], tile_max[mt][half]);
+        // Half INT8 keeps a reference within 2^8 of the maximum instead (half_int8_reference).
+        running_max[mt][half] =
+            Config::kFullInt8 ? fmaxf(running_max[mt][half], tile_max[mt][half])
+                              : half_int8_reference(running_max[mt][half], tile_max[mt][half]);
         reference[mt][half] =
             Config::kTileMaxReference ? tile_max[mt][half] : running_max[mt][half];
       }
@@ -454,7 +457,7 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kMinBlocksPerSm)
                              v_block_scales(slot), coordinates);
       }
     } else {
-      // Half INT8: the MMA accumulates into O directly, so O follows the running maximum.
+      // Half INT8: the MMA accumulates into O directly, so O follows the row's reference.
       bool rescale = false;
       float alpha[kMTiles][2];
 #pragma unroll

@@ -2,7 +2,7 @@
 // specialisation. Same numerics as the portable kernel (attention_forward.cuh; both take their
 // softmax from online_softmax.cuh and their output code from epilogue.cuh): full INT8 with every
 // P encoding, P reference and V granularity, and half INT8 (FP16/BF16 V and P, P.V accumulated
-// in FP32 by the wgmma into the output, which is rescaled when a row's maximum moves).
+// in FP32 by the wgmma into the output, which is rescaled when a row's exponent reference moves).
 //
 // A block computes 64 * ConsumerGroups query rows of one (batch, query head) with
 // ConsumerGroups + 1 warpgroups:
@@ -17,7 +17,8 @@
 //     permuted in groups of 16) is exactly the K-major B operand this needs; half INT8's 16-bit
 //     V (keys as rows) is the MN-major B operand that 16-bit wgmma reads transposed.
 // Consumer warpgroups take turns to issue their MMAs (named barriers), so one's softmax overlaps
-// another's MMAs, where the registers allow (kTakesTurns); otherwise they run independently.
+// another's MMAs, where the registers allow and it measured faster (kTakesTurns); otherwise they
+// run independently.
 // With one consumer warpgroup, two blocks share an SM (kBlocksPerSm) and overlap instead.
 #pragma once
 
@@ -119,15 +120,17 @@ struct WgmmaAttentionConfig {
   // Taking turns (WgmmaAttention::main_loop_in_turns) keeps S, P, the P.V accumulator and the
   // output in registers together; beside them the rest of the loop needs about 32 (ptxas).
   // Per-block V folds per 64-token block, one block after the other, in main_loop.
-  // Half INT8's turns (main_loop_16bit_pv_in_turns) keep S, P and the FP32 output; they pay at
-  // d=128 (+4-5% at N >= 4k non-causal on the H100) and lose 16-26% at d=256, where the
-  // warpgroups run without them (bench/history/2026-11-24.md, "Half INT8 on the Hopper
-  // kernel").
+  // Half INT8's turns (main_loop_16bit_pv_in_turns) keep S, P and the FP32 output; two
+  // warpgroups take them at d <= 128 (+4-5% at d=128, N >= 4k non-causal on the H100). Three
+  // run without, as three of full INT8 do: 1-9% faster than in turns at d=64 and d=128 from 4k
+  // (H100 2026-11-27 23:06-23:10; bench/RESULTS.md, "Half INT8: three warpgroups without turns,
+  // and a lagging reference"). At d=256 turns lose 16-26% (bench/history/2026-11-24.md,
+  // "Half INT8 on the Hopper kernel").
   static constexpr int kTurnRegisters =
       kFullInt8 ? BlockN / 2 + BlockN / 8 + HeadDim : BlockN / 2 + BlockN / 4 + HeadDim / 2;
   static constexpr bool kTakesTurns = ConsumerGroups > 1 && !kPerBlockV &&
                                       kTurnRegisters + 32 <= kConsumerRegisters &&
-                                      (kFullInt8 || HeadDim <= 128);
+                                      (kFullInt8 || (ConsumerGroups == 2 && HeadDim <= 128));
   // Half INT8 with three stages or more: P.V one tile behind Q.K^T, each tile exponentiated while
   // the previous tile's P.V runs (WgmmaAttention::tiles_16bit_pv_behind). It holds a slot longer,
   // so with two stages the producer falls behind: 13-21% slower than waiting for P.V first at
@@ -528,7 +531,7 @@ struct WgmmaAttention {
     float c[1][2];            // q_scale * softmax scale * log2(e) per row
     float running_max[1][2];  // log2 domain
     RowFrame frame[2];        // full INT8: the fixed frame of O and l
-    float sum[1][2];          // half INT8: this lane's part of l, against the running max
+    float sum[1][2];          // half INT8: this lane's part of l, against the reference
   };
 
   // A tile's scores y (K scales applied, -inf where a key is not allowed) and their row maxima
@@ -999,8 +1002,8 @@ struct WgmmaAttention {
     }
   }
 
-  // Half INT8's softmax of one tile (README "Half INT8") up to P: y from S, the running
-  // maximum, e in FP32 (`e`; Softmax::pack_p_16bit rounds it into P), l rescaled by alpha and the
+  // Half INT8's softmax of one tile (README "Half INT8") up to P: y from S, the exponent
+  // reference, e in FP32 (`e`; Softmax::pack_p_16bit rounds it into P), l rescaled by alpha and the
   // tile's sum added; alpha (0 where a row saw no key before) is left for the caller to rescale
   // the output with, and whether any row of the warp needs it. It touches neither P nor the
   // output, so it runs while the wgmma of the previous tile's P V still reads and writes them.
@@ -1016,8 +1019,9 @@ struct WgmmaAttention {
     bool rescale = false;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
+      // running_max is half INT8's reference (half_int8_reference): within 2^8 of the maximum.
       const float previous = rows.running_max[0][half];
-      const float updated = fmaxf(previous, tile_max[0][half]);
+      const float updated = half_int8_reference(previous, tile_max[0][half]);
       rows.running_max[0][half] = updated;
       alpha[half] = previous == negative_infinity() ? 0.0f : exp2_approx(previous - updated);
       rescale |= previous != updated;
@@ -1159,7 +1163,7 @@ struct WgmmaAttention {
   }
 
   // Half INT8 with two stages, the warpgroups independent: per tile S = Q K^T, the softmax, the
-  // output rescaled when a row's maximum moved, then O += P V into the FP32 output, waited for.
+  // output rescaled when a row's reference moved, then O += P V into the FP32 output, waited for.
   __device__ __forceinline__ static void main_loop_16bit_pv_waited(
       float (&o)[kOutputTiles][4], RowState& rows, const SharedLayout& shared,
       const BlockWork& work, int group, int warp_first_row, int visible_tiles,

@@ -25,7 +25,7 @@ __device__ __forceinline__ float output_row_scale(float sum, float tensor_v_scal
 }
 
 // The row's log-sum-exp, when asked, from its sum relative to `log2_reference` (the frame, or the
-// running maximum for half INT8, whose P is not scaled by R). With K smoothed, the scores the
+// exponent reference for half INT8, whose P is not scaled by R). With K smoothed, the scores the
 // kernel saw are the original ones less softmax_scale * q . mean: adding that term back makes it
 // the LSE of the original scores (README.md, "K smoothing").
 template <class Config>

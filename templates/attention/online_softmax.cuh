@@ -25,6 +25,19 @@ constexpr float kLn2 = 0.6931471805599453f;
 // Past this distance (log2 units) between a row's frame and a reference, 2^distance could
 // overflow later sums: the row is rebased.
 constexpr float kMaxFrameDistance = 64.0f;
+// Half INT8's exponent reference may lag the row's maximum by this much (log2 units), so that
+// e = 2^(x - m) <= 2^8, far inside FP16 and BF16: most tiles whose maximum rises a little then
+// skip rescaling the output (README "Half INT8").
+constexpr float kHalfReferenceSlack = 8.0f;
+
+// Half INT8's reference after a tile whose maximum is `tile_max` (log2 domain): `reference` while
+// the tile passes it by at most kHalfReferenceSlack, else the new maximum. From -inf it takes the
+// tile's maximum (a finite maximum minus -inf is +inf, and -inf - -inf is NaN: neither is within
+// the slack, and the second keeps -inf).
+__device__ __forceinline__ float half_int8_reference(float reference, float tile_max) {
+  const float maximum = fmaxf(reference, tile_max);
+  return maximum - reference <= kHalfReferenceSlack ? reference : maximum;
+}
 
 // Position of this lane inside the MMA fragments.
 struct LaneCoordinates {

@@ -293,10 +293,9 @@ std::vector<StepsCase> steps_cases() {
       c.v_granularity = VScaleGranularity::kPerTensor;
       cases.push_back(c);
     }
-    // Past 1k tokens, the heuristic's long-sequence configs: full INT8 with three consumer
-    // warpgroups (the last query block's third warpgroup has no rows), half INT8 with three
-    // taking turns (64-key tiles at d=128; the last block's third warpgroup has no rows but takes
-    // its turns), causal.
+    // Past 1k tokens, the heuristic's long-sequence configs: three consumer warpgroups, each on
+    // its own (the last query block's third warpgroup has no rows and exits); half INT8 with
+    // 64-key tiles at d=128, causal.
     StepsCase c;
     c.problem = small_problem(variant);
     c.problem.head_dim = 128;

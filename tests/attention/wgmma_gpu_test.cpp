@@ -133,7 +133,7 @@ TEST(WgmmaHalfGpuOptions, EveryTileConfigOfTheTunerMatchesTheModel) {
 
 // Half INT8 with P.V one tile behind Q.K^T (three stages) in both of its loops: one warpgroup
 // alone (64,128,8,3: no tuner candidate, but a config a caller may name), two taking turns (the
-// default at d=128 up to 1k tokens) and three taking turns (the default beyond 1k tokens, with
+// default at d=128 up to 1k tokens) and three on their own (the default beyond 1k tokens, with
 // 64-key tiles at d=128); causal with
 // seq_q != seq_kv (idle turns past the diagonal, and with more queries than keys a warpgroup
 // that sees no key beside one that sees a tile), tails, GQA, 1 and 2 key tiles (the peeled

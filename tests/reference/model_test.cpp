@@ -239,6 +239,39 @@ TEST(ModelHandExample, HalfInt8RoundsPButNotL) {
   }
 }
 
+// Half INT8's exponent reference lags the row's maximum by up to 8 (README "Half INT8"). One key
+// per tile, the first at x = 1. A second key at 1.1f or 8.9f keeps m = 1: its e = 2^(x - 1) is
+// rounded into P (with the exact maximum its e would be 1, and the first key's weight would come
+// through alpha, unrounded). At 9.1f or 30 m moves to it: alpha scales the first key, the second
+// has e = 1 (kept, 2^8.1 would be rounded into P, and 2^29 would be infinite in FP16).
+TEST(ModelHandExample, HalfInt8ReferenceLagsTheMaximumByUpTo8) {
+  for (const bool bf16 : {false, true}) {
+    for (const float x1 : {1.1f, 8.9f, 9.1f, 30.0f}) {
+      SCOPED_TRACE(std::string(bf16 ? "bf16" : "f16") + ", x1 = " + std::to_string(x1));
+      HandExample example;
+      example.k.values = {1, 0, 1, 0};
+      example.k.scales = {1.0f, x1};
+      double out[2], lse;
+      example.run(half_int8(bf16, 1), out, lse);
+      double reference = 1.0, alpha = 1.0, p1 = 0, l = 0;
+      if (x1 - 1.0f <= 8.0f) {  // kept
+        const auto e1 = static_cast<float>(std::exp2(static_cast<double>(x1) - 1.0));
+        p1 = round_to_16bit(e1, bf16);
+        ASSERT_NE(p1, static_cast<double>(e1));  // the rounding is visible in this example
+        l = 1.0 + static_cast<double>(e1);
+      } else {  // moved
+        reference = x1;
+        alpha = std::exp2(1.0 - static_cast<double>(x1));
+        p1 = 1.0;
+        l = alpha + 1.0;
+      }
+      EXPECT_DOUBLE_EQ(out[0], (2.0 * alpha + p1 * 4) / l);
+      EXPECT_DOUBLE_EQ(out[1], (-1.0 * alpha + p1 * 3) / l);
+      EXPECT_DOUBLE_EQ(lse, (reference + std::log2(l)) * kLn2);
+    }
+  }
+}
+
 TEST(ModelHandExample, RowsWithoutAllowedKeysAreZeroWithMinusInfinityLse) {
   HandExample example;
   example.shape = make_shape(1, 1, 1, 3, 2, 2, true);  // row 0 sees nothing, row 1 key 0

@@ -292,6 +292,16 @@ void finish_row(const ModelSetup& setup, const HeadInputs& head, const RowState&
   }
 }
 
+// Half INT8's exponent reference after a tile (README "Half INT8", the kernels'
+// half_int8_reference): kept while the tile's maximum passes it by at most 8, compared in FP32
+// as the kernels do (both are FP32 values).
+double half_int8_reference(double reference, double tile_max) {
+  constexpr float kSlack = 8.0f;  // the kernels' kHalfReferenceSlack (online_softmax.cuh)
+  const auto kept = static_cast<float>(reference);
+  const float maximum = std::max(kept, static_cast<float>(tile_max));
+  return maximum - kept <= kSlack ? kept : maximum;
+}
+
 // One query row, tile by tile (README "Online softmax over tiles").
 void model_row(const ModelSetup& setup, const HeadInputs& head, int query_row, int keys,
                TileScratch& scratch, RowState& row, double* out_row, double* lse,
@@ -311,7 +321,9 @@ void model_row(const ModelSetup& setup, const HeadInputs& head, int query_row, i
     const int end = std::min(keys, first + setup.block_n);
     const double tile_max =
         compute_log2_scores(setup, head, q_row, q_low, c_i, first, end, scratch);
-    const double new_max = std::max(row.running_max, tile_max);
+    // Half INT8's running_max is its reference, within 2^8 of the maximum.
+    const double new_max = setup.full_int8 ? std::max(row.running_max, tile_max)
+                                           : half_int8_reference(row.running_max, tile_max);
     const double alpha =
         row.running_max == kNegativeInfinity ? 0.0 : std::exp2(row.running_max - new_max);
     if (setup.full_int8) {
