@@ -8,8 +8,9 @@ graph of 20 calls, replayed), which says whether the GPU rather than the host se
 Layers of intfa.attention, outermost first: the public function (argument checks, cached per call
 signature); the op's implementation (output and workspace from torch's allocator, the plan of the
 signature, one call into C++); the C++ call alone (intfa::attention_forward_16bit: quantize and
-attend, four launches for full INT8 on sm_90a). Then intfa.attention_int8 (public, and the C++
-call alone), Torch's SDPA on the FP16 inputs, and one tiny torch kernel as the reference points.
+attend, three launches for full INT8 on sm_90a). Then intfa.attention_int8 (public, the C++ call
+alone, and the pieces before it: the signature, the plain-eager test, the output), Torch's SDPA
+on the FP16 inputs, and one tiny torch kernel as the reference points.
 
 Uses the package's private functions (intfa._torch), so it tracks their names. Needs torch, a GPU
 and the package on PYTHONPATH (scripts/device_python.sh builds it as build-device-py/python).
@@ -128,6 +129,19 @@ def main():
     def data_pointers():
         q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), workspace.data_ptr()
 
+    # attention_int8's pieces before its C++ call: the call signature its checks are cached by,
+    # the plain-eager test, the output.
+    int8_tensors = tuple(z[:6]) + (None,)
+
+    def int8_signature():
+        tuple(map(layers._tensor_signature, int8_tensors))
+
+    def int8_plain_eager():
+        layers._plain_eager(int8_tensors)
+
+    def int8_allocate_output():
+        layers._empty_output(z.q, torch.float16)
+
     def sdpa():
         F.scaled_dot_product_attention(q, k, v)
 
@@ -147,6 +161,9 @@ def main():
             ("intfa.attention (public, half INT8)", public_half),
             ("intfa.attention_int8 (public)", int8_public),
             ("  the C++ call (attention_forward)", int8_cpp_call),
+            ("  the signature of its 7 tensor arguments", int8_signature),
+            ("  the plain-eager test", int8_plain_eager),
+            ("  allocate the output (INT8 q, FP16 out)", int8_allocate_output),
             ("torch SDPA, FP16", sdpa),
             ("one tiny torch kernel", tiny_kernel)]
     results = []

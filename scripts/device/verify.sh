@@ -18,8 +18,10 @@
 #   cost      the end-to-end cost of K smoothing and the rotation (bench/qk_transforms_cost.py);
 #   ab        `intfa bench AB_ARGS` with the embedded templates and with each of AB_VARIANTS
 #             (template folders, e.g. .variants/old) and of AB_ENVS (environment settings, e.g.
-#             INTFA_PROGRAMMATIC_LAUNCH=0), alternating, AB_ROUNDS times (default 2): an A/B of
-#             template or runtime changes in one run. AB_ARGS defaults to the paged cache's decode and
+#             INTFA_PROGRAMMATIC_LAUNCH=0) and of AB_BINARIES (other builds' `intfa`, e.g. HEAD's
+#             built apart and carried as build-old/intfa: host code and templates together),
+#             alternating, AB_ROUNDS times (default 2): an A/B of template or runtime changes in
+#             one run. AB_ARGS defaults to the paged cache's decode and
 #             append (`--decode`, B=8/32, N=32k/4k, INT8 and INT4; the append's GB/s among its
 #             columns); `intfa bench`'s own rows carry the quantize passes' time and GB/s. AB_NAME
 #             (default ab) prefixes the logs, so that a second run of this script in the same call
@@ -87,18 +89,21 @@ fi
 if wants ab || wants append; then
   variants=${AB_VARIANTS:-${APPEND_VARIANTS:-}}
   for round in $(seq "${AB_ROUNDS:-${APPEND_ROUNDS:-2}}"); do
-    for dir in embedded $variants ${AB_ENVS:-}; do
+    for dir in embedded $variants ${AB_ENVS:-} ${AB_BINARIES:-}; do
       name=$(basename "$dir")
       setting=()
+      binary=$bin/intfa
       if [ "$dir" = embedded ]; then
         use_templates "$caller_templates"
+      elif [ -f "$dir" ] && [ -x "$dir" ]; then  # another build's intfa, with its own templates
+        unset INTFA_TEMPLATE_DIR; binary=$PWD/$dir; name=$(basename "$(dirname "$dir")")
       elif [[ "$dir" == *=* ]]; then  # an environment setting, with the embedded templates
         use_templates "$caller_templates"; setting=("$dir"); name=${dir//[^A-Za-z0-9_]/_}
       else
         use_templates "$PWD/$dir"
       fi
       # shellcheck disable=SC2086  # AB_ARGS is a list of arguments
-      TAIL_LINES=6 timed "${AB_NAME:-ab}_${name}_$round" 90 env "${setting[@]}" "$bin/intfa" bench \
+      TAIL_LINES=6 timed "${AB_NAME:-ab}_${name}_$round" 90 env "${setting[@]}" "$binary" bench \
         ${AB_ARGS:---decode ${APPEND_ARGS:---batch 8,32 --seq 32k,4k --q-len 1 --bits 8,4 --repeats 30}} \
         --json "$logs/${AB_NAME:-ab}_${name}_$round.json"
       grep -E "^(B[0-9]|full |half )" "$logs/${AB_NAME:-ab}_${name}_$round.log" \
