@@ -19,9 +19,9 @@
 #   ab        `intfa bench AB_ARGS` with the embedded templates and with each of AB_VARIANTS
 #             (template folders, e.g. .variants/old) and of AB_ENVS (environment settings, e.g.
 #             INTFA_PROGRAMMATIC_LAUNCH=0) and of AB_BINARIES (other builds' `intfa`, e.g. HEAD's
-#             built apart and carried as build-old/intfa: host code and templates together),
-#             alternating, AB_ROUNDS times (default 2): an A/B of template or runtime changes in
-#             one run. AB_ARGS defaults to the paged cache's decode and
+#             built apart and carried as build-old/intfa: its host code with its own embedded
+#             templates, whatever INTFA_TEMPLATE_DIR says), alternating, AB_ROUNDS times
+#             (default 2): an A/B of template or runtime changes in one run. AB_ARGS defaults to the paged cache's decode and
 #             append (`--decode`, B=8/32, N=32k/4k, INT8 and INT4; the append's GB/s among its
 #             columns); `intfa bench`'s own rows carry the quantize passes' time and GB/s. AB_NAME
 #             (default ab) prefixes the logs, so that a second run of this script in the same call
@@ -89,14 +89,23 @@ fi
 if wants ab || wants append; then
   variants=${AB_VARIANTS:-${APPEND_VARIANTS:-}}
   for round in $(seq "${AB_ROUNDS:-${APPEND_ROUNDS:-2}}"); do
-    for dir in embedded $variants ${AB_ENVS:-} ${AB_BINARIES:-}; do
+    binaries=()
+    for path in ${AB_BINARIES:-}; do binaries+=("binary:$path"); done
+    for dir in embedded $variants ${AB_ENVS:-} "${binaries[@]}"; do
       name=$(basename "$dir")
       setting=()
       binary=$bin/intfa
       if [ "$dir" = embedded ]; then
         use_templates "$caller_templates"
-      elif [ -f "$dir" ] && [ -x "$dir" ]; then  # another build's intfa, with its own templates
-        unset INTFA_TEMPLATE_DIR; binary=$PWD/$dir; name=$(basename "$(dirname "$dir")")
+      elif [[ "$dir" == binary:* ]]; then  # another build's intfa, with its own templates
+        binary=${dir#binary:}
+        [[ "$binary" == /* ]] || binary=$PWD/$binary
+        if [ ! -f "$binary" ] || [ ! -x "$binary" ]; then
+          note "ab: SKIPPED $binary (an AB_BINARIES entry that is not an executable here: carried?)"
+          continue
+        fi
+        unset INTFA_TEMPLATE_DIR
+        name=$(echo "${dir#binary:}" | sed 's|^/||; s|[^A-Za-z0-9_-]|_|g')
       elif [[ "$dir" == *=* ]]; then  # an environment setting, with the embedded templates
         use_templates "$caller_templates"; setting=("$dir"); name=${dir//[^A-Za-z0-9_]/_}
       else

@@ -2,8 +2,8 @@
 // on sm_90a K's rows and all of V in one clustered launch, quantize_k_v) against the same inputs
 // through quantize_qk_channels and quantize_v_channels (their own launches), bit for bit: K's
 // INT8 (or INT4) rows and scales, K smoothing's means, V's layout and scales; and that sm_90a took
-// the one launch. The shapes cover cluster sizes from one block to 16 (slices past V's end, K
-// smoothed at both ends and at d=256), V too
+// the one launch. The shapes cover cluster sizes from one block to 16 (slices past V's end; K
+// smoothed from one block to 16, at d=256 too), V too
 // long for the clusters (the two-launch passes), narrow inputs, varlen with an empty sequence,
 // BF16, per-tensor V over 16 blocks, the rotation at d = 64, 128 and 256, and INT4 K. Skipped
 // without a GPU.
@@ -170,7 +170,7 @@ TEST_P(QuantizeKVGpu, OneLaunchMatchesTheSeparatePassesBitForBit) {
 const KVCase kCases[] = {
     {"D128_Seq1000_Clusters8_Smooth_Rotate", 2, 3, 1000, 128, 128, VScaleGranularity::kPerChannel, true, true, false, 8, {}},
     {"D64_Seq17_OneBlock_PerTensor_Bf16", 1, 2, 17, 64, 64, VScaleGranularity::kPerTensor, false, false, true, 8, {}},
-    // K smoothed with a one-block cluster, and over 16 blocks at d=256.
+    // K smoothed in a one-block cluster, and at d=256 over 16 blocks.
     {"D128_Seq100_OneBlock_Smooth", 2, 2, 100, 128, 128, VScaleGranularity::kPerChannel, true, false, false, 8, {}},
     {"D256_Seq1000_Clusters16_Smooth_Bf16", 1, 2, 1000, 256, 256, VScaleGranularity::kPerChannel, true, false, true, 8, {}},
     // 17 blocks of 64 tokens over 16 blocks of 2: the last seven slices are past V's end; the
