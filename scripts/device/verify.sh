@@ -21,11 +21,12 @@
 #             INTFA_PROGRAMMATIC_LAUNCH=0) and of AB_BINARIES (other builds' `intfa`, e.g. HEAD's
 #             built apart and carried as build-old/intfa: its host code with its own embedded
 #             templates, whatever INTFA_TEMPLATE_DIR says), alternating, AB_ROUNDS times
-#             (default 2): an A/B of template or runtime changes in one run. AB_ARGS defaults to the paged cache's decode and
-#             append (`--decode`, B=8/32, N=32k/4k, INT8 and INT4; the append's GB/s among its
-#             columns); `intfa bench`'s own rows carry the quantize passes' time and GB/s. AB_NAME
-#             (default ab) prefixes the logs, so that a second run of this script in the same call
-#             (with INTFA_KEEP_SUMMARY=1) can time other problems.
+#             (default 2): an A/B of template or runtime changes in one run. AB_ARGS defaults
+#             to the paged cache's decode and append (`--decode`, B=8/32, N=32k/4k, INT8 and
+#             INT4; the append's GB/s among its columns); `intfa bench`'s own rows carry the
+#             quantize passes' time and GB/s. AB_NAME (default ab) prefixes the logs, so that a
+#             second run of this script in the same call (with INTFA_KEEP_SUMMARY=1) can time
+#             other problems.
 #   append    the same as ab (APPEND_VARIANTS, APPEND_ROUNDS and APPEND_ARGS, the decode bench's
 #             shape arguments, are the older names).
 #   break     the gtest filter BREAK_TESTS with each of BREAK_VARIANTS (template folders broken

@@ -3,10 +3,9 @@
 // through quantize_qk_channels and quantize_v_channels (their own launches), bit for bit: K's
 // INT8 (or INT4) rows and scales, K smoothing's means, V's layout and scales; and that sm_90a took
 // the one launch. The shapes cover cluster sizes from one block to 16 (slices past V's end; K
-// smoothed from one block to 16, at d=256 too), V too
-// long for the clusters (the two-launch passes), narrow inputs, varlen with an empty sequence,
-// BF16, per-tensor V over 16 blocks, the rotation at d = 64, 128 and 256, and INT4 K. Skipped
-// without a GPU.
+// smoothed from one block to 16, at d=256 too), V too long for the clusters (the two-launch
+// passes), narrow inputs, varlen with an empty sequence, BF16, per-tensor V over 16 blocks, the
+// rotation at d = 64, 128 and 256, and INT4 K. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstdint>
