@@ -89,9 +89,9 @@ fi
 # The template A/Bs time the GPU alone, so they run while the Python extension builds.
 if wants ab || wants append; then
   variants=${AB_VARIANTS:-${APPEND_VARIANTS:-}}
+  binaries=()
+  for path in ${AB_BINARIES:-}; do binaries+=("binary:$path"); done
   for round in $(seq "${AB_ROUNDS:-${APPEND_ROUNDS:-2}}"); do
-    binaries=()
-    for path in ${AB_BINARIES:-}; do binaries+=("binary:$path"); done
     for dir in embedded $variants ${AB_ENVS:-} "${binaries[@]}"; do
       name=$(basename "$dir")
       setting=()
@@ -106,7 +106,7 @@ if wants ab || wants append; then
           continue
         fi
         unset INTFA_TEMPLATE_DIR
-        name=$(echo "${dir#binary:}" | sed 's|^/||; s|[^A-Za-z0-9_-]|_|g')
+        name=${dir#binary:}; name=${name#/}; name=${name//[^A-Za-z0-9_-]/_}
       elif [[ "$dir" == *=* ]]; then  # an environment setting, with the embedded templates
         use_templates "$caller_templates"; setting=("$dir"); name=${dir//[^A-Za-z0-9_]/_}
       else
