@@ -94,6 +94,11 @@ std::shared_ptr<const nvrtc::Cubin> compile_with_nvrtc(const PreparedUnit& prepa
       nvrtc::compile(prepared.unit, spec, prepared.options, prepared.templates));
   log::info("compiled " + spec.to_string() + " in " +
             std::to_string(static_cast<int>(cubin->compile_ms)) + " ms");
+  // A compile that succeeds can still warn: ptxas says so when it serializes wgmma or spills,
+  // which costs speed and nothing else shows.
+  if (cubin->log.find_first_not_of(" \n\r\t") != std::string::npos) {
+    log::info("NVRTC's log for " + spec.to_string() + ":\n" + cubin->log);
+  }
   return cubin;
 }
 

@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
@@ -56,7 +57,9 @@ std::string program_log(nvrtcProgram program) {
   if (nvrtcGetProgramLogSize(program, &size) != NVRTC_SUCCESS || size <= 1) return "";
   std::string log(size, '\0');
   if (nvrtcGetProgramLog(program, log.data()) != NVRTC_SUCCESS) return "";
-  log.resize(size - 1);  // drop the terminating NUL
+  // NVRTC 13's log ends with a NUL, two when ptxas wrote to it: drop every one, not just the last
+  // (a NUL left in would be printed as text).
+  log.erase(std::remove(log.begin(), log.end(), '\0'), log.end());
   return log;
 }
 

@@ -4,7 +4,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "intfa/errors.hpp"
 #include "render/render.hpp"
@@ -121,6 +123,28 @@ TEST(Nvrtc, AFailedCompileCarriesTheWholeLogAndTheSpec) {
     EXPECT_NE(std::string(error.what()).find(error.log()), std::string::npos);
     EXPECT_EQ(error.status(), Status::kCompileError);
   }
+}
+
+// A compile that succeeds keeps what NVRTC said (the runtime logs it with INTFA_LOG=1: ptxas
+// warns there when it serializes wgmma or spills), as text: NVRTC 13 ends a log ptxas wrote to
+// with two NULs, and one dropped leaves the other to be printed.
+TEST(Nvrtc, ASuccessfulCompileKeepsItsLogWithoutNuls) {
+  testing::TempDir dir;
+  const render::TemplateSet embedded = render::TemplateSet::embedded();
+  for (const auto& [path, contents] : embedded.files()) {
+    std::filesystem::create_directories((dir.path() / path).parent_path());
+    std::ofstream(dir.path() / path) << contents;
+  }
+  std::ofstream(dir.path() / "quantize" / "quantize_rows.cuh", std::ios::app)
+      << "\nnamespace intfa { __device__ int never_used() { int unused_local; return 0; } }\n";
+  const render::TemplateSet warned = render::TemplateSet::from_directory(dir.path());
+  const render::KernelSpec spec = quantize_spec(device::Arch::kSm90a);
+  std::vector<std::string> options = compile_options(spec.arch);
+  options.emplace_back("--ptxas-options=-v");  // ptxas's own part of the log
+  const Cubin cubin = compile(render::render(spec, warned), spec, options, warned);
+  EXPECT_NE(cubin.log.find("unused_local"), std::string::npos) << cubin.log;
+  EXPECT_NE(cubin.log.find("ptxas"), std::string::npos) << cubin.log;
+  EXPECT_EQ(cubin.log.find('\0'), std::string::npos) << cubin.log;
 }
 
 TEST(Nvrtc, OptionsAreFixedPerArchAndLineinfoFollowsTheEnvironment) {
