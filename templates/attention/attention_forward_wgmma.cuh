@@ -1087,11 +1087,15 @@ struct WgmmaAttention {
   }
 
   // Half INT8 with P V one tile behind Q K^T (kPvBehindScores; as FlashAttention-3 overlaps a
-  // warpgroup's softmax with its own P V): step t issues tile t's Q K^T and tile t - 1's P V,
-  // waits for the first only, exponentiates tile t while that P V still runs, then waits for it,
-  // rounds tile t's P and rescales the output. P is rounded only after the wait, so one set of P
-  // registers does: the running wgmma reads P and accumulates into the output, and the
-  // exponentiation touches neither. A slot is released only after the exponentiation of the next
+  // warpgroup's softmax with its own P V): step t issues tile t's Q K^T, rescales the output for
+  // tile t - 1 while that runs (as FlashAttention-3 does; rescaled after the wait for P V instead,
+  // it was 4-5% slower at d=64 causal and level at d=128: H100 2026-11-28, bench/RESULTS.md),
+  // issues tile t - 1's P V, waits for the Q K^T only, exponentiates tile t while that P V still
+  // runs, then waits for it and rounds tile t's P. P is rounded only after the wait, so one set of
+  // P registers does: the running wgmma reads P and accumulates into the output, and the
+  // exponentiation touches neither. Carried round the loop instead (tile t + 1's Q K^T issued
+  // before the wait for P V), a wgmma in flight across the loop's back edge makes ptxas serialize
+  // them all (C7514 in NVRTC's log). A slot is released only after the exponentiation of the next
   // tile, so the producer needs a third stage to keep a tile ahead. `take_turn` and `pass` bracket
   // each issue: the warpgroups' turns, or nothing for warpgroups that run independently;
   // visible_tiles + 1 issues, after which tiles 0 .. visible_tiles - 1 are released.
@@ -1113,6 +1117,7 @@ struct WgmmaAttention {
     pass();
     wgmma_wait<0>();
     wgmma_pin(s);
+    bool rescale = false;  // whether the output needs alpha before the next P V: still zero here
     exponentiate_tile_16bit(e, alpha, s, rows, shared.k_scales_generic(0), 0, warp_first_row, work,
                             coordinates);
     pack_p_16bit(p, e);
@@ -1120,11 +1125,12 @@ struct WgmmaAttention {
       wait_until_full(shared, tile);
       take_turn();
       issue_score_tile(s, shared, group, tile % kStages);
+      if (rescale) rescale_output(o, alpha);  // the previous tile's, while S runs
       issue_pv_16bit(o, p, shared, (tile - 1) % kStages);
       pass();
       wgmma_wait<1>();  // this tile's S; the previous tile's P V runs on
       wgmma_pin(s);
-      const bool rescale =
+      rescale =
           exponentiate_tile_16bit(e, alpha, s, rows, shared.k_scales_generic(tile % kStages), tile,
                                   warp_first_row, work, coordinates);
       keep_ahead_of_wait(shared, group, rows);
@@ -1133,10 +1139,10 @@ struct WgmmaAttention {
       wgmma_pin(p);  // read by the wgmma until the wait
       release(shared, (tile - 1) % kStages);
       pack_p_16bit(p, e);
-      if (rescale) rescale_output(o, alpha);
     }
     // The last P V.
     take_turn();
+    if (rescale) rescale_output(o, alpha);
     issue_pv_16bit(o, p, shared, (visible_tiles - 1) % kStages);
     pass();
     wgmma_wait<0>();
