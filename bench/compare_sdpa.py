@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Times intfa (through its Python package when importable, else its C API with ctypes) and
 PyTorch SDPA FP16 (flash and cuDNN back ends) in the same process, on the same shapes, with CUDA
-events (warm-up, median of --repeats runs; each contender timed in both orders, the lower median
-kept).
+events: warm-up, then --repeats rounds of one turn of each contender (about 2 ms of back-to-back
+calls), the order reversed every round, medians (--timing interleaved, the default); or each
+contender's single calls together, in the listed order and then reversed, the lower median kept
+(--timing orders, the way of every run before 2026-11-28 03:23).
 
 Writes JSON rows, a Markdown table for bench/RESULTS.md and a PNG plot (TOPS vs sequence length).
 TOPS = 4 * B * H * N * N * D / time, halved for causal. intfa's attention time excludes
@@ -17,6 +19,7 @@ import datetime
 import json
 import math
 import os
+import statistics
 import sys
 
 import torch
@@ -53,6 +56,56 @@ def time_in_both_orders(contenders, repeats, where):
     return {name + "_ms": ms for name, ms in best.items() if ms is not None}
 
 
+def time_interleaved(contenders, repeats, where, warmup=5, turn_ms=2.0):
+    """({name + "_ms": its median}, {name: calls per turn}): after each contender's warm-up, one
+    turn of each in turn, the order reversed every round, so that every contender runs in the
+    same state of the GPU (--timing interleaved, the default). A turn is as many back-to-back
+    calls as take about `turn_ms` (one at long sequences), timed together; their number comes
+    from calls timed after the warm-up, whose first calls of a shape build plans and load kernels.
+    Why (H100, 2026-11-28; bench/RESULTS.md, "Two ways to time against SDPA"): timed in orders,
+    each contender's calls together, what ran just before sets the GPU's state, and at N=16k the
+    two ways part: in one call at 03:27, cuDNN 618 / 575 TOPS in orders against 673 / 643
+    interleaved (d=128, causal off / on), full INT8's kernel 854 / 813 against 759 / 741, and in
+    orders half INT8's kernel alone measured slower than `intfa.attention` half, which runs it and
+    quantizes too (02:58). At 4k the two agree within a few percent; at 1k back-to-back calls
+    leave out the launch from an idle GPU that single timed calls include.
+    A back end that fails is left out (and said, with `where`)."""
+    def events_ms(call, calls):
+        start = torch.cuda.Event(enable_timing=True)
+        stop = torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            call()
+        stop.record()
+        stop.synchronize()
+        return start.elapsed_time(stop)
+
+    turns = {}  # name: calls per turn
+    for name, (call, context) in contenders.items():
+        try:
+            with context():
+                for _ in range(warmup):
+                    call()
+                torch.cuda.synchronize()
+                estimate = events_ms(call, warmup) / warmup
+            turns[name] = max(1, math.ceil(turn_ms / max(estimate, 1e-3)))
+        except RuntimeError as error:
+            print(f"{name} failed at {where}: {error}", file=sys.stderr)
+    times = {name: [] for name in turns}
+    for round_index in range(repeats):
+        live = list(times)
+        for name in (live if round_index % 2 == 0 else list(reversed(live))):
+            call, context = contenders[name]
+            try:
+                with context():
+                    times[name].append(events_ms(call, turns[name]) / turns[name])
+            except RuntimeError as error:
+                print(f"{name} failed at {where}: {error}", file=sys.stderr)
+                del times[name]
+    return ({name + "_ms": statistics.median(ms) for name, ms in times.items()},
+            {name: turns[name] for name in times})
+
+
 @contextlib.contextmanager
 def q_pass():
     """intfa.attention with Q quantized by its own pass (INTFA_QUANTIZE_Q_IN_KERNEL=0, read per
@@ -87,6 +140,11 @@ def main():
     parser.add_argument("--heads", type=int, default=32)
     parser.add_argument("--causal", default="off,on")
     parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--timing", default="interleaved", choices=["interleaved", "orders"],
+                        help="interleaved: --repeats rounds of one turn of each contender, the "
+                        "order reversed every round, medians; orders (before 2026-11-28 03:23): "
+                        "each contender's --repeats single calls together, in the listed order "
+                        "and then reversed, the lower median (time_interleaved says why)")
     parser.add_argument("--p", default="u8", choices=["u8", "s8"])
     parser.add_argument("--p-scale", default="tile", choices=["running", "tile"])
     parser.add_argument("--v-scale", default="channel", choices=["tensor", "channel", "block"])
@@ -157,7 +215,13 @@ def main():
                         contenders[name + "_e2e"] = (call, contextlib.nullcontext)
                         # The same with Q's own quantize pass instead of the Hopper kernel's.
                         contenders[name + "_e2e_q_pass"] = (call, q_pass)
-                row.update(time_in_both_orders(contenders, args.repeats, f"d={d} n={n}"))
+                where = f"d={d} n={n}"
+                if args.timing == "interleaved":
+                    medians, row["calls_per_turn"] = time_interleaved(contenders, args.repeats,
+                                                                      where)
+                    row.update(medians)
+                else:
+                    row.update(time_in_both_orders(contenders, args.repeats, where))
                 for name, run in runs.items():
                     row[name + "_quant_ms"] = time_ms(run.quantize, max(5, args.repeats // 2))
                 del runs, contenders
@@ -176,9 +240,10 @@ def main():
     with open(os.path.join(args.out_dir, "compare_sdpa.json"), "w") as f:
         json.dump({"device": device, "date": stamp, "command": " ".join(sys.argv),
                    "copy_gbps": copy_gbps, "intfa_path": "binding" if binding else "ctypes",
+                   "timing": args.timing,
                    "torch": torch.__version__, "rows": rows}, f, indent=1)
-    lines = [f"Device: {device}; {stamp}; torch {torch.__version__}; device copy {copy_gbps:.0f} GB/s; "
-             f"`{' '.join(sys.argv)}`", "",
+    lines = [f"Device: {device}; {stamp}; torch {torch.__version__}; "
+             f"device copy {copy_gbps:.0f} GB/s; timing {args.timing}; `{' '.join(sys.argv)}`", "",
              "| d | N | causal | SDPA flash TOPS | SDPA cuDNN TOPS | intfa full TOPS | full / flash"
              " | full / cuDNN | intfa half TOPS | half / cuDNN | full quant ms | `intfa.attention` "
              "full TOPS | its / cuDNN | its / kernel only | with Q's own pass: full TOPS | "

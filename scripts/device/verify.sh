@@ -11,9 +11,10 @@
 #   decode    decode against SDPA cuDNN FP16 on the paged cache's shapes (bench/compare_decode.py,
 #             DECODE_ARGS, DECODE_LIMIT_S) and `intfa tune --decode` over the INT4 configs;
 #   accuracy  the real kernels per input family and Q/K transform (bench/accuracy.py);
-#   e2e       `intfa.attention` and the kernel alone against SDPA (bench/compare_sdpa.py, both
-#             orders; E2E_HEAD_DIMS, E2E_SEQS, E2E_CAUSAL, E2E_REPEATS, E2E_LIMIT_S; E2E_ENVS and
-#             E2E_ROUNDS: the same again under other environment settings, alternating);
+#   e2e       `intfa.attention` and the kernel alone against SDPA (bench/compare_sdpa.py;
+#             E2E_HEAD_DIMS, E2E_SEQS, E2E_CAUSAL, E2E_REPEATS, E2E_LIMIT_S; E2E_TIMINGS: its
+#             --timing, interleaved by default; E2E_ENVS and E2E_ROUNDS: the same again under
+#             other environment settings, alternating);
 #   host      host time per call, layer by layer (bench/python_overhead.py);
 #   cost      the end-to-end cost of K smoothing and the rotation (bench/qk_transforms_cost.py);
 #   ab        `intfa bench AB_ARGS` with the embedded templates and with each of AB_VARIANTS
@@ -219,17 +220,26 @@ fi
 if wants e2e; then
   # E2E_ENVS: environment settings (e.g. INTFA_PROGRAMMATIC_LAUNCH=0) each run also gets, after
   # the default, E2E_ROUNDS times (default 1) alternating; each run's table in the summary.
+  # E2E_TIMINGS: compare_sdpa.py's --timing, each in turn (default interleaved; "interleaved
+  # orders" for both); the logs of any but interleaved are named after it.
+  read -ra timings <<< "${E2E_TIMINGS:-interleaved}"
   for round in $(seq "${E2E_ROUNDS:-1}"); do
     for setting in default ${E2E_ENVS:-}; do
-      name=compare_sdpa; settings=()
-      if [ "$setting" != default ]; then settings=("$setting"); name=compare_sdpa_${setting//[^A-Za-z0-9_]/_}; fi
-      [ "${E2E_ROUNDS:-1}" -gt 1 ] && name=${name}_$round
-      mkdir -p "$logs/$name"
-      TAIL_LINES=30 timed "$name" "${E2E_LIMIT_S:-200}" env "${settings[@]}" "$python" bench/compare_sdpa.py \
-        --intfa binding --head-dims "${E2E_HEAD_DIMS:-128}" --seqs "${E2E_SEQS:-1024,4096,16384}" \
-        --causal "${E2E_CAUSAL:-off}" --repeats "${E2E_REPEATS:-10}" --out-dir "$logs/$name"
-      echo "$name:" >> "$summary"
-      grep -E "^\|" "$logs/$name.log" | tee -a "$summary" > /dev/null
+      for timing in "${timings[@]}"; do
+        name=compare_sdpa; settings=()
+        if [ "$setting" != default ]; then
+          settings=("$setting"); name=compare_sdpa_${setting//[^A-Za-z0-9_]/_}
+        fi
+        [ "$timing" != interleaved ] && name=${name}_$timing
+        [ "${E2E_ROUNDS:-1}" -gt 1 ] && name=${name}_$round
+        mkdir -p "$logs/$name"
+        TAIL_LINES=30 timed "$name" "${E2E_LIMIT_S:-200}" env "${settings[@]}" "$python" \
+          bench/compare_sdpa.py --intfa binding --head-dims "${E2E_HEAD_DIMS:-128}" \
+          --seqs "${E2E_SEQS:-1024,4096,16384}" --causal "${E2E_CAUSAL:-off}" \
+          --repeats "${E2E_REPEATS:-10}" --timing "$timing" --out-dir "$logs/$name"
+        echo "$name:" >> "$summary"
+        grep -E "^\|" "$logs/$name.log" | tee -a "$summary" > /dev/null
+      done
     done
   done
 fi
