@@ -23,6 +23,15 @@ render::KernelSpec quantize_spec(device::Arch arch, int head_dim = 128) {
   return spec;
 }
 
+// The embedded templates as files under `directory`, for a test to change one of them.
+void copy_embedded_templates(const std::filesystem::path& directory) {
+  const render::TemplateSet embedded = render::TemplateSet::embedded();
+  for (const auto& [path, contents] : embedded.files()) {
+    std::filesystem::create_directories((directory / path).parent_path());
+    std::ofstream(directory / path) << contents;
+  }
+}
+
 Cubin compile_spec(const render::KernelSpec& spec, const render::TemplateSet& templates) {
   const render::RenderedUnit unit = render::render(spec, templates);
   return compile(unit, spec, compile_options(spec.arch), templates);
@@ -105,11 +114,7 @@ TEST(Nvrtc, CubinSmNumberRejectsBytesThatAreNotACudaElf) {
 
 TEST(Nvrtc, AFailedCompileCarriesTheWholeLogAndTheSpec) {
   testing::TempDir dir;
-  const render::TemplateSet embedded = render::TemplateSet::embedded();
-  for (const auto& [path, contents] : embedded.files()) {
-    std::filesystem::create_directories((dir.path() / path).parent_path());
-    std::ofstream(dir.path() / path) << contents;
-  }
+  copy_embedded_templates(dir.path());
   std::ofstream(dir.path() / "quantize" / "quantize_rows.cuh", std::ios::app)
       << "\nnamespace intfa { this_is_not_cuda; }\n";
   const render::TemplateSet broken = render::TemplateSet::from_directory(dir.path());
@@ -130,11 +135,7 @@ TEST(Nvrtc, AFailedCompileCarriesTheWholeLogAndTheSpec) {
 // with two NULs, and one dropped leaves the other to be printed.
 TEST(Nvrtc, ASuccessfulCompileKeepsItsLogWithoutNuls) {
   testing::TempDir dir;
-  const render::TemplateSet embedded = render::TemplateSet::embedded();
-  for (const auto& [path, contents] : embedded.files()) {
-    std::filesystem::create_directories((dir.path() / path).parent_path());
-    std::ofstream(dir.path() / path) << contents;
-  }
+  copy_embedded_templates(dir.path());
   std::ofstream(dir.path() / "quantize" / "quantize_rows.cuh", std::ios::app)
       << "\nnamespace intfa { __device__ int never_used() { int unused_local; return 0; } }\n";
   const render::TemplateSet warned = render::TemplateSet::from_directory(dir.path());
