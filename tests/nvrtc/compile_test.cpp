@@ -23,13 +23,17 @@ render::KernelSpec quantize_spec(device::Arch arch, int head_dim = 128) {
   return spec;
 }
 
-// The embedded templates as files under `directory`, for a test to change one of them.
-void copy_embedded_templates(const std::filesystem::path& directory) {
+// The embedded templates with `text` appended to quantize/quantize_rows.cuh, written out and read
+// back as a template directory is.
+render::TemplateSet templates_with_quantize_rows_appended(const std::string& text) {
+  testing::TempDir dir;
   const render::TemplateSet embedded = render::TemplateSet::embedded();
   for (const auto& [path, contents] : embedded.files()) {
-    std::filesystem::create_directories((directory / path).parent_path());
-    std::ofstream(directory / path) << contents;
+    std::filesystem::create_directories((dir.path() / path).parent_path());
+    std::ofstream(dir.path() / path) << contents;
   }
+  std::ofstream(dir.path() / "quantize" / "quantize_rows.cuh", std::ios::app) << text;
+  return render::TemplateSet::from_directory(dir.path());
 }
 
 Cubin compile_spec(const render::KernelSpec& spec, const render::TemplateSet& templates) {
@@ -113,11 +117,8 @@ TEST(Nvrtc, CubinSmNumberRejectsBytesThatAreNotACudaElf) {
 }
 
 TEST(Nvrtc, AFailedCompileCarriesTheWholeLogAndTheSpec) {
-  testing::TempDir dir;
-  copy_embedded_templates(dir.path());
-  std::ofstream(dir.path() / "quantize" / "quantize_rows.cuh", std::ios::app)
-      << "\nnamespace intfa { this_is_not_cuda; }\n";
-  const render::TemplateSet broken = render::TemplateSet::from_directory(dir.path());
+  const render::TemplateSet broken =
+      templates_with_quantize_rows_appended("\nnamespace intfa { this_is_not_cuda; }\n");
   const render::KernelSpec spec = quantize_spec(device::Arch::kSm80);
   try {
     compile_spec(spec, broken);
@@ -134,11 +135,8 @@ TEST(Nvrtc, AFailedCompileCarriesTheWholeLogAndTheSpec) {
 // warns there when it serializes wgmma or spills), as text: NVRTC 13 ends a log ptxas wrote to
 // with two NULs, and one dropped leaves the other to be printed.
 TEST(Nvrtc, ASuccessfulCompileKeepsItsLogWithoutNuls) {
-  testing::TempDir dir;
-  copy_embedded_templates(dir.path());
-  std::ofstream(dir.path() / "quantize" / "quantize_rows.cuh", std::ios::app)
-      << "\nnamespace intfa { __device__ int never_used() { int unused_local; return 0; } }\n";
-  const render::TemplateSet warned = render::TemplateSet::from_directory(dir.path());
+  const render::TemplateSet warned = templates_with_quantize_rows_appended(
+      "\nnamespace intfa { __device__ int never_used() { int unused_local; return 0; } }\n");
   const render::KernelSpec spec = quantize_spec(device::Arch::kSm90a);
   std::vector<std::string> options = compile_options(spec.arch);
   options.emplace_back("--ptxas-options=-v");  // ptxas's own part of the log
