@@ -1,9 +1,13 @@
 #include "cache/bundle.hpp"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <system_error>
@@ -280,6 +284,55 @@ void write_manifest(const fs::path& bundle, const Manifest& manifest) {
   }
 }
 
+BundleLock::BundleLock(const fs::path& bundle, const std::function<void()>& waiting) {
+  const fs::path path = bundle / kBundleLockFileName;
+  try {
+    files::create_private_directories(bundle);
+  } catch (const std::exception& error) {
+    throw CacheError("cannot create the bundle " + bundle.string() + ": " + error.what());
+  }
+  descriptor_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (descriptor_ < 0) {
+    throw CacheError("cannot open " + path.string() + ": " + std::strerror(errno));
+  }
+  int error = ::flock(descriptor_, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
+  if (error == EWOULDBLOCK) {
+    if (waiting) waiting();
+    do {
+      error = ::flock(descriptor_, LOCK_EX) == 0 ? 0 : errno;
+    } while (error == EINTR);
+  }
+  if (error != 0) {
+    ::close(descriptor_);
+    throw CacheError("cannot lock " + path.string() + ": " + std::strerror(error));
+  }
+}
+
+BundleLock::~BundleLock() {
+  if (descriptor_ >= 0) ::close(descriptor_);  // releases the lock
+}
+
+bool is_bundle_directory(const fs::path& directory) {
+  std::error_code error;
+  return holds_manifest(directory) ||
+         fs::symlink_status(directory / kBundleLockFileName, error).type() ==
+             fs::file_type::regular;
+}
+
+Manifest merged_manifest(const fs::path& bundle, const Manifest& earlier, Manifest run) {
+  if (!incompatibility(earlier).empty()) return run;
+  const DiskCache disk(bundle, DiskCache::Access::kReadOnly);
+  std::vector<ManifestEntry> kept;
+  for (const ManifestEntry& entry : earlier.entries) {
+    if (run.find(entry.key) == nullptr &&
+        entry_problem(disk.entry_path(entry.key), entry, earlier.nvrtc_version).empty()) {
+      kept.push_back(entry);
+    }
+  }
+  run.entries.insert(run.entries.begin(), kept.begin(), kept.end());
+  return run;
+}
+
 ManifestEntry describe_entry(const fs::path& bundle, const CacheKey& key,
                              const render::KernelSpec& spec) {
   const fs::path path = DiskCache(bundle, DiskCache::Access::kReadOnly).entry_path(key);
@@ -395,7 +448,17 @@ DeploymentBundle::DeploymentBundle(const fs::path& directory, const Manifest& ma
 std::optional<nvrtc::Cubin> DeploymentBundle::load(const CacheKey& key) {
   const auto recorded = recorded_.find(key);
   if (recorded == recorded_.end()) return std::nullopt;
-  return entries_.load(key, &recorded->second);
+  std::optional<nvrtc::Cubin> cubin = entries_.load(key, &recorded->second);
+  std::error_code error;
+  if (!cubin &&
+      fs::symlink_status(entries_.entry_path(key), error).type() == fs::file_type::not_found) {
+    // A bad file is warned about by the load; a missing one only here, once per bundle.
+    log::warn_once("deploy-bundle-missing:" + directory().string(),
+                   "the deployment bundle " + directory().string() + " lacks kernels its " +
+                       "manifest lists (first: " + entries_.entry_path(key).string() +
+                       "); they are compiled instead (rebuild it with intfa precompile)");
+  }
+  return cubin;
 }
 
 }  // namespace intfa::cache

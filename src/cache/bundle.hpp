@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -74,6 +75,37 @@ bool holds_manifest(const std::filesystem::path& directory);
 Manifest read_manifest(const std::filesystem::path& bundle);
 // Writes manifest.json atomically (temp file, fsync, rename). Throws CacheError.
 void write_manifest(const std::filesystem::path& bundle, const Manifest& manifest);
+
+// A run of `intfa precompile` holds this lock on its bundle for as long as it writes there, so that
+// two runs into one bundle take turns: each adds its kernels to the manifest the other wrote
+// (merged_manifest) instead of replacing it. The lock file also marks the directory as a bundle
+// precompile wrote, before its first manifest exists.
+constexpr const char* kBundleLockFileName = ".intfa-precompile.lock";
+
+class BundleLock {
+ public:
+  // Creates `bundle` (0700) when missing and takes the lock, calling `waiting` once first when
+  // another process holds it. Throws CacheError when the lock file cannot be made or locked.
+  BundleLock(const std::filesystem::path& bundle, const std::function<void()>& waiting);
+  ~BundleLock();
+  BundleLock(const BundleLock&) = delete;
+  BundleLock& operator=(const BundleLock&) = delete;
+
+ private:
+  int descriptor_ = -1;
+};
+
+// Whether `directory` is a bundle: it holds a manifest, or a lock file of precompile's (a first
+// run that failed before its manifest). A directory of anything else is not precompile's to write.
+bool is_bundle_directory(const std::filesystem::path& directory);
+
+// The manifest a run that compiled `run`'s entries leaves: the entries of `earlier` (the bundle's
+// manifest before the run) that `run` does not list and whose files still have the recorded size
+// and checksum, then `run`'s. A kernel an earlier run listed is never dropped while its file is
+// intact. `earlier` of another NVRTC or cache-format version contributes nothing: its keys are
+// not this build's.
+Manifest merged_manifest(const std::filesystem::path& bundle, const Manifest& earlier,
+                         Manifest run);
 
 // The manifest entry for the entry file of `key` in `bundle` as it is on disk now, after checking
 // that it decodes. Throws CacheError saying what is wrong.

@@ -221,8 +221,15 @@ std::string entry_problem(const CacheFile& file, const fs::path& directory) {
   return check_entry(file.path, file.key).problem;
 }
 
+// A file that went away meanwhile (a concurrent clear or load) was removed all the same; any
+// other error leaves it in place and is reported.
 void remove_counted(const CacheFile& file, ClearReport& report) {
-  if (remove_file(file.path)) return;
+  if (const std::error_code error = remove_file(file.path)) {
+    if (error != std::errc::no_such_file_or_directory) {
+      report.failed.emplace_back(file.path, error.message());
+    }
+    return;
+  }
   report.removed_files++;
   if (file.type == fs::file_type::regular) report.freed_bytes += file.size_bytes;
 }

@@ -142,8 +142,8 @@ std::string untrusted_directory_advice(const fs::path& directory,
   }
   if (check.problem.find("writable") == std::string::npos) return "";
   // A bundle is shared read-only: taking away the others' write permission keeps it readable.
-  return access == DiskCache::Access::kReadOnly ? " (fix: chmod go-w " + directory.string() + ")"
-                                                : " (fix: chmod 700 " + directory.string() + ")";
+  return access != DiskCache::Access::kReadWrite ? " (fix: chmod go-w " + directory.string() + ")"
+                                                 : " (fix: chmod 700 " + directory.string() + ")";
 }
 
 }  // namespace
@@ -162,6 +162,7 @@ DiskCache::DiskCache(fs::path directory, Access access, std::string named_by)
     : directory_(normalized_directory(std::move(directory))),
       named_by_(std::move(named_by)),
       read_only_(access == Access::kReadOnly),
+      bundle_(access != Access::kReadWrite),
       disabled_writes_(read_only_) {
   const files::DirectoryCheck check = files::check_directory(directory_);
   if (check.verdict == files::DirectoryCheck::Verdict::kUntrusted ||
@@ -171,7 +172,8 @@ DiskCache::DiskCache(fs::path directory, Access access, std::string named_by)
 }
 
 std::string DiskCache::description() const {
-  return directory_.string() + (named_by_.empty() ? "" : " (named by " + named_by_ + ")");
+  return (bundle_ ? "the deployment bundle " : "the kernel cache ") + directory_.string() +
+         (named_by_.empty() ? "" : " (named by " + named_by_ + ")");
 }
 
 void DiskCache::refuse(const std::string& reason) {
@@ -182,7 +184,7 @@ void DiskCache::refuse(const std::string& reason) {
   }
   // One warning per directory and process, however many kernels and DiskCache objects ask.
   log::warn_once("cache-refused:" + directory_.string(),
-                 "not using the kernel cache " + description() + ": " + reason +
+                 "not using " + description() + ": " + reason +
                      "; kernels are compiled without the disk cache");
 }
 
@@ -327,7 +329,7 @@ void DiskCache::disable_writes(const std::string& reason) {
     disabled_writes_ = true;
   }
   log::warn_once("cache-write:" + directory_.string(),
-                 "cannot write the kernel cache " + description() + ": " + reason +
+                 "cannot write " + description() + ": " + reason +
                      "; compiled kernels are no longer stored on disk by this process");
 }
 

@@ -41,6 +41,9 @@ struct ClearReport {
   // Things at intfa's names that are not intfa's (a directory at an entry's name, a file or link at
   // a key folder's name, a file in another key's folder): left in place, with why.
   std::vector<std::pair<std::filesystem::path, std::string>> kept;
+  // intfa's files that could not be removed (a read-only mount, an immutable file, a key folder
+  // the caller may not write), with the system's reason: the clear did not do all it was asked.
+  std::vector<std::pair<std::filesystem::path, std::string>> failed;
 };
 
 // What a manifest recorded about an entry file, checked on every load of it: another valid entry
@@ -57,8 +60,9 @@ std::string checksum_hex(std::uint64_t checksum);
 class DiskCache {
  public:
   enum class Access {
-    kReadWrite,  // the user cache: bad entries are removed and rebuilt, new ones stored
-    kReadOnly,   // a deployment bundle: nothing in it is ever written, removed or created
+    kReadWrite,    // the user cache: bad entries are removed and rebuilt, new ones stored
+    kReadOnly,     // a deployment bundle: nothing in it is ever written, removed or created
+    kWriteBundle,  // a bundle `intfa precompile` writes: as kReadWrite; messages name a bundle
   };
 
   // Creates the directory (0700) on first write, and tags it (CACHEDIR.TAG). An existing
@@ -107,7 +111,8 @@ class DiskCache {
  private:
   enum class FolderState { kMissing, kUsable, kNotOurs, kRefused };
 
-  std::string description() const;  // the directory, and the variable that named it
+  // "the kernel cache DIR" or "the deployment bundle DIR", and the variable that named it
+  std::string description() const;
   // Never reads nor writes the directory again, after one warning per directory and process.
   void refuse(const std::string& reason);
   void warn_not_ours(const std::filesystem::path& path, const std::string& problem) const;
@@ -122,6 +127,7 @@ class DiskCache {
   std::filesystem::path directory_;
   std::string named_by_;
   bool read_only_ = false;
+  bool bundle_ = false;               // kReadOnly or kWriteBundle
   std::atomic<bool> refused_{false};  // untrusted or unreadable: never read nor written
   mutable std::mutex mutex_;
   bool disabled_writes_ = false;

@@ -8,16 +8,14 @@
 #include <cerrno>
 #include <csignal>
 
-#include "common/env.hpp"
-
 namespace intfa::files {
 namespace fs = std::filesystem;
 namespace {
 
+// Test hooks (cache/README.md, "Test hooks"), set only by the test binary: a library in a user's
+// process never stops or fails a write on its own.
 std::atomic<bool> g_fail_writes_for_testing{false};
-// Test-only (cache/README.md, "Test hooks"): a writer stops itself with SIGSTOP halfway through a
-// temp file.
-constexpr const char* kPauseWriteVariable = "INTFA_TEST_PAUSE_WRITE";
+std::atomic<bool> g_pause_writes_for_testing{false};
 
 void write_all(int descriptor, const char* data, std::size_t size, const fs::path& path) {
   std::size_t written = 0;
@@ -32,7 +30,7 @@ void write_all(int descriptor, const char* data, std::size_t size, const fs::pat
 // The test hooks act here, with half of the temp file written: a failure or a crash at this point
 // is the one that must leave neither the destination nor a temp file that could be read as one.
 void write_halfway_hooks(const fs::path& temp) {
-  if (env::flag(kPauseWriteVariable)) {
+  if (g_pause_writes_for_testing.load()) {
     // The parent test sees the stop (waitpid WUNTRACED) and sends SIGKILL: a writer that dies
     // mid-write, deterministically.
     ::raise(SIGSTOP);
@@ -167,6 +165,10 @@ void sync_directory(const fs::path& directory) {
 
 void set_write_failure_for_testing(bool fail) {
   g_fail_writes_for_testing.store(fail);
+}
+
+void set_write_pause_for_testing(bool pause) {
+  g_pause_writes_for_testing.store(pause);
 }
 
 }  // namespace intfa::files

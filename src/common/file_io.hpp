@@ -87,9 +87,11 @@ void create_private_directories(const std::filesystem::path& directory);
 // never correctness, so it is not reported.
 void sync_directory(const std::filesystem::path& directory);
 
-// Test hook: while set, every write_file_atomically in this process fails halfway through its
-// temp file as if the disk were full (ENOSPC), so the full-disk path can be tested without a small
-// file system. (INTFA_TEST_PAUSE_WRITE=1, the other hook, stops the writer there with SIGSTOP.)
+// Test hooks, called only by tests: while set, every write_file_atomically in this process fails
+// halfway through its temp file as if the disk were full (ENOSPC), so the full-disk path can be
+// tested without a small file system; or stops the process there with SIGSTOP, so a test can kill
+// a writer mid-write.
 void set_write_failure_for_testing(bool fail);
+void set_write_pause_for_testing(bool pause);
 
 }  // namespace intfa::files

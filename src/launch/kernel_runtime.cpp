@@ -135,7 +135,14 @@ struct KernelRuntime::State {
         cache::DeploymentBundle::directory_from_environment();
     if (user && cache::holds_manifest(user->directory)) {
       // A bundle named as the user cache is read as a bundle and never written: entries it does
-      // not list would make it fail `intfa cache verify`.
+      // not list would make it fail `intfa cache verify`. Said once: every kernel it does not
+      // list is then compiled by every process.
+      log::warn_once("user-cache-is-bundle:" + user->directory.string(),
+                     "the kernel cache " + user->directory.string() + " (named by " +
+                         user->variable + ") holds a deployment bundle's " +
+                         cache::kManifestFileName + ": it is read as that bundle and never " +
+                         "written, so kernels it does not list are compiled in every process " +
+                         "(name another cache directory, or INTFA_DEPLOY_CACHE for the bundle)");
       if (!deployed) deployed = user->directory;
       user.reset();
     }

@@ -1,5 +1,6 @@
 #include "render/template_set.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -60,6 +61,12 @@ const std::string* TemplateSet::find(std::string_view path) const {
   return it == files_.end() ? nullptr : &it->second;
 }
 
+void TemplateSet::fail(const std::string& problem) const {
+  if (origin_ == "embedded") throw InternalError("embedded kernel templates: " + problem);
+  throw InvalidArgument("INTFA_TEMPLATE_DIR", "'" + origin_ + "'",
+                        "expected intfa's kernel templates, but " + problem);
+}
+
 std::vector<std::string> TemplateSet::include_closure(const std::string& path) const {
   std::set<std::string> reached;
   std::vector<std::string> pending = {path};
@@ -68,25 +75,65 @@ std::vector<std::string> TemplateSet::include_closure(const std::string& path) c
     pending.pop_back();
     if (!reached.insert(current).second) continue;
     const std::string* source = find(current);
-    if (source == nullptr) {
-      throw InternalError("kernel template '" + current + "' is not in the template set (" +
-                          origin_ + ")");
+    if (source == nullptr) fail("there is no template '" + current + "'");
+    for (IncludeDirective& include : include_directives(*source)) {
+      if (const std::string problem = include_problem(include); !problem.empty()) {
+        fail("'" + current + "' " + problem);
+      }
+      if (include.quoted) pending.push_back(std::move(include.target));
     }
-    for (std::string& included : quoted_includes(*source)) pending.push_back(std::move(included));
   }
   return {reached.begin(), reached.end()};
 }
 
-std::vector<std::string> quoted_includes(std::string_view source) {
-  std::vector<std::string> includes;
+std::string TemplateSet::include_problem(const IncludeDirective& include) const {
+  const std::string shown =
+      include.quoted ? "\"" + include.target + "\"" : "<" + include.target + ">";
+  if (!include.quoted && !include.angled) {
+    return "has an #include intfa cannot check (" + include.target + ")";
+  }
+  // NVRTC opens an absolute path as it is, and ".." climbs out of the include directories: a
+  // template may reach only the other templates and the CUDA headers.
+  const std::filesystem::path target(include.target);
+  const bool escapes = target.is_absolute() ||
+                       std::any_of(target.begin(), target.end(),
+                                   [](const std::filesystem::path& part) { return part == ".."; });
+  if (escapes) return "includes " + shown + ", outside the templates and the CUDA headers";
+  if (include.quoted && find(include.target) == nullptr) {
+    return "includes " + shown + ", which is not a template";
+  }
+  return "";
+}
+
+std::vector<IncludeDirective> include_directives(std::string_view source) {
+  std::vector<IncludeDirective> includes;
   for (const std::string& raw_line : strings::split(source, '\n')) {
     std::string line = strings::trim(raw_line);
     if (!strings::starts_with(line, "#")) continue;
     line = strings::trim(std::string_view(line).substr(1));
-    if (!strings::starts_with(line, "include")) continue;
-    const std::size_t open = line.find('"');
-    const std::size_t close = open == std::string::npos ? open : line.find('"', open + 1);
-    if (close != std::string::npos) includes.push_back(line.substr(open + 1, close - open - 1));
+    if (!strings::starts_with(line, "include")) continue;  // #include and #include_next
+    const std::size_t name_end = line.find_first_of(" \t\"<");
+    std::string rest = strings::trim(
+        std::string_view(line).substr(name_end == std::string::npos ? line.size() : name_end));
+    IncludeDirective include;
+    const char close = rest.empty() ? '\0' : rest[0] == '"' ? '"' : rest[0] == '<' ? '>' : '\0';
+    const std::size_t end = close == '\0' ? std::string::npos : rest.find(close, 1);
+    if (end != std::string::npos) {
+      include.quoted = close == '"';
+      include.angled = close == '>';
+      include.target = rest.substr(1, end - 1);
+    } else {
+      include.target = rest;  // a macro, or malformed
+    }
+    includes.push_back(std::move(include));
+  }
+  return includes;
+}
+
+std::vector<std::string> quoted_includes(std::string_view source) {
+  std::vector<std::string> includes;
+  for (IncludeDirective& include : include_directives(source)) {
+    if (include.quoted) includes.push_back(std::move(include.target));
   }
   return includes;
 }

@@ -10,6 +10,13 @@
 
 namespace intfa::render {
 
+// One #include line of a template: "target", <target>, or neither (a macro).
+struct IncludeDirective {
+  std::string target;
+  bool quoted = false;
+  bool angled = false;
+};
+
 class TemplateSet {
  public:
   static TemplateSet embedded();
@@ -24,14 +31,23 @@ class TemplateSet {
   const std::string& origin() const { return origin_; }  // "embedded" or the directory
 
   // `path` and every template it reaches through #include "..." (paths relative to templates/),
-  // sorted. Throws InternalError when an include names no template.
+  // sorted. Every #include of each must name a template ("...") or a CUDA header (<...>, a relative
+  // path without ".."): a template never makes NVRTC read another file. Throws InvalidArgument
+  // naming INTFA_TEMPLATE_DIR when a directory's templates break that, or lack one of them
+  // (InternalError for the embedded set).
   std::vector<std::string> include_closure(const std::string& path) const;
 
  private:
+  [[noreturn]] void fail(const std::string& problem) const;
+  // Why `include` may not be followed, or "".
+  std::string include_problem(const IncludeDirective& include) const;
+
   std::map<std::string, std::string, std::less<>> files_;
   std::string origin_;
 };
 
+// Every #include directive of one source text, in order of appearance.
+std::vector<IncludeDirective> include_directives(std::string_view source);
 // The quoted #include targets of one source text, in order of appearance.
 std::vector<std::string> quoted_includes(std::string_view source);
 

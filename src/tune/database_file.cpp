@@ -1,14 +1,18 @@
 #include "tune/database_file.hpp"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <mutex>
 #include <system_error>
 
 #include "common/env.hpp"
 #include "common/file_io.hpp"
+#include "common/file_trust.hpp"
 #include "common/locations.hpp"
 #include "common/log.hpp"
 #include "intfa/errors.hpp"
@@ -69,12 +73,47 @@ std::optional<fs::path> default_database_path() {
   return *cache_directory / kFileName;
 }
 
+namespace {
+
+// The file a database path names: the path itself, or the target of a link at it (a Kubernetes
+// ConfigMap mounts each key as a link into a folder of its own) when that target is as
+// trustworthy as a database must be, since its entries choose the kernels every call runs: a
+// regular file this user or root owns, that no one else can write, in a directory that passes
+// the kernel cache's checks. Throws DatabaseError saying why not.
+fs::path database_file_target(const fs::path& path) {
+  std::error_code error;
+  if (fs::symlink_status(path, error).type() != fs::file_type::symlink) return path;
+  const fs::path target = fs::canonical(path, error);
+  if (error) throw DatabaseError(path.string(), "(a link)", "cannot follow it: " + error.message());
+  struct stat info {};
+  if (::stat(target.c_str(), &info) != 0) {
+    throw DatabaseError(path.string(), "(a link)",
+                        "cannot read its target " + target.string() + ": " + std::strerror(errno));
+  }
+  std::string problem;
+  if (!files::trusted_owner(info.st_uid)) {
+    problem = "belongs to uid " + std::to_string(info.st_uid) + ", not to this user or root";
+  } else if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    problem = "is writable by others";
+  } else if (const files::DirectoryCheck folder = files::check_directory(target.parent_path());
+             folder.verdict != files::DirectoryCheck::Verdict::kTrusted) {
+    problem = "is in a directory that " + folder.problem;
+  }
+  if (!problem.empty()) {
+    throw DatabaseError(path.string(), "(a link)",
+                        "its target " + target.string() + " " + problem + ", so it is not read");
+  }
+  return target;
+}
+
+}  // namespace
+
 std::optional<TuningDatabase> read_database_file(const fs::path& path) {
   std::error_code error;
   if (fs::symlink_status(path, error).type() == fs::file_type::not_found) return std::nullopt;
   std::vector<char> bytes;
   try {
-    bytes = files::read_regular_file(path, kMaxDatabaseBytes);
+    bytes = files::read_regular_file(database_file_target(path), kMaxDatabaseBytes);
   } catch (const files::UnexpectedFileError& bad) {
     throw DatabaseError(path.string(), "(not a database file)", bad.what());
   } catch (const std::system_error& io) {

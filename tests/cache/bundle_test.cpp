@@ -466,7 +466,14 @@ TEST_F(RuntimeWithBundle, ASpecNotInTheBundleCompilesIntoTheUserCacheOnly) {
 }
 
 TEST_F(RuntimeWithBundle, AUserCacheThatHoldsAManifestIsReadAsABundleAndNeverWritten) {
+  log::ScopedCapture capture;
   const RuntimeLayers layers(std::nullopt, bundle_.path());
+  const std::vector<std::string> warnings = capture.warnings();
+  ASSERT_EQ(warnings.size(), 1u) << "kernels it does not list are compiled by every process";
+  EXPECT_NE(warnings[0].find(cache::manifest_path(bundle_.path()).filename().string()),
+            std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[0].find("INTFA_CACHE_DIR"), std::string::npos) << warnings[0];
   EXPECT_EQ(compiles_for(bundled_), 0u);
   EXPECT_EQ(compiles_for(not_bundled_), 1u);
   const CacheKey key = launch::KernelRuntime::instance().compile(not_bundled_).key;
@@ -484,6 +491,22 @@ TEST_F(RuntimeWithBundle, ABadEntryIsNeverTrustedNorRemoved) {
   EXPECT_EQ(read_bytes(path), bytes);
   ASSERT_EQ(capture.warnings().size(), 1u);
   EXPECT_TRUE(contains(capture.warnings()[0], path.string())) << capture.warnings()[0];
+}
+
+// A bundle whose entries were removed (an old `intfa cache clear` of it did that, leaving the
+// manifest) is said once, not used silently while every listed kernel compiles.
+TEST_F(RuntimeWithBundle, AListedEntryThatIsMissingIsOneWarning) {
+  const fs::path path = DiskCache(bundle_.path()).entry_path(bundled_key_);
+  fs::remove(path);
+  log::ScopedCapture capture;
+  const RuntimeLayers layers(bundle_.path().string(), user_cache_.path());
+  EXPECT_EQ(compiles_for(bundled_), 1u);
+  launch::KernelRuntime::instance().reset_for_testing();
+  EXPECT_EQ(compiles_for(bundled_), 0u) << "the user cache holds it now";
+  ASSERT_EQ(capture.warnings().size(), 1u);
+  EXPECT_TRUE(contains(capture.warnings()[0], path.string())) << capture.warnings()[0];
+  EXPECT_TRUE(contains(capture.warnings()[0], "lacks kernels its manifest lists"))
+      << capture.warnings()[0];
 }
 
 // The manifest records each entry file's size and checksum; a load checks them too, not only the

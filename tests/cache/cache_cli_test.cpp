@@ -1,5 +1,6 @@
 // `intfa cache ls|verify|clear` as a user runs it: the built binary, its output and exit codes.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include "cache/cache_test_support.hpp"
 #include "cache/disk_cache.hpp"
 #include "cache/entry_format.hpp"
+#include "support/child_test.hpp"
 #include "support/cli.hpp"
 
 namespace intfa::cache {
@@ -190,6 +192,29 @@ TEST_F(CacheCli, AnUnknownVerbIsAUsageError) {
   EXPECT_TRUE(mentions(result, "unknown verb 'prune'")) << result.output;
   EXPECT_EQ(run_cli("cache" + dir_option()).exit_code, 2);
   EXPECT_EQ(run_cli("cache ls --stale" + dir_option()).exit_code, 2);
+}
+
+// A clear that cannot remove a file (here a key folder its user may not write; a read-only mount
+// or an immutable file fail the same way) lists it with the system's reason and exits 1: "removed
+// N files" and exit 0 while entries remain would tell a script the cache is empty.
+TEST(CacheCliClear, ListsEachFileItCouldNotRemoveAndExitsOne) {
+  if (rerun_without_root()) return;  // root may unlink in any folder
+  const TempDirectory directory;
+  DiskCache disk(directory.path());
+  disk.store(test_key(0x11), fake_cubin(80, 300), quantize_rows_spec(64));
+  disk.store(test_key(0x22), fake_cubin(86, 500), quantize_rows_spec(256));
+  const fs::path locked_folder = disk.entry_path(test_key(0x22)).parent_path();
+  ASSERT_EQ(::chmod(locked_folder.c_str(), 0500), 0);
+
+  const CliResult clear = run_cli("cache clear --dir " + directory.path().string());
+  ASSERT_EQ(::chmod(locked_folder.c_str(), 0700), 0);
+  EXPECT_EQ(clear.exit_code, 1) << clear.output;
+  EXPECT_TRUE(mentions(clear, "could not remove " + disk.entry_path(test_key(0x22)).string() +
+                                  ": " + std::strerror(EACCES)))
+      << clear.output;
+  EXPECT_TRUE(mentions(clear, "removed 2 files")) << clear.output;  // 0x11's entry and sidecar
+  EXPECT_TRUE(mentions(clear, "2 files could not be removed")) << clear.output;
+  EXPECT_TRUE(fs::exists(disk.entry_path(test_key(0x22))));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // A writer killed in the middle of writing an entry leaves nothing that loads: it dies (SIGKILL)
-// while stopped halfway through its temp file by the INTFA_TEST_PAUSE_WRITE hook. Its temp file is
+// while stopped halfway through its temp file by files::set_write_pause_for_testing, which the
+// child test sets when its parent passes INTFA_TEST_PAUSE_WRITE=1. Its temp file is
 // never read as an entry, and a later writer removes it once it is over an hour old.
 #include <gtest/gtest.h>
 
@@ -10,6 +11,7 @@
 #include "cache/cache_test_support.hpp"
 #include "cache/disk_cache.hpp"
 #include "cache/entry_format.hpp"
+#include "common/file_io.hpp"
 #include "common/log.hpp"
 #include "support/child_test.hpp"
 
@@ -36,6 +38,7 @@ TEST(CacheCrashChild, DISABLED_StoresOneEntry) {
   if (std::getenv(kPauseWriteVariable) == nullptr || directory == nullptr) {
     GTEST_SKIP() << "run by CacheCrash.* in a child process";
   }
+  files::set_write_pause_for_testing(true);
   DiskCache(directory).store(killed_key(), killed_cubin(), quantize_rows_spec());
 }
 
@@ -45,9 +48,21 @@ TEST(CacheCrashChild, DISABLED_StoresOneEntryAndStaysWritable) {
   if (std::getenv(kPauseWriteVariable) == nullptr || directory == nullptr) {
     GTEST_SKIP() << "run by CacheCrash.* in a child process";
   }
+  files::set_write_pause_for_testing(true);
   DiskCache disk(directory);
   disk.store(killed_key(), killed_cubin(), quantize_rows_spec());
   EXPECT_TRUE(disk.writable()) << "a store that lost its folder to a clear turned memory-only";
+  EXPECT_EQ(disk.load(killed_key()), killed_cubin());
+}
+
+// Runs only in a child process whose environment holds INTFA_TEST_PAUSE_WRITE=1, without the hook.
+TEST(CacheCrashChild, DISABLED_StoresOneEntryWithOnlyTheVariableSet) {
+  const char* directory = std::getenv("INTFA_CACHE_DIR");
+  if (std::getenv(kPauseWriteVariable) == nullptr || directory == nullptr) {
+    GTEST_SKIP() << "run by CacheCrash.* in a child process";
+  }
+  DiskCache disk(directory);
+  disk.store(killed_key(), killed_cubin(), quantize_rows_spec());
   EXPECT_EQ(disk.load(killed_key()), killed_cubin());
 }
 
@@ -75,6 +90,21 @@ class CacheCrash : public ::testing::Test {
   TempDirectory cache_;
   TempDirectory control_;  // the writer's output
 };
+
+// The pause is a hook only the test binary sets: a user's process that happens to have the
+// variable in its environment never stops itself in the middle of a cache write.
+TEST_F(CacheCrash, TheLibraryReadsNoVariableThatStopsAWriter) {
+  ChildTest writer(
+      {"CacheCrashChild.DISABLED_StoresOneEntryWithOnlyTheVariableSet",
+       {"INTFA_CACHE_DIR=" + cache_.path().string(), std::string(kPauseWriteVariable) + "=1"},
+       {},
+       control_.path() / "writer.txt"});
+  EXPECT_FALSE(writer.wait_until_stopped()) << "the writer stopped itself:\n" << writer.output();
+  EXPECT_EQ(writer.wait_until(std::chrono::steady_clock::now() + std::chrono::minutes(1)), 0)
+      << writer.output();
+  EXPECT_TRUE(fs::is_regular_file(DiskCache(cache_.path()).entry_path(killed_key())));
+  EXPECT_TRUE(DiskCache(cache_.path()).verify().ok());
+}
 
 TEST_F(CacheCrash, AWriterKilledMidWriteLeavesHalfATempFileAndNoEntry) {
   const fs::path temp = kill_a_writer_halfway(cache_.path(), control_.path());

@@ -115,15 +115,53 @@ TEST(Render, TemplateDirectoryThatDoesNotExistNamesTheVariable) {
   }
 }
 
-TEST(Render, MissingIncludedTemplateIsReported) {
+// The error of a template tree whose quantize_rows.cuh is `source`, from rendering that kernel.
+std::string template_dir_error(const std::string& source) {
   testing::TempDir dir;
   std::filesystem::create_directories(dir.path() / "quantize");
-  std::ofstream(dir.path() / "quantize" / "quantize_rows.cuh") << "#include \"common/missing.cuh\"\n";
+  std::ofstream(dir.path() / "quantize" / "quantize_rows.cuh") << source;
   const TemplateSet templates = TemplateSet::from_directory(dir.path());
   KernelSpec spec;
   spec.family = KernelFamily::kQuantizeRows;
   spec.head_dim = 64;
-  EXPECT_THROW(render(spec, templates), InternalError);
+  try {
+    render(spec, templates);
+  } catch (const InvalidArgument& error) {
+    EXPECT_EQ(error.field(), "INTFA_TEMPLATE_DIR") << error.what();
+    return error.what();
+  }
+  ADD_FAILURE() << "rendered from a template tree that is not intfa's:\n" << source;
+  return "";
+}
+
+// A template directory is the user's input: what is wrong with it names the variable, not an
+// internal error.
+TEST(Render, AMissingIncludedTemplateNamesTheTemplateDirectory) {
+  EXPECT_NE(template_dir_error("#include \"common/missing.cuh\"\n").find("common/missing.cuh"),
+            std::string::npos);
+}
+
+// NVRTC would open an absolute path, or climb out of its include directories: no template may make
+// it read another file.
+TEST(Render, ATemplateMayIncludeOnlyTemplatesAndCudaHeaders) {
+  for (const char* include :
+       {"#include </etc/passwd>", "#include \"/etc/passwd\"", "#include \"../../secret.h\"",
+        "  #  include <cuda/../../../etc/passwd>", "#include_next </etc/hostname>",
+        "#include SOME_MACRO"}) {
+    EXPECT_NE(template_dir_error(std::string(include) + "\n").find("quantize_rows.cuh"),
+              std::string::npos)
+        << include;
+  }
+}
+
+TEST(Render, IncludeDirectivesTellQuotedAngledAndMacroIncludesApart) {
+  const auto includes = include_directives(
+      "#include \"a.cuh\"\n#include <cuda_fp16.h>\n#include_next <b.h>\n#include NAME\n");
+  ASSERT_EQ(includes.size(), 4u);
+  EXPECT_TRUE(includes[0].quoted && includes[0].target == "a.cuh");
+  EXPECT_TRUE(includes[1].angled && includes[1].target == "cuda_fp16.h");
+  EXPECT_TRUE(includes[2].angled && includes[2].target == "b.h");
+  EXPECT_TRUE(!includes[3].quoted && !includes[3].angled && includes[3].target == "NAME");
 }
 
 TEST(KernelSpecJson, RoundTripsEveryField) {

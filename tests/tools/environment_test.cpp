@@ -77,7 +77,6 @@ TEST_F(Environment, EveryMalformedValueIsReportedNamingTheVariable) {
       {"INTFA_TEMPLATE_DIR", "/nonexistent/templates", Outcome::kError},
       {"INTFA_CUDA_INCLUDE_DIR", "relative/include", Outcome::kError},
       {"INTFA_LOG", "verbose", Outcome::kWarning},
-      {"INTFA_TEST_PAUSE_WRITE", "maybe", Outcome::kWarning},
       {"INTFA_CACHE_DIR", file() + "/cache", Outcome::kWarning},  // cannot be created
       {"INTFA_CACHE_DIR", shared(), Outcome::kWarning},           // others could plant kernels
   };

@@ -4,6 +4,8 @@
 // nothing the bundle holds.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -20,6 +22,7 @@
 #include "launch/kernel_runtime.hpp"
 #include "nvrtc/compiler.hpp"
 #include "spec/attention_spec.hpp"
+#include "support/child_test.hpp"
 #include "support/cli.hpp"
 #include "support/temp_dir.hpp"
 #include "tune/database_file.hpp"
@@ -207,6 +210,92 @@ TEST_F(Precompile, ARuntimePointedAtTheBundleCompilesNoneOfItsKernels) {
   EXPECT_TRUE(fs::is_empty(user_cache.path()));
 }
 
+// A bundle's entries gone, its manifest would still name them: clear refuses a bundle whole.
+TEST_F(Precompile, CacheClearRefusesABundleAndRemovesNothing) {
+  const fs::path copy = copy_of_bundle();
+  const auto before = snapshot(copy);
+  const CliResult clear = run_cli("cache clear " + copy.string());
+  EXPECT_EQ(clear.exit_code, 1) << clear.output;
+  EXPECT_TRUE(mentions(clear, "is a deployment bundle")) << clear.output;
+  EXPECT_EQ(snapshot(copy).size(), before.size());
+}
+
+// A --out among a user's files would tag their directory CACHEDIR.TAG, and backups that honour
+// the tag (tar --exclude-caches) would then skip those files.
+TEST(PrecompileOut, ADirectoryOfOtherFilesIsRefusedAndLeftAsItWas) {
+  const TempDir directory;
+  std::ofstream(directory.path() / "notes.txt") << "a user's file\n";
+  const CliResult result = run_cli("precompile --arch sm_80 --head-dims 64 --variants full --out " +
+                                   directory.path().string());
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_TRUE(mentions(result, "is not an intfa bundle")) << result.output;
+  EXPECT_EQ(std::distance(fs::directory_iterator(directory.path()), {}), 1)
+      << "precompile wrote beside the user's file";
+}
+
+// The kernel cache this user's runs write, as a bundle, would be read-only to all of them.
+TEST(PrecompileOut, TheUsersKernelCacheIsRefused) {
+  const TempDir cache;
+  const CliResult result = testing::run_cli(
+      "precompile --arch sm_80 --head-dims 64 --variants full --out " + cache.path().string(),
+      "-u INTFA_DEPLOY_CACHE -u INTFA_CACHE_DISABLE INTFA_CACHE_DIR=" + cache.path().string());
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_TRUE(mentions(result, "is the kernel cache this user's runs write")) << result.output;
+  EXPECT_TRUE(mentions(result, "INTFA_CACHE_DIR")) << result.output;
+  EXPECT_FALSE(cache::holds_manifest(cache.path()));
+}
+
+// Two runs into one bundle at once take turns, and the manifest lists the kernels of both: each
+// run's kernels verify, none is reported as "not listed".
+TEST(PrecompileOut, ConcurrentRunsIntoOneBundleKeepEveryKernelTheyWrote) {
+  const TempDir directory;
+  const fs::path bundle = directory.path() / "bundle";
+  const std::string common = " --head-dims 64 --variants full -j 1 --out " + bundle.string();
+  const std::string command =
+      "env -u INTFA_DEPLOY_CACHE '" INTFA_TEST_CLI
+      "' precompile --arch "
+      "sm_80" +
+      common + " > " + (directory.path() / "a.txt").string() +
+      " 2>&1 & env -u INTFA_DEPLOY_CACHE '" INTFA_TEST_CLI "' precompile --arch sm_86" + common +
+      " > " + (directory.path() / "b.txt").string() + " 2>&1 & wait";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  std::size_t expected = 0;
+  for (const char* arch : {"sm_80", "sm_86"}) {
+    const CliResult listed = run_cli(std::string("precompile --list --head-dims 64 --variants "
+                                                 "full --arch ") +
+                                     arch);
+    expected += lines_of(listed.output).size() - 1;
+  }
+  EXPECT_EQ(cache::read_manifest(bundle).entries.size(), expected);
+  const CliResult verify = run_cli("cache verify " + bundle.string());
+  EXPECT_EQ(verify.exit_code, 0) << verify.output;
+  EXPECT_FALSE(mentions(verify, "not listed")) << verify.output;
+}
+
+// Once the bundle cannot be written (here every key folder is read-only to a user without root;
+// a full disk fails alike), no more kernels are compiled, and the messages name the bundle.
+TEST(PrecompileOut, AnUnwritableBundleStopsTheCompilesAndIsNamedABundle) {
+  if (testing::rerun_without_root()) return;
+  const TempDir directory;
+  const fs::path bundle = directory.path() / "bundle";
+  fs::create_directory(bundle);
+  std::ofstream(bundle / cache::kBundleLockFileName);  // an earlier run's bundle
+  for (int folder = 0; folder < 256; ++folder) {
+    char name[3];
+    std::snprintf(name, sizeof name, "%02x", folder);
+    fs::create_directory(bundle / name);
+    fs::permissions(bundle / name, fs::perms::owner_read | fs::perms::owner_exec);
+  }
+  const CliResult result = run_cli(
+      "precompile --arch sm_80 --head-dims 64 --variants full -j 1 --out " + bundle.string());
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_TRUE(mentions(result, "cannot write the deployment bundle " + bundle.string()))
+      << result.output;
+  EXPECT_FALSE(mentions(result, "kernel cache")) << result.output;
+  EXPECT_TRUE(mentions(result, "compiled now: 1\n")) << result.output;
+  EXPECT_TRUE(mentions(result, "more kernels: cannot write the bundle")) << result.output;
+}
+
 TEST(PrecompileOptions, ConfigsAllKeepsTheTunerCandidatesThatFitTheArchsSharedMemory) {
   for (device::Arch arch : device::all_archs()) {
     attention::SpecRequest request;
@@ -367,6 +456,31 @@ TEST_F(PrecompileTuned, APerBlockKEntryBundlesItsQuantizeKernel) {
     EXPECT_FALSE(mentions(listed, "quantize_rows sm_90a d64 f16->i8 smooth_k\n"))
         << k_scale << "\n" << listed.output;
     EXPECT_TRUE(mentions(listed, " k=block")) << listed.output;
+  }
+}
+
+// One entry the arch cannot run (a Hopper kernel's warp count, recorded for an A100) is skipped
+// with the runtime's warning, naming the file and the entry; the bundle then holds the heuristic's
+// config for that bucket, which the runtime runs there, and every other entry as before.
+TEST_F(PrecompileTuned, AnEntryTheArchCannotRunIsSkippedWithAWarningNotTheWholeBundle) {
+  tune::TuningDatabase database = *tune::read_database_file(path());
+  const KernelConfig hopper_only{128, 128, 12, 2};
+  database.merge(
+      tuned_entry("A100", device::Arch::kSm80, 128, Variant::kFullInt8, 4096, hopper_only));
+  tune::write_database_file(path(), database);
+  const CliResult listed =
+      run_cli("precompile --list --configs tuned --arch sm_80 --tuning-db " + path());
+  ASSERT_EQ(listed.exit_code, 0) << listed.output;
+  EXPECT_TRUE(mentions(listed, "the tuned config " + hopper_only.to_string())) << listed.output;
+  EXPECT_TRUE(mentions(listed, path())) << listed.output;
+  EXPECT_TRUE(mentions(listed, attention(device::Arch::kSm80, 64, Variant::kHalfInt8, kC)))
+      << listed.output;
+  attention::SpecRequest request;
+  request.arch = device::Arch::kSm80;
+  request.head_dim = 128;
+  for (const KernelConfig& config : attention::heuristic_configs(request)) {
+    EXPECT_TRUE(mentions(listed, attention(device::Arch::kSm80, 128, Variant::kFullInt8, config)))
+        << listed.output;
   }
 }
 

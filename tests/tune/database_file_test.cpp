@@ -105,6 +105,39 @@ TEST_F(DatabaseFile, ADirectoryInPlaceOfTheFileIsNamedSo) {
   }
 }
 
+// A Kubernetes ConfigMap mounts each key as a link to ..data/<key>, itself a link to a folder of
+// the current version: the database is read through both.
+TEST_F(DatabaseFile, ALinkToATrustedFileIsFollowedAsAConfigMapMountsIt) {
+  TuningDatabase database;
+  database.merge(entry_for(d128_request(), 4096, kFast));
+  const fs::path version = directory_.path() / "..2026_11_28_18_00_00.1";
+  write_database_file(version / "tuning.json", database);
+  fs::create_directory_symlink(version.filename(), directory_.path() / "..data");
+  fs::create_symlink(fs::path("..data") / "tuning.json", path());
+  const log::ScopedCapture capture;
+  EXPECT_EQ(read_database_file(path()), database);
+  EXPECT_EQ(load_database_or_empty(path()), database);
+  EXPECT_TRUE(capture.warnings().empty());
+}
+
+// Its entries choose the kernels every call runs: a target anyone could rewrite is not read.
+TEST_F(DatabaseFile, ALinkToAFileOthersCanWriteIsRefusedNamingTheTarget) {
+  TuningDatabase database;
+  database.merge(entry_for(d128_request(), 4096, kFast));
+  const fs::path target = directory_.path() / "shared.json";
+  write_database_file(target, database);
+  fs::permissions(target, fs::perms::group_write | fs::perms::others_write, fs::perm_options::add);
+  fs::create_symlink(target, path());
+  try {
+    read_database_file(path());
+    FAIL() << "read a database anyone can write";
+  } catch (const DatabaseError& error) {
+    EXPECT_NE(std::string(error.what()).find(target.string() + " is writable by others"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
 TEST_F(DatabaseFile, ACorruptFileIsOneWarningAndAnEmptyDatabase) {
   write_text(path(), "{\"schema_version\": 1, \"entries\": [{\"gpu\": ");
   const log::ScopedCapture capture;

@@ -32,7 +32,8 @@ const char* const kCacheUsage =
     "$XDG_CACHE_HOME/intfa, else ~/.cache/intfa. A DIR given that does not exist, or is not a\n"
     "directory, is an error.\n"
     "clear removes only intfa's own files (entries, sidecars, temp files, in their key folders)\n"
-    "and refuses a directory that does not look like an intfa cache.\n";
+    "and refuses a directory that does not look like an intfa cache, and a deployment bundle;\n"
+    "it lists each file it could not remove and then exits 1.\n";
 
 namespace {
 
@@ -131,10 +132,16 @@ int clear_entries(cache::DiskCache& disk, bool stale_only) {
     std::printf("kept %s: it %s\n", strings::printable(path.string()).c_str(),
                 strings::printable(reason).c_str());
   }
+  for (const auto& [path, reason] : report.failed) {
+    std::printf("could not remove %s: %s\n", strings::printable(path.string()).c_str(),
+                strings::printable(reason).c_str());
+  }
   std::printf("removed %zu %sfiles, freed %s (%llu bytes) in %s\n", report.removed_files,
               stale_only ? "stale " : "", strings::human_bytes(report.freed_bytes).c_str(),
               static_cast<unsigned long long>(report.freed_bytes), disk.directory().c_str());
-  return 0;
+  if (report.failed.empty()) return 0;
+  std::printf("%zu files could not be removed\n", report.failed.size());
+  return 1;
 }
 
 }  // namespace
@@ -159,6 +166,13 @@ int run_cache(const Arguments& arguments) {
   }
   if (verb == "verify" && cache::holds_manifest(directory->path)) {
     return verify_bundle(directory->path);
+  }
+  if (verb == "clear" && cache::holds_manifest(directory->path)) {
+    // Its entries gone, a manifest would still name them: the runtime would use the bundle and
+    // compile every kernel it lists.
+    throw CacheError(directory->path.string() + " is a deployment bundle (it holds " +
+                     cache::kManifestFileName + "): remove it whole, or rebuild it with intfa " +
+                     "precompile; nothing was removed");
   }
   cache::DiskCache disk(directory->path);
   if (verb == "ls") return list_entries(disk);

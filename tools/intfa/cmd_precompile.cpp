@@ -15,6 +15,8 @@
 #include "cache/bundle.hpp"
 #include "cache/disk_cache.hpp"
 #include "common/file_io.hpp"
+#include "common/locations.hpp"
+#include "common/log.hpp"
 #include "common/strings.hpp"
 #include "device/arch.hpp"
 #include "intfa/args.hpp"
@@ -30,13 +32,17 @@
 namespace intfa::cli {
 
 const char* const kPrecompileUsage =
-    "usage: intfa precompile --out DIR [options]\n\n"
+    "usage: intfa precompile --out DIR [options]\n"
+    "       intfa precompile --list [options]\n\n"
     "Compiles, without a GPU, every kernel a deployment may launch (for each arch, head dim,\n"
     "variant, dtype and causal off/on: the attention kernel and the quantize kernels the call\n"
     "runs) into DIR, and writes DIR/manifest.json. Point INTFA_DEPLOY_CACHE at DIR on the target\n"
     "machines and those kernels are never compiled there. Entries DIR already holds and that\n"
-    "verify are kept, so a re-run compiles only what is missing.\n\n"
-    "  --out DIR                  the bundle directory (created if needed)\n"
+    "verify are kept, so a re-run compiles only what is missing; the kernels earlier runs listed\n"
+    "stay in the manifest (remove DIR to start over). Runs into one DIR take turns.\n\n"
+    "  --out DIR                  the bundle directory: new, empty or an earlier bundle; never\n"
+    "                             the kernel cache this user's runs write (required, but with\n"
+    "                             --list)\n"
     "  --arch LIST                sm_80,sm_86,sm_87,sm_89,sm_90a,sm_100a,sm_120,sm_121\n"
     "                             (default: all of them)\n"
     "  --head-dims LIST           64,128,256 (default: all three)\n"
@@ -70,7 +76,8 @@ const char* const kPrecompileUsage =
     "Integers take a k suffix (4k = 4096).\n\n"
     "Prints the number of kernels, how many were compiled now and how many were already\n"
     "present, failures, the bundle's size and the wall time. Exit 1 on any failure (the manifest\n"
-    "is then left as it was). Check a bundle with: intfa cache verify DIR\n";
+    "is then left as it was; compiling stops once the bundle cannot be written). Check a bundle\n"
+    "with: intfa cache verify DIR\n";
 
 namespace {
 
@@ -241,8 +248,18 @@ std::vector<render::KernelSpec> bundle_specs(const BundlePlan& plan) {
   if (plan.configs == ConfigMode::kTuned) {
     for (const tune::TuningEntry& entry : tuned_entries(plan)) {
       const attention::SpecRequest& request = entry.bucket.request;
-      list.add(aot::attention_call_specs(request, request.output_type, plan.numerics,
-                                         {entry.best.config}));
+      try {
+        list.add(aot::attention_call_specs(request, request.output_type, plan.numerics,
+                                           {entry.best.config}));
+      } catch (const Error& error) {
+        // The runtime skips such an entry with a warning and runs the heuristic's config: the
+        // bundle holds that one instead, and the other entries are still bundled.
+        log::warn("the tuned config " + entry.best.config.to_string() + " for " +
+                  entry.bucket.to_string() + " in " + plan.tuning_database.string() +
+                  " cannot run on " + device::arch_name(request.arch) + " (" + error.what() +
+                  "); the heuristic's config is bundled instead, as the runtime uses it");
+        list.add(aot::attention_call_specs(request, request.output_type, plan.numerics));
+      }
     }
     add_paged();
     return list.specs();
@@ -276,19 +293,16 @@ std::vector<render::KernelSpec> bundle_specs(const BundlePlan& plan) {
 // key for the manifest. compile() is called from several threads.
 class BundleWriter {
  public:
-  explicit BundleWriter(const fs::path& directory) : entries_(directory) {
-    if (!entries_.writable()) {
-      throw CacheError("cannot write the bundle " + directory.string() +
-                       " (see the warning above)");
-    }
+  explicit BundleWriter(const fs::path& directory)
+      : entries_(directory, cache::DiskCache::Access::kWriteBundle, "--out") {
+    if (!entries_.writable()) throw unwritable();
   }
 
+  // Once the bundle is known unwritable (a full disk) the remaining kernels are not compiled.
   launch::CompiledKernel compile(const render::KernelSpec& spec) {
+    if (!entries_.writable()) throw unwritable();
     launch::CompiledKernel compiled = launch::compile(spec, launch::CacheChain{nullptr, &entries_});
-    if (!entries_.writable()) {
-      throw CacheError("cannot write the bundle " + entries_.directory().string() +
-                       " (see the warning above)");
-    }
+    if (!entries_.writable()) throw unwritable();
     std::lock_guard<std::mutex> lock(mutex_);
     keys_[spec] = compiled.key;
     return compiled;
@@ -306,6 +320,11 @@ class BundleWriter {
   }
 
   const fs::path& directory() const { return entries_.directory(); }
+
+  CacheError unwritable() const {
+    return CacheError("cannot write the bundle " + directory().string() +
+                      " (see the warning above)");
+  }
 
  private:
   cache::DiskCache entries_;
@@ -332,6 +351,42 @@ std::size_t unlisted_entries(const fs::path& directory, const cache::Manifest& m
   return count;
 }
 
+// The checks before anything is written into `directory`: precompile writes only into a new or
+// empty directory or a bundle, never among a user's files (its CACHEDIR.TAG would drop them from
+// backups that honour it) and never into the kernel cache this user's runs write (a manifest
+// there makes the runtime read it as a read-only bundle: every later run would compile again).
+void check_bundle_directory(const fs::path& directory) {
+  if (const auto user_cache = locations::default_cache_location()) {
+    std::error_code error;
+    if (fs::weakly_canonical(directory, error) ==
+        fs::weakly_canonical(user_cache->directory, error)) {
+      throw CacheError("--out " + directory.string() + " is the kernel cache this user's runs " +
+                       "write (named by " + user_cache->variable +
+                       "): a bundle there would make it read-only; give another directory " +
+                       "(nothing was written)");
+    }
+  }
+  std::error_code error;
+  if (!fs::is_directory(directory, error) || cache::is_bundle_directory(directory)) return;
+  if (!fs::is_empty(directory, error) || error) {
+    throw CacheError("--out " + directory.string() + " holds files and is not an intfa " +
+                     "bundle (no " + cache::kManifestFileName + "): give a new or empty " +
+                     "directory, or an earlier bundle (nothing was written)");
+  }
+}
+
+// The bundle's manifest before this run, to merge this run's entries into; nullopt when there is
+// none, or none this build can read (said, since its kernels then drop out of the manifest).
+std::optional<cache::Manifest> earlier_manifest(const fs::path& directory) {
+  if (!cache::holds_manifest(directory)) return std::nullopt;
+  try {
+    return cache::read_manifest(directory);
+  } catch (const cache::ManifestError& error) {
+    std::printf("note: the earlier manifest is replaced, it could not be read: %s\n", error.what());
+    return std::nullopt;
+  }
+}
+
 int list_specs(const std::vector<render::KernelSpec>& specs) {
   for (const render::KernelSpec& spec : specs) std::printf("%s\n", spec.to_string().c_str());
   std::printf("%zu kernels\n", specs.size());
@@ -347,6 +402,11 @@ int run_precompile(const Arguments& arguments) {
 
   const auto started = std::chrono::steady_clock::now();
   const std::uint64_t compiles_before = nvrtc::compile_count();
+  check_bundle_directory(plan.directory);
+  const cache::BundleLock lock(plan.directory, [&plan] {
+    std::printf("waiting for another intfa precompile writing into %s\n", plan.directory.c_str());
+    std::fflush(stdout);
+  });
   BundleWriter writer(plan.directory);
   std::printf("precompiling %zu kernels into %s (NVRTC %s, no GPU needed)\n", specs.size(),
               plan.directory.c_str(), nvrtc::version().to_string().c_str());
@@ -354,14 +414,28 @@ int run_precompile(const Arguments& arguments) {
   const CompileSummary summary = compile_in_parallel(
       specs, "precompile", plan.jobs,
       [&writer](const render::KernelSpec& spec) { return writer.compile(spec); });
+  // Every kernel after the bundle turned unwritable fails alike: one line for all of them.
+  const std::string unwritable = writer.unwritable().what();
+  std::size_t not_written = 0;
   for (const std::string& failure : summary.failures) {
+    if (strings::ends_with(failure, unwritable) && not_written++ > 0) continue;
     std::printf("failed: %s\n", failure.c_str());
+  }
+  if (not_written > 1) {
+    std::printf("failed: %zu more kernels: %s\n", not_written - 1, unwritable.c_str());
   }
   std::string manifest_note;
   if (summary.failures.empty()) {
-    const cache::Manifest manifest = writer.manifest(specs);
+    cache::Manifest manifest = writer.manifest(specs);
+    if (const auto earlier = earlier_manifest(plan.directory)) {
+      const std::size_t run_entries = manifest.entries.size();
+      manifest = cache::merged_manifest(plan.directory, *earlier, std::move(manifest));
+      if (const std::size_t kept = manifest.entries.size() - run_entries) {
+        manifest_note = std::to_string(kept) + " kernels listed by earlier runs stay listed\n";
+      }
+    }
     cache::write_manifest(plan.directory, manifest);
-    manifest_note = "manifest: " + cache::manifest_path(plan.directory).string();
+    manifest_note += "manifest: " + cache::manifest_path(plan.directory).string();
     if (const std::size_t extra = unlisted_entries(plan.directory, manifest)) {
       manifest_note += "\nnote: " + std::to_string(extra) +
                        " entries in the directory are not in this manifest (left by an earlier "
