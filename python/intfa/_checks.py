@@ -88,6 +88,37 @@ def as_list(name, value):
 def choice(name, value, choices):
     """`value` when it is one of the strings `choices`."""
     if not isinstance(value, str) or value not in choices:
-        shown = value if isinstance(value, str) else repr(value)
+        shown = value if isinstance(value, str) and value else repr(value)
         raise invalid_argument(name, shown, "expected " + " or ".join(map(repr, choices)))
+    return value
+
+
+# The C++ defaults (intfa::AttentionOptions{}, and intfa::AttentionProblem's variant), the one
+# source of truth for the Python defaults, and the names of each numerics option's values
+# (src/api/option_names.hpp, the one table).
+DEFAULTS = dict(_intfa.default_options(), variant="full_int8")
+OPTION_VALUES = _intfa.option_values()
+
+
+def option(name, value):
+    """The value of the numerics option `name` (a key of DEFAULTS: "variant", "v_granularity",
+    "p_encoding", "p_scale", "k_granularity", "smooth_k", "rotate") for the C++ API, for every
+    entry point that takes one. None, and only None, gives the C++ default (`value or default`
+    would read 0, "", False and [] as it too); one of the option table's names (a str) is itself,
+    and for smooth_k and rotate True or False. Anything else is an InvalidArgument naming the
+    argument: bools where a name is expected, empty strings, lists, and ints, the C enums' values
+    included (the Python API spells options by name, as the binding takes them; to C, 0 is
+    per-tensor V or s8 P, not the default)."""
+    if value is None:
+        return DEFAULTS[name]
+    names = OPTION_VALUES.get(name)
+    if names is None:  # smooth_k, rotate
+        valid, shown, expected = isinstance(value, bool), repr(value), "True or False"
+    else:
+        valid = isinstance(value, str) and value in names
+        shown = value if isinstance(value, str) and value else repr(value)
+        expected = " or ".join(map(repr, names))
+    if not valid:
+        raise invalid_argument(name, shown,
+                               f"expected {expected} (or None for the default, {DEFAULTS[name]!r})")
     return value

@@ -108,5 +108,5 @@ def precompile_paged(head_dims=HEAD_DIMS, bits=BITS, dtypes=("float16",), *, arc
         if name not in table:
             raise invalid_argument("dtypes", dtype, "expected torch.float16 or torch.bfloat16")
         names.append(table[name])
-    return _intfa.precompile_paged(arch=arch or "", head_dims=head_dims, bits=bits, dtypes=names,
-                                   jobs=jobs)
+    return _intfa.precompile_paged(arch="" if arch is None else arch, head_dims=head_dims,
+                                   bits=bits, dtypes=names, jobs=jobs)

@@ -1,12 +1,8 @@
 """What needs no PyTorch: the runtime's facts and counters, and ahead-of-time kernel compiles."""
 from intfa import _intfa
-from intfa._checks import as_list, choice, is_int
+# DEFAULTS (the C++ defaults) stays importable from here, where it was defined first.
+from intfa._checks import DEFAULTS, OPTION_VALUES, as_list, choice, is_int, option  # noqa: F401
 from intfa._errors import invalid_argument
-
-# The C++ defaults (intfa::AttentionOptions{}), the one source of truth for the Python defaults.
-DEFAULTS = _intfa.default_options()
-# The names of each numerics option's values (src/api/option_names.hpp, the one table).
-OPTION_VALUES = _intfa.option_values()
 
 _DTYPE_NAMES = {"f16": "f16", "float16": "f16", "half": "f16", "bf16": "bf16", "bfloat16": "bf16"}
 _HEAD_DIMS = (64, 128, 256)
@@ -59,11 +55,10 @@ def precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),
         raise invalid_argument("jobs", repr(jobs), f"expected an int in [0, {_MAX_JOBS}]")
     if arch is not None and arch != "":
         choice("arch", arch, _ARCHS)
-    smooth_k = DEFAULTS["smooth_k"] if smooth_k is None else smooth_k
-    rotate = DEFAULTS["rotate"] if rotate is None else rotate
-    for name, value in (("smooth_k", smooth_k), ("rotate", rotate)):
-        if not isinstance(value, bool):
-            raise invalid_argument(name, repr(value), "expected True or False")
+    # The numerics options, each checked (None, and only None, is the default).
+    options = {name: option(name, value) for name, value in (
+        ("p_encoding", p_encoding), ("p_scale", p_scale), ("v_granularity", v_granularity),
+        ("k_granularity", k_granularity), ("smooth_k", smooth_k), ("rotate", rotate))}
     # Each list is read once: a generator given for one is consumed here, not twice.
     head_dims = as_list("head_dims", head_dims)
     variants = as_list("variants", variants)
@@ -83,16 +78,10 @@ def precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),
         if not isinstance(setting, bool):
             raise invalid_argument("causal", repr(setting), "expected True or False values")
     return _intfa.precompile(
-        arch=arch or "",
+        arch="" if arch is None else arch,
         head_dims=head_dims,
         variants=variants,
         dtypes=[_dtype_name(dtype) for dtype in dtypes],
         causal=causal,
-        p_encoding=choice("p_encoding", p_encoding or DEFAULTS["p_encoding"],
-                          OPTION_VALUES["p_encoding"]),
-        p_scale=choice("p_scale", p_scale or DEFAULTS["p_scale"], OPTION_VALUES["p_scale"]),
-        v_granularity=choice("v_granularity", v_granularity or DEFAULTS["v_granularity"],
-                             OPTION_VALUES["v_granularity"]),
-        k_granularity=choice("k_granularity", k_granularity or DEFAULTS["k_granularity"],
-                             OPTION_VALUES["k_granularity"]),
-        smooth_k=smooth_k, rotate=rotate, jobs=jobs)
+        jobs=jobs,
+        **options)

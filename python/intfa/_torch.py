@@ -17,17 +17,12 @@ from typing import List, NamedTuple, Optional, Tuple
 import torch
 
 from intfa import _checks, _fallback, _intfa, _padding, _sdpa
+from intfa._checks import DEFAULTS, option
 from intfa._errors import Error, InvalidArgument, Unsupported, invalid_argument
-from intfa._runtime import DEFAULTS
 
 LAYOUTS = ("HND", "NHD")
-# The numerics options' values by the library's one table (src/api/option_names.hpp).
-_OPTION_VALUES = _intfa.option_values()
-VARIANTS = _OPTION_VALUES["variant"]
-V_GRANULARITIES = _OPTION_VALUES["v_granularity"]
-K_GRANULARITIES = _OPTION_VALUES["k_granularity"]
-P_ENCODINGS = _OPTION_VALUES["p_encoding"]
-P_SCALES = _OPTION_VALUES["p_scale"]
+# The numerics options (variant, v_granularity, p_encoding, p_scale, k_granularity, smooth_k,
+# rotate) are checked and defaulted by _checks.option, the library's one table's names.
 
 # A fallback inside a torch.compile'd graph warns without breaking the graph: dynamo runs the
 # warning after the graph (a function of constants returning None may be reordered so).
@@ -576,23 +571,18 @@ class _Numerics(NamedTuple):
 
 
 def _check_numerics(variant, v_granularity, p_encoding, p_scale, k_granularity=None):
-    """The quantization options of ``attention`` and ``attention_varlen``, defaulted
-    (``attention_varlen`` gives no k_granularity: its K stays per token)."""
-    return _Numerics(
-        _check_choice("variant", variant, VARIANTS),
-        _check_choice("v_granularity", v_granularity or DEFAULTS["v_granularity"],
-                      V_GRANULARITIES),
-        _check_choice("p_encoding", p_encoding or DEFAULTS["p_encoding"], P_ENCODINGS),
-        _check_choice("p_scale", p_scale or DEFAULTS["p_scale"], P_SCALES),
-        _check_choice("k_granularity", k_granularity or DEFAULTS["k_granularity"],
-                      K_GRANULARITIES))
+    """The quantization options of ``attention`` and ``attention_varlen``, checked and defaulted
+    (None, and only None, is the default: _checks.option); ``attention_varlen`` gives no
+    k_granularity: its K stays per token."""
+    return _Numerics(option("variant", variant), option("v_granularity", v_granularity),
+                     option("p_encoding", p_encoding), option("p_scale", p_scale),
+                     option("k_granularity", k_granularity))
 
 
 def _qk_transforms(smooth_k, rotate):
-    """K smoothing and the rotation of Q and K, None meaning the C++ default
-    (intfa::AttentionOptions: smoothing on, rotation off)."""
-    return (DEFAULTS["smooth_k"] if smooth_k is None else bool(smooth_k),
-            DEFAULTS["rotate"] if rotate is None else bool(rotate))
+    """K smoothing and the rotation of Q and K: True or False, None meaning the C++ default
+    (intfa::AttentionOptions: smoothing on, rotation off); anything else is refused."""
+    return option("smooth_k", smooth_k), option("rotate", rotate)
 
 
 def _check_inputs(q, k, v, dims=4, what="[B, H, N, D] or [B, N, H, D]"):
@@ -638,8 +628,7 @@ def quantize(q, k, v=None, *, layout="HND", v_granularity=None, smooth_k=None, r
     outlier channels spread over the row. Returns ``Quantized``."""
     smooth_k, rotate = _qk_transforms(smooth_k, rotate)
     _check_choice("layout", layout, LAYOUTS)
-    v_granularity = _check_choice("v_granularity", v_granularity or DEFAULTS["v_granularity"],
-                                  V_GRANULARITIES)
+    v_granularity = option("v_granularity", v_granularity)
     _check_tensor("q", q, _FLOAT_DTYPES)
     _check_tensor("k", k, _FLOAT_DTYPES)
     _check_head_dim_stride("q", q)
@@ -740,8 +729,8 @@ def _check_attention_int8(q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scal
                           out_dtype, return_lse, p_encoding, p_scale, config, q_dot_k_mean=None):
     """Every check of `attention_int8`; returns the op's arguments after the six tensors."""
     _check_choice("layout", layout, LAYOUTS)
-    p_encoding = _check_choice("p_encoding", p_encoding or DEFAULTS["p_encoding"], P_ENCODINGS)
-    p_scale = _check_choice("p_scale", p_scale or DEFAULTS["p_scale"], P_SCALES)
+    p_encoding = option("p_encoding", p_encoding)
+    p_scale = option("p_scale", p_scale)
     softmax_scale = _resolve_sm_scale(sm_scale)
     _check_tensor("q", q, (torch.int8,))
     _check_tensor("k", k, (torch.int8,))
@@ -1152,6 +1141,7 @@ def _check_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, m
     lengths."""
     softmax_scale = _resolve_sm_scale(sm_scale)
     numerics = _check_numerics(variant, v_granularity, p_encoding, p_scale)
+    smooth_k, rotate = _qk_transforms(smooth_k, rotate)
     packed = "[total, H, D]"
     _check_inputs(q, k, v, dims=3, what=packed)
     for name, tensor in (("q", q), ("k", k), ("v", v)):
@@ -1172,6 +1162,5 @@ def _check_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, m
                       causal=bool(is_causal), variant=numerics.variant)
     _check_device([("q", q), ("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q),
                    ("cu_seqlens_k", cu_seqlens_k)])
-    smooth_k, rotate = _qk_transforms(smooth_k, rotate)
     return (bool(is_causal), softmax_scale, numerics.variant, numerics.v_granularity, smooth_k,
             numerics.p_encoding, numerics.p_scale, bool(return_lse), rotate)

@@ -25,6 +25,7 @@ import torch.distributed as dist
 
 import intfa
 from intfa import _sdpa
+from intfa._checks import option
 from intfa._errors import invalid_argument
 
 LAYOUTS = ("HND", "NHD")
@@ -113,11 +114,10 @@ class IntfaKernels:
     def __init__(self, *, layout="HND", variant=None, sm_scale=None, smooth_k=None,
                  v_granularity=None):
         _check_layout(layout)
-        variant = variant or "full_int8"
-        if variant not in ("full_int8", "half_int8"):
-            raise invalid_argument("variant", repr(variant), "expected 'full_int8' or 'half_int8'")
-        self.layout, self.variant, self.sm_scale = layout, variant, sm_scale
-        self.smooth_k, self.v_granularity = smooth_k, v_granularity
+        # Checked here, before any rank communicates (None, and only None, is the default).
+        self.layout, self.variant, self.sm_scale = layout, option("variant", variant), sm_scale
+        self.smooth_k = option("smooth_k", smooth_k)
+        self.v_granularity = option("v_granularity", v_granularity)
 
     def prepare(self, q, k, v):
         """A rank's own chunk: (what its Q needs at every step, the K/V chunk that travels)."""

@@ -290,6 +290,52 @@ class AttentionVarlenArgumentsTest(ArgumentsCase):
             self.call(k_granularity="block")
 
 
+# Falsy values that `option or default` read as the default (issue 42, item 9), and ints (the C
+# enums' values: 0 is per-tensor V and s8 P to C), by option; only None is the default.
+NOT_A_NAME = (0, 1, False, True, "", [])
+NOT_A_FLAG = (0, 1, "", "no", [])
+
+
+@needs_torch
+class FalsyOptionsTest(ArgumentsCase):
+    """Every entry point's numerics options: None is the default, anything but a valid value is
+    refused naming the option (CPU tensors: a valid call stops at the device)."""
+
+    def bad_values(self, name):
+        return NOT_A_FLAG if name in ("smooth_k", "rotate") else NOT_A_NAME
+
+    def check(self, call, names):
+        for name in names:
+            with self.subTest(name=name):
+                self.assert_invalid("q.device", call, **{name: None})
+            for value in self.bad_values(name):
+                with self.subTest(name=name, value=value):
+                    self.assert_invalid(name, call, **{name: value})
+
+    def test_attention(self):
+        q = halves(1, 2, 16, 64)
+        self.check(lambda **options: strict_attention(q, q, q, **options),
+                   ("variant", "v_granularity", "p_encoding", "p_scale", "k_granularity",
+                    "smooth_k", "rotate"))
+
+    def test_quantize(self):
+        q = halves(1, 2, 16, 64)
+        self.check(lambda **options: intfa.quantize(q, q, q, **options),
+                   ("v_granularity", "smooth_k", "rotate"))
+
+    def test_attention_int8(self):
+        int8 = AttentionInt8ArgumentsTest()
+        int8.setUp()
+        self.check(lambda **options: intfa.attention_int8(*int8.args(), **options),
+                   ("p_encoding", "p_scale"))
+
+    def test_attention_varlen(self):
+        varlen = AttentionVarlenArgumentsTest()
+        varlen.setUp()
+        self.check(varlen.call, ("variant", "v_granularity", "p_encoding", "p_scale",
+                                 "smooth_k", "rotate"))
+
+
 @needs_torch
 class FakeImplementationTest(unittest.TestCase):
     """The fake implementations torch.compile traces with give the real ops' output shapes."""

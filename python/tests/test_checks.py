@@ -1,6 +1,8 @@
 """The argument checks that need no PyTorch (intfa._checks, intfa.precompile): a bad value is an
 InvalidArgument (a ValueError) naming the Python argument, never a pybind11 TypeError, an
 OverflowError, or a value silently read as something else."""
+import ast
+import os
 import unittest
 
 import intfa
@@ -73,6 +75,68 @@ class OptionTableTest(unittest.TestCase):
         self.assertEqual(intfa._intfa.default_options()["k_granularity"], "token")
 
 
+# Values that are no spelling of any option: `x or default` read the falsy ones as the default
+# (issue 42, item 9). The ints include the C enums' values (0: per-tensor V, s8 P, running max).
+NOT_AN_OPTION = (0, 1, 2, -1, False, True, "", " ", [], (), {}, 0.0, b"u8", ["tensor"],
+                 object())
+
+
+class OptionTest(ArgumentsCase):
+    """_checks.option, the one check of the numerics options of every entry point (precompile,
+    attention, attention_int8, attention_varlen, quantize, the integrations, distributed)."""
+
+    def test_none_and_only_none_is_the_cpp_default(self):
+        cpp = dict(intfa._intfa.default_options(), variant="full_int8")
+        self.assertEqual(set(_checks.DEFAULTS), set(cpp))
+        for name, default in cpp.items():
+            self.assertEqual(_checks.option(name, None), default, name)
+
+    def test_each_name_of_the_option_table_is_itself(self):
+        for name, names in intfa._intfa.option_values().items():
+            for value in names:
+                self.assertEqual(_checks.option(name, value), value)
+        for name in ("smooth_k", "rotate"):
+            self.assertIs(_checks.option(name, True), True)
+            self.assertIs(_checks.option(name, False), False)
+
+    def test_anything_else_is_refused_naming_the_option(self):
+        for name, names in intfa._intfa.option_values().items():
+            for value in NOT_AN_OPTION + (names[0].upper(), names[0] + " ", "default", "None"):
+                with self.subTest(name=name, value=value):
+                    error = self.assert_invalid(name, _checks.option, name, value)
+                    self.assertIn(" or ".join(map(repr, names)), str(error))
+        for name in ("smooth_k", "rotate"):
+            for value in NOT_AN_OPTION + ("True", "no"):
+                if isinstance(value, bool):
+                    continue
+                with self.subTest(name=name, value=value):
+                    self.assert_invalid(name, _checks.option, name, value)
+
+    def test_the_message_shows_an_empty_string_as_one(self):
+        error = self.assert_invalid("k_granularity", _checks.option, "k_granularity", "")
+        self.assertIn("invalid k_granularity = '': ", str(error))
+
+    def test_no_entry_point_defaults_an_option_with_or(self):
+        # `option or default` reads 0, "", False and [] as the default. The torch layer's entry
+        # points cannot run without torch: their source is read instead (the installed package's,
+        # the one these tests import).
+        options = set(intfa._intfa.default_options()) | {"variant"}
+        package = os.path.dirname(intfa.__file__)
+        found = []
+        for folder, _, files in os.walk(package, followlinks=True):
+            for file in (f for f in files if f.endswith(".py")):
+                path = os.path.join(folder, file)
+                with open(path, encoding="utf-8") as stream:
+                    tree = ast.parse(stream.read(), path)
+                for node in ast.walk(tree):
+                    if (isinstance(node, ast.BoolOp) and isinstance(node.op, ast.Or)
+                            and any(isinstance(value, ast.Name) and value.id in options
+                                    for value in node.values)):
+                        found.append(f"{os.path.relpath(path, package)}:{node.lineno}: "
+                                     f"{ast.unparse(node)}")
+        self.assertEqual(found, [], "use _checks.option (only None is the default)")
+
+
 class PrecompileArgumentsTest(ArgumentsCase):
     """Each is refused before anything is compiled (the C++ side would raise TypeError or read a
     wrong value)."""
@@ -96,6 +160,15 @@ class PrecompileArgumentsTest(ArgumentsCase):
         error = self.assert_invalid("k_granularity", intfa.precompile, head_dims=64, arch="sm_80",
                                     k_granularity="channel")
         self.assertIn("expected 'token' or 'block'", str(error))
+
+    def test_a_falsy_option_is_refused_not_read_as_the_default(self):
+        # Issue 42, item 9: each of these compiled the default kernels. 0 is per-tensor V to C.
+        minimal = dict(head_dims=64, variants="half_int8", causal=False, arch="sm_80")
+        for name, value in (("v_granularity", 0), ("p_encoding", 0), ("p_scale", False),
+                            ("k_granularity", ""), ("v_granularity", []), ("p_scale", ""),
+                            ("k_granularity", 0), ("smooth_k", 0), ("rotate", [])):
+            with self.subTest(name=name, value=value):
+                self.assert_invalid(name, intfa.precompile, **minimal, **{name: value})
 
     def test_a_generator_is_read_once(self):
         report = intfa.precompile(head_dims=(d for d in [64]), variants="half_int8",

@@ -236,6 +236,16 @@ class ArgumentsTest(unittest.TestCase):
         self.assert_invalid("variant", cp.ring_attention, self.q, self.k, self.v, variant="fp8")
         self.assert_invalid("variant", cp.IntfaKernels, variant="int4")
 
+    def test_falsy_options_are_refused_before_any_rank_communicates(self):
+        # Issue 42, item 9: `variant or "full_int8"` read "" and 0 as full INT8.
+        for name, value in (("variant", ""), ("variant", 0), ("v_granularity", 0),
+                            ("v_granularity", []), ("smooth_k", 0), ("smooth_k", "no")):
+            with self.subTest(name=name, value=value):
+                self.assert_invalid(name, cp.IntfaKernels, **{name: value})
+                self.assert_invalid(name, cp.ring_attention, self.q, self.k, self.v,
+                                    **{name: value})
+        self.assertEqual(cp.IntfaKernels(variant=None).variant, "full_int8")
+
     def test_kernels_with_options_or_another_layout(self):
         self.assert_invalid("kernels", cp.ring_attention, self.q, self.k, self.v,
                             kernels=self.sdpa, sm_scale=0.5)

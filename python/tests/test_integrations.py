@@ -41,6 +41,14 @@ class SettingsTest(unittest.TestCase):
         self.assert_invalid("decode_seq_q", decode_seq_q=-1)
         self.assert_invalid("decode_seq_q", decode_seq_q=True)
 
+    def test_falsy_options_are_refused_not_read_as_the_default(self):
+        # Issue 42, item 9: only None is the default; 0 is per-tensor V to C.
+        for name, value in (("v_granularity", 0), ("p_encoding", 0), ("p_scale", False),
+                            ("k_granularity", ""), ("v_granularity", []), ("variant", ""),
+                            ("smooth_k", 0), ("rotate", "no")):
+            with self.subTest(name=name, value=value):
+                self.assert_invalid(name, **{name: value})
+
     def test_the_options_are_intfa_attentions(self):
         from intfa.integrations import _client
         for name in ("variant", "v_granularity", "smooth_k", "p_encoding", "p_scale"):

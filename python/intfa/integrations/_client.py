@@ -32,8 +32,9 @@ class Settings:
                 raise invalid_argument(name, repr(options[name]),
                                        "expected one of intfa.attention's options: " +
                                        ", ".join(OPTION_NAMES))
-        _torch._check_numerics(options.get("variant", "full_int8"), options.get("v_granularity"),
-                               options.get("p_encoding"), options.get("p_scale"))
+        for name, value in options.items():
+            if name in _checks.DEFAULTS:  # a numerics option (None, and only None, the default)
+                _checks.option(name, value)
         if not _checks.is_int(decode_seq_q) or decode_seq_q < 0:
             raise invalid_argument("decode_seq_q", repr(decode_seq_q), "expected an int >= 0")
         self.options = options
