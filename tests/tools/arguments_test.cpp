@@ -14,24 +14,10 @@ namespace intfa::cli {
 namespace {
 
 using testing::CliResult;
+using testing::expect_usage_error;
+using testing::lines_of;
 using testing::mentions;
 using testing::TempDir;
-
-std::size_t lines_of(const CliResult& result) {
-  std::size_t lines = 0;
-  for (char c : result.output) lines += c == '\n';
-  return lines;
-}
-
-// Exit 2, the error in one line naming `named`, and one line saying where the help is.
-void expect_usage_error(const CliResult& result, const std::string& verb,
-                        const std::string& named) {
-  EXPECT_EQ(result.exit_code, 2) << result.output;
-  EXPECT_TRUE(mentions(result, named)) << result.output;
-  EXPECT_TRUE(mentions(result, "intfa " + verb + " --help")) << result.output;
-  EXPECT_FALSE(mentions(result, "usage: ")) << "the whole help: " << result.output;
-  EXPECT_EQ(lines_of(result), 2u) << result.output;
-}
 
 // `intfa run` without a GPU compiles for INTFA_ARCH=sm_86 into a cache shared by these tests.
 class RunArguments : public ::testing::Test {

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "support/cli.hpp"
+#include "support/fake_driver.hpp"
 #include "support/gpu.hpp"
 
 namespace intfa::cli {
@@ -32,6 +33,21 @@ TEST(DecodeCli, BadValuesAreUsageErrorsNamingTheOption) {
       const CliResult result = run_cli(std::string(verb) + " --decode " + arguments);
       EXPECT_EQ(result.exit_code, 2) << verb << " " << arguments << "\n" << result.output;
       EXPECT_TRUE(mentions(result, "--help")) << arguments << "\n" << result.output;
+    }
+  }
+}
+
+// 65535 sequences of 1048608 tokens take 2^32 + 33534 pages of 16 tokens: an int product wrapped
+// to 33534, a valid pool, and the fill wrote past it (exit 139 on the fake driver). 8192 of 1M
+// tokens are 2^29 pages, an int, but 2^33 rows: past the kernels' 32-bit row indices.
+TEST(DecodeCli, APoolOfTooManyPagesIsAUsageErrorNamingBatchAndSeq) {
+  for (const char* sizes : {"--seq 1048608 --batch 65535", "--seq 1024k --batch 8192"}) {
+    for (const char* verb : {"bench", "tune"}) {
+      const std::string command = std::string(verb) + " --decode " + sizes +
+                                  " --heads-kv 1 --heads-q 1 --bits 8 --head-dims 64 --repeats 1";
+      const CliResult result = run_cli(command, testing::fake_driver_setting());
+      testing::expect_usage_error(result, verb, "--batch");
+      EXPECT_TRUE(mentions(result, "--seq")) << command << "\n" << result.output;
     }
   }
 }

@@ -56,18 +56,42 @@ struct DecodeShape {
            " H" + std::to_string(heads_q) + "/" + std::to_string(heads_kv) + " d" +
            std::to_string(head_dim) + " i" + std::to_string(bits) + (causal ? " causal" : "");
   }
+  int pages_per_sequence() const { return (seq + page_size - 1) / page_size; }
 };
+
+// The pool of `shape`: every sequence's pages, checked as a launch checks the cache (a UsageError
+// naming the options). The page count is checked before it is stored: an int product of
+// --batch 65535 --seq 1048608 wrapped to 33534 pages, and filling them wrote past the pool.
+PagedKVCache cache_geometry(const DecodeShape& shape) {
+  PagedKVCache cache;
+  cache.page_size = shape.page_size;
+  cache.heads_kv = shape.heads_kv;
+  cache.head_dim = shape.head_dim;
+  cache.bits = shape.bits;
+  const std::string sizes = "--batch " + std::to_string(shape.batch) + " --seq " +
+                            std::to_string(shape.seq) + " (" + std::to_string(shape.page_size) +
+                            "-token pages)";
+  if (__builtin_mul_overflow(shape.batch, shape.pages_per_sequence(), &cache.num_pages)) {
+    throw UsageError(
+        sizes + ": " +
+        std::to_string(static_cast<long long>(shape.batch) * shape.pages_per_sequence()) +
+        " pages, expected fewer than 2^31");
+  }
+  try {
+    paged_data_bytes(cache);
+  } catch (const InvalidArgument& error) {
+    if (error.field() == "cache.num_pages") throw UsageError(sizes + ": " + error.what());
+    throw UsageError(shape.to_string() + ": " + error.what());
+  }
+  return cache;
+}
 
 // One problem's cache, filled, with its block table, lengths, queries, output and workspace.
 class DecodeWorkload {
  public:
-  DecodeWorkload(const DecodeShape& shape, int append_tokens, CUstream stream) : shape_(shape) {
-    const int pages_per_sequence = (shape.seq + shape.page_size - 1) / shape.page_size;
-    cache_.num_pages = shape.batch * pages_per_sequence;
-    cache_.page_size = shape.page_size;
-    cache_.heads_kv = shape.heads_kv;
-    cache_.head_dim = shape.head_dim;
-    cache_.bits = shape.bits;
+  DecodeWorkload(const DecodeShape& shape, int append_tokens, CUstream stream)
+      : shape_(shape), cache_(cache_geometry(shape)) {
+    const int pages_per_sequence = shape.pages_per_sequence();
     const std::size_t data = paged_data_bytes(cache_), scales = paged_scale_bytes(cache_);
     k_data_ = device::DeviceBuffer(data);
     v_data_ = device::DeviceBuffer(data);
@@ -89,7 +113,8 @@ class DecodeWorkload {
     lengths_.upload(lengths);
 
     // Random rows of one chunk, appended over and over until every token has its row.
-    chunk_tokens_ = std::max(1, std::min(append_tokens, shape.batch * shape.seq));
+    const long long total = static_cast<long long>(shape.batch) * shape.seq;
+    chunk_tokens_ = static_cast<int>(std::max(1LL, std::min<long long>(append_tokens, total)));
     const std::size_t chunk_values =
         static_cast<std::size_t>(chunk_tokens_) * shape.heads_kv * shape.head_dim;
     const bool bf16 = shape.dtype == DType::kBF16;
@@ -103,7 +128,6 @@ class DecodeWorkload {
     rows_ = device::DeviceBuffer(chunk_values * 2);
     rows_.upload(bits);
     slots_ = device::DeviceBuffer(static_cast<std::size_t>(chunk_tokens_) * sizeof(int));
-    const long long total = static_cast<long long>(shape.batch) * shape.seq;
     for (long long first = 0; first < total; first += chunk_tokens_) {
       std::vector<int> slots(static_cast<std::size_t>(chunk_tokens_), -1);
       for (long long t = first; t < std::min(total, first + chunk_tokens_); ++t) {
@@ -256,17 +280,7 @@ DecodeGrid parse_grid(const Arguments& arguments) {
             shape.head_dim = static_cast<int>(head_dim);
             shape.bits = static_cast<int>(width);
             // The checks a launch makes, before any GPU is looked for.
-            PagedKVCache cache;
-            cache.num_pages = shape.batch * ((shape.seq + shape.page_size - 1) / shape.page_size);
-            cache.page_size = shape.page_size;
-            cache.heads_kv = shape.heads_kv;
-            cache.head_dim = shape.head_dim;
-            cache.bits = shape.bits;
-            try {
-              paged_data_bytes(cache);
-            } catch (const InvalidArgument& error) {
-              throw UsageError(shape.to_string() + ": " + error.what());
-            }
+            cache_geometry(shape);
             if (shape.heads_q % shape.heads_kv != 0) {
               throw UsageError("--heads-q " + std::to_string(shape.heads_q) +
                                ": expected a multiple of --heads-kv");
