@@ -451,15 +451,13 @@ void merge_states(const TensorShape& shape, const AttentionState& a, const Atten
   require_pointer(a.lse, "a.lse", 4);
   require_pointer(b.lse, "b.lse", 4);
   if (out.lse != nullptr) require_pointer(out.lse, "out.lse", 4);
+  // The LSEs' strides follow the views' rules: 2^62 or INT64_MAX wrapped the last row's offset,
+  // and {0, 0, 0} had every row write one slot.
+  const std::array<std::int64_t, 3> lse_extents = {shape.batch, shape.heads, shape.seq};
   for (const auto* state : {&a, &b, &out}) {
     const char* name = state == &a ? "a" : state == &b ? "b" : "out";
     if (state->lse == nullptr) continue;
-    for (std::int64_t stride : state->lse_strides) {
-      if (stride < 0) {
-        throw InvalidArgument(std::string(name) + ".lse_strides", std::to_string(stride),
-                              "expected strides >= 0");
-      }
-    }
+    checks::validate_strides(state->lse_strides, lse_extents, sizeof(float), name, ".lse_strides");
   }
   // In place: the merge reads each element and LSE of a state before it writes the same one,
   // which holds only where out lays them out exactly as that state does.

@@ -213,6 +213,47 @@ TEST(PagedValidation, MergeStatesChecksShapesTypesAndInPlaceAliasing) {
             "out.lse_strides");
 }
 
+// LSE strides follow the views' rules: INT64_MAX and 2^62 wrapped the last row's offset, and
+// {0, 0, 0} had every row of the merge write one slot (all three were accepted).
+TEST(PagedValidation, MergeStatesRefusesLseStridesThatOverflowOrAlias) {
+  const TensorShape shape{2, 4, 8, 128};
+  auto state = [&](std::uintptr_t data, std::uintptr_t lse) {
+    return AttentionState::of(
+        TensorView::dense(fake_address(data), DType::kF16, Layout::kBHND, shape),
+        static_cast<float*>(fake_address(lse)), shape);
+  };
+  const std::array<std::int64_t, 3> bad_strides[] = {
+      {INT64_MAX, INT64_MAX, INT64_MAX}, {1LL << 62, 1LL << 62, 1LL << 62}, {0, 0, 0}, {1, 2, 4}};
+  for (const auto& strides : bad_strides) {
+    for (const char* name : {"a", "b", "out"}) {
+      AttentionState states[] = {state(0x100000, 0x110000), state(0x200000, 0x210000),
+                                 state(0x300000, 0x310000)};
+      AttentionState& changed = states[name[0] == 'a' ? 0 : name[0] == 'b' ? 1 : 2];
+      changed.lse_strides = strides;
+      EXPECT_EQ(
+          invalid_field([&] { merge_states(shape, states[0], states[1], states[2], nullptr); }),
+          std::string(name) + ".lse_strides")
+          << strides[0] << ", " << strides[1] << ", " << strides[2];
+    }
+  }
+  // The C API, as the adversarial pass called it.
+  intfa_shape_t c_shape{2, 4, 8, 128};
+  intfa_attention_state_t c_states[3] = {};
+  for (int i = 0; i < 3; ++i) {
+    const AttentionState s = state(0x100000 * (i + 1), 0x100000 * (i + 1) + 0x10000);
+    c_states[i].values.data = s.values.data;
+    c_states[i].values.dtype = INTFA_F16;
+    for (int dim = 0; dim < 4; ++dim) c_states[i].values.strides[dim] = s.values.strides[dim];
+    c_states[i].lse = s.lse;
+    for (int dim = 0; dim < 3; ++dim) c_states[i].lse_strides[dim] = s.lse_strides[dim];
+  }
+  for (std::int64_t& stride : c_states[2].lse_strides) stride = 0;
+  EXPECT_EQ(intfa_merge_states(&c_shape, &c_states[0], &c_states[1], &c_states[2], nullptr),
+            INTFA_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(intfa_last_error()).find("out.lse_strides"), std::string::npos)
+      << intfa_last_error();
+}
+
 TEST(PagedValidation, TheCApiReturnsInvalidArgumentNamingTheField) {
   intfa_paged_cache_t cache{};
   cache.num_pages = 4;
