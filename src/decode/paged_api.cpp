@@ -246,15 +246,16 @@ void paged_append(const PagedKVCache& cache, const TensorView& k, const TensorVi
                           "expected " + dtype_name(k.dtype) + " as k");
   }
   if (tokens == 0) return;
-  const std::array<std::int64_t, 4> extents = {1, cache.heads_kv, tokens, cache.head_dim};
-  checks::validate_view(k, {"k", extents, 2, 16});
-  checks::validate_view(v, {"v", extents, 2, 16});
-  require_pointer(slot_mapping, "slot_mapping", 4);
-  // The kernel indexes the rows of K or V (and a block's worth past them) in 31 bits.
+  // The kernel indexes the rows of K or V (and a block's worth past them) in 31 bits. Checked
+  // before the views, which too many tokens make overlap: that named k.strides, not tokens.
   const long long rows_per_tensor = static_cast<long long>(tokens) * cache.heads_kv;
   if (rows_per_tensor >= (1LL << 30)) {
     throw InvalidArgument("tokens", std::to_string(tokens), "expected tokens * heads_kv < 2^30");
   }
+  const std::array<std::int64_t, 4> extents = {1, cache.heads_kv, tokens, cache.head_dim};
+  checks::validate_view(k, {"k", extents, 2, 16});
+  checks::validate_view(v, {"v", extents, 2, 16});
+  require_pointer(slot_mapping, "slot_mapping", 4);
   const int rows_per_block = kernels::paged_append_rows_per_block(cache.head_dim);
   const long long blocks = (rows_per_tensor + rows_per_block - 1) / rows_per_block;
 

@@ -108,6 +108,35 @@ TEST(PagedValidation, AppendChecksCacheRowsAndSlotsBeforeAnyLaunch) {
   // The kernel's 31-bit row indices: tokens * heads_kv must stay below 2^30.
   const int too_many = (1 << 30) / cache.heads_kv + 1;
   EXPECT_EQ(invalid_field([&] { paged_append(cache, k, v, slots, too_many, nullptr); }), "tokens");
+  // Checked before the views: K and V laid out [heads_kv, 4 tokens, head_dim] are valid views of
+  // 4 tokens, whose heads INT_MAX tokens would overlap (that named k.strides, not tokens).
+  TensorView heads_major = k;
+  heads_major.strides = {0, 4 * 128, 128, 1};
+  EXPECT_NO_THROW(paged_append(cache, heads_major, heads_major, slots, 0, nullptr));
+  EXPECT_EQ(invalid_field(
+                [&] { paged_append(cache, heads_major, heads_major, slots, INT_MAX, nullptr); }),
+            "tokens");
+  intfa_paged_cache_t c_cache{};
+  c_cache.num_pages = cache.num_pages;
+  c_cache.page_size = cache.page_size;
+  c_cache.heads_kv = cache.heads_kv;
+  c_cache.head_dim = cache.head_dim;
+  c_cache.bits = cache.bits;
+  c_cache.k_data = cache.k_data;
+  c_cache.v_data = cache.v_data;
+  c_cache.k_scale = cache.k_scale;
+  c_cache.v_scale = cache.v_scale;
+  intfa_tensor_t c_k{}, c_v{};
+  c_k.data = k.data;
+  c_v.data = v.data;
+  c_k.dtype = c_v.dtype = INTFA_F16;
+  for (int dim = 0; dim < 4; ++dim) {
+    c_k.strides[dim] = c_v.strides[dim] = heads_major.strides[static_cast<std::size_t>(dim)];
+  }
+  EXPECT_EQ(intfa_paged_append(&c_cache, &c_k, &c_v, slots, INT_MAX, nullptr),
+            INTFA_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(intfa_last_error()).find("invalid tokens ="), std::string::npos)
+      << intfa_last_error();
 }
 
 struct DecodeCall {
