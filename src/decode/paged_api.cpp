@@ -340,8 +340,8 @@ void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
 
   const Where at = where(stream);
   const DecodePlan plan = plan_decode(cache, problem, options, query, output, *at.info);
-  const launch::LoadedKernel& kernel =
-      launch::KernelRuntime::instance().load(plan.spec, at.context, plan.shared_bytes);
+  // The workspace follows from the plan (the device's splits), and is checked before the kernel
+  // is compiled: a bad input compiles nothing (a null workspace compiled and cached the kernel).
   const std::size_t needed = paged::workspace_bytes(plan.splits, problem.batch, problem.q_len,
                                                     problem.heads_q, cache.head_dim);
   if (needed > 0) {
@@ -353,6 +353,8 @@ void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
                                 " splits (paged_decode_workspace_bytes)");
     }
   }
+  const launch::LoadedKernel& kernel =
+      launch::KernelRuntime::instance().load(plan.spec, at.context, plan.shared_bytes);
 
   const double softmax_scale = options.softmax_scale > 0.0
                                    ? options.softmax_scale

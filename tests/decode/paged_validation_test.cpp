@@ -4,12 +4,20 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
 #include <climits>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "intfa/errors.hpp"
 #include "intfa/intfa.h"
 #include "intfa/paged.hpp"
+#include "launch/kernel_runtime.hpp"
+#include "nvrtc/compiler.hpp"
+#include "support/child_test.hpp"
+#include "support/fake_driver.hpp"
+#include "support/temp_dir.hpp"
 
 namespace intfa {
 namespace {
@@ -206,6 +214,44 @@ TEST(PagedValidation, DecodeOptionsAndTensorsAreNamed) {
     DecodeCall call;
     change(call);
     EXPECT_EQ(call.field(), field);
+  }
+}
+
+constexpr const char* kFakeDriverChild = "INTFA_TEST_FAKE_DRIVER_CHILD";
+
+// Runs only in a child process on the fake driver (PagedValidation.ABadWorkspace...): a decode of
+// 8 splits with no workspace, or 1 byte of it, is refused before its kernel is compiled or loaded.
+TEST(PagedValidationChild, DISABLED_ABadWorkspaceIsRefusedBeforeAnyCompile) {
+  if (std::getenv(kFakeDriverChild) == nullptr) GTEST_SKIP() << "run by PagedValidation.*";
+  const std::pair<void*, std::string> workspaces[] = {
+      {nullptr, "tensors.workspace"}, {fake_address(0xC00000), "tensors.workspace_bytes"}};
+  for (const auto& [workspace, field] : workspaces) {
+    DecodeCall call;
+    call.options.num_splits = 8;
+    call.tensors.workspace = workspace;
+    call.tensors.workspace_bytes = workspace == nullptr ? 0 : 1;
+    const std::uint64_t compiles = nvrtc::compile_count();
+    const std::uint64_t loads = launch::KernelRuntime::instance().stats().module_loads;
+    EXPECT_EQ(call.field(), field);
+    EXPECT_EQ(nvrtc::compile_count(), compiles) << field << ": a kernel was compiled";
+    EXPECT_EQ(launch::KernelRuntime::instance().stats().module_loads, loads)
+        << field << ": a kernel was loaded";
+  }
+}
+
+// README promises 0 kernels compiled on bad input: a null or 1-byte workspace compiled the decode
+// kernel with NVRTC and wrote its cache entry before it was refused.
+TEST(PagedValidation, ABadWorkspaceIsRefusedBeforeAnyKernelIsCompiled) {
+  const testing::TempDir cache, control;
+  testing::ChildTest child({"PagedValidationChild.DISABLED_ABadWorkspaceIsRefusedBeforeAnyCompile",
+                            {testing::fake_driver_setting(), std::string(kFakeDriverChild) + "=1",
+                             "INTFA_CACHE_DIR=" + cache.path().string()},
+                            {"INTFA_DEPLOY_CACHE", "INTFA_CACHE_DISABLE"},
+                            control.path() / "child.txt"});
+  EXPECT_EQ(child.wait_until(std::chrono::steady_clock::now() + std::chrono::minutes(2)), 0)
+      << child.output();
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(cache.path())) {
+    EXPECT_FALSE(entry.is_regular_file()) << "written to the cache: " << entry.path();
   }
 }
 
