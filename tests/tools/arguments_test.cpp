@@ -91,6 +91,12 @@ TEST_F(RunArguments, AnInvalidProblemIsAUsageErrorNamingTheOption) {
                        "--softmax-scale");
   }
   expect_usage_error(run("--heads 70000"), "run", "--heads");
+  // A rule of the options together, not of one field (it was an error, exit 1; tune said
+  // "needs a GPU").
+  for (const char* verb : {"run", "bench", "tune"}) {
+    expect_usage_error(testing::run_cli(std::string(verb) + " --qk-bits 4 --k-scale block"), verb,
+                       "--k-scale");
+  }
 }
 
 TEST_F(RunArguments, StrayArgumentsAreUsageErrors) {

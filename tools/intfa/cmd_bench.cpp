@@ -126,17 +126,7 @@ int run_bench(const Arguments& arguments) {
   parse_numerics(args, base, options, io_type);
   parse_qk_transforms(args, options);
   const ConfigChoice config_choice = parse_configs(args);
-  for (Variant variant : variants)
-    for (int head_dim : head_dims)
-      for (long seq : seqs) {
-        AttentionProblem problem = base;
-        problem.variant = variant;
-        problem.head_dim = head_dim;
-        problem.batch = batch;
-        problem.heads_q = problem.heads_kv = heads;
-        problem.seq_q = problem.seq_kv = static_cast<int>(seq);
-        validate_problem_options(problem, options);
-      }
+  validate_grid(base, options, variants, head_dims, seqs, batch, heads);
   if (jit && repeats > 100) throw UsageError("--repeats: --jit takes at most 100");
 
   std::string reason;

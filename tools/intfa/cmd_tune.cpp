@@ -140,6 +140,9 @@ TuneOptions parse_options(const Arguments& arguments) {
   options.force = args.flag("force");
   options.database = database_path(args);
   options.json_path = args.get("json");
+  // Each problem as a launch checks it (--qk-bits 4 with --k-scale block said "needs a GPU").
+  validate_grid(options.numerics_problem, options.numerics, options.variants, options.head_dims,
+                options.seqs, options.batch, options.heads);
   return options;
 }
 
