@@ -21,6 +21,7 @@
 #include "intfa/commands.hpp"
 #include "intfa/errors.hpp"
 #include "intfa/paged.hpp"
+#include "intfa/problem_options.hpp"
 #include "reference/half.hpp"
 #include "reference/reference.hpp"
 
@@ -61,7 +62,7 @@ struct DecodeShape {
 
 // The pool of `shape`: every sequence's pages, checked as a launch checks the cache (a UsageError
 // naming the options). The page count is checked before it is stored: an int product of
-// --batch 65535 --seq 1048608 wrapped to 33534 pages, and filling them wrote past the pool.
+// --batch 65535 --seq 1048608 wrapped to 65534 pages, and filling them wrote past the pool.
 PagedKVCache cache_geometry(const DecodeShape& shape) {
   PagedKVCache cache;
   cache.page_size = shape.page_size;
@@ -80,8 +81,11 @@ PagedKVCache cache_geometry(const DecodeShape& shape) {
   try {
     paged_data_bytes(cache);
   } catch (const InvalidArgument& error) {
-    if (error.field() == "cache.num_pages") throw UsageError(sizes + ": " + error.what());
-    throw UsageError(shape.to_string() + ": " + error.what());
+    throw_naming_option(error, {{"cache.num_pages", sizes},
+                                {"cache.page_size", "--page-size"},
+                                {"cache.heads_kv", "--heads-kv"},
+                                {"cache.head_dim", "--head-dims"},
+                                {"cache.bits", "--bits"}});
   }
   return cache;
 }
