@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "api/tensor_checks.hpp"
+#include "decode/paged_checks.hpp"
 #include "decode/paged_family.hpp"
 #include "device/device_info.hpp"
 #include "device/driver_api.hpp"
@@ -223,6 +224,14 @@ void set3(kernels::i64 (&target)[3], std::int64_t a, std::int64_t b, std::int64_
 
 }  // namespace
 
+void paged::validate_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
+                            const PagedDecodeOptions& options) {
+  validate_cache_geometry(cache);
+  validate_problem(cache, problem);
+  validate_options(options);
+  validate_row_blocks(cache, problem, options);
+}
+
 std::size_t paged_data_bytes(const PagedKVCache& cache) {
   validate_cache_geometry(cache);
   return static_cast<std::size_t>(cache.num_pages) * cache.heads_kv * cache.page_size *
@@ -283,10 +292,7 @@ void paged_append(const PagedKVCache& cache, const TensorView& k, const TensorVi
 
 int paged_decode_splits(const PagedKVCache& cache, const PagedDecodeProblem& problem,
                         const PagedDecodeOptions& options) {
-  validate_cache_geometry(cache);
-  validate_problem(cache, problem);
-  validate_options(options);
-  validate_row_blocks(cache, problem, options);
+  paged::validate_decode(cache, problem, options);
   return plan_decode(cache, problem, options, kernels::ElementType::kF16,
                      kernels::ElementType::kF16, *where(nullptr).info)
       .splits;
@@ -295,10 +301,7 @@ int paged_decode_splits(const PagedKVCache& cache, const PagedDecodeProblem& pro
 std::size_t paged_decode_workspace_bytes(const PagedKVCache& cache,
                                          const PagedDecodeProblem& problem,
                                          const PagedDecodeOptions& options) {
-  validate_cache_geometry(cache);
-  validate_problem(cache, problem);
-  validate_options(options);
-  validate_row_blocks(cache, problem, options);
+  paged::validate_decode(cache, problem, options);
   const device::DeviceInfo& info = *where(nullptr).info;
   std::size_t most = 0;
   // Fewer sequences or queries may take more splits: the largest need over all of them.

@@ -27,16 +27,23 @@ TEST(DecodeCli, HelpAfterDecodeDescribesTheDecodeOptions) {
 
 // The option by its name ("--bits 6" named cache.bits, "--head-dims 96" cache.head_dim).
 TEST(DecodeCli, BadValuesAreUsageErrorsNamingTheOption) {
-  const std::pair<const char*, const char*> cases[] = {{"--bits 6", "--bits"},
-                                                       {"--head-dims 96", "--head-dims"},
-                                                       {"--page-size 24", "--page-size"},
-                                                       {"--q-len 65", "--q-len"},
-                                                       {"--heads-q 12", "--heads-q"},
-                                                       {"--configs 16,64", "--configs"},
-                                                       {"--dtype f32", "--dtype"},
-                                                       {"--splits 65", "--splits"},
-                                                       {"--seq 0", "--seq"},
-                                                       {"--head-dim 128", "--head-dim"}};
+  const std::pair<const char*, const char*> cases[] = {
+      {"--bits 6", "--bits"},
+      {"--head-dims 96", "--head-dims"},
+      {"--page-size 24", "--page-size"},
+      {"--q-len 65", "--q-len"},
+      {"--heads-q 12", "--heads-q"},
+      {"--configs 16,64", "--configs"},
+      {"--dtype f32", "--dtype"},
+      {"--splits 65", "--splits"},
+      {"--seq 0", "--seq"},
+      {"--head-dim 128", "--head-dim"},
+      // The rules of a config and of the problem, checked without a device (each said "needs a
+      // GPU"): block rows, stage tokens, stages; 1000 batches of 128 KV heads pass the grid.
+      {"--configs 7,64,2", "--configs 7,64,2"},
+      {"--configs '64,64,2;8,32,2'", "--configs 8,32,2"},
+      {"--configs 8,64,5", "--configs 8,64,5"},
+      {"--batch 1000 --heads-kv 128 --heads-q 128 --seq 16", "--batch"}};
   for (const auto& [arguments, option] : cases) {
     for (const char* verb : {"bench", "tune"}) {
       testing::expect_usage_error(run_cli(std::string(verb) + " --decode " + arguments), verb,

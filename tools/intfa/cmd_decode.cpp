@@ -12,6 +12,7 @@
 
 #include "common/json.hpp"
 #include "common/strings.hpp"
+#include "decode/paged_checks.hpp"
 #include "decode/paged_family.hpp"
 #include "device/device_info.hpp"
 #include "device/device_memory.hpp"
@@ -60,34 +61,65 @@ struct DecodeShape {
   int pages_per_sequence() const { return (seq + page_size - 1) / page_size; }
 };
 
-// The pool of `shape`: every sequence's pages, checked as a launch checks the cache (a UsageError
-// naming the options). The page count is checked before it is stored: an int product of
-// --batch 65535 --seq 1048608 wrapped to 65534 pages, and filling them wrote past the pool.
+// "--batch B --seq N (P-token pages)": the options that size the pool, for messages.
+std::string pool_options(const DecodeShape& shape) {
+  return "--batch " + std::to_string(shape.batch) + " --seq " + std::to_string(shape.seq) + " (" +
+         std::to_string(shape.page_size) + "-token pages)";
+}
+
+// The pool of `shape`: every sequence's pages. The page count is checked before it is stored
+// (a UsageError naming the options): an int product of --batch 65535 --seq 1048608 wrapped to
+// 65534 pages, and filling them wrote past the pool.
 PagedKVCache cache_geometry(const DecodeShape& shape) {
   PagedKVCache cache;
   cache.page_size = shape.page_size;
   cache.heads_kv = shape.heads_kv;
   cache.head_dim = shape.head_dim;
   cache.bits = shape.bits;
-  const std::string sizes = "--batch " + std::to_string(shape.batch) + " --seq " +
-                            std::to_string(shape.seq) + " (" + std::to_string(shape.page_size) +
-                            "-token pages)";
   if (__builtin_mul_overflow(shape.batch, shape.pages_per_sequence(), &cache.num_pages)) {
     throw UsageError(
-        sizes + ": " +
+        pool_options(shape) + ": " +
         std::to_string(static_cast<long long>(shape.batch) * shape.pages_per_sequence()) +
         " pages, expected fewer than 2^31");
   }
+  return cache;
+}
+
+// Every sequence of `shape` at its full length.
+PagedDecodeProblem decode_problem(const DecodeShape& shape) {
+  PagedDecodeProblem problem;
+  problem.batch = shape.batch;
+  problem.q_len = shape.q_len;
+  problem.heads_q = shape.heads_q;
+  problem.max_pages = shape.pages_per_sequence();
+  problem.max_seq_len = shape.seq;
+  problem.causal = shape.causal;
+  return problem;
+}
+
+std::string config_text(const PagedDecodeConfig& config) {
+  if (config.block_rows == 0 && config.stage_tokens == 0 && config.stages == 0) return "heuristic";
+  return std::to_string(config.block_rows) + "," + std::to_string(config.stage_tokens) + "," +
+         std::to_string(config.stages);
+}
+
+// The checks a decode of `shape` under `options` makes before it looks for a GPU, each failure a
+// UsageError naming the option that set the field (--configs 7,64,2 said "needs a GPU").
+void validate_shape(const DecodeShape& shape, const PagedDecodeOptions& options) {
   try {
-    paged_data_bytes(cache);
+    paged::validate_decode(cache_geometry(shape), decode_problem(shape), options);
   } catch (const InvalidArgument& error) {
-    throw_naming_option(error, {{"cache.num_pages", sizes},
+    throw_naming_option(error, {{"cache.num_pages", pool_options(shape)},
                                 {"cache.page_size", "--page-size"},
                                 {"cache.heads_kv", "--heads-kv"},
                                 {"cache.head_dim", "--head-dims"},
-                                {"cache.bits", "--bits"}});
+                                {"cache.bits", "--bits"},
+                                {"problem.batch", "--batch"},
+                                {"problem.q_len", "--q-len"},
+                                {"problem.heads_q", "--heads-q"},
+                                {"options.num_splits", "--splits"},
+                                {"options.config.", "--configs " + config_text(options.config)}});
   }
-  return cache;
 }
 
 // One problem's cache, filled, with its block table, lengths, queries, output and workspace.
@@ -155,12 +187,7 @@ class DecodeWorkload {
     out_ = device::DeviceBuffer(q_values * 2);
     lse_ = device::DeviceBuffer(static_cast<std::size_t>(shape.batch) * shape.q_len *
                                 shape.heads_q * sizeof(float));
-    problem_.batch = shape.batch;
-    problem_.q_len = shape.q_len;
-    problem_.heads_q = shape.heads_q;
-    problem_.max_pages = pages_per_sequence;
-    problem_.max_seq_len = shape.seq;
-    problem_.causal = shape.causal;
+    problem_ = decode_problem(shape);
   }
 
   // Appends the chunk's rows into the slots last uploaded (the fill's last chunk when timing).
@@ -283,12 +310,15 @@ DecodeGrid parse_grid(const Arguments& arguments) {
             shape.q_len = static_cast<int>(q_len);
             shape.head_dim = static_cast<int>(head_dim);
             shape.bits = static_cast<int>(width);
-            // The checks a launch makes, before any GPU is looked for.
-            cache_geometry(shape);
-            if (shape.heads_q % shape.heads_kv != 0) {
-              throw UsageError("--heads-q " + std::to_string(shape.heads_q) +
-                               ": expected a multiple of --heads-kv");
+            // The checks a launch makes, before any GPU is looked for (--configs all: the
+            // heuristic's config stands for the device's candidates).
+            PagedDecodeOptions options;
+            options.num_splits = grid.splits;
+            for (const PagedDecodeConfig& config : grid.configs) {
+              options.config = config;
+              validate_shape(shape, options);
             }
+            if (grid.configs.empty()) validate_shape(shape, options);
             grid.shapes.push_back(shape);
           }
   return grid;
@@ -301,12 +331,6 @@ std::vector<PagedDecodeConfig> configs_of(const DecodeGrid& grid, const DecodeSh
                                     shape.bits, info.max_shared_bytes_per_block_optin);
   }
   return grid.configs.empty() ? std::vector<PagedDecodeConfig>{PagedDecodeConfig{}} : grid.configs;
-}
-
-std::string config_text(const PagedDecodeConfig& config) {
-  if (config.block_rows == 0 && config.stage_tokens == 0 && config.stages == 0) return "heuristic";
-  return std::to_string(config.block_rows) + "," + std::to_string(config.stage_tokens) + "," +
-         std::to_string(config.stages);
 }
 
 bool gpu_or_message(const char* verb) {
