@@ -118,6 +118,19 @@ TEST(CommandLine, AnEmptyValueIsAUsageErrorNamingTheOption) {
   expect_usage_error(testing::run_cli("precompile --list --arch="), "precompile", "--arch");
 }
 
+// "--configs 8,64,2;" said "--configs : expected ROWS,TOKENS,STAGES": the empty entry by its place.
+TEST(CommandLine, AnEmptyConfigsEntryIsNamedByItsPlace) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"bench --decode --configs '8,64,2;'", "--configs 8,64,2;: entry 2 of 2 is empty"},
+      {"tune --decode --configs '8,64,2;;16,64,2'", "entry 2 of 3 is empty"},
+      {"bench --configs '64,64,4,2;'", "--configs 64,64,4,2;: entry 2 of 2 is empty"},
+      {"tune --configs ';64,64,4,2'", "entry 1 of 2 is empty"}};
+  for (const auto& [command, named] : cases) {
+    const std::string verb = std::string(command).substr(0, std::string(command).find(' '));
+    expect_usage_error(testing::run_cli(command), verb, named);
+  }
+}
+
 TEST(CommandLine, ABooleanFlagWithAnotherValueIsAUsageError) {
   const TempDir cache;
   const CliResult result =

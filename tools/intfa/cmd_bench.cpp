@@ -65,9 +65,9 @@ ConfigChoice parse_configs(const Args& args) {
   const std::string text = args.get_or("configs", "");
   if (text == "all") {
     choice.all = true;
-  } else if (!text.empty()) {
-    for (const std::string& part : strings::split(text, ';')) {
-      choice.listed.push_back(parse_config(part));
+  } else {
+    for (const std::string& entry : args.get_entries("configs")) {
+      choice.listed.push_back(parse_config(entry));
     }
   }
   return choice;

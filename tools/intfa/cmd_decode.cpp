@@ -279,11 +279,10 @@ DecodeGrid parse_grid(const Arguments& arguments) {
   grid.append_tokens = static_cast<int>(args.get_int("append-tokens", 16384, 1, 1 << 22));
   grid.splits = static_cast<int>(args.get_int("splits", 0, 1, paged::kMaxSplits));
   grid.json = args.get_or("json", "");
-  const std::string configs = args.get_or("configs", "");
-  if (configs == "all") {
+  if (args.get_or("configs", "") == "all") {
     grid.all_configs = true;
-  } else if (!configs.empty()) {
-    for (const std::string& text : strings::split(configs, ';')) {
+  } else {
+    for (const std::string& text : args.get_entries("configs")) {
       const std::vector<std::string> parts = strings::split(text, ',');
       PagedDecodeConfig config;
       if (parts.size() != 3)
