@@ -7,6 +7,7 @@
 #include <string>
 
 #include "support/cli.hpp"
+#include "support/fake_driver.hpp"
 #include "support/gpu.hpp"
 #include "support/temp_dir.hpp"
 
@@ -149,6 +150,27 @@ TEST(CommandLine, BenchChecksItsArgumentsBeforeLookingForAGpu) {
     const CliResult result = testing::run_cli(std::string("bench --seq 4k ") + causal);
     EXPECT_EQ(result.exit_code, 1) << causal << ": " << result.output;
     EXPECT_TRUE(mentions(result, "needs a GPU")) << causal << ": " << result.output;
+  }
+}
+
+// Shapes whose random inputs no machine holds (14336 TiB; 32 TiB of decode queries) are usage
+// errors naming the options and the size, before a GPU is looked for: on the fake driver bench
+// printed std::bad_alloc.
+TEST(CommandLine, AShapeBeyondTheHostsMemoryIsAUsageErrorNamingItsSize) {
+  const std::string attention = " --batch 4096 --heads 4096 --seq 1024k --head-dims 64";
+  const std::string decode =
+      " --decode --batch 65535 --heads-kv 1 --heads-q 16383 --q-len 64 --seq 16 --head-dims 256";
+  const std::pair<std::string, std::string> cases[] = {
+      {"bench" + attention, "--batch 4096 --heads 4096 --seq 1048576 --head-dims 64"},
+      {"tune" + attention, "--batch 4096 --heads 4096 --seq 1048576 --head-dims 64"},
+      {"bench" + decode, "--q-len 64 --heads-q 16383 --head-dims 256"}};
+  for (const auto& [command, named] : cases) {
+    const std::string verb = command.substr(0, command.find(' '));
+    // tune would compile and check every candidate config on the fake driver before it got there.
+    const CliResult result =
+        testing::run_cli(command, verb == "bench" ? testing::fake_driver_setting() : "");
+    expect_usage_error(result, verb, named);
+    EXPECT_TRUE(mentions(result, "TiB of host memory")) << result.output;
   }
 }
 

@@ -190,6 +190,21 @@ class DecodeWorkload {
     problem_ = decode_problem(shape);
   }
 
+  // The host memory the constructor takes at its peak: the block table, the chunk of rows (as
+  // floats and 16-bit) with its slots, and the queries (under the options' limits below 2^50).
+  static std::uint64_t host_bytes(const DecodeShape& shape, int append_tokens) {
+    const std::uint64_t tokens = static_cast<std::uint64_t>(shape.batch) * shape.seq;
+    const std::uint64_t pages =
+        static_cast<std::uint64_t>(shape.batch) * shape.pages_per_sequence();
+    const std::uint64_t chunk = std::min<std::uint64_t>(append_tokens, tokens);
+    const std::uint64_t chunk_values = chunk * shape.heads_kv * shape.head_dim;
+    const std::uint64_t q_values =
+        static_cast<std::uint64_t>(shape.batch) * shape.q_len * shape.heads_q * shape.head_dim;
+    return (pages + chunk + shape.batch) * sizeof(int) +
+           chunk_values * (sizeof(float) + sizeof(std::uint16_t)) +
+           q_values * sizeof(std::uint16_t);
+  }
+
   // Appends the chunk's rows into the slots last uploaded (the fill's last chunk when timing).
   void append(CUstream stream) {
     TensorView rows;
@@ -318,6 +333,12 @@ DecodeGrid parse_grid(const Arguments& arguments) {
               validate_shape(shape, options);
             }
             if (grid.configs.empty()) validate_shape(shape, options);
+            require_host_memory(DecodeWorkload::host_bytes(shape, grid.append_tokens),
+                                "--batch " + std::to_string(shape.batch) + " --seq " +
+                                    std::to_string(shape.seq) + " --q-len " +
+                                    std::to_string(shape.q_len) + " --heads-q " +
+                                    std::to_string(shape.heads_q) + " --head-dims " +
+                                    std::to_string(shape.head_dim));
             grid.shapes.push_back(shape);
           }
   return grid;

@@ -5,6 +5,7 @@
 #include "api/option_names.hpp"
 #include "attention/validation.hpp"
 #include "common/strings.hpp"
+#include "intfa/attention_workload.hpp"
 #include "intfa/errors.hpp"
 
 namespace intfa::cli {
@@ -175,6 +176,10 @@ void validate_grid(const AttentionProblem& base, const AttentionOptions& options
         problem.heads_q = problem.heads_kv = heads;
         problem.seq_q = problem.seq_kv = static_cast<int>(seq);
         validate_problem_options(problem, options);
+        require_host_memory(AttentionWorkload::host_bytes(problem),
+                            "--batch " + std::to_string(batch) + " --heads " +
+                                std::to_string(heads) + " --seq " + std::to_string(seq) +
+                                " --head-dims " + std::to_string(head_dim));
       }
 }
 

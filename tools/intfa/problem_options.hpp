@@ -49,8 +49,9 @@ std::vector<bool> parse_causal_list(const Args& args, const std::vector<bool>& f
 void validate_problem_options(const AttentionProblem& problem, const AttentionOptions& options);
 
 // validate_problem_options of each problem of a grid that sweeps variants, head dims and
-// sequence lengths (Q and K of one length) over `batch` batches of `heads` heads: the verbs that
-// sweep one check it whole before they look for a GPU.
+// sequence lengths (Q and K of one length) over `batch` batches of `heads` heads, and that the
+// host holds its inputs (require_host_memory): the verbs that sweep one check it whole before
+// they look for a GPU.
 void validate_grid(const AttentionProblem& base, const AttentionOptions& options,
                    const std::vector<Variant>& variants, const std::vector<int>& head_dims,
                    const std::vector<long>& seqs, int batch, int heads);
