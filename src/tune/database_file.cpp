@@ -63,7 +63,8 @@ ProcessDatabase& process_state() {
 }  // namespace
 
 std::optional<fs::path> default_database_path() {
-  if (const auto forced = env::get("INTFA_TUNE_DB")) return fs::path(*forced);
+  // Absolute, as the other path variables (a relative one was read from the working directory).
+  if (auto forced = env::absolute_path("INTFA_TUNE_DB")) return forced;
   const auto cache_directory = locations::default_cache_directory();
   if (!cache_directory) return std::nullopt;
   return *cache_directory / kFileName;

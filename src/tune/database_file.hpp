@@ -14,8 +14,8 @@ namespace intfa::tune {
 // $INTFA_TUNE_DB, else tuning.json in the kernel cache directory
 // (locations::default_cache_directory(): $INTFA_CACHE_DIR, $XDG_CACHE_HOME/intfa or
 // ~/.cache/intfa); nullopt when neither names a place (no home, or INTFA_CACHE_DISABLE=1 without
-// INTFA_TUNE_DB). Throws InvalidArgument naming INTFA_CACHE_DIR when that is set to a relative
-// path.
+// INTFA_TUNE_DB). Throws InvalidArgument naming INTFA_TUNE_DB or INTFA_CACHE_DIR when that is
+// set to a relative path.
 std::optional<std::filesystem::path> default_database_path();
 
 // The database in `path`, or nullopt when there is no file there. Throws DatabaseError naming the

@@ -50,6 +50,18 @@ TEST_F(DatabaseFile, DefaultIsIntfaTuneDbElseTuningJsonInTheCacheDirectory) {
   EXPECT_EQ(default_database_path(), directory_.path() / "tuning.json");
 }
 
+// A relative INTFA_TUNE_DB is an error naming it, as a relative INTFA_CACHE_DIR is (it was read
+// from the working directory).
+TEST_F(DatabaseFile, ARelativeIntfaTuneDbIsAnErrorNamingIt) {
+  const ScopedEnv database("INTFA_TUNE_DB", "relative/tuning.json");
+  try {
+    default_database_path();
+    FAIL() << "a relative INTFA_TUNE_DB was taken";
+  } catch (const InvalidArgument& error) {
+    EXPECT_EQ(error.field(), "INTFA_TUNE_DB");
+  }
+}
+
 TEST_F(DatabaseFile, WritesAtomicallyIntoANewFolderAndReadsBackTheSameDatabase) {
   TuningDatabase database;
   database.merge(entry_for(d128_request(), 4096, kFast));
