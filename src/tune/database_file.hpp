@@ -37,7 +37,8 @@ void record_entry(const std::filesystem::path& path, const TuningEntry& entry);
 
 // The database at default_database_path(), loaded on first use and kept for the life of the
 // process (one of intfa's documented process-wide caches; a tuning run in another process is seen
-// by the next process). Thread-safe.
+// by the next process). Thread-safe. Throws default_database_path's InvalidArgument, at each call
+// until the variable is fixed.
 std::shared_ptr<const TuningDatabase> process_database();
 
 // Changes whenever the process-wide database is forgotten, so a memo of a config chosen from it
