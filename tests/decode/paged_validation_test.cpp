@@ -17,10 +17,13 @@
 #include "nvrtc/compiler.hpp"
 #include "support/child_test.hpp"
 #include "support/fake_driver.hpp"
+#include "support/invalid_field.hpp"
 #include "support/temp_dir.hpp"
 
 namespace intfa {
 namespace {
+
+using testing::invalid_field;
 
 // Plausible-looking device addresses: validation must fail before anything dereferences them.
 void* fake_address(std::uintptr_t address) {
@@ -48,18 +51,6 @@ TensorView rows_view(void* data, int heads, int head_dim, DType dtype = DType::k
   view.dtype = dtype;
   view.strides = {0, head_dim, static_cast<std::int64_t>(heads) * head_dim, 1};
   return view;
-}
-
-template <typename Call>
-std::string invalid_field(Call&& call) {
-  try {
-    call();
-  } catch (const InvalidArgument& error) {
-    return error.field();
-  } catch (const std::exception& error) {
-    return std::string("not an InvalidArgument: ") + error.what();
-  }
-  return "(no error)";
 }
 
 TEST(PagedValidation, CacheSizesNameTheirMember) {

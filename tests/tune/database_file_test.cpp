@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/log.hpp"
+#include "support/invalid_field.hpp"
 #include "support/temp_dir.hpp"
 #include "tune/tune_test_support.hpp"
 
@@ -54,12 +55,7 @@ TEST_F(DatabaseFile, DefaultIsIntfaTuneDbElseTuningJsonInTheCacheDirectory) {
 // from the working directory).
 TEST_F(DatabaseFile, ARelativeIntfaTuneDbIsAnErrorNamingIt) {
   const ScopedEnv database("INTFA_TUNE_DB", "relative/tuning.json");
-  try {
-    default_database_path();
-    FAIL() << "a relative INTFA_TUNE_DB was taken";
-  } catch (const InvalidArgument& error) {
-    EXPECT_EQ(error.field(), "INTFA_TUNE_DB");
-  }
+  EXPECT_EQ(intfa::testing::invalid_field([] { default_database_path(); }), "INTFA_TUNE_DB");
 }
 
 TEST_F(DatabaseFile, WritesAtomicallyIntoANewFolderAndReadsBackTheSameDatabase) {

@@ -156,13 +156,7 @@ int run_bench(const Arguments& arguments) {
             attention::request_for(info.arch, shape, options, io_type);
         const std::vector<KernelConfig> configs = configs_for(config_choice, request, info);
         for (long seq : seqs) {
-          AttentionProblem problem = base;
-          problem.variant = variant;
-          problem.head_dim = head_dim;
-          problem.causal = causal;
-          problem.batch = batch;
-          problem.heads_q = problem.heads_kv = heads;
-          problem.seq_q = problem.seq_kv = static_cast<int>(seq);
+          const AttentionProblem problem = grid_point(shape, variant, head_dim, seq, batch, heads);
           const std::vector<KernelConfig> job_configs =
               !configs.empty()
                   ? configs

@@ -163,18 +163,24 @@ void validate_problem_options(const AttentionProblem& problem, const AttentionOp
   }
 }
 
+AttentionProblem grid_point(const AttentionProblem& base, Variant variant, int head_dim, long seq,
+                            int batch, int heads) {
+  AttentionProblem point = base;
+  point.variant = variant;
+  point.head_dim = head_dim;
+  point.batch = batch;
+  point.heads_q = point.heads_kv = heads;
+  point.seq_q = point.seq_kv = static_cast<int>(seq);
+  return point;
+}
+
 void validate_grid(const AttentionProblem& base, const AttentionOptions& options,
                    const std::vector<Variant>& variants, const std::vector<int>& head_dims,
                    const std::vector<long>& seqs, int batch, int heads) {
   for (Variant variant : variants)
     for (int head_dim : head_dims)
       for (long seq : seqs) {
-        AttentionProblem problem = base;
-        problem.variant = variant;
-        problem.head_dim = head_dim;
-        problem.batch = batch;
-        problem.heads_q = problem.heads_kv = heads;
-        problem.seq_q = problem.seq_kv = static_cast<int>(seq);
+        const AttentionProblem problem = grid_point(base, variant, head_dim, seq, batch, heads);
         validate_problem_options(problem, options);
         require_host_memory(AttentionWorkload::host_bytes(problem),
                             "--batch " + std::to_string(batch) + " --heads " +

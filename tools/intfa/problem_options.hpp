@@ -48,6 +48,11 @@ std::vector<bool> parse_causal_list(const Args& args, const std::vector<bool>& f
 // a GPU), each failure a UsageError naming the option that set the field ("--head-dim 96: ...").
 void validate_problem_options(const AttentionProblem& problem, const AttentionOptions& options);
 
+// `base` at `variant` and `head_dim`, with `batch` batches of `heads` heads (as many KV heads) and
+// Q and K of `seq` tokens: a point of the grids bench and tune sweep.
+AttentionProblem grid_point(const AttentionProblem& base, Variant variant, int head_dim, long seq,
+                            int batch, int heads);
+
 // validate_problem_options of each problem of a grid that sweeps variants, head dims and
 // sequence lengths (Q and K of one length) over `batch` batches of `heads` heads, and that the
 // host holds its inputs (require_host_memory): the verbs that sweep one check it whole before
