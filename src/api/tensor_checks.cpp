@@ -18,11 +18,6 @@ void require_at_most(int value, int limit, const char* field, const char* why,
   }
 }
 
-std::string strides_text(const std::array<std::int64_t, 4>& strides) {
-  return "[" + std::to_string(strides[0]) + ", " + std::to_string(strides[1]) + ", " +
-         std::to_string(strides[2]) + ", " + std::to_string(strides[3]) + "]";
-}
-
 void require_positive(int value, const char* field, const char* member) {
   if (value < 1) {
     throw InvalidArgument(std::string(field) + member, std::to_string(value), "expected >= 1");
@@ -72,6 +67,60 @@ void validate_v_layout(int batch, int heads_kv, int seq_kv, int head_dim) {
   }
 }
 
+template <std::size_t N>
+void validate_strides(const std::array<std::int64_t, N>& strides,
+                      const std::array<std::int64_t, N>& extents, int element_bytes,
+                      const char* field, const char* member) {
+  auto refuse = [&](const std::string& expectation) {
+    throw InvalidArgument(std::string(field) + member, strides_text(strides), expectation);
+  };
+  // Overflow-safe: the byte offset of the last element must fit in int64, or products of the
+  // strides below wrap around (2^62 strides once aliased, and INT64_MAX - 31 passed).
+  std::int64_t last = 0;
+  for (std::size_t dim = 0; dim < N; ++dim) {
+    if (strides[dim] < 0) {
+      refuse("expected strides >= 0");
+    }
+    std::int64_t step = 0;
+    if (__builtin_mul_overflow(strides[dim], extents[dim] - 1, &step) ||
+        __builtin_add_overflow(last, step, &last)) {
+      refuse("the view spans more than 2^63 elements");
+    }
+  }
+  std::int64_t last_byte = 0;
+  if (__builtin_add_overflow(last, 1, &last_byte) ||
+      __builtin_mul_overflow(last_byte, std::int64_t{element_bytes}, &last_byte)) {
+    refuse("the view spans more than 2^63 bytes");
+  }
+  // No two elements may share an address: ordered by stride, each dimension must step over the
+  // whole extent of the dimensions below it.
+  std::array<std::size_t, N> order;
+  for (std::size_t dim = 0; dim < N; ++dim) order[dim] = dim;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return strides[a] < strides[b]; });
+  std::int64_t span = 1;
+  for (std::size_t dim : order) {
+    if (extents[dim] == 1) continue;
+    if (strides[dim] < span) {
+      refuse("strides overlap: dimension " + std::to_string(dim) + " (stride " +
+             std::to_string(strides[dim]) + ") steps inside dimensions that span " +
+             std::to_string(span) + " elements");
+    }
+    // Saturates past the last element: only a later stride >= INT64_MAX could compare with it,
+    // and none fits under `last`.
+    if (__builtin_mul_overflow(strides[dim], extents[dim], &span)) {
+      span = std::numeric_limits<std::int64_t>::max();
+    }
+  }
+}
+
+template void validate_strides<3>(const std::array<std::int64_t, 3>&,
+                                  const std::array<std::int64_t, 3>&, int, const char*,
+                                  const char*);
+template void validate_strides<4>(const std::array<std::int64_t, 4>&,
+                                  const std::array<std::int64_t, 4>&, int, const char*,
+                                  const char*);
+
 void validate_view(const TensorView& view, const ViewRequirements& r) {
   // The field's name only for a message: every launch checks its views.
   auto named = [&r](const char* member) { return std::string(r.field) + member; };
@@ -88,53 +137,15 @@ void validate_view(const TensorView& view, const ViewRequirements& r) {
     throw InvalidArgument(named(".strides"), strides_text(strides),
                           "expected stride 1 on dimension " + std::to_string(r.contiguous_dim));
   }
-  // Overflow-safe: the byte offset of the last element must fit in int64, or products of the
-  // strides below wrap around (2^62 strides once aliased, and INT64_MAX - 31 passed).
-  std::int64_t last = 0;
-  for (int dim = 0; dim < 4; ++dim) {
-    if (strides[dim] < 0) {
-      throw InvalidArgument(named(".strides"), strides_text(strides), "expected strides >= 0");
-    }
-    std::int64_t step = 0;
-    if (__builtin_mul_overflow(strides[dim], r.extents[dim] - 1, &step) ||
-        __builtin_add_overflow(last, step, &last)) {
-      throw InvalidArgument(named(".strides"), strides_text(strides),
-                            "the view spans more than 2^63 elements");
-    }
-  }
-  std::int64_t last_byte = 0;
-  if (__builtin_add_overflow(last, 1, &last_byte) ||
-      __builtin_mul_overflow(last_byte, std::int64_t{r.element_bytes}, &last_byte)) {
-    throw InvalidArgument(named(".strides"), strides_text(strides),
-                          "the view spans more than 2^63 bytes");
-  }
+  validate_strides(strides, r.extents, r.element_bytes, r.field, ".strides");
   for (int dim = 0; dim < 4; ++dim) {
     if (dim == r.contiguous_dim || r.extents[dim] == 1) continue;
-    // No overflow: a stride of a dimension of extent > 1 is at most `last`.
+    // No overflow: validate_strides found the last element's byte offset within int64, and a
+    // stride of a dimension of extent > 1 is at most that offset.
     if ((strides[dim] * r.element_bytes) % r.alignment_bytes != 0) {
       throw InvalidArgument(named(".strides"), strides_text(strides),
                             "dimension " + std::to_string(dim) + " must step by a multiple of " +
                                 std::to_string(r.alignment_bytes) + " bytes");
-    }
-  }
-  // No two elements may share an address: ordered by stride, each dimension must step over the
-  // whole extent of the dimensions below it.
-  std::array<int, 4> order{0, 1, 2, 3};
-  std::sort(order.begin(), order.end(),
-            [&](int a, int b) { return strides[a] < strides[b]; });
-  std::int64_t span = 1;
-  for (int dim : order) {
-    if (r.extents[dim] == 1) continue;
-    if (strides[dim] < span) {
-      throw InvalidArgument(named(".strides"), strides_text(strides),
-                            "strides overlap: dimension " + std::to_string(dim) + " (stride " +
-                                std::to_string(strides[dim]) + ") steps inside dimensions that span " +
-                                std::to_string(span) + " elements");
-    }
-    // Saturates past the last element: only a later stride >= INT64_MAX could compare with it,
-    // and none fits under `last`.
-    if (__builtin_mul_overflow(strides[dim], r.extents[dim], &span)) {
-      span = std::numeric_limits<std::int64_t>::max();
     }
   }
 }

@@ -32,7 +32,14 @@ void require_positive(int value, const char* field, const char* member = "");
 void require_dtype(const TensorView& view, const std::string& field,
                    std::initializer_list<DType> allowed);
 // "[s0, s1, s2, s3]", for messages.
-std::string strides_text(const std::array<std::int64_t, 4>& strides);
+template <std::size_t N>
+std::string strides_text(const std::array<std::int64_t, N>& strides) {
+  std::string text = "[";
+  for (std::size_t dim = 0; dim < N; ++dim) {
+    text += (dim == 0 ? "" : ", ") + std::to_string(strides[dim]);
+  }
+  return text + "]";
+}
 
 struct ViewRequirements {
   const char* field;                   // "tensors.q"
@@ -42,6 +49,15 @@ struct ViewRequirements {
   int contiguous_dim = 3;               // the dimension that must have stride 1
 };
 void validate_view(const TensorView& view, const ViewRequirements& requirements);
+// The rules of a view's strides (validate_view's) for any strided argument, `field` and `member`
+// naming them ("out" ".lse_strides", as require_at_most's): each >= 0, the last element's byte
+// offset within int64 (INT64_MAX - 31 and 2^62 once wrapped to a small offset), and no two elements
+// at one address (a stride of 0 had every row write one slot). A dimension of extent 1 takes any
+// stride >= 0. N is 3 or 4.
+template <std::size_t N>
+void validate_strides(const std::array<std::int64_t, N>& strides,
+                      const std::array<std::int64_t, N>& extents, int element_bytes,
+                      const char* field, const char* member = "");
 void validate_scales(const float* scales, const char* field);
 // Packed sequences' offsets and totals, named `field`.cu_seqlens_q, ...
 void validate_varlen(const VarlenLayout& varlen, const std::string& field);

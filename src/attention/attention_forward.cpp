@@ -33,7 +33,16 @@ int v_padded_seq(int seq_kv) {
 
 std::size_t v_int8_bytes(int batch, int heads_kv, int seq_kv, int head_dim) {
   attention::validate_v_layout(batch, heads_kv, seq_kv, head_dim);
-  return static_cast<std::size_t>(batch) * heads_kv * head_dim * v_padded_seq(seq_kv);
+  // Under the layout's limits the channels (batch * heads_kv * head_dim) stay below 2^40, but
+  // their bytes may pass 2^64 (65535 batches of 65535 heads of 2^28 tokens), which wrapped.
+  const std::size_t channels = static_cast<std::size_t>(batch) * heads_kv * head_dim;
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(channels, static_cast<std::size_t>(v_padded_seq(seq_kv)), &bytes)) {
+    throw InvalidArgument("seq_kv", std::to_string(seq_kv),
+                          "expected batch * heads_kv * head_dim * v_padded_seq(seq_kv) < 2^64 "
+                          "bytes");
+  }
+  return bytes;
 }
 
 TensorView v_int8_view(void* data, int batch, int heads_kv, int seq_kv, int head_dim) {

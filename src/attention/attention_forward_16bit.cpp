@@ -17,10 +17,6 @@ namespace {
 
 constexpr std::size_t kWorkspaceAlignment = 256;
 
-std::size_t align_up(std::size_t bytes) {
-  return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
-}
-
 // Where each quantized tensor lives in the workspace (byte offsets, each 256-byte aligned).
 struct WorkspaceLayout {
   std::size_t q = 0, q_scale = 0, q_dot_k_mean = 0, k = 0, k_scale = 0, k_mean = 0, v = 0,
@@ -52,33 +48,65 @@ std::size_t rows_of(const TensorShape& shape) {
   return static_cast<std::size_t>(shape.batch) * shape.heads * shape.seq;
 }
 
+// The length that sizes a part of the workspace, for messages: a sequence length of the problem,
+// or the total of packed sequences.
+struct Length {
+  const char* field;
+  int value;
+};
+
+Length q_length(const AttentionProblem& problem, const VarlenLayout& varlen) {
+  return packed(varlen) ? Length{"varlen.total_q", varlen.total_q}
+                        : Length{"problem.seq_q", problem.seq_q};
+}
+
+Length k_length(const AttentionProblem& problem, const VarlenLayout& varlen) {
+  return packed(varlen) ? Length{"varlen.total_kv", varlen.total_kv}
+                        : Length{"problem.seq_kv", problem.seq_kv};
+}
+
 // K smoothing's buffers are always there (a float per query row and per KV head and channel), so
-// that the size does not depend on the options.
+// that the size does not depend on the options. Every part's bytes and offset are checked: the
+// rows fit a size_t under validate_problem's limits, their bytes and the sum of the parts need
+// not (batch 60047, heads_q 32768, seq_q 130210491 once summed to 25.8 MiB instead of 1.8e19).
 WorkspaceLayout workspace_layout(const AttentionProblem& problem, const VarlenLayout& varlen) {
   const std::size_t row_bytes = static_cast<std::size_t>(problem.head_dim) * problem.qk_bits / 8;
   const std::size_t q_rows = rows_of(q_rows_shape(problem, varlen));
   const std::size_t k_rows = rows_of(k_rows_shape(problem, varlen));
   WorkspaceLayout layout;
   std::size_t offset = 0;
-  auto take = [&](std::size_t& field, std::size_t bytes) {
-    field = offset;
-    offset += align_up(bytes);
+  // `count` elements of `element_bytes` at the next aligned offset.
+  auto take = [&](std::size_t& part, std::size_t count, std::size_t element_bytes,
+                  const Length& length) {
+    std::size_t bytes = 0, end = 0;
+    if (__builtin_mul_overflow(count, element_bytes, &bytes) ||
+        __builtin_add_overflow(bytes, kWorkspaceAlignment - 1, &bytes) ||
+        __builtin_add_overflow(offset, bytes / kWorkspaceAlignment * kWorkspaceAlignment, &end)) {
+      throw InvalidArgument(length.field, std::to_string(length.value),
+                            "the workspace would take 2^64 bytes or more "
+                            "(attention_workspace_bytes)");
+    }
+    part = offset;
+    offset = end;
   };
-  take(layout.q, q_rows * row_bytes);
-  take(layout.q_scale, q_rows * sizeof(float));
-  take(layout.q_dot_k_mean, q_rows * sizeof(float));
-  take(layout.k, k_rows * row_bytes);
-  take(layout.k_scale, k_rows * sizeof(float));
+  const Length q = q_length(problem, varlen), k = k_length(problem, varlen);
+  take(layout.q, q_rows, row_bytes, q);
+  take(layout.q_scale, q_rows, sizeof(float), q);
+  take(layout.q_dot_k_mean, q_rows, sizeof(float), q);
+  take(layout.k, k_rows, row_bytes, k);
+  take(layout.k_scale, k_rows, sizeof(float), k);
   const TensorShape k_shape = k_rows_shape(problem, varlen);
-  take(layout.k_mean,
-       static_cast<std::size_t>(k_shape.batch) * k_shape.heads * problem.head_dim * sizeof(float));
+  take(layout.k_mean, static_cast<std::size_t>(k_shape.batch) * k_shape.heads * problem.head_dim,
+       sizeof(float), k);
   if (problem.variant == Variant::kFullInt8) {
-    take(layout.v, v_int8_bytes(problem.batch, problem.heads_kv, problem.seq_kv,
-                                problem.head_dim));
+    const Length v{"problem.seq_kv", problem.seq_kv};
+    take(layout.v, v_int8_bytes(problem.batch, problem.heads_kv, problem.seq_kv, problem.head_dim),
+         1, v);
     // The largest granularity: the layout does not depend on the options.
-    take(layout.v_scale, v_scale_count(VScaleGranularity::kPerBlock, problem.batch,
-                                       problem.heads_kv, problem.seq_kv, problem.head_dim) *
-                             sizeof(float));
+    take(layout.v_scale,
+         v_scale_count(VScaleGranularity::kPerBlock, problem.batch, problem.heads_kv,
+                       problem.seq_kv, problem.head_dim),
+         sizeof(float), v);
   }
   layout.total = offset;
   return layout;

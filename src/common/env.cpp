@@ -35,4 +35,13 @@ std::optional<long> integer(const char* name, long min_value, long max_value) {
   return parsed;
 }
 
+std::optional<std::filesystem::path> absolute_path(const char* name) {
+  const auto value = get(name);
+  if (!value) return std::nullopt;
+  if (!std::filesystem::path(*value).is_absolute()) {
+    throw InvalidArgument(name, "'" + *value + "'", "expected an absolute path");
+  }
+  return std::filesystem::path(*value);
+}
+
 }  // namespace intfa::env

@@ -2,6 +2,7 @@
 // docs of each variable live in README.md ("Environment").
 #pragma once
 
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -16,5 +17,9 @@ bool flag(const char* name, bool when_unset = false);
 
 // A base-10 integer in [min_value, max_value], or nullopt when unset; anything else throws.
 std::optional<long> integer(const char* name, long min_value, long max_value);
+
+// The value as a path, or nullopt when unset; a relative path throws InvalidArgument naming the
+// variable (what it names is shared by processes of any working directory).
+std::optional<std::filesystem::path> absolute_path(const char* name);
 
 }  // namespace intfa::env

@@ -1,18 +1,14 @@
 #include "common/locations.hpp"
 
 #include "common/env.hpp"
-#include "intfa/errors.hpp"
 
 namespace intfa::locations {
 namespace fs = std::filesystem;
 
 std::optional<CacheLocation> default_cache_location() {
   if (env::flag("INTFA_CACHE_DISABLE")) return std::nullopt;
-  if (const auto forced = env::get("INTFA_CACHE_DIR")) {
-    if (!fs::path(*forced).is_absolute()) {
-      throw InvalidArgument("INTFA_CACHE_DIR", "'" + *forced + "'", "expected an absolute path");
-    }
-    return CacheLocation{fs::path(*forced), "INTFA_CACHE_DIR"};
+  if (auto forced = env::absolute_path("INTFA_CACHE_DIR")) {
+    return CacheLocation{std::move(*forced), "INTFA_CACHE_DIR"};
   }
   // The XDG base directory specification says relative values are invalid and to be ignored.
   if (const auto xdg = env::get("XDG_CACHE_HOME"); xdg && fs::path(*xdg).is_absolute()) {

@@ -56,8 +56,10 @@ void warn_once(const std::string& key, const std::string& message) {
 bool verbose() {
   try {
     return env::flag("INTFA_LOG");
-  } catch (const std::exception&) {
-    warn_once("env:INTFA_LOG", "INTFA_LOG is not 0 or 1; informational logging stays off");
+  } catch (const std::exception& error) {
+    // The flag's own message, which states the one rule of every flag (this said "0 or 1" while
+    // yes was read as 1).
+    warn_once("env:INTFA_LOG", std::string(error.what()) + "; informational logging stays off");
     return false;
   }
 }

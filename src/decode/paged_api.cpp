@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "api/tensor_checks.hpp"
+#include "decode/paged_checks.hpp"
 #include "decode/paged_family.hpp"
 #include "device/device_info.hpp"
 #include "device/driver_api.hpp"
@@ -223,6 +224,14 @@ void set3(kernels::i64 (&target)[3], std::int64_t a, std::int64_t b, std::int64_
 
 }  // namespace
 
+void paged::validate_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
+                            const PagedDecodeOptions& options) {
+  validate_cache_geometry(cache);
+  validate_problem(cache, problem);
+  validate_options(options);
+  validate_row_blocks(cache, problem, options);
+}
+
 std::size_t paged_data_bytes(const PagedKVCache& cache) {
   validate_cache_geometry(cache);
   return static_cast<std::size_t>(cache.num_pages) * cache.heads_kv * cache.page_size *
@@ -246,15 +255,16 @@ void paged_append(const PagedKVCache& cache, const TensorView& k, const TensorVi
                           "expected " + dtype_name(k.dtype) + " as k");
   }
   if (tokens == 0) return;
-  const std::array<std::int64_t, 4> extents = {1, cache.heads_kv, tokens, cache.head_dim};
-  checks::validate_view(k, {"k", extents, 2, 16});
-  checks::validate_view(v, {"v", extents, 2, 16});
-  require_pointer(slot_mapping, "slot_mapping", 4);
-  // The kernel indexes the rows of K or V (and a block's worth past them) in 31 bits.
+  // The kernel indexes the rows of K or V (and a block's worth past them) in 31 bits. Checked
+  // before the views, which too many tokens make overlap: that named k.strides, not tokens.
   const long long rows_per_tensor = static_cast<long long>(tokens) * cache.heads_kv;
   if (rows_per_tensor >= (1LL << 30)) {
     throw InvalidArgument("tokens", std::to_string(tokens), "expected tokens * heads_kv < 2^30");
   }
+  const std::array<std::int64_t, 4> extents = {1, cache.heads_kv, tokens, cache.head_dim};
+  checks::validate_view(k, {"k", extents, 2, 16});
+  checks::validate_view(v, {"v", extents, 2, 16});
+  require_pointer(slot_mapping, "slot_mapping", 4);
   const int rows_per_block = kernels::paged_append_rows_per_block(cache.head_dim);
   const long long blocks = (rows_per_tensor + rows_per_block - 1) / rows_per_block;
 
@@ -282,10 +292,7 @@ void paged_append(const PagedKVCache& cache, const TensorView& k, const TensorVi
 
 int paged_decode_splits(const PagedKVCache& cache, const PagedDecodeProblem& problem,
                         const PagedDecodeOptions& options) {
-  validate_cache_geometry(cache);
-  validate_problem(cache, problem);
-  validate_options(options);
-  validate_row_blocks(cache, problem, options);
+  paged::validate_decode(cache, problem, options);
   return plan_decode(cache, problem, options, kernels::ElementType::kF16,
                      kernels::ElementType::kF16, *where(nullptr).info)
       .splits;
@@ -294,10 +301,7 @@ int paged_decode_splits(const PagedKVCache& cache, const PagedDecodeProblem& pro
 std::size_t paged_decode_workspace_bytes(const PagedKVCache& cache,
                                          const PagedDecodeProblem& problem,
                                          const PagedDecodeOptions& options) {
-  validate_cache_geometry(cache);
-  validate_problem(cache, problem);
-  validate_options(options);
-  validate_row_blocks(cache, problem, options);
+  paged::validate_decode(cache, problem, options);
   const device::DeviceInfo& info = *where(nullptr).info;
   std::size_t most = 0;
   // Fewer sequences or queries may take more splits: the largest need over all of them.
@@ -339,8 +343,8 @@ void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
 
   const Where at = where(stream);
   const DecodePlan plan = plan_decode(cache, problem, options, query, output, *at.info);
-  const launch::LoadedKernel& kernel =
-      launch::KernelRuntime::instance().load(plan.spec, at.context, plan.shared_bytes);
+  // The workspace follows from the plan (the device's splits), and is checked before the kernel
+  // is compiled: a bad input compiles nothing (a null workspace compiled and cached the kernel).
   const std::size_t needed = paged::workspace_bytes(plan.splits, problem.batch, problem.q_len,
                                                     problem.heads_q, cache.head_dim);
   if (needed > 0) {
@@ -352,6 +356,8 @@ void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
                                 " splits (paged_decode_workspace_bytes)");
     }
   }
+  const launch::LoadedKernel& kernel =
+      launch::KernelRuntime::instance().load(plan.spec, at.context, plan.shared_bytes);
 
   const double softmax_scale = options.softmax_scale > 0.0
                                    ? options.softmax_scale
@@ -451,15 +457,13 @@ void merge_states(const TensorShape& shape, const AttentionState& a, const Atten
   require_pointer(a.lse, "a.lse", 4);
   require_pointer(b.lse, "b.lse", 4);
   if (out.lse != nullptr) require_pointer(out.lse, "out.lse", 4);
+  // The LSEs' strides follow the views' rules: 2^62 or INT64_MAX wrapped the last row's offset,
+  // and {0, 0, 0} had every row write one slot.
+  const std::array<std::int64_t, 3> lse_extents = {shape.batch, shape.heads, shape.seq};
   for (const auto* state : {&a, &b, &out}) {
     const char* name = state == &a ? "a" : state == &b ? "b" : "out";
     if (state->lse == nullptr) continue;
-    for (std::int64_t stride : state->lse_strides) {
-      if (stride < 0) {
-        throw InvalidArgument(std::string(name) + ".lse_strides", std::to_string(stride),
-                              "expected strides >= 0");
-      }
-    }
+    checks::validate_strides(state->lse_strides, lse_extents, sizeof(float), name, ".lse_strides");
   }
   // In place: the merge reads each element and LSE of a state before it writes the same one,
   // which holds only where out lays them out exactly as that state does.

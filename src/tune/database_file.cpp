@@ -31,14 +31,11 @@ std::string temp_file_name() {
   return ".tmp-tuning-" + std::to_string(::getpid()) + "-" + std::to_string(ticks);
 }
 
+// A malformed variable of the path (INTFA_CACHE_DISABLE=2, a relative INTFA_TUNE_DB or
+// INTFA_CACHE_DIR) is the call's error, as the kernel cache reports it: a warning here came first,
+// and then that error.
 TuningDatabase load_default_database() {
-  std::optional<fs::path> path;
-  try {
-    path = default_database_path();
-  } catch (const Error& error) {
-    log::warn_once("tune:path", std::string(error.what()) + "; tuned configs are not used");
-    return {};
-  }
+  const std::optional<fs::path> path = default_database_path();
   if (!path) return {};
   std::error_code ignored;
   if (env::get("INTFA_TUNE_DB") && !fs::exists(*path, ignored)) {
@@ -67,7 +64,8 @@ ProcessDatabase& process_state() {
 }  // namespace
 
 std::optional<fs::path> default_database_path() {
-  if (const auto forced = env::get("INTFA_TUNE_DB")) return fs::path(*forced);
+  // Absolute, as the other path variables (a relative one was read from the working directory).
+  if (auto forced = env::absolute_path("INTFA_TUNE_DB")) return forced;
   const auto cache_directory = locations::default_cache_directory();
   if (!cache_directory) return std::nullopt;
   return *cache_directory / kFileName;

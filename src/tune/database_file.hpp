@@ -14,8 +14,8 @@ namespace intfa::tune {
 // $INTFA_TUNE_DB, else tuning.json in the kernel cache directory
 // (locations::default_cache_directory(): $INTFA_CACHE_DIR, $XDG_CACHE_HOME/intfa or
 // ~/.cache/intfa); nullopt when neither names a place (no home, or INTFA_CACHE_DISABLE=1 without
-// INTFA_TUNE_DB). Throws InvalidArgument naming INTFA_CACHE_DIR when that is set to a relative
-// path.
+// INTFA_TUNE_DB). Throws InvalidArgument naming INTFA_TUNE_DB or INTFA_CACHE_DIR when that is
+// set to a relative path.
 std::optional<std::filesystem::path> default_database_path();
 
 // The database in `path`, or nullopt when there is no file there. Throws DatabaseError naming the
@@ -37,7 +37,8 @@ void record_entry(const std::filesystem::path& path, const TuningEntry& entry);
 
 // The database at default_database_path(), loaded on first use and kept for the life of the
 // process (one of intfa's documented process-wide caches; a tuning run in another process is seen
-// by the next process). Thread-safe.
+// by the next process). Thread-safe. Throws default_database_path's InvalidArgument, at each call
+// until the variable is fixed.
 std::shared_ptr<const TuningDatabase> process_database();
 
 // Changes whenever the process-wide database is forgotten, so a memo of a config chosen from it

@@ -646,6 +646,23 @@ TEST(CApiValidation, TheSixteenBitEntryPointsDefaultToKSmoothingAndNameBadFields
       "q_dot_k_mean", "smoothed K: null terms");
 }
 
+// Within the problem's limits a workspace can pass 2^64 bytes: batch 60047, heads_q 32768,
+// seq_q 130210491 came back INTFA_OK with 25.8 MiB (Q's parts summed past 2^64 and wrapped); K's
+// rows of 65535 batches and heads of 2^28 keys at d = 256 wrap in one product.
+TEST(CApiValidation, AWorkspaceOf2To64BytesOrMoreIsRefusedNamingTheLengthThatSizesIt) {
+  std::size_t bytes = 0;
+  const intfa_problem_t long_q{60047, 32768, 1, 130210491, 1, 64, 0, INTFA_FULL_INT8, 8};
+  expect_refused(intfa_attention_workspace_bytes(&long_q, nullptr, &bytes), "problem.seq_q",
+                 "Q's parts");
+  const intfa_problem_t long_kv{65535, 65535, 65535, 1, 1 << 28, 256, 0, INTFA_HALF_INT8, 8};
+  expect_refused(intfa_attention_workspace_bytes(&long_kv, nullptr, &bytes), "problem.seq_kv",
+                 "K's rows");
+  // The INT8 V layout's bytes of the same sizes, in the helper the workspace uses.
+  expect_refused(intfa_v_int8_bytes_checked(65535, 65535, 1 << 28, 256, &bytes), "seq_kv",
+                 "V's bytes");
+  EXPECT_EQ(intfa_v_int8_bytes(65535, 65535, 1 << 28, 256), 0u);
+}
+
 // The V layout helpers refuse what no problem can have (their C forms once returned
 // -2147483584, 1.8e19 and a batch stride of 0): the _checked functions with a status and the
 // message, the old ones with -1, 0 or a null view and the same message.

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/log.hpp"
 #include "intfa/errors.hpp"
 #include "support/temp_dir.hpp"
 
@@ -28,6 +29,28 @@ TEST(Env, FlagsAcceptTheDocumentedSpellingsAndNameTheVariableOtherwise) {
   } catch (const InvalidArgument& error) {
     EXPECT_EQ(error.field(), "INTFA_TEST_FLAG");
   }
+}
+
+// INTFA_LOG is a flag as every other: yes turns it on, and the one warning for a malformed value
+// states the flags' rule (it said "0 or 1" while yes was read as 1).
+TEST(Env, IntfaLogIsReadAsAFlagAndItsWarningStatesTheFlagsRule) {
+  {
+    testing::ScopedEnv on("INTFA_LOG", "yes");
+    EXPECT_TRUE(log::verbose());
+  }
+  testing::ScopedEnv malformed("INTFA_LOG", "verbose");
+  std::string rule;
+  try {
+    flag("INTFA_LOG");
+  } catch (const InvalidArgument& error) {
+    rule = error.what();
+  }
+  const log::ScopedCapture capture;
+  EXPECT_FALSE(log::verbose());
+  EXPECT_FALSE(log::verbose());
+  ASSERT_EQ(capture.warnings().size(), 1u);
+  EXPECT_NE(capture.warnings()[0].find(rule), std::string::npos) << capture.warnings()[0];
+  EXPECT_EQ(capture.warnings()[0].find("0 or 1"), std::string::npos) << capture.warnings()[0];
 }
 
 TEST(Env, IntegersAreRangeChecked) {

@@ -4,15 +4,26 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <chrono>
 #include <climits>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "intfa/errors.hpp"
 #include "intfa/intfa.h"
 #include "intfa/paged.hpp"
+#include "launch/kernel_runtime.hpp"
+#include "nvrtc/compiler.hpp"
+#include "support/child_test.hpp"
+#include "support/fake_driver.hpp"
+#include "support/invalid_field.hpp"
+#include "support/temp_dir.hpp"
 
 namespace intfa {
 namespace {
+
+using testing::invalid_field;
 
 // Plausible-looking device addresses: validation must fail before anything dereferences them.
 void* fake_address(std::uintptr_t address) {
@@ -40,18 +51,6 @@ TensorView rows_view(void* data, int heads, int head_dim, DType dtype = DType::k
   view.dtype = dtype;
   view.strides = {0, head_dim, static_cast<std::int64_t>(heads) * head_dim, 1};
   return view;
-}
-
-template <typename Call>
-std::string invalid_field(Call&& call) {
-  try {
-    call();
-  } catch (const InvalidArgument& error) {
-    return error.field();
-  } catch (const std::exception& error) {
-    return std::string("not an InvalidArgument: ") + error.what();
-  }
-  return "(no error)";
 }
 
 TEST(PagedValidation, CacheSizesNameTheirMember) {
@@ -108,6 +107,35 @@ TEST(PagedValidation, AppendChecksCacheRowsAndSlotsBeforeAnyLaunch) {
   // The kernel's 31-bit row indices: tokens * heads_kv must stay below 2^30.
   const int too_many = (1 << 30) / cache.heads_kv + 1;
   EXPECT_EQ(invalid_field([&] { paged_append(cache, k, v, slots, too_many, nullptr); }), "tokens");
+  // Checked before the views: K and V laid out [heads_kv, 4 tokens, head_dim] are valid views of
+  // 4 tokens, whose heads INT_MAX tokens would overlap (that named k.strides, not tokens).
+  TensorView heads_major = k;
+  heads_major.strides = {0, 4 * 128, 128, 1};
+  EXPECT_NO_THROW(paged_append(cache, heads_major, heads_major, slots, 0, nullptr));
+  EXPECT_EQ(invalid_field(
+                [&] { paged_append(cache, heads_major, heads_major, slots, INT_MAX, nullptr); }),
+            "tokens");
+  intfa_paged_cache_t c_cache{};
+  c_cache.num_pages = cache.num_pages;
+  c_cache.page_size = cache.page_size;
+  c_cache.heads_kv = cache.heads_kv;
+  c_cache.head_dim = cache.head_dim;
+  c_cache.bits = cache.bits;
+  c_cache.k_data = cache.k_data;
+  c_cache.v_data = cache.v_data;
+  c_cache.k_scale = cache.k_scale;
+  c_cache.v_scale = cache.v_scale;
+  intfa_tensor_t c_k{}, c_v{};
+  c_k.data = k.data;
+  c_v.data = v.data;
+  c_k.dtype = c_v.dtype = INTFA_F16;
+  for (int dim = 0; dim < 4; ++dim) {
+    c_k.strides[dim] = c_v.strides[dim] = heads_major.strides[static_cast<std::size_t>(dim)];
+  }
+  EXPECT_EQ(intfa_paged_append(&c_cache, &c_k, &c_v, slots, INT_MAX, nullptr),
+            INTFA_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(intfa_last_error()).find("invalid tokens ="), std::string::npos)
+      << intfa_last_error();
 }
 
 struct DecodeCall {
@@ -180,6 +208,44 @@ TEST(PagedValidation, DecodeOptionsAndTensorsAreNamed) {
   }
 }
 
+constexpr const char* kFakeDriverChild = "INTFA_TEST_FAKE_DRIVER_CHILD";
+
+// Runs only in a child process on the fake driver (PagedValidation.ABadWorkspace...): a decode of
+// 8 splits with no workspace, or 1 byte of it, is refused before its kernel is compiled or loaded.
+TEST(PagedValidationChild, DISABLED_ABadWorkspaceIsRefusedBeforeAnyCompile) {
+  if (std::getenv(kFakeDriverChild) == nullptr) GTEST_SKIP() << "run by PagedValidation.*";
+  const std::pair<void*, std::string> workspaces[] = {
+      {nullptr, "tensors.workspace"}, {fake_address(0xC00000), "tensors.workspace_bytes"}};
+  for (const auto& [workspace, field] : workspaces) {
+    DecodeCall call;
+    call.options.num_splits = 8;
+    call.tensors.workspace = workspace;
+    call.tensors.workspace_bytes = workspace == nullptr ? 0 : 1;
+    const std::uint64_t compiles = nvrtc::compile_count();
+    const std::uint64_t loads = launch::KernelRuntime::instance().stats().module_loads;
+    EXPECT_EQ(call.field(), field);
+    EXPECT_EQ(nvrtc::compile_count(), compiles) << field << ": a kernel was compiled";
+    EXPECT_EQ(launch::KernelRuntime::instance().stats().module_loads, loads)
+        << field << ": a kernel was loaded";
+  }
+}
+
+// README promises 0 kernels compiled on bad input: a null or 1-byte workspace compiled the decode
+// kernel with NVRTC and wrote its cache entry before it was refused.
+TEST(PagedValidation, ABadWorkspaceIsRefusedBeforeAnyKernelIsCompiled) {
+  const testing::TempDir cache, control;
+  testing::ChildTest child({"PagedValidationChild.DISABLED_ABadWorkspaceIsRefusedBeforeAnyCompile",
+                            {testing::fake_driver_setting(), std::string(kFakeDriverChild) + "=1",
+                             "INTFA_CACHE_DIR=" + cache.path().string()},
+                            {"INTFA_DEPLOY_CACHE", "INTFA_CACHE_DISABLE"},
+                            control.path() / "child.txt"});
+  EXPECT_EQ(child.wait_until(std::chrono::steady_clock::now() + std::chrono::minutes(2)), 0)
+      << child.output();
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(cache.path())) {
+    EXPECT_FALSE(entry.is_regular_file()) << "written to the cache: " << entry.path();
+  }
+}
+
 TEST(PagedValidation, MergeStatesChecksShapesTypesAndInPlaceAliasing) {
   const TensorShape shape{2, 4, 8, 128};
   auto state = [&](std::uintptr_t data, std::uintptr_t lse, DType dtype = DType::kF16) {
@@ -211,6 +277,47 @@ TEST(PagedValidation, MergeStatesChecksShapesTypesAndInPlaceAliasing) {
   lse_strided.lse_strides = {1, 2, 8};
   EXPECT_EQ(invalid_field([&] { merge_states(shape, a, b, lse_strided, nullptr); }),
             "out.lse_strides");
+}
+
+// LSE strides follow the views' rules: INT64_MAX and 2^62 wrapped the last row's offset, and
+// {0, 0, 0} had every row of the merge write one slot (all three were accepted).
+TEST(PagedValidation, MergeStatesRefusesLseStridesThatOverflowOrAlias) {
+  const TensorShape shape{2, 4, 8, 128};
+  auto state = [&](std::uintptr_t data, std::uintptr_t lse) {
+    return AttentionState::of(
+        TensorView::dense(fake_address(data), DType::kF16, Layout::kBHND, shape),
+        static_cast<float*>(fake_address(lse)), shape);
+  };
+  const std::array<std::int64_t, 3> bad_strides[] = {
+      {INT64_MAX, INT64_MAX, INT64_MAX}, {1LL << 62, 1LL << 62, 1LL << 62}, {0, 0, 0}, {1, 2, 4}};
+  for (const auto& strides : bad_strides) {
+    for (const char* name : {"a", "b", "out"}) {
+      AttentionState states[] = {state(0x100000, 0x110000), state(0x200000, 0x210000),
+                                 state(0x300000, 0x310000)};
+      AttentionState& changed = states[name[0] == 'a' ? 0 : name[0] == 'b' ? 1 : 2];
+      changed.lse_strides = strides;
+      EXPECT_EQ(
+          invalid_field([&] { merge_states(shape, states[0], states[1], states[2], nullptr); }),
+          std::string(name) + ".lse_strides")
+          << strides[0] << ", " << strides[1] << ", " << strides[2];
+    }
+  }
+  // The C API, as the adversarial pass called it.
+  intfa_shape_t c_shape{2, 4, 8, 128};
+  intfa_attention_state_t c_states[3] = {};
+  for (int i = 0; i < 3; ++i) {
+    const AttentionState s = state(0x100000 * (i + 1), 0x100000 * (i + 1) + 0x10000);
+    c_states[i].values.data = s.values.data;
+    c_states[i].values.dtype = INTFA_F16;
+    for (int dim = 0; dim < 4; ++dim) c_states[i].values.strides[dim] = s.values.strides[dim];
+    c_states[i].lse = s.lse;
+    for (int dim = 0; dim < 3; ++dim) c_states[i].lse_strides[dim] = s.lse_strides[dim];
+  }
+  for (std::int64_t& stride : c_states[2].lse_strides) stride = 0;
+  EXPECT_EQ(intfa_merge_states(&c_shape, &c_states[0], &c_states[1], &c_states[2], nullptr),
+            INTFA_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(intfa_last_error()).find("out.lse_strides"), std::string::npos)
+      << intfa_last_error();
 }
 
 TEST(PagedValidation, TheCApiReturnsInvalidArgumentNamingTheField) {

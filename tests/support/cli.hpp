@@ -2,6 +2,7 @@
 // exit code.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -31,6 +32,22 @@ inline CliResult run_cli(const std::string& arguments, const std::string& enviro
 
 inline bool mentions(const CliResult& result, const std::string& text) {
   return result.output.find(text) != std::string::npos;
+}
+
+inline std::size_t lines_of(const CliResult& result) {
+  std::size_t lines = 0;
+  for (char c : result.output) lines += c == '\n';
+  return lines;
+}
+
+// Exit 2, the error in one line naming `named`, and one line saying where the help is.
+inline void expect_usage_error(const CliResult& result, const std::string& verb,
+                               const std::string& named) {
+  EXPECT_EQ(result.exit_code, 2) << result.output;
+  EXPECT_TRUE(mentions(result, named)) << result.output;
+  EXPECT_TRUE(mentions(result, "intfa " + verb + " --help")) << result.output;
+  EXPECT_FALSE(mentions(result, "usage: ")) << "the whole help: " << result.output;
+  EXPECT_EQ(lines_of(result), 2u) << result.output;
 }
 
 }  // namespace intfa::testing

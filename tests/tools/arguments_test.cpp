@@ -7,6 +7,7 @@
 #include <string>
 
 #include "support/cli.hpp"
+#include "support/fake_driver.hpp"
 #include "support/gpu.hpp"
 #include "support/temp_dir.hpp"
 
@@ -14,24 +15,10 @@ namespace intfa::cli {
 namespace {
 
 using testing::CliResult;
+using testing::expect_usage_error;
+using testing::lines_of;
 using testing::mentions;
 using testing::TempDir;
-
-std::size_t lines_of(const CliResult& result) {
-  std::size_t lines = 0;
-  for (char c : result.output) lines += c == '\n';
-  return lines;
-}
-
-// Exit 2, the error in one line naming `named`, and one line saying where the help is.
-void expect_usage_error(const CliResult& result, const std::string& verb,
-                        const std::string& named) {
-  EXPECT_EQ(result.exit_code, 2) << result.output;
-  EXPECT_TRUE(mentions(result, named)) << result.output;
-  EXPECT_TRUE(mentions(result, "intfa " + verb + " --help")) << result.output;
-  EXPECT_FALSE(mentions(result, "usage: ")) << "the whole help: " << result.output;
-  EXPECT_EQ(lines_of(result), 2u) << result.output;
-}
 
 // `intfa run` without a GPU compiles for INTFA_ARCH=sm_86 into a cache shared by these tests.
 class RunArguments : public ::testing::Test {
@@ -105,6 +92,12 @@ TEST_F(RunArguments, AnInvalidProblemIsAUsageErrorNamingTheOption) {
                        "--softmax-scale");
   }
   expect_usage_error(run("--heads 70000"), "run", "--heads");
+  // A rule of the options together, not of one field (it was an error, exit 1; tune said
+  // "needs a GPU").
+  for (const char* verb : {"run", "bench", "tune"}) {
+    expect_usage_error(testing::run_cli(std::string(verb) + " --qk-bits 4 --k-scale block"), verb,
+                       "--k-scale");
+  }
 }
 
 TEST_F(RunArguments, StrayArgumentsAreUsageErrors) {
@@ -126,6 +119,19 @@ TEST(CommandLine, AnEmptyValueIsAUsageErrorNamingTheOption) {
   expect_usage_error(testing::run_cli("precompile --list --arch="), "precompile", "--arch");
 }
 
+// "--configs 8,64,2;" said "--configs : expected ROWS,TOKENS,STAGES": the empty entry by its place.
+TEST(CommandLine, AnEmptyConfigsEntryIsNamedByItsPlace) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"bench --decode --configs '8,64,2;'", "--configs 8,64,2;: entry 2 of 2 is empty"},
+      {"tune --decode --configs '8,64,2;;16,64,2'", "entry 2 of 3 is empty"},
+      {"bench --configs '64,64,4,2;'", "--configs 64,64,4,2;: entry 2 of 2 is empty"},
+      {"tune --configs ';64,64,4,2'", "entry 1 of 2 is empty"}};
+  for (const auto& [command, named] : cases) {
+    const std::string verb = std::string(command).substr(0, std::string(command).find(' '));
+    expect_usage_error(testing::run_cli(command), verb, named);
+  }
+}
+
 TEST(CommandLine, ABooleanFlagWithAnotherValueIsAUsageError) {
   const TempDir cache;
   const CliResult result =
@@ -144,6 +150,27 @@ TEST(CommandLine, BenchChecksItsArgumentsBeforeLookingForAGpu) {
     const CliResult result = testing::run_cli(std::string("bench --seq 4k ") + causal);
     EXPECT_EQ(result.exit_code, 1) << causal << ": " << result.output;
     EXPECT_TRUE(mentions(result, "needs a GPU")) << causal << ": " << result.output;
+  }
+}
+
+// Shapes whose random inputs no machine holds (14336 TiB; 32 TiB of decode queries) are usage
+// errors naming the options and the size, before a GPU is looked for: on the fake driver bench
+// printed std::bad_alloc.
+TEST(CommandLine, AShapeBeyondTheHostsMemoryIsAUsageErrorNamingItsSize) {
+  const std::string attention = " --batch 4096 --heads 4096 --seq 1024k --head-dims 64";
+  const std::string decode =
+      " --decode --batch 65535 --heads-kv 1 --heads-q 16383 --q-len 64 --seq 16 --head-dims 256";
+  const std::pair<std::string, std::string> cases[] = {
+      {"bench" + attention, "--batch 4096 --heads 4096 --seq 1048576 --head-dims 64"},
+      {"tune" + attention, "--batch 4096 --heads 4096 --seq 1048576 --head-dims 64"},
+      {"bench" + decode, "--q-len 64 --heads-q 16383 --head-dims 256"}};
+  for (const auto& [command, named] : cases) {
+    const std::string verb = command.substr(0, command.find(' '));
+    // tune would compile and check every candidate config on the fake driver before it got there.
+    const CliResult result =
+        testing::run_cli(command, verb == "bench" ? testing::fake_driver_setting() : "");
+    expect_usage_error(result, verb, named);
+    EXPECT_TRUE(mentions(result, "TiB of host memory")) << result.output;
   }
 }
 

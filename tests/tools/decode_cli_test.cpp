@@ -5,6 +5,7 @@
 #include <string>
 
 #include "support/cli.hpp"
+#include "support/fake_driver.hpp"
 #include "support/gpu.hpp"
 
 namespace intfa::cli {
@@ -24,14 +25,44 @@ TEST(DecodeCli, HelpAfterDecodeDescribesTheDecodeOptions) {
   EXPECT_TRUE(mentions(run_cli("bench --help"), "--decode"));
 }
 
+// The option by its name ("--bits 6" named cache.bits, "--head-dims 96" cache.head_dim).
 TEST(DecodeCli, BadValuesAreUsageErrorsNamingTheOption) {
-  for (const char* arguments :
-       {"--bits 6", "--head-dims 96", "--page-size 24", "--q-len 65", "--heads-q 12",
-        "--configs 16,64", "--dtype f32", "--splits 65", "--seq 0", "--head-dim 128"}) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"--bits 6", "--bits"},
+      {"--head-dims 96", "--head-dims"},
+      {"--page-size 24", "--page-size"},
+      {"--q-len 65", "--q-len"},
+      {"--heads-q 12", "--heads-q"},
+      {"--configs 16,64", "--configs"},
+      {"--dtype f32", "--dtype"},
+      {"--splits 65", "--splits"},
+      {"--seq 0", "--seq"},
+      {"--head-dim 128", "--head-dim"},
+      // The rules of a config and of the problem, checked without a device (each said "needs a
+      // GPU"): block rows, stage tokens, stages; 1000 batches of 128 KV heads pass the grid.
+      {"--configs 7,64,2", "--configs 7,64,2"},
+      {"--configs '64,64,2;8,32,2'", "--configs 8,32,2"},
+      {"--configs 8,64,5", "--configs 8,64,5"},
+      {"--batch 1000 --heads-kv 128 --heads-q 128 --seq 16", "--batch"}};
+  for (const auto& [arguments, option] : cases) {
     for (const char* verb : {"bench", "tune"}) {
-      const CliResult result = run_cli(std::string(verb) + " --decode " + arguments);
-      EXPECT_EQ(result.exit_code, 2) << verb << " " << arguments << "\n" << result.output;
-      EXPECT_TRUE(mentions(result, "--help")) << arguments << "\n" << result.output;
+      testing::expect_usage_error(run_cli(std::string(verb) + " --decode " + arguments), verb,
+                                  option);
+    }
+  }
+}
+
+// 65535 sequences of 1048608 tokens take 2^32 + 65534 pages of 16 tokens: an int product wrapped
+// to 65534, a valid pool, and the fill wrote past it (exit 139 on the fake driver). 8192 of 1M
+// tokens are 2^29 pages, an int, but 2^33 rows: past the kernels' 32-bit row indices.
+TEST(DecodeCli, APoolOfTooManyPagesIsAUsageErrorNamingBatchAndSeq) {
+  for (const char* sizes : {"--seq 1048608 --batch 65535", "--seq 1024k --batch 8192"}) {
+    for (const char* verb : {"bench", "tune"}) {
+      const std::string command = std::string(verb) + " --decode " + sizes +
+                                  " --heads-kv 1 --heads-q 1 --bits 8 --head-dims 64 --repeats 1";
+      const CliResult result = run_cli(command, testing::fake_driver_setting());
+      testing::expect_usage_error(result, verb, "--batch");
+      EXPECT_TRUE(mentions(result, "--seq")) << command << "\n" << result.output;
     }
   }
 }

@@ -10,6 +10,7 @@
 
 #include "device/driver_api.hpp"
 #include "support/cli.hpp"
+#include "support/fake_driver.hpp"
 #include "support/temp_dir.hpp"
 
 namespace intfa {
@@ -51,15 +52,17 @@ class Environment : public ::testing::Test {
     return device::driver_available() ? "-u INTFA_ARCH" : "INTFA_ARCH=sm_80";
   }
 
-  // `intfa run` on a small problem (for sm_80 without a GPU), with a fresh cache unless the row
-  // names another.
-  CliResult run_with(const BadValue& row) const {
+  // `intfa run` on a small problem (for sm_80 without a GPU, or on the fake driver's device),
+  // with a fresh cache unless the row names another.
+  CliResult run_with(const BadValue& row, bool on_fake_driver = false) const {
     const TempDir cache;
+    const std::string device =
+        on_fake_driver ? "-u INTFA_ARCH " + testing::fake_driver_setting() : compile_only_arch();
     const std::string environment =
         "-u INTFA_CACHE_DISABLE -u INTFA_DEPLOY_CACHE -u INTFA_LOG -u INTFA_TEMPLATE_DIR "
-        "-u INTFA_CUDA_INCLUDE_DIR -u INTFA_LINEINFO " + compile_only_arch() +
-        " INTFA_CACHE_DIR='" + cache.path().string() + "' " + row.variable + "='" + row.value +
-        "'";
+        "-u INTFA_CUDA_INCLUDE_DIR -u INTFA_LINEINFO -u INTFA_TUNE_DB " +
+        device + " INTFA_CACHE_DIR='" + cache.path().string() + "' " + row.variable + "='" +
+        row.value + "'";
     return testing::run_cli("run --head-dim 64 --seq 128", environment);
   }
 
@@ -91,6 +94,28 @@ TEST_F(Environment, EveryMalformedValueIsReportedNamingTheVariable) {
       EXPECT_EQ(result.exit_code, 0) << where << ":\n" << result.output;
       EXPECT_EQ(count(result.output, "warning"), 1u) << where << ":\n" << result.output;
     }
+  }
+}
+
+// On a device (the fake driver) the call also reads the tuning database, whose path these
+// variables name: INTFA_CACHE_DISABLE=2 was a warning there ("tuned configs are not used") and then
+// the kernel cache's error, and a relative INTFA_TUNE_DB was read from the working directory.
+// Each is one error naming the variable, and no warning.
+TEST_F(Environment, OnADeviceAMalformedPathVariableIsOneErrorAndNoWarning) {
+  const std::vector<BadValue> rows = {
+      {"INTFA_CACHE_DISABLE", "2", Outcome::kError},
+      {"INTFA_CACHE_DIR", "relative/cache", Outcome::kError},
+      {"INTFA_TUNE_DB", "relative/tuning.json", Outcome::kError},
+  };
+  for (const BadValue& row : rows) {
+    const std::string where = std::string(row.variable) + "=" + row.value;
+    const CliResult result = run_with(row, /*on_fake_driver=*/true);
+    EXPECT_EQ(result.exit_code, 1) << where << ":\n" << result.output;
+    EXPECT_EQ(
+        count(result.output, "error (invalid_argument): invalid " + std::string(row.variable)), 1u)
+        << where << ":\n"
+        << result.output;
+    EXPECT_EQ(count(result.output, "warning"), 0u) << where << ":\n" << result.output;
   }
 }
 

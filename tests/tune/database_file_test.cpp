@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/log.hpp"
+#include "support/invalid_field.hpp"
 #include "support/temp_dir.hpp"
 #include "tune/tune_test_support.hpp"
 
@@ -48,6 +49,13 @@ TEST_F(DatabaseFile, DefaultIsIntfaTuneDbElseTuningJsonInTheCacheDirectory) {
   const ScopedEnv cache("INTFA_CACHE_DIR", directory_.path().c_str());
   const ScopedEnv enabled("INTFA_CACHE_DISABLE", nullptr);
   EXPECT_EQ(default_database_path(), directory_.path() / "tuning.json");
+}
+
+// A relative INTFA_TUNE_DB is an error naming it, as a relative INTFA_CACHE_DIR is (it was read
+// from the working directory).
+TEST_F(DatabaseFile, ARelativeIntfaTuneDbIsAnErrorNamingIt) {
+  const ScopedEnv database("INTFA_TUNE_DB", "relative/tuning.json");
+  EXPECT_EQ(intfa::testing::invalid_field([] { default_database_path(); }), "INTFA_TUNE_DB");
 }
 
 TEST_F(DatabaseFile, WritesAtomicallyIntoANewFolderAndReadsBackTheSameDatabase) {

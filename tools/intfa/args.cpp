@@ -191,6 +191,20 @@ std::vector<std::string> Args::get_list(const std::string& name,
   return values;
 }
 
+std::vector<std::string> Args::get_entries(const std::string& name) const {
+  const auto text = get(name);
+  if (!text) return {};
+  std::vector<std::string> entries = strings::split(*text, ';');
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    entries[i] = strings::trim(entries[i]);
+    if (entries[i].empty()) {
+      throw UsageError("--" + name + " " + *text + ": entry " + std::to_string(i + 1) + " of " +
+                       std::to_string(entries.size()) + " is empty (entries are separated by ';')");
+    }
+  }
+  return entries;
+}
+
 bool Args::flag(const std::string& name) const {
   const auto text = get(name);
   return text && parse_bool(*text).value_or(false);  // checked when parsed

@@ -48,6 +48,9 @@ class Args {
                                  long min_value, long max_value) const;
   std::vector<std::string> get_list(const std::string& name,
                                     const std::vector<std::string>& fallback) const;
+  // "64,64,4,2;128,64,8,2" -> its ';'-separated entries, each trimmed; none when absent. An empty
+  // entry is a UsageError naming its place ("8,64,2;" once said "--configs : expected ...").
+  std::vector<std::string> get_entries(const std::string& name) const;
   // A flag's value: false when absent, true alone, else its BOOL.
   bool flag(const std::string& name) const;
   // The same with `fallback` when absent (a flag on by default: --smooth-k=0 turns it off).

@@ -1,8 +1,12 @@
 #include "intfa/attention_workload.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <vector>
 
+#include "common/strings.hpp"
+#include "intfa/args.hpp"
 #include "quantize/quantize_internal.hpp"
 #include "reference/half.hpp"
 #include "reference/parallel_heads.hpp"
@@ -125,6 +129,24 @@ void AttentionWorkload::quantize(CUstream stream) {
 
 void AttentionWorkload::attend(CUstream stream) {
   attention_forward(problem_, tensors_, stream, options_);
+}
+
+std::uint64_t AttentionWorkload::host_bytes(const AttentionProblem& problem) {
+  const std::uint64_t q = static_cast<std::uint64_t>(problem.batch) * problem.heads_q *
+                          problem.seq_q * problem.head_dim;
+  const std::uint64_t kv = static_cast<std::uint64_t>(problem.batch) * problem.heads_kv *
+                           problem.seq_kv * problem.head_dim;
+  return (q + 2 * kv) * sizeof(float) + std::max(q, kv) * sizeof(std::uint16_t);
+}
+
+void require_host_memory(std::uint64_t bytes, const std::string& shape) {
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page_bytes = ::sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page_bytes <= 0) return;  // unknown: the allocation itself will tell
+  const std::uint64_t memory = static_cast<std::uint64_t>(pages) * page_bytes;
+  if (bytes > memory) {
+    throw UsageError(shape + ": the inputs take " + strings::human_bytes(bytes) +
+                     " of host memory; this machine has " + strings::human_bytes(memory));
+  }
 }
 
 double AttentionWorkload::operations() const {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 
 #include "device/device_memory.hpp"
 #include "intfa/attention.hpp"
@@ -29,6 +30,10 @@ class AttentionWorkload {
   const AttentionTensors& tensors() const { return tensors_; }
   const AttentionOptions& options() const { return options_; }
 
+  // The host memory the constructor takes at its peak for `problem`: the random inputs as floats
+  // and one tensor's 16-bit copy (under the verbs' limits far below 2^64).
+  static std::uint64_t host_bytes(const AttentionProblem& problem);
+
   // 4 * B * Hq * Nq * Nkv * D, halved for causal square problems (FlashAttention's convention).
   double operations() const;
   std::uint64_t quantize_bytes_moved() const;  // bytes read + written by quantize()
@@ -43,6 +48,11 @@ class AttentionWorkload {
   device::DeviceBuffer q_dot_k_mean_;  // and q . mean per query row (the LSE term)
   AttentionTensors tensors_;
 };
+
+// Refuses a workload whose host buffers (`bytes`) this machine's memory cannot hold: a UsageError
+// naming `shape` (the options that size it) and the size, before anything looks for a GPU, where
+// a huge shape ended in std::bad_alloc.
+void require_host_memory(std::uint64_t bytes, const std::string& shape);
 
 struct Timing {
   double median_ms = 0;

@@ -65,9 +65,9 @@ ConfigChoice parse_configs(const Args& args) {
   const std::string text = args.get_or("configs", "");
   if (text == "all") {
     choice.all = true;
-  } else if (!text.empty()) {
-    for (const std::string& part : strings::split(text, ';')) {
-      choice.listed.push_back(parse_config(part));
+  } else {
+    for (const std::string& entry : args.get_entries("configs")) {
+      choice.listed.push_back(parse_config(entry));
     }
   }
   return choice;
@@ -126,17 +126,7 @@ int run_bench(const Arguments& arguments) {
   parse_numerics(args, base, options, io_type);
   parse_qk_transforms(args, options);
   const ConfigChoice config_choice = parse_configs(args);
-  for (Variant variant : variants)
-    for (int head_dim : head_dims)
-      for (long seq : seqs) {
-        AttentionProblem problem = base;
-        problem.variant = variant;
-        problem.head_dim = head_dim;
-        problem.batch = batch;
-        problem.heads_q = problem.heads_kv = heads;
-        problem.seq_q = problem.seq_kv = static_cast<int>(seq);
-        validate_problem_options(problem, options);
-      }
+  validate_grid(base, options, variants, head_dims, seqs, batch, heads);
   if (jit && repeats > 100) throw UsageError("--repeats: --jit takes at most 100");
 
   std::string reason;
@@ -166,13 +156,7 @@ int run_bench(const Arguments& arguments) {
             attention::request_for(info.arch, shape, options, io_type);
         const std::vector<KernelConfig> configs = configs_for(config_choice, request, info);
         for (long seq : seqs) {
-          AttentionProblem problem = base;
-          problem.variant = variant;
-          problem.head_dim = head_dim;
-          problem.causal = causal;
-          problem.batch = batch;
-          problem.heads_q = problem.heads_kv = heads;
-          problem.seq_q = problem.seq_kv = static_cast<int>(seq);
+          const AttentionProblem problem = grid_point(shape, variant, head_dim, seq, batch, heads);
           const std::vector<KernelConfig> job_configs =
               !configs.empty()
                   ? configs

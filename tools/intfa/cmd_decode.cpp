@@ -12,6 +12,7 @@
 
 #include "common/json.hpp"
 #include "common/strings.hpp"
+#include "decode/paged_checks.hpp"
 #include "decode/paged_family.hpp"
 #include "device/device_info.hpp"
 #include "device/device_memory.hpp"
@@ -21,6 +22,7 @@
 #include "intfa/commands.hpp"
 #include "intfa/errors.hpp"
 #include "intfa/paged.hpp"
+#include "intfa/problem_options.hpp"
 #include "reference/half.hpp"
 #include "reference/reference.hpp"
 
@@ -56,18 +58,76 @@ struct DecodeShape {
            " H" + std::to_string(heads_q) + "/" + std::to_string(heads_kv) + " d" +
            std::to_string(head_dim) + " i" + std::to_string(bits) + (causal ? " causal" : "");
   }
+  int pages_per_sequence() const { return (seq + page_size - 1) / page_size; }
 };
+
+// "--batch B --seq N (P-token pages)": the options that size the pool, for messages.
+std::string pool_options(const DecodeShape& shape) {
+  return "--batch " + std::to_string(shape.batch) + " --seq " + std::to_string(shape.seq) + " (" +
+         std::to_string(shape.page_size) + "-token pages)";
+}
+
+// The pool of `shape`: every sequence's pages. The page count is checked before it is stored
+// (a UsageError naming the options): an int product of --batch 65535 --seq 1048608 wrapped to
+// 65534 pages, and filling them wrote past the pool.
+PagedKVCache cache_geometry(const DecodeShape& shape) {
+  PagedKVCache cache;
+  cache.page_size = shape.page_size;
+  cache.heads_kv = shape.heads_kv;
+  cache.head_dim = shape.head_dim;
+  cache.bits = shape.bits;
+  if (__builtin_mul_overflow(shape.batch, shape.pages_per_sequence(), &cache.num_pages)) {
+    throw UsageError(
+        pool_options(shape) + ": " +
+        std::to_string(static_cast<long long>(shape.batch) * shape.pages_per_sequence()) +
+        " pages, expected fewer than 2^31");
+  }
+  return cache;
+}
+
+// Every sequence of `shape` at its full length.
+PagedDecodeProblem decode_problem(const DecodeShape& shape) {
+  PagedDecodeProblem problem;
+  problem.batch = shape.batch;
+  problem.q_len = shape.q_len;
+  problem.heads_q = shape.heads_q;
+  problem.max_pages = shape.pages_per_sequence();
+  problem.max_seq_len = shape.seq;
+  problem.causal = shape.causal;
+  return problem;
+}
+
+std::string config_text(const PagedDecodeConfig& config) {
+  if (config.block_rows == 0 && config.stage_tokens == 0 && config.stages == 0) return "heuristic";
+  return std::to_string(config.block_rows) + "," + std::to_string(config.stage_tokens) + "," +
+         std::to_string(config.stages);
+}
+
+// The checks a decode of `shape` under `options` makes before it looks for a GPU, each failure a
+// UsageError naming the option that set the field (--configs 7,64,2 said "needs a GPU").
+void validate_shape(const DecodeShape& shape, const PagedDecodeOptions& options) {
+  try {
+    paged::validate_decode(cache_geometry(shape), decode_problem(shape), options);
+  } catch (const InvalidArgument& error) {
+    throw_naming_option(error, {{"cache.num_pages", pool_options(shape)},
+                                {"cache.page_size", "--page-size"},
+                                {"cache.heads_kv", "--heads-kv"},
+                                {"cache.head_dim", "--head-dims"},
+                                {"cache.bits", "--bits"},
+                                {"problem.batch", "--batch"},
+                                {"problem.q_len", "--q-len"},
+                                {"problem.heads_q", "--heads-q"},
+                                {"options.num_splits", "--splits"},
+                                {"options.config.", "--configs " + config_text(options.config)}});
+  }
+}
 
 // One problem's cache, filled, with its block table, lengths, queries, output and workspace.
 class DecodeWorkload {
  public:
-  DecodeWorkload(const DecodeShape& shape, int append_tokens, CUstream stream) : shape_(shape) {
-    const int pages_per_sequence = (shape.seq + shape.page_size - 1) / shape.page_size;
-    cache_.num_pages = shape.batch * pages_per_sequence;
-    cache_.page_size = shape.page_size;
-    cache_.heads_kv = shape.heads_kv;
-    cache_.head_dim = shape.head_dim;
-    cache_.bits = shape.bits;
+  DecodeWorkload(const DecodeShape& shape, int append_tokens, CUstream stream)
+      : shape_(shape), cache_(cache_geometry(shape)) {
+    const int pages_per_sequence = shape.pages_per_sequence();
     const std::size_t data = paged_data_bytes(cache_), scales = paged_scale_bytes(cache_);
     k_data_ = device::DeviceBuffer(data);
     v_data_ = device::DeviceBuffer(data);
@@ -89,7 +149,8 @@ class DecodeWorkload {
     lengths_.upload(lengths);
 
     // Random rows of one chunk, appended over and over until every token has its row.
-    chunk_tokens_ = std::max(1, std::min(append_tokens, shape.batch * shape.seq));
+    const long long total = static_cast<long long>(shape.batch) * shape.seq;
+    chunk_tokens_ = static_cast<int>(std::max(1LL, std::min<long long>(append_tokens, total)));
     const std::size_t chunk_values =
         static_cast<std::size_t>(chunk_tokens_) * shape.heads_kv * shape.head_dim;
     const bool bf16 = shape.dtype == DType::kBF16;
@@ -103,7 +164,6 @@ class DecodeWorkload {
     rows_ = device::DeviceBuffer(chunk_values * 2);
     rows_.upload(bits);
     slots_ = device::DeviceBuffer(static_cast<std::size_t>(chunk_tokens_) * sizeof(int));
-    const long long total = static_cast<long long>(shape.batch) * shape.seq;
     for (long long first = 0; first < total; first += chunk_tokens_) {
       std::vector<int> slots(static_cast<std::size_t>(chunk_tokens_), -1);
       for (long long t = first; t < std::min(total, first + chunk_tokens_); ++t) {
@@ -127,12 +187,22 @@ class DecodeWorkload {
     out_ = device::DeviceBuffer(q_values * 2);
     lse_ = device::DeviceBuffer(static_cast<std::size_t>(shape.batch) * shape.q_len *
                                 shape.heads_q * sizeof(float));
-    problem_.batch = shape.batch;
-    problem_.q_len = shape.q_len;
-    problem_.heads_q = shape.heads_q;
-    problem_.max_pages = pages_per_sequence;
-    problem_.max_seq_len = shape.seq;
-    problem_.causal = shape.causal;
+    problem_ = decode_problem(shape);
+  }
+
+  // The host memory the constructor takes at its peak: the block table, the chunk of rows (as
+  // floats and 16-bit) with its slots, and the queries (under the options' limits below 2^50).
+  static std::uint64_t host_bytes(const DecodeShape& shape, int append_tokens) {
+    const std::uint64_t tokens = static_cast<std::uint64_t>(shape.batch) * shape.seq;
+    const std::uint64_t pages =
+        static_cast<std::uint64_t>(shape.batch) * shape.pages_per_sequence();
+    const std::uint64_t chunk = std::min<std::uint64_t>(append_tokens, tokens);
+    const std::uint64_t chunk_values = chunk * shape.heads_kv * shape.head_dim;
+    const std::uint64_t q_values =
+        static_cast<std::uint64_t>(shape.batch) * shape.q_len * shape.heads_q * shape.head_dim;
+    return (pages + chunk + shape.batch) * sizeof(int) +
+           chunk_values * (sizeof(float) + sizeof(std::uint16_t)) +
+           q_values * sizeof(std::uint16_t);
   }
 
   // Appends the chunk's rows into the slots last uploaded (the fill's last chunk when timing).
@@ -224,11 +294,10 @@ DecodeGrid parse_grid(const Arguments& arguments) {
   grid.append_tokens = static_cast<int>(args.get_int("append-tokens", 16384, 1, 1 << 22));
   grid.splits = static_cast<int>(args.get_int("splits", 0, 1, paged::kMaxSplits));
   grid.json = args.get_or("json", "");
-  const std::string configs = args.get_or("configs", "");
-  if (configs == "all") {
+  if (args.get_or("configs", "") == "all") {
     grid.all_configs = true;
-  } else if (!configs.empty()) {
-    for (const std::string& text : strings::split(configs, ';')) {
+  } else {
+    for (const std::string& text : args.get_entries("configs")) {
       const std::vector<std::string> parts = strings::split(text, ',');
       PagedDecodeConfig config;
       if (parts.size() != 3)
@@ -255,22 +324,21 @@ DecodeGrid parse_grid(const Arguments& arguments) {
             shape.q_len = static_cast<int>(q_len);
             shape.head_dim = static_cast<int>(head_dim);
             shape.bits = static_cast<int>(width);
-            // The checks a launch makes, before any GPU is looked for.
-            PagedKVCache cache;
-            cache.num_pages = shape.batch * ((shape.seq + shape.page_size - 1) / shape.page_size);
-            cache.page_size = shape.page_size;
-            cache.heads_kv = shape.heads_kv;
-            cache.head_dim = shape.head_dim;
-            cache.bits = shape.bits;
-            try {
-              paged_data_bytes(cache);
-            } catch (const InvalidArgument& error) {
-              throw UsageError(shape.to_string() + ": " + error.what());
+            // The checks a launch makes, before any GPU is looked for (--configs all: the
+            // heuristic's config stands for the device's candidates).
+            PagedDecodeOptions options;
+            options.num_splits = grid.splits;
+            for (const PagedDecodeConfig& config : grid.configs) {
+              options.config = config;
+              validate_shape(shape, options);
             }
-            if (shape.heads_q % shape.heads_kv != 0) {
-              throw UsageError("--heads-q " + std::to_string(shape.heads_q) +
-                               ": expected a multiple of --heads-kv");
-            }
+            if (grid.configs.empty()) validate_shape(shape, options);
+            require_host_memory(DecodeWorkload::host_bytes(shape, grid.append_tokens),
+                                "--batch " + std::to_string(shape.batch) + " --seq " +
+                                    std::to_string(shape.seq) + " --q-len " +
+                                    std::to_string(shape.q_len) + " --heads-q " +
+                                    std::to_string(shape.heads_q) + " --head-dims " +
+                                    std::to_string(shape.head_dim));
             grid.shapes.push_back(shape);
           }
   return grid;
@@ -283,12 +351,6 @@ std::vector<PagedDecodeConfig> configs_of(const DecodeGrid& grid, const DecodeSh
                                     shape.bits, info.max_shared_bytes_per_block_optin);
   }
   return grid.configs.empty() ? std::vector<PagedDecodeConfig>{PagedDecodeConfig{}} : grid.configs;
-}
-
-std::string config_text(const PagedDecodeConfig& config) {
-  if (config.block_rows == 0 && config.stage_tokens == 0 && config.stages == 0) return "heuristic";
-  return std::to_string(config.block_rows) + "," + std::to_string(config.stage_tokens) + "," +
-         std::to_string(config.stages);
 }
 
 bool gpu_or_message(const char* verb) {

@@ -125,10 +125,8 @@ TuneOptions parse_options(const Arguments& arguments) {
   options.seqs = parse_seqs(args);
   options.causal_values = parse_causal_list(args, {false, true});
   options.variants = parse_variant_list(args, {"full"});
-  if (const auto configs = args.get("configs")) {
-    for (const std::string& text : strings::split(*configs, ';')) {
-      options.configs.push_back(parse_config(text));
-    }
+  for (const std::string& entry : args.get_entries("configs")) {
+    options.configs.push_back(parse_config(entry));
   }
   parse_numerics(args, options.numerics_problem, options.numerics, options.io_type);
   parse_qk_transforms(args, options.numerics);
@@ -140,6 +138,9 @@ TuneOptions parse_options(const Arguments& arguments) {
   options.force = args.flag("force");
   options.database = database_path(args);
   options.json_path = args.get("json");
+  // Each problem as a launch checks it (--qk-bits 4 with --k-scale block said "needs a GPU").
+  validate_grid(options.numerics_problem, options.numerics, options.variants, options.head_dims,
+                options.seqs, options.batch, options.heads);
   return options;
 }
 

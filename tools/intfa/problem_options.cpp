@@ -1,8 +1,11 @@
 #include "intfa/problem_options.hpp"
 
+#include <string_view>
+
 #include "api/option_names.hpp"
 #include "attention/validation.hpp"
 #include "common/strings.hpp"
+#include "intfa/attention_workload.hpp"
 #include "intfa/errors.hpp"
 
 namespace intfa::cli {
@@ -140,7 +143,7 @@ std::vector<bool> parse_causal_list(const Args& args, const std::vector<bool>& f
 }
 
 void validate_problem_options(const AttentionProblem& problem, const AttentionOptions& options) {
-  static const std::pair<const char*, const char*> kOptionOfField[] = {
+  static const std::vector<OptionOfField> kOptionOfField = {
       {"problem.batch", "--batch"},
       {"problem.heads_q", "--heads"},
       {"problem.heads_kv", "--heads-kv"},
@@ -149,18 +152,51 @@ void validate_problem_options(const AttentionProblem& problem, const AttentionOp
       {"problem.head_dim", "--head-dim"},
       {"problem.qk_bits", "--qk-bits"},
       {"problem.variant", "--variant"},
-      {"options.softmax_scale", "--softmax-scale"}};
+      {"options.softmax_scale", "--softmax-scale"},
+      {"options.k_granularity", "--k-scale"},
+      {"config.", "--config"}};
   try {
     attention::validate_problem(problem);
     attention::validate_options(problem, options);
   } catch (const InvalidArgument& error) {
-    std::string option = strings::starts_with(error.field(), "config.") ? "--config" : "";
-    for (const auto& [field, name] : kOptionOfField) {
-      if (error.field() == field) option = name;
-    }
-    if (option.empty()) throw;
-    throw UsageError(option + ": " + error.what());
+    throw_naming_option(error, kOptionOfField);
   }
+}
+
+AttentionProblem grid_point(const AttentionProblem& base, Variant variant, int head_dim, long seq,
+                            int batch, int heads) {
+  AttentionProblem point = base;
+  point.variant = variant;
+  point.head_dim = head_dim;
+  point.batch = batch;
+  point.heads_q = point.heads_kv = heads;
+  point.seq_q = point.seq_kv = static_cast<int>(seq);
+  return point;
+}
+
+void validate_grid(const AttentionProblem& base, const AttentionOptions& options,
+                   const std::vector<Variant>& variants, const std::vector<int>& head_dims,
+                   const std::vector<long>& seqs, int batch, int heads) {
+  for (Variant variant : variants)
+    for (int head_dim : head_dims)
+      for (long seq : seqs) {
+        const AttentionProblem problem = grid_point(base, variant, head_dim, seq, batch, heads);
+        validate_problem_options(problem, options);
+        require_host_memory(AttentionWorkload::host_bytes(problem),
+                            "--batch " + std::to_string(batch) + " --heads " +
+                                std::to_string(heads) + " --seq " + std::to_string(seq) +
+                                " --head-dims " + std::to_string(head_dim));
+      }
+}
+
+void throw_naming_option(const InvalidArgument& error, const std::vector<OptionOfField>& options) {
+  for (const auto& [field, option] : options) {
+    const std::string_view name = field;
+    const bool matches =
+        name.back() == '.' ? strings::starts_with(error.field(), field) : error.field() == name;
+    if (matches) throw UsageError(option + ": " + error.what());
+  }
+  throw error;
 }
 
 std::vector<Variant> parse_variant_list(const Args& args,

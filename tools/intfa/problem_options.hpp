@@ -8,6 +8,7 @@
 #include "device/arch.hpp"
 #include "intfa/args.hpp"
 #include "intfa/attention.hpp"
+#include "intfa/errors.hpp"
 #include "intfa/types.hpp"
 #include "reference/input_families.hpp"
 #include "reference/reference.hpp"
@@ -46,6 +47,30 @@ std::vector<bool> parse_causal_list(const Args& args, const std::vector<bool>& f
 // The checks attention_forward makes of a problem and its options (as a launch would, but without
 // a GPU), each failure a UsageError naming the option that set the field ("--head-dim 96: ...").
 void validate_problem_options(const AttentionProblem& problem, const AttentionOptions& options);
+
+// `base` at `variant` and `head_dim`, with `batch` batches of `heads` heads (as many KV heads) and
+// Q and K of `seq` tokens: a point of the grids bench and tune sweep.
+AttentionProblem grid_point(const AttentionProblem& base, Variant variant, int head_dim, long seq,
+                            int batch, int heads);
+
+// validate_problem_options of each problem of a grid that sweeps variants, head dims and
+// sequence lengths (Q and K of one length) over `batch` batches of `heads` heads, and that the
+// host holds its inputs (require_host_memory): the verbs that sweep one check it whole before
+// they look for a GPU.
+void validate_grid(const AttentionProblem& base, const AttentionOptions& options,
+                   const std::vector<Variant>& variants, const std::vector<int>& head_dims,
+                   const std::vector<long>& seqs, int batch, int heads);
+
+// A field the library's checks name and the option that sets it ("problem.head_dim",
+// "--head-dim"); a field that ends in '.' stands for every member under it ("config.").
+struct OptionOfField {
+  const char* field;
+  std::string option;
+};
+// `error` as a UsageError naming the option that sets its field ("--head-dim: invalid
+// problem.head_dim = 96: ..."); `error` itself where none of `options` does.
+[[noreturn]] void throw_naming_option(const InvalidArgument& error,
+                                      const std::vector<OptionOfField>& options);
 std::vector<Variant> parse_variant_list(const Args& args, const std::vector<std::string>& fallback);
 
 // The kernel request for `problem` under `options`' numerics, with 16-bit tensors of `io_type`.
