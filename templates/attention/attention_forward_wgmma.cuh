@@ -135,7 +135,16 @@ struct WgmmaAttentionConfig {
   // the previous tile's P.V runs (WgmmaAttention::tiles_16bit_pv_behind). It holds a slot longer,
   // so with two stages the producer falls behind: 13-21% slower than waiting for P.V first at
   // d=128 (H200, 2026-11-27), which the two-stage configs keep doing.
-  static constexpr bool kPvBehindScores = !kFullInt8 && Stages >= 3;
+  // Full INT8 the same way at any stage count (WgmmaAttention::tiles_pv_behind), without turns,
+  // where S, P, the INT32 P.V accumulators and the output fit the registers together with about
+  // 16 more: d=64 with three warpgroups (144 of 160: no spills) and one warpgroup at d <= 128
+  // (208 of 232 at d=128, where ptxas parks one 64-bit value of the Q pass and the epilogue in
+  // 8 bytes of local memory across the loop; nothing spills inside it), not three at d=128 (208
+  // of 160). Not per-block V, whose blocks fold apart (main_loop).
+  static constexpr int kPvBehindRegisters = BlockN / 2 + BlockN / 8 + HeadDim;
+  static constexpr bool kPvBehindScores =
+      kFullInt8 ? !kTakesTurns && !kPerBlockV && kPvBehindRegisters + 16 <= kConsumerRegisters
+                : Stages >= 3;
   // Full INT8 in turns at d <= 64: a tile's softmax beside this warpgroup's own P.V of the
   // previous tile, into a second P set (main_loop_in_turns): 3-7% faster on the H100 (d=64,
   // N = 4k / 16k, causal off and on, both orders; bench/RESULTS.md), still behind three
@@ -534,14 +543,12 @@ struct WgmmaAttention {
     float sum[1][2];          // half INT8: this lane's part of l, against the reference
   };
 
-  // A tile's scores y (K scales applied, -inf where a key is not allowed) and their row maxima
-  // in the log2 domain.
-  // The tile's exponent multipliers go to c_tile (OnlineSoftmax::tile_multipliers).
-  __device__ __forceinline__ static void scale_tile(
-      float (&y)[1][kScoreTiles][4], float (&tile_max)[1][2],
-      float (&c_tile)[1][2][Softmax::kKBlocks], const int (&s)[kScoreTiles][4],
-      const RowState& rows, const float* k_scales, int first_key, int warp_first_row,
-      const BlockWork& work, LaneCoordinates coordinates) {
+  // A tile's scores y (K scales applied, -inf where a key is not allowed).
+  __device__ __forceinline__ static void scale_scores(float (&y)[1][kScoreTiles][4],
+                                                      const int (&s)[kScoreTiles][4],
+                                                      const float* k_scales, int first_key,
+                                                      int warp_first_row, const BlockWork& work,
+                                                      LaneCoordinates coordinates) {
     const int seq_kv = work.extent.seq_kv;
     const bool needs_mask =
         first_key + Config::kBlockN > seq_kv ||
@@ -552,30 +559,64 @@ struct WgmmaAttention {
     const int(&scores)[1][kScoreTiles][4] = reinterpret_cast<const int(&)[1][kScoreTiles][4]>(s);
     Softmax::scale_and_mask(y, scores, k_scale, needs_mask, first_key, warp_first_row, seq_kv,
                             work.causal_offset, coordinates);
+  }
+
+  // A tile's scores y and their row maxima in the log2 domain.
+  // The tile's exponent multipliers go to c_tile (OnlineSoftmax::tile_multipliers).
+  __device__ __forceinline__ static void scale_tile(
+      float (&y)[1][kScoreTiles][4], float (&tile_max)[1][2],
+      float (&c_tile)[1][2][Softmax::kKBlocks], const int (&s)[kScoreTiles][4],
+      const RowState& rows, const float* k_scales, int first_key, int warp_first_row,
+      const BlockWork& work, LaneCoordinates coordinates) {
+    scale_scores(y, s, k_scales, first_key, warp_first_row, work, coordinates);
     Softmax::tile_multipliers(c_tile, rows.c, k_scales);
     Softmax::tile_row_max(tile_max, y, c_tile);
   }
 
+  // Full INT8: a tile's exponent multipliers (OnlineSoftmax::tile_multipliers) and reference from
+  // its scores y; the row maxima updated.
+  __device__ __forceinline__ static void tile_reference(float (&reference)[2],
+                                                        float (&c_tile)[1][2][Softmax::kKBlocks],
+                                                        const float (&y)[1][kScoreTiles][4],
+                                                        RowState& rows, const float* k_scales) {
+    float tile_max[1][2];
+    Softmax::tile_multipliers(c_tile, rows.c, k_scales);
+    Softmax::tile_row_max(tile_max, y, c_tile);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      rows.running_max[0][half] = fmaxf(rows.running_max[0][half], tile_max[0][half]);
+      reference[half] = Config::kTileMaxReference ? tile_max[0][half] : rows.running_max[0][half];
+    }
+  }
+
+  // The tile's P, rounded against its reference into quantize_p_pair words (Softmax::gather_p
+  // packs them into P's fragments).
+  __device__ __forceinline__ static void round_p(u32 (&pairs)[kScoreTiles][2],
+                                                 const float (&y)[1][kScoreTiles][4],
+                                                 const float (&c_tile)[1][2][Softmax::kKBlocks],
+                                                 const float (&reference)[2]) {
+    Softmax::quantize_p_pairs(pairs, y, c_tile, reinterpret_cast<const float(&)[1][2]>(reference),
+                              0);
+  }
+
+  __device__ __forceinline__ static void gather_p(TileP& tile,
+                                                  const u32 (&pairs)[kScoreTiles][2]) {
+    Softmax::gather_p(reinterpret_cast<u32(&)[1][Config::kPvSteps][4]>(tile.p), pairs, 0);
+  }
+
+  // One tile's P, quantized against its reference.
   __device__ __forceinline__ static void quantize_tile(TileP& tile, const int (&s)[kScoreTiles][4],
                                                        RowState& rows, const float* k_scales,
                                                        int first_key, int warp_first_row,
                                                        const BlockWork& work,
                                                        LaneCoordinates coordinates) {
     float y[1][kScoreTiles][4];
-    float tile_max[1][2];
+    scale_scores(y, s, k_scales, first_key, warp_first_row, work, coordinates);
     float c_tile[1][2][Softmax::kKBlocks];
-    scale_tile(y, tile_max, c_tile, s, rows, k_scales, first_key, warp_first_row, work,
-               coordinates);
-    float reference[1][2];
-#pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      rows.running_max[0][half] = fmaxf(rows.running_max[0][half], tile_max[0][half]);
-      reference[0][half] =
-          Config::kTileMaxReference ? tile_max[0][half] : rows.running_max[0][half];
-      tile.reference[half] = reference[0][half];
-    }
-    u32(&p)[1][Config::kPvSteps][4] = reinterpret_cast<u32(&)[1][Config::kPvSteps][4]>(tile.p);
-    Softmax::quantize_p(p, y, c_tile, reference);
+    tile_reference(tile.reference, c_tile, y, rows, k_scales);
+    u32 pairs[kScoreTiles][2];
+    round_p(pairs, y, c_tile, tile.reference);
+    gather_p(tile, pairs);
   }
 
   // The factors that fold `tile`'s P.V into the output frame.
@@ -674,8 +715,15 @@ struct WgmmaAttention {
       main_loop_in_turns(o[0], rows, shared, work, group, warp_first_row, visible_tiles,
                          coordinates);
     } else {
-      main_loop(o[0], rows, attention, shared, work, group, warp_first_row, visible_tiles,
-                coordinates);
+      if constexpr (Config::kPvBehindScores) {
+        if (visible_tiles > 0) {
+          tiles_pv_behind(o[0], rows, shared, work, group, warp_first_row, visible_tiles,
+                          coordinates);
+        }
+      } else {
+        main_loop(o[0], rows, attention, shared, work, group, warp_first_row, visible_tiles,
+                  coordinates);
+      }
       for (int tile = visible_tiles; tile < work.tiles; ++tile) {
         wait_until_full(shared, tile);
         release(shared, tile % kStages);
@@ -945,6 +993,87 @@ struct WgmmaAttention {
     wgmma_pin(acc[1]);
     wgmma_pin(tile_p.p);  // read by the wgmma until the last wait
     fold_into_output(o, acc[1], 1, gamma, nullptr, coordinates);
+  }
+
+  // Full INT8 with P V one tile behind Q K^T (kPvBehindScores): FlashAttention-3's overlap of a
+  // warpgroup's softmax with its own P V, as tiles_16bit_pv_behind does for half INT8. Step t
+  // waits for tile t's Q K^T and takes its scores, row maxima and reference (tile_scores), then
+  // issues tile t - 1's P V, and while that runs rounds tile t's P into quantize_p_pair words
+  // (round_p: the exponentials) and takes tile t - 1's fold factors (frame_tile: after tile
+  // t - 2's fold, which a rebase of the frame must follow); then it waits for the P V, releases
+  // its slot, folds it into the output, adds its row sums and only then gathers tile t's P into
+  // the fragments the P V read, so one set of P registers does. Per tile the same operations in
+  // the same order as main_loop: the output and the sums are the same bits. The P V is issued
+  // after the maxima, not beside the Q K^T: with the K scales loaded and the maxima taken while
+  // the P V accumulators and P are live, ptxas spilled 48-76 bytes at d=64 with three
+  // warpgroups (and sank the P V's issue below the maxima itself). The first Q K^T and the last
+  // P V are peeled, so that no wgmma is in flight across the loop's back edge (C7514:
+  // tiles_16bit_pv_behind). A slot is released one step later than main_loop releases it.
+  __device__ __forceinline__ static void tiles_pv_behind(
+      float (&o)[kOutputTiles][4], RowState& rows, const SharedLayout& shared,
+      const BlockWork& work, int group, int warp_first_row, int visible_tiles,
+      LaneCoordinates coordinates) {
+    constexpr int kChunks = Config::kPvChunks;
+    using Accumulators = int[kChunks][Config::kPvColumns / 8][4];
+    using Multipliers = float[1][2][Softmax::kKBlocks];
+    TileP current;  // the tile whose P V is issued next
+    u32 pairs[kScoreTiles][2];
+    // Tile `tile`'s S = Q K^T, waited for, as scores y with their multipliers and reference.
+    auto tile_scores = [&](float (&y)[1][kScoreTiles][4], Multipliers& c_tile,
+                           float (&reference)[2], int tile) {
+      int s[kScoreTiles][4];
+      const float* k_scales = shared.k_scales_generic(tile % kStages);
+      wait_until_full(shared, tile);
+      issue_score_tile(s, shared, group, tile % kStages);
+      wgmma_wait<0>();
+      wgmma_pin(s);
+      scale_scores(y, s, k_scales, tile * Config::kBlockN, warp_first_row, work, coordinates);
+      tile_reference(reference, c_tile, y, rows, k_scales);
+    };
+    auto issue_values = [&](Accumulators& acc, int tile) {
+#pragma unroll
+      for (int chunk = 0; chunk < kChunks; ++chunk) {
+        issue_pv(acc[chunk], current.p, shared, tile % kStages, chunk, 0, Config::kPvSteps);
+      }
+    };
+    auto fold_values = [&](Accumulators& acc, int tile) {
+      float gamma[2];
+      frame_tile(gamma, current, rows, o);
+      wgmma_wait<0>();
+      wgmma_pin(current.p);  // read by the wgmma until the wait
+      release(shared, tile % kStages);
+#pragma unroll
+      for (int chunk = 0; chunk < kChunks; ++chunk) {
+        wgmma_pin(acc[chunk]);
+        fold_into_output(o, acc[chunk], chunk, gamma, nullptr, coordinates);
+      }
+      sum_tile(rows, gamma, current);
+    };
+
+    {
+      float y[1][kScoreTiles][4];
+      Multipliers c_tile;
+      tile_scores(y, c_tile, current.reference, 0);
+      round_p(pairs, y, c_tile, current.reference);
+    }
+    gather_p(current, pairs);
+    for (int tile = 1; tile < visible_tiles; ++tile) {
+      float y[1][kScoreTiles][4];
+      Multipliers c_tile;
+      float reference[2];
+      tile_scores(y, c_tile, reference, tile);
+      Accumulators acc;
+      issue_values(acc, tile - 1);
+      round_p(pairs, y, c_tile, reference);
+      fold_values(acc, tile - 1);
+      gather_p(current, pairs);
+      current.reference[0] = reference[0];
+      current.reference[1] = reference[1];
+    }
+    // The last P V.
+    Accumulators acc;
+    issue_values(acc, visible_tiles - 1);
+    fold_values(acc, visible_tiles - 1);
   }
 
   // Per tile: S = Q K^T, P, then P V folded into the output. With per-block V, each 64-token

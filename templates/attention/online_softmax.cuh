@@ -197,42 +197,57 @@ struct OnlineSoftmax {
 
   // ---- full INT8: P in 8 bits, P.V with the s32 MMA -----------------------------------------
   // P = round(R * 2^(y * c_b - ref)) packed into the A fragments of the 8-bit P.V MMA (m16n8k32,
-  // and wgmma's register A operand, which has the same layout).
+  // and wgmma's register A operand, which has the same layout), per m tile: quantize_p_pairs
+  // rounds each P into a quantize_p_pair word, gather_p packs those words' bytes into the
+  // fragments. Apart, so that the Hopper kernel can round a tile's P while its wgmma of the
+  // previous tile still reads the P registers, keeping half as many words as the FP32
+  // exponentials; quantize_p does both.
+  // pairs[nt][half]: the P of columns 2 thread_in_group + {0, 1} of n8 tile nt, one row.
+  __device__ __forceinline__ static void quantize_p_pairs(
+      u32 (&pairs)[kScoreTiles][2], const float (&y)[kMTiles][kScoreTiles][4],
+      const float (&c_tile)[kMTiles][2][kKBlocks], const float (&reference)[kMTiles][2], int mt) {
+    float offset[2];
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      // A row with no allowed key in this tile: every e is 2^-inf = 0.
+      offset[half] = reference[mt][half] == negative_infinity() ? 0.0f : -reference[mt][half];
+    }
+#pragma unroll
+    for (int nt = 0; nt < kScoreTiles; ++nt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const float c = c_tile[mt][half][key_block(nt)];
+        const float e0 = exp2_approx(fmaf(y[mt][nt][2 * half], c, offset[half]));
+        const float e1 = exp2_approx(fmaf(y[mt][nt][2 * half + 1], c, offset[half]));
+        pairs[nt][half] = quantize_p_pair<Config::kUnsignedP>(e0, e1);
+      }
+    }
+  }
+
+  // A fragment of k-step `step`: n8 tiles 4*step .. 4*step+3 (see v_position_of_token); words 0
+  // and 2 hold row `group`, words 1 and 3 row `group + 8`.
+  __device__ __forceinline__ static void gather_p(u32 (&p)[kMTiles][Config::kPvSteps][4],
+                                                  const u32 (&pairs)[kScoreTiles][2], int mt) {
+#pragma unroll
+    for (int step = 0; step < Config::kPvSteps; ++step) {
+      const int nt = 4 * step;
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        p[mt][step][half] = gather_p_bytes(pairs[nt][half], pairs[nt + 1][half]);
+        p[mt][step][2 + half] = gather_p_bytes(pairs[nt + 2][half], pairs[nt + 3][half]);
+      }
+    }
+  }
+
   __device__ __forceinline__ static void quantize_p(u32 (&p)[kMTiles][Config::kPvSteps][4],
                                                     const float (&y)[kMTiles][kScoreTiles][4],
                                                     const float (&c_tile)[kMTiles][2][kKBlocks],
                                                     const float (&reference)[kMTiles][2]) {
 #pragma unroll
     for (int mt = 0; mt < kMTiles; ++mt) {
-      float offset[2];
-#pragma unroll
-      for (int half = 0; half < 2; ++half) {
-        // A row with no allowed key in this tile: every e is 2^-inf = 0.
-        offset[half] = reference[mt][half] == negative_infinity() ? 0.0f : -reference[mt][half];
-      }
-      // pairs[nt][half]: the P of columns 2 thread_in_group + {0, 1} of n8 tile nt, one row.
       u32 pairs[kScoreTiles][2];
-#pragma unroll
-      for (int nt = 0; nt < kScoreTiles; ++nt) {
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          const float c = c_tile[mt][half][key_block(nt)];
-          const float e0 = exp2_approx(fmaf(y[mt][nt][2 * half], c, offset[half]));
-          const float e1 = exp2_approx(fmaf(y[mt][nt][2 * half + 1], c, offset[half]));
-          pairs[nt][half] = quantize_p_pair<Config::kUnsignedP>(e0, e1);
-        }
-      }
-      // A fragment of k-step `step`: n8 tiles 4*step .. 4*step+3 (see v_position_of_token);
-      // words 0 and 2 hold row `group`, words 1 and 3 row `group + 8`.
-#pragma unroll
-      for (int step = 0; step < Config::kPvSteps; ++step) {
-        const int nt = 4 * step;
-#pragma unroll
-        for (int half = 0; half < 2; ++half) {
-          p[mt][step][half] = gather_p_bytes(pairs[nt][half], pairs[nt + 1][half]);
-          p[mt][step][2 + half] = gather_p_bytes(pairs[nt + 2][half], pairs[nt + 3][half]);
-        }
-      }
+      quantize_p_pairs(pairs, y, c_tile, reference, mt);
+      gather_p(p, pairs, mt);
     }
   }
 

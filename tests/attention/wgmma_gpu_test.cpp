@@ -357,6 +357,53 @@ TEST(WgmmaGpuOptions, OneConsumerWarpgroupBlocksShareAnSmAndMatchTheModel) {
   expect_correct(per_block_v, 0.05);
 }
 
+// Full INT8 with P.V one tile behind Q.K^T (kPvBehindScores, tiles_pv_behind): three warpgroups
+// at d=64 (the default beyond 1k tokens; two and three stages) and one warpgroup at d=64 and
+// d=128 (the default up to 1k), with the default numerics, the paper's (s8 P, running max, per
+// tensor V) and per-block K; causal with seq_q != seq_kv (a warpgroup that sees no key beside one
+// that does), tails, GQA, 1 and 2 key tiles (the peeled first tile and last P.V alone), the LSE.
+// Each against the model and, on the same inputs, bit for bit against a loop that waits for each
+// P.V with the same 128-key tiles (d=64: two warpgroups in turns; d=128: three warpgroups,
+// main_loop): per tile the same operations in the same order, so equal errors to the last bit.
+TEST(WgmmaGpuOptions, PvOneTileBehindScoresMatchesTheModelAndTheWaitingLoop) {
+  INTFA_REQUIRE_SM90();
+  const std::vector<KernelConfig> behind = {{192, 128, 16, 2, KernelPath::kWgmma},
+                                            {192, 128, 16, 3, KernelPath::kWgmma},
+                                            {64, 128, 8, 2, KernelPath::kWgmma}};
+  AttentionOptions paper;
+  paper.p_encoding = PEncoding::kSigned127;
+  paper.p_scale = PScaleReference::kRunningMax;
+  paper.v_granularity = VScaleGranularity::kPerTensor;
+  AttentionOptions per_block_k;
+  per_block_k.k_granularity = KScaleGranularity::kPerBlock;
+  for (const Shape& shape : std::vector<Shape>{{2, 4, 2, 300, 700, 128, true},
+                                               {1, 4, 4, 517, 333, 64, false},
+                                               {1, 2, 1, 77, 100, 128, true},
+                                               {1, 2, 2, 200, 256, 64, false},
+                                               {1, 2, 2, 300, 200, 64, true},
+                                               {1, 2, 2, 300, 200, 128, true},
+                                               {1, 4, 2, 700, 900, 64, true}}) {
+    const KernelConfig waiting = shape.head_dim == 64
+                                     ? KernelConfig{128, 128, 12, 2, KernelPath::kWgmma}
+                                     : KernelConfig{192, 128, 16, 2, KernelPath::kWgmma};
+    for (const AttentionOptions& numerics : {AttentionOptions{}, paper, per_block_k}) {
+      CheckCase check = make_case(shape);
+      check.options = numerics;
+      check.options.config = waiting;
+      const CheckResult expected = expect_correct(check, 0.05);
+      for (const KernelConfig& config : behind) {
+        if (config.warps == 16 && shape.head_dim != 64) continue;  // three fit d=64 only
+        check.options.config = config;
+        const CheckResult result = expect_correct(check, 0.05);
+        const std::string where = check.to_string() + " " + config.to_string();
+        EXPECT_EQ(result.vs_model.relative_l2, expected.vs_model.relative_l2) << where;
+        EXPECT_EQ(result.vs_model.max_abs_error, expected.vs_model.max_abs_error) << where;
+        EXPECT_EQ(result.lse_max_abs_error, expected.lse_max_abs_error) << where;
+      }
+    }
+  }
+}
+
 // Same seed, both kernels: the Hopper kernel is exactly as accurate as the portable one.
 TEST(WgmmaGpuOptions, AccuracyEqualsThePortableKernel) {
   INTFA_REQUIRE_SM90();
