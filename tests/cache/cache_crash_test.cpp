@@ -170,18 +170,5 @@ TEST_F(CacheCrash, AWriterWhoseFolderAClearRemovedRetriesOnceAndStaysWritable) {
   EXPECT_TRUE(files_named(cache_.path(), ".tmp-").empty());
 }
 
-TEST(CachePauseHook, AMalformedValueIsAWarningNamingTheVariable) {
-  const TempDirectory cache;
-  const ScopedEnv pause(kPauseWriteVariable, "maybe");
-  log::ScopedCapture capture;
-  DiskCache disk(cache.path());
-  disk.store(test_key(0x44), fake_cubin(), quantize_rows_spec());
-  EXPECT_FALSE(disk.writable());
-  ASSERT_EQ(capture.warnings().size(), 1u);
-  EXPECT_NE(capture.warnings()[0].find(kPauseWriteVariable), std::string::npos)
-      << capture.warnings()[0];
-  EXPECT_TRUE(files_named(cache.path(), ".tmp-").empty());
-}
-
 }  // namespace
 }  // namespace intfa::cache

@@ -501,6 +501,9 @@ TEST_F(PrecompileTuned, ACorruptDatabaseIsAnErrorNamingTheFile) {
 
 TEST(PrecompileOptions, OutIsRequiredAndUnknownValuesAreUsageErrors) {
   EXPECT_EQ(run_cli("precompile").exit_code, 2);
+  const CliResult kblock = run_cli("precompile --list --qk-bits 4 --k-scale block");
+  EXPECT_EQ(kblock.exit_code, 2) << kblock.output;
+  EXPECT_TRUE(mentions(kblock, "--k-scale")) << kblock.output;
   EXPECT_EQ(run_cli("precompile --list --arch sm_75").exit_code, 2);
   EXPECT_EQ(run_cli("precompile --list --head-dims 96").exit_code, 2);
   EXPECT_EQ(run_cli("precompile --list --dtypes f32").exit_code, 2);

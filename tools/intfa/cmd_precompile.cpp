@@ -179,6 +179,9 @@ BundlePlan parse_plan(const Arguments& arguments) {
   parse_numerics(args, unused_problem, plan.numerics, unused_type);
   parse_qk_transforms(args, plan.numerics);
   plan.qk_bits = unused_problem.qk_bits;
+  // A combination no call can make (--k-scale block with --qk-bits 4) is a usage error naming
+  // the option, as for intfa run, not an error of the kernel list below.
+  validate_grid(unused_problem, plan.numerics, plan.variants, plan.head_dims, {1}, 1, 1);
   plan.jobs = static_cast<unsigned>(args.get_int("jobs", 0, 1, 1024));
   for (long bits : args.get_int_list("paged-bits", {}, 4, 8)) {
     if (bits != 8 && bits != 4) {
