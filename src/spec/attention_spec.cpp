@@ -145,9 +145,14 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
       return short_sequences ? KernelConfig{128, 128, 12, 3, KernelPath::kWgmma}
                              : KernelConfig{192, 64, 16, 3, KernelPath::kWgmma};
     }
+    // Full INT8 at d=64: three stages, where P.V runs one tile behind Q.K^T (kPvBehindScores),
+    // with one warpgroup up to 1k and three beyond (bench/RESULTS.md, "Full INT8: P.V one tile
+    // behind"). At d=128 three warpgroups cannot hold it, and one with three stages loses
+    // the second block per SM.
     if (request.head_dim <= 128 && request.v_granularity != VScaleGranularity::kPerBlock) {
-      return short_sequences ? KernelConfig{64, 128, 8, 2, KernelPath::kWgmma}
-                             : KernelConfig{192, 128, 16, 2, KernelPath::kWgmma};
+      const int stages = request.head_dim <= 64 ? 3 : 2;
+      return short_sequences ? KernelConfig{64, 128, 8, stages, KernelPath::kWgmma}
+                             : KernelConfig{192, 128, 16, stages, KernelPath::kWgmma};
     }
     // Otherwise two consumer warpgroups, 128 keys per tile (64 at d=256, where the output takes
     // the registers), two stages (2026-11-23, bench/history/2026-11-23.md).
@@ -199,9 +204,10 @@ std::vector<KernelConfig> candidate_configs(const SpecRequest& request) {
         if (three_fit) {
           configs.push_back(KernelConfig{192, block_n, 16, stages, KernelPath::kWgmma});
         }
-        // One consumer warpgroup, two blocks per SM: two stages (three do not fit twice per SM
-        // at d=128), 128-key tiles (64-key tiles measured 15-27% slower at d=64).
-        if (request.head_dim <= 128 && block_n == 128 && stages == 2) {
+        // One consumer warpgroup, two blocks per SM: 128-key tiles (64-key tiles measured
+        // 15-27% slower at d=64), two stages, and three at d=64 (at d=128 three leave one
+        // block per SM).
+        if (request.head_dim <= 128 && block_n == 128 && (stages == 2 || request.head_dim <= 64)) {
           configs.push_back(KernelConfig{64, block_n, 8, stages, KernelPath::kWgmma});
         }
       }

@@ -135,16 +135,17 @@ struct WgmmaAttentionConfig {
   // the previous tile's P.V runs (WgmmaAttention::tiles_16bit_pv_behind). It holds a slot longer,
   // so with two stages the producer falls behind: 13-21% slower than waiting for P.V first at
   // d=128 (H200, 2026-11-27), which the two-stage configs keep doing.
-  // Full INT8 the same way at any stage count (WgmmaAttention::tiles_pv_behind), without turns,
-  // where S, P, the INT32 P.V accumulators and the output fit the registers together with about
-  // 16 more: d=64 with three warpgroups (144 of 160: no spills) and one warpgroup at d <= 128
-  // (208 of 232 at d=128, where ptxas parks one 64-bit value of the Q pass and the epilogue in
-  // 8 bytes of local memory across the loop; nothing spills inside it), not three at d=128 (208
-  // of 160). Not per-block V, whose blocks fold apart (main_loop).
+  // Full INT8 the same way (WgmmaAttention::tiles_pv_behind), also with three stages or more
+  // (with two it measured 22% slower at d=64 than waiting for P.V first, as half INT8 did),
+  // without turns, where S, P, the INT32 P.V accumulators and the output fit the registers
+  // together with about 16 more: d=64 with three warpgroups (144 of 160: no spills) and one
+  // warpgroup at d <= 128 (208 of 232 at d=128, where ptxas parks one 64-bit value of the Q
+  // pass and the epilogue in 8 bytes of local memory across the loop; nothing spills inside
+  // it), not three at d=128 (208 of 160). Not per-block V, whose blocks fold apart (main_loop).
   static constexpr int kPvBehindRegisters = BlockN / 2 + BlockN / 8 + HeadDim;
   static constexpr bool kPvBehindScores =
-      kFullInt8 ? !kTakesTurns && !kPerBlockV && kPvBehindRegisters + 16 <= kConsumerRegisters
-                : Stages >= 3;
+      Stages >= 3 && (!kFullInt8 || (!kTakesTurns && !kPerBlockV &&
+                                     kPvBehindRegisters + 16 <= kConsumerRegisters));
   // Full INT8 in turns at d <= 64: a tile's softmax beside this warpgroup's own P.V of the
   // previous tile, into a second P set (main_loop_in_turns): 3-7% faster on the H100 (d=64,
   // N = 4k / 16k, causal off and on, both orders; bench/RESULTS.md), still behind three

@@ -357,9 +357,9 @@ TEST(WgmmaGpuOptions, OneConsumerWarpgroupBlocksShareAnSmAndMatchTheModel) {
   expect_correct(per_block_v, 0.05);
 }
 
-// Full INT8 with P.V one tile behind Q.K^T (kPvBehindScores, tiles_pv_behind): three warpgroups
-// at d=64 (the default beyond 1k tokens; two and three stages) and one warpgroup at d=64 and
-// d=128 (the default up to 1k), with the default numerics, the paper's (s8 P, running max, per
+// Full INT8 with P.V one tile behind Q.K^T (kPvBehindScores, tiles_pv_behind, three stages):
+// three warpgroups at d=64 (the default beyond 1k tokens) and one warpgroup at d=64 and d=128
+// (two stages of each, which wait for P.V, alike), with the default numerics, the paper's (s8 P, running max, per
 // tensor V) and per-block K; causal with seq_q != seq_kv (a warpgroup that sees no key beside one
 // that does), tails, GQA, 1 and 2 key tiles (the peeled first tile and last P.V alone), the LSE.
 // Each against the model and, on the same inputs, bit for bit against a loop that waits for each
@@ -367,9 +367,9 @@ TEST(WgmmaGpuOptions, OneConsumerWarpgroupBlocksShareAnSmAndMatchTheModel) {
 // main_loop): per tile the same operations in the same order, so equal errors to the last bit.
 TEST(WgmmaGpuOptions, PvOneTileBehindScoresMatchesTheModelAndTheWaitingLoop) {
   INTFA_REQUIRE_SM90();
-  const std::vector<KernelConfig> behind = {{192, 128, 16, 2, KernelPath::kWgmma},
-                                            {192, 128, 16, 3, KernelPath::kWgmma},
-                                            {64, 128, 8, 2, KernelPath::kWgmma}};
+  const std::vector<KernelConfig> behind = {
+      {192, 128, 16, 2, KernelPath::kWgmma}, {192, 128, 16, 3, KernelPath::kWgmma},
+      {64, 128, 8, 2, KernelPath::kWgmma}, {64, 128, 8, 3, KernelPath::kWgmma}};
   AttentionOptions paper;
   paper.p_encoding = PEncoding::kSigned127;
   paper.p_scale = PScaleReference::kRunningMax;
