@@ -131,6 +131,14 @@ TEST(WgmmaHalfGpuOptions, EveryTileConfigOfTheTunerMatchesTheModel) {
   expect_every_tuner_config_correct(Variant::kHalfInt8, 0.02);
 }
 
+// The shapes of the P.V-behind tests: causal with seq_q != seq_kv, tails, GQA, 1 and 2 key tiles.
+std::vector<Shape> pv_behind_shapes() {
+  return {{2, 4, 2, 300, 700, 128, true}, {1, 4, 4, 517, 333, 64, false},
+          {1, 2, 1, 77, 100, 128, true},  {1, 2, 2, 200, 256, 64, false},
+          {1, 2, 2, 300, 200, 64, true},  {1, 2, 2, 300, 200, 128, true},
+          {1, 4, 2, 700, 900, 64, true}};
+}
+
 // Half INT8 with P.V one tile behind Q.K^T (three stages) in both of its loops: one warpgroup
 // alone (64,128,8,3: no tuner candidate, but a config a caller may name), two taking turns (the
 // default at d=128 up to 1k tokens) and three on their own (the default beyond 1k tokens, with
@@ -146,13 +154,7 @@ TEST(WgmmaHalfGpuOptions, PvOneTileBehindScoresMatchesTheModel) {
       {{192, 128, 16, 3, KernelPath::kWgmma}, {64}},
       {{192, 64, 16, 3, KernelPath::kWgmma}, {128}}};  // three fit d=128 with 64-key tiles only
   for (const auto& [config, head_dims] : configs_and_head_dims) {
-    for (const Shape& shape : std::vector<Shape>{{2, 4, 2, 300, 700, 128, true},
-                                                 {1, 4, 4, 517, 333, 64, false},
-                                                 {1, 2, 1, 77, 100, 128, true},
-                                                 {1, 2, 2, 200, 256, 64, false},
-                                                 {1, 2, 2, 300, 200, 64, true},
-                                                 {1, 2, 2, 300, 200, 128, true},
-                                                 {1, 4, 2, 700, 900, 64, true}}) {
+    for (const Shape& shape : pv_behind_shapes()) {
       if (std::find(head_dims.begin(), head_dims.end(), shape.head_dim) == head_dims.end()) {
         continue;
       }
@@ -376,13 +378,7 @@ TEST(WgmmaGpuOptions, PvOneTileBehindScoresMatchesTheModelAndTheWaitingLoop) {
   paper.v_granularity = VScaleGranularity::kPerTensor;
   AttentionOptions per_block_k;
   per_block_k.k_granularity = KScaleGranularity::kPerBlock;
-  for (const Shape& shape : std::vector<Shape>{{2, 4, 2, 300, 700, 128, true},
-                                               {1, 4, 4, 517, 333, 64, false},
-                                               {1, 2, 1, 77, 100, 128, true},
-                                               {1, 2, 2, 200, 256, 64, false},
-                                               {1, 2, 2, 300, 200, 64, true},
-                                               {1, 2, 2, 300, 200, 128, true},
-                                               {1, 4, 2, 700, 900, 64, true}}) {
+  for (const Shape& shape : pv_behind_shapes()) {
     const KernelConfig waiting = shape.head_dim == 64
                                      ? KernelConfig{128, 128, 12, 2, KernelPath::kWgmma}
                                      : KernelConfig{192, 128, 16, 2, KernelPath::kWgmma};
