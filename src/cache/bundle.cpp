@@ -314,9 +314,15 @@ BundleLock::~BundleLock() {
 
 bool is_bundle_directory(const fs::path& directory) {
   std::error_code error;
-  return holds_manifest(directory) ||
-         fs::symlink_status(directory / kBundleLockFileName, error).type() ==
-             fs::file_type::regular;
+  if (fs::symlink_status(directory / kBundleLockFileName, error).type() == fs::file_type::regular) {
+    return true;
+  }
+  try {
+    read_manifest(directory);  // a manifest of intfa's, of any NVRTC or format version
+    return true;
+  } catch (const ManifestError&) {
+    return false;  // none, or a user's own file of that name
+  }
 }
 
 Manifest merged_manifest(const fs::path& bundle, const Manifest& earlier, Manifest run) {

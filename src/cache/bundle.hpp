@@ -95,8 +95,10 @@ class BundleLock {
   int descriptor_ = -1;
 };
 
-// Whether `directory` is a bundle: it holds a manifest, or a lock file of precompile's (a first
-// run that failed before its manifest). A directory of anything else is not precompile's to write.
+// Whether `directory` is a bundle: it holds a lock file of precompile's (also a first run that
+// failed before its manifest), or a manifest.json that read_manifest reads (of any NVRTC or
+// format version). A directory of anything else, a user's own manifest.json included, is not
+// precompile's to write nor `cache clear`'s to empty.
 bool is_bundle_directory(const std::filesystem::path& directory);
 
 // The manifest a run that compiled `run`'s entries leaves: the entries of `earlier` (the bundle's

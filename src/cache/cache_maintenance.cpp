@@ -374,7 +374,12 @@ ClearReport DiskCache::clear(bool stale_only) {
   for (const fs::path& folder : children(directory_)) {
     const std::string name = folder.filename().string();
     if (name.size() == kFolderHexDigits && is_lower_hex(name)) {
-      ::rmdir(folder.c_str());  // only an empty folder goes: one holding anything else stays
+      // Only an empty folder goes: one holding anything else stays. One that is empty but cannot
+      // be removed (a read-only cache directory) is a failure of the clear like a file's.
+      if (::rmdir(folder.c_str()) != 0 && errno != ENOTEMPTY && errno != EEXIST &&
+          errno != ENOENT) {
+        report.failed.emplace_back(folder, std::strerror(errno));
+      }
     }
   }
   return report;

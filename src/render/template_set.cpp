@@ -1,6 +1,7 @@
 #include "render/template_set.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -80,7 +81,7 @@ std::vector<std::string> TemplateSet::include_closure(const std::string& path) c
       if (const std::string problem = include_problem(include); !problem.empty()) {
         fail("'" + current + "' " + problem);
       }
-      if (include.quoted) pending.push_back(std::move(include.target));
+      if (include.quoted && !include.probe) pending.push_back(std::move(include.target));
     }
   }
   return {reached.begin(), reached.end()};
@@ -90,7 +91,8 @@ std::string TemplateSet::include_problem(const IncludeDirective& include) const 
   const std::string shown =
       include.quoted ? "\"" + include.target + "\"" : "<" + include.target + ">";
   if (!include.quoted && !include.angled) {
-    return "has an #include intfa cannot check (" + include.target + ")";
+    return std::string(include.probe ? "has a __has_include" : "has an #include") +
+           " intfa cannot check (" + include.target + ")";
   }
   // NVRTC opens an absolute path as it is, and ".." climbs out of the include directories: a
   // template may reach only the other templates and the CUDA headers.
@@ -98,34 +100,136 @@ std::string TemplateSet::include_problem(const IncludeDirective& include) const 
   const bool escapes = target.is_absolute() ||
                        std::any_of(target.begin(), target.end(),
                                    [](const std::filesystem::path& part) { return part == ".."; });
-  if (escapes) return "includes " + shown + ", outside the templates and the CUDA headers";
+  const std::string verb = include.probe ? "asks __has_include about " : "includes ";
+  if (escapes) return verb + shown + ", outside the templates and the CUDA headers";
   if (include.quoted && find(include.target) == nullptr) {
-    return "includes " + shown + ", which is not a template";
+    return verb + shown + ", which is not a template";
   }
   return "";
 }
 
+namespace {
+
+// Line splices (a backslash, or the trigraph ??/, at the end of a line) joined: what the
+// preprocessor does first, so that "#\<newline>include" is seen as the #include it is.
+std::string joined_lines(std::string_view source) {
+  std::string text;
+  text.reserve(source.size());
+  for (std::size_t at = 0; at < source.size(); ++at) {
+    std::size_t splice = 0;
+    if (source[at] == '\\') splice = 1;
+    if (source.compare(at, 3, "?\?/") == 0) splice = 3;
+    if (splice > 0) {
+      std::size_t next = at + splice;
+      if (next < source.size() && source[next] == '\r') ++next;
+      if (next < source.size() && source[next] == '\n') {
+        at = next;
+        continue;
+      }
+    }
+    text += source[at];
+  }
+  return text;
+}
+
+bool identifier_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+}
+
+}  // namespace
+
+std::string preprocessor_view(std::string_view source) {
+  const std::string text = joined_lines(source);
+  std::string view;
+  view.reserve(text.size());
+  std::size_t at = 0;
+  while (at < text.size()) {
+    const char c = text[at];
+    if (text.compare(at, 2, "//") == 0) {  // to the end of the line
+      while (at < text.size() && text[at] != '\n') ++at;
+      view += ' ';
+    } else if (text.compare(at, 2, "/*") == 0) {  // one space, its newlines gone with it
+      const std::size_t end = text.find("*/", at + 2);
+      at = end == std::string::npos ? text.size() : end + 2;
+      view += ' ';
+    } else if (text.compare(at, 2, "%:") == 0 || text.compare(at, 3, "?\?=") == 0) {
+      at += text[at] == '%' ? 2 : 3;  // the digraph and the trigraph of '#'
+      view += '#';
+    } else if (c == 'R' && at + 1 < text.size() && text[at + 1] == '"' &&
+               (at == 0 || !identifier_char(text[at - 1]) || text[at - 1] == '8' ||
+                text[at - 1] == 'u' || text[at - 1] == 'U' || text[at - 1] == 'L')) {
+      // A raw string, kept as it is up to its )delimiter".
+      const std::size_t open = text.find('(', at + 2);
+      const std::string close =
+          open == std::string::npos ? "" : ")" + text.substr(at + 2, open - at - 2) + "\"";
+      const std::size_t end = open == std::string::npos ? text.npos : text.find(close, open);
+      const std::size_t stop = end == std::string::npos ? text.size() : end + close.size();
+      view.append(text, at, stop - at);
+      at = stop;
+    } else if (c == '"' || c == '\'') {  // a literal, kept; it ends at its quote or the line
+      view += c;
+      for (++at; at < text.size() && text[at] != '\n'; ++at) {
+        view += text[at];
+        if (text[at] == '\\' && at + 1 < text.size() && text[at + 1] != '\n') {
+          view += text[++at];
+        } else if (text[at] == c) {
+          ++at;
+          break;
+        }
+      }
+    } else {
+      view += c;
+      ++at;
+    }
+  }
+  return view;
+}
+
+namespace {
+
+// The header `text` begins with (an #include's rest, or what follows __has_include's parenthesis):
+// "target", <target>, or neither (a macro: its text up to the end of the line).
+IncludeDirective header_name(std::string_view text) {
+  const std::string rest = strings::trim(text);
+  IncludeDirective include;
+  const char close = rest.empty() ? '\0' : rest[0] == '"' ? '"' : rest[0] == '<' ? '>' : '\0';
+  const std::size_t end = close == '\0' ? std::string::npos : rest.find(close, 1);
+  if (end != std::string::npos) {
+    include.quoted = close == '"';
+    include.angled = close == '>';
+    include.target = rest.substr(1, end - 1);
+  } else {
+    include.target = rest.substr(0, rest.find('\n'));
+  }
+  return include;
+}
+
+}  // namespace
+
 std::vector<IncludeDirective> include_directives(std::string_view source) {
+  const std::string view = preprocessor_view(source);
   std::vector<IncludeDirective> includes;
-  for (const std::string& raw_line : strings::split(source, '\n')) {
+  for (const std::string& raw_line : strings::split(view, '\n')) {
     std::string line = strings::trim(raw_line);
     if (!strings::starts_with(line, "#")) continue;
     line = strings::trim(std::string_view(line).substr(1));
-    if (!strings::starts_with(line, "include")) continue;  // #include and #include_next
-    const std::size_t name_end = line.find_first_of(" \t\"<");
-    std::string rest = strings::trim(
-        std::string_view(line).substr(name_end == std::string::npos ? line.size() : name_end));
-    IncludeDirective include;
-    const char close = rest.empty() ? '\0' : rest[0] == '"' ? '"' : rest[0] == '<' ? '>' : '\0';
-    const std::size_t end = close == '\0' ? std::string::npos : rest.find(close, 1);
-    if (end != std::string::npos) {
-      include.quoted = close == '"';
-      include.angled = close == '>';
-      include.target = rest.substr(1, end - 1);
-    } else {
-      include.target = rest;  // a macro, or malformed
-    }
-    includes.push_back(std::move(include));
+    // #include, #include_next, and #import (which some preprocessors take as an include).
+    if (!strings::starts_with(line, "include") && !strings::starts_with(line, "import")) continue;
+    std::size_t name_end = 0;
+    while (name_end < line.size() && identifier_char(line[name_end])) ++name_end;
+    includes.push_back(header_name(std::string_view(line).substr(name_end)));
+  }
+  // __has_include(<path>) opens the file to answer: it is checked as an #include is.
+  constexpr std::string_view kProbe = "__has_include";
+  for (std::size_t at = view.find(kProbe); at != std::string::npos;
+       at = view.find(kProbe, at + 1)) {
+    std::size_t after = at + kProbe.size();
+    while (after < view.size() && identifier_char(view[after])) ++after;  // _next
+    while (after < view.size() && (view[after] == ' ' || view[after] == '\t')) ++after;
+    if (after < view.size() && view[after] == '(') ++after;
+    IncludeDirective probe = header_name(std::string_view(view).substr(after));
+    probe.probe = true;
+    includes.push_back(std::move(probe));
   }
   return includes;
 }

@@ -10,11 +10,13 @@
 
 namespace intfa::render {
 
-// One #include line of a template: "target", <target>, or neither (a macro).
+// One #include line of a template, or one __has_include (`probe`): "target", <target>, or
+// neither (a macro).
 struct IncludeDirective {
   std::string target;
   bool quoted = false;
   bool angled = false;
+  bool probe = false;
 };
 
 class TemplateSet {
@@ -46,7 +48,11 @@ class TemplateSet {
   std::string origin_;
 };
 
-// Every #include directive of one source text, in order of appearance.
+// `source` as the preprocessor reads its directives: line splices joined, each comment one space
+// (a block comment's newlines with it), the digraph %: and the trigraph ?\?= as '#'; literals kept.
+std::string preprocessor_view(std::string_view source);
+// Every #include directive of one source text as the preprocessor sees it (preprocessor_view), in
+// order of appearance, then every __has_include.
 std::vector<IncludeDirective> include_directives(std::string_view source);
 // The quoted #include targets of one source text, in order of appearance.
 std::vector<std::string> quoted_includes(std::string_view source);

@@ -39,8 +39,10 @@ TuningDatabase load_default_database() {
   if (!path) return {};
   std::error_code ignored;
   if (env::get("INTFA_TUNE_DB") && !fs::exists(*path, ignored)) {
+    // A dangling link or a loop too: one warning, not a second one from reading it.
     log::warn_once("tune:missing", "INTFA_TUNE_DB names " + path->string() +
                                        ", which does not exist; tuned configs are not used");
+    return {};
   }
   TuningDatabase database = load_database_or_empty(*path);
   if (log::verbose()) {
@@ -73,19 +75,20 @@ std::optional<fs::path> default_database_path() {
 
 namespace {
 
-// The file a database path names: the path itself, or the target of a link at it (a Kubernetes
-// ConfigMap mounts each key as a link into a folder of its own) when that target is as
-// trustworthy as a database must be, since its entries choose the kernels every call runs: a
-// regular file this user or root owns, that no one else can write, in a directory that passes
-// the kernel cache's checks. Throws DatabaseError saying why not.
+// The file a database path names, its entries choosing the kernels every call runs: the path
+// itself, or the target of a link at it (a Kubernetes ConfigMap mounts each key as a link into a
+// folder of its own), either way a file this user or root owns and no one else can write, as the
+// kernel cache's directories must be. Throws DatabaseError saying why not.
 fs::path database_file_target(const fs::path& path) {
   std::error_code error;
-  if (fs::symlink_status(path, error).type() != fs::file_type::symlink) return path;
-  const fs::path target = fs::canonical(path, error);
-  if (error) throw DatabaseError(path.string(), "(a link)", "cannot follow it: " + error.message());
+  const bool link = fs::symlink_status(path, error).type() == fs::file_type::symlink;
+  const fs::path target = link ? fs::canonical(path, error) : path;
+  const std::string what = link ? "(a link)" : "(not a database file)";
+  if (error) throw DatabaseError(path.string(), what, "cannot follow it: " + error.message());
   struct stat info {};
   if (::stat(target.c_str(), &info) != 0) {
-    throw DatabaseError(path.string(), "(a link)",
+    if (!link) return path;  // read_regular_file says why
+    throw DatabaseError(path.string(), what,
                         "cannot read its target " + target.string() + ": " + std::strerror(errno));
   }
   std::string problem;
@@ -93,13 +96,11 @@ fs::path database_file_target(const fs::path& path) {
     problem = "belongs to uid " + std::to_string(info.st_uid) + ", not to this user or root";
   } else if ((info.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
     problem = "is writable by others";
-  } else if (const files::DirectoryCheck folder = files::check_directory(target.parent_path());
-             folder.verdict != files::DirectoryCheck::Verdict::kTrusted) {
-    problem = "is in a directory that " + folder.problem;
   }
   if (!problem.empty()) {
-    throw DatabaseError(path.string(), "(a link)",
-                        "its target " + target.string() + " " + problem + ", so it is not read");
+    throw DatabaseError(path.string(), what,
+                        (link ? "its target " + target.string() + " " : std::string("it ")) +
+                            problem + ", so it is not read (fix: chmod go-w, or own it)");
   }
   return target;
 }

@@ -217,5 +217,22 @@ TEST(CacheCliClear, ListsEachFileItCouldNotRemoveAndExitsOne) {
   EXPECT_TRUE(fs::exists(disk.entry_path(test_key(0x22))));
 }
 
+// Emptied key folders that cannot be removed (the cache directory is read-only to its user) are
+// failures of the clear too, listed, exit 1.
+TEST(CacheCliClear, ListsAnEmptiedKeyFolderItCouldNotRemove) {
+  if (rerun_without_root()) return;
+  const TempDirectory directory;
+  DiskCache disk(directory.path());
+  disk.store(test_key(0x11), fake_cubin(80, 300), quantize_rows_spec(64));
+  ASSERT_EQ(::chmod(directory.path().c_str(), 0500), 0);
+  const CliResult clear = run_cli("cache clear --dir " + directory.path().string());
+  ASSERT_EQ(::chmod(directory.path().c_str(), 0700), 0);
+  EXPECT_EQ(clear.exit_code, 1) << clear.output;
+  const fs::path folder = disk.entry_path(test_key(0x11)).parent_path();
+  EXPECT_TRUE(mentions(clear, "could not remove " + folder.string() + ": " + std::strerror(EACCES)))
+      << clear.output;
+  EXPECT_TRUE(mentions(clear, "1 file could not be removed")) << clear.output;
+}
+
 }  // namespace
 }  // namespace intfa::cache

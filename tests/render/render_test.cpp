@@ -147,11 +147,27 @@ TEST(Render, ATemplateMayIncludeOnlyTemplatesAndCudaHeaders) {
   for (const char* include :
        {"#include </etc/passwd>", "#include \"/etc/passwd\"", "#include \"../../secret.h\"",
         "  #  include <cuda/../../../etc/passwd>", "#include_next </etc/hostname>",
-        "#include SOME_MACRO"}) {
+        "#include SOME_MACRO", "#import </etc/passwd>",
+        // Spellings the preprocessor reads as the same directive: line splices, comments, the
+        // digraph and trigraph of '#', a block comment that ends on the directive's line.
+        "#\\\ninclude </etc/passwd>", "#inc\\\nlude </etc/passwd>", "/**/#include </etc/passwd>",
+        "#/**/include </etc/passwd>", "%:include </etc/passwd>", "?\?=include </etc/passwd>",
+        "/* a comment\n*/ #include </etc/passwd>", "# include<cuda/../../etc/passwd>",
+        // __has_include opens the file to answer.
+        "#if __has_include(</etc/passwd>)\n#endif", "#if __has_include ( \"/etc/passwd\" )\n#endif",
+        "#if __has_include_next(</etc/passwd>)\n#endif"}) {
     EXPECT_NE(template_dir_error(std::string(include) + "\n").find("quantize_rows.cuh"),
               std::string::npos)
         << include;
   }
+}
+
+// What is no directive stays none: commented out, or text in a literal.
+TEST(Render, IncludesInCommentsAndLiteralsAreNoDirectives) {
+  EXPECT_TRUE(include_directives("// #include </etc/passwd>\n/* #include </etc/passwd> */\n"
+                                 "const char* text = \"#include </etc/passwd>\";\n"
+                                 "const char* raw = R\"x(\n// )\" */ x)x\";\n")
+                  .empty());
 }
 
 TEST(Render, IncludeDirectivesTellQuotedAngledAndMacroIncludesApart) {

@@ -163,12 +163,14 @@ TEST(CommandLine, AShapeBeyondTheHostsMemoryIsAUsageErrorNamingItsSize) {
   const std::pair<std::string, std::string> cases[] = {
       {"bench" + attention, "--batch 4096 --heads 4096 --seq 1048576 --head-dims 64"},
       {"tune" + attention, "--batch 4096 --heads 4096 --seq 1048576 --head-dims 64"},
-      {"bench" + decode, "--q-len 64 --heads-q 16383 --head-dims 256"}};
+      {"bench" + decode, "--q-len 64 --heads-q 16383 --head-dims 256"},
+      {"run --batch 1024 --heads 1024 --seq 1024k --head-dim 256",
+       "--batch 1024 --heads 1024 --seq 1048576 --seq-kv 1048576 --head-dim 256"}};
   for (const auto& [command, named] : cases) {
     const std::string verb = command.substr(0, command.find(' '));
     // tune would compile and check every candidate config on the fake driver before it got there.
     const CliResult result =
-        testing::run_cli(command, verb == "bench" ? testing::fake_driver_setting() : "");
+        testing::run_cli(command, verb != "tune" ? testing::fake_driver_setting() : "");
     expect_usage_error(result, verb, named);
     EXPECT_TRUE(mentions(result, "TiB of host memory")) << result.output;
   }

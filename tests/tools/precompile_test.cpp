@@ -210,14 +210,18 @@ TEST_F(Precompile, ARuntimePointedAtTheBundleCompilesNoneOfItsKernels) {
   EXPECT_TRUE(fs::is_empty(user_cache.path()));
 }
 
-// A bundle's entries gone, its manifest would still name them: clear refuses a bundle whole.
+// A bundle's entries gone, its manifest would still name them: clear refuses a bundle whole, also
+// one whose first precompile has not written its manifest yet (only its lock file).
 TEST_F(Precompile, CacheClearRefusesABundleAndRemovesNothing) {
   const fs::path copy = copy_of_bundle();
-  const auto before = snapshot(copy);
-  const CliResult clear = run_cli("cache clear " + copy.string());
-  EXPECT_EQ(clear.exit_code, 1) << clear.output;
-  EXPECT_TRUE(mentions(clear, "is a deployment bundle")) << clear.output;
-  EXPECT_EQ(snapshot(copy).size(), before.size());
+  for (bool without_manifest : {false, true}) {
+    if (without_manifest) fs::remove(cache::manifest_path(copy));
+    const auto before = snapshot(copy);
+    const CliResult clear = run_cli("cache clear " + copy.string());
+    EXPECT_EQ(clear.exit_code, 1) << clear.output;
+    EXPECT_TRUE(mentions(clear, "is a deployment bundle")) << clear.output;
+    EXPECT_EQ(snapshot(copy).size(), before.size());
+  }
 }
 
 // A --out among a user's files would tag their directory CACHEDIR.TAG, and backups that honour
@@ -231,6 +235,44 @@ TEST(PrecompileOut, ADirectoryOfOtherFilesIsRefusedAndLeftAsItWas) {
   EXPECT_TRUE(mentions(result, "is not an intfa bundle")) << result.output;
   EXPECT_EQ(std::distance(fs::directory_iterator(directory.path()), {}), 1)
       << "precompile wrote beside the user's file";
+}
+
+// A manifest.json of the user's own is no bundle's: it is neither replaced nor written beside.
+TEST(PrecompileOut, ADirectoryWithAManifestThatIsNotIntfasIsRefused) {
+  const TempDir directory;
+  std::ofstream(directory.path() / "manifest.json") << "{\"name\": \"a user's package\"}\n";
+  std::ofstream(directory.path() / "notes.txt") << "a user's file\n";
+  const CliResult result = run_cli("precompile --arch sm_80 --head-dims 64 --variants full --out " +
+                                   directory.path().string());
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_TRUE(mentions(result, "is not an intfa bundle")) << result.output;
+  EXPECT_EQ(std::distance(fs::directory_iterator(directory.path()), {}), 2);
+  std::ifstream in(directory.path() / "manifest.json");
+  const std::string kept((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(kept, "{\"name\": \"a user's package\"}\n");
+}
+
+// The user cache however it is spelled, made yet or not: a trailing '/' or '.', a link to it.
+TEST(PrecompileOut, TheUsersKernelCacheIsRefusedUnderAnySpelling) {
+  const TempDir directory;
+  const std::string cache = (directory.path() / "cache").string();
+  fs::create_symlink(directory.path() / "elsewhere", directory.path() / "link");
+  const std::pair<std::string, std::string> spellings[] = {
+      {cache, cache + "/"},
+      {cache, cache + "/."},
+      {cache + "/", cache},
+      {(directory.path() / "link").string(), (directory.path() / "elsewhere").string()}};
+  for (const auto& [variable, out] : spellings) {
+    const CliResult result = testing::run_cli(
+        "precompile --arch sm_80 --head-dims 64 --variants full --out " + out,
+        "-u INTFA_DEPLOY_CACHE -u INTFA_CACHE_DISABLE INTFA_CACHE_DIR=" + variable);
+    EXPECT_EQ(result.exit_code, 1) << variable << " / " << out << ":\n" << result.output;
+    EXPECT_TRUE(mentions(result, "is the kernel cache this user's runs write"))
+        << variable << " / " << out << ":\n"
+        << result.output;
+  }
+  EXPECT_FALSE(fs::exists(cache));
+  EXPECT_FALSE(fs::exists(directory.path() / "elsewhere"));
 }
 
 // The kernel cache this user's runs write, as a bundle, would be read-only to all of them.

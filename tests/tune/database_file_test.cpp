@@ -128,6 +128,33 @@ TEST_F(DatabaseFile, ALinkToATrustedFileIsFollowedAsAConfigMapMountsIt) {
   EXPECT_TRUE(capture.warnings().empty());
 }
 
+// Its entries choose the kernels every call runs: a file others could rewrite is not read, named
+// directly or through a link.
+TEST_F(DatabaseFile, AFileOthersCanWriteIsRefused) {
+  TuningDatabase database;
+  database.merge(entry_for(d128_request(), 4096, kFast));
+  write_database_file(path(), database);
+  fs::permissions(path(), fs::perms::others_write, fs::perm_options::add);
+  try {
+    read_database_file(path());
+    FAIL() << "read a database anyone can write";
+  } catch (const DatabaseError& error) {
+    EXPECT_NE(std::string(error.what()).find("is writable by others"), std::string::npos)
+        << error.what();
+  }
+}
+
+// A dangling link named by INTFA_TUNE_DB is one warning, as a missing file is.
+TEST_F(DatabaseFile, ADanglingLinkIsOneWarning) {
+  fs::create_symlink(directory_.path() / "gone.json", path());
+  const ScopedEnv database("INTFA_TUNE_DB", path().c_str());
+  reset_process_database_for_testing();
+  const log::ScopedCapture capture;
+  EXPECT_TRUE(process_database()->empty());
+  EXPECT_EQ(capture.warnings().size(), 1u);
+  reset_process_database_for_testing();
+}
+
 // Its entries choose the kernels every call runs: a target anyone could rewrite is not read.
 TEST_F(DatabaseFile, ALinkToAFileOthersCanWriteIsRefusedNamingTheTarget) {
   TuningDatabase database;

@@ -140,7 +140,8 @@ int clear_entries(cache::DiskCache& disk, bool stale_only) {
               stale_only ? "stale " : "", strings::human_bytes(report.freed_bytes).c_str(),
               static_cast<unsigned long long>(report.freed_bytes), disk.directory().c_str());
   if (report.failed.empty()) return 0;
-  std::printf("%zu files could not be removed\n", report.failed.size());
+  std::printf("%zu %s could not be removed\n", report.failed.size(),
+              report.failed.size() == 1 ? "file" : "files");
   return 1;
 }
 
@@ -167,12 +168,13 @@ int run_cache(const Arguments& arguments) {
   if (verb == "verify" && cache::holds_manifest(directory->path)) {
     return verify_bundle(directory->path);
   }
-  if (verb == "clear" && cache::holds_manifest(directory->path)) {
+  if (verb == "clear" && cache::is_bundle_directory(directory->path)) {
     // Its entries gone, a manifest would still name them: the runtime would use the bundle and
-    // compile every kernel it lists.
-    throw CacheError(directory->path.string() + " is a deployment bundle (it holds " +
-                     cache::kManifestFileName + "): remove it whole, or rebuild it with intfa " +
-                     "precompile; nothing was removed");
+    // compile every kernel it lists (and a precompile writing it would fail midway).
+    throw CacheError(
+        directory->path.string() + " is a deployment bundle (it holds " + cache::kManifestFileName +
+        " or " + cache::kBundleLockFileName +
+        "): remove it whole, or rebuild it with intfa precompile; nothing was removed");
   }
   cache::DiskCache disk(directory->path);
   if (verb == "ls") return list_entries(disk);

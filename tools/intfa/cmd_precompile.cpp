@@ -354,15 +354,32 @@ std::size_t unlisted_entries(const fs::path& directory, const cache::Manifest& m
   return count;
 }
 
+// `path` with every link it passes through followed as far as it leads (a dangling link's target
+// too), normalized, without a trailing '/': two spellings of one directory, existing or not,
+// compare equal. Where a link cannot be read the path stays as far as it was resolved.
+fs::path resolved_directory(const fs::path& path) {
+  fs::path current = fs::absolute(path).lexically_normal();
+  for (int hops = 0; hops < 40; ++hops) {
+    std::error_code error;
+    const fs::path canonical = fs::weakly_canonical(current, error);
+    if (error) break;
+    current = canonical;
+    if (fs::symlink_status(current, error).type() != fs::file_type::symlink) break;
+    const fs::path target = fs::read_symlink(current, error);
+    if (error) break;
+    current = (target.is_absolute() ? target : current.parent_path() / target).lexically_normal();
+  }
+  return current.has_filename() ? current : current.parent_path();
+}
+
 // The checks before anything is written into `directory`: precompile writes only into a new or
 // empty directory or a bundle, never among a user's files (its CACHEDIR.TAG would drop them from
-// backups that honour it) and never into the kernel cache this user's runs write (a manifest
-// there makes the runtime read it as a read-only bundle: every later run would compile again).
+// backups that honour it, and a user's own manifest.json would be replaced) and never into the
+// kernel cache this user's runs write (a manifest there makes the runtime read it as a read-only
+// bundle: every later run would compile again).
 void check_bundle_directory(const fs::path& directory) {
   if (const auto user_cache = locations::default_cache_location()) {
-    std::error_code error;
-    if (fs::weakly_canonical(directory, error) ==
-        fs::weakly_canonical(user_cache->directory, error)) {
+    if (resolved_directory(directory) == resolved_directory(user_cache->directory)) {
       throw CacheError("--out " + directory.string() + " is the kernel cache this user's runs " +
                        "write (named by " + user_cache->variable +
                        "): a bundle there would make it read-only; give another directory " +
@@ -370,11 +387,17 @@ void check_bundle_directory(const fs::path& directory) {
     }
   }
   std::error_code error;
-  if (!fs::is_directory(directory, error) || cache::is_bundle_directory(directory)) return;
-  if (!fs::is_empty(directory, error) || error) {
+  const fs::file_type type = fs::status(directory, error).type();
+  if (type == fs::file_type::not_found) return;
+  if (error) throw CacheError("cannot read --out " + directory.string() + ": " + error.message());
+  if (cache::is_bundle_directory(directory)) return;
+  const bool empty = fs::is_empty(directory, error);
+  if (error) throw CacheError("cannot read --out " + directory.string() + ": " + error.message());
+  if (!empty) {
     throw CacheError("--out " + directory.string() + " holds files and is not an intfa " +
-                     "bundle (no " + cache::kManifestFileName + "): give a new or empty " +
-                     "directory, or an earlier bundle (nothing was written)");
+                     "bundle (no " + cache::kManifestFileName + " of intfa's, no " +
+                     cache::kBundleLockFileName + "): give a new or empty directory, or an " +
+                     "earlier bundle (nothing was written)");
   }
 }
 

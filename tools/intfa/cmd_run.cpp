@@ -3,6 +3,7 @@
 // GPU it says so, compiles and caches the kernels it would launch, and exits 0.
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include "attention/config_choice.hpp"
@@ -66,8 +67,14 @@ Demo parse_demo(const Arguments& arguments) {
   demo.seed = static_cast<std::uint64_t>(args.get_int("seed", 0, 0, 1L << 62));
   if (demo.seed == 0) demo.seed = reference::fresh_seed();
   demo.repeats = static_cast<int>(args.get_int("repeats", 20, 1, 100000));
-  // As a launch checks them, with or without a GPU.
+  // As a launch checks them, with or without a GPU; then that this machine holds the inputs.
   validate_problem_options(demo.problem, demo.options);
+  const AttentionProblem& problem = demo.problem;
+  require_host_memory(
+      AttentionWorkload::host_bytes(problem),
+      "--batch " + std::to_string(problem.batch) + " --heads " + std::to_string(problem.heads_q) +
+          " --seq " + std::to_string(problem.seq_q) + " --seq-kv " +
+          std::to_string(problem.seq_kv) + " --head-dim " + std::to_string(problem.head_dim));
   return demo;
 }
 
