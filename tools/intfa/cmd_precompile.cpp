@@ -459,6 +459,10 @@ int run_precompile(const Arguments& arguments) {
       if (const std::size_t kept = manifest.entries.size() - run_entries) {
         manifest_note = std::to_string(kept) + " kernels listed by earlier runs stay listed\n";
       }
+      if (const std::string skew = cache::incompatibility(*earlier); !skew.empty()) {
+        manifest_note = "note: the earlier manifest's " + std::to_string(earlier->entries.size()) +
+                        " kernels are no longer listed: " + skew + "\n";
+      }
     }
     cache::write_manifest(plan.directory, manifest);
     manifest_note += "manifest: " + cache::manifest_path(plan.directory).string();
