@@ -47,7 +47,16 @@ class MultiGpuTest(unittest.TestCase):
     def tearDownClass(cls):
         dist.destroy_process_group()
 
-    def check(self, name, out, lse, q, k, v, is_causal, layout, zigzag, variant="full_int8"):
+    def check(self, name, out, lse, q, k, v, is_causal, layout, zigzag, variant="full_int8",
+              same_numerics=True):
+        """`out` within the variant's target of float64 and, as it computes the same numerics as
+        one intfa.attention call (Ulysses: the very call), within it of that call too. The ring
+        quantizes each shard of K and V on its own (its smoothing and V scales are per shard:
+        `same_numerics=False`), so its result and one call's are two quantizations of the same
+        attention, each within the target of float64, and by the triangle inequality within
+        twice the target of each other: on 4 GPUs they measured 1.60-1.62% apart (2026-11-28),
+        against a bound of one target (1.6%) that only the same numerics could promise. The
+        context-parallel issue gives the ring the single-GPU numerics, and this bound back."""
         whole, whole_lse = intfa.attention(q, k, v, is_causal=is_causal, layout=layout,
                                            variant=variant, return_lse=True, fallback="error")
         ref, _ = reference64(q, k, v, is_causal, layout)
@@ -62,7 +71,7 @@ class MultiGpuTest(unittest.TestCase):
                f"rel_l2 vs float64 {error:.4%}, vs one call {whole_error:.2e}, "
                f"max |LSE diff| {lse_error:.2e}")
         self.assertLess(error, TARGET_REL_L2[variant])
-        self.assertLess(whole_error, TARGET_REL_L2[variant])
+        self.assertLess(whole_error, TARGET_REL_L2[variant] * (1 if same_numerics else 2))
         self.assertLess(lse_error, 0.05)
 
     def test_ring_attention_matches_one_gpu(self):
@@ -76,7 +85,7 @@ class MultiGpuTest(unittest.TestCase):
                         out, lse = cp.ring_attention(*shard, is_causal=is_causal, layout=layout,
                                                      variant=variant, return_lse=True)
                         self.check("ring", out, lse, q, k, v, is_causal, layout, is_causal,
-                                   variant)
+                                   variant, same_numerics=False)
 
     def test_ring_with_exact_kernels_moves_the_right_shards(self):
         # Nothing quantized: only the communication and the merge between the result and float64.
