@@ -19,6 +19,7 @@ TemplateSet TemplateSet::embedded() {
   for (const EmbeddedFile& file : embedded_template_files()) {
     set.files_.emplace(file.path, std::string(file.data, file.size));
   }
+  set.index_includes();
   return set;
 }
 
@@ -46,7 +47,12 @@ TemplateSet TemplateSet::from_directory(const std::filesystem::path& root) {
     throw InvalidArgument("INTFA_TEMPLATE_DIR", "'" + root.string() + "'",
                           "expected a readable directory of *.cuh kernel templates");
   }
+  set.index_includes();
   return set;
+}
+
+void TemplateSet::index_includes() {
+  for (const auto& [path, source] : files_) includes_.emplace(path, include_directives(source));
 }
 
 const TemplateSet& TemplateSet::active() {
@@ -75,13 +81,13 @@ std::vector<std::string> TemplateSet::include_closure(const std::string& path) c
     const std::string current = pending.back();
     pending.pop_back();
     if (!reached.insert(current).second) continue;
-    const std::string* source = find(current);
-    if (source == nullptr) fail("there is no template '" + current + "'");
-    for (IncludeDirective& include : include_directives(*source)) {
+    const auto includes = includes_.find(current);
+    if (includes == includes_.end()) fail("there is no template '" + current + "'");
+    for (const IncludeDirective& include : includes->second) {
       if (const std::string problem = include_problem(include); !problem.empty()) {
         fail("'" + current + "' " + problem);
       }
-      if (include.quoted && !include.probe) pending.push_back(std::move(include.target));
+      if (include.quoted && !include.probe) pending.push_back(include.target);
     }
   }
   return {reached.begin(), reached.end()};

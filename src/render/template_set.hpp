@@ -40,11 +40,15 @@ class TemplateSet {
   std::vector<std::string> include_closure(const std::string& path) const;
 
  private:
+  // Each file's include_directives, read once when the set is made: every render asks for the
+  // closure of its kernel's header, and reading them took 2.5 ms per render of the Hopper kernel.
+  void index_includes();
   [[noreturn]] void fail(const std::string& problem) const;
   // Why `include` may not be followed, or "".
   std::string include_problem(const IncludeDirective& include) const;
 
   std::map<std::string, std::string, std::less<>> files_;
+  std::map<std::string, std::vector<IncludeDirective>, std::less<>> includes_;  // per file
   std::string origin_;
 };
 

@@ -146,9 +146,9 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
                              : KernelConfig{192, 64, 16, 3, KernelPath::kWgmma};
     }
     // Full INT8 at d=64: three stages, where P.V runs one tile behind Q.K^T (kPvBehindScores),
-    // with one warpgroup up to 1k and three beyond (bench/RESULTS.md, "Full INT8: P.V one tile
-    // behind"). At d=128 three warpgroups cannot hold it, and one with three stages loses
-    // the second block per SM.
+    // with one warpgroup up to 1k and three beyond (bench/RESULTS.md, "Against the FP8 peers, and
+    // full INT8's P.V one tile behind"). At d=128 three warpgroups cannot hold it, and one with
+    // three stages loses the second block per SM.
     if (request.head_dim <= 128 && request.v_granularity != VScaleGranularity::kPerBlock) {
       const int stages = request.head_dim <= 64 ? 3 : 2;
       return short_sequences ? KernelConfig{64, 128, 8, stages, KernelPath::kWgmma}
