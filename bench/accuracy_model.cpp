@@ -181,20 +181,18 @@ Arguments parse(int argc, char** argv) {
 // INT8, and the Hopper kernels' key tile of 128 (64 at d=256).
 PipelineOptions pipeline_options(const Arguments& arguments, const std::string& variant,
                                  int head_dim, const Transform& transform) {
-  PipelineOptions options;
-  options.model.variant = variant == "full" ? intfa::reference::Variant::kFullInt8
-                                            : intfa::reference::Variant::kHalfInt8;
-  options.model.p_encoding = intfa::reference::PEncoding::kUnsigned255;
-  options.model.p_scale = intfa::reference::PScaleReference::kTileMax;
-  options.model.block_n = arguments.block_n > 0 ? arguments.block_n : head_dim >= 256 ? 64 : 128;
-  options.v_granularity = arguments.v_scale == "tensor" ? intfa::reference::VGranularity::kPerTensor
-                          : arguments.v_scale == "block"
-                              ? intfa::reference::VGranularity::kPerBlock
-                              : intfa::reference::VGranularity::kPerChannel;
-  options.smooth_k = transform.smooth_k;
-  options.rotate = transform.rotate;
+  intfa::AttentionOptions attention;
+  attention.numerics.v_granularity = arguments.v_scale == "tensor"  ? intfa::VScaleGranularity::kPerTensor
+                                     : arguments.v_scale == "block" ? intfa::VScaleGranularity::kPerBlock
+                                                                    : intfa::VScaleGranularity::kPerChannel;
+  attention.numerics.k_granularity =
+      transform.k_per_block ? intfa::KScaleGranularity::kPerBlock : intfa::KScaleGranularity::kPerToken;
+  attention.smooth_k = transform.smooth_k;
+  attention.rotate_qk = transform.rotate;
+  PipelineOptions options = PipelineOptions::of(
+      variant == "full" ? intfa::Variant::kFullInt8 : intfa::Variant::kHalfInt8, attention,
+      arguments.block_n > 0 ? arguments.block_n : head_dim >= 256 ? 64 : 128);
   options.exact_mean = transform.exact_mean;
-  options.k_per_block = transform.k_per_block;
   options.q_low_terms = transform.q_low_terms;
   options.k_low_terms = transform.k_low_terms;
   return options;

@@ -72,10 +72,10 @@ void int8_attention(const intfa::AttentionProblem& problem, void* q_f16, void* k
                      bhnd(k_i8.get(), DType::kI8, kv_shape), k_scale.floats(), stream);
   // V -> INT8 in the kernel's V layout, scaled at the granularity the options name.
   DeviceBuffer v_i8(intfa::v_int8_bytes(b, h_kv, n_kv, d));
-  DeviceBuffer v_scale(intfa::v_scale_count(options.v_granularity, b, h_kv, n_kv, d) *
+  DeviceBuffer v_scale(intfa::v_scale_count(options.numerics.v_granularity, b, h_kv, n_kv, d) *
                        sizeof(float));
   intfa::quantize_v(kv_shape, bhnd(v_f16, DType::kF16, kv_shape), v_i8.get(), v_scale.floats(),
-                    options.v_granularity, stream);
+                    options.numerics.v_granularity, stream);
 
   intfa::AttentionTensors tensors;
   tensors.q = bhnd(q_i8.get(), DType::kI8, q_shape);

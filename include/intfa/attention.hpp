@@ -15,22 +15,10 @@
 #include <optional>
 #include <string>
 
+#include "intfa/numerics.hpp"
 #include "intfa/types.hpp"
 
 namespace intfa {
-
-enum class Variant {
-  kFullInt8,  // INT8 Q, K, V; both GEMMs in INT8 (the paper's Algorithm 1)
-  kHalfInt8,  // INT8 Q, K; FP16/BF16 V; P.V in 16-bit floats with FP32 accumulation
-};
-
-// How P is quantized in full INT8 (templates/common/kernel_enums.h says why each exists).
-enum class PEncoding { kSigned127, kUnsigned255 };
-enum class PScaleReference { kRunningMax, kTileMax };
-enum class VScaleGranularity { kPerTensor, kPerChannel, kPerBlock };
-// K's scales: one per key (Algorithm 1), or one per block of 64 keys of a (batch, head)
-// (AttentionOptions::k_granularity says what that trades).
-enum class KScaleGranularity { kPerToken, kPerBlock };
 
 struct AttentionProblem {
   int batch = 1;
@@ -75,7 +63,7 @@ struct AttentionTensors {
   // Half INT8: kF16/kBF16, [batch, heads_kv, seq_kv, head_dim], 16-byte rows.
   TensorView v;
   const float* q_scale = nullptr;  // [batch][heads_q][seq_q]
-  // [batch][heads_kv][seq_kv]; with options.k_granularity per block
+  // [batch][heads_kv][seq_kv]; with options.numerics.k_granularity per block
   // [batch][heads_kv][k_scale_blocks(seq_kv)] (quantize_qk with QuantizeOptions::k_granularity)
   const float* k_scale = nullptr;
   const float* v_scale = nullptr;  // full INT8: v_scale_count(...) floats; unused for half INT8
@@ -119,21 +107,10 @@ KernelPath path_for_config(int block_m, int warps);
 
 struct AttentionOptions {
   double softmax_scale = 0.0;  // 0: 1 / sqrt(head_dim)
-  // Full INT8 numerics; v_granularity must match how V was quantized (quantize_v). The defaults
-  // are the most accurate combination within 5% of the paper's speed on the H100 (u8 P against
-  // the tile max, per-channel V: rel. L2 <= 1.48% on N(0,1) at N = 1k..16k, the paper's numerics
-  // 2.5-4.6%); bench/history/2026-11-23.md, "Choosing the defaults", has the table they were
-  // chosen from.
-  PEncoding p_encoding = PEncoding::kUnsigned255;
-  PScaleReference p_scale = PScaleReference::kTileMax;
-  VScaleGranularity v_granularity = VScaleGranularity::kPerChannel;
-  // K's scale granularity; must match how K was quantized (QuantizeOptions::k_granularity). Per
-  // block (64 keys share the scale of their largest |k|): the softmax folds each block's scale
-  // into the row's exponent multiplier instead of multiplying every score by its key's scale, so
-  // the kernel issues fewer instructions per score (H100, kernel only: 5-16% faster, most at
-  // d=64), at some accuracy (bench/RESULTS.md, "Per-block K"). 8-bit Q.K, dense batches (not
-  // varlen), key tiles of 32, 64 or 128. An opt-in; the default stays per token.
-  KScaleGranularity k_granularity = KScaleGranularity::kPerToken;
+  // How P and K's and V's scales are quantized (include/intfa/numerics.hpp lists the options and
+  // their defaults); v_granularity and k_granularity must match how V and K were quantized
+  // (quantize_v, QuantizeOptions::k_granularity).
+  AttentionNumerics numerics;
   // How attention_forward_16bit (intfa.attention) quantizes its 16-bit Q and K; attention_forward
   // reads INT8 tensors quantized by the caller, who chooses these in QuantizeOptions. Neither
   // changes the attention in exact arithmetic, nor the meaning of the LSE (that of the original

@@ -20,10 +20,10 @@ struct PrecompileRequest {
   std::vector<Variant> variants;
   std::vector<DType> dtypes;  // inputs and output: kF16, kBF16
   std::vector<bool> causal;
-  // p_encoding, p_scale, v_granularity, and smooth_k and rotate_qk: which quantize kernels
+  // The numerics (which attention kernels), and smooth_k and rotate_qk: which quantize kernels
   // attention_forward_16bit launches (K smoothing's mean pass, K's and Q's rows with the
   // smoothing, the LSE term and the rotation).
-  AttentionOptions numerics;
+  AttentionOptions options;
   int qk_bits = 8;            // 8, or 4 for INT4 Q.K (AttentionProblem::qk_bits)
   unsigned jobs = 0;          // parallel NVRTC compiles; 0: all cores
 };

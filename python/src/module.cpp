@@ -2,7 +2,7 @@
 // the tensors, the stream and the checks that need shapes). Nothing here depends on PyTorch, so
 // the extension builds wherever pybind11 and Python's headers are.
 //
-// Enumerations cross as the names of src/api/option_names.hpp ("full_int8", "u8", "running",
+// Enumerations cross as the names of src/numerics/option_names.hpp ("full_int8", "u8", "running",
 // "tensor"), the ones the `intfa` tool uses; an unknown string is an InvalidArgument naming the
 // parameter.
 #include <pybind11/pybind11.h>
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "api/option_names.hpp"
+#include "numerics/option_names.hpp"
 #include "attention/validation.hpp"
 #include "cache/bundle.hpp"
 #include "cache/disk_cache.hpp"
@@ -40,7 +40,7 @@ DType parse_dtype(const std::string& name, const std::string& field) {
   throw InvalidArgument(field, "'" + name + "'", "expected f16, bf16, i8 or i4x2");
 }
 
-// A numerics option by its table (api/option_names.hpp), naming the Python argument.
+// A numerics option by its table (numerics/option_names.hpp), naming the Python argument.
 template <typename Enum>
 Enum parse_option_argument(const std::string& name, const char* field) {
   if (const auto value = parse_option<Enum>(name)) return *value;
@@ -140,12 +140,12 @@ py::dict precompile_dict(const std::string& arch, const std::vector<int>& head_d
   for (const std::string& variant : variants) request.variants.push_back(parse_variant(variant));
   for (const std::string& dtype : dtypes) request.dtypes.push_back(parse_dtype(dtype, "dtypes"));
   request.causal = causal;
-  request.numerics.p_encoding = parse_p_encoding(p_encoding);
-  request.numerics.p_scale = parse_p_scale(p_scale);
-  request.numerics.v_granularity = parse_v_granularity(v_granularity);
-  request.numerics.k_granularity = parse_k_granularity(k_granularity);
-  request.numerics.smooth_k = smooth_k;
-  request.numerics.rotate_qk = rotate_qk;
+  request.options.numerics.p_encoding = parse_p_encoding(p_encoding);
+  request.options.numerics.p_scale = parse_p_scale(p_scale);
+  request.options.numerics.v_granularity = parse_v_granularity(v_granularity);
+  request.options.numerics.k_granularity = parse_k_granularity(k_granularity);
+  request.options.smooth_k = smooth_k;
+  request.options.rotate_qk = rotate_qk;
   request.jobs = jobs;
   PrecompileReport report;
   {
@@ -279,13 +279,13 @@ PYBIND11_MODULE(_intfa, m) {
                         "v_granularity"_a = option_values<VScaleGranularity>(),
                         "k_granularity"_a = option_values<KScaleGranularity>());
       },
-      "The names of each numerics option's values (src/api/option_names.hpp, the one table).");
+      "The names of each numerics option's values (src/numerics/option_names.hpp, the one table).");
   m.def("default_options", [] {
     const AttentionOptions defaults;
-    return py::dict("p_encoding"_a = option_name(defaults.p_encoding),
-                    "p_scale"_a = option_name(defaults.p_scale),
-                    "v_granularity"_a = option_name(defaults.v_granularity),
-                    "k_granularity"_a = option_name(defaults.k_granularity),
+    return py::dict("p_encoding"_a = option_name(defaults.numerics.p_encoding),
+                    "p_scale"_a = option_name(defaults.numerics.p_scale),
+                    "v_granularity"_a = option_name(defaults.numerics.v_granularity),
+                    "k_granularity"_a = option_name(defaults.numerics.k_granularity),
                     "smooth_k"_a = defaults.smooth_k, "rotate"_a = defaults.rotate_qk);
   });
 
@@ -321,10 +321,10 @@ PYBIND11_MODULE(_intfa, m) {
                        bool rotate, const std::string& k_granularity) {
              AttentionOptions options;
              options.softmax_scale = softmax_scale;
-             options.p_encoding = parse_p_encoding(p_encoding);
-             options.p_scale = parse_p_scale(p_scale);
-             options.v_granularity = parse_v_granularity(v_granularity);
-             options.k_granularity = parse_k_granularity(k_granularity);
+             options.numerics.p_encoding = parse_p_encoding(p_encoding);
+             options.numerics.p_scale = parse_p_scale(p_scale);
+             options.numerics.v_granularity = parse_v_granularity(v_granularity);
+             options.numerics.k_granularity = parse_k_granularity(k_granularity);
              options.smooth_k = smooth_k;
              options.rotate_qk = rotate;
              return AttentionPlan(
@@ -336,7 +336,7 @@ PYBIND11_MODULE(_intfa, m) {
            "out_strides"_a, "softmax_scale"_a, "p_encoding"_a, "p_scale"_a, "v_granularity"_a,
            "smooth_k"_a, "total_q"_a = 0, "total_kv"_a = 0,
            "rotate"_a = AttentionOptions{}.rotate_qk,
-           "k_granularity"_a = option_name(AttentionOptions{}.k_granularity))
+           "k_granularity"_a = option_name(AttentionOptions{}.numerics.k_granularity))
       .def_property_readonly("workspace_bytes", &AttentionPlan::workspace_bytes)
       .def("run", &AttentionPlan::run,
            "Quantizes q, k (and v) into `workspace` and attends into `out` (and `lse`, 0 for "
@@ -359,9 +359,9 @@ PYBIND11_MODULE(_intfa, m) {
                        const std::optional<std::array<int, 4>>& config) {
              AttentionOptions options;
              options.softmax_scale = softmax_scale;
-             options.p_encoding = parse_p_encoding(p_encoding);
-             options.p_scale = parse_p_scale(p_scale);
-             options.v_granularity = parse_v_granularity(v_granularity);
+             options.numerics.p_encoding = parse_p_encoding(p_encoding);
+             options.numerics.p_scale = parse_p_scale(p_scale);
+             options.numerics.v_granularity = parse_v_granularity(v_granularity);
              if (config) {
                options.config = KernelConfig{(*config)[0], (*config)[1], (*config)[2],
                                              (*config)[3],
@@ -474,9 +474,9 @@ PYBIND11_MODULE(_intfa, m) {
         tensors.q_dot_k_mean = static_cast<const float*>(pointer(q_dot_k_mean));
         AttentionOptions options;
         options.softmax_scale = softmax_scale;
-        options.p_encoding = parse_p_encoding(p_encoding);
-        options.p_scale = parse_p_scale(p_scale);
-        options.v_granularity = parse_v_granularity(v_granularity);
+        options.numerics.p_encoding = parse_p_encoding(p_encoding);
+        options.numerics.p_scale = parse_p_scale(p_scale);
+        options.numerics.v_granularity = parse_v_granularity(v_granularity);
         if (config)
           options.config = KernelConfig{(*config)[0], (*config)[1], (*config)[2], (*config)[3],
                                         path_for_config((*config)[0], (*config)[2])};
@@ -496,7 +496,7 @@ PYBIND11_MODULE(_intfa, m) {
   m.def("precompile", &precompile_dict, py::kw_only(), "arch"_a, "head_dims"_a, "variants"_a,
         "dtypes"_a, "causal"_a, "p_encoding"_a, "p_scale"_a, "v_granularity"_a, "smooth_k"_a,
         "jobs"_a, "rotate"_a = AttentionOptions{}.rotate_qk,
-        "k_granularity"_a = option_name(AttentionOptions{}.k_granularity));
+        "k_granularity"_a = option_name(AttentionOptions{}.numerics.k_granularity));
 
   register_paged(m);
 }

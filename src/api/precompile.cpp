@@ -34,8 +34,8 @@ std::vector<render::KernelSpec> request_specs(const PrecompileRequest& request, 
           problem.causal = causal;
           problem.qk_bits = request.qk_bits;
           list.add(aot::attention_call_specs(
-              attention::request_for(arch, problem, request.numerics, dtype), dtype,
-              request.numerics));
+              attention::request_for(arch, problem, request.options, dtype), dtype,
+              request.options));
         }
       }
     }

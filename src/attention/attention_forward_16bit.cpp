@@ -183,7 +183,7 @@ void attention_forward_16bit(const AttentionProblem& caller_problem, const Atten
     options.softmax_scale = 1.0 / std::sqrt(static_cast<double>(channels));
   }
   validate_inputs(caller_problem, inputs);
-  if (inputs.varlen.enabled() && options.k_granularity == KScaleGranularity::kPerBlock) {
+  if (inputs.varlen.enabled() && options.numerics.k_granularity == KScaleGranularity::kPerBlock) {
     throw InvalidArgument("options.k_granularity", "block",
                           "per-block K scales are for dense batches, not packed sequences");
   }
@@ -246,7 +246,7 @@ void attention_forward_16bit(const AttentionProblem& caller_problem, const Atten
   QuantizeOptions k_options;
   k_options.bits = problem.qk_bits;
   k_options.rotate = options.rotate_qk;
-  k_options.k_granularity = options.k_granularity;
+  k_options.k_granularity = options.numerics.k_granularity;
   if (options.smooth_k) k_options.smooth_k_channel_mean = floats(layout.k_mean);
   if (full_int8) {
     quantize::KAndVPasses kv;
@@ -263,7 +263,7 @@ void attention_forward_16bit(const AttentionProblem& caller_problem, const Atten
     }
     kv.v_output = base + layout.v;
     kv.v_scales = floats(layout.v_scale);
-    kv.v_granularity = options.v_granularity;
+    kv.v_granularity = options.numerics.v_granularity;
     quantize::quantize_k_and_v_channels(kv, channels, stream);
   } else {
     quantize::quantize_qk_channels(k_shape, channels, inputs.k, tensors.k, floats(layout.k_scale),

@@ -38,10 +38,7 @@ std::optional<KernelConfig> tuned_config(const SpecRequest& request,
 bool same_request(const SpecRequest& a, const SpecRequest& b) {
   return a.arch == b.arch && a.head_dim == b.head_dim && a.variant == b.variant &&
          a.qk_bits == b.qk_bits && a.causal == b.causal && a.varlen == b.varlen &&
-         a.v_type == b.v_type &&
-         a.output_type == b.output_type && a.p_encoding == b.p_encoding &&
-         a.p_scale == b.p_scale && a.v_granularity == b.v_granularity &&
-         a.k_granularity == b.k_granularity;
+         a.v_type == b.v_type && a.output_type == b.output_type && a.numerics == b.numerics;
 }
 
 // The last choice of this thread. A serving loop repeats one problem, and the database lookup

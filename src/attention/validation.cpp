@@ -62,7 +62,7 @@ void validate_options(const AttentionProblem& problem, const AttentionOptions& o
     throw InvalidArgument("options.softmax_scale", value,
                           "expected a scale float32 holds (times log2(e), in [1.2e-38, 3.4e38])");
   }
-  if (options.k_granularity == KScaleGranularity::kPerBlock && problem.qk_bits != 8) {
+  if (options.numerics.k_granularity == KScaleGranularity::kPerBlock && problem.qk_bits != 8) {
     throw InvalidArgument("options.k_granularity", "block",
                           "per-block K scales need 8-bit Q.K (problem.qk_bits is " +
                               std::to_string(problem.qk_bits) + ")");
@@ -91,7 +91,7 @@ void validate_tensors(const AttentionProblem& p, const AttentionTensors& t,
   const std::int64_t out_channels = channels > 0 ? channels : p.head_dim;
   const bool varlen = t.varlen.enabled();
   if (varlen) validate_varlen(t.varlen, "tensors.varlen");
-  if (varlen && options.k_granularity == KScaleGranularity::kPerBlock) {
+  if (varlen && options.numerics.k_granularity == KScaleGranularity::kPerBlock) {
     throw InvalidArgument("options.k_granularity", "block",
                           "per-block K scales are for dense batches, not packed sequences");
   }

@@ -5,7 +5,7 @@
 #include <exception>
 #include <string>
 
-#include "api/option_names.hpp"
+#include "numerics/option_names.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
 #include "intfa/paged.hpp"
@@ -15,8 +15,10 @@
 
 namespace {
 
-// The C enums take the public enums' values, which index the option tables (the bench helpers
-// name C values through them): one more value is one more row there and one enumerator here.
+// The C enums take the numerics enums' values (templates/common/kernel_enums.h), which index the
+// option tables (the bench helpers name C values through them): one more value is one more row
+// there and one enumerator here. The conversions below derive from the list of options
+// (INTFA_ATTENTION_NUMERICS): intfa_options_t has a member `m` of C type intfa_m_t per option.
 static_assert(INTFA_HALF_INT8 == static_cast<int>(intfa::Variant::kHalfInt8) &&
                   std::size(intfa::kVariantNames) == INTFA_HALF_INT8 + 1 &&
                   INTFA_P_U8 == static_cast<int>(intfa::PEncoding::kUnsigned255) &&
@@ -54,7 +56,7 @@ int raw_enum(const CEnum& stored) {
 // The C++ enum for a C enum's value, which must be one of the `count` values it names.
 template <typename Enum, typename CEnum>
 Enum checked_enum(const CEnum& stored, int count, const std::string& field,
-                  const char* expectation) {
+                  const std::string& expectation) {
   const int value = raw_enum(stored);
   if (value < 0 || value >= count) {
     throw intfa::InvalidArgument(field, std::to_string(value), expectation);
@@ -81,6 +83,15 @@ intfa::KScaleGranularity to_k_granularity(const intfa_k_granularity_t& granulari
                                           const std::string& field) {
   return checked_enum<intfa::KScaleGranularity>(granularity, INTFA_K_PER_BLOCK + 1, field,
                                                 "expected INTFA_K_PER_TOKEN or INTFA_K_PER_BLOCK");
+}
+
+// A numerics option of a C struct: one of its table's values.
+template <typename Enum, typename CEnum>
+Enum checked_option(const CEnum& stored, const std::string& field) {
+  constexpr int count = static_cast<int>(intfa::option_count<Enum>());
+  return checked_enum<Enum>(stored, count, field,
+                            "expected 0 to " + std::to_string(count - 1) + " (" +
+                                intfa::option_names_text<Enum>(", ") + ")");
 }
 
 intfa::TensorShape to_shape(const intfa_shape_t& shape) {
@@ -184,14 +195,10 @@ intfa::AttentionOptions to_options(const intfa_options_t* options,
   intfa::AttentionOptions o;
   if (options != nullptr) {
     o.softmax_scale = options->softmax_scale;
-    o.p_encoding = checked_enum<intfa::PEncoding>(options->p_encoding, INTFA_P_U8 + 1,
-                                                  "options.p_encoding",
-                                                  "expected INTFA_P_S8 or INTFA_P_U8");
-    o.p_scale = checked_enum<intfa::PScaleReference>(
-        options->p_scale, INTFA_P_TILE_MAX + 1, "options.p_scale",
-        "expected INTFA_P_RUNNING_MAX or INTFA_P_TILE_MAX");
-    o.v_granularity = to_granularity(options->v_granularity, "options.v_granularity");
-    o.k_granularity = to_k_granularity(options->k_granularity, "options.k_granularity");
+#define INTFA_NUMERICS_FROM_C(member, Enum, ...) \
+  o.numerics.member = checked_option<intfa::Enum>(options->member, "options." #member);
+    INTFA_ATTENTION_NUMERICS(INTFA_NUMERICS_FROM_C)
+#undef INTFA_NUMERICS_FROM_C
     if (options->block_m || options->block_n || options->warps || options->stages) {
       o.config = intfa::KernelConfig{options->block_m, options->block_n, options->warps,
                                      options->stages,
@@ -241,10 +248,10 @@ void intfa_default_options(intfa_options_t* options) INTFA_NOEXCEPT {
   const intfa::AttentionOptions defaults;
   *options = intfa_options_t{};
   options->softmax_scale = defaults.softmax_scale;
-  options->p_encoding = static_cast<intfa_p_encoding_t>(defaults.p_encoding);
-  options->p_scale = static_cast<intfa_p_scale_t>(defaults.p_scale);
-  options->v_granularity = static_cast<intfa_v_granularity_t>(defaults.v_granularity);
-  options->k_granularity = static_cast<intfa_k_granularity_t>(defaults.k_granularity);
+#define INTFA_NUMERICS_TO_C(member, ...) \
+  options->member = static_cast<intfa_##member##_t>(defaults.numerics.member);
+  INTFA_ATTENTION_NUMERICS(INTFA_NUMERICS_TO_C)
+#undef INTFA_NUMERICS_TO_C
 }
 
 intfa_status_t intfa_attention_forward(const intfa_problem_t* problem,
@@ -500,7 +507,7 @@ intfa_status_t intfa_precompile(const intfa_problem_t* problem, intfa_dtype_t dt
         checked_enum<intfa::DType>(dtype, INTFA_I4X2 + 1, "dtype", "expected an intfa_dtype_t")};
     request.causal = {problem->causal != 0};
     request.qk_bits = problem->qk_bits;
-    request.numerics = to_options(options);
+    request.options = to_options(options);
     const intfa::PrecompileReport report = intfa::precompile(request);
     if (kernels != nullptr) *kernels = report.kernels;
     if (compiled_now != nullptr) *compiled_now = report.compiled_now;

@@ -4,6 +4,7 @@
 
 #include "common/strings.hpp"
 #include "intfa/errors.hpp"
+#include "numerics/option_names.hpp"
 
 namespace intfa::paged {
 namespace {

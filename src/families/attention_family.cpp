@@ -6,13 +6,13 @@
 #include "common/strings.hpp"
 #include "families/attention_wgmma_family.hpp"
 #include "intfa/errors.hpp"
+#include "numerics/numerics.hpp"
 
 namespace intfa::attention {
 namespace {
 
 using render::bool_argument;
 using render::element_type_argument;
-using render::option_argument;
 
 void validate_mma_sync_config(const render::KernelSpec& spec) {
   if (spec.quantizes_q) {
@@ -47,29 +47,40 @@ render::Instantiation portable_instantiation(const render::KernelSpec& spec) {
   std::vector<std::string> arguments = {
       std::to_string(spec.head_dim),           std::to_string(spec.block_m),
       std::to_string(spec.block_n),            std::to_string(spec.warps),
-      std::to_string(spec.stages),             option_argument(spec.variant),
+      std::to_string(spec.stages),             option_kernel_argument(spec.variant),
       std::to_string(spec.qk_bits),            element_type_argument(spec.input_type),
       element_type_argument(spec.output_type), bool_argument(spec.causal),
-      option_argument(spec.p_encoding),    option_argument(spec.p_scale),
-      option_argument(spec.v_granularity)};
+      option_kernel_argument(spec.numerics.p_encoding),    option_kernel_argument(spec.numerics.p_scale),
+      option_kernel_argument(spec.numerics.v_granularity)};
   // Only varlen and per-block-K kernels name the last parameters (defaults: not varlen, K per
   // token), so that the units and keys of the others stay as they were.
-  const bool per_block_k = spec.k_granularity == kernels::KScaleGranularity::kPerBlock;
+  const bool per_block_k = spec.numerics.k_granularity == KScaleGranularity::kPerBlock;
   if (spec.varlen || per_block_k) arguments.push_back(bool_argument(spec.varlen));
-  if (per_block_k) arguments.push_back(option_argument(spec.k_granularity));
+  if (per_block_k) arguments.push_back(option_kernel_argument(spec.numerics.k_granularity));
   return {"attention/attention_forward.cuh",
           "intfa::kernels::attention_forward<intfa::kernels::AttentionConfig<" +
               strings::join(arguments, ", ") + ">>",
           "intfa::kernels::AttentionParams"};
 }
 
+std::string fields_text(const render::KernelSpec& spec) {
+  return " m" + std::to_string(spec.block_m) + " n" + std::to_string(spec.block_n) + " w" +
+         std::to_string(spec.warps) + " s" + std::to_string(spec.stages) + " " +
+         option_name(spec.variant) + " qk" + std::to_string(spec.qk_bits) + " " +
+         render::element_type_name(spec.input_type) + "->" +
+         render::element_type_name(spec.output_type) + (spec.causal ? " causal" : "") +
+         (spec.varlen ? " varlen" : "") + numerics::text(spec.numerics, spec.variant) +
+         (spec.quantizes_q ? spec.q_dot_k_mean ? " q=in_kernel+q_dot_k_mean" : " q=in_kernel"
+                           : "");
+}
+
 int shared_bytes(const render::KernelSpec& spec) {
   if (spec.family == render::KernelFamily::kAttentionWgmma) return wgmma_shared_bytes(spec);
   return kernels::attention_shared_bytes(
       spec.head_dim, spec.block_m, spec.block_n, spec.stages, spec.qk_bits,
-      spec.variant == kernels::AttentionVariant::kFullInt8,
-      spec.variant == kernels::AttentionVariant::kFullInt8 &&
-          spec.v_granularity == kernels::VScaleGranularity::kPerBlock);
+      spec.variant == Variant::kFullInt8,
+      spec.variant == Variant::kFullInt8 &&
+          spec.numerics.v_granularity == VScaleGranularity::kPerBlock);
 }
 
 void validate_config(const render::KernelSpec& spec, int max_shared_bytes) {
@@ -77,7 +88,7 @@ void validate_config(const render::KernelSpec& spec, int max_shared_bytes) {
     throw InvalidArgument("problem.head_dim", std::to_string(spec.head_dim),
                           "supported head dims are 64, 128 and 256");
   }
-  if (spec.k_granularity == kernels::KScaleGranularity::kPerBlock) {
+  if (spec.numerics.k_granularity == KScaleGranularity::kPerBlock) {
     if (spec.qk_bits != 8) {
       throw InvalidArgument("options.k_granularity", "block",
                             "per-block K scales need 8-bit Q.K (problem.qk_bits is " +

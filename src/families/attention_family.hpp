@@ -7,8 +7,7 @@
 // src/families/kernel_families.cpp.
 //
 // Spec fields: head_dim, block_m, block_n, warps, stages, variant, qk_bits, output_type, causal,
-// varlen, k_granularity; full INT8 also p_encoding, p_scale and v_granularity, half INT8
-// input_type (V's).
+// varlen, the numerics the variant reads (numerics_read_by), half INT8 input_type (V's).
 #pragma once
 
 #include "attention/attention_params.h"
@@ -21,6 +20,10 @@ namespace intfa::attention {
 
 // The render hook of the portable kernel.
 render::Instantiation portable_instantiation(const render::KernelSpec& spec);
+
+// What KernelSpec::to_string says of an attention spec (either kernel) after "family arch dN":
+// " m128 n64 w8 s2 full_int8 qk8 f16->f16 causal p=u8 p-scale=tile v-scale=channel".
+std::string fields_text(const render::KernelSpec& spec);
 
 // Shared memory the kernel of `spec` uses per block.
 int shared_bytes(const render::KernelSpec& spec);

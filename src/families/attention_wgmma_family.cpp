@@ -10,13 +10,13 @@
 #include "device/driver_api.hpp"
 #include "families/attention_family.hpp"
 #include "intfa/errors.hpp"
+#include "numerics/option_names.hpp"
 
 namespace intfa::attention {
 namespace {
 
 using render::bool_argument;
 using render::element_type_argument;
-using render::option_argument;
 
 }  // namespace
 
@@ -26,14 +26,14 @@ render::Instantiation wgmma_instantiation(const render::KernelSpec& spec) {
   std::vector<std::string> arguments = {
       std::to_string(spec.head_dim),           std::to_string(spec.block_n),
       std::to_string(spec.warps / 4 - 1),      std::to_string(spec.stages),
-      option_argument(spec.variant),          element_type_argument(spec.input_type),
+      option_kernel_argument(spec.variant),          element_type_argument(spec.input_type),
       element_type_argument(spec.output_type), bool_argument(spec.causal),
-      option_argument(spec.p_encoding),    option_argument(spec.p_scale),
-      option_argument(spec.v_granularity)};
+      option_kernel_argument(spec.numerics.p_encoding),    option_kernel_argument(spec.numerics.p_scale),
+      option_kernel_argument(spec.numerics.v_granularity)};
   // Named only where needed (the defaults are per-token K and INT8 Q): the other units stay as
   // they were.
-  if (spec.k_granularity == kernels::KScaleGranularity::kPerBlock || spec.quantizes_q) {
-    arguments.push_back(option_argument(spec.k_granularity));
+  if (spec.numerics.k_granularity == KScaleGranularity::kPerBlock || spec.quantizes_q) {
+    arguments.push_back(option_kernel_argument(spec.numerics.k_granularity));
   }
   if (spec.quantizes_q) {
     arguments.push_back(bool_argument(true));
@@ -47,7 +47,7 @@ render::Instantiation wgmma_instantiation(const render::KernelSpec& spec) {
 }
 
 int wgmma_shared_bytes(const render::KernelSpec& spec) {
-  const bool full_int8 = spec.variant == kernels::AttentionVariant::kFullInt8;
+  const bool full_int8 = spec.variant == Variant::kFullInt8;
   return kernels::wgmma_attention_shared_bytes(spec.head_dim, spec.block_m, spec.block_n,
                                                spec.stages, full_int8 ? 1 : 2);
 }
@@ -85,7 +85,7 @@ void validate_wgmma_config(const render::KernelSpec& spec) {
   }
   // Half INT8 keeps the FP32 output, S and the 16-bit P in registers together: at d=128 they
   // fit 160 registers beside the loop's own with 64-key tiles only (S and P take half as many).
-  if (consumer_groups == 3 && spec.variant == kernels::AttentionVariant::kHalfInt8 &&
+  if (consumer_groups == 3 && spec.variant == Variant::kHalfInt8 &&
       spec.head_dim > 64 && !(spec.head_dim == 128 && spec.block_n == 64)) {
     throw InvalidArgument("config.warps", std::to_string(spec.warps),
                           "3 consumer warpgroups leave 160 registers per thread: half_int8 at "

@@ -1,5 +1,6 @@
 // The one switch over KernelFamily: which family's host file gives the JIT core a spec's
-// instantiation (render::instantiation_for, declared in render/render.hpp). The switch lives here,
+// instantiation (render::instantiation_for, declared in render/render.hpp) and its text
+// (render::family_fields_text, render/kernel_spec.hpp). The switch lives here,
 // above the families, so that render/ includes none of their headers; render() reaches it through
 // the library's link, not through a registry filled by static initialisers (a static library
 // drops objects nothing references).
@@ -25,6 +26,23 @@ Instantiation instantiation_for(const KernelSpec& spec) {
     case KernelFamily::kPagedAppend:
     case KernelFamily::kPagedDecode:
     case KernelFamily::kMergeStates: return paged::instantiation(spec);
+  }
+  throw InternalError("unknown KernelFamily");
+}
+
+std::string family_fields_text(const KernelSpec& spec) {
+  switch (spec.family) {
+    case KernelFamily::kQuantizeRows:
+    case KernelFamily::kChannelMean:
+    case KernelFamily::kQuantizeVScale:
+    case KernelFamily::kQuantizeV:
+    case KernelFamily::kQuantizeKVScale:
+    case KernelFamily::kQuantizeKV: return quantize::fields_text(spec);
+    case KernelFamily::kAttention:
+    case KernelFamily::kAttentionWgmma: return attention::fields_text(spec);
+    case KernelFamily::kPagedAppend:
+    case KernelFamily::kPagedDecode:
+    case KernelFamily::kMergeStates: return paged::describe(spec);
   }
   throw InternalError("unknown KernelFamily");
 }

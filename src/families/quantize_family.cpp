@@ -7,13 +7,13 @@
 #include "attention/attention_params.h"
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
+#include "numerics/option_names.hpp"
 
 namespace intfa::quantize {
 namespace {
 
 using render::bool_argument;
 using render::element_type_argument;
-using render::option_argument;
 
 render::KernelSpec quantize_spec(render::KernelFamily family, device::Arch arch, int head_dim,
                                  kernels::ElementType input) {
@@ -42,7 +42,7 @@ render::Instantiation quantize_instantiation(const render::KernelSpec& spec, con
 // A kernel of quantize_v.cuh: quantize_v_scale or quantize_v.
 render::Instantiation quantize_v_instantiation(const render::KernelSpec& spec, const char* kernel) {
   return quantize_instantiation(spec, "quantize_v.cuh", kernel,
-                                {option_argument(spec.v_granularity)}, "QuantizeVParams");
+                                {option_kernel_argument(spec.numerics.v_granularity)}, "QuantizeVParams");
 }
 
 // A kernel of K's rows and V in one launch (quantize_k_v_scale, quantize_k_v: header
@@ -50,17 +50,17 @@ render::Instantiation quantize_v_instantiation(const render::KernelSpec& spec, c
 // rows half is quantize_rows' code for K; V's scales need a maximum over the sequence).
 render::Instantiation k_and_v_instantiation(const render::KernelSpec& spec, const char* kernel,
                                             const char* params) {
-  if (spec.v_granularity == kernels::VScaleGranularity::kPerBlock) {
+  if (spec.numerics.v_granularity == VScaleGranularity::kPerBlock) {
     throw InvalidArgument("spec.v_granularity", "block",
                           std::string(kernel) + " takes V per tensor or per channel");
   }
-  if (spec.k_granularity != kernels::KScaleGranularity::kPerToken || spec.q_dot_k_mean) {
+  if (spec.numerics.k_granularity != KScaleGranularity::kPerToken || spec.q_dot_k_mean) {
     throw InvalidArgument("spec.k_granularity", spec.to_string(),
                           std::string(kernel) + " takes K's rows per token, without q_dot_k_mean");
   }
   return quantize_instantiation(spec, (std::string(kernel) + ".cuh").c_str(), kernel,
                                 {std::to_string(spec.qk_bits), bool_argument(spec.smooth_k),
-                                 bool_argument(spec.rotate), option_argument(spec.v_granularity)},
+                                 bool_argument(spec.rotate), option_kernel_argument(spec.numerics.v_granularity)},
                                 params);
 }
 
@@ -92,7 +92,7 @@ render::KernelSpec rows_spec(device::Arch arch, int head_dim, kernels::ElementTy
   spec.smooth_k = transforms.smooth_k;
   spec.q_dot_k_mean = transforms.q_dot_k_mean;
   spec.rotate = transforms.rotate;
-  spec.k_granularity = static_cast<kernels::KScaleGranularity>(transforms.k_granularity);
+  spec.numerics.k_granularity = transforms.k_granularity;
   return spec;
 }
 
@@ -103,7 +103,7 @@ render::KernelSpec channel_mean_spec(device::Arch arch, int head_dim, kernels::E
 render::KernelSpec v_spec(device::Arch arch, int head_dim, kernels::ElementType input,
                           VScaleGranularity granularity) {
   render::KernelSpec spec = quantize_spec(render::KernelFamily::kQuantizeV, arch, head_dim, input);
-  spec.v_granularity = static_cast<kernels::VScaleGranularity>(granularity);
+  spec.numerics.v_granularity = granularity;
   return spec;
 }
 
@@ -127,7 +127,7 @@ render::KernelSpec k_v_scale_spec(device::Arch arch, int head_dim, kernels::Elem
   spec.qk_bits = bits;
   spec.smooth_k = k_transforms.smooth_k;
   spec.rotate = k_transforms.rotate;
-  spec.v_granularity = static_cast<kernels::VScaleGranularity>(granularity);
+  spec.numerics.v_granularity = granularity;
   return spec;
 }
 
@@ -167,7 +167,7 @@ std::optional<VSlices> k_v_slices(int head_dim, int padded_seq) {
 
 render::Instantiation rows_instantiation(const render::KernelSpec& spec) {
   // K with one scale per 64-row block: its own kernel (a block reduces over 64 rows).
-  if (spec.k_granularity == kernels::KScaleGranularity::kPerBlock) {
+  if (spec.numerics.k_granularity == KScaleGranularity::kPerBlock) {
     return quantize_instantiation(spec, "quantize_rows.cuh", "quantize_row_blocks",
                                   {bool_argument(spec.smooth_k), bool_argument(spec.rotate)},
                                   "QuantizeRowsParams");
@@ -176,6 +176,28 @@ render::Instantiation rows_instantiation(const render::KernelSpec& spec) {
                                 {std::to_string(spec.qk_bits), bool_argument(spec.smooth_k),
                                  bool_argument(spec.q_dot_k_mean), bool_argument(spec.rotate)},
                                 "QuantizeRowsParams");
+}
+
+std::string fields_text(const render::KernelSpec& spec) {
+  const std::string input = " " + render::element_type_name(spec.input_type);
+  const std::string bits = spec.qk_bits == 4 ? "->i4" : "->i8";
+  const std::string v_scale = " v=" + std::string(option_name(spec.numerics.v_granularity));
+  std::string text;
+  switch (spec.family) {
+    case render::KernelFamily::kQuantizeRows:
+      text = input + bits + (spec.smooth_k ? " smooth_k" : "") +
+             (spec.q_dot_k_mean ? " q_dot_k_mean" : "") + (spec.rotate ? " rotate" : "") +
+             (spec.numerics.k_granularity == KScaleGranularity::kPerBlock ? " k=block" : "");
+      break;
+    case render::KernelFamily::kChannelMean: text = input; break;
+    case render::KernelFamily::kQuantizeKVScale:
+    case render::KernelFamily::kQuantizeKV:
+      text = input + bits + (spec.smooth_k ? " smooth_k" : "") + (spec.rotate ? " rotate" : "") +
+             v_scale;
+      break;
+    default: text = input + v_scale; break;  // kQuantizeVScale, kQuantizeV
+  }
+  return text;
 }
 
 render::Instantiation channel_mean_instantiation(const render::KernelSpec& spec) {

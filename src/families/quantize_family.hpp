@@ -94,6 +94,8 @@ std::optional<VSlices> k_v_slices(int head_dim, int padded_seq);
 // ---- Instantiations (the render hooks) ---------------------------------------------------------
 
 render::Instantiation rows_instantiation(const render::KernelSpec& spec);
+// What KernelSpec::to_string says of a quantize spec after "family arch dN": " f16->i8 smooth_k".
+std::string fields_text(const render::KernelSpec& spec);
 render::Instantiation channel_mean_instantiation(const render::KernelSpec& spec);
 render::Instantiation v_scale_instantiation(const render::KernelSpec& spec);
 render::Instantiation v_instantiation(const render::KernelSpec& spec);

@@ -3,18 +3,16 @@
 #include <tuple>
 #include <utility>
 
-#include "api/option_names.hpp"
-#include "decode/paged_family.hpp"
 #include "intfa/errors.hpp"
+#include "numerics/numerics.hpp"
 
 namespace intfa::render {
 namespace {
 
 auto as_tuple(const KernelSpec& s) {
   return std::tie(s.family, s.arch, s.head_dim, s.block_m, s.block_n, s.warps, s.stages, s.qk_bits,
-                  s.variant, s.input_type, s.output_type, s.causal, s.p_encoding, s.p_scale,
-                  s.v_granularity, s.smooth_k, s.varlen, s.q_dot_k_mean, s.rotate,
-                  s.k_granularity, s.quantizes_q);
+                  s.variant, s.input_type, s.output_type, s.causal, s.numerics, s.smooth_k,
+                  s.varlen, s.q_dot_k_mean, s.rotate, s.quantizes_q);
 }
 
 template <typename Enum, std::size_t N>
@@ -27,14 +25,13 @@ Enum enum_from_name(const json::Value& object, const char* member, std::string (
   throw InvalidArgument(std::string("spec.") + member, "'" + text + "'", "unknown value");
 }
 
-// A numerics option of the spec JSON by its table (intfa/api/option_names.hpp: names and aliases).
-template <typename KernelEnum>
-KernelEnum option_from_name(const json::Value& object, const char* member) {
-  using Public = decltype(public_option(KernelEnum{}));
+// An option of the spec JSON by its table (numerics/option_names.hpp: names and aliases).
+template <typename Enum>
+Enum option_from_name(const json::Value& object, const char* member) {
   const std::string text = object.at(member).as_string();
-  if (const auto value = parse_option<Public>(text)) return static_cast<KernelEnum>(*value);
+  if (const auto value = parse_option<Enum>(text)) return *value;
   throw InvalidArgument(std::string("spec.") + member, "'" + text + "'",
-                        "expected " + option_names_text<Public>());
+                        "expected " + option_names_text<Enum>());
 }
 
 const KernelFamily kFamilies[] = {
@@ -84,75 +81,9 @@ std::string element_type_enumerator(kernels::ElementType type) {
   throw InternalError("unknown ElementType");
 }
 
-std::string variant_name(kernels::AttentionVariant variant) {
-  return option_name(public_option(variant));
-}
-
-std::string p_encoding_name(kernels::PEncoding encoding) {
-  return option_name(public_option(encoding));
-}
-
-std::string p_scale_name(kernels::PScaleReference reference) {
-  return option_name(public_option(reference));
-}
-
-std::string v_granularity_name(kernels::VScaleGranularity granularity) {
-  return option_name(public_option(granularity));
-}
-
-std::string k_granularity_name(kernels::KScaleGranularity granularity) {
-  return option_name(public_option(granularity));
-}
-
 std::string KernelSpec::to_string() const {
-  // Named only when per block, so that the text of every other spec stays as it was.
-  const std::string k_blocks =
-      k_granularity == kernels::KScaleGranularity::kPerBlock ? " k=block" : "";
-  std::string text = family_name(family) + " " + device::arch_name(arch) + " d" +
-                     std::to_string(head_dim);
-  switch (family) {
-    case KernelFamily::kQuantizeRows:
-      text += " " + element_type_name(input_type) + "->" + (qk_bits == 4 ? "i4" : "i8");
-      if (smooth_k) text += " smooth_k";
-      if (q_dot_k_mean) text += " q_dot_k_mean";
-      if (rotate) text += " rotate";
-      text += k_blocks;
-      break;
-    case KernelFamily::kChannelMean:
-      text += " " + element_type_name(input_type);
-      break;
-    case KernelFamily::kQuantizeKVScale:
-    case KernelFamily::kQuantizeKV:
-      text += " " + element_type_name(input_type) + "->" + (qk_bits == 4 ? "i4" : "i8");
-      if (smooth_k) text += " smooth_k";
-      if (rotate) text += " rotate";
-      text += " v=" + v_granularity_name(v_granularity);
-      break;
-    case KernelFamily::kQuantizeVScale:
-    case KernelFamily::kQuantizeV:
-      text += " " + element_type_name(input_type) + " v=" + v_granularity_name(v_granularity);
-      break;
-    case KernelFamily::kAttention:
-    case KernelFamily::kAttentionWgmma:
-      text += " m" + std::to_string(block_m) + " n" + std::to_string(block_n) + " w" +
-              std::to_string(warps) + " s" + std::to_string(stages) + " " + variant_name(variant) +
-              " qk" + std::to_string(qk_bits) + " " + element_type_name(input_type) + "->" +
-              element_type_name(output_type) + (causal ? " causal" : "") +
-              (varlen ? " varlen" : "");
-      if (variant == kernels::AttentionVariant::kFullInt8) {
-        text += " p=" + p_encoding_name(p_encoding) + "/" + p_scale_name(p_scale) +
-                " v=" + v_granularity_name(v_granularity);
-      }
-      text += k_blocks;
-      if (quantizes_q) text += q_dot_k_mean ? " q=in_kernel+q_dot_k_mean" : " q=in_kernel";
-      break;
-    case KernelFamily::kPagedAppend:
-    case KernelFamily::kPagedDecode:
-    case KernelFamily::kMergeStates:
-      text += paged::describe(*this);
-      break;
-  }
-  return text;
+  return family_name(family) + " " + device::arch_name(arch) + " d" + std::to_string(head_dim) +
+         family_fields_text(*this);
 }
 
 json::Value KernelSpec::to_json() const {
@@ -165,18 +96,15 @@ json::Value KernelSpec::to_json() const {
   object.set("warps", warps);
   object.set("stages", stages);
   object.set("qk_bits", qk_bits);
-  object.set("variant", variant_name(variant));
+  object.set("variant", option_name(variant));
   object.set("input_type", element_type_name(input_type));
   object.set("output_type", element_type_name(output_type));
   object.set("causal", causal);
-  object.set("p_encoding", p_encoding_name(p_encoding));
-  object.set("p_scale", p_scale_name(p_scale));
-  object.set("v_granularity", v_granularity_name(v_granularity));
+  numerics::write_json(object, numerics);
   object.set("smooth_k", smooth_k);
   object.set("varlen", varlen);
   object.set("q_dot_k_mean", q_dot_k_mean);
   object.set("rotate", rotate);
-  object.set("k_granularity", k_granularity_name(k_granularity));
   object.set("quantizes_q", quantizes_q);
   return object;
 }
@@ -203,13 +131,13 @@ KernelSpec KernelSpec::from_json(const json::Value& value) {
     spec.warps = integer("warps");
     spec.stages = integer("stages");
     spec.qk_bits = integer("qk_bits");
-    spec.variant = option_from_name<kernels::AttentionVariant>(value, "variant");
+    spec.variant = option_from_name<Variant>(value, "variant");
     spec.input_type = enum_from_name(value, "input_type", element_type_name, kElementTypes);
     spec.output_type = enum_from_name(value, "output_type", element_type_name, kElementTypes);
     spec.causal = value.at("causal").as_bool();
-    spec.p_encoding = option_from_name<kernels::PEncoding>(value, "p_encoding");
-    spec.p_scale = option_from_name<kernels::PScaleReference>(value, "p_scale");
-    spec.v_granularity = option_from_name<kernels::VScaleGranularity>(value, "v_granularity");
+    // Every option (absent: its default; files of builds before per-block K lack k_granularity,
+    // which was per token).
+    spec.numerics = numerics::read_json<InvalidArgument>(value, "spec.");
     spec.smooth_k = value.at("smooth_k").as_bool();
     // Absent in the files of builds before varlen existed: those specs are not varlen.
     const json::Value* varlen = value.find("varlen");
@@ -221,10 +149,6 @@ KernelSpec KernelSpec::from_json(const json::Value& value) {
                                  {"quantizes_q", &spec.quantizes_q}}) {
       const json::Value* found = value.find(member);
       *field = found != nullptr && found->as_bool();
-    }
-    // Absent before per-block K existed: per token.
-    if (value.find("k_granularity") != nullptr) {
-      spec.k_granularity = option_from_name<kernels::KScaleGranularity>(value, "k_granularity");
     }
     return spec;
   } catch (const json::TypeError& error) {
@@ -253,14 +177,11 @@ std::size_t KernelSpecHash::operator()(const KernelSpec& s) const noexcept {
   mix(static_cast<int>(s.input_type));
   mix(static_cast<int>(s.output_type));
   mix(s.causal);
-  mix(static_cast<int>(s.p_encoding));
-  mix(static_cast<int>(s.p_scale));
-  mix(static_cast<int>(s.v_granularity));
+  mix(static_cast<long long>(numerics::code(s.numerics)));
   mix(s.smooth_k);
   mix(s.varlen);
   mix(s.q_dot_k_mean);
   mix(s.rotate);
-  mix(static_cast<int>(s.k_granularity));
   mix(s.quantizes_q);
   return hash;
 }

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "common/json.hpp"
-#include "common/kernel_enums.h"
 #include "device/arch.hpp"
+#include "intfa/numerics.hpp"
 
 namespace intfa::render {
 
@@ -48,17 +48,16 @@ struct KernelSpec {
   kernels::ElementType input_type = kernels::ElementType::kF16;
   kernels::ElementType output_type = kernels::ElementType::kF16;
   bool causal = false;
-  kernels::PEncoding p_encoding = kernels::PEncoding::kSigned127;
-  kernels::PScaleReference p_scale = kernels::PScaleReference::kRunningMax;
-  kernels::VScaleGranularity v_granularity = kernels::VScaleGranularity::kPerTensor;
+  // The attention kernels' numerics (both variants read k_granularity; full INT8 the others);
+  // quantize kernels read v_granularity (V's) and k_granularity (K's rows). Options a kernel
+  // does not read stay at their enum's first value (paper_numerics).
+  AttentionNumerics numerics = paper_numerics();
   bool smooth_k = false;  // quantize kernels: subtract K's channel mean before quantizing
   bool varlen = false;    // attention: packed sequences with cu_seqlens (AttentionParams)
   // quantize_rows of Q when K is smoothed: also write q . (K's channel mean) per row, the LSE term.
   bool q_dot_k_mean = false;
   // quantize_rows: rotate rows (incoherent processing, quantize/rotation.h) before quantizing.
   bool rotate = false;
-  // Attention: K's scales per token or per 64-key block; quantize_rows of K: which it writes.
-  kernels::KScaleGranularity k_granularity = kernels::KScaleGranularity::kPerToken;
   // The Hopper attention kernel: Q arrives in input_type (16 bits) and the kernel quantizes it
   // per token itself (intfa.attention's path: one quantize pass fewer); with q_dot_k_mean it also
   // writes K smoothing's LSE term.
@@ -68,7 +67,8 @@ struct KernelSpec {
   friend bool operator!=(const KernelSpec& a, const KernelSpec& b) { return !(a == b); }
 
   // One line, only the fields the family uses:
-  // "attention sm_90a d128 m128 n64 w8 s2 full_int8 f16->f16 causal p=u8/tile v=tensor".
+  // "attention sm_90a d128 m128 n64 w8 s2 full_int8 qk8 f16->f16 causal p=u8 p-scale=tile
+  // v-scale=tensor".
   std::string to_string() const;
   json::Value to_json() const;
   // Inverse of to_json; throws InvalidArgument naming the bad member.
@@ -76,15 +76,12 @@ struct KernelSpec {
 };
 
 std::string family_name(KernelFamily family);
+// What to_string says after "family arch dN": the fields the spec's family uses (each family's
+// host file says it; defined by src/families/kernel_families.cpp, as instantiation_for).
+std::string family_fields_text(const KernelSpec& spec);
 std::string element_type_name(kernels::ElementType type);  // "f16", "bf16", "f32"
 // The enumerator's name in kernel_enums.h ("kF16", ...), for instantiation units.
 std::string element_type_enumerator(kernels::ElementType type);
-std::string variant_name(kernels::AttentionVariant variant);
-std::string p_encoding_name(kernels::PEncoding encoding);
-std::string p_scale_name(kernels::PScaleReference reference);
-std::string v_granularity_name(kernels::VScaleGranularity granularity);
-std::string k_granularity_name(kernels::KScaleGranularity granularity);
-
 }  // namespace intfa::render
 
 namespace intfa::render {

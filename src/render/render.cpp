@@ -18,9 +18,10 @@ RenderedUnit render(const KernelSpec& spec, const TemplateSet& templates) {
   RenderedUnit unit;
   unit.file_name = "intfa_" + family_name(spec.family) + ".cu";
   unit.name_expression = instantiation.kernel;
-  unit.source = "// intfa instantiation unit for: " + spec.to_string() + "\n#include \"" +
-                instantiation.header + "\"\n\ntemplate __global__ void " + instantiation.kernel +
-                "(" + instantiation.params_type + ");\n";
+  // Only what the kernel is: the spec's display text stays out, so that rewording it changes no
+  // cache key (the cache entry's metadata and a compile error carry the spec).
+  unit.source = "#include \"" + instantiation.header + "\"\n\ntemplate __global__ void " +
+                instantiation.kernel + "(" + instantiation.params_type + ");\n";
   unit.headers = templates.include_closure(instantiation.header);
   return unit;
 }

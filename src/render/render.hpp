@@ -6,7 +6,6 @@
 #include <string>
 #include <vector>
 
-#include "api/option_names.hpp"
 #include "render/kernel_spec.hpp"
 #include "render/template_set.hpp"
 
@@ -42,12 +41,6 @@ Instantiation instantiation_for(const KernelSpec& spec);
 // "true", ...
 std::string element_type_argument(kernels::ElementType type);
 std::string bool_argument(bool value);
-// The numerics options as the kernel enumerators of their tables (api/option_names.hpp).
-template <typename KernelEnum>
-std::string option_argument(KernelEnum value) {
-  return option_kernel_argument(public_option(value));
-}
-
 // Throws InvalidArgument when the spec's family cannot be rendered with its fields (validation of
 // sizes against a device lives with each family's host code, before rendering).
 RenderedUnit render(const KernelSpec& spec, const TemplateSet& templates = TemplateSet::active());

@@ -30,10 +30,7 @@ SpecRequest request_for(device::Arch arch, const AttentionProblem& problem,
   request.causal = problem.causal;
   request.v_type = io_type;
   request.output_type = io_type;
-  request.p_encoding = options.p_encoding;
-  request.p_scale = options.p_scale;
-  request.v_granularity = options.v_granularity;
-  request.k_granularity = options.k_granularity;
+  request.numerics = options.numerics;
   return request;
 }
 
@@ -70,20 +67,9 @@ render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& con
   spec.causal = request.causal;
   spec.varlen = request.varlen;
   spec.output_type = element_type(request.output_type, "tensors.out.dtype");
-  spec.k_granularity = static_cast<kernels::KScaleGranularity>(request.k_granularity);
-  if (request.variant == Variant::kFullInt8) {
-    spec.variant = kernels::AttentionVariant::kFullInt8;
-    spec.p_encoding = request.p_encoding == PEncoding::kSigned127
-                          ? kernels::PEncoding::kSigned127
-                          : kernels::PEncoding::kUnsigned255;
-    spec.p_scale = request.p_scale == PScaleReference::kRunningMax
-                       ? kernels::PScaleReference::kRunningMax
-                       : kernels::PScaleReference::kTileMax;
-    spec.v_granularity = static_cast<kernels::VScaleGranularity>(request.v_granularity);
-  } else {
-    // P is not quantized and V is not scaled: these fields stay at their defaults so that equal
-    // half-INT8 kernels have equal specs.
-    spec.variant = kernels::AttentionVariant::kHalfInt8;
+  spec.variant = request.variant;
+  spec.numerics = numerics_read_by(request.variant, request.numerics);
+  if (request.variant == Variant::kHalfInt8) {
     spec.input_type = element_type(request.v_type, "tensors.v.dtype");
   }
   if (request.quantize_q_in_kernel && config.path == KernelPath::kWgmma) {
@@ -149,7 +135,7 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
     // with one warpgroup up to 1k and three beyond (bench/RESULTS.md, "Against the FP8 peers, and
     // full INT8's P.V one tile behind"). At d=128 three warpgroups cannot hold it, and one with
     // three stages loses the second block per SM.
-    if (request.head_dim <= 128 && request.v_granularity != VScaleGranularity::kPerBlock) {
+    if (request.head_dim <= 128 && request.numerics.v_granularity != VScaleGranularity::kPerBlock) {
       const int stages = request.head_dim <= 64 ? 3 : 2;
       return short_sequences ? KernelConfig{64, 128, 8, stages, KernelPath::kWgmma}
                              : KernelConfig{192, 128, 16, stages, KernelPath::kWgmma};

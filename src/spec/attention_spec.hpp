@@ -22,11 +22,7 @@ struct SpecRequest {
   bool varlen = false;  // packed sequences (AttentionTensors::varlen)
   DType v_type = DType::kF16;    // half INT8 only
   DType output_type = DType::kF16;
-  // Full INT8 numerics, as AttentionOptions' defaults.
-  PEncoding p_encoding = AttentionOptions{}.p_encoding;
-  PScaleReference p_scale = AttentionOptions{}.p_scale;
-  VScaleGranularity v_granularity = AttentionOptions{}.v_granularity;
-  KScaleGranularity k_granularity = AttentionOptions{}.k_granularity;
+  AttentionNumerics numerics;  // the kernel's spec keeps those the variant reads
   // attention_forward_16bit: Q arrives in q_type and the Hopper kernel quantizes it itself
   // (KernelSpec::quantizes_q; with q_dot_k_mean, K is smoothed and it writes the LSE term too).
   // make_spec honours it only for a Hopper config; the portable kernel takes quantize_rows' Q.

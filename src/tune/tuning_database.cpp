@@ -6,15 +6,15 @@
 #include <map>
 #include <utility>
 
-#include "api/option_names.hpp"
 #include "common/json.hpp"
 #include "common/json_members.hpp"
+#include "numerics/numerics.hpp"
 
 namespace intfa::tune {
 namespace {
 
 // --- Names of the public enums in the file: the numerics options by their tables
-// (api/option_names.hpp: written by name, read by name or alias), the output types here ---
+// (numerics/option_names.hpp: written by name, read by name or alias), the output types here ---
 
 template <typename Enum>
 struct Named {
@@ -196,17 +196,13 @@ attention::SpecRequest request_from_json(const json::Value& object, const std::s
     throw DatabaseError(where + "qk_bits", std::to_string(request.qk_bits), "expected 4 or 8");
   }
   request.output_type = enum_member(object, where, "output_dtype", kOutputTypes);
-  if (request.variant == Variant::kFullInt8) {
-    request.p_encoding = option_member<PEncoding>(object, where, "p_encoding");
-    request.p_scale = option_member<PScaleReference>(object, where, "p_scale");
-    request.v_granularity = option_member<VScaleGranularity>(object, where, "v_granularity");
-  } else {
+  if (request.variant == Variant::kHalfInt8) {
     request.v_type = enum_member(object, where, "v_dtype", kOutputTypes);
   }
-  // Written only for per-block K (absent: per token, as in every file before it existed).
-  if (object.find("k_granularity") != nullptr) {
-    request.k_granularity = option_member<KScaleGranularity>(object, where, "k_granularity");
-  }
+  // The numerics the variant reads (absent: the default; k_granularity is written only when per
+  // block, as in every file before it existed).
+  request.numerics = numerics_read_by(request.variant,
+                                      numerics::read_json<DatabaseError>(object, where));
   return request;
 }
 
@@ -216,16 +212,10 @@ void write_request(json::Value& object, const attention::SpecRequest& request) {
   object.set("variant", option_name(request.variant));
   object.set("qk_bits", request.qk_bits);
   object.set("output_dtype", name_of(request.output_type, kOutputTypes));
-  if (request.variant == Variant::kFullInt8) {
-    object.set("p_encoding", option_name(request.p_encoding));
-    object.set("p_scale", option_name(request.p_scale));
-    object.set("v_granularity", option_name(request.v_granularity));
-  } else {
+  if (request.variant == Variant::kHalfInt8) {
     object.set("v_dtype", name_of(request.v_type, kOutputTypes));
   }
-  if (request.k_granularity != KScaleGranularity::kPerToken) {
-    object.set("k_granularity", option_name(request.k_granularity));
-  }
+  numerics::write_json(object, request.numerics, request.variant);
 }
 
 TuningEntry entry_from_json(const json::Value& value, const std::string& field) {
@@ -304,14 +294,8 @@ std::string kernel_name(const attention::SpecRequest& request) {
                      " " + option_name(request.variant) + " qk" +
                      std::to_string(request.qk_bits) + " " +
                      name_of(request.output_type, kOutputTypes);
-  const std::string k_blocks =
-      request.k_granularity == KScaleGranularity::kPerBlock ? " k=block" : "";
-  if (request.variant == Variant::kFullInt8) {
-    return text + " p=" + option_name(request.p_encoding) + "/" +
-           option_name(request.p_scale) +
-           " v=" + option_name(request.v_granularity) + k_blocks;
-  }
-  return text + " v=" + name_of(request.v_type, kOutputTypes) + k_blocks;
+  if (request.variant == Variant::kHalfInt8) text += " v=" + name_of(request.v_type, kOutputTypes);
+  return text + numerics::text(request.numerics, request.variant);
 }
 
 std::string ProblemBucket::to_string() const {
@@ -381,10 +365,11 @@ TuningDatabase TuningDatabase::parse(const std::string& text) {
 
 json::Value TuningDatabase::to_json() const {
   json::Value document = json::Value::object();
-  const bool per_block_k = std::any_of(entries_.begin(), entries_.end(), [](const TuningEntry& e) {
-    return e.bucket.request.k_granularity == KScaleGranularity::kPerBlock;
-  });
-  document.set("schema_version", per_block_k ? kSchemaVersion : kOldestSchemaVersion);
+  const bool later_options =
+      std::any_of(entries_.begin(), entries_.end(), [](const TuningEntry& e) {
+        return numerics::names_a_later_option(e.bucket.request.numerics, e.bucket.request.variant);
+      });
+  document.set("schema_version", later_options ? kSchemaVersion : kOldestSchemaVersion);
   json::Value list = json::Value::array();
   for (const TuningEntry& entry : entries_) list.push_back(entry_to_json(entry));
   document.set("entries", std::move(list));

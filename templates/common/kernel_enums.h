@@ -1,7 +1,14 @@
-// Enumerations shared by the host runtime and the kernel templates. The renderer writes these
-// names into instantiation units (e.g. intfa::kernels::PEncoding::kUnsigned255), so they are part
-// of every kernel's identity: renumbering one changes the cache keys of the kernels using it.
-#pragma once
+// Enumerations shared by the host runtime and the kernel templates, and the public API's numerics
+// enums (include/intfa/numerics.hpp names them intfa::Variant, intfa::PEncoding, ...; the build
+// installs this file as intfa/kernel_enums.h). The renderer writes these names into instantiation
+// units (e.g. intfa::kernels::PEncoding::kUnsigned255), so they are part of every kernel's
+// identity: renumbering one changes the cache keys of the kernels using it, and the C API's enums
+// (include/intfa/intfa.h) take the same values.
+//
+// An include guard, not #pragma once: the library's units may reach both this file and its
+// installed copy.
+#ifndef INTFA_KERNEL_ENUMS_H
+#define INTFA_KERNEL_ENUMS_H
 
 #include "common/types.h"
 
@@ -47,3 +54,5 @@ INTFA_HOST_DEVICE constexpr int k_scale_blocks(int seq_kv) {
 
 }  // namespace kernels
 }  // namespace intfa
+
+#endif  // INTFA_KERNEL_ENUMS_H

@@ -1,6 +1,8 @@
 // Fixed-width integer names usable from NVRTC (which has no <cstdint>) and from host code that
-// shares parameter structs with the kernels.
-#pragma once
+// shares parameter structs with the kernels. An include guard, not #pragma once: the build
+// installs a copy beside intfa/kernel_enums.h, and a unit may reach both.
+#ifndef INTFA_KERNEL_TYPES_H
+#define INTFA_KERNEL_TYPES_H
 
 // Functions shared by host code and kernels (layout arithmetic) are written once with this.
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -25,3 +27,5 @@ static_assert(sizeof(i64) == 8 && sizeof(i32) == 4 && sizeof(i16) == 2, "unexpec
 
 }  // namespace kernels
 }  // namespace intfa
+
+#endif  // INTFA_KERNEL_TYPES_H

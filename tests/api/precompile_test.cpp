@@ -53,8 +53,8 @@ TEST_F(PrecompileApi, CompilesTheQuantizeAndAttentionKernelsOfACallOnceForANamed
   // Without smoothing, rotated: K's rotated rows with V's max pass, Q's rotated rows (no LSE
   // term), V and the attention kernel; the first two are new.
   PrecompileRequest rotated = one_call("sm_120");
-  rotated.numerics.smooth_k = false;
-  rotated.numerics.rotate_qk = true;
+  rotated.options.smooth_k = false;
+  rotated.options.rotate_qk = true;
   const PrecompileReport plain = precompile(rotated);
   EXPECT_EQ(plain.kernels, 4u);
   EXPECT_EQ(plain.compiled_now, 2u);

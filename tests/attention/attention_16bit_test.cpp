@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "api/option_names.hpp"
+#include "numerics/option_names.hpp"
 #include "attention/attention_launch.hpp"
 #include "attention/attention_test_support.hpp"
 #include "intfa/attention.hpp"
@@ -346,7 +346,7 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
     AttentionOptions options;
     options.smooth_k = c.smooth_k;
     options.rotate_qk = c.rotate;
-    options.v_granularity = c.v_granularity;
+    options.numerics.v_granularity = c.v_granularity;
     attention_forward_16bit(p, inputs, workspace.get(), workspace.bytes(), stream.get(), options);
     stream.synchronize();
     out.fill_bytes(0xFF);
@@ -392,7 +392,7 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
     tensors.out = TensorView::dense(expected_out.get(), c.dtype, Layout::kBHND, q_shape);
     tensors.lse = expected_lse.as<float>();
     AttentionOptions steps_options;
-    steps_options.v_granularity = c.v_granularity;
+    steps_options.numerics.v_granularity = c.v_granularity;
     attention_forward(p, tensors, stream.get(), steps_options);
     stream.synchronize();
 

@@ -27,7 +27,7 @@ std::vector<render::KernelSpec> every_head_dim_causality_and_variant(
         request.head_dim = head_dim;
         request.causal = causal;
         request.variant = variant;
-        request.k_granularity = k_granularity;
+        request.numerics.k_granularity = k_granularity;
         specs.push_back(make_spec(request, heuristic_config(request)));
       }
     }
@@ -55,9 +55,9 @@ TEST_P(AttentionCompile, EveryNumericsCombinationCompiles) {
     request.head_dim = 128;
     request.variant = variant;
     request.qk_bits = qk_bits;
-    request.p_encoding = encoding;
-    request.p_scale = reference;
-    request.v_granularity = granularity;
+    request.numerics.p_encoding = encoding;
+    request.numerics.p_scale = reference;
+    request.numerics.v_granularity = granularity;
     request.causal = causal;
     specs.push_back(make_spec(request, heuristic_config(request)));
   };
@@ -99,7 +99,7 @@ TEST_P(AttentionCompile, PerBlockKKernelsCompile) {
   SpecRequest portable;
   portable.arch = GetParam();
   portable.head_dim = 64;
-  portable.k_granularity = KScaleGranularity::kPerBlock;
+  portable.numerics.k_granularity = KScaleGranularity::kPerBlock;
   for (int block_n : {32, 64, 128}) specs.push_back(make_spec(portable, {64, block_n, 4, 2}));
   for (const render::KernelSpec& spec : specs) {
     EXPECT_NE(spec.to_string().find(" k=block"), std::string::npos) << spec.to_string();
@@ -165,7 +165,7 @@ TEST_P(AttentionCompile, VarlenKernelsCompile) {
     }
   }
   SpecRequest per_block_int4;
-  per_block_int4.v_granularity = VScaleGranularity::kPerBlock;
+  per_block_int4.numerics.v_granularity = VScaleGranularity::kPerBlock;
   per_block_int4.qk_bits = 4;
   add(per_block_int4);
   for (const render::KernelSpec& spec : specs) {

@@ -136,7 +136,7 @@ TEST(AttentionGpuOptions, PerBlockKMatchesTheModel) {
       for (bool smooth_k : {true, false}) {
         CheckCase check = make_case({2, 4, 2, 200, 333, 64, true}, variant);
         check.inputs = reference::InputFamily::kKeyOffsets;
-        check.options.k_granularity = KScaleGranularity::kPerBlock;
+        check.options.numerics.k_granularity = KScaleGranularity::kPerBlock;
         check.options.smooth_k = smooth_k;
         check.options.config = KernelConfig{64, block_n, 4, 2};
         expect_correct(check, smooth_k ? 0.05 : 0.2);
@@ -144,7 +144,7 @@ TEST(AttentionGpuOptions, PerBlockKMatchesTheModel) {
     }
   }
   CheckCase wide = make_case({1, 2, 2, 129, 300, 256, false}, Variant::kFullInt8);
-  wide.options.k_granularity = KScaleGranularity::kPerBlock;
+  wide.options.numerics.k_granularity = KScaleGranularity::kPerBlock;
   expect_correct(wide, 0.05);
 }
 

@@ -66,9 +66,9 @@ inline std::vector<AttentionOptions> every_full_int8_numerics() {
            {VScaleGranularity::kPerTensor, VScaleGranularity::kPerChannel,
             VScaleGranularity::kPerBlock}) {
         AttentionOptions options;
-        options.p_encoding = encoding;
-        options.p_scale = reference;
-        options.v_granularity = granularity;
+        options.numerics.p_encoding = encoding;
+        options.numerics.p_scale = reference;
+        options.numerics.v_granularity = granularity;
         combinations.push_back(options);
       }
     }

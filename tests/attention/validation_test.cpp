@@ -712,7 +712,7 @@ TEST(CApiValidation, KScalesArePerTokenByDefault) {
   intfa_default_options(&options);
   EXPECT_EQ(options.k_granularity, INTFA_K_PER_TOKEN);
   EXPECT_EQ(static_cast<int>(options.k_granularity),
-            static_cast<int>(AttentionOptions{}.k_granularity));
+            static_cast<int>(AttentionOptions{}.numerics.k_granularity));
   intfa_quantize_options_t quantize_options;
   std::memset(&quantize_options, 0xff, sizeof quantize_options);
   intfa_default_quantize_options(&quantize_options);

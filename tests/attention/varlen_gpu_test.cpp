@@ -117,9 +117,9 @@ void quantize_and_attend(const VarlenCase& c, const AttentionProblem& problem, i
   t.lse = call.lse.as<float>();
   if (varlen != nullptr) t.varlen = *varlen;
   AttentionOptions options;
-  options.v_granularity = c.granularity;
-  options.p_encoding = c.p_encoding;
-  options.p_scale = c.p_scale;
+  options.numerics.v_granularity = c.granularity;
+  options.numerics.p_encoding = c.p_encoding;
+  options.numerics.p_scale = c.p_scale;
   options.config = config;
   attention_forward(problem, t, stream, options);
 }
@@ -170,7 +170,7 @@ TEST_P(VarlenGpu, EverySequenceMatchesItsOwnDenseRun) {
   request.variant = c.variant;
   request.qk_bits = c.qk_bits;
   request.causal = c.causal;
-  request.v_granularity = c.granularity;
+  request.numerics.v_granularity = c.granularity;
   // The packed call's config (the portable kernel: the Hopper one has no varlen), also used by the
   // dense calls it is compared with bit for bit.
   request.varlen = true;

@@ -57,7 +57,7 @@ KernelConfig wgmma_config(const CheckCase& check) {
   attention::SpecRequest request = testing::sm90a_request(check.problem.head_dim);
   request.variant = check.problem.variant;
   request.causal = check.problem.causal;
-  request.v_granularity = check.options.v_granularity;
+  request.numerics.v_granularity = check.options.numerics.v_granularity;
   const KernelConfig config = attention::heuristic_config(request);
   EXPECT_EQ(config.path, KernelPath::kWgmma);
   return config;
@@ -234,7 +234,7 @@ TEST(WgmmaGpuOptions, PerBlockVWhereATileEndsPastTheLastBlock) {
   for (int head_dim : {64, 128}) {
     for (bool causal : {false, true}) {
       CheckCase check = make_case({2, 4, 2, 130, 130, head_dim, causal});
-      check.options.v_granularity = VScaleGranularity::kPerBlock;
+      check.options.numerics.v_granularity = VScaleGranularity::kPerBlock;
       expect_correct(check, 0.05);
     }
   }
@@ -253,7 +253,7 @@ TEST(WgmmaGpuOptions, PerBlockKMatchesTheModel) {
              {std::pair{true, false}, std::pair{false, false}, std::pair{true, true}}) {
           CheckCase check = testing::make_case({2, 4, 2, 333, 517, head_dim, causal}, variant);
           check.inputs = reference::InputFamily::kKeyOffsets;
-          check.options.k_granularity = KScaleGranularity::kPerBlock;
+          check.options.numerics.k_granularity = KScaleGranularity::kPerBlock;
           check.options.smooth_k = smooth_k;
           check.options.rotate_qk = rotate;
           expect_correct(check, smooth_k ? 0.05 : 0.2);
@@ -265,7 +265,7 @@ TEST(WgmmaGpuOptions, PerBlockKMatchesTheModel) {
     for (int head_dim : {64, 128}) {
       attention::SpecRequest request = testing::sm90a_request(head_dim);
       request.variant = variant;
-      request.k_granularity = KScaleGranularity::kPerBlock;
+      request.numerics.k_granularity = KScaleGranularity::kPerBlock;
       for (const KernelConfig& config : attention::candidate_configs(request)) {
         if (config.path != KernelPath::kWgmma) continue;
         if (attention::shared_bytes(attention::make_spec(request, config)) >
@@ -273,7 +273,7 @@ TEST(WgmmaGpuOptions, PerBlockKMatchesTheModel) {
           continue;
         }
         CheckCase check = testing::make_case({1, 2, 1, 300, 450, head_dim, true}, variant);
-        check.options.k_granularity = KScaleGranularity::kPerBlock;
+        check.options.numerics.k_granularity = KScaleGranularity::kPerBlock;
         check.options.config = config;
         expect_correct(check, 0.05);
       }
@@ -355,7 +355,7 @@ TEST(WgmmaGpuOptions, OneConsumerWarpgroupBlocksShareAnSmAndMatchTheModel) {
   }
   CheckCase per_block_v = make_case({2, 4, 2, 300, 500, 128, false});
   per_block_v.options.config = two_blocks;
-  per_block_v.options.v_granularity = VScaleGranularity::kPerBlock;
+  per_block_v.options.numerics.v_granularity = VScaleGranularity::kPerBlock;
   expect_correct(per_block_v, 0.05);
 }
 
@@ -373,11 +373,9 @@ TEST(WgmmaGpuOptions, PvOneTileBehindScoresMatchesTheModelAndTheWaitingLoop) {
       {192, 128, 16, 2, KernelPath::kWgmma}, {192, 128, 16, 3, KernelPath::kWgmma},
       {64, 128, 8, 2, KernelPath::kWgmma}, {64, 128, 8, 3, KernelPath::kWgmma}};
   AttentionOptions paper;
-  paper.p_encoding = PEncoding::kSigned127;
-  paper.p_scale = PScaleReference::kRunningMax;
-  paper.v_granularity = VScaleGranularity::kPerTensor;
+  paper.numerics = paper_numerics();
   AttentionOptions per_block_k;
-  per_block_k.k_granularity = KScaleGranularity::kPerBlock;
+  per_block_k.numerics.k_granularity = KScaleGranularity::kPerBlock;
   for (const Shape& shape : pv_behind_shapes()) {
     const KernelConfig waiting = shape.head_dim == 64
                                      ? KernelConfig{128, 128, 12, 2, KernelPath::kWgmma}

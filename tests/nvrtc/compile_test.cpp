@@ -82,14 +82,14 @@ TEST(Nvrtc, CompilesEveryQuantizeFamilyForEveryArchAndHeadDim) {
       spec.q_dot_k_mean = false;
       spec.smooth_k = true;
       spec.rotate = true;
-      spec.k_granularity = kernels::KScaleGranularity::kPerBlock;
+      spec.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock;
       const Cubin blocks = compile_spec(spec, templates);
       EXPECT_NE(blocks.lowered_name.find("quantize_row_blocks"), std::string::npos);
       EXPECT_EQ(blocks.log.find("warning"), std::string::npos) << spec.to_string() << blocks.log;
-      spec.k_granularity = kernels::KScaleGranularity::kPerToken;
+      spec.numerics.k_granularity = kernels::KScaleGranularity::kPerToken;
       // K's rows, smoothed and rotated, with V's per-channel max pass in one launch.
       spec.family = render::KernelFamily::kQuantizeKVScale;
-      spec.v_granularity = kernels::VScaleGranularity::kPerChannel;
+      spec.numerics.v_granularity = kernels::VScaleGranularity::kPerChannel;
       const Cubin k_and_v = compile_spec(spec, templates);
       EXPECT_NE(k_and_v.lowered_name.find("quantize_k_v_scale"), std::string::npos);
       EXPECT_EQ(k_and_v.log.find("warning"), std::string::npos) << spec.to_string() << k_and_v.log;
@@ -100,7 +100,7 @@ TEST(Nvrtc, CompilesEveryQuantizeFamilyForEveryArchAndHeadDim) {
           << one_launch.lowered_name;
       EXPECT_EQ(one_launch.log.find("warning"), std::string::npos)
           << spec.to_string() << one_launch.log;
-      spec.v_granularity = kernels::VScaleGranularity::kPerTensor;
+      spec.numerics.v_granularity = kernels::VScaleGranularity::kPerTensor;
       spec.smooth_k = false;
       spec.rotate = false;
     }

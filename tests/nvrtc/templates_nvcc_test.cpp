@@ -68,7 +68,7 @@ TEST(TemplatesWithNvcc, RenderedUnitsOfEveryFamilyCompile) {
   KernelSpec k_and_v = rows;  // K smoothed, with V's per-channel max pass
   k_and_v.family = KernelFamily::kQuantizeKVScale;
   k_and_v.smooth_k = true;
-  k_and_v.v_granularity = kernels::VScaleGranularity::kPerChannel;
+  k_and_v.numerics.v_granularity = kernels::VScaleGranularity::kPerChannel;
   specs.push_back(k_and_v);
   k_and_v.family = KernelFamily::kQuantizeKV;  // the same, V read once (clusters)
   specs.push_back(k_and_v);

@@ -32,16 +32,7 @@ using testing::announced_seed;
 // What attention_forward_16bit does under `options` (AttentionOptions{}: the defaults), with the
 // Hopper kernels' key tile of 128 keys.
 PipelineOptions pipeline_of(const AttentionOptions& options, intfa::Variant variant) {
-  PipelineOptions pipeline;
-  pipeline.model.variant =
-      variant == intfa::Variant::kFullInt8 ? Variant::kFullInt8 : Variant::kHalfInt8;
-  pipeline.model.p_encoding = static_cast<PEncoding>(options.p_encoding);
-  pipeline.model.p_scale = static_cast<PScaleReference>(options.p_scale);
-  pipeline.model.block_n = 128;
-  pipeline.v_granularity = static_cast<VGranularity>(options.v_granularity);
-  pipeline.smooth_k = options.smooth_k;
-  pipeline.rotate = options.rotate_qk;
-  return pipeline;
+  return PipelineOptions::of(variant, options, 128);
 }
 
 struct Errors {
@@ -114,7 +105,7 @@ PipelineOptions without_what_it_needs(PipelineOptions options, Needs needs) {
       options.rotate = false;
       break;
     case Needs::kPerChannelV:
-      options.v_granularity = VGranularity::kPerTensor;
+      options.model.numerics.v_granularity = VGranularity::kPerTensor;
       break;
   }
   return options;
@@ -263,7 +254,7 @@ TEST(AccuracyOnRealInputsSmoothing, TheLseTermIsWhatMakesTheLseThatOfTheOriginal
   const QuantizedRows q8 =
       quantize_rows(inputs.q.data(), shape.heads_q * shape.seq_q, shape.head_dim, 8);
   const QuantizedV v8 = quantize_v(inputs.v.data(), 1, shape.heads_kv, shape.seq_kv, shape.head_dim,
-                                   options.v_granularity);
+                                   options.model.numerics.v_granularity);
   std::vector<double> smoothed_out(exact.size()), smoothed_lse(exact_lse.size());
   attention_quantized_model(shape, q8, k8, &v8, nullptr, options.model, smoothed_out.data(),
                             smoothed_lse.data());

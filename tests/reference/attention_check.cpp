@@ -139,10 +139,6 @@ std::size_t count_v_mismatches(const DeviceBuffer& v8, const DeviceBuffer& scale
   return mismatches;
 }
 
-VGranularity model_granularity(VScaleGranularity granularity) {
-  return static_cast<VGranularity>(granularity);
-}
-
 }  // namespace
 
 std::string CheckCase::to_string() const {
@@ -153,13 +149,13 @@ std::string CheckCase::to_string() const {
                 problem.batch, problem.heads_q, problem.heads_kv, problem.seq_q, problem.seq_kv,
                 problem.head_dim, problem.causal ? " causal" : "", problem.qk_bits,
                 options.smooth_k ? " smooth_k" : "", options.rotate_qk ? " rotate" : "",
-                options.k_granularity == KScaleGranularity::kPerBlock ? " k=block" : "",
+                options.numerics.k_granularity == KScaleGranularity::kPerBlock ? " k=block" : "",
                 layout == Layout::kBHND ? "BHND" : "BNHD",
                 out_row_padding != 0 ? (" out+" + std::to_string(out_row_padding)).c_str() : "",
                 dtype_name(io_type).c_str(), family_name(inputs).c_str(),
-                options.p_encoding == intfa::PEncoding::kSigned127 ? "s8" : "u8",
-                options.p_scale == intfa::PScaleReference::kRunningMax ? "running" : "tile",
-                static_cast<int>(options.v_granularity), static_cast<unsigned long long>(seed));
+                options.numerics.p_encoding == intfa::PEncoding::kSigned127 ? "s8" : "u8",
+                options.numerics.p_scale == intfa::PScaleReference::kRunningMax ? "running" : "tile",
+                static_cast<int>(options.numerics.v_granularity), static_cast<unsigned long long>(seed));
   return text;
 }
 
@@ -214,10 +210,10 @@ CheckResult run_check(const CheckCase& check) {
                             sizeof(float));
   k_means.fill_bytes(0xFF);
   q_dot_k_mean.fill_bytes(0xFF);
-  const bool k_per_block = check.options.k_granularity == KScaleGranularity::kPerBlock;
+  const bool k_per_block = check.options.numerics.k_granularity == KScaleGranularity::kPerBlock;
   QuantizeOptions k_options;
   k_options.rotate = rotate;
-  k_options.k_granularity = check.options.k_granularity;
+  k_options.k_granularity = check.options.numerics.k_granularity;
   if (smooth_k) k_options.smooth_k_channel_mean = k_means.as<float>();
   const QuantizedOnDevice k_quantized = quantize_on_device(
       k_input, kv_shape, check.layout, check.io_type, p.qk_bits, stream.get(), k_options);
@@ -240,12 +236,12 @@ CheckResult run_check(const CheckCase& check) {
   if (p.variant == intfa::Variant::kFullInt8) {
     v8 = DeviceBuffer(v_int8_bytes(p.batch, p.heads_kv, p.seq_kv, p.head_dim));
     v_scales = DeviceBuffer(
-        v_scale_count(check.options.v_granularity, p.batch, p.heads_kv, p.seq_kv, p.head_dim) *
+        v_scale_count(check.options.numerics.v_granularity, p.batch, p.heads_kv, p.seq_kv, p.head_dim) *
         sizeof(float));
     v8.fill_bytes(0xA5);
     v_scales.fill_bytes(0xFF);
     quantize_v(kv_shape, TensorView::dense(v_input.get(), check.io_type, check.layout, kv_shape),
-               v8.get(), v_scales.as<float>(), check.options.v_granularity, stream.get());
+               v8.get(), v_scales.as<float>(), check.options.numerics.v_granularity, stream.get());
     tensors.v = v_int8_view(v8.get(), p.batch, p.heads_kv, p.seq_kv, p.head_dim);
     tensors.v_scale = v_scales.as<float>();
   } else {
@@ -310,7 +306,7 @@ CheckResult run_check(const CheckCase& check) {
   QuantizedV v_model;
   if (p.variant == intfa::Variant::kFullInt8) {
     v_model = quantize_v(v.data(), p.batch, p.heads_kv, p.seq_kv, p.head_dim,
-                         model_granularity(check.options.v_granularity));
+                         check.options.numerics.v_granularity);
     result.v_mismatches = count_v_mismatches(v8, v_scales, v_model, result.scale_mismatches);
   }
 
@@ -331,10 +327,8 @@ CheckResult run_check(const CheckCase& check) {
   });
 
   ModelOptions model_options;
-  model_options.variant = p.variant == intfa::Variant::kFullInt8 ? reference::Variant::kFullInt8
-                                                          : reference::Variant::kHalfInt8;
-  model_options.p_encoding = static_cast<reference::PEncoding>(check.options.p_encoding);
-  model_options.p_scale = static_cast<reference::PScaleReference>(check.options.p_scale);
+  model_options.variant = p.variant;
+  model_options.numerics = check.options.numerics;
   model_options.block_n = check.options.config ? check.options.config->block_n : 0;
   model_options.v_is_bf16 = bf16;
   if (smooth_k) model_options.q_dot_k_mean = device_lse_terms.data();

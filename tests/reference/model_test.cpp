@@ -27,8 +27,8 @@ using testing::announced_seed;
 ModelOptions full_int8(PEncoding encoding, PScaleReference reference, int block_n) {
   ModelOptions options;
   options.variant = Variant::kFullInt8;
-  options.p_encoding = encoding;
-  options.p_scale = reference;
+  options.numerics.p_encoding = encoding;
+  options.numerics.p_scale = reference;
   options.block_n = block_n;
   return options;
 }
@@ -420,7 +420,7 @@ TEST(ModelTiling, UniformScoresGiveTheSameResultForEveryBlockN) {
         options.block_n = block_n;
         EXPECT_LT(relative_l2(one_tile, problem.model(options, granularity)), 1e-12)
             << "block_n " << block_n << " variant " << static_cast<int>(options.variant)
-            << " reference " << static_cast<int>(options.p_scale);
+            << " reference " << static_cast<int>(options.numerics.p_scale);
       }
     }
   }
@@ -493,7 +493,7 @@ TEST(ModelAccuracy, FullInt8U8TileMaxPerBlockIsCloseToFloat64) {
 double lse_tolerance(const ModelOptions& options) {
   if (options.variant == Variant::kHalfInt8) return 1e-5;
   const bool fine_p =
-      options.p_encoding == PEncoding::kUnsigned255 && options.p_scale == PScaleReference::kTileMax;
+      options.numerics.p_encoding == PEncoding::kUnsigned255 && options.numerics.p_scale == PScaleReference::kTileMax;
   return fine_p ? 2e-2 : 6e-2;
 }
 
@@ -519,7 +519,7 @@ TEST(ModelAccuracy, CausalGqaLseMatchesFloat64) {
         full_int8(PEncoding::kUnsigned255, PScaleReference::kTileMax, 32), half_int8(true, 64)};
     for (const ModelOptions& options : variants) {
       SCOPED_TRACE("variant " + std::to_string(static_cast<int>(options.variant)) + " P " +
-                   std::to_string(static_cast<int>(options.p_encoding)) + " seq_q " +
+                   std::to_string(static_cast<int>(options.numerics.p_encoding)) + " seq_q " +
                    std::to_string(shape.seq_q));
       const double tolerance = lse_tolerance(options);
       std::vector<double> lse;

@@ -4,10 +4,22 @@
 
 namespace intfa::reference {
 
+PipelineOptions PipelineOptions::of(Variant variant, const AttentionOptions& options,
+                                    int block_n) {
+  PipelineOptions pipeline;
+  pipeline.model.variant = variant;
+  pipeline.model.numerics = options.numerics;
+  pipeline.model.block_n = block_n;
+  pipeline.smooth_k = options.smooth_k;
+  pipeline.rotate = options.rotate_qk;
+  return pipeline;
+}
+
 void attention_pipeline_model(const Shape& shape, const float* q, const float* k, const float* v,
                               const PipelineOptions& options, double* out, double* lse) {
   shape.validate();
-  if (options.k_low_terms && options.k_per_block) {
+  const bool k_per_block = options.model.numerics.k_granularity == KScaleGranularity::kPerBlock;
+  if (options.k_low_terms && k_per_block) {
     throw InvalidArgument("options.k_low_terms", "true", "expected K per token (not per block)");
   }
   const int q_rows = shape.batch * shape.heads_q * shape.seq_q;
@@ -20,12 +32,12 @@ void attention_pipeline_model(const Shape& shape, const float* q, const float* k
         options.exact_mean ? channel_means(k, kv_heads, shape.seq_kv, shape.head_dim)
                            : sampled_channel_means(k, kv_heads, shape.seq_kv, shape.head_dim);
     means.assign(exact.begin(), exact.end());
-    k8 = options.k_per_block
+    k8 = k_per_block
              ? quantize_row_blocks(k, kv_heads, shape.seq_kv, shape.head_dim, means.data(),
                                    options.rotate)
              : quantize_rows_smoothed(k, kv_heads, shape.seq_kv, shape.head_dim, options.qk_bits,
                                       means.data(), options.rotate, options.k_low_terms);
-  } else if (options.k_per_block) {
+  } else if (k_per_block) {
     k8 = quantize_row_blocks(k, kv_heads, shape.seq_kv, shape.head_dim, nullptr, options.rotate);
   } else {
     k8 = quantize_rows(k, kv_heads * shape.seq_kv, shape.head_dim, options.qk_bits, nullptr,
@@ -43,7 +55,7 @@ void attention_pipeline_model(const Shape& shape, const float* q, const float* k
   }
   if (model.variant == Variant::kFullInt8) {
     const QuantizedV v8 = quantize_v(v, shape.batch, shape.heads_kv, shape.seq_kv, shape.head_dim,
-                                     options.v_granularity);
+                                     options.model.numerics.v_granularity);
     attention_quantized_model(shape, q8, k8, &v8, nullptr, model, out, lse);
   } else {
     attention_quantized_model(shape, q8, k8, nullptr, v, model, out, lse);

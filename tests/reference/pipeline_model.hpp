@@ -6,21 +6,26 @@
 
 #include <vector>
 
+#include "intfa/attention.hpp"
 #include "reference/quantized_model.hpp"
 
 namespace intfa::reference {
 
 struct PipelineOptions {
-  ModelOptions model;  // variant, P numerics, block_n (model.q_dot_k_mean is set here)
-  VGranularity v_granularity = VGranularity::kPerChannel;  // full INT8
+  // variant, the numerics (all four: V's and K's granularity say how V and K are quantized),
+  // block_n (model.q_dot_k_mean is set here)
+  ModelOptions model;
   int qk_bits = 8;
   bool smooth_k = true;     // K minus its (sampled) channel means, with the LSE term
   bool rotate = false;      // Q and K rotated before quantizing
   bool exact_mean = false;  // smoothing with the mean of all keys, not the kernel's sample
-  bool k_per_block = false;  // K with one scale per 64 keys (KScaleGranularity::kPerBlock)
   // Q, K as two INT8 terms (QuantizedRows::low_terms): a study of more precise Q.K, no kernel.
   bool q_low_terms = false;
   bool k_low_terms = false;
+
+  // What attention_forward_16bit does for a `variant` call under `options` (numerics, smooth_k,
+  // rotate_qk) with the attention kernel's key tile of `block_n` keys.
+  static PipelineOptions of(Variant variant, const AttentionOptions& options, int block_n);
 };
 
 // q [batch][heads_q][seq_q][head_dim], k and v [batch][heads_kv][seq_kv][head_dim] (16-bit values

@@ -642,8 +642,8 @@ void attention_quantized_model(const Shape& shape, const QuantizedRows& q, const
   ModelSetup setup;
   setup.head_dim = shape.head_dim;
   setup.full_int8 = full_int8;
-  setup.p_range = options.p_encoding == PEncoding::kUnsigned255 ? 255.0 : 127.0;
-  setup.tile_max_reference = options.p_scale == PScaleReference::kTileMax;
+  setup.p_range = options.numerics.p_encoding == PEncoding::kUnsigned255 ? 255.0 : 127.0;
+  setup.tile_max_reference = options.numerics.p_scale == PScaleReference::kTileMax;
   setup.v_granularity = full_int8 ? v_quantized->granularity : VGranularity::kPerTensor;
   setup.v_is_bf16 = options.v_is_bf16;
   setup.block_n = options.block_n;

@@ -7,14 +7,17 @@
 #include <cstdint>
 #include <vector>
 
+#include "intfa/numerics.hpp"
 #include "reference/reference.hpp"
 
 namespace intfa::reference {
 
-enum class Variant { kFullInt8, kHalfInt8 };
-enum class PEncoding { kSigned127, kUnsigned255 };
-enum class PScaleReference { kRunningMax, kTileMax };
-enum class VGranularity { kPerTensor, kPerChannel, kPerBlock };
+// The library's numerics enums (include/intfa/numerics.hpp): the model takes the options the
+// kernels take.
+using Variant = ::intfa::Variant;
+using PEncoding = ::intfa::PEncoding;
+using PScaleReference = ::intfa::PScaleReference;
+using VGranularity = ::intfa::VScaleGranularity;
 
 // Per-token quantization of rows of `head_dim` values: exactly the quantize_rows kernel.
 // `channel_mean` (K smoothing), when given, is one vector of head_dim floats subtracted (in FP32)
@@ -90,8 +93,8 @@ QuantizedV quantize_v(const float* v, int batch, int heads, int seq, int head_di
 
 struct ModelOptions {
   Variant variant = Variant::kFullInt8;
-  PEncoding p_encoding = PEncoding::kSigned127;
-  PScaleReference p_scale = PScaleReference::kRunningMax;
+  // The model reads p_encoding and p_scale (V's and K's granularity are in the quantized inputs).
+  AttentionNumerics numerics = paper_numerics();
   int block_n = 64;        // the kernel's key tile: the online softmax steps tile by tile
   bool v_is_bf16 = false;  // half INT8: P is rounded to V's type
   // K smoothed: q . mean per query row ([batch][heads_q][seq_q], q_dot_k_means or the kernel's),

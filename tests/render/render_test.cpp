@@ -24,7 +24,7 @@ KernelSpec attention_spec() {
   spec.warps = 8;
   spec.stages = 2;
   spec.causal = true;
-  spec.p_encoding = kernels::PEncoding::kUnsigned255;
+  spec.numerics.p_encoding = kernels::PEncoding::kUnsigned255;
   return spec;
 }
 
@@ -57,13 +57,13 @@ TEST(Render, EqualSpecsRenderEqualUnitsAndEveryFieldChangesTheUnit) {
   with([](KernelSpec& s) { s.input_type = kernels::ElementType::kBF16; });
   with([](KernelSpec& s) { s.output_type = kernels::ElementType::kBF16; });
   with([](KernelSpec& s) { s.causal = false; });
-  with([](KernelSpec& s) { s.p_encoding = kernels::PEncoding::kSigned127; });
-  with([](KernelSpec& s) { s.p_scale = kernels::PScaleReference::kTileMax; });
-  with([](KernelSpec& s) { s.v_granularity = kernels::VScaleGranularity::kPerBlock; });
-  with([](KernelSpec& s) { s.k_granularity = kernels::KScaleGranularity::kPerBlock; });
+  with([](KernelSpec& s) { s.numerics.p_encoding = kernels::PEncoding::kSigned127; });
+  with([](KernelSpec& s) { s.numerics.p_scale = kernels::PScaleReference::kTileMax; });
+  with([](KernelSpec& s) { s.numerics.v_granularity = kernels::VScaleGranularity::kPerBlock; });
+  with([](KernelSpec& s) { s.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock; });
   with([](KernelSpec& s) {
     s.family = KernelFamily::kAttentionWgmma;
-    s.k_granularity = kernels::KScaleGranularity::kPerBlock;
+    s.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock;
   });
   for (const KernelSpec& spec : variants) {
     EXPECT_NE(spec, base);
@@ -184,13 +184,13 @@ TEST(KernelSpecJson, RoundTripsEveryField) {
   KernelSpec spec = attention_spec();
   spec.qk_bits = 4;
   spec.input_type = kernels::ElementType::kBF16;
-  spec.p_scale = kernels::PScaleReference::kTileMax;
-  spec.v_granularity = kernels::VScaleGranularity::kPerChannel;
+  spec.numerics.p_scale = kernels::PScaleReference::kTileMax;
+  spec.numerics.v_granularity = kernels::VScaleGranularity::kPerChannel;
   spec.smooth_k = true;
   spec.varlen = true;
   spec.q_dot_k_mean = true;
   spec.rotate = true;
-  spec.k_granularity = kernels::KScaleGranularity::kPerBlock;
+  spec.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock;
   EXPECT_EQ(KernelSpec::from_json(json::parse(spec.to_json().dump())), spec);
 }
 
@@ -229,7 +229,7 @@ TEST(Render, PerBlockKNamesItsArgumentAndItsQuantizeKernel) {
   KernelSpec spec = attention_spec();
   const std::string per_token = render(spec, templates).name_expression;
   EXPECT_EQ(per_token.find("KScaleGranularity"), std::string::npos) << per_token;
-  spec.k_granularity = kernels::KScaleGranularity::kPerBlock;
+  spec.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock;
   const std::string per_block = render(spec, templates).name_expression;
   EXPECT_NE(per_block.find(", false, intfa::kernels::KScaleGranularity::kPerBlock>>"),
             std::string::npos)
@@ -244,7 +244,7 @@ TEST(Render, PerBlockKNamesItsArgumentAndItsQuantizeKernel) {
   rows.family = KernelFamily::kQuantizeRows;
   rows.head_dim = 128;
   rows.smooth_k = true;
-  rows.k_granularity = kernels::KScaleGranularity::kPerBlock;
+  rows.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock;
   EXPECT_NE(render(rows, templates)
                 .name_expression.find("quantize_row_blocks<128, "
                                       "intfa::kernels::ElementType::kF16, true, false>"),

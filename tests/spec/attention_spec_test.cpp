@@ -26,7 +26,7 @@ TEST(AttentionSpec, HeuristicConfigsAreValidAndFitEveryTarget) {
             request.arch = arch;
             request.variant = variant;
             request.causal = causal;
-            request.v_granularity = granularity;
+            request.numerics.v_granularity = granularity;
             const std::vector<KernelConfig> listed = heuristic_configs(request);
             EXPECT_EQ(listed.front(), heuristic_config(request));
             for (int seq_bucket : {0, 1024, 2048, 16384}) {
@@ -63,7 +63,7 @@ TEST(AttentionSpec, ShortSequencesOnHopperTakeTwoBlocksPerSm) {
   const KernelConfig two_blocks{64, 128, 8, 2, KernelPath::kWgmma};
   EXPECT_NE(heuristic_config(sm90a_request(256), 1024), two_blocks);
   SpecRequest per_block_v = sm90a_request(128);
-  per_block_v.v_granularity = VScaleGranularity::kPerBlock;
+  per_block_v.numerics.v_granularity = VScaleGranularity::kPerBlock;
   EXPECT_NE(heuristic_config(per_block_v, 1024), two_blocks);
   SpecRequest ampere = sm90a_request(128);
   ampere.arch = device::Arch::kSm80;
@@ -139,10 +139,10 @@ TEST(AttentionSpec, SharedBytesFollowTheKernelsLayout) {
 TEST(AttentionSpec, HalfInt8SpecsIgnoreFullInt8NumericsOptions) {
   SpecRequest request = sm90a_request(64);
   request.variant = Variant::kHalfInt8;
-  request.p_encoding = PEncoding::kSigned127;
+  request.numerics.p_encoding = PEncoding::kSigned127;
   const render::KernelSpec a = make_spec(request, heuristic_config(request));
-  request.p_encoding = PEncoding::kUnsigned255;
-  request.v_granularity = VScaleGranularity::kPerBlock;
+  request.numerics.p_encoding = PEncoding::kUnsigned255;
+  request.numerics.v_granularity = VScaleGranularity::kPerBlock;
   EXPECT_EQ(a, make_spec(request, heuristic_config(request)));
 }
 
@@ -173,10 +173,10 @@ TEST(AttentionSpec, RequestForTakesEveryFieldFromTheProblemAndOptions) {
   problem.qk_bits = 4;
   problem.causal = true;
   AttentionOptions options;
-  options.p_encoding = PEncoding::kSigned127;
-  options.p_scale = PScaleReference::kRunningMax;
-  options.v_granularity = VScaleGranularity::kPerBlock;
-  options.k_granularity = KScaleGranularity::kPerBlock;
+  options.numerics.p_encoding = PEncoding::kSigned127;
+  options.numerics.p_scale = PScaleReference::kRunningMax;
+  options.numerics.v_granularity = VScaleGranularity::kPerBlock;
+  options.numerics.k_granularity = KScaleGranularity::kPerBlock;
   const SpecRequest request = request_for(device::Arch::kSm89, problem, options, DType::kBF16);
   EXPECT_EQ(request.arch, device::Arch::kSm89);
   EXPECT_EQ(request.head_dim, 64);
@@ -186,16 +186,16 @@ TEST(AttentionSpec, RequestForTakesEveryFieldFromTheProblemAndOptions) {
   EXPECT_FALSE(request.varlen);
   EXPECT_EQ(request.v_type, DType::kBF16);
   EXPECT_EQ(request.output_type, DType::kBF16);
-  EXPECT_EQ(request.p_encoding, PEncoding::kSigned127);
-  EXPECT_EQ(request.p_scale, PScaleReference::kRunningMax);
-  EXPECT_EQ(request.v_granularity, VScaleGranularity::kPerBlock);
-  EXPECT_EQ(request.k_granularity, KScaleGranularity::kPerBlock);
+  EXPECT_EQ(request.numerics.p_encoding, PEncoding::kSigned127);
+  EXPECT_EQ(request.numerics.p_scale, PScaleReference::kRunningMax);
+  EXPECT_EQ(request.numerics.v_granularity, VScaleGranularity::kPerBlock);
+  EXPECT_EQ(request.numerics.k_granularity, KScaleGranularity::kPerBlock);
 }
 
 // Per-block K is for 8-bit Q.K and dense batches: other requests are refused naming the option.
 TEST(AttentionSpec, PerBlockKNeeds8BitQkAndDenseBatches) {
   SpecRequest request;
-  request.k_granularity = KScaleGranularity::kPerBlock;
+  request.numerics.k_granularity = KScaleGranularity::kPerBlock;
   request.qk_bits = 4;
   auto expect_refused = [&](const SpecRequest& r) {
     try {
@@ -212,7 +212,7 @@ TEST(AttentionSpec, PerBlockKNeeds8BitQkAndDenseBatches) {
   expect_refused(request);
   request.varlen = false;
   EXPECT_NO_THROW(validate_config(make_spec(request, portable_heuristic_config(request)), 1 << 20));
-  EXPECT_EQ(make_spec(request, portable_heuristic_config(request)).k_granularity,
+  EXPECT_EQ(make_spec(request, portable_heuristic_config(request)).numerics.k_granularity,
             kernels::KScaleGranularity::kPerBlock);
 }
 

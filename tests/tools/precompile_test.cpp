@@ -486,7 +486,7 @@ TEST_F(PrecompileTuned, APerBlockKEntryBundlesItsQuantizeKernel) {
   tune::TuningDatabase database;
   tune::TuningEntry entry =
       tuned_entry("H100", device::Arch::kSm90a, 64, Variant::kFullInt8, 4096, kA);
-  entry.bucket.request.k_granularity = KScaleGranularity::kPerBlock;
+  entry.bucket.request.numerics.k_granularity = KScaleGranularity::kPerBlock;
   database.merge(entry);
   tune::write_database_file(path(), database);
   for (const char* k_scale : {"", " --k-scale token", " --k-scale block"}) {

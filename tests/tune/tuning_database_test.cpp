@@ -89,7 +89,7 @@ TEST(TuningDatabase, RoundTripsThroughJsonWithItsSchemaVersion) {
 TEST(TuningDatabase, PerBlockKEntriesMakeTheFileVersion2) {
   TuningDatabase database = two_bucket_database();
   attention::SpecRequest per_block = d128_request();
-  per_block.k_granularity = KScaleGranularity::kPerBlock;
+  per_block.numerics.k_granularity = KScaleGranularity::kPerBlock;
   database.merge(entry_for(per_block, 1024, kFast));
   const json::Value document = database.to_json();
   EXPECT_EQ(document.at("schema_version").as_int(), TuningDatabase::kSchemaVersion);
@@ -171,15 +171,15 @@ TEST(TuningDatabase, NumericsSplitBucketsOnlyWhenTheySelectAnotherKernel) {
   database.merge(entry_for(d128_request(), 4096, kOther));
 
   attention::SpecRequest half_s8 = half;
-  half_s8.p_encoding = PEncoding::kSigned127;  // half INT8 does not quantize P
+  half_s8.numerics.p_encoding = PEncoding::kSigned127;  // half INT8 does not quantize P
   ASSERT_NE(database.find(h100(), {half_s8, 4096}), nullptr);
   EXPECT_EQ(database.find(h100(), {half_s8, 4096})->best.config, kFast);
 
   attention::SpecRequest full_s8 = d128_request();
-  full_s8.p_encoding = PEncoding::kSigned127;
+  full_s8.numerics.p_encoding = PEncoding::kSigned127;
   EXPECT_EQ(database.find(h100(), {full_s8, 4096}), nullptr);
   attention::SpecRequest per_block = d128_request();
-  per_block.v_granularity = VScaleGranularity::kPerBlock;
+  per_block.numerics.v_granularity = VScaleGranularity::kPerBlock;
   EXPECT_EQ(database.find(h100(), {per_block, 4096}), nullptr);
   attention::SpecRequest full_bf16_v = d128_request();
   full_bf16_v.v_type = DType::kBF16;  // full INT8 reads V as INT8

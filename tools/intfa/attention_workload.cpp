@@ -59,12 +59,12 @@ AttentionWorkload::AttentionWorkload(const AttentionProblem& problem,
   q8_ = device::DeviceBuffer(q_count * bits / 8);
   k8_ = device::DeviceBuffer(kv_count * bits / 8);
   q_scale_ = device::DeviceBuffer(q_count / problem.head_dim * sizeof(float));
-  k_scale_ = device::DeviceBuffer(k_scale_count(options.k_granularity, problem.batch,
+  k_scale_ = device::DeviceBuffer(k_scale_count(options.numerics.k_granularity, problem.batch,
                                                 problem.heads_kv, problem.seq_kv) *
                                   sizeof(float));
   v8_ = device::DeviceBuffer(
       v_int8_bytes(problem.batch, problem.heads_kv, problem.seq_kv, problem.head_dim));
-  v_scale_ = device::DeviceBuffer(v_scale_count(options.v_granularity, problem.batch,
+  v_scale_ = device::DeviceBuffer(v_scale_count(options.numerics.v_granularity, problem.batch,
                                                 problem.heads_kv, problem.seq_kv,
                                                 problem.head_dim) *
                                   sizeof(float));
@@ -96,7 +96,7 @@ void AttentionWorkload::quantize(CUstream stream) {
   QuantizeOptions k_options;
   k_options.bits = problem_.qk_bits;
   k_options.rotate = options_.rotate_qk;
-  k_options.k_granularity = options_.k_granularity;
+  k_options.k_granularity = options_.numerics.k_granularity;
   k_options.smooth_k_channel_mean = options_.smooth_k ? k_mean_.as<float>() : nullptr;
   const TensorView k_input = TensorView::dense(k_.get(), io_type_, Layout::kBHND, kv_shape_);
   if (problem_.variant == Variant::kFullInt8) {
@@ -110,7 +110,7 @@ void AttentionWorkload::quantize(CUstream stream) {
     kv.v_input = TensorView::dense(v_.get(), io_type_, Layout::kBHND, kv_shape_);
     kv.v_output = v8_.get();
     kv.v_scales = v_scale_.as<float>();
-    kv.v_granularity = options_.v_granularity;
+    kv.v_granularity = options_.numerics.v_granularity;
     quantize::quantize_k_and_v_channels(kv, kv_shape_.head_dim, stream);
   } else {
     quantize_qk(kv_shape_, k_input, tensors_.k, k_scale_.as<float>(), stream, k_options);
@@ -167,7 +167,7 @@ std::uint64_t AttentionWorkload::quantize_bytes_moved() const {
   if (options_.smooth_k) bytes += q / problem_.head_dim * 4;
   if (problem_.variant == Variant::kFullInt8) {
     bytes += kv * 2 + kv;  // V: read, write
-    if (options_.v_granularity != VScaleGranularity::kPerBlock) bytes += kv * 2;  // max pass
+    if (options_.numerics.v_granularity != VScaleGranularity::kPerBlock) bytes += kv * 2;  // max pass
   }
   return bytes;
 }

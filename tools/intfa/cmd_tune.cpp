@@ -177,10 +177,7 @@ AttentionOptions numerics_of(const attention::SpecRequest& request,
   AttentionOptions options;
   options.smooth_k = transforms.smooth_k;
   options.rotate_qk = transforms.rotate_qk;
-  options.p_encoding = request.p_encoding;
-  options.p_scale = request.p_scale;
-  options.v_granularity = request.v_granularity;
-  options.k_granularity = request.k_granularity;
+  options.numerics = request.numerics;
   return options;
 }
 

@@ -18,14 +18,14 @@ const std::vector<Command>& commands() {
       {"info", "GPU, target arch, driver and NVRTC versions, cache location and size", kInfoUsage,
        run_info},
       {"run", "the demo: quantize, JIT-compile, launch and check attention", kRunUsage, run_demo,
-       kNumericsOptionsHelp},
+       numerics_options_help()},
       {"cache", "list, verify or clear the kernel cache", kCacheUsage, run_cache},
       {"precompile", "compile kernels for deployment into a bundle with a manifest (no GPU)",
        kPrecompileUsage, run_precompile},
       {"tune", "time tile configs on this GPU and record the fastest (tuning database)",
        kTuneUsage, run_tune},
       {"bench", "time attention and quantization over a grid of problems", kBenchUsage, run_bench,
-       kNumericsOptionsHelp},
+       numerics_options_help()},
   };
   return table;
 }

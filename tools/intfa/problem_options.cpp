@@ -1,36 +1,66 @@
 #include "intfa/problem_options.hpp"
 
 #include <string_view>
+#include <type_traits>
 
-#include "api/option_names.hpp"
 #include "attention/validation.hpp"
 #include "common/strings.hpp"
 #include "intfa/attention_workload.hpp"
 #include "intfa/errors.hpp"
+#include "numerics/option_names.hpp"
 
 namespace intfa::cli {
 
-const char* const kNumericsOptionsHelp =
-    "  --variant full_int8|half_int8  full INT8 (default) or half INT8 (FP16/BF16 V); full and\n"
-    "                             half for short\n"
-    "  --p u8|s8                  P encoding (full INT8): u8 R=255 (default) or s8 R=127\n"
-    "  --p-scale running|tile     P reference: running max or tile max (default)\n"
-    "  --v-scale tensor|channel|block   V scale granularity (default channel)\n"
-    "  --k-scale token|block      K scale per key (default) or per 64-key block: faster\n"
-    "                             kernel, coarser K (8-bit Q.K, dense)\n"
-    "  --qk-bits 8|4              Q.K in INT8 (default) or INT4\n"
-    "  --dtype f16|bf16           inputs and output (default f16)\n"
-    "  --dist FAMILY              inputs: normal (N(0,1), default), uniform (U(-0.5,0.5)),\n"
-    "                             k_offset, outliers, sharp, offset_outliers,\n"
-    "                             sharp_offset_outliers, v_outliers (see intfa_accuracy_model)\n"
-    "  --softmax-scale X          default 1/sqrt(head_dim)\n"
-    "  --config M,N,W,S           tile config block_m,block_n,warps,stages (default: tuned or\n"
-    "                             heuristic); W = 12 or 16, or 8 with M = 64, is the\n"
-    "                             Hopper (wgmma) kernel\n"
-    "  --smooth-k[=BOOL]          K smoothing: K minus its channel means (over a sample of keys)\n"
-    "                             before quantizing; on by default, --smooth-k=0 turns it off\n"
-    "  --rotate[=BOOL]            rotate Q and K by a signed Walsh-Hadamard matrix before\n"
-    "                             quantizing (incoherent processing: spreads outlier channels)\n";
+namespace {
+
+// "--p-encoding": the flag an option's member name spells (every option also takes its short
+// flag, "--p").
+std::string member_flag(const char* member) {
+  std::string flag = member;
+  for (char& c : flag) c = c == '_' ? '-' : c;
+  return flag;
+}
+
+std::string build_numerics_help() {
+  std::string help =
+      "  --variant full_int8|half_int8  full INT8 (default) or half INT8 (FP16/BF16 V); full and\n"
+      "                             half for short\n";
+  for_each_numerics_field(AttentionNumerics{}, [&](const auto& field, const auto&) {
+    using Enum = std::remove_cv_t<std::remove_reference_t<decltype(field.default_value)>>;
+    std::string names;
+    for (const auto& row : OptionTable<Enum>::rows) names += (names.empty() ? "" : "|") + std::string(row.name);
+    help += "  --" + std::string(field.flag) + " " + names + " (or --" + member_flag(field.name) +
+            "): " + field.help + "; default " + option_name(field.default_value) + "\n";
+  });
+  return help +
+         "  --qk-bits 8|4              Q.K in INT8 (default) or INT4\n"
+         "  --dtype f16|bf16           inputs and output (default f16)\n"
+         "  --dist FAMILY              inputs: normal (N(0,1), default), uniform (U(-0.5,0.5)),\n"
+         "                             k_offset, outliers, sharp, offset_outliers,\n"
+         "                             sharp_offset_outliers, v_outliers (see intfa_accuracy_model)\n"
+         "  --softmax-scale X          default 1/sqrt(head_dim)\n"
+         "  --config M,N,W,S           tile config block_m,block_n,warps,stages (default: tuned or\n"
+         "                             heuristic); W = 12 or 16, or 8 with M = 64, is the\n"
+         "                             Hopper (wgmma) kernel\n"
+         "  --smooth-k[=BOOL]          K smoothing: K minus its channel means (over a sample of keys)\n"
+         "                             before quantizing; on by default, --smooth-k=0 turns it off\n"
+         "  --rotate[=BOOL]            rotate Q and K by a signed Walsh-Hadamard matrix before\n"
+         "                             quantizing (incoherent processing: spreads outlier channels)\n";
+}
+
+// `--flag TEXT` as an option by its table (numerics/option_names.hpp: any spelling).
+template <typename Enum>
+Enum parse_option_flag(const std::string& flag, const std::string& text) {
+  if (const auto value = parse_option<Enum>(text)) return *value;
+  throw UsageError("--" + flag + " " + text + ": expected " + option_names_text<Enum>());
+}
+
+}  // namespace
+
+const char* numerics_options_help() {
+  static const std::string help = build_numerics_help();
+  return help.c_str();
+}
 
 const std::vector<std::string>& qk_transform_flag_names() {
   static const std::vector<std::string> names = {"smooth-k", "rotate"};
@@ -44,22 +74,36 @@ void parse_qk_transforms(const Args& args, AttentionOptions& options) {
 }
 
 const std::vector<std::string>& numerics_option_names() {
-  static const std::vector<std::string> names = {
-      "variant", "p",     "p-scale", "v-scale",       "k-scale",
-      "qk-bits", "dtype", "dist",    "softmax-scale", "config"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> list = {"variant"};
+    for_each_numerics_field(AttentionNumerics{}, [&](const auto& field, const auto&) {
+      list.push_back(field.flag);
+      list.push_back(member_flag(field.name));
+    });
+    for (const char* name : {"qk-bits", "dtype", "dist", "softmax-scale", "config"}) {
+      list.push_back(name);
+    }
+    return list;
+  }();
   return names;
 }
 
-namespace {
-
-// `--flag TEXT` as a numerics option by its table (api/option_names.hpp: name or alias).
-template <typename Enum>
-Enum parse_option_flag(const std::string& flag, const std::string& text) {
-  if (const auto value = parse_option<Enum>(text, OptionSpellings::kCommandLine)) return *value;
-  throw UsageError("--" + flag + " " + text + ": expected " + option_names_text<Enum>());
+AttentionNumerics parse_numerics_options(const Args& args) {
+  AttentionNumerics numerics;
+  for_each_numerics_field(numerics, [&](const auto& field, auto& value) {
+    using Enum = std::remove_reference_t<decltype(value)>;
+    const std::string long_flag = member_flag(field.name);
+    const auto short_text = args.get(field.flag);
+    const auto long_text = args.get(long_flag);
+    if (short_text && long_text) {
+      throw UsageError("--" + std::string(field.flag) + " and --" + long_flag +
+                       " set one option: give one");
+    }
+    if (short_text) value = parse_option_flag<Enum>(field.flag, *short_text);
+    if (long_text) value = parse_option_flag<Enum>(long_flag, *long_text);
+  });
+  return numerics;
 }
-
-}  // namespace
 
 Variant parse_variant(const std::string& text) {
   return parse_option_flag<Variant>("variant", text);
@@ -86,15 +130,7 @@ void parse_numerics(const Args& args, AttentionProblem& problem, AttentionOption
   problem.variant = parse_variant(args.get_or("variant", option_name(Variant::kFullInt8)));
   problem.qk_bits = static_cast<int>(args.get_int("qk-bits", 8, 4, 8));
   if (problem.qk_bits != 8 && problem.qk_bits != 4) throw UsageError("--qk-bits: expected 8 or 4");
-  const AttentionOptions defaults;
-  options.p_encoding =
-      parse_option_flag<PEncoding>("p", args.get_or("p", option_name(defaults.p_encoding)));
-  options.p_scale = parse_option_flag<PScaleReference>(
-      "p-scale", args.get_or("p-scale", option_name(defaults.p_scale)));
-  options.v_granularity = parse_option_flag<VScaleGranularity>(
-      "v-scale", args.get_or("v-scale", option_name(defaults.v_granularity)));
-  options.k_granularity = parse_option_flag<KScaleGranularity>(
-      "k-scale", args.get_or("k-scale", option_name(defaults.k_granularity)));
+  options.numerics = parse_numerics_options(args);
   const std::string dtype = args.get_or("dtype", "f16");
   if (dtype != "f16" && dtype != "bf16") throw UsageError("--dtype " + dtype + ": expected f16 or bf16");
   io_type = dtype == "f16" ? DType::kF16 : DType::kBF16;
@@ -114,7 +150,7 @@ reference::InputFamily parse_input_family(const Args& args) {
 
 std::string describe_numerics(const AttentionProblem& problem, const AttentionOptions& options) {
   std::string transforms;
-  if (options.k_granularity == KScaleGranularity::kPerBlock) transforms += ", K per 64-key block";
+  if (options.numerics.k_granularity == KScaleGranularity::kPerBlock) transforms += ", K per 64-key block";
   if (options.smooth_k) transforms += ", K smoothed";
   if (options.rotate_qk) transforms += ", Q and K rotated";
   if (problem.variant == Variant::kHalfInt8) {
@@ -122,8 +158,8 @@ std::string describe_numerics(const AttentionProblem& problem, const AttentionOp
            ")";
   }
   return std::string("full INT8 (INT") + std::to_string(problem.qk_bits) + " Q.K, P " +
-         option_name(options.p_encoding) + " against the " + option_name(options.p_scale) +
-         " max, V per " + option_name(options.v_granularity) + transforms + ")";
+         option_name(options.numerics.p_encoding) + " against the " + option_name(options.numerics.p_scale) +
+         " max, V per " + option_name(options.numerics.v_granularity) + transforms + ")";
 }
 
 std::vector<int> parse_head_dims(const Args& args, const std::vector<long>& fallback) {
@@ -143,18 +179,22 @@ std::vector<bool> parse_causal_list(const Args& args, const std::vector<bool>& f
 }
 
 void validate_problem_options(const AttentionProblem& problem, const AttentionOptions& options) {
-  static const std::vector<OptionOfField> kOptionOfField = {
-      {"problem.batch", "--batch"},
-      {"problem.heads_q", "--heads"},
-      {"problem.heads_kv", "--heads-kv"},
-      {"problem.seq_q", "--seq"},
-      {"problem.seq_kv", "--seq-kv"},
-      {"problem.head_dim", "--head-dim"},
-      {"problem.qk_bits", "--qk-bits"},
-      {"problem.variant", "--variant"},
-      {"options.softmax_scale", "--softmax-scale"},
-      {"options.k_granularity", "--k-scale"},
-      {"config.", "--config"}};
+  static const std::vector<OptionOfField> kOptionOfField = [] {
+    std::vector<OptionOfField> list = {{"problem.batch", "--batch"},
+                                       {"problem.heads_q", "--heads"},
+                                       {"problem.heads_kv", "--heads-kv"},
+                                       {"problem.seq_q", "--seq"},
+                                       {"problem.seq_kv", "--seq-kv"},
+                                       {"problem.head_dim", "--head-dim"},
+                                       {"problem.qk_bits", "--qk-bits"},
+                                       {"problem.variant", "--variant"},
+                                       {"options.softmax_scale", "--softmax-scale"},
+                                       {"config.", "--config"}};
+    for_each_numerics_field(AttentionNumerics{}, [&](const auto& field, const auto&) {
+      list.push_back({std::string("options.") + field.name, "--" + std::string(field.flag)});
+    });
+    return list;
+  }();
   try {
     attention::validate_problem(problem);
     attention::validate_options(problem, options);

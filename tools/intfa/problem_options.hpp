@@ -16,14 +16,15 @@
 
 namespace intfa::cli {
 
-// --variant full|half, --p s8|u8, --p-scale running|tile, --v-scale tensor|channel|block,
-// --k-scale token|block,
-// --dtype f16|bf16, --dist FAMILY, --qk-bits 8|4, --softmax-scale X,
-// --config BLOCK_M,BLOCK_N,WARPS,STAGES, and the flags --smooth-k and --rotate
-extern const char* const kNumericsOptionsHelp;
+// --variant full|half, a flag per numerics option (INTFA_ATTENTION_NUMERICS: its short flag,
+// --p, and its member's, --p-encoding), --dtype f16|bf16, --dist FAMILY, --qk-bits 8|4,
+// --softmax-scale X, --config BLOCK_M,BLOCK_N,WARPS,STAGES, and the flags --smooth-k and --rotate
+const char* numerics_options_help();
 const std::vector<std::string>& numerics_option_names();
+// The numerics options' flags (the defaults where none is given).
+AttentionNumerics parse_numerics_options(const Args& args);
 
-// --smooth-k[=BOOL] and --rotate[=BOOL] (defaults as AttentionOptions: kNumericsOptionsHelp):
+// --smooth-k[=BOOL] and --rotate[=BOOL] (defaults as AttentionOptions: numerics_options_help):
 // how the 16-bit Q and K are quantized (AttentionOptions::smooth_k, rotate_qk); flags of run,
 // bench, tune and precompile.
 const std::vector<std::string>& qk_transform_flag_names();
@@ -64,7 +65,7 @@ void validate_grid(const AttentionProblem& base, const AttentionOptions& options
 // A field the library's checks name and the option that sets it ("problem.head_dim",
 // "--head-dim"); a field that ends in '.' stands for every member under it ("config.").
 struct OptionOfField {
-  const char* field;
+  std::string field;
   std::string option;
 };
 // `error` as a UsageError naming the option that sets its field ("--head-dim: invalid

@@ -1,9 +1,9 @@
-// One table per numerics option enum: every spelling of every value, in one place. The name is
-// the one spelling everything writes (the CLI, the Python package, kernel specs and their JSON,
-// the tuning database, logs); an old name is still read wherever text is read (it is what
-// tuning databases and bundle manifests written before these tables say); a short name is the
-// CLI's abbreviation, read from the command line only; the enumerator is what the renderer writes into an instantiation unit
-// (templates/common/kernel_enums.h). A new value is one new row here.
+// One table per numerics enum (include/intfa/numerics.hpp): every spelling of every value, in one
+// place. The name is the one spelling everything writes (the CLI, the Python package, kernel specs
+// and their JSON, the tuning database, logs); every surface reads the name, the old name (what
+// tuning databases and bundle manifests written before these tables say) and the short name (the
+// CLI's abbreviation) alike; the enumerator is what the renderer writes into an instantiation
+// unit (templates/common/kernel_enums.h). A new value is one new row here.
 #pragma once
 
 #include <cstddef>
@@ -12,8 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "common/kernel_enums.h"
-#include "intfa/attention.hpp"
+#include "intfa/numerics.hpp"
 
 namespace intfa {
 
@@ -56,35 +55,29 @@ template <>
 struct OptionTable<Variant> {
   static constexpr const auto& rows = kVariantNames;
   static constexpr const char* kernel_enum = "intfa::kernels::AttentionVariant";
-  using Kernel = kernels::AttentionVariant;
 };
 template <>
 struct OptionTable<PEncoding> {
   static constexpr const auto& rows = kPEncodingNames;
   static constexpr const char* kernel_enum = "intfa::kernels::PEncoding";
-  using Kernel = kernels::PEncoding;
 };
 template <>
 struct OptionTable<PScaleReference> {
   static constexpr const auto& rows = kPScaleNames;
   static constexpr const char* kernel_enum = "intfa::kernels::PScaleReference";
-  using Kernel = kernels::PScaleReference;
 };
 template <>
 struct OptionTable<VScaleGranularity> {
   static constexpr const auto& rows = kVGranularityNames;
   static constexpr const char* kernel_enum = "intfa::kernels::VScaleGranularity";
-  using Kernel = kernels::VScaleGranularity;
 };
 template <>
 struct OptionTable<KScaleGranularity> {
   static constexpr const auto& rows = kKGranularityNames;
   static constexpr const char* kernel_enum = "intfa::kernels::KScaleGranularity";
-  using Kernel = kernels::KScaleGranularity;
 };
 
-// The public enums and the kernel enums are one list of values: a kernel spec converts between
-// them with a cast, so row i of each table must be value i of both.
+// Row i of a table is value i of its enum (option_row indexes by value).
 template <typename Enum>
 constexpr bool rows_are_values_in_order() {
   std::size_t index = 0;
@@ -99,17 +92,6 @@ static_assert(rows_are_values_in_order<Variant>() && rows_are_values_in_order<PE
                   rows_are_values_in_order<VScaleGranularity>() &&
                   rows_are_values_in_order<KScaleGranularity>(),
               "a table row per value, in the enums' order");
-static_assert(static_cast<int>(kernels::AttentionVariant::kHalfInt8) ==
-                      static_cast<int>(Variant::kHalfInt8) &&
-                  static_cast<int>(kernels::PEncoding::kUnsigned255) ==
-                      static_cast<int>(PEncoding::kUnsigned255) &&
-                  static_cast<int>(kernels::PScaleReference::kTileMax) ==
-                      static_cast<int>(PScaleReference::kTileMax) &&
-                  static_cast<int>(kernels::VScaleGranularity::kPerBlock) ==
-                      static_cast<int>(VScaleGranularity::kPerBlock) &&
-                  static_cast<int>(kernels::KScaleGranularity::kPerBlock) ==
-                      static_cast<int>(KScaleGranularity::kPerBlock),
-              "the kernel enums take the public enums' values");
 
 template <typename Enum>
 constexpr const OptionName<Enum>& option_row(Enum value) {
@@ -121,19 +103,12 @@ template <typename Enum>
 constexpr const char* option_name(Enum value) {
   return option_row(value).name;
 }
-// Which spellings a reader takes besides the names.
-enum class OptionSpellings { kFiles, kCommandLine };
-
-// `text` as a value: its name or old name, and from the command line its short name too.
+// `text` as a value: its name, old name or short name.
 template <typename Enum>
-std::optional<Enum> parse_option(std::string_view text,
-                                 OptionSpellings spellings = OptionSpellings::kFiles) {
+std::optional<Enum> parse_option(std::string_view text) {
   auto is = [&](const char* spelling) { return spelling != nullptr && text == spelling; };
   for (const auto& row : OptionTable<Enum>::rows) {
-    if (is(row.name) || is(row.old_name) ||
-        (spellings == OptionSpellings::kCommandLine && is(row.short_name))) {
-      return row.value;
-    }
+    if (is(row.name) || is(row.old_name) || is(row.short_name)) return row.value;
   }
   return std::nullopt;
 }
@@ -156,21 +131,10 @@ std::string option_kernel_argument(Enum value) {
   return std::string(OptionTable<Enum>::kernel_enum) + "::" + option_row(value).enumerator;
 }
 
-// The kernel enums as the public ones (the same values, checked above).
-inline constexpr Variant public_option(kernels::AttentionVariant value) {
-  return static_cast<Variant>(value);
-}
-inline constexpr PEncoding public_option(kernels::PEncoding value) {
-  return static_cast<PEncoding>(value);
-}
-inline constexpr PScaleReference public_option(kernels::PScaleReference value) {
-  return static_cast<PScaleReference>(value);
-}
-inline constexpr VScaleGranularity public_option(kernels::VScaleGranularity value) {
-  return static_cast<VScaleGranularity>(value);
-}
-inline constexpr KScaleGranularity public_option(kernels::KScaleGranularity value) {
-  return static_cast<KScaleGranularity>(value);
+// How many values `Enum` has (its table's rows).
+template <typename Enum>
+constexpr std::size_t option_count() {
+  return std::size(OptionTable<Enum>::rows);
 }
 
 }  // namespace intfa

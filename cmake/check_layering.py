@@ -1,0 +1,64 @@
+#!/usr/bin/env python3
+"""The stages of src/ and the one rule between them: a file includes headers of its own stage or
+of stages below it, never above (src/README.md says what each stage holds). Run by ctest
+(Layering.IncludesPointDown); exits 1 naming every include that points up.
+
+    python3 cmake/check_layering.py [SRC_DIR]
+"""
+import pathlib
+import re
+import sys
+
+# Lowest first. Stages on one line are one level: they may include each other's headers.
+STAGES = [
+    ["common", "numerics"],  # errors, JSON, files, env; the numerics options and their tables
+    ["device"],  # the driver, arch detection, device memory
+    ["render"],  # kernel specs and instantiation units, the template set
+    ["nvrtc"],  # compiling a unit
+    ["cache"],  # cache keys, the disk cache, deployment bundles
+    ["launch"],  # loaded kernels and launches: the JIT core ends here
+    ["families"],  # each kernel family's host file (instantiation, shared memory, checks, params)
+    ["spec"],  # from a problem to the specs that serve it, the heuristics
+    ["tune"],  # the tuning database and the tuner
+    ["quantize"],  # the quantize API
+    ["attention"],  # the attention API (quantizes through quantize/, configs through tune/)
+    ["decode"],  # the paged KV-cache API
+    ["api", "capi"],  # ahead-of-time lists, precompile, runtime info; the C API
+]
+LEVEL = {stage: level for level, names in enumerate(STAGES) for stage in names}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def main():
+    src = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else pathlib.Path(__file__).parent.parent / "src")
+    problems = []
+    for path in sorted(src.rglob("*")):
+        if path.suffix not in (".hpp", ".cpp", ".h") or not path.is_file():
+            continue
+        stage = path.relative_to(src).parts[0]
+        if stage not in LEVEL:
+            problems.append(f"{path}: src/{stage}/ is not a stage of {__file__}")
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            match = INCLUDE.match(line)
+            if not match:
+                continue
+            target = match.group(1)
+            included_stage = target.split("/")[0]
+            # Only headers of src/ (templates/ and include/ are below every stage).
+            if included_stage not in LEVEL or not (src / target).exists():
+                continue
+            if LEVEL[included_stage] > LEVEL[stage]:
+                problems.append(f"{path}:{number}: src/{stage}/ includes \"{target}\", a stage above it")
+    for problem in problems:
+        print(problem)
+    if problems:
+        print(f"{len(problems)} include(s) point up; the stages, lowest first: "
+              + " < ".join("/".join(names) for names in STAGES))
+        return 1
+    print("every include of src/ points to its own stage or one below")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,130 @@
+// The attention kernel's numerics: how P and the scales of K and V are quantized, as ONE list of
+// options (INTFA_ATTENTION_NUMERICS) from which everything else is derived.
+//
+// The enums are the kernels' own (templates/common/kernel_enums.h, installed as
+// intfa/kernel_enums.h): a value means the same thing in the API, in a kernel spec and in a
+// kernel, and no code converts between them. templates/attention/README.md says what each
+// option does to the error; bench/RESULTS.md what it costs.
+#pragma once
+
+#include <cstddef>
+#include <type_traits>
+
+#include "intfa/kernel_enums.h"
+
+namespace intfa {
+
+using Variant = kernels::AttentionVariant;  // kFullInt8 (Algorithm 1), kHalfInt8 (16-bit P.V)
+using PEncoding = kernels::PEncoding;
+using PScaleReference = kernels::PScaleReference;
+using VScaleGranularity = kernels::VScaleGranularity;
+using KScaleGranularity = kernels::KScaleGranularity;
+
+// Which variants' kernels read an option. The others' kernels do not depend on it: their specs
+// keep it at the enum's first value, and tuning databases do not record it for them.
+enum class ReadBy { kFullInt8, kBothVariants };
+
+// When an option is named in text and files (spec and tuning-database JSON, spec text, bucket
+// names): always, or only when it is not its default. An option added after kernels were cached
+// and tuned is named only when not its default, so that those kernels' entries, names and files
+// stay exactly as they were. (A tuning database holding a value of such an option is written as
+// schema version 2, which older builds refuse instead of misreading.)
+enum class NamedWhen { kAlways, kNotDefault };
+
+// THE list of the attention kernel's numerics options:
+//   X(member, Enum, default enumerator, command-line flag, read by, named when, help)
+// Each option is a member of AttentionNumerics; its values and their spellings are its enum's
+// table (src/numerics/option_names.hpp). The member's name is the option's name everywhere: the
+// JSON member, the Python keyword, the C struct member (include/intfa/intfa.h, checked when the
+// library is built), the CLI's `--member-name` (the flag here is its short spelling).
+//
+//   p_encoding: how P = round(R * exp(S - reference)) is stored for the INT8 P.V product:
+//     u8 (R = 255, mma u8 x s8) has half the step of the paper's s8 (R = 127).
+//   p_scale: the reference of that exponent: the running row maximum (the paper), or the tile's
+//     own maximum, so that every tile uses the full integer range (exp(tile max - m) is applied
+//     in FP32 to the tile's partial sum).
+//   v_granularity: V's scales per tensor (the paper), per channel, or per block of tokens; must
+//     match how V was quantized (quantize_v).
+//   k_granularity: K's scales per key (Algorithm 1), or one per 64-key block of a (batch, head),
+//     which the softmax folds into each row's exponent multiplier: fewer instructions per score
+//     (H100, kernel only: 5-16% faster, most at d=64) for a coarser K. 8-bit Q.K, dense batches,
+//     key tiles of 32, 64 or 128; must match how K was quantized (QuantizeOptions).
+// The defaults are the most accurate combination within 5% of the paper's speed (u8 P against the
+// tile max, per-channel V: 1.4% relative L2 on N(0,1), the paper's numerics 2.5-4.6%).
+#define INTFA_ATTENTION_NUMERICS(X)                                                             \
+  X(p_encoding, PEncoding, kUnsigned255, "p", kFullInt8, kAlways,                               \
+    "P's encoding (full INT8): u8, R = 255, or s8, R = 127")                                    \
+  X(p_scale, PScaleReference, kTileMax, "p-scale", kFullInt8, kAlways,                          \
+    "P's reference (full INT8): the running row max or the tile's max")                         \
+  X(v_granularity, VScaleGranularity, kPerChannel, "v-scale", kFullInt8, kAlways,               \
+    "V's scales (full INT8): per tensor, channel or block of tokens")                           \
+  X(k_granularity, KScaleGranularity, kPerToken, "k-scale", kBothVariants, kNotDefault,         \
+    "K's scales: per key, or per 64-key block (a faster kernel, a coarser K; 8-bit Q.K, dense)")
+
+struct AttentionNumerics {
+#define INTFA_NUMERICS_MEMBER(member, Enum, default_value, ...) Enum member = Enum::default_value;
+  INTFA_ATTENTION_NUMERICS(INTFA_NUMERICS_MEMBER)
+#undef INTFA_NUMERICS_MEMBER
+
+  friend bool operator==(const AttentionNumerics& a, const AttentionNumerics& b) {
+#define INTFA_NUMERICS_EQUAL(member, ...) a.member == b.member&&
+    return INTFA_ATTENTION_NUMERICS(INTFA_NUMERICS_EQUAL) true;
+#undef INTFA_NUMERICS_EQUAL
+  }
+  friend bool operator!=(const AttentionNumerics& a, const AttentionNumerics& b) {
+    return !(a == b);
+  }
+};
+
+// One option of the list, as for_each_numerics_field hands it over.
+template <typename Enum>
+struct NumericsField {
+  const char* name;  // the member's
+  Enum default_value;
+  const char* flag;  // the CLI's short flag, without "--"
+  ReadBy read_by;
+  NamedWhen named_when;
+  const char* help;  // one line, for the CLI's usage text
+
+  constexpr bool read_by_variant(Variant variant) const {
+    return read_by == ReadBy::kBothVariants || variant == Variant::kFullInt8;
+  }
+  // Whether `value` is named in text and files (NamedWhen).
+  constexpr bool named(Enum value) const {
+    return named_when == NamedWhen::kAlways || value != default_value;
+  }
+};
+
+// Calls visit(field, value) for each option in the list's order: `field` is its
+// NumericsField<Enum>, `value` the member of `numerics` (const or not).
+template <typename Numerics, typename Visitor>
+constexpr void for_each_numerics_field(Numerics&& numerics, Visitor&& visit) {
+#define INTFA_NUMERICS_VISIT(member, Enum, default_value, flag, read_by, named_when, help) \
+  visit(NumericsField<Enum>{#member, Enum::default_value, flag, ReadBy::read_by,          \
+                            NamedWhen::named_when, help},                                 \
+        numerics.member);
+  INTFA_ATTENTION_NUMERICS(INTFA_NUMERICS_VISIT)
+#undef INTFA_NUMERICS_VISIT
+}
+
+// Algorithm 1's numerics: every option at its enum's first value (s8 P against the running max,
+// V per tensor, K per token). A kernel spec holds them for the options its kernel does not read.
+constexpr AttentionNumerics paper_numerics() {
+  AttentionNumerics numerics;
+  for_each_numerics_field(numerics, [](const auto&, auto& value) {
+    value = typename std::remove_reference<decltype(value)>::type{};
+  });
+  return numerics;
+}
+
+// The numerics a kernel of `variant` reads: the options it does not read at their enum's first
+// value, so that equal kernels have equal numerics.
+constexpr AttentionNumerics numerics_read_by(Variant variant, AttentionNumerics numerics) {
+  for_each_numerics_field(numerics, [variant](const auto& field, auto& value) {
+    using Enum = typename std::remove_reference<decltype(value)>::type;
+    if (!field.read_by_variant(variant)) value = Enum{};
+  });
+  return numerics;
+}
+
+}  // namespace intfa

@@ -1,0 +1,48 @@
+#include "numerics/numerics.hpp"
+
+namespace intfa::numerics {
+
+std::uint64_t code(const AttentionNumerics& numerics) {
+  std::uint64_t result = 0;
+  int shift = 0;
+  for_each_numerics_field(numerics, [&](const auto&, const auto& value) {
+    result |= static_cast<std::uint64_t>(static_cast<unsigned>(value) & 0xffu) << shift;
+    shift += 8;
+  });
+  return result;
+}
+
+std::string text(const AttentionNumerics& numerics, Variant variant) {
+  std::string result;
+  for_each_numerics_field(numerics, [&](const auto& field, const auto& value) {
+    if (field.read_by_variant(variant) && field.named(value)) {
+      result += std::string(" ") + field.flag + "=" + option_name(value);
+    }
+  });
+  return result;
+}
+
+void write_json(json::Value& object, const AttentionNumerics& numerics, Variant variant) {
+  for_each_numerics_field(numerics, [&](const auto& field, const auto& value) {
+    if (field.read_by_variant(variant) && field.named(value)) {
+      object.set(field.name, option_name(value));
+    }
+  });
+}
+
+void write_json(json::Value& object, const AttentionNumerics& numerics) {
+  for_each_numerics_field(numerics, [&](const auto& field, const auto& value) {
+    object.set(field.name, option_name(value));
+  });
+}
+
+bool names_a_later_option(const AttentionNumerics& numerics, Variant variant) {
+  bool later = false;
+  for_each_numerics_field(numerics, [&](const auto& field, const auto& value) {
+    later |= field.read_by_variant(variant) && field.named_when == NamedWhen::kNotDefault &&
+             field.named(value);
+  });
+  return later;
+}
+
+}  // namespace intfa::numerics

@@ -1,0 +1,53 @@
+// What is derived from the list of numerics options (include/intfa/numerics.hpp): text, JSON and
+// hashing of an AttentionNumerics, written once here for every option; the CLI, the Python module
+// and the C API derive their flags, keywords and conversions from the same list. The bottom layer:
+// it knows options, not kernels.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "common/json.hpp"
+#include "common/json_members.hpp"
+#include "intfa/numerics.hpp"
+#include "numerics/option_names.hpp"
+
+namespace intfa::numerics {
+
+// Every option's value in one integer (8 bits each, in list order): for hashing.
+std::uint64_t code(const AttentionNumerics& numerics);
+
+// The options a `variant` kernel reads that are named (NamedWhen), as " flag=name" each, in list
+// order: " p=u8 p-scale=tile v-scale=channel" (+ " k-scale=block" when per block).
+std::string text(const AttentionNumerics& numerics, Variant variant);
+
+// Sets the members of `object` for the options a `variant` kernel reads that are named; without a
+// variant, for every option.
+void write_json(json::Value& object, const AttentionNumerics& numerics, Variant variant);
+void write_json(json::Value& object, const AttentionNumerics& numerics);
+
+// Whether write_json names an option that is named only when not its default (a tuning database
+// holding one is written as schema version 2: NamedWhen).
+bool names_a_later_option(const AttentionNumerics& numerics, Variant variant);
+
+// The options of `object`'s members (a member absent: the default); a value no table spells
+// throws `Error(prefix + member, <the value as JSON>, "expected one of a, b, c")` (InvalidArgument or
+// a class derived from it taking the same arguments).
+template <typename Error>
+AttentionNumerics read_json(const json::Value& object, const std::string& prefix) {
+  AttentionNumerics numerics;
+  for_each_numerics_field(numerics, [&](const auto& field, auto& value) {
+    using Enum = std::remove_reference_t<decltype(value)>;
+    const json::Value* member = object.find(field.name);
+    if (member == nullptr) return;
+    const auto parsed = member->is_string() ? parse_option<Enum>(member->as_string()) : std::nullopt;
+    if (!parsed) {
+      throw Error(prefix + field.name, json::MemberReader::shown(*member),
+                  "expected one of " + option_names_text<Enum>(", "));
+    }
+    value = *parsed;
+  });
+  return numerics;
+}
+
+}  // namespace intfa::numerics
