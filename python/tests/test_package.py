@@ -116,7 +116,7 @@ class PrecompileTest(unittest.TestCase):
         report = intfa.precompile(head_dims=64, variants="half_int8", causal=False, arch="sm_80",
                                   smooth_k=False, k_granularity="block")
         self.assertEqual(report["kernels"], 3, report["specs"])
-        per_block = [spec for spec in report["specs"] if " k=block" in spec]
+        per_block = [spec for spec in report["specs"] if " k-scale=block" in spec]
         self.assertEqual(len(per_block), 2, report["specs"])
         self.assertEqual(sum(spec.startswith("attention ") for spec in per_block), 1,
                          report["specs"])

@@ -181,13 +181,13 @@ render::Instantiation rows_instantiation(const render::KernelSpec& spec) {
 std::string fields_text(const render::KernelSpec& spec) {
   const std::string input = " " + render::element_type_name(spec.input_type);
   const std::string bits = spec.qk_bits == 4 ? "->i4" : "->i8";
-  const std::string v_scale = " v=" + std::string(option_name(spec.numerics.v_granularity));
+  const std::string v_scale = " v-scale=" + std::string(option_name(spec.numerics.v_granularity));
   std::string text;
   switch (spec.family) {
     case render::KernelFamily::kQuantizeRows:
       text = input + bits + (spec.smooth_k ? " smooth_k" : "") +
              (spec.q_dot_k_mean ? " q_dot_k_mean" : "") + (spec.rotate ? " rotate" : "") +
-             (spec.numerics.k_granularity == KScaleGranularity::kPerBlock ? " k=block" : "");
+             (spec.numerics.k_granularity == KScaleGranularity::kPerBlock ? " k-scale=block" : "");
       break;
     case render::KernelFamily::kChannelMean: text = input; break;
     case render::KernelFamily::kQuantizeKVScale:

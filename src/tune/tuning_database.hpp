@@ -63,12 +63,12 @@ struct ProblemBucket {
   attention::SpecRequest request;  // its arch is the device's
   int seq_bucket = kMinSeqBucket;
 
-  // "d128 causal full_int8 qk8 f16 p=u8/running v=tensor seq<=4096"
+  // "d128 causal full_int8 qk8 f16 p=u8 p-scale=running v-scale=tensor seq<=4096"
   std::string to_string() const;
 };
 
 // The kernel a request selects, as bucket descriptions and progress lines name it:
-// "d128 causal full_int8 qk8 f16 p=u8/running v=tensor".
+// "d128 causal full_int8 qk8 f16 p=u8 p-scale=running v-scale=tensor".
 std::string kernel_name(const attention::SpecRequest& request);
 
 // Whether `a` and `b` select one kernel (every request field make_spec reads is equal).
@@ -101,10 +101,12 @@ struct TuningEntry {
 
 class TuningDatabase {
  public:
-  // Version 2 added per-block K entries ("k_granularity": "block"). A database is written as
-  // version 1 while it holds none, so that builds from before can still read it, and as version 2
-  // once it does: those builds would take such an entry for a per-token one (they ignore the
-  // member), so they must refuse the file instead. This build reads both.
+  // Version 2 added the numerics options named only when not their default (NamedWhen::
+  // kNotDefault in include/intfa/numerics.hpp: k_granularity). A database is written as version
+  // 1 while no entry names one, so that builds from before can still read it, and as version 2
+  // once one does: those builds would take such an entry for one at the default (they ignore the
+  // member), so they must refuse the file instead. This build reads both; a member absent is its
+  // option's default.
   static constexpr int kSchemaVersion = 2;
   static constexpr int kOldestSchemaVersion = 1;
 

@@ -44,7 +44,7 @@ TEST_F(PrecompileApi, CompilesTheQuantizeAndAttentionKernelsOfACallOnceForANamed
   // LSE term (the defaults), V's quantize pass, the portable attention kernel.
   EXPECT_EQ(first.kernels, 5u);
   EXPECT_EQ(first.compiled_now, 5u);
-  EXPECT_EQ(first.specs.at(1), "quantize_k_v_scale sm_120 d64 f16->i8 smooth_k v=channel");
+  EXPECT_EQ(first.specs.at(1), "quantize_k_v_scale sm_120 d64 f16->i8 smooth_k v-scale=channel");
   launch::KernelRuntime::instance().reset_for_testing();  // the second call reads the disk cache
   const PrecompileReport again = precompile(one_call("sm_120"));
   EXPECT_EQ(again.specs, first.specs);
@@ -58,7 +58,7 @@ TEST_F(PrecompileApi, CompilesTheQuantizeAndAttentionKernelsOfACallOnceForANamed
   const PrecompileReport plain = precompile(rotated);
   EXPECT_EQ(plain.kernels, 4u);
   EXPECT_EQ(plain.compiled_now, 2u);
-  EXPECT_EQ(plain.specs.at(0), "quantize_k_v_scale sm_120 d64 f16->i8 rotate v=channel");
+  EXPECT_EQ(plain.specs.at(0), "quantize_k_v_scale sm_120 d64 f16->i8 rotate v-scale=channel");
   EXPECT_EQ(plain.specs.at(1), "quantize_rows sm_120 d64 f16->i8 rotate");
 }
 

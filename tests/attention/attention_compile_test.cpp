@@ -102,7 +102,7 @@ TEST_P(AttentionCompile, PerBlockKKernelsCompile) {
   portable.numerics.k_granularity = KScaleGranularity::kPerBlock;
   for (int block_n : {32, 64, 128}) specs.push_back(make_spec(portable, {64, block_n, 4, 2}));
   for (const render::KernelSpec& spec : specs) {
-    EXPECT_NE(spec.to_string().find(" k=block"), std::string::npos) << spec.to_string();
+    EXPECT_NE(spec.to_string().find(" k-scale=block"), std::string::npos) << spec.to_string();
   }
   for (const testing::CompileFailure& failure :
        testing::compile_all(specs, render::TemplateSet::embedded())) {

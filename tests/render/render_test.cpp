@@ -234,7 +234,7 @@ TEST(Render, PerBlockKNamesItsArgumentAndItsQuantizeKernel) {
   EXPECT_NE(per_block.find(", false, intfa::kernels::KScaleGranularity::kPerBlock>>"),
             std::string::npos)
       << per_block;
-  EXPECT_NE(spec.to_string().find(" k=block"), std::string::npos);
+  EXPECT_NE(spec.to_string().find(" k-scale=block"), std::string::npos);
   spec.family = KernelFamily::kAttentionWgmma;
   const std::string wgmma = render(spec, templates).name_expression;
   EXPECT_NE(wgmma.find("VScaleGranularity::kPerTensor, intfa::kernels::KScaleGranularity::kPerBlock>>"),
@@ -249,7 +249,7 @@ TEST(Render, PerBlockKNamesItsArgumentAndItsQuantizeKernel) {
                 .name_expression.find("quantize_row_blocks<128, "
                                       "intfa::kernels::ElementType::kF16, true, false>"),
             std::string::npos);
-  EXPECT_EQ(rows.to_string(), "quantize_rows sm_80 d128 f16->i8 smooth_k k=block");
+  EXPECT_EQ(rows.to_string(), "quantize_rows sm_80 d128 f16->i8 smooth_k k-scale=block");
 }
 
 TEST(KernelSpecJson, ASpecWrittenBeforeVarlenExistedIsNotVarlen) {

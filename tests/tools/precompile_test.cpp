@@ -389,7 +389,7 @@ TEST(PrecompileOptions, TheDefaultSetIsEveryArchHeadDimVariantAndCausalOnce) {
       << listed.output;
   EXPECT_FALSE(mentions(listed, "quantize_rows sm_90a d64 f16->i8 q_dot_k_mean")) << listed.output;
   EXPECT_TRUE(mentions(listed, "quantize_rows sm_80 d64 f16->i8 q_dot_k_mean")) << listed.output;
-  EXPECT_TRUE(mentions(listed, "p=u8/tile v=channel q=in_kernel+q_dot_k_mean")) << listed.output;
+  EXPECT_TRUE(mentions(listed, "p=u8 p-scale=tile v-scale=channel q=in_kernel+q_dot_k_mean")) << listed.output;
   // --smooth-k=0: one quantize_rows for Q and half INT8's K (K's alone on sm_90a), K's rows
   // with V's max pass and quantize_v for full INT8, no channel_mean.
   const CliResult plain = run_cli("precompile --list --smooth-k=0");
@@ -493,11 +493,11 @@ TEST_F(PrecompileTuned, APerBlockKEntryBundlesItsQuantizeKernel) {
     const CliResult listed = run_cli("precompile --list --configs tuned --arch sm_90a" +
                                      std::string(k_scale) + " --tuning-db " + path());
     ASSERT_EQ(listed.exit_code, 0) << listed.output;
-    EXPECT_TRUE(mentions(listed, "quantize_rows sm_90a d64 f16->i8 smooth_k k=block"))
+    EXPECT_TRUE(mentions(listed, "quantize_rows sm_90a d64 f16->i8 smooth_k k-scale=block"))
         << k_scale << "\n" << listed.output;
     EXPECT_FALSE(mentions(listed, "quantize_rows sm_90a d64 f16->i8 smooth_k\n"))
         << k_scale << "\n" << listed.output;
-    EXPECT_TRUE(mentions(listed, " k=block")) << listed.output;
+    EXPECT_TRUE(mentions(listed, " k-scale=block")) << listed.output;
   }
 }
 

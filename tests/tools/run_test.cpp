@@ -37,7 +37,7 @@ TEST_F(RunCommand, SmoothKOffAndRotationCompileOneRotatedRowsKernelOrPassOnAGpu)
     return;
   }
   // K's rows with V's max pass, Q's rows.
-  EXPECT_TRUE(testing::mentions(result, "quantize_k_v_scale sm_86 d64 f16->i8 rotate v=channel"))
+  EXPECT_TRUE(testing::mentions(result, "quantize_k_v_scale sm_86 d64 f16->i8 rotate v-scale=channel"))
       << result.output;
   EXPECT_TRUE(testing::mentions(result, "quantize_rows sm_86 d64 f16->i8 rotate")) << result.output;
   EXPECT_FALSE(testing::mentions(result, "channel_mean")) << result.output;
@@ -53,13 +53,13 @@ TEST_F(RunCommand, WithoutOptionsTheKernelsHaveTheDefaultNumerics) {
     EXPECT_TRUE(testing::mentions(result, "PASS")) << result.output;
     return;
   }
-  EXPECT_TRUE(testing::mentions(result, "p=u8/tile v=channel")) << result.output;
+  EXPECT_TRUE(testing::mentions(result, "p=u8 p-scale=tile v-scale=channel")) << result.output;
   // K smoothing is on by default: its mean pass, K's smoothed rows with V's max pass (one
   // launch), Q's rows with the LSE term, V.
   EXPECT_TRUE(testing::mentions(result, "channel_mean sm_86 d64 f16")) << result.output;
-  EXPECT_TRUE(testing::mentions(result, "quantize_k_v_scale sm_86 d64 f16->i8 smooth_k v=channel"))
+  EXPECT_TRUE(testing::mentions(result, "quantize_k_v_scale sm_86 d64 f16->i8 smooth_k v-scale=channel"))
       << result.output;
-  EXPECT_TRUE(testing::mentions(result, "quantize_v sm_86 d64 f16 v=channel")) << result.output;
+  EXPECT_TRUE(testing::mentions(result, "quantize_v sm_86 d64 f16 v-scale=channel")) << result.output;
   EXPECT_FALSE(testing::mentions(result, "quantize_v_scale")) << result.output;
   EXPECT_TRUE(testing::mentions(result, "quantize_rows sm_86 d64 f16->i8 q_dot_k_mean"))
       << result.output;

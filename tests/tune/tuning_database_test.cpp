@@ -227,11 +227,11 @@ TEST(TuningDatabaseParse, NamesTheBadMemberOfAnEntry) {
       {"driver_major", "0"},
       {"head_dim", "96"},
       {"causal", "1"},
-      {"variant", "\"full\""},
+      {"variant", "\"int8\""},
       {"qk_bits", "6"},
       {"output_dtype", "\"f32\""},
       {"p_encoding", "\"u4\""},
-      {"p_scale", ""},
+      {"p_scale", "1"},
       {"v_granularity", "\"row\""},
       {"seq_bucket", "3000"},
       {"seq_bucket", "65536"},
@@ -255,6 +255,19 @@ TEST(TuningDatabaseParse, NamesTheBadMemberOfAnEntry) {
 
 // The runtime reads the database on the first attention_forward: a 2 MiB file once stalled it for
 // 75 s. One of 1 MiB, an entry of 55,200 members, is refused within the parser's budget.
+// A numerics member absent is its option's default (include/intfa/numerics.hpp), present or not
+// in the file; another value is another bucket.
+TEST(TuningDatabaseParse, ANumericsMemberAbsentIsItsDefault) {
+  const TuningDatabase written = two_bucket_database();
+  const attention::SpecRequest& request = written.entries().at(0).bucket.request;
+  ASSERT_EQ(request.variant, Variant::kFullInt8);
+  ASSERT_EQ(request.numerics.p_scale, AttentionNumerics{}.p_scale);
+  const TuningDatabase without = TuningDatabase::parse(with_member("p_scale", ""));
+  EXPECT_EQ(without.entries().at(0).bucket.request.numerics, request.numerics);
+  const TuningDatabase running = TuningDatabase::parse(with_member("p_scale", "\"running\""));
+  EXPECT_EQ(running.entries().at(0).bucket.request.numerics.p_scale, PScaleReference::kRunningMax);
+}
+
 TEST(TuningDatabaseParse, AMebibyteFileIsReadWithinTheBudget) {
   const std::string text =
       "{\"schema_version\": 1, \"entries\": [" + intfa::testing::wide_json_object(55200) + "]}";
