@@ -131,8 +131,9 @@ struct AttentionOptions {
   // block (64 keys share the scale of their largest |k|): the softmax folds each block's scale
   // into the row's exponent multiplier instead of multiplying every score by its key's scale, so
   // the kernel issues fewer instructions per score (H100, kernel only: 5-16% faster, most at
-  // d=64), at some accuracy (bench/RESULTS.md, "Per-block K"). 8-bit Q.K, dense batches (not
-  // varlen), key tiles of 32, 64 or 128. An opt-in; the default stays per token.
+  // d=64), at some accuracy (bench/RESULTS.md, "Per-block K (opt-in)"; the measurements:
+  // bench/history/2026-11-24.md, "Per-block K: the opt-in faster numerics"). 8-bit Q.K, dense
+  // batches (not varlen), key tiles of 32, 64 or 128. An opt-in; the default stays per token.
   KScaleGranularity k_granularity = KScaleGranularity::kPerToken;
   // How attention_forward_16bit (intfa.attention) quantizes its 16-bit Q and K; attention_forward
   // reads INT8 tensors quantized by the caller, who chooses these in QuantizeOptions. Neither
