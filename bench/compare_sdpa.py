@@ -62,9 +62,9 @@ def time_interleaved(contenders, repeats, where, warmup=5, turn_ms=2.0):
     same state of the GPU (--timing interleaved, the default). A turn is as many back-to-back
     calls as take about `turn_ms` (one at long sequences), timed together; their number comes
     from calls timed after the warm-up, whose first calls of a shape build plans and load kernels.
-    Why (H100, 2026-11-28; bench/RESULTS.md, "Two ways to time against SDPA"): timed in orders,
-    each contender's calls together, what ran just before sets the GPU's state, and at N=16k the
-    two ways part: in one call at 03:27, cuDNN 618 / 575 TOPS in orders against 673 / 643
+    Why (H100, 2026-11-28; bench/history/2026-11-28.md, "Two ways to time against SDPA"): timed
+    in orders, each contender's calls together, what ran just before sets the GPU's state, and at
+    N=16k the two ways part: in one call at 03:27, cuDNN 618 / 575 TOPS in orders against 673 / 643
     interleaved (d=128, causal off / on), full INT8's kernel 854 / 813 against 759 / 741, and in
     orders half INT8's kernel alone measured slower than `intfa.attention` half, which runs it and
     quantizes too (02:58). At 4k the two agree within a few percent; at 1k back-to-back calls

@@ -47,10 +47,11 @@ enum class NamedWhen { kAlways, kNotDefault };
 //     match how V was quantized (quantize_v).
 //   k_granularity: K's scales per key (Algorithm 1), or one per 64-key block of a (batch, head),
 //     which the softmax folds into each row's exponent multiplier: fewer instructions per score
-//     (H100, kernel only: 5-16% faster, most at d=64) for a coarser K. 8-bit Q.K, dense batches,
-//     key tiles of 32, 64 or 128; must match how K was quantized (QuantizeOptions).
+//     for a coarser K (bench/RESULTS.md, "Per-block K (opt-in)"). 8-bit Q.K, dense batches, key
+//     tiles of 32, 64 or 128; must match how K was quantized (QuantizeOptions).
 // The defaults are the most accurate combination within 5% of the paper's speed (u8 P against the
-// tile max, per-channel V: 1.4% relative L2 on N(0,1), the paper's numerics 2.5-4.6%).
+// tile max, per-channel V: 1.4% relative L2 on N(0,1), the paper's numerics 2.5-4.6%;
+// bench/history/2026-11-23.md, "Choosing the defaults").
 #define INTFA_ATTENTION_NUMERICS(X)                                                             \
   X(p_encoding, PEncoding, kUnsigned255, "p", kFullInt8, kAlways,                               \
     "P's encoding (full INT8): u8, R = 255, or s8, R = 127")                                    \

@@ -146,10 +146,10 @@ PagedDecodeConfig heuristic_config(int rows, int head_dim, int bits) {
   // block: no accumulators for rows it does not have, a block more per SM.
   config.block_rows = rows <= 8 ? 8 : rows <= 16 ? 16 : rows <= 32 ? 32 : 64;
   config.stage_tokens = 64;
-  // Blocks of one row tile (8 and 16 rows) wait for a stage per warp (paged_decode.cuh): two
-  // stages were 1-2% faster than three for them in every `intfa tune --decode` run on the H100
-  // (2026-11-27 16:43-17:22; INT8 B=8 N=32k 0.2039 against 0.2086 ms, INT4 0.1234 against
-  // 0.1246), while 64-row blocks lose 9% with two. d = 256 has room for two.
+  // Blocks of one row tile (8 and 16 rows) wait for a stage per warp (paged_decode.cuh); for them
+  // two stages measured faster than three, while 64-row blocks lose with two
+  // (bench/history/2026-11-27.md, "Why the heuristic chooses what it chooses (moved from code
+  // comments)"). d = 256 has room for two.
   config.stages = head_dim > 128 || config.block_rows <= 16 ? 2 : 3;
   return config;
 }

@@ -82,8 +82,8 @@ struct VSlices {
   unsigned shared_bytes = 0;
 };
 // 32 KiB leaves room for four blocks per SM, as many as their registers allow: more blocks in
-// flight than 64 KiB slices give (H200, d=128 N=1k: 42.7 against 47.9 us; where 16 blocks need 64
-// KiB anyway, d=128 N=4k, the same).
+// flight than 64 KiB slices give (bench/history/2026-11-27.md, "K and all of V in one launch: V
+// read once", fix 2; smaller targets measured slower: "Two things tried and not kept").
 constexpr unsigned kVSliceTargetBytes = 32 * 1024;
 constexpr unsigned kVSliceLimitBytes = 192 * 1024;  // one block's (227 KiB on sm_90a)
 // 16 blocks is the H100's largest cluster (a non-portable size); whether a GPU (or its MIG slice)

@@ -87,41 +87,30 @@ bool wgmma_serves(const SpecRequest& request) {
 
 KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
   if (wgmma_serves(request)) {
-    // d <= 128 (not per-block V), with the softmax of 2026-11-24 (f16 P, vote-free folds,
-    // uniform descriptors): the fastest of the sweep on the H100, B=4 H=32, causal off and on,
-    // both orders (bench/history/2026-11-24.md, "2026-11-24: fewer instructions per score").
+    // Full INT8 at d <= 128 (not per-block V): the fastest candidates of the Hopper kernel's
+    // config sweep, causal off and on, both orders (the figures: bench/history/2026-11-24.md,
+    // "Why the heuristic chooses what it chooses (moved from code comments)").
     //   - Up to 1k tokens a block has 8 key tiles, and its fill and drain (the first tile's
     //     softmax, the last P.V, the epilogue) weigh most: one consumer warpgroup per block,
-    //     two blocks per SM, so that one block's fill and drain overlap the other's main loop
-    //     (d=64: 312-327 / 215-225 TOPS off / on, against 277-292 / 188-207 for the others).
-    //   - Beyond: three consumer warpgroups without turns. d=128: 763-770 TOPS at 4k and
-    //     851-853 at 16k, against 604-609 / 654-658 for two in turns. d=64: 479-480 at 16k and
-    //     381-386 causal at 4k, against 408 / 337-339 for two in turns (which lost 6% to the
-    //     new softmax while these gained); level with one warpgroup at 4k non-causal.
-    // With per-block V three warpgroups lose 4% at d=128 N=4k (2026-11-23 (midnight)).
+    //     two blocks per SM, so that one block's fill and drain overlap the other's main loop.
+    //   - Beyond: three consumer warpgroups without turns, faster than two in turns at d=64 and
+    //     d=128.
+    // Per-block V keeps two warpgroups: three measured slower there at N=4k
+    // (bench/history/2026-11-23.md, "2026-11-23 (late night): three consumer warpgroups at d=128").
     const bool short_sequences = seq_bucket > 0 && seq_bucket <= kShortSequenceBucket;
     // Half INT8 (its FP32 output, S and 16-bit P of 128-key tiles do not fit three warpgroups'
-    // registers at d=128), the fastest of the H100 sweep of 2026-11-24 at N = 1k, 4k, 16k,
-    // causal off and on (bench/history/2026-11-24.md, "Half INT8 on the Hopper kernel"): d=64,
-    // one consumer warpgroup, two blocks per SM (301-306 / 402-406 / 409-427 TOPS non-causal);
-    // d=128, two taking turns (424-433 / 589-595 / 633-636); d=256, two with 64-key tiles. At
-    // d=128 three stages, where P.V runs one tile behind Q.K^T (kPvBehindScores): 473-485 /
-    // 631-632 / 636-639 TOPS against 438-447 / 574-576 / 606-607 with two, causal +5.6-9.5% (H200,
-    // 2026-11-27, both orders; bench/RESULTS.md, "Half INT8: P.V one tile behind"); at d=256
-    // they do not fit. At d=64 beyond 1k tokens, three consumer warpgroups (then in turns), with
-    // three stages (P.V behind): 445-447 / 498-502 TOPS at 4k / 16k against 413-417 / 431-434 for
-    // one warpgroup, causal -3% / +6% (H200, 2026-11-27, both orders); up to 1k one warpgroup
-    // keeps its lead (320-325 against 312 non-causal, 227-231 against 193-195 causal). At d=128
-    // beyond 1k tokens, three consumer warpgroups with 64-key tiles (what fits their registers),
-    // three stages: 597-607 / 663-666 / 673-674 / 685-689 TOPS at 2k / 4k / 8k / 16k against
-    // 577-589 / 633-643 / 641-650 / 653-657 for two, causal level at 2k-8k and +3% at 16k; up
-    // to 1k two keep their lead (488-495 against 478-484, causal 344-348 against 315-316) (H100,
-    // 2026-11-27 21:40, both orders; bench/RESULTS.md, "Half INT8 at d=128: three warpgroups").
-    // With three warpgroups no longer in turns (23:10, every candidate at 1k and 2k, one order,
-    // before the lagging reference): at 1k two still lead at d=128 (484.6 against 479.0 TOPS),
-    // one at d=64 (316.8 against 314.9, causal 227.6 against 207.4); d=128 1k causal went to
-    // three by 2% (352.2 against 345.5), too little in one order for a rule of its own
-    // (bench/RESULTS.md, "Half INT8: three warpgroups without turns, and a lagging reference").
+    // registers at d=128): each choice the fastest candidate of its bucket, both orders (the
+    // figures: bench/history/2026-11-27.md, "Why the heuristic chooses what it chooses (moved
+    // from code comments)").
+    //   - d=64: up to 1k tokens one consumer warpgroup, two blocks per SM, two stages; beyond,
+    //     three consumer warpgroups with three stages, where P.V runs one tile behind Q.K^T
+    //     (kPvBehindScores).
+    //   - d=128: up to 1k tokens two warpgroups taking turns, three stages (P.V behind: faster
+    //     than two stages, which wait for P.V); beyond, three warpgroups without turns with
+    //     64-key tiles (what fits their registers), three stages.
+    //   - d=256: two warpgroups with 64-key tiles, two stages (three stages do not fit).
+    // At d=128 1k causal three warpgroups measured 2% faster in one order: too little for a rule
+    // of its own.
     if (request.variant == Variant::kHalfInt8) {
       if (request.head_dim <= 64) {
         return short_sequences ? KernelConfig{64, 128, 8, 2, KernelPath::kWgmma}
@@ -141,7 +130,7 @@ KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {
                              : KernelConfig{192, 128, 16, stages, KernelPath::kWgmma};
     }
     // Otherwise two consumer warpgroups, 128 keys per tile (64 at d=256, where the output takes
-    // the registers), two stages (2026-11-23, bench/history/2026-11-23.md).
+    // the registers), two stages (bench/history/2026-11-23.md, "The Hopper kernel (issue 6)").
     return KernelConfig{128, request.head_dim >= 256 ? 64 : 128, 12, 2, KernelPath::kWgmma};
   }
   return portable_heuristic_config(request);
@@ -158,10 +147,10 @@ KernelConfig portable_heuristic_config(const SpecRequest& request) {
   // Head dim 256: a 64 x 32 block is what fits the registers (Q, S, P and the output tile stay
   // there). Otherwise 16 rows per warp and 4 warps; 128 keys per tile halves the online-softmax
   // rescales per key against 64, except for half INT8 at d=64, where the 16-bit V tile of 64 keys
-  // with 128 rows won. Each choice is the fastest of every candidate in the H100 sweep of
-  // 2026-11-23 (B=4, H=32, N=4096, causal off and on; bench/history/2026-11-23.md) or within 5%
-  // of it; two stages, because three do not fit twice per SM on sm_86/sm_89 (`intfa tune` finds
-  // those).
+  // with 128 rows won. Each choice is the fastest of every candidate in a sweep at N=4096, causal
+  // off and on, or within 5% of it (bench/history/2026-11-23.md, "Tile-config sweep (B=4, H=32,
+  // N=4096): the three fastest per bucket"); two stages, because three do not fit twice per SM on
+  // sm_86/sm_89 (`intfa tune` finds those).
   if (request.head_dim >= 256) return KernelConfig{64, 32, 4, 2};
   if (request.variant == Variant::kFullInt8) return KernelConfig{64, 128, 4, 2};
   if (request.head_dim <= 64) return KernelConfig{128, 64, 4, 2};
@@ -180,7 +169,8 @@ std::vector<KernelConfig> candidate_configs(const SpecRequest& request) {
       for (int stages : {2, 3}) {
         configs.push_back(KernelConfig{128, block_n, 12, stages, KernelPath::kWgmma});
         // Three consumer warpgroups: full INT8 at d=128 with 128-key tiles only (64-key tiles
-        // measured 18-28% slower there, 2026-11-23 H100; bench/history/2026-11-23.md).
+        // measured slower there: bench/history/2026-11-23.md, "2026-11-23 (late night): three
+        // consumer warpgroups at d=128").
         // Half INT8 keeps its FP32 output, S and P in registers: three fit at d <= 64, and at
         // d=128 with 64-key tiles.
         const bool full_int8 = request.variant == Variant::kFullInt8;

@@ -121,11 +121,11 @@ struct WgmmaAttentionConfig {
   // output in registers together; beside them the rest of the loop needs about 32 (ptxas).
   // Per-block V folds per 64-token block, one block after the other, in main_loop.
   // Half INT8's turns (main_loop_16bit_pv_in_turns) keep S, P and the FP32 output; two
-  // warpgroups take them at d <= 128 (+4-5% at d=128, N >= 4k non-causal on the H100). Three
-  // run without, as three of full INT8 do: 1-9% faster than in turns at d=64 and d=128 from 4k
-  // (H100 2026-11-27 23:06-23:10; bench/RESULTS.md, "Half INT8: three warpgroups without turns,
-  // and a lagging reference"). At d=256 turns lose 16-26% (bench/history/2026-11-24.md,
-  // "Half INT8 on the Hopper kernel").
+  // warpgroups take them at d <= 128, where they measured faster. Three run without, as three of
+  // full INT8 do, which measured faster than in turns at d=64 and d=128 from 4k tokens
+  // (bench/history/2026-11-27.md, "Half INT8: three warpgroups without turns, and a lagging
+  // reference"). At d=256 turns lose (bench/history/2026-11-24.md, "Half INT8 on the Hopper
+  // kernel").
   static constexpr int kTurnRegisters =
       kFullInt8 ? BlockN / 2 + BlockN / 8 + HeadDim : BlockN / 2 + BlockN / 4 + HeadDim / 2;
   static constexpr bool kTakesTurns = ConsumerGroups > 1 && !kPerBlockV &&
@@ -133,8 +133,9 @@ struct WgmmaAttentionConfig {
                                       (kFullInt8 || (ConsumerGroups == 2 && HeadDim <= 128));
   // Half INT8 with three stages or more: P.V one tile behind Q.K^T, each tile exponentiated while
   // the previous tile's P.V runs (WgmmaAttention::tiles_16bit_pv_behind). It holds a slot longer,
-  // so with two stages the producer falls behind: 13-21% slower than waiting for P.V first at
-  // d=128 (H200, 2026-11-27), which the two-stage configs keep doing.
+  // so with two stages the producer falls behind (slower than waiting for P.V first:
+  // bench/history/2026-11-27.md, "Half INT8: P.V one tile behind Q.K^T"), which the two-stage
+  // configs keep doing.
   // Full INT8 the same way (WgmmaAttention::tiles_pv_behind), also with three stages or more
   // (with two it measured 22% slower at d=64 than waiting for P.V first, as half INT8 did),
   // without turns, where S, P, the INT32 P.V accumulators and the output fit the registers
@@ -147,9 +148,9 @@ struct WgmmaAttentionConfig {
       Stages >= 3 && (!kFullInt8 || (!kTakesTurns && !kPerBlockV &&
                                      kPvBehindRegisters + 16 <= kConsumerRegisters));
   // Full INT8 in turns at d <= 64: a tile's softmax beside this warpgroup's own P.V of the
-  // previous tile, into a second P set (main_loop_in_turns): 3-7% faster on the H100 (d=64,
-  // N = 4k / 16k, causal off and on, both orders; bench/RESULTS.md), still behind three
-  // warpgroups without turns. At d=128 the second set spills (ptxas, 240 registers).
+  // previous tile, into a second P set (main_loop_in_turns): faster than without it, still
+  // behind three warpgroups without turns (bench/history/2026-11-24.md, "2026-11-24: fewer
+  // instructions per score", lever 4). At d=128 the second set spills (ptxas, 240 registers).
   static constexpr bool kSoftmaxBesidePv = kFullInt8 && kTakesTurns && HeadDim <= 64;
   // Without turns, a tile's two P.V chunks are in flight together where their accumulators fit
   // beside P and the output (three warpgroups at d=128: 144 registers of 160, no spills), so
@@ -1219,7 +1220,8 @@ struct WgmmaAttention {
   // Half INT8 with P V one tile behind Q K^T (kPvBehindScores; as FlashAttention-3 overlaps a
   // warpgroup's softmax with its own P V): step t issues tile t's Q K^T, rescales the output for
   // tile t - 1 while that runs (as FlashAttention-3 does; rescaled after the wait for P V instead,
-  // it was 4-5% slower at d=64 causal and level at d=128: H100 2026-11-28, bench/RESULTS.md),
+  // it was slower at d=64 causal: bench/history/2026-11-28.md, "Half INT8: the output rescaled
+  // while Q.K^T runs"),
   // issues tile t - 1's P V, waits for the Q K^T only, exponentiates tile t while that P V still
   // runs, then waits for it and rounds tile t's P. P is rounded only after the wait, so one set of
   // P registers does: the running wgmma reads P and accumulates into the output, and the

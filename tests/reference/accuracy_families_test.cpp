@@ -9,7 +9,9 @@
 //    error on the same inputs without it, which must be clearly larger. Errors over seeds overlap
 //    between the two (one seed's outliers are another's easy case); on one seed's inputs they do
 //    not, so this is what fails when the transform is turned off or broken.
-// bench/RESULTS.md, "Accuracy on the inputs real models produce", has the full tables.
+// bench/RESULTS.md, "Accuracy on the inputs real models produce", has the summary;
+// bench/history/2026-11-24.md, "Accuracy on the inputs real models produce: the full tables", all
+// of them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -203,7 +205,8 @@ TEST(AccuracyOnRealInputsSmoothing, TheSampledMeanIsAsAccurateAsTheExactOne) {
 
 // The model of a more precise Q.K that no kernel has yet (QuantizedRows::low_terms): on sharp
 // heads, whose error is Q.K's INT8 rounding, Q in two INT8 terms takes Q's share of it away and Q
-// and K in two terms nearly all of it (bench/RESULTS.md, issue 25). Over 380 seeded runs, with Q
+// and K in two terms nearly all of it (bench/history/2026-11-25.md, "Q and K in two INT8 terms:
+// what more precise Q.K would buy"; issue 25). Over 380 seeded runs, with Q
 // in two terms over one: 0.78-0.89 (full INT8), 0.67-0.77 (half); Q and K in two: 0.54-0.64
 // (full: P's and V's error remains), 0.0067-0.0081 (half); standard deviations 0.02 or less.
 TEST(AccuracyOfTwoTermQueryKey, TakesAwayTheErrorOfSharpHeads) {
