@@ -16,7 +16,7 @@ from unittest import mock
 import torch
 
 import intfa
-from intfa import _torch as layers
+from intfa import _attention_checks, _intfa, _ops, _plans, _tensors
 
 
 class NoOpPlan:
@@ -48,7 +48,7 @@ def main():
     b, h, n, d = 1, 8, 128, 64
     q = torch.zeros(b, h, n, d, dtype=torch.float16)
     q8 = torch.zeros(b, h, n, d, dtype=torch.int8)
-    v8, v_scale = layers._empty_v((b, h, n, d), "channel", q.device)
+    v8, v_scale = _tensors.empty_v((b, h, n, d), "channel", q.device)
     scales = torch.ones(b, h, n)
     quantized = (q8, q8.clone(), v8, scales, scales.clone(), v_scale)
     # Four packed sequences of 128 queries and keys: [total, H, D] rows and int32 offsets.
@@ -56,12 +56,12 @@ def main():
     offsets = torch.arange(0, 4 * n + 1, n, dtype=torch.int32)
     no_op = NoOpPlan()
     patches = (
-        mock.patch.object(layers, "_attention_plan", lambda *a, **k: no_op),
-        mock.patch.object(layers._intfa, "Int8AttentionPlan", NoOpPlan),
-        mock.patch.object(layers, "_check_kernel_device", lambda q, k, v: None),
-        mock.patch.object(layers, "_check_device", lambda named_tensors: None),
-        mock.patch.object(layers, "_on", lambda device: contextlib.nullcontext()),
-        mock.patch.object(layers, "_stream", lambda device: 0),
+        mock.patch.object(_plans, "attention_plan", lambda *a, **k: no_op),
+        mock.patch.object(_intfa, "Int8AttentionPlan", NoOpPlan),
+        mock.patch.object(_attention_checks, "check_kernel_device", lambda q, k, v: None),
+        mock.patch.object(_attention_checks, "check_device", lambda named_tensors: None),
+        mock.patch.object(_ops, "on", lambda device: contextlib.nullcontext()),
+        mock.patch.object(_ops, "stream", lambda device: 0),
     )
     with contextlib.ExitStack() as stack:
         for patch in patches:

@@ -12,8 +12,9 @@ attend, three launches for full INT8 on sm_90a). Then intfa.attention_int8 (publ
 alone, and the pieces before it: the signature, the plain-eager test, the output), Torch's SDPA
 on the FP16 inputs, and one tiny torch kernel as the reference points.
 
-Uses the package's private functions (intfa._torch), so it tracks their names. Needs torch, a GPU
-and the package on PYTHONPATH (scripts/device_python.sh builds it as build-device-py/python).
+Uses the package's private functions (intfa._ops, _plans, _tensors), so it tracks their names.
+Needs torch, a GPU and the package on PYTHONPATH (scripts/device_python.sh builds it as
+build-device-py/python).
 Usage: python3 bench/python_overhead.py [--calls N] [--json FILE]
 """
 import argparse
@@ -24,7 +25,9 @@ import torch
 import torch.nn.functional as F
 
 import intfa
-from intfa import _torch as layers
+from intfa import _ops, _plans, _tensors
+from intfa._checks import DEFAULTS
+from intfa._op_args import AttentionArgs, Int8AttentionArgs
 
 
 def per_call_us(function, calls, rounds=7):
@@ -75,20 +78,22 @@ def main():
     torch.manual_seed(0)
     shape = (1, 8, 128, 64)
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(3))
-    # The op's numerics arguments as intfa.attention passes them by default (K smoothing on, no
+    # The op's arguments as intfa.attention passes them by default (K smoothing on, no
     # rotation), so that every row below times the same GPU work.
-    defaults = (layers.DEFAULTS["v_granularity"], layers.DEFAULTS["smooth_k"],
-                layers.DEFAULTS["p_encoding"], layers.DEFAULTS["p_scale"],
-                layers.DEFAULTS["rotate"])
+    args = AttentionArgs(is_causal=False, sm_scale=0.0, layout="HND", variant="full_int8",
+                         v_granularity=DEFAULTS["v_granularity"], smooth_k=DEFAULTS["smooth_k"],
+                         p_encoding=DEFAULTS["p_encoding"], p_scale=DEFAULTS["p_scale"],
+                         rotate=DEFAULTS["rotate"], k_granularity=DEFAULTS["k_granularity"])
     out = torch.empty_like(q)
-    plan = layers._attention_plan(q, k, v, out, False, 0.0, "HND", "full_int8", *defaults)
+    plan = _plans.attention_plan(q, k, v, out, args)
     workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device="cuda")
-    stream = layers._stream(q.device)
+    stream = _tensors.stream(q.device)
     z = intfa.quantize(q, k, v)
-    int8_out, int8_lse = layers._empty_attention(z.q, "HND", torch.float16, False)
-    int8_plan = layers._int8_attention_plan(z.q, z.k, z.v, z.v_scale, int8_out, False, 0.0, "HND",
-                                            layers.DEFAULTS["p_encoding"],
-                                            layers.DEFAULTS["p_scale"], None)
+    int8_out, int8_lse = _tensors.empty_attention(z.q, "HND", torch.float16, False)
+    int8_args = Int8AttentionArgs(is_causal=False, sm_scale=0.0, layout="HND",
+                                  out_dtype=torch.float16, p_encoding=DEFAULTS["p_encoding"],
+                                  p_scale=DEFAULTS["p_scale"], config=None)
+    int8_plan = _plans.int8_attention_plan(z.q, z.k, z.v, z.v_scale, int8_out, int8_args)
 
     # fallback="error": a call intfa did not serve would raise, not time torch's SDPA.
     def public():
@@ -98,8 +103,10 @@ def main():
         intfa.attention(q, k, v, variant="half_int8", fallback="error")
 
     def implementation():
-        layers._attention_op.implementation(q, k, v, False, 0.0, "HND", "full_int8", *defaults,
-                                            False)  # return_lse
+        _ops.attention_op.implementation(q, k, v, args.is_causal, args.sm_scale, args.layout,
+                                         args.variant, args.v_granularity, args.smooth_k,
+                                         args.p_encoding, args.p_scale, args.rotate,
+                                         False, args.k_granularity)  # return_lse False
 
     def cpp_call():
         plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0,
@@ -114,17 +121,17 @@ def main():
 
     # The pieces of the implementation, each alone: where its time above the C++ call goes.
     def allocate_output():
-        layers._empty_output(q, q.dtype)
+        _tensors.empty_output(q, q.dtype)
 
     def allocate_workspace():
         torch.empty(plan.workspace_bytes, dtype=torch.uint8, device=q.device)
 
     def plan_lookup():
-        layers._attention_plan(q, k, v, out, False, 0.0, "HND", "full_int8", *defaults)
+        _plans.attention_plan(q, k, v, out, args)
 
     def device_and_stream():
-        with layers._on(q.device):
-            layers._stream(q.device)
+        with _tensors.on(q.device):
+            _tensors.stream(q.device)
 
     def data_pointers():
         q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), workspace.data_ptr()
@@ -134,13 +141,13 @@ def main():
     int8_tensors = tuple(z[:6]) + (None,)
 
     def int8_signature():
-        tuple(map(layers._tensor_signature, int8_tensors))
+        tuple(map(_plans.tensor_signature, int8_tensors))
 
     def int8_plain_eager():
-        layers._plain_eager(int8_tensors)
+        _ops.plain_eager(int8_tensors)
 
     def int8_allocate_output():
-        layers._empty_output(z.q, torch.float16)
+        _tensors.empty_output(z.q, torch.float16)
 
     def sdpa():
         F.scaled_dot_product_attention(q, k, v)

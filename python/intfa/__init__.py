@@ -30,9 +30,6 @@ cache. ``cache_info`` and ``precompile`` need no PyTorch; the tensor functions n
 ``intfa.Error`` subclasses carrying the C++ message; bad arguments raise ``InvalidArgument``
 (also a ValueError) naming the argument, before anything is launched.
 """
-import importlib
-import re
-
 from intfa import _intfa
 from intfa._errors import (CacheError, CompileError, DriverError, Error, InternalError,
                            InvalidArgument, NoDevice, Unsupported)
@@ -50,6 +47,7 @@ _MIN_TORCH = (2, 4)  # torch.library.custom_op and register_fake
 
 def _torch_problem():
     """Why the torch functions are unavailable, or None when they are."""
+    import re  # (here, not at the top: `dir(intfa)` lists the package's names only)
     try:
         import torch
     except ImportError as error:
@@ -73,6 +71,7 @@ def __getattr__(name):
     # intfa.distributed (context parallelism) imports torch.distributed: only on first use, so
     # that `import intfa` stays light.
     if name == "distributed" and TORCH_UNAVAILABLE is None:
+        import importlib
         return importlib.import_module("intfa.distributed")
     if name in _TORCH_NAMES or name == "distributed":
         raise ImportError(f"intfa.{name} needs PyTorch >= 2.4: {TORCH_UNAVAILABLE}. "

@@ -25,8 +25,8 @@ from intfa import _checks, _intfa
 from intfa._errors import InvalidArgument, invalid_argument
 from intfa._paged_layout import (CACHE_ARGUMENTS, HEAD_DIMS, layout_shapes, paged_layout,
                                  renamed)
-# (intfa._torch's custom-op wrapper: called in plain eager mode it runs the function directly)
-from intfa._torch import _custom_op as _op
+# (intfa._ops's custom-op wrapper: called in plain eager mode it runs the function directly)
+from intfa._ops import custom_op as _op
 
 _FLOAT_NAMES = {torch.float16: "f16", torch.bfloat16: "bf16"}
 _FLOAT_DTYPES = tuple(_FLOAT_NAMES)

@@ -1,12 +1,12 @@
 """A stand-in for intfa's C++ plan, so that the torch layer's path to the kernel (head dims, out=,
 the LSE, the plan per signature, the integrations' routing) runs without a GPU on CPU tensors.
 
-``StandInPlan`` is made with the tensors ``_attention_plan`` is given and, at ``run``, reads and
-writes the addresses it is handed, as the C++ plan does: float64 attention with the plan's own
-head dim, softmax scale (0: 1/sqrt(its head dim), as the C API) and bottom-right causal mask. K
-smoothing and the rotation change nothing in exact arithmetic, the LSE included (the kernel adds
-smoothing's shift back: intfa::AttentionInputs::lse), so the stand-in only records them, and
-K's scale granularity too (a matter of rounding only). A layer
+``StandInPlan`` is made with the tensors and arguments ``_plans.attention_plan`` is given and, at
+``run``, reads and writes the addresses it is handed, as the C++ plan does: float64 attention
+with the plan's own head dim, softmax scale (0: 1/sqrt(its head dim), as the C API) and
+bottom-right causal mask. K smoothing and the rotation change nothing in exact arithmetic, the
+LSE included (the kernel adds smoothing's shift back: intfa::AttentionInputs::lse), so the
+stand-in only records them, and K's scale granularity too (a matter of rounding only). A layer
 that passed the wrong buffers, the wrong scale or shifted LSEs gives wrong numbers."""
 import contextlib
 import ctypes
@@ -28,16 +28,14 @@ class StandInPlan:
     made = []  # every plan made, newest last
     error = None  # an exception that every run() raises (the runtime refusing a launch)
 
-    def __init__(self, q, k, v, out, is_causal, sm_scale, layout, variant, v_granularity,
-                 smooth_k, p_encoding, p_scale, rotate=False, k_granularity="token",
-                 packing=None):
+    def __init__(self, q, k, v, out, args, packing=None):
         self.views = [(tuple(x.shape), x.stride(), x.dtype) for x in (q, k, v, out)]
         self.head_dim = q.shape[-1]
-        self.is_causal, self.sm_scale, self.layout, self.smooth_k = (is_causal, sm_scale, layout,
-                                                                     smooth_k)
-        self.options = (variant, v_granularity, p_encoding, p_scale)
-        self.rotate = rotate
-        self.k_granularity = k_granularity
+        self.is_causal, self.sm_scale, self.layout, self.smooth_k = (args.is_causal, args.sm_scale,
+                                                                     args.layout, args.smooth_k)
+        self.options = (args.variant, args.v_granularity, args.p_encoding, args.p_scale)
+        self.rotate = args.rotate
+        self.k_granularity = args.k_granularity
         self.workspace_bytes = 256
         self.runs = 0
         StandInPlan.made.append(self)
@@ -71,19 +69,20 @@ def stand_in_kernels():
     """intfa's torch layer with StandInPlan for the C++ plan and CPU tensors taken as the
     kernel's device; the checks' cache is emptied before and after, so that no test sees
     another's decisions."""
-    from intfa import _torch as layers
+    from intfa import _attention_checks, _ops, _plans
     StandInPlan.made.clear()
     StandInPlan.error = None
-    layers._CHECKED_ATTENTION_CALLS.clear()
+    _plans.CHECKED_ATTENTION_CALLS.clear()
     try:
-        with mock.patch.object(layers, "_attention_plan", StandInPlan), \
-                mock.patch.object(layers, "_check_kernel_device", lambda q, k, v: None), \
-                mock.patch.object(layers, "_on", lambda device: contextlib.nullcontext()), \
-                mock.patch.object(layers, "_stream", lambda device: 0):
+        with mock.patch.object(_plans, "attention_plan", StandInPlan), \
+                mock.patch.object(_attention_checks, "check_kernel_device",
+                                  lambda q, k, v: None), \
+                mock.patch.object(_ops, "on", lambda device: contextlib.nullcontext()), \
+                mock.patch.object(_ops, "stream", lambda device: 0):
             yield StandInPlan.made
     finally:
         StandInPlan.error = None
-        layers._CHECKED_ATTENTION_CALLS.clear()
+        _plans.CHECKED_ATTENTION_CALLS.clear()
 
 
 def reference(q, k, v, is_causal=False, scale=None, layout="HND", top_left=False):

@@ -410,12 +410,12 @@ class FakeImplementationTest(unittest.TestCase):
 
 @needs_torch
 class EagerFastPathTest(unittest.TestCase):
-    """Which calls skip the custom op's dispatch (intfa._torch._plain_eager): plain eager ones
+    """Which calls skip the custom op's dispatch (intfa._ops.plain_eager): plain eager ones
     only, so tracing, fake tensors, modes and autograd still see the op."""
 
     def plain_eager(self, *arguments):
-        from intfa import _torch as layers
-        return layers._plain_eager(arguments)
+        from intfa import _ops
+        return _ops.plain_eager(arguments)
 
     def test_plain_tensors_and_other_arguments_take_the_fast_path(self):
         self.assertTrue(self.plain_eager(halves(1, 2, 8, 64), None, False, 0.0, "HND", [1, 2]))

@@ -160,11 +160,11 @@ class KernelPathTest(FallbackCase):
         self.assertEqual(plans[-1].runs, 1)  # the no_grad call
 
     def test_a_gpu_below_sm_80_falls_back(self):
-        from intfa import _torch as layers
-        layers._CAPABILITIES[77] = (7, 5)
-        self.addCleanup(layers._CAPABILITIES.pop, 77)
+        from intfa import _attention_checks
+        _attention_checks.CAPABILITIES[77] = (7, 5)
+        self.addCleanup(_attention_checks.CAPABILITIES.pop, 77)
         with self.assertRaises(intfa.Unsupported) as caught:
-            layers._check_arch(77)
+            _attention_checks.check_arch(77)
         self.assertEqual(caught.exception.fallback_reason, "arch")
         self.assertIn("7.5", str(caught.exception))
 

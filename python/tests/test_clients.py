@@ -223,19 +223,19 @@ class FallbackOnGpuTest(FallbackCase):
         self.assertEqual(dropped.shape, q.shape)
 
     def test_a_gpu_below_sm_80_runs_sdpa(self):
-        from intfa import _torch as layers
+        from intfa import _attention_checks, _plans
         index = torch.cuda.current_device()
-        real = layers._CAPABILITIES.get(index)
-        layers._CAPABILITIES[index] = (7, 5)
-        layers._CHECKED_ATTENTION_CALLS.clear()
+        real = _attention_checks.CAPABILITIES.get(index)
+        _attention_checks.CAPABILITIES[index] = (7, 5)
+        _plans.CHECKED_ATTENTION_CALLS.clear()
         try:
             q, k, v = random_qkv(1, 8, 8, 64, 64, 128, "HND", torch.float16)
             self.hit("arch", lambda: intfa.attention(q, k, v), reference(q, k, v, False, "HND"))
         finally:
-            layers._CAPABILITIES.pop(index)
+            _attention_checks.CAPABILITIES.pop(index)
             if real is not None:
-                layers._CAPABILITIES[index] = real
-            layers._CHECKED_ATTENTION_CALLS.clear()
+                _attention_checks.CAPABILITIES[index] = real
+            _plans.CHECKED_ATTENTION_CALLS.clear()
 
 
 class DitBlock(torch.nn.Module if torch is not None else object):

@@ -35,9 +35,9 @@ class RecordingVarlenPlan:
     made = []
     workspace_bytes = 256
 
-    def __init__(self, q, k, v, out, *options, packing=None):
+    def __init__(self, q, k, v, out, args, packing=None):
         self.views = [(tuple(x.shape), x.stride()) for x in (q, k, v, out)]
-        self.options = options
+        self.args = args
         self.packing = packing
         self.runs = []
         RecordingVarlenPlan.made.append(self)
@@ -49,23 +49,23 @@ class RecordingVarlenPlan:
 
 @contextlib.contextmanager
 def recording_kernels():
-    from intfa import _torch as layers
+    from intfa import _attention_checks, _intfa, _ops, _plans
     RecordingPlan.made.clear()
     RecordingVarlenPlan.made.clear()
-    layers._CHECKED_INT8_CALLS.clear()
-    layers._INT8_ATTENTION_PLANS.clear()
-    layers._CHECKED_VARLEN_CALLS.clear()
+    _plans.CHECKED_INT8_CALLS.clear()
+    _plans.INT8_ATTENTION_PLANS.clear()
+    _plans.CHECKED_VARLEN_CALLS.clear()
     try:
-        with mock.patch.object(layers._intfa, "Int8AttentionPlan", RecordingPlan), \
-                mock.patch.object(layers, "_attention_plan", RecordingVarlenPlan), \
-                mock.patch.object(layers, "_check_device", lambda named_tensors: None), \
-                mock.patch.object(layers, "_on", lambda device: contextlib.nullcontext()), \
-                mock.patch.object(layers, "_stream", lambda device: 0):
+        with mock.patch.object(_intfa, "Int8AttentionPlan", RecordingPlan), \
+                mock.patch.object(_plans, "attention_plan", RecordingVarlenPlan), \
+                mock.patch.object(_attention_checks, "check_device", lambda named_tensors: None), \
+                mock.patch.object(_ops, "on", lambda device: contextlib.nullcontext()), \
+                mock.patch.object(_ops, "stream", lambda device: 0):
             yield RecordingPlan.made
     finally:
-        layers._CHECKED_INT8_CALLS.clear()
-        layers._INT8_ATTENTION_PLANS.clear()
-        layers._CHECKED_VARLEN_CALLS.clear()
+        _plans.CHECKED_INT8_CALLS.clear()
+        _plans.INT8_ATTENTION_PLANS.clear()
+        _plans.CHECKED_VARLEN_CALLS.clear()
 
 
 def watching():
@@ -81,10 +81,10 @@ def watching():
 
 def quantized(batch=1, heads_q=4, heads_kv=2, seq_q=16, seq_kv=48, head_dim=64):
     """Full-INT8 inputs as intfa.quantize lays them out (HND, V per channel), on the CPU."""
-    from intfa import _torch as layers
+    from intfa import _tensors
     q = torch.zeros(batch, heads_q, seq_q, head_dim, dtype=torch.int8)
     k = torch.zeros(batch, heads_kv, seq_kv, head_dim, dtype=torch.int8)
-    v, v_scale = layers._empty_v((batch, heads_kv, seq_kv, head_dim), "channel", q.device)
+    v, v_scale = _tensors.empty_v((batch, heads_kv, seq_kv, head_dim), "channel", q.device)
     q_scale = torch.ones(batch, heads_q, seq_q)
     k_scale = torch.ones(batch, heads_kv, seq_kv)
     return q, k, v, q_scale, k_scale, v_scale
@@ -107,11 +107,11 @@ class Int8LayerTest(unittest.TestCase):
         self.assertEqual(len({out.data_ptr() for out in outputs}), 3)  # a fresh output each call
 
     def test_the_plan_stays_with_its_signature_and_other_strides_get_their_own(self):
-        from intfa import _torch as layers
+        from intfa import _plans
         with recording_kernels() as plans:
             tensors = quantized()
             intfa.attention_int8(*tensors)
-            layers._INT8_ATTENTION_PLANS.clear()  # the checked call keeps its own plan
+            _plans.INT8_ATTENTION_PLANS.clear()  # the checked call keeps its own plan
             intfa.attention_int8(*tensors)
             self.assertEqual([len(plan.runs) for plan in plans], [2])
             # The same shapes with q's tokens strided: another signature, another plan.
@@ -149,7 +149,7 @@ class Int8LayerTest(unittest.TestCase):
                                      q_dot_k_mean=torch.zeros(1, 4, 16, dtype=torch.float64))
 
     def test_an_intercepted_call_goes_through_the_op(self):
-        from intfa import _torch as layers
+        from intfa import _ops
 
         through_op = []
 
@@ -158,7 +158,7 @@ class Int8LayerTest(unittest.TestCase):
             tensors = arguments[:6]
             return torch.empty(tensors[0].shape, dtype=torch.float16), torch.empty(0)
 
-        with recording_kernels() as plans, mock.patch.object(layers, "_attention_int8_op", op):
+        with recording_kernels() as plans, mock.patch.object(_ops, "attention_int8_op", op):
             tensors = quantized()
             intfa.attention_int8(*tensors)
             self.assertEqual((len(through_op), len(plans)), (0, 1))
@@ -219,7 +219,7 @@ class VarlenLayerTest(unittest.TestCase):
             self.assertIn("cu_seqlens_k", str(raised.exception))
 
     def test_an_intercepted_call_goes_through_the_op(self):
-        from intfa import _torch as layers
+        from intfa import _ops
 
         through_op = []
 
@@ -227,7 +227,7 @@ class VarlenLayerTest(unittest.TestCase):
             through_op.append(arguments)
             return torch.empty_like(arguments[0]), torch.empty(0)
 
-        with recording_kernels(), mock.patch.object(layers, "_attention_varlen_op", op):
+        with recording_kernels(), mock.patch.object(_ops, "attention_varlen_op", op):
             tensors = packed()
             intfa.attention_varlen(*tensors, 15, 20)
             with watching():

@@ -267,18 +267,18 @@ class OpsTest(unittest.TestCase):
         self.assertLessEqual(error, TARGET_REL_L2["full_int8"])
 
     def test_eager_calls_skip_the_op_and_give_its_bits(self):
-        from intfa import _torch as layers
+        from intfa import _ops
         q, k, v = random_qkv(1, 4, 2, 200, 300, 128, "HND", torch.float16)
         quantized = intfa.quantize(q, k, v)
         through_op = torch.ops.intfa.attention_int8(*quantized[:6], True, 0.0, "HND",
                                                     torch.float16, "u8", "tile", False, None)[0]
         # With the op itself out of reach, a plain eager call still runs: it never used it.
-        op, layers._attention_int8_op.op = layers._attention_int8_op.op, None
+        op, _ops.attention_int8_op.op = _ops.attention_int8_op.op, None
         try:
             eager = intfa.attention_int8(*quantized[:6], is_causal=True, p_encoding="u8",
                                          p_scale="tile")
         finally:
-            layers._attention_int8_op.op = op
+            _ops.attention_int8_op.op = op
         self.assertTrue(torch.equal(eager, through_op))
 
     def test_call_overhead(self):

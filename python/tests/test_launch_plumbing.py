@@ -14,6 +14,14 @@ needs_no_gpu = unittest.skipUnless(
     "memory, which only a machine without a GPU refuses before launching")
 
 
+def attention_args(is_causal=True, rotate=False, **named):
+    """intfa.attention's checked arguments (the softmax scale 0.0: 1/sqrt(head_dim), P as u8,
+    K per token; the rest as `named`)."""
+    from intfa._op_args import AttentionArgs
+    return AttentionArgs(**dict(dict(is_causal=is_causal, sm_scale=0.0, p_encoding="u8",
+                                     rotate=rotate, k_granularity="token"), **named))
+
+
 @needs_torch
 @needs_no_gpu
 class LaunchPlumbingTest(unittest.TestCase):
@@ -32,28 +40,29 @@ class LaunchPlumbingTest(unittest.TestCase):
                 make(heads_kv, seq_kv, dtype))
 
     def test_quantize_views(self):
-        from intfa import _torch
+        from intfa import _ops
         for layout in ("HND", "NHD"):
             for granularity in ("tensor", "channel", "block"):
                 with self.subTest(layout=layout, granularity=granularity):
                     q, k, v = self.tensors(layout)
-                    self.assert_reaches_launch(_torch._launch_quantize_qk, q, layout, False, 0)
-                    self.assert_reaches_launch(_torch._launch_quantize_qk, k, layout, True, 0)
-                    self.assert_reaches_launch(_torch._launch_quantize_v, v, layout, granularity,
-                                               0)
+                    self.assert_reaches_launch(_ops.launch_quantize_qk, q, layout, False, 0)
+                    self.assert_reaches_launch(_ops.launch_quantize_qk, k, layout, True, 0)
+                    self.assert_reaches_launch(_ops.launch_quantize_v, v, layout, granularity, 0)
 
     def int8_call(self, layout, variant, granularity="tensor", dtype=None):
         """attention_int8's plan and the addresses of its run, as the op makes them."""
-        from intfa import _torch
+        from intfa import _plans, _tensors
+        from intfa._op_args import Int8AttentionArgs
         q, k, v = self.tensors(layout, dtype=dtype)
-        q8, q_scale, _ = _torch._empty_qk(q, layout, False)
-        k8, k_scale, _ = _torch._empty_qk(k, layout, False)
+        q8, q_scale, _ = _tensors.empty_qk(q, layout, False)
+        k8, k_scale, _ = _tensors.empty_qk(k, layout, False)
         v_scale = None
         if variant == "full_int8":
-            v, v_scale = _torch._empty_v(_torch._bhnd(v, layout), granularity, v.device)
-        out, lse = _torch._empty_attention(q8, layout, q.dtype, True)
-        plan = _torch._int8_attention_plan(q8, k8, v, v_scale, out, True, 0.0, layout, "u8",
-                                           "running", None)
+            v, v_scale = _tensors.empty_v(_tensors.bhnd(v, layout), granularity, v.device)
+        out, lse = _tensors.empty_attention(q8, layout, q.dtype, True)
+        args = Int8AttentionArgs(is_causal=True, sm_scale=0.0, layout=layout, out_dtype=q.dtype,
+                                 p_encoding="u8", p_scale="running", config=None)
+        plan = _plans.int8_attention_plan(q8, k8, v, v_scale, out, args)
         addresses = [q8.data_ptr(), k8.data_ptr(), v.data_ptr(), q_scale.data_ptr(),
                      k_scale.data_ptr(), v_scale.data_ptr() if v_scale is not None else 0,
                      out.data_ptr(), lse.data_ptr(), 0]
@@ -69,7 +78,7 @@ class LaunchPlumbingTest(unittest.TestCase):
 
     def test_16bit_attention_views(self):
         # intfa.attention's one call: quantize into the workspace, then attend.
-        from intfa import _torch
+        from intfa import _plans
         for layout in ("HND", "NHD"):
             for variant in ("full_int8", "half_int8"):
                 for smooth_k, rotate in ((False, False), (True, False), (True, True)):
@@ -77,8 +86,9 @@ class LaunchPlumbingTest(unittest.TestCase):
                                       rotate=rotate):
                         q, k, v = self.tensors(layout)
                         out = torch.zeros_like(q)
-                        plan = _torch._attention_plan(q, k, v, out, True, 0.0, layout, variant,
-                                                      "channel", smooth_k, "u8", "tile", rotate)
+                        plan = _plans.attention_plan(q, k, v, out, attention_args(
+                            layout=layout, variant=variant, v_granularity="channel",
+                            smooth_k=smooth_k, p_scale="tile", rotate=rotate))
                         workspace = torch.zeros(plan.workspace_bytes + 256, dtype=torch.uint8)
                         aligned = (workspace.data_ptr() + 255) // 256 * 256
                         self.assert_reaches_launch(plan.run, q.data_ptr(), k.data_ptr(),
@@ -86,7 +96,7 @@ class LaunchPlumbingTest(unittest.TestCase):
 
     def test_varlen_views(self):
         # Packed [1, total, H, D] views (NHD), three sequences, as attention_varlen makes them.
-        from intfa import _torch
+        from intfa import _plans
         lengths = [5, 0, 40]
         offsets = torch.tensor([0, 5, 5, 45], dtype=torch.int32)
         q, k, v = (t[None] for t in (torch.zeros(45, 8, 64, dtype=torch.float16),
@@ -96,9 +106,10 @@ class LaunchPlumbingTest(unittest.TestCase):
         for variant, granularity in (("full_int8", "tensor"), ("full_int8", "channel"),
                                      ("full_int8", "block"), ("half_int8", "channel")):
             with self.subTest(variant=variant, granularity=granularity):
-                plan = _torch._attention_plan(q, k, v, out, True, 0.0, "NHD", variant,
-                                              granularity, False, "u8", "tile",
-                                              packing=(3, max(lengths), max(lengths)))
+                args = attention_args(layout="NHD", variant=variant, v_granularity=granularity,
+                                      smooth_k=False, p_scale="tile")
+                plan = _plans.attention_plan(q, k, v, out, args,
+                                             packing=(3, max(lengths), max(lengths)))
                 workspace = torch.zeros(plan.workspace_bytes + 256, dtype=torch.uint8)
                 aligned = (workspace.data_ptr() + 255) // 256 * 256
                 self.assert_reaches_launch(plan.run, q.data_ptr(), k.data_ptr(), v.data_ptr(),
@@ -113,11 +124,12 @@ class LaunchPlumbingTest(unittest.TestCase):
         self.assertEqual(caught.exception.field, "tensors.q.data")
 
     def test_a_short_workspace_is_refused_naming_it(self):
-        from intfa import _torch
+        from intfa import _plans
         q, k, v = self.tensors("HND")
         out = torch.zeros_like(q)
-        plan = _torch._attention_plan(q, k, v, out, False, 0.0, "HND", "full_int8", "channel",
-                                      False, "u8", "tile")
+        plan = _plans.attention_plan(q, k, v, out, attention_args(
+            is_causal=False, layout="HND", variant="full_int8", v_granularity="channel",
+            smooth_k=False, p_scale="tile"))
         workspace = torch.zeros(plan.workspace_bytes + 256, dtype=torch.uint8)
         aligned = (workspace.data_ptr() + 255) // 256 * 256
         with self.assertRaises(intfa.InvalidArgument) as caught:

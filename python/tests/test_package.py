@@ -74,6 +74,12 @@ class PackageTest(unittest.TestCase):
                             directory)
             self.assertFalse(os.path.exists(directory), "removed at exit")
 
+    def test_dir_lists_the_package_names_and_no_modules_it_used(self):
+        # (issue 49: `dir(intfa)` showed `importlib` and `re`, imported for the package's own use)
+        public = {name for name in dir(intfa) if not name.startswith("_")}
+        self.assertFalse(public & {"importlib", "re"}, sorted(public))
+        self.assertLessEqual(set(intfa.__all__), public)
+
     @unittest.skipIf(torch is not None, "PyTorch is installed here: the torch functions exist")
     def test_torch_functions_say_torch_is_missing(self):
         with self.assertRaisesRegex(ImportError, "needs PyTorch"):
