@@ -7,6 +7,7 @@
 #include <set>
 
 #include "spec/attention_spec.hpp"
+#include "support/arch_printer.hpp"
 #include "support/compile_all.hpp"
 
 namespace intfa::attention {

@@ -3,11 +3,12 @@
 // for validation tests.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
+#include <ostream>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "reference/attention_check.hpp"
 #include "reference/reference.hpp"
@@ -34,12 +35,18 @@ inline const std::vector<Shape>& attention_shapes() {
   return list;
 }
 
+// "B1_H32x8_N130x200_D128_causal", the test's name.
 inline std::string shape_name(const ::testing::TestParamInfo<Shape>& info) {
   const Shape& s = info.param;
   return "B" + std::to_string(s.batch) + "_H" + std::to_string(s.heads_q) + "x" +
          std::to_string(s.heads_kv) + "_N" + std::to_string(s.seq_q) + "x" +
          std::to_string(s.seq_kv) + "_D" + std::to_string(s.head_dim) +
          (s.causal ? "_causal" : "");
+}
+// What gtest prints for GetParam() (as `intfa run` prints a problem).
+inline void PrintTo(const Shape& s, std::ostream* os) {
+  *os << "B=" << s.batch << " Hq=" << s.heads_q << " Hkv=" << s.heads_kv << " Nq=" << s.seq_q
+      << " Nkv=" << s.seq_kv << " D=" << s.head_dim << (s.causal ? " causal" : "");
 }
 
 // A check of `shape` with fresh random inputs (the seed is printed with the result).

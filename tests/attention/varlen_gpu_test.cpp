@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,19 @@ struct VarlenCase {
   PScaleReference p_scale;
   std::vector<int> q_lengths, kv_lengths;
 };
+
+// GetParam(): the sequences and the problem (the numerics options are in the test's name).
+void PrintTo(const VarlenCase& c, std::ostream* os) {
+  const auto list = [](const std::vector<int>& lengths) {
+    std::string text;
+    for (int length : lengths) text += (text.empty() ? "" : ",") + std::to_string(length);
+    return text;
+  };
+  *os << (c.variant == Variant::kFullInt8 ? "full INT8" : "half INT8") << " Hq=" << c.heads_q
+      << " Hkv=" << c.heads_kv << " D=" << c.head_dim << " Q.K INT" << c.qk_bits
+      << (c.causal ? " causal" : "") << " Nq=" << list(c.q_lengths)
+      << " Nkv=" << list(c.kv_lengths);
+}
 
 std::vector<int> prefix_sums(const std::vector<int>& lengths) {
   std::vector<int> offsets(lengths.size() + 1, 0);

@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +13,7 @@
 #include "cache/cache_test_support.hpp"
 #include "cache/disk_cache.hpp"
 #include "cache/entry_format.hpp"
+#include "spec/attention_spec.hpp"
 #include "support/child_test.hpp"
 #include "support/cli.hpp"
 
@@ -44,6 +47,48 @@ TEST_F(CacheCli, LsListsEachEntryWithItsSpecThenTheTotal) {
   EXPECT_TRUE(mentions(result, test_key(0x22).hex())) << result.output;
   EXPECT_TRUE(mentions(result, quantize_rows_spec(256).to_string())) << result.output;
   EXPECT_TRUE(mentions(result, "2 entries")) << result.output;
+}
+
+// A spec longer than any column width (an attention kernel's, about 80 characters) beside short
+// ones: every row's size and date sit under their headers, and each spec is whole at its row's end.
+TEST_F(CacheCli, LsKeepsItsColumnsAlignedWhateverTheSpecsLength) {
+  attention::SpecRequest request;
+  request.arch = device::Arch::kSm89;
+  request.head_dim = 128;
+  const render::KernelSpec long_spec =
+      attention::make_spec(request, attention::heuristic_config(request));
+  ASSERT_GT(long_spec.to_string().size(), 64u);
+  disk_.store(test_key(0x33), fake_cubin(89, 70000), long_spec);
+
+  const CliResult result = run_cli("cache ls" + dir_option());
+  ASSERT_EQ(result.exit_code, 0) << result.output;
+  std::vector<std::string> lines;
+  for (std::size_t at = 0, end; (end = result.output.find('\n', at)) != std::string::npos;
+       at = end + 1) {
+    lines.push_back(result.output.substr(at, end - at));
+  }
+  ASSERT_EQ(lines.size(), 5u) << result.output;  // the header, 3 entries, the total
+  const std::string& header = lines[0];
+  const std::size_t size_end = header.find("SIZE") + 4;
+  const std::size_t date_column = header.find("DATE");
+  const std::size_t spec_column = header.find("SPEC");
+  ASSERT_TRUE(size_end < date_column && date_column < spec_column) << header;
+  const std::map<std::string, std::string> spec_of_key = {
+      {test_key(0x11).hex(), quantize_rows_spec(64).to_string()},
+      {test_key(0x22).hex(), quantize_rows_spec(256).to_string()},
+      {test_key(0x33).hex(), long_spec.to_string()}};
+  for (std::size_t row = 1; row <= 3; ++row) {
+    const std::string& line = lines[row];
+    const auto spec = spec_of_key.find(line.substr(0, line.find(' ')));
+    ASSERT_NE(spec, spec_of_key.end()) << "a row that starts with no key:\n" << result.output;
+    EXPECT_NE(line[size_end - 1], ' ') << "the size ends under SIZE:\n" << result.output;
+    EXPECT_EQ(line[size_end], ' ') << "the size ends under SIZE:\n" << result.output;
+    EXPECT_TRUE(std::isdigit(static_cast<unsigned char>(line[date_column])) &&
+                line[date_column - 1] == ' ')
+        << "the date starts under DATE:\n"
+        << result.output;
+    EXPECT_EQ(line.substr(spec_column), spec->second) << result.output;
+  }
 }
 
 TEST_F(CacheCli, VerifyFailsOnACorruptEntryAndPassesAfterClearStale) {

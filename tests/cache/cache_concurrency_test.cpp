@@ -69,6 +69,9 @@ std::map<std::string, long> parse_result(const std::string& output) {
   return values;
 }
 
+// The CacheConcurrencyChild.DISABLED_* tests are the bodies CacheConcurrency.* runs in child
+// processes, not tests to run by hand (support/child_test.hpp); ctest does not list them.
+//
 // Runs only in a child process (the variable names the writer); prints its RESULT line.
 TEST(CacheConcurrencyChild, DISABLED_Writer) {
   const char* writer_text = std::getenv(kWriterVariable);

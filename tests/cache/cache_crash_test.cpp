@@ -32,6 +32,9 @@ nvrtc::Cubin killed_cubin() {
   return fake_cubin(80, kCubinBytes);
 }
 
+// The CacheCrashChild.DISABLED_* tests are the bodies CacheCrash.* runs in child processes, not
+// tests to run by hand (support/child_test.hpp); ctest does not list them.
+//
 // Runs only in a child process, which the hook stops before its store() can finish.
 TEST(CacheCrashChild, DISABLED_StoresOneEntry) {
   const char* directory = std::getenv("INTFA_CACHE_DIR");

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "cache/cache_test_support.hpp"
@@ -45,6 +46,9 @@ std::string fault_name(Fault fault) {
       return "SymlinkOutside";
   }
   return "Unknown";
+}
+void PrintTo(Fault fault, std::ostream* os) {
+  *os << fault_name(fault);
 }
 
 // A real compiled kernel, built once for the suite in a cache of its own.

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "decode/paged_test_support.hpp"
@@ -111,11 +112,15 @@ TEST_P(MergeStatesGpu, MatchesTheFloat64MergeOfTheSameStates) {
   EXPECT_LE(lse_error(expected_lse, actual_lse.data(), rows), 1e-5);
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, MergeStatesGpu,
-                         ::testing::Values(MergeCase{false, false, false, 128},
-                                           MergeCase{false, true, false, 64},
-                                           MergeCase{true, false, true, 256},
-                                           MergeCase{true, true, true, 128}));
+INSTANTIATE_TEST_SUITE_P(
+    Cases, MergeStatesGpu,
+    ::testing::Values(MergeCase{false, false, false, 128}, MergeCase{false, true, false, 64},
+                      MergeCase{true, false, true, 256}, MergeCase{true, true, true, 128}),
+    [](const ::testing::TestParamInfo<MergeCase>& param_info) {
+      const MergeCase& c = param_info.param;
+      return std::string(c.bf16 ? "Bf16" : "F16") + (c.in_place ? "_InPlace" : "") +
+             (c.seq_major ? "_SeqMajor" : "") + "_D" + std::to_string(c.head_dim);
+    });
 
 }  // namespace
 }  // namespace intfa::testing

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "decode/paged_family.hpp"
+#include "support/arch_printer.hpp"
 #include "support/compile_all.hpp"
 
 namespace intfa::paged {

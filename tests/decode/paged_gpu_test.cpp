@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,18 @@ struct ServingCase {
 
 std::string case_name(const ::testing::TestParamInfo<ServingCase>& info) {
   return info.param.name;
+}
+void PrintTo(const ServingCase& c, std::ostream* os) {
+  *os << "INT" << c.bits << " cache, " << (c.bf16 ? "bf16" : "f16") << " D=" << c.head_dim
+      << " Hq=" << c.heads_q << " Hkv=" << c.heads_kv << " page " << c.page_size << ", " << c.q_len
+      << (c.q_len == 1 ? " query" : " queries") << (c.causal ? " causal" : "")
+      << (c.smooth ? ", smoothed K" : "") << ", splits "
+      << (c.num_splits == 0 ? "heuristic" : std::to_string(c.num_splits));
+  if (c.config.block_rows != 0) {
+    *os << ", config " << c.config.block_rows << "," << c.config.stage_tokens << ","
+        << c.config.stages;
+  }
+  *os << ", " << c.steps << " steps";
 }
 
 class PagedServingGpu : public ::testing::TestWithParam<ServingCase> {};

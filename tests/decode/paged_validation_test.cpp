@@ -210,6 +210,9 @@ TEST(PagedValidation, DecodeOptionsAndTensorsAreNamed) {
 
 constexpr const char* kFakeDriverChild = "INTFA_TEST_FAKE_DRIVER_CHILD";
 
+// PagedValidationChild.DISABLED_* is a body PagedValidation.* runs in a child process, not a test
+// to run by hand (support/child_test.hpp); ctest does not list it.
+//
 // Runs only in a child process on the fake driver (PagedValidation.ABadWorkspace...): a decode of
 // 8 splits with no workspace, or 1 byte of it, is refused before its kernel is compiled or loaded.
 TEST(PagedValidationChild, DISABLED_ABadWorkspaceIsRefusedBeforeAnyCompile) {

@@ -4,6 +4,7 @@
 #   MODE=find_package      examples/ against PREFIX: find_package(intfa CONFIG), the shared and
 #                          the static library from C++, the shared one from C; each run
 #   MODE=pkg_config        examples/attend.c compiled with `pkg-config --cflags --libs intfa`
+#                          alone (no rpath of its own), run without LD_LIBRARY_PATH
 #   MODE=build_tree        examples/ against the build tree (-Dintfa_DIR=BINARY_DIR)
 #   MODE=add_subdirectory  examples/subproject: intfa built from SOURCE_DIR inside a host project
 # Without a GPU each example says so and precompiles its kernels, which is what runs here.
@@ -92,9 +93,12 @@ elseif(MODE STREQUAL "pkg_config")
   separate_arguments(flags UNIX_COMMAND "${flags}")
   file(MAKE_DIRECTORY ${consumers}/pkg_config)
   set(program ${consumers}/pkg_config/attend_c)
+  # PREFIX is not a system prefix: the program finds libintfa.so.0.2 there through the rpath that
+  # intfa.pc's Libs carries, with no -Wl,-rpath and no LD_LIBRARY_PATH of the user's. (The
+  # CUDA runtime is the example's own dependency, not intfa's: its flags are the example's.)
   run(COMMAND ${C_COMPILER} -std=c99 -o ${program} ${SOURCE_DIR}/examples/attend.c ${flags}
-              -Wl,-rpath,${PREFIX}/lib -L${CUDA_LIBRARY_DIR} -Wl,-rpath,${CUDA_LIBRARY_DIR}
-              -lcudart -lm)
+              -L${CUDA_LIBRARY_DIR} -Wl,-rpath,${CUDA_LIBRARY_DIR} -lcudart -lm)
+  unset(ENV{LD_LIBRARY_PATH})
   run_example(${program})
 
 elseif(MODE STREQUAL "build_tree")

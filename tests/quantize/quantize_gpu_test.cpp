@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,24 @@
 #include "support/gpu.hpp"
 
 namespace intfa {
+
+// QuantizeVGpu's parameter: its tests' names, and GetParam() as gtest prints it (PrintTo is found
+// by argument-dependent lookup, in the enum's own namespace).
+inline std::string granularity_name(VScaleGranularity granularity) {
+  switch (granularity) {
+    case VScaleGranularity::kPerTensor:
+      return "PerTensor";
+    case VScaleGranularity::kPerChannel:
+      return "PerChannel";
+    case VScaleGranularity::kPerBlock:
+      return "PerBlock";
+  }
+  return "Unknown";
+}
+inline void PrintTo(VScaleGranularity granularity, std::ostream* os) {
+  *os << granularity_name(granularity);
+}
+
 namespace {
 
 using testing::DeviceBuffer;
@@ -49,6 +68,21 @@ std::vector<std::uint16_t> to_bits(const std::vector<float>& values, bool bf16) 
                    : reference::float_to_f16_bits(values[i]);
   }
   return bits;
+}
+
+// "B2_H3_N1000_D128_int8_f16_BHND_smooth_k": the test's name.
+std::string row_case_name(const RowCase& c) {
+  return "B" + std::to_string(c.batch) + "_H" + std::to_string(c.heads) + "_N" +
+         std::to_string(c.seq) + "_D" + std::to_string(c.head_dim) + "_int" +
+         std::to_string(c.bits) + "_" + dtype_name(c.input_type) +
+         (c.layout == Layout::kBHND ? "_BHND" : "_BNHD") + (c.smooth_k ? "_smooth_k" : "") +
+         (c.rotate ? "_rotate" : "");
+}
+void PrintTo(const RowCase& c, std::ostream* os) {
+  *os << "B=" << c.batch << " H=" << c.heads << " N=" << c.seq << " D=" << c.head_dim << " INT"
+      << c.bits << " from " << dtype_name(c.input_type)
+      << (c.layout == Layout::kBHND ? " BHND" : " BNHD") << (c.smooth_k ? " smooth_k" : "")
+      << (c.rotate ? " rotate" : "");
 }
 
 class QuantizeRowsGpu : public ::testing::TestWithParam<RowCase> {};
@@ -147,12 +181,7 @@ INSTANTIATE_TEST_SUITE_P(
                       RowCase{1, 2, 333, 256, 8, DType::kF16, Layout::kBNHD, true, true},
                       RowCase{1, 2, 129, 128, 4, DType::kF16, Layout::kBHND, true, true}),
     [](const ::testing::TestParamInfo<RowCase>& param_info) {
-      const RowCase& c = param_info.param;
-      return "B" + std::to_string(c.batch) + "_H" + std::to_string(c.heads) + "_N" +
-             std::to_string(c.seq) + "_D" + std::to_string(c.head_dim) + "_int" +
-             std::to_string(c.bits) + "_" + dtype_name(c.input_type) +
-             (c.layout == Layout::kBHND ? "_BHND" : "_BNHD") + (c.smooth_k ? "_smooth_k" : "") +
-             (c.rotate ? "_rotate" : "");
+      return row_case_name(param_info.param);
     });
 
 // Q of a smoothed K: the kernel writes q . (the mean of its KV head) per row from the original
@@ -265,12 +294,7 @@ INSTANTIATE_TEST_SUITE_P(Granularities, QuantizeVGpu,
                                            VScaleGranularity::kPerChannel,
                                            VScaleGranularity::kPerBlock),
                          [](const ::testing::TestParamInfo<VScaleGranularity>& param_info) {
-                           switch (param_info.param) {
-                             case VScaleGranularity::kPerTensor: return "PerTensor";
-                             case VScaleGranularity::kPerChannel: return "PerChannel";
-                             case VScaleGranularity::kPerBlock: return "PerBlock";
-                           }
-                           return "Unknown";
+                           return granularity_name(param_info.param);
                          });
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <utility>
 #include <vector>
@@ -38,6 +39,17 @@ struct KVCase {
   int bits = 8;                 // K's
   std::vector<int> cu_seqlens;  // varlen when set (batch + 1 offsets; seq is the longest)
 };
+
+void PrintTo(const KVCase& c, std::ostream* os) {
+  const VScaleGranularity v = c.v_granularity;
+  *os << "B=" << c.batch << " H=" << c.heads << " N=" << c.seq << " D=" << c.head_dim
+      << " channels=" << c.channels << " K INT" << c.bits << " V per "
+      << (v == VScaleGranularity::kPerTensor    ? "tensor"
+          : v == VScaleGranularity::kPerChannel ? "channel"
+                                                : "block")
+      << (c.smooth_k ? " smooth_k" : "") << (c.rotate ? " rotate" : "")
+      << (c.bf16 ? " bf16" : " f16") << (c.cu_seqlens.empty() ? "" : " varlen");
+}
 
 std::string describe(const KVCase& c, std::uint64_t seed) {
   return std::string(c.name) + " seed " + std::to_string(seed);

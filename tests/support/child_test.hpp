@@ -1,6 +1,12 @@
 // Running one test of this binary in a process of its own: for tests that need several processes
 // at once, a process to kill mid-write, or a process without root. The child is this binary
 // re-executed with a filter, never a bare fork, because forking after NVRTC has run is not safe.
+//
+// A child's body is a test named Suite.DISABLED_Name (CacheCrashChild.*, CacheConcurrencyChild.*,
+// PagedValidationChild.*): the prefix keeps it out of a plain run of intfa_tests, and
+// tests/CMakeLists.txt keeps it out of ctest; only its parent test runs it, here, with
+// --gtest_also_run_disabled_tests and the environment it needs (without which it skips). None is
+// meant to be run by hand.
 #pragma once
 
 #include <sys/types.h>

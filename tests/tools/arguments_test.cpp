@@ -4,8 +4,11 @@
 // anything looks for a GPU, and usage errors that say what is wrong in two lines.
 #include <gtest/gtest.h>
 
+#include <map>
+#include <regex>
 #include <string>
 
+#include "device/arch.hpp"
 #include "support/cli.hpp"
 #include "support/fake_driver.hpp"
 #include "support/gpu.hpp"
@@ -187,6 +190,86 @@ TEST(CommandLine, PrecompileNamesWhatIsWrongWithItsOutputAndDatabase) {
   EXPECT_NE(database.exit_code, 0) << database.output;
   EXPECT_TRUE(mentions(database, "is a directory")) << database.output;
   EXPECT_FALSE(mentions(database, "special file")) << database.output;
+}
+
+// `--out DIR` is required unless --list is given: the help and the usage error say so.
+TEST(CommandLine, PrecompileNeedsOutOrList) {
+  const CliResult missing = testing::run_cli("precompile --arch sm_80 --head-dims 64");
+  expect_usage_error(missing, "precompile", "missing --out DIR");
+  EXPECT_TRUE(mentions(missing, "--list")) << missing.output;
+  const CliResult help = testing::run_cli("precompile --help");
+  EXPECT_TRUE(mentions(help,
+                       "usage: intfa precompile --out DIR [options]\n"
+                       "       intfa precompile --list [options]\n"))
+      << help.output;
+  EXPECT_TRUE(mentions(help, "(required unless")) << help.output;
+  const CliResult listed =
+      testing::run_cli("precompile --list --arch sm_80 --head-dims 64 --variants full");
+  EXPECT_EQ(listed.exit_code, 0) << listed.output;
+}
+
+// The options a help defines: on the lines that start with one (two to four spaces in), each
+// "--name" at the line's start or after two spaces, ", " or ") " (the columns; a description
+// that mentions an option has one space before it).
+std::map<std::string, int> defined_options(const std::string& help) {
+  std::map<std::string, int> defined;
+  const std::regex definition_line("^ {1,4}-");
+  const std::regex option("(?:^ +|  |, |\\) )(--?[a-z][a-z0-9-]*)");
+  std::size_t at = 0;
+  for (std::size_t end; (end = help.find('\n', at)) != std::string::npos; at = end + 1) {
+    const std::string line = help.substr(at, end - at);
+    if (!std::regex_search(line, definition_line)) continue;
+    for (std::sregex_iterator match(line.begin(), line.end(), option), last; match != last;
+         ++match) {
+      defined[(*match)[1]]++;
+    }
+  }
+  return defined;
+}
+
+// `bench --help` listed --smooth-k and --rotate twice (in its own options and the numerics
+// options it shares with run).
+TEST(CommandLine, EachHelpDefinesEachOptionOnce) {
+  for (const char* command :
+       {"info", "run", "cache", "precompile", "tune", "bench", "bench --decode", "tune --decode"}) {
+    const CliResult help = testing::run_cli(std::string(command) + " --help");
+    ASSERT_EQ(help.exit_code, 0) << command << ": " << help.output;
+    for (const auto& [name, times] : defined_options(help.output)) {
+      EXPECT_EQ(times, 1) << "intfa " << command << " --help defines " << name << " " << times
+                          << " times:\n"
+                          << help.output;
+    }
+  }
+  EXPECT_EQ(defined_options(testing::run_cli("bench --help").output).count("--smooth-k"), 1u);
+}
+
+// Without a GPU and without INTFA_ARCH, `intfa run` compiles for every arch: info says so and
+// names them (it said "none: ... set INTFA_ARCH"); with INTFA_ARCH, that one.
+TEST(CommandLine, InfoWithoutAGpuNamesTheArchsRunCompilesFor) {
+  // env(1) takes its -u options before the assignments.
+  const std::string unset = "-u INTFA_DEPLOY_CACHE -u INTFA_CACHE_DISABLE -u INTFA_TUNE_DB ";
+  const std::string no_gpu = " CUDA_VISIBLE_DEVICES=";  // cuInit: CUDA_ERROR_NO_DEVICE
+  const CliResult info = testing::run_cli("info", unset + "-u INTFA_ARCH" + no_gpu);
+  EXPECT_EQ(info.exit_code, 0) << info.output;
+  const std::size_t line = info.output.find("target arch");
+  ASSERT_NE(line, std::string::npos) << info.output;
+  const std::string target = info.output.substr(line, info.output.find("NVRTC", line) - line);
+  EXPECT_TRUE(target.find("none") == std::string::npos &&
+              target.find("every arch") != std::string::npos &&
+              target.find("intfa run") != std::string::npos)
+      << target;
+  const TempDir cache;
+  const CliResult run = testing::run_cli(
+      "run --head-dim 64 --seq 128",
+      unset + "-u INTFA_ARCH" + no_gpu + " INTFA_CACHE_DIR='" + cache.path().string() + "'");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  for (device::Arch arch : device::all_archs()) {
+    const std::string name = device::arch_name(arch);
+    EXPECT_TRUE(mentions(run, " " + name + " ")) << name << ":\n" << run.output;
+    EXPECT_NE(target.find(name), std::string::npos) << name << ":\n" << target;
+  }
+  const CliResult forced = testing::run_cli("info", unset + no_gpu + " INTFA_ARCH=sm_86");
+  EXPECT_TRUE(mentions(forced, "target arch    sm_86 (INTFA_ARCH")) << forced.output;
 }
 
 TEST(CommandLine, AnUnknownCommandPointsAtTheOverview) {

@@ -19,7 +19,7 @@ namespace intfa::cli {
 
 const char* const kCacheUsage =
     "usage: intfa cache <verb> [options] [DIR]\n\n"
-    "  ls     [--dir DIR]            every entry: key, kernel spec, size, date; then the total\n"
+    "  ls     [--dir DIR]            every entry: key, size, date, kernel spec; then the total\n"
     "  verify [--dir DIR]            check every entry byte by byte; exit 1 if any is bad. In a\n"
     "                                deployment bundle (DIR/manifest.json) check it against the\n"
     "                                manifest: each listed entry present with its recorded size\n"
@@ -77,15 +77,17 @@ std::string local_date(std::time_t when) {
 int list_entries(const cache::DiskCache& disk) {
   const auto entries = disk.list();
   std::uint64_t total_bytes = 0;
+  // The spec, of any length, is the last column, so the fixed-width ones stay aligned.
   if (!entries.empty()) {
-    std::printf("%-32s  %-48s  %10s  %s\n", "KEY", "SPEC", "SIZE", "DATE");
+    std::printf("%-32s  %10s  %-16s  %s\n", "KEY", "SIZE", "DATE", "SPEC");
   }
   for (const cache::EntryInfo& entry : entries) {
     total_bytes += entry.size_bytes;
     // The sidecar is text from a file: its control characters never reach the terminal.
     const std::string spec = entry.spec.empty() ? "(no sidecar)" : strings::printable(entry.spec);
-    std::printf("%-32s  %-48s  %10s  %s\n", entry.key.hex().c_str(), spec.c_str(),
-                strings::human_bytes(entry.size_bytes).c_str(), local_date(entry.modified).c_str());
+    std::printf("%-32s  %10s  %-16s  %s\n", entry.key.hex().c_str(),
+                strings::human_bytes(entry.size_bytes).c_str(), local_date(entry.modified).c_str(),
+                spec.c_str());
   }
   std::printf("%zu entries, %s in %s\n", entries.size(), strings::human_bytes(total_bytes).c_str(),
               disk.directory().c_str());

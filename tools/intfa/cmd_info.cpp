@@ -1,4 +1,6 @@
 #include <cstdio>
+#include <exception>
+#include <optional>
 
 #include "cache/disk_cache.hpp"
 #include "common/locations.hpp"
@@ -21,6 +23,34 @@ const char* const kInfoUsage =
     "versions, where kernel templates come from, and the cache directory with its entry count and\n"
     "size.\n";
 
+namespace {
+
+// What the kernels are compiled for, as `intfa run` and `intfa precompile` would compile them
+// here: the GPU's arch (launches ignore INTFA_ARCH); without a GPU, INTFA_ARCH's for `run` (and
+// the library's precompile), else every arch; `precompile` takes every arch unless --arch.
+void print_target_arch(bool have_gpu) {
+  try {
+    const std::optional<device::Arch> forced = device::arch_override_from_env();
+    if (have_gpu) {
+      const device::Arch arch = device::query_device(device::current_device()).arch;
+      std::printf("target arch    %s (the GPU's%s)\n", device::arch_name(arch).c_str(),
+                  forced ? "; INTFA_ARCH is ignored with a GPU" : "");
+    } else if (forced) {
+      std::printf("target arch    %s (INTFA_ARCH; intfa precompile: every arch unless --arch)\n",
+                  device::arch_name(*forced).c_str());
+    } else {
+      std::printf(
+          "target arch    every arch without a GPU (intfa run, intfa precompile; INTFA_ARCH picks "
+          "one):\n               %s\n",
+          device::arch_names("and").c_str());
+    }
+  } catch (const std::exception& error) {  // a malformed INTFA_ARCH, a GPU of no target
+    std::printf("target arch    none: %s\n", error.what());
+  }
+}
+
+}  // namespace
+
 int run_info(const Arguments& arguments) {
   const Args args(arguments, Grammar{});  // no options: refuses any
   std::printf("intfa          %s\n", INTFA_VERSION_STRING);
@@ -34,12 +64,7 @@ int run_info(const Arguments& arguments) {
   } else {
     std::printf("GPU            no GPU (%s)\n", reason.c_str());
   }
-  try {
-    std::printf("target arch    %s%s\n", device::arch_name(device::target_arch()).c_str(),
-                device::arch_override_from_env() ? " (INTFA_ARCH)" : "");
-  } catch (const std::exception& error) {
-    std::printf("target arch    none: %s\n", error.what());
-  }
+  print_target_arch(device::driver_available());
   std::printf("NVRTC          %s\n", nvrtc::version().to_string().c_str());
   const auto include_dir = nvrtc::cuda_include_dir();
   std::printf("CUDA headers   %s\n", include_dir ? include_dir->c_str() : "not found (not needed)");

@@ -41,8 +41,8 @@ const char* const kPrecompileUsage =
     "verify are kept, so a re-run compiles only what is missing; the kernels earlier runs listed\n"
     "stay in the manifest (remove DIR to start over). Runs into one DIR take turns.\n\n"
     "  --out DIR                  the bundle directory: new, empty or an earlier bundle; never\n"
-    "                             the kernel cache this user's runs write (required, but with\n"
-    "                             --list)\n"
+    "                             the kernel cache this user's runs write (required unless\n"
+    "                             --list is given)\n"
     "  --arch LIST                sm_80,sm_86,sm_87,sm_89,sm_90a,sm_100a,sm_120,sm_121\n"
     "                             (default: all of them)\n"
     "  --head-dims LIST           64,128,256 (default: all three)\n"
@@ -154,7 +154,9 @@ BundlePlan parse_plan(const Arguments& arguments) {
   BundlePlan plan;
   plan.list_only = args.flag("list");
   const auto out = args.get("out");
-  if (!out && !plan.list_only) throw UsageError("missing --out DIR");
+  if (!out && !plan.list_only) {
+    throw UsageError("missing --out DIR (or --list, to print the kernels without compiling them)");
+  }
   if (out) {
     plan.directory = fs::absolute(*out).lexically_normal();
     std::error_code error;
