@@ -3,7 +3,6 @@
 #include <string>
 #include <vector>
 
-#include "common/strings.hpp"
 #include "families/attention_wgmma_family.hpp"
 #include "intfa/errors.hpp"
 #include "numerics/numerics.hpp"
@@ -43,24 +42,31 @@ kernels::Strides byte_strides(const TensorView& view, int element_bytes) {
                           view.strides[2] * element_bytes};
 }
 
+render::ConstantsStruct numerics_constants(const render::KernelSpec& spec) {
+  render::ConstantsStruct numerics("intfa_numerics");
+  numerics::for_each_kernel_constant(
+      spec.numerics, [&](const std::string& type, const std::string& member,
+                         const std::string& value) { numerics.add(type, member, value); });
+  return numerics;
+}
+
 render::Instantiation portable_instantiation(const render::KernelSpec& spec) {
-  std::vector<std::string> arguments = {
-      std::to_string(spec.head_dim),           std::to_string(spec.block_m),
-      std::to_string(spec.block_n),            std::to_string(spec.warps),
-      std::to_string(spec.stages),             option_kernel_argument(spec.variant),
-      std::to_string(spec.qk_bits),            element_type_argument(spec.input_type),
-      element_type_argument(spec.output_type), bool_argument(spec.causal),
-      option_kernel_argument(spec.numerics.p_encoding),    option_kernel_argument(spec.numerics.p_scale),
-      option_kernel_argument(spec.numerics.v_granularity)};
-  // Only varlen and per-block-K kernels name the last parameters (defaults: not varlen, K per
-  // token), so that the units and keys of the others stay as they were.
-  const bool per_block_k = spec.numerics.k_granularity == KScaleGranularity::kPerBlock;
-  if (spec.varlen || per_block_k) arguments.push_back(bool_argument(spec.varlen));
-  if (per_block_k) arguments.push_back(option_kernel_argument(spec.numerics.k_granularity));
-  return {"attention/attention_forward.cuh",
-          "intfa::kernels::attention_forward<intfa::kernels::AttentionConfig<" +
-              strings::join(arguments, ", ") + ">>",
-          "intfa::kernels::AttentionParams"};
+  render::ConstantsStruct fields("intfa_spec");
+  fields.add("head_dim", spec.head_dim)
+      .add("block_m", spec.block_m)
+      .add("block_n", spec.block_n)
+      .add("warps", spec.warps)
+      .add("stages", spec.stages)
+      .add("intfa::kernels::AttentionVariant", "variant", option_kernel_argument(spec.variant))
+      .add("qk_bits", spec.qk_bits)
+      .add("input_type", spec.input_type)
+      .add("output_type", spec.output_type)
+      .add("causal", spec.causal)
+      .add("varlen", spec.varlen);
+  const render::ConstantsStruct numerics = numerics_constants(spec);
+  return {"attention/attention_forward.cuh",           "intfa::kernels::attention_forward<intfa::kernels::AttentionConfig<" + fields.name() +
+              ", " + numerics.name() + ">>",
+          "intfa::kernels::AttentionParams", fields.definition() + numerics.definition()};
 }
 
 std::string fields_text(const render::KernelSpec& spec) {

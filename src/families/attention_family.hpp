@@ -25,6 +25,9 @@ render::Instantiation portable_instantiation(const render::KernelSpec& spec);
 // " m128 n64 w8 s2 full_int8 qk8 f16->f16 causal p=u8 p-scale=tile v-scale=channel".
 std::string fields_text(const render::KernelSpec& spec);
 
+// The Numerics type of both kernels' instantiations: the spec's numerics as named constants.
+render::ConstantsStruct numerics_constants(const render::KernelSpec& spec);
+
 // Shared memory the kernel of `spec` uses per block.
 int shared_bytes(const render::KernelSpec& spec);
 

@@ -23,27 +23,22 @@ using render::element_type_argument;
 // The Hopper kernel has 8-bit Q.K, full or half INT8, and block_m = 64 per consumer warpgroup
 // (warps = 4 per warpgroup, one of them the producer).
 render::Instantiation wgmma_instantiation(const render::KernelSpec& spec) {
-  std::vector<std::string> arguments = {
-      std::to_string(spec.head_dim),           std::to_string(spec.block_n),
-      std::to_string(spec.warps / 4 - 1),      std::to_string(spec.stages),
-      option_kernel_argument(spec.variant),          element_type_argument(spec.input_type),
-      element_type_argument(spec.output_type), bool_argument(spec.causal),
-      option_kernel_argument(spec.numerics.p_encoding),    option_kernel_argument(spec.numerics.p_scale),
-      option_kernel_argument(spec.numerics.v_granularity)};
-  // Named only where needed (the defaults are per-token K and INT8 Q): the other units stay as
-  // they were.
-  if (spec.numerics.k_granularity == KScaleGranularity::kPerBlock || spec.quantizes_q) {
-    arguments.push_back(option_kernel_argument(spec.numerics.k_granularity));
-  }
-  if (spec.quantizes_q) {
-    arguments.push_back(bool_argument(true));
-    arguments.push_back(element_type_argument(spec.input_type));
-    arguments.push_back(bool_argument(spec.q_dot_k_mean));
-  }
-  return {"attention/attention_forward_wgmma.cuh",
-          "intfa::kernels::attention_forward_wgmma<intfa::kernels::WgmmaAttentionConfig<" +
-              strings::join(arguments, ", ") + ">>",
-          "const __grid_constant__ intfa::kernels::WgmmaAttentionParams"};
+  render::ConstantsStruct fields("intfa_spec");
+  fields.add("head_dim", spec.head_dim)
+      .add("block_n", spec.block_n)
+      .add("warps", spec.warps)
+      .add("stages", spec.stages)
+      .add("intfa::kernels::AttentionVariant", "variant", option_kernel_argument(spec.variant))
+      .add("input_type", spec.input_type)
+      .add("output_type", spec.output_type)
+      .add("causal", spec.causal)
+      .add("quantizes_q", spec.quantizes_q)
+      .add("q_dot_k_mean", spec.q_dot_k_mean);
+  const render::ConstantsStruct numerics = numerics_constants(spec);
+  return {"attention/attention_forward_wgmma.cuh",           "intfa::kernels::attention_forward_wgmma<intfa::kernels::WgmmaAttentionConfig<" +
+              fields.name() + ", " + numerics.name() + ">>",
+          "const __grid_constant__ intfa::kernels::WgmmaAttentionParams",
+          fields.definition() + numerics.definition()};
 }
 
 int wgmma_shared_bytes(const render::KernelSpec& spec) {

@@ -30,6 +30,18 @@ void write_json(json::Value& object, const AttentionNumerics& numerics);
 // holding one is written as schema version 2: NamedWhen).
 bool names_a_later_option(const AttentionNumerics& numerics, Variant variant);
 
+// Calls add(type, member, value) per option, in list order, as C++ text: the kernel enum
+// ("intfa::kernels::PEncoding"), the member's name and its enumerator: the members of the Numerics
+// type the attention kernels take (templates/attention/attention_config.cuh).
+template <typename Add>
+void for_each_kernel_constant(const AttentionNumerics& numerics, Add&& add) {
+  for_each_numerics_field(numerics, [&](const auto& field, const auto& value) {
+    using Enum = std::decay_t<decltype(value)>;
+    add(std::string(OptionTable<Enum>::kernel_enum), std::string(field.name),
+        option_kernel_argument(value));
+  });
+}
+
 // The options of `object`'s members (a member absent: the default); a value no table spells
 // throws `Error(prefix + member, <the value as JSON>, "expected one of a, b, c")` (InvalidArgument or
 // a class derived from it taking the same arguments).

@@ -10,6 +10,31 @@ std::string element_type_argument(kernels::ElementType type) {
 
 std::string bool_argument(bool value) { return value ? "true" : "false"; }
 
+ConstantsStruct& ConstantsStruct::add(const std::string& type, const std::string& member,
+                                      const std::string& value) {
+  members_ += "  static constexpr " + type + " " + member + " = " + value + ";\n";
+  // The value's last identifier (an enumerator's name without its scope) or number.
+  const std::string::size_type scope = value.rfind("::");
+  name_ += "_" + (scope == std::string::npos ? value : value.substr(scope + 2));
+  return *this;
+}
+
+ConstantsStruct& ConstantsStruct::add(const std::string& member, int value) {
+  return add("int", member, std::to_string(value));
+}
+
+ConstantsStruct& ConstantsStruct::add(const std::string& member, bool value) {
+  return add("bool", member, bool_argument(value));
+}
+
+ConstantsStruct& ConstantsStruct::add(const std::string& member, kernels::ElementType value) {
+  return add("intfa::kernels::ElementType", member, element_type_argument(value));
+}
+
+std::string ConstantsStruct::definition() const {
+  return "struct " + name_ + " {\n" + members_ + "};\n";
+}
+
 RenderedUnit render(const KernelSpec& spec, const TemplateSet& templates) {
   if (spec.head_dim <= 0) {
     throw InvalidArgument("spec.head_dim", std::to_string(spec.head_dim), "expected > 0");
@@ -20,7 +45,8 @@ RenderedUnit render(const KernelSpec& spec, const TemplateSet& templates) {
   unit.name_expression = instantiation.kernel;
   // Only what the kernel is: the spec's display text stays out, so that rewording it changes no
   // cache key (the cache entry's metadata and a compile error carry the spec).
-  unit.source = "#include \"" + instantiation.header + "\"\n\ntemplate __global__ void " +
+  unit.source = "#include \"" + instantiation.header + "\"\n\n" + instantiation.definitions +
+                (instantiation.definitions.empty() ? "" : "\n") + "template __global__ void " +
                 instantiation.kernel + "(" + instantiation.params_type + ");\n";
   unit.headers = templates.include_closure(instantiation.header);
   return unit;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "render/kernel_spec.hpp"
@@ -30,6 +31,30 @@ struct Instantiation {
   std::string header;
   std::string kernel;  // fully qualified template-id
   std::string params_type;
+  // Definitions written between the include and the instantiation: the types of named constants
+  // a kernel takes as template arguments (ConstantsStruct).
+  std::string definitions = {};
+};
+
+// A struct of named constants, a kernel's template argument in an instantiation unit:
+//   struct <prefix>_<value>_<value>... {
+//     static constexpr <type> <member> = <value>;
+//   };
+// Its name carries the values (so that a profiler's kernel names tell kernels apart); the kernel
+// reads the members by name.
+class ConstantsStruct {
+ public:
+  explicit ConstantsStruct(std::string prefix) : name_(std::move(prefix)) {}
+  ConstantsStruct& add(const std::string& type, const std::string& member, const std::string& value);
+  ConstantsStruct& add(const std::string& member, int value);
+  ConstantsStruct& add(const std::string& member, bool value);
+  ConstantsStruct& add(const std::string& member, kernels::ElementType value);
+  const std::string& name() const { return name_; }
+  std::string definition() const;
+
+ private:
+  std::string name_;
+  std::string members_;
 };
 
 // The instantiation of `spec` by its family's host file: the JIT core's one question to the

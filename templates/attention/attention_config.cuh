@@ -1,5 +1,6 @@
-// Compile-time shape of one attention kernel: the template parameters the renderer writes, and
-// everything derived from them.
+// Compile-time shape of one attention kernel: AttentionConfig<Spec, Numerics>, the two types of
+// named constants the renderer writes into an instantiation unit (src/families/
+// attention_family.cpp), and everything derived from them.
 #pragma once
 
 #include "attention/attention_params.h"
@@ -8,11 +9,12 @@
 namespace intfa {
 namespace kernels {
 
+// The parameters by position: named once, by AttentionConfig below.
 template <int HeadDim, int BlockM, int BlockN, int Warps, int Stages, AttentionVariant Variant,
           int QkBits, ElementType VType, ElementType OutputType, bool Causal, PEncoding PEnc,
-          PScaleReference PScale, VScaleGranularity VGranularity, bool Varlen = false,
-          KScaleGranularity KGranularity = KScaleGranularity::kPerToken>
-struct AttentionConfig {
+          PScaleReference PScale, VScaleGranularity VGranularity, bool Varlen,
+          KScaleGranularity KGranularity>
+struct AttentionConfigOf {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockM = BlockM;
   static constexpr int kBlockN = BlockN;
@@ -72,6 +74,21 @@ struct AttentionConfig {
   static_assert(!kPerBlockK || (!Varlen && QkBits == 8 &&
                                 (BlockN % kKTokenBlock == 0 || kKTokenBlock % BlockN == 0)),
                 "per-block K: dense, 8-bit, key tiles that split or fill 64-key blocks");
+};
+
+// Spec: the kernel spec's fields as `static constexpr` members (head_dim, block_m, block_n, warps,
+// stages, variant, qk_bits, input_type: half INT8's V, output_type, causal, varlen); Numerics: one
+// member per numerics option (include/intfa/numerics.hpp: p_encoding, p_scale, v_granularity,
+// k_granularity), those the variant does not read at their first value. An option added to the
+// list reaches the kernel as Config::Numerics::<its name>, with no parameter to add here.
+template <class Spec, class NumericsConstants>
+struct AttentionConfig
+    : AttentionConfigOf<Spec::head_dim, Spec::block_m, Spec::block_n, Spec::warps, Spec::stages,
+                        Spec::variant, Spec::qk_bits, Spec::input_type, Spec::output_type,
+                        Spec::causal, NumericsConstants::p_encoding, NumericsConstants::p_scale,
+                        NumericsConstants::v_granularity, Spec::varlen,
+                        NumericsConstants::k_granularity> {
+  using Numerics = NumericsConstants;
 };
 
 }  // namespace kernels

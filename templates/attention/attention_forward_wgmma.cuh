@@ -36,16 +36,16 @@ namespace kernels {
 
 // Variant: full INT8 (P in 8 bits, INT8 V in the V layout) or half INT8 (P in VType, V the
 // caller's 16-bit tensor, P.V accumulated in FP32 by the wgmma into the output itself). PEnc,
-// PScale and VGranularity are full INT8's (the renderer passes their defaults for half INT8).
-// QuantizesQ: Q arrives in QType (16 bits) and the consumers quantize it per token themselves
-// (WgmmaAttention::quantize_q_tile), which saves intfa.attention the pass of quantize_rows over
-// Q; DotKMean: they also write q . (K's channel mean), K smoothing's LSE term.
+// PScale and VGranularity are full INT8's (the renderer passes their first values for half
+// INT8). QuantizesQ: Q arrives in QType (16 bits) and the consumers quantize it per token
+// themselves (WgmmaAttention::quantize_q_tile), which saves intfa.attention the pass of
+// quantize_rows over Q; DotKMean: they also write q . (K's channel mean), K smoothing's LSE term.
+// The parameters by position: named once, by WgmmaAttentionConfig below.
 template <int HeadDim, int BlockN, int ConsumerGroups, int Stages, AttentionVariant Variant,
           ElementType VType, ElementType OutputType, bool Causal, PEncoding PEnc,
-          PScaleReference PScale, VScaleGranularity VGranularity,
-          KScaleGranularity KGranularity = KScaleGranularity::kPerToken, bool QuantizesQ = false,
-          ElementType QType = ElementType::kF16, bool DotKMean = false>
-struct WgmmaAttentionConfig {
+          PScaleReference PScale, VScaleGranularity VGranularity, KScaleGranularity KGranularity,
+          bool QuantizesQ, ElementType QType, bool DotKMean>
+struct WgmmaAttentionConfigOf {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockN = BlockN;
   static constexpr int kConsumerGroups = ConsumerGroups;
@@ -169,6 +169,21 @@ struct WgmmaAttentionConfig {
   static_assert(128 * (kProducerRegisters + ConsumerGroups * kConsumerRegisters) * kBlocksPerSm <=
                     65536,
                 "the register split fits the register file");
+};
+
+// Spec: the kernel spec's fields as `static constexpr` members (head_dim, block_n, warps: 4 per
+// warpgroup, one of them the producer, stages, variant, input_type: half INT8's V and the 16-bit
+// Q of a kernel that quantizes Q, output_type, causal, quantizes_q, q_dot_k_mean); Numerics: one
+// member per numerics option (include/intfa/numerics.hpp); an option added to the list reaches
+// the kernel as Config::Numerics::<its name>.
+template <class Spec, class NumericsConstants>
+struct WgmmaAttentionConfig
+    : WgmmaAttentionConfigOf<Spec::head_dim, Spec::block_n, Spec::warps / 4 - 1, Spec::stages,
+                             Spec::variant, Spec::input_type, Spec::output_type, Spec::causal,
+                             NumericsConstants::p_encoding, NumericsConstants::p_scale,
+                             NumericsConstants::v_granularity, NumericsConstants::k_granularity,
+                             Spec::quantizes_q, Spec::input_type, Spec::q_dot_k_mean> {
+  using Numerics = NumericsConstants;
 };
 
 template <class Config>

@@ -138,7 +138,7 @@ TEST(WgmmaSpec, RendersTheWarpSpecialisedKernelWithAGridConstantParameter) {
       make_spec(sm90a_request(64), KernelConfig{192, 128, 16, 2, KernelPath::kWgmma});
   const render::RenderedUnit unit = render::render(spec, render::TemplateSet::embedded());
   EXPECT_NE(unit.source.find("attention_forward_wgmma<"), std::string::npos) << unit.source;
-  EXPECT_NE(unit.source.find("WgmmaAttentionConfig<64, 128, 3, 2,"), std::string::npos)
+  EXPECT_NE(unit.source.find("WgmmaAttentionConfig<intfa_spec_64_128_16_2_"), std::string::npos)
       << unit.source;
   EXPECT_NE(unit.source.find("const __grid_constant__ intfa::kernels::WgmmaAttentionParams"),
             std::string::npos)

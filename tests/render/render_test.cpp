@@ -5,8 +5,10 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include "intfa/errors.hpp"
+#include "numerics/option_names.hpp"
 #include "render/kernel_spec.hpp"
 #include "render/template_set.hpp"
 #include "support/temp_dir.hpp"
@@ -32,9 +34,34 @@ TEST(Render, UnitIncludesTheTemplateAndInstantiatesTheSpecValues) {
   const RenderedUnit unit = render(attention_spec(), TemplateSet::embedded());
   EXPECT_NE(unit.source.find("#include \"attention/attention_forward.cuh\""), std::string::npos);
   EXPECT_NE(unit.source.find("template __global__ void " + unit.name_expression), std::string::npos);
-  EXPECT_NE(unit.name_expression.find("AttentionConfig<128, 128, 64, 8, 2, "), std::string::npos);
-  EXPECT_NE(unit.name_expression.find("PEncoding::kUnsigned255"), std::string::npos);
-  EXPECT_NE(unit.name_expression.find(", true, "), std::string::npos);  // causal
+  EXPECT_NE(unit.name_expression.find("AttentionConfig<intfa_spec_128_128_64_8_2_"),
+            std::string::npos)
+      << unit.name_expression;
+  for (const char* member : {"int head_dim = 128;", "int block_m = 128;", "int block_n = 64;",
+                             "int warps = 8;", "int stages = 2;", "bool causal = true;"}) {
+    EXPECT_NE(unit.source.find(std::string("static constexpr ") + member), std::string::npos)
+        << member << "\n" << unit.source;
+  }
+}
+
+// The kernels' Numerics type has a member per option of the list (include/intfa/numerics.hpp),
+// by the option's name: a new option reaches both attention kernels with no rendering code.
+TEST(Render, EveryNumericsOptionIsAMemberOfTheKernelsNumericsType) {
+  for (KernelFamily family : {KernelFamily::kAttention, KernelFamily::kAttentionWgmma}) {
+    KernelSpec spec = attention_spec();
+    spec.family = family;
+    spec.warps = family == KernelFamily::kAttentionWgmma ? 12 : 8;
+    spec.numerics.p_encoding = kernels::PEncoding::kSigned127;
+    const RenderedUnit unit = render(spec, TemplateSet::embedded());
+    for_each_numerics_field(spec.numerics, [&](const auto& field, const auto& value) {
+      using Enum = std::decay_t<decltype(value)>;
+      const std::string member = std::string("static constexpr ") + OptionTable<Enum>::kernel_enum +
+                                 " " + field.name + " = " + option_kernel_argument(value) + ";";
+      EXPECT_NE(unit.source.find(member), std::string::npos) << member << "\n" << unit.source;
+    });
+    EXPECT_NE(unit.name_expression.find(", intfa_numerics_kSigned127_"), std::string::npos)
+        << unit.name_expression;
+  }
 }
 
 TEST(Render, EqualSpecsRenderEqualUnitsAndEveryFieldChangesTheUnit) {
