@@ -5,7 +5,7 @@
 #include <mutex>
 #include <thread>
 
-#include "decode/paged_family.hpp"
+#include "families/paged_family.hpp"
 #include "device/arch.hpp"
 #include "spec/quantize_specs.hpp"
 

@@ -86,8 +86,6 @@ namespace attention {
 PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensors& tensors,
                           CUstream stream, const AttentionOptions& options,
                           const SixteenBitCall* sixteen_bit) {
-  validate_problem(problem);
-  validate_options(problem, options);
   validate_tensors(problem, tensors, options,
                    sixteen_bit != nullptr ? sixteen_bit->head_dim : 0);
 
@@ -139,6 +137,8 @@ PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensor
 
 void attention_forward(const AttentionProblem& problem, const AttentionTensors& tensors,
                        CUstream stream, const AttentionOptions& options) {
+  attention::validate_problem(problem);
+  attention::validate_options(problem, options);
   const attention::PlannedLaunch planned =
       attention::plan_launch(problem, tensors, stream, options);
   launch::launch(*planned.kernel, planned.shape, stream, planned.arguments());

@@ -39,7 +39,8 @@ struct PlannedLaunch {
   }
 };
 
-// Validates, chooses the config, compiles or fetches the kernel; launches nothing. With
+// After the caller's validate_problem and validate_options (each once per call): validates the
+// tensors, chooses the config, compiles or fetches the kernel; launches nothing. With
 // `sixteen_bit`, a Hopper kernel takes its 16-bit Q and quantizes it (not with options.rotate_qk);
 // tensors.q is then still checked, and read by the portable kernel if that one is chosen.
 PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensors& tensors,

@@ -1,5 +1,5 @@
 // Every check attention_forward makes before it launches anything (those it shares with the other
-// entry points are src/api/tensor_checks.hpp's). Each failure is an InvalidArgument naming the
+// entry points are src/common/tensor_checks.hpp's). Each failure is an InvalidArgument naming the
 // field ("tensors.k.strides") and the value.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "api/tensor_checks.hpp"
+#include "common/tensor_checks.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/types.hpp"
 

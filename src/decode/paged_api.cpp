@@ -5,9 +5,9 @@
 #include <cmath>
 #include <cstdio>
 
-#include "api/tensor_checks.hpp"
+#include "common/tensor_checks.hpp"
 #include "decode/paged_checks.hpp"
-#include "decode/paged_family.hpp"
+#include "families/paged_family.hpp"
 #include "device/device_info.hpp"
 #include "device/driver_api.hpp"
 #include "intfa/errors.hpp"

@@ -4,7 +4,7 @@
 // above the families, so that render/ includes none of their headers; render() reaches it through
 // the library's link, not through a registry filled by static initialisers (a static library
 // drops objects nothing references).
-#include "decode/paged_family.hpp"
+#include "families/paged_family.hpp"
 #include "families/attention_family.hpp"
 #include "families/attention_wgmma_family.hpp"
 #include "families/quantize_family.hpp"

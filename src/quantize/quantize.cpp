@@ -5,7 +5,7 @@
 #include <limits>
 #include <optional>
 
-#include "api/tensor_checks.hpp"
+#include "common/tensor_checks.hpp"
 #include "common/env.hpp"
 #include "device/device_info.hpp"
 #include "device/driver_api.hpp"

@@ -14,7 +14,7 @@ namespace intfa::render {
 
 // Each family's host file (its spec fields, instantiation, shared memory, checks, launch shape and
 // parameters): src/families/quantize_family.hpp, attention_family.hpp, attention_wgmma_family.hpp
-// and src/decode/paged_family.hpp.
+// and src/families/paged_family.hpp.
 enum class KernelFamily {
   kQuantizeRows,     // FP16/BF16 rows -> INT8 (or packed INT4) + one FP32 scale per row (Q, K)
   kChannelMean,      // per-(batch, head) channel means of K (the first pass of K smoothing)
@@ -24,7 +24,7 @@ enum class KernelFamily {
   kQuantizeKV,       // K's rows and all of V in one launch, V read once (sm_90a clusters)
   kAttention,        // the attention forward (both variants), mma.sync: every arch
   kAttentionWgmma,   // the full-INT8 attention forward for sm_90a: wgmma, TMA, warp specialised
-  // The paged KV cache (src/decode/paged_family.hpp owns their fields and instantiation):
+  // The paged KV cache (src/families/paged_family.hpp owns their fields and instantiation):
   kPagedAppend,  // FP16/BF16 K/V rows -> INT8/INT4 cache slots
   kPagedDecode,  // split-KV decode attention over the paged cache
   kMergeStates,  // merge of partial attention states by their LSE (the split-KV combine)

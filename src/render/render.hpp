@@ -26,7 +26,7 @@ struct RenderedUnit {
 };
 
 // Where a family's kernel lives and how it is named with the spec's values: what each family's
-// host file gives the renderer (src/families/*_family.hpp, src/decode/paged_family.hpp).
+// host file gives the renderer (src/families/*_family.hpp, src/families/paged_family.hpp).
 struct Instantiation {
   std::string header;
   std::string kernel;  // fully qualified template-id

@@ -66,7 +66,7 @@ INTFA_HOST_DEVICE constexpr int paged_decode_row_tiles(int block_rows) {
 // Blocks per SM the decode kernel's launch bounds keep registers for: three up to d = 128 (at
 // most 170 registers a thread), two at d = 256 (whose FP32 output alone takes 128); narrow
 // 8-row blocks hold a quarter of that output, and take one block more. The host's split
-// heuristic counts on it (src/decode/paged_family.cpp, resident_blocks).
+// heuristic counts on it (src/families/paged_family.cpp, resident_blocks).
 INTFA_HOST_DEVICE constexpr int paged_decode_min_blocks(int head_dim, int block_rows) {
   return (head_dim > 128 ? 2 : 3) + (block_rows < 16 ? 1 : 0);
 }

@@ -7,7 +7,7 @@
 
 #include <set>
 
-#include "decode/paged_family.hpp"
+#include "families/paged_family.hpp"
 #include "support/arch_printer.hpp"
 #include "support/compile_all.hpp"
 

@@ -1,6 +1,6 @@
 // The paged KV-cache family's host knowledge, without a GPU: how its specs render and read back,
 // the decode kernel's shared memory and configs, the split heuristic and the workspace.
-#include "decode/paged_family.hpp"
+#include "families/paged_family.hpp"
 
 #include <gtest/gtest.h>
 

@@ -254,19 +254,18 @@ TEST(Render, QuantizeRowsNamesItsSmoothingLseTermAndRotation) {
 TEST(Render, PerBlockKNamesItsArgumentAndItsQuantizeKernel) {
   const TemplateSet templates = TemplateSet::embedded();
   KernelSpec spec = attention_spec();
-  const std::string per_token = render(spec, templates).name_expression;
-  EXPECT_EQ(per_token.find("KScaleGranularity"), std::string::npos) << per_token;
+  const std::string per_block_member =
+      "static constexpr intfa::kernels::KScaleGranularity k_granularity = "
+      "intfa::kernels::KScaleGranularity::kPerBlock;";
+  const std::string per_token = render(spec, templates).source;
+  EXPECT_EQ(per_token.find(per_block_member), std::string::npos) << per_token;
   spec.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock;
-  const std::string per_block = render(spec, templates).name_expression;
-  EXPECT_NE(per_block.find(", false, intfa::kernels::KScaleGranularity::kPerBlock>>"),
-            std::string::npos)
-      << per_block;
+  const std::string per_block = render(spec, templates).source;
+  EXPECT_NE(per_block.find(per_block_member), std::string::npos) << per_block;
   EXPECT_NE(spec.to_string().find(" k-scale=block"), std::string::npos);
   spec.family = KernelFamily::kAttentionWgmma;
-  const std::string wgmma = render(spec, templates).name_expression;
-  EXPECT_NE(wgmma.find("VScaleGranularity::kPerTensor, intfa::kernels::KScaleGranularity::kPerBlock>>"),
-            std::string::npos)
-      << wgmma;
+  const std::string wgmma = render(spec, templates).source;
+  EXPECT_NE(wgmma.find(per_block_member), std::string::npos) << wgmma;
   KernelSpec rows;
   rows.family = KernelFamily::kQuantizeRows;
   rows.head_dim = 128;

@@ -13,7 +13,7 @@
 #include "common/json.hpp"
 #include "common/strings.hpp"
 #include "decode/paged_checks.hpp"
-#include "decode/paged_family.hpp"
+#include "families/paged_family.hpp"
 #include "device/device_info.hpp"
 #include "device/device_memory.hpp"
 #include "device/driver_api.hpp"

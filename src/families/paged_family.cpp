@@ -1,4 +1,4 @@
-#include "decode/paged_family.hpp"
+#include "families/paged_family.hpp"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "api/tensor_checks.hpp"
+#include "common/tensor_checks.hpp"
 
 #include <algorithm>
 #include <climits>
