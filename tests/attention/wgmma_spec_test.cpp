@@ -158,10 +158,12 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
   EXPECT_TRUE(spec.q_dot_k_mean);
   EXPECT_EQ(spec.input_type, kernels::ElementType::kBF16);
   const render::RenderedUnit unit = render::render(spec, render::TemplateSet::embedded());
-  EXPECT_NE(unit.source.find("KScaleGranularity::kPerToken, true, "
-                             "intfa::kernels::ElementType::kBF16, true>"),
-            std::string::npos)
-      << unit.source;
+  for (const char* member :
+       {"bool quantizes_q = true;", "bool q_dot_k_mean = true;",
+        "intfa::kernels::ElementType input_type = intfa::kernels::ElementType::kBF16;"}) {
+    EXPECT_NE(unit.source.find(std::string("static constexpr ") + member), std::string::npos)
+        << member << "\n" << unit.source;
+  }
   EXPECT_NE(spec.to_string().find(" q=in_kernel+q_dot_k_mean"), std::string::npos);
   EXPECT_EQ(render::KernelSpec::from_json(spec.to_json()), spec);
   EXPECT_NO_THROW(validate_config(spec, 227 * 1024));
