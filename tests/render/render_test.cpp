@@ -248,9 +248,8 @@ TEST(Render, QuantizeRowsNamesItsSmoothingLseTermAndRotation) {
   EXPECT_EQ(spec.to_string(), "quantize_rows sm_80 d64 f16->i8 q_dot_k_mean rotate");
 }
 
-// Per-block K names its kernel enumerator as the last template argument (after varlen's, which it
-// then spells out), and quantize_rows of K becomes quantize_row_blocks; per token, the units are
-// those of the specs before the option existed (their cache keys stay).
+// Per-block K is a member of both attention kernels' Numerics type, and quantize_rows of K becomes
+// quantize_row_blocks.
 TEST(Render, PerBlockKNamesItsArgumentAndItsQuantizeKernel) {
   const TemplateSet templates = TemplateSet::embedded();
   KernelSpec spec = attention_spec();
