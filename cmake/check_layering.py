@@ -26,7 +26,8 @@ STAGES = [
     ["api", "capi"],  # ahead-of-time lists, precompile, runtime info; the C API
 ]
 LEVEL = {stage: level for level, names in enumerate(STAGES) for stage in names}
-INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+# Any spelling the preprocessor takes: "x" or <x>, with or without space after include.
+INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
 
 
 def main():
@@ -44,9 +45,17 @@ def main():
             if not match:
                 continue
             target = match.group(1)
-            included_stage = target.split("/")[0]
-            # Only headers of src/ (templates/ and include/ are below every stage).
-            if included_stage not in LEVEL or not (src / target).exists():
+            # A path relative to the including file ("../attention/x.hpp") is found there first,
+            # as the preprocessor finds a quoted include; else under src/ (the include path).
+            beside = (path.parent / target).resolve()
+            if beside.is_file() and src.resolve() in beside.parents:
+                resolved = beside.relative_to(src.resolve())
+            elif (src / target).is_file():
+                resolved = pathlib.Path(target)
+            else:
+                continue  # templates/, include/ and system headers: below every stage
+            included_stage = resolved.parts[0]
+            if included_stage not in LEVEL:
                 continue
             if LEVEL[included_stage] > LEVEL[stage]:
                 problems.append(f"{path}:{number}: src/{stage}/ includes \"{target}\", a stage above it")

@@ -24,15 +24,15 @@ using KScaleGranularity = kernels::KScaleGranularity;
 // keep it at the enum's first value, and tuning databases do not record it for them.
 enum class ReadBy { kFullInt8, kBothVariants };
 
-// When an option is named in text and files (spec and tuning-database JSON, spec text, bucket
-// names): always, or only when it is not its default. An option added after kernels were cached
-// and tuned is named only when not its default, so that those kernels' entries, names and files
-// stay exactly as they were. (A tuning database holding a value of such an option is written as
-// schema version 2, which older builds refuse instead of misreading.)
-enum class NamedWhen { kAlways, kNotDefault };
+// Each option records the version of the tuning database's schema that introduced it. The first
+// options (1) are named in text and files (spec and tuning-database JSON, spec text, bucket names)
+// always; an option added after kernels were cached and tuned is named only when not its default,
+// so that those kernels' entries, names and files stay exactly as they were, and a tuning database
+// naming it is written as its version, which older builds refuse instead of misreading (they
+// would take it for the default).
 
 // THE list of the attention kernel's numerics options:
-//   X(member, Enum, default enumerator, command-line flag, read by, named when, help)
+//   X(member, Enum, default enumerator, command-line flag, read by, since schema, help)
 // Each option is a member of AttentionNumerics; its values and their spellings are its enum's
 // table (src/numerics/option_names.hpp). The member's name is the option's name everywhere: the
 // JSON member, the Python keyword, the C struct member (include/intfa/intfa.h, checked when the
@@ -53,13 +53,13 @@ enum class NamedWhen { kAlways, kNotDefault };
 // tile max, per-channel V: 1.4% relative L2 on N(0,1), the paper's numerics 2.5-4.6%;
 // bench/history/2026-11-23.md, "Choosing the defaults").
 #define INTFA_ATTENTION_NUMERICS(X)                                                             \
-  X(p_encoding, PEncoding, kUnsigned255, "p", kFullInt8, kAlways,                               \
+  X(p_encoding, PEncoding, kUnsigned255, "p", kFullInt8, 1,                                     \
     "P's encoding (full INT8): u8, R = 255, or s8, R = 127")                                    \
-  X(p_scale, PScaleReference, kTileMax, "p-scale", kFullInt8, kAlways,                          \
+  X(p_scale, PScaleReference, kTileMax, "p-scale", kFullInt8, 1,                                \
     "P's reference (full INT8): the running row max or the tile's max")                         \
-  X(v_granularity, VScaleGranularity, kPerChannel, "v-scale", kFullInt8, kAlways,               \
+  X(v_granularity, VScaleGranularity, kPerChannel, "v-scale", kFullInt8, 1,                     \
     "V's scales (full INT8): per tensor, channel or block of tokens")                           \
-  X(k_granularity, KScaleGranularity, kPerToken, "k-scale", kBothVariants, kNotDefault,         \
+  X(k_granularity, KScaleGranularity, kPerToken, "k-scale", kBothVariants, 2,                   \
     "K's scales: per key, or per 64-key block (a faster kernel, a coarser K; 8-bit Q.K, dense)")
 
 struct AttentionNumerics {
@@ -84,15 +84,16 @@ struct NumericsField {
   Enum default_value;
   const char* flag;  // the CLI's short flag, without "--"
   ReadBy read_by;
-  NamedWhen named_when;
+  int since_schema;  // the tuning database's schema version that introduced it
   const char* help;  // one line, for the CLI's usage text
 
   constexpr bool read_by_variant(Variant variant) const {
     return read_by == ReadBy::kBothVariants || variant == Variant::kFullInt8;
   }
-  // Whether `value` is named in text and files (NamedWhen).
+  // Whether `value` is named in text and files: always for the first options, else when it is
+  // not the default.
   constexpr bool named(Enum value) const {
-    return named_when == NamedWhen::kAlways || value != default_value;
+    return since_schema == 1 || value != default_value;
   }
 };
 
@@ -100,9 +101,9 @@ struct NumericsField {
 // NumericsField<Enum>, `value` the member of `numerics` (const or not).
 template <typename Numerics, typename Visitor>
 constexpr void for_each_numerics_field(Numerics&& numerics, Visitor&& visit) {
-#define INTFA_NUMERICS_VISIT(member, Enum, default_value, flag, read_by, named_when, help) \
-  visit(NumericsField<Enum>{#member, Enum::default_value, flag, ReadBy::read_by,          \
-                            NamedWhen::named_when, help},                                 \
+#define INTFA_NUMERICS_VISIT(member, Enum, default_value, flag, read_by, since_schema, help) \
+  visit(NumericsField<Enum>{#member, Enum::default_value, flag, ReadBy::read_by,            \
+                            since_schema, help},                                            \
         numerics.member);
   INTFA_ATTENTION_NUMERICS(INTFA_NUMERICS_VISIT)
 #undef INTFA_NUMERICS_VISIT
@@ -116,6 +117,23 @@ constexpr AttentionNumerics paper_numerics() {
     value = typename std::remove_reference<decltype(value)>::type{};
   });
   return numerics;
+}
+
+// How many options the list has.
+constexpr int numerics_option_count() {
+#define INTFA_NUMERICS_COUNT(...) +1
+  return 0 INTFA_ATTENTION_NUMERICS(INTFA_NUMERICS_COUNT);
+#undef INTFA_NUMERICS_COUNT
+}
+
+// The highest since_schema of the list: the tuning database's schema version.
+constexpr int numerics_schema_version() {
+  int version = 1;
+#define INTFA_NUMERICS_SCHEMA(member, Enum, default_value, flag, read_by, since_schema, help) \
+  version = version < since_schema ? since_schema : version;
+  INTFA_ATTENTION_NUMERICS(INTFA_NUMERICS_SCHEMA)
+#undef INTFA_NUMERICS_SCHEMA
+  return version;
 }
 
 // The numerics a kernel of `variant` reads: the options it does not read at their enum's first

@@ -15,9 +15,10 @@
 
 namespace intfa::cache {
 
-// Bumped whenever the entry layout or the key's inputs change; entries of other versions hash to
+// Bumped whenever the entry layout or the key's inputs change (2: the units of issue 43, with
+// named constants and without the display line); entries of other versions hash to
 // other keys and are never loaded.
-constexpr std::uint32_t kFormatVersion = 1;
+constexpr std::uint32_t kFormatVersion = 2;
 
 struct CacheKey {
   std::array<unsigned char, 16> bytes{};

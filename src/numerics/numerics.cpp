@@ -2,6 +2,8 @@
 
 namespace intfa::numerics {
 
+static_assert(numerics_option_count() <= 8, "code() packs 8 bits per option into 64");
+
 std::uint64_t code(const AttentionNumerics& numerics) {
   std::uint64_t result = 0;
   int shift = 0;
@@ -36,13 +38,14 @@ void write_json(json::Value& object, const AttentionNumerics& numerics) {
   });
 }
 
-bool names_a_later_option(const AttentionNumerics& numerics, Variant variant) {
-  bool later = false;
+int schema_version(const AttentionNumerics& numerics, Variant variant) {
+  int version = 1;
   for_each_numerics_field(numerics, [&](const auto& field, const auto& value) {
-    later |= field.read_by_variant(variant) && field.named_when == NamedWhen::kNotDefault &&
-             field.named(value);
+    if (field.read_by_variant(variant) && field.named(value) && field.since_schema > version) {
+      version = field.since_schema;
+    }
   });
-  return later;
+  return version;
 }
 
 }  // namespace intfa::numerics

@@ -16,8 +16,9 @@ namespace intfa::numerics {
 
 // Every option's value in one integer (8 bits each, in list order): for hashing.
 std::uint64_t code(const AttentionNumerics& numerics);
+// (code has room for 8 options of up to 256 values.)
 
-// The options a `variant` kernel reads that are named (NamedWhen), as " flag=name" each, in list
+// The options a `variant` kernel reads that are named (NumericsField::named), as " flag=name" each, in list
 // order: " p=u8 p-scale=tile v-scale=channel" (+ " k-scale=block" when per block).
 std::string text(const AttentionNumerics& numerics, Variant variant);
 
@@ -26,9 +27,9 @@ std::string text(const AttentionNumerics& numerics, Variant variant);
 void write_json(json::Value& object, const AttentionNumerics& numerics, Variant variant);
 void write_json(json::Value& object, const AttentionNumerics& numerics);
 
-// Whether write_json names an option that is named only when not its default (a tuning database
-// holding one is written as schema version 2: NamedWhen).
-bool names_a_later_option(const AttentionNumerics& numerics, Variant variant);
+// The tuning database's schema version a `variant` entry needs: the highest since_schema of the
+// options write_json names for it.
+int schema_version(const AttentionNumerics& numerics, Variant variant);
 
 // Calls add(type, member, value) per option, in list order, as C++ text: the kernel enum
 // ("intfa::kernels::PEncoding"), the member's name and its enumerator: the members of the Numerics
@@ -42,12 +43,14 @@ void for_each_kernel_constant(const AttentionNumerics& numerics, Add&& add) {
   });
 }
 
-// The options of `object`'s members (a member absent: the default); a value no table spells
+// The options of `object`'s members, a member absent keeping its value in `numerics` (the
+// defaults unless the file's writer has others: a kernel spec's are paper_numerics); a value no
+// table spells
 // throws `Error(prefix + member, <the value as JSON>, "expected one of a, b, c")` (InvalidArgument or
 // a class derived from it taking the same arguments).
 template <typename Error>
-AttentionNumerics read_json(const json::Value& object, const std::string& prefix) {
-  AttentionNumerics numerics;
+AttentionNumerics read_json(const json::Value& object, const std::string& prefix,
+                            AttentionNumerics numerics = AttentionNumerics{}) {
   for_each_numerics_field(numerics, [&](const auto& field, auto& value) {
     using Enum = std::remove_reference_t<decltype(value)>;
     const json::Value* member = object.find(field.name);

@@ -135,9 +135,9 @@ KernelSpec KernelSpec::from_json(const json::Value& value) {
     spec.input_type = enum_from_name(value, "input_type", element_type_name, kElementTypes);
     spec.output_type = enum_from_name(value, "output_type", element_type_name, kElementTypes);
     spec.causal = value.at("causal").as_bool();
-    // Every option (absent: its default; files of builds before per-block K lack k_granularity,
-    // which was per token).
-    spec.numerics = numerics::read_json<InvalidArgument>(value, "spec.");
+    // Every option (absent: the spec's own, Algorithm 1's; files of builds before per-block K
+    // lack k_granularity, which was per token).
+    spec.numerics = numerics::read_json<InvalidArgument>(value, "spec.", paper_numerics());
     spec.smooth_k = value.at("smooth_k").as_bool();
     // Absent in the files of builds before varlen existed: those specs are not varlen.
     const json::Value* varlen = value.find("varlen");

@@ -365,11 +365,12 @@ TuningDatabase TuningDatabase::parse(const std::string& text) {
 
 json::Value TuningDatabase::to_json() const {
   json::Value document = json::Value::object();
-  const bool later_options =
-      std::any_of(entries_.begin(), entries_.end(), [](const TuningEntry& e) {
-        return numerics::names_a_later_option(e.bucket.request.numerics, e.bucket.request.variant);
-      });
-  document.set("schema_version", later_options ? kSchemaVersion : kOldestSchemaVersion);
+  int version = kOldestSchemaVersion;
+  for (const TuningEntry& e : entries_) {
+    version = std::max(version, numerics::schema_version(e.bucket.request.numerics,
+                                                         e.bucket.request.variant));
+  }
+  document.set("schema_version", version);
   json::Value list = json::Value::array();
   for (const TuningEntry& entry : entries_) list.push_back(entry_to_json(entry));
   document.set("entries", std::move(list));

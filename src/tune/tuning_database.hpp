@@ -13,7 +13,7 @@
 //      "measured_on": {"batch": 4, "heads": 32, "seq": 4096},
 //      "tuned_at": "2026-11-23T10:41:07Z"}]}
 //
-// Numerics options are written by the names of api/option_names.hpp and read by name or alias
+// Numerics options are written by the names of numerics/option_names.hpp and read by name or alias
 // ("running_max" and "tile_max", the spellings of files written before 2026-11-24, still load).
 //
 // An entry is keyed by the device (GPU name, arch, driver major version) and the problem bucket:
@@ -101,13 +101,13 @@ struct TuningEntry {
 
 class TuningDatabase {
  public:
-  // Version 2 added the numerics options named only when not their default (NamedWhen::
-  // kNotDefault in include/intfa/numerics.hpp: k_granularity). A database is written as version
-  // 1 while no entry names one, so that builds from before can still read it, and as version 2
-  // once one does: those builds would take such an entry for one at the default (they ignore the
-  // member), so they must refuse the file instead. This build reads both; a member absent is its
-  // option's default.
-  static constexpr int kSchemaVersion = 2;
+  // The schema's version is the highest of the numerics options' since_schema (include/intfa/
+  // numerics.hpp: version 2 added k_granularity). A database is written as the version its
+  // entries need (the highest since_schema of the options they name), so that older builds read
+  // it while it names nothing they do not know, and refuse it once it does (they would take the
+  // option for its default). This build reads every version up to its own; a member absent is
+  // its option's default.
+  static constexpr int kSchemaVersion = numerics_schema_version();
   static constexpr int kOldestSchemaVersion = 1;
 
   // The database `text` describes. Pure (no I/O, no global state): whatever `text` holds, it

@@ -93,7 +93,7 @@ elseif(MODE STREQUAL "pkg_config")
   separate_arguments(flags UNIX_COMMAND "${flags}")
   file(MAKE_DIRECTORY ${consumers}/pkg_config)
   set(program ${consumers}/pkg_config/attend_c)
-  # PREFIX is not a system prefix: the program finds libintfa.so.0.2 there through the rpath that
+  # PREFIX is not a system prefix: the program finds libintfa.so.0.3 there through the rpath that
   # intfa.pc's Libs carries, with no -Wl,-rpath and no LD_LIBRARY_PATH of the user's. (The
   # CUDA runtime is the example's own dependency, not intfa's: its flags are the example's.)
   run(COMMAND ${C_COMPILER} -std=c99 -o ${program} ${SOURCE_DIR}/examples/attend.c ${flags}

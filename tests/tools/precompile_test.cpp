@@ -13,6 +13,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cache/bundle.hpp"
@@ -26,6 +27,7 @@
 #include "support/cli.hpp"
 #include "support/temp_dir.hpp"
 #include "tune/database_file.hpp"
+#include "numerics/option_names.hpp"
 
 namespace intfa::cli {
 namespace {
@@ -552,6 +554,30 @@ TEST(PrecompileOptions, OutIsRequiredAndUnknownValuesAreUsageErrors) {
   EXPECT_EQ(run_cli("precompile --list --configs some").exit_code, 2);
   EXPECT_EQ(run_cli("precompile --list -j 0").exit_code, 2);
   EXPECT_EQ(run_cli("precompile --list -j2").exit_code, 0);
+}
+
+// Every numerics option of the list (include/intfa/numerics.hpp) by its short flag and by its
+// member's (--p and --p-encoding; --p-scale is both) selects the kernels listed: a value other
+// than the default is named in the spec text. Two spellings of one option are a usage error.
+TEST(PrecompileOptions, EveryNumericsFlagBothSpellingsSelectsTheKernels) {
+  for_each_numerics_field(AttentionNumerics{}, [&](const auto& field, const auto&) {
+    using Enum = std::decay_t<decltype(field.default_value)>;
+    const auto& other = OptionTable<Enum>::rows[field.default_value == Enum{} ? 1 : 0];
+    std::string member = field.name;
+    for (char& c : member) c = c == '_' ? '-' : c;
+    for (const std::string& flag : {std::string(field.flag), member}) {
+      const CliResult listed = run_cli("precompile --list --arch sm_90a --head-dims 64 "
+                                       "--variants full --" + flag + " " + other.name);
+      ASSERT_EQ(listed.exit_code, 0) << flag << "\n" << listed.output;
+      EXPECT_TRUE(mentions(listed, std::string(" ") + field.flag + "=" + other.name))
+          << flag << "\n" << listed.output;
+    }
+    if (member != field.flag) {
+      const CliResult both = run_cli(std::string("precompile --list --") + field.flag + " " +
+                                     other.name + " --" + member + " " + other.name);
+      EXPECT_EQ(both.exit_code, 2) << both.output;
+    }
+  });
 }
 
 TEST(PrecompileOptions, HelpDescribesTheVerb) {

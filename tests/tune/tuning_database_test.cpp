@@ -93,7 +93,8 @@ TEST(TuningDatabase, PerBlockKEntriesMakeTheFileVersion2) {
   database.merge(entry_for(per_block, 1024, kFast));
   const json::Value document = database.to_json();
   EXPECT_EQ(document.at("schema_version").as_int(), TuningDatabase::kSchemaVersion);
-  EXPECT_EQ(TuningDatabase::kSchemaVersion, 2);
+  EXPECT_EQ(TuningDatabase::kSchemaVersion, numerics_schema_version());
+  EXPECT_EQ(TuningDatabase::kSchemaVersion, 2);  // k_granularity's
   std::size_t per_block_entries = 0;
   for (const json::Value& entry : document.at("entries").as_array()) {
     const json::Value* member = entry.find("k_granularity");
@@ -253,8 +254,6 @@ TEST(TuningDatabaseParse, NamesTheBadMemberOfAnEntry) {
   }
 }
 
-// The runtime reads the database on the first attention_forward: a 2 MiB file once stalled it for
-// 75 s. One of 1 MiB, an entry of 55,200 members, is refused within the parser's budget.
 // A numerics member absent is its option's default (include/intfa/numerics.hpp), present or not
 // in the file; another value is another bucket.
 TEST(TuningDatabaseParse, ANumericsMemberAbsentIsItsDefault) {
@@ -268,6 +267,8 @@ TEST(TuningDatabaseParse, ANumericsMemberAbsentIsItsDefault) {
   EXPECT_EQ(running.entries().at(0).bucket.request.numerics.p_scale, PScaleReference::kRunningMax);
 }
 
+// The runtime reads the database on the first attention_forward: a 2 MiB file once stalled it for
+// 75 s. One of 1 MiB, an entry of 55,200 members, is refused within the parser's budget.
 TEST(TuningDatabaseParse, AMebibyteFileIsReadWithinTheBudget) {
   const std::string text =
       "{\"schema_version\": 1, \"entries\": [" + intfa::testing::wide_json_object(55200) + "]}";

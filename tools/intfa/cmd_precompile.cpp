@@ -58,11 +58,7 @@ const char* const kPrecompileUsage =
     "                             $INTFA_TUNE_DB, else tuning.json in the cache directory)\n"
     "  -j N, --jobs N             parallel NVRTC compiles (default: all cores)\n"
     "  --list                     print the kernels and stop; compiles nothing\n\n"
-    "Full INT8 numerics (as for intfa run):\n"
-    "  --p u8|s8                  P encoding: u8 R=255 (default) or s8 R=127\n"
-    "  --p-scale running|tile     P reference: running max or tile max (default)\n"
-    "  --v-scale tensor|channel|block   V scale granularity (default channel)\n"
-    "  --k-scale token|block      K scale per key (default) or per 64-key block\n"
+    "Numerics: the numerics options below (as for intfa run), and\n"
     "  --qk-bits 8|4              Q.K in INT8 (default) or INT4\n"
     "How Q and K are quantized (which quantize kernels; with --configs tuned too):\n"
     "  --smooth-k[=BOOL]          K smoothing: its mean pass, K's smoothed rows and Q's rows\n"
@@ -145,9 +141,9 @@ ConfigMode parse_config_mode(const std::string& text) {
 
 BundlePlan parse_plan(const Arguments& arguments) {
   Grammar grammar;
-  grammar.values = {"out",       "arch", "head-dims", "variants", "dtypes",  "configs",
-                    "tuning-db", "jobs", "p",         "p-scale",  "v-scale", "k-scale",
-                    "qk-bits",   "paged-bits"};
+  grammar.values = {"out",  "arch",      "head-dims", "variants", "dtypes", "configs",
+                    "tuning-db", "jobs", "qk-bits", "paged-bits"};
+  for (const std::string& name : numerics_flag_names()) grammar.values.push_back(name);
   grammar.flags = qk_transform_flag_names();
   grammar.flags.push_back("list");
   const Args args(with_long_options(arguments), grammar);

@@ -49,9 +49,8 @@ const char* const kTuneUsage =
     "  --json FILE                   every candidate's outcome and time, as JSON\n"
     "  --decode                      instead: the paged KV cache's split counts (and tile\n"
     "                                configs), with their own options (intfa tune --decode --help)\n\n"
-    "Numerics (one value each; each selects other kernels):\n"
-    "  --dtype f16|bf16  --qk-bits 8|4  --p u8|s8  --p-scale running|tile\n"
-    "  --v-scale tensor|channel|block  --k-scale token|block\n"
+    "Numerics (one value each; each selects other kernels): --dtype f16|bf16, --qk-bits 8|4, and\n"
+    "the numerics options below\n"
     "How Q and K are quantized for the checks and timings (the same attention kernel, so the\n"
     "same buckets): --smooth-k[=BOOL] (on by default), --rotate[=BOOL]\n\n"
     "Prints a line per candidate on stderr and a table of the chosen configs with their speedup\n"
@@ -114,8 +113,8 @@ TuneOptions parse_options(const Arguments& arguments) {
   Grammar grammar;
   grammar.values = {"head-dims", "seq",      "variants", "batch",     "heads",
                     "repeats",   "budget-s", "configs",  "tuning-db", "json",
-                    "dtype",     "qk-bits",  "p",        "p-scale",   "v-scale",
-                    "k-scale"};
+                    "dtype",     "qk-bits"};
+  for (const std::string& name : numerics_flag_names()) grammar.values.push_back(name);
   grammar.flags = qk_transform_flag_names();
   grammar.flags.push_back("force");
   grammar.switch_lists = {"causal"};

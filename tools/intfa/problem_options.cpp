@@ -1,5 +1,6 @@
 #include "intfa/problem_options.hpp"
 
+#include <optional>
 #include <string_view>
 #include <type_traits>
 
@@ -13,26 +14,37 @@ namespace intfa::cli {
 
 namespace {
 
-// "--p-encoding": the flag an option's member name spells (every option also takes its short
-// flag, "--p").
-std::string member_flag(const char* member) {
-  std::string flag = member;
+// "p-encoding": the flag an option's member name spells (every option also takes its short flag,
+// "p"); nullopt where the two are one ("p-scale").
+template <typename Field>
+std::optional<std::string> member_flag(const Field& field) {
+  std::string flag = field.name;
   for (char& c : flag) c = c == '_' ? '-' : c;
+  if (flag == field.flag) return std::nullopt;
   return flag;
 }
 
-std::string build_numerics_help() {
-  std::string help =
-      "  --variant full_int8|half_int8  full INT8 (default) or half INT8 (FP16/BF16 V); full and\n"
-      "                             half for short\n";
+// One line per option of the list: "  --p u8|s8 (or --p-encoding): <help>; default u8".
+std::string build_numerics_flags_help() {
+  std::string help;
   for_each_numerics_field(AttentionNumerics{}, [&](const auto& field, const auto&) {
     using Enum = std::remove_cv_t<std::remove_reference_t<decltype(field.default_value)>>;
     std::string names;
-    for (const auto& row : OptionTable<Enum>::rows) names += (names.empty() ? "" : "|") + std::string(row.name);
-    help += "  --" + std::string(field.flag) + " " + names + " (or --" + member_flag(field.name) +
-            "): " + field.help + "; default " + option_name(field.default_value) + "\n";
+    for (const auto& row : OptionTable<Enum>::rows) {
+      names += (names.empty() ? "" : "|") + std::string(row.name);
+    }
+    const auto long_flag = member_flag(field);
+    help += "  --" + std::string(field.flag) + " " + names +
+            (long_flag ? " (or --" + *long_flag + ")" : std::string()) + ": " + field.help +
+            "; default " + option_name(field.default_value) + "\n";
   });
-  return help +
+  return help;
+}
+
+std::string build_numerics_help() {
+  return "  --variant full_int8|half_int8  full INT8 (default) or half INT8 (FP16/BF16 V); full and\n"
+         "                             half for short\n" +
+         build_numerics_flags_help() +
          "  --qk-bits 8|4              Q.K in INT8 (default) or INT4\n"
          "  --dtype f16|bf16           inputs and output (default f16)\n"
          "  --dist FAMILY              inputs: normal (N(0,1), default), uniform (U(-0.5,0.5)),\n"
@@ -62,6 +74,23 @@ const char* numerics_options_help() {
   return help.c_str();
 }
 
+const char* numerics_flags_help() {
+  static const std::string help = build_numerics_flags_help();
+  return help.c_str();
+}
+
+const std::vector<std::string>& numerics_flag_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> list;
+    for_each_numerics_field(AttentionNumerics{}, [&](const auto& field, const auto&) {
+      list.push_back(field.flag);
+      if (const auto long_flag = member_flag(field)) list.push_back(*long_flag);
+    });
+    return list;
+  }();
+  return names;
+}
+
 const std::vector<std::string>& qk_transform_flag_names() {
   static const std::vector<std::string> names = {"smooth-k", "rotate"};
   return names;
@@ -76,10 +105,7 @@ void parse_qk_transforms(const Args& args, AttentionOptions& options) {
 const std::vector<std::string>& numerics_option_names() {
   static const std::vector<std::string> names = [] {
     std::vector<std::string> list = {"variant"};
-    for_each_numerics_field(AttentionNumerics{}, [&](const auto& field, const auto&) {
-      list.push_back(field.flag);
-      list.push_back(member_flag(field.name));
-    });
+    for (const std::string& name : numerics_flag_names()) list.push_back(name);
     for (const char* name : {"qk-bits", "dtype", "dist", "softmax-scale", "config"}) {
       list.push_back(name);
     }
@@ -92,15 +118,15 @@ AttentionNumerics parse_numerics_options(const Args& args) {
   AttentionNumerics numerics;
   for_each_numerics_field(numerics, [&](const auto& field, auto& value) {
     using Enum = std::remove_reference_t<decltype(value)>;
-    const std::string long_flag = member_flag(field.name);
+    const auto long_flag = member_flag(field);
     const auto short_text = args.get(field.flag);
-    const auto long_text = args.get(long_flag);
+    const auto long_text = long_flag ? args.get(*long_flag) : std::nullopt;
     if (short_text && long_text) {
-      throw UsageError("--" + std::string(field.flag) + " and --" + long_flag +
+      throw UsageError("--" + std::string(field.flag) + " and --" + *long_flag +
                        " set one option: give one");
     }
     if (short_text) value = parse_option_flag<Enum>(field.flag, *short_text);
-    if (long_text) value = parse_option_flag<Enum>(long_flag, *long_text);
+    if (long_text) value = parse_option_flag<Enum>(*long_flag, *long_text);
   });
   return numerics;
 }

@@ -21,6 +21,10 @@ namespace intfa::cli {
 // --softmax-scale X, --config BLOCK_M,BLOCK_N,WARPS,STAGES, and the flags --smooth-k and --rotate
 const char* numerics_options_help();
 const std::vector<std::string>& numerics_option_names();
+// Only the numerics options' flags (both spellings) and their help lines: what tune and
+// precompile take besides their own options.
+const std::vector<std::string>& numerics_flag_names();
+const char* numerics_flags_help();
 // The numerics options' flags (the defaults where none is given).
 AttentionNumerics parse_numerics_options(const Args& args);
 
