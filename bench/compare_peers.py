@@ -521,11 +521,13 @@ def intfa_options(peers):
     if peers.lib is not None:
         peers.lib.lib.intfa_default_options(ctypes.byref(options))
         return options
-    # Through the package: its defaults by name, to the C enums' values (their index).
-    from intfa._checks import DEFAULTS, OPTION_VALUES
-    for field in ("p_encoding", "p_scale", "v_granularity", "k_granularity"):
-        if field in DEFAULTS and field in OPTION_VALUES:
-            setattr(options, field, list(OPTION_VALUES[field]).index(DEFAULTS[field]))
+    # Through the package: its defaults by name, to the C enums' values (their index), for each
+    # numerics option the ctypes struct has.
+    from intfa._checks import NUMERICS_FIELDS
+    members = {name for name, _ in Options._fields_}
+    for field in NUMERICS_FIELDS:
+        if field["name"] in members:
+            setattr(options, field["name"], list(field["values"]).index(field["default"]))
     return options
 
 

@@ -25,9 +25,9 @@ import torch
 import torch.nn.functional as F
 
 import intfa
-from intfa import _ops, _plans, _tensors
-from intfa._checks import DEFAULTS
-from intfa._op_args import AttentionArgs, Int8AttentionArgs
+from intfa import _checks, _ops, _plans, _tensors
+from intfa._checks import DEFAULTS, check_numerics
+from intfa._op_args import AttentionArgs, Int8AttentionArgs, numerics_text
 
 
 def per_call_us(function, calls, rounds=7):
@@ -79,11 +79,12 @@ def main():
     shape = (1, 8, 128, 64)
     q, k, v = (torch.randn(shape, device="cuda", dtype=torch.float16) for _ in range(3))
     # The op's arguments as intfa.attention passes them by default (K smoothing on, no
-    # rotation), so that every row below times the same GPU work.
+    # rotation, every numerics option given as None), so that every row below times the same GPU
+    # work.
     args = AttentionArgs(is_causal=False, sm_scale=0.0, layout="HND", variant="full_int8",
-                         v_granularity=DEFAULTS["v_granularity"], smooth_k=DEFAULTS["smooth_k"],
-                         p_encoding=DEFAULTS["p_encoding"], p_scale=DEFAULTS["p_scale"],
-                         rotate=DEFAULTS["rotate"], k_granularity=DEFAULTS["k_granularity"])
+                         smooth_k=DEFAULTS["smooth_k"], rotate=DEFAULTS["rotate"],
+                         numerics=check_numerics(dict.fromkeys(_checks.NUMERICS)))
+    op_numerics = numerics_text(args.numerics)  # as the op's schema carries them
     out = torch.empty_like(q)
     plan = _plans.attention_plan(q, k, v, out, args)
     workspace = torch.empty(plan.workspace_bytes, dtype=torch.uint8, device="cuda")
@@ -91,8 +92,7 @@ def main():
     z = intfa.quantize(q, k, v)
     int8_out, int8_lse = _tensors.empty_attention(z.q, "HND", torch.float16, False)
     int8_args = Int8AttentionArgs(is_causal=False, sm_scale=0.0, layout="HND",
-                                  out_dtype=torch.float16, p_encoding=DEFAULTS["p_encoding"],
-                                  p_scale=DEFAULTS["p_scale"], config=None)
+                                  out_dtype=torch.float16, numerics=(), config=None)
     int8_plan = _plans.int8_attention_plan(z.q, z.k, z.v, z.v_scale, int8_out, int8_args)
 
     # fallback="error": a call intfa did not serve would raise, not time torch's SDPA.
@@ -104,9 +104,8 @@ def main():
 
     def implementation():
         _ops.attention_op.implementation(q, k, v, args.is_causal, args.sm_scale, args.layout,
-                                         args.variant, args.v_granularity, args.smooth_k,
-                                         args.p_encoding, args.p_scale, args.rotate,
-                                         False, args.k_granularity)  # return_lse False
+                                         args.variant, args.smooth_k, args.rotate,
+                                         False, op_numerics)  # return_lse False
 
     def cpp_call():
         plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0,

@@ -11,7 +11,7 @@ reason, so that the caller can follow the fallback policy instead of raising.
 import torch
 
 from intfa import _checks, _fallback, _padding
-from intfa._checks import option
+from intfa._checks import check_numerics, option
 from intfa._errors import InvalidArgument, Unsupported, invalid_argument
 from intfa._op_args import AttentionArgs, Int8AttentionArgs
 from intfa._tensors import (FLOAT_DTYPES, LAYOUTS, bhnd, granularity_of, padded_seq,
@@ -101,16 +101,6 @@ def resolve_sm_scale(sm_scale, name="sm_scale"):
     return _checks.resolve_sm_scale(sm_scale, name)
 
 
-def check_numerics(variant, v_granularity, p_encoding, p_scale, k_granularity=None):
-    """The quantization options of ``attention`` and ``attention_varlen``, checked and defaulted
-    (None, and only None, is the default: _checks.option), as AttentionArgs' keywords;
-    ``attention_varlen`` gives no k_granularity: its K stays per token."""
-    return dict(variant=option("variant", variant),
-                v_granularity=option("v_granularity", v_granularity),
-                p_encoding=option("p_encoding", p_encoding), p_scale=option("p_scale", p_scale),
-                k_granularity=option("k_granularity", k_granularity))
-
-
 def qk_transforms(smooth_k, rotate):
     """K smoothing and the rotation of Q and K: True or False, None meaning the C++ default
     (intfa::AttentionOptions: smoothing on, rotation off); anything else is refused."""
@@ -170,11 +160,11 @@ def check_quantize(q, k, v, layout, v_granularity, smooth_k, rotate):
 # --- attention_int8 ---------------------------------------------------------------------------
 
 def check_attention_int8(q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scale, layout,
-                         out_dtype, p_encoding, p_scale, config, q_dot_k_mean=None):
-    """Every check of `attention_int8`; returns its Int8AttentionArgs."""
+                         out_dtype, numerics, config, q_dot_k_mean=None):
+    """Every check of `attention_int8` (`numerics`: the numerics options it takes, by name);
+    returns its Int8AttentionArgs."""
     check_layout(layout)
-    p_encoding = option("p_encoding", p_encoding)
-    p_scale = option("p_scale", p_scale)
+    numerics = check_numerics(numerics)
     softmax_scale = resolve_sm_scale(sm_scale)
     check_tensor("q", q, (torch.int8,))
     check_tensor("k", k, (torch.int8,))
@@ -221,8 +211,7 @@ def check_attention_int8(q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scale
         check_device([("q", q), ("q_dot_k_mean", q_dot_k_mean)])
 
     return Int8AttentionArgs(is_causal=bool(is_causal), sm_scale=softmax_scale, layout=layout,
-                             out_dtype=out_dtype, p_encoding=p_encoding, p_scale=p_scale,
-                             config=config)
+                             out_dtype=out_dtype, numerics=numerics, config=config)
 
 
 # --- attention --------------------------------------------------------------------------------
@@ -234,11 +223,10 @@ def unservable(reason, error):
     return error
 
 
-def check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant, v_granularity,
-                    smooth_k, p_encoding, p_scale, out, fallback, rotate=None,
-                    k_granularity=None):
-    """Every check of `attention`; returns its AttentionArgs. What SDPA could serve instead
-    raises an error marked by unservable."""
+def check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant, smooth_k, out,
+                    fallback, rotate, numerics):
+    """Every check of `attention` (`numerics`: its numerics options, by name); returns its
+    AttentionArgs. What SDPA could serve instead raises an error marked by unservable."""
     _fallback.check_argument(fallback)
     smooth_k, rotate = qk_transforms(smooth_k, rotate)
     if scale is not None and sm_scale is not None and scale != sm_scale:
@@ -247,7 +235,8 @@ def check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant, v_gran
     softmax_scale = (resolve_sm_scale(sm_scale) if sm_scale is not None
                      else resolve_sm_scale(scale, "scale"))
     check_layout(layout)
-    numerics = check_numerics(variant, v_granularity, p_encoding, p_scale, k_granularity)
+    variant = option("variant", variant)
+    numerics = check_numerics(numerics)
     for name, tensor in (("q", q), ("k", k), ("v", v)):
         if not isinstance(tensor, torch.Tensor):
             raise invalid_argument(name, type(tensor).__name__, "expected a torch.Tensor")
@@ -278,11 +267,11 @@ def check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant, v_gran
             raise unservable("strides", invalid_argument(
                 f"{name}.stride", tensor.stride(),
                 "expected stride 1 on the head dim (the last dimension)"))
-    check_attention_problem(q, k, layout, bool(is_causal), numerics["variant"], kernel_dim)
+    check_attention_problem(q, k, layout, bool(is_causal), variant, kernel_dim)
     check_out(out, q)
     check_kernel_device(q, k, v)
     return AttentionArgs(is_causal=bool(is_causal), sm_scale=softmax_scale, layout=layout,
-                         smooth_k=smooth_k, rotate=rotate, **numerics)
+                         variant=variant, smooth_k=smooth_k, rotate=rotate, numerics=numerics)
 
 
 def check_attention_problem(q, k, layout, is_causal, variant, kernel_dim):
@@ -359,12 +348,12 @@ def check_arch(index):
 # --- attention_varlen -------------------------------------------------------------------------
 
 def check_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                           is_causal, sm_scale, variant, v_granularity, smooth_k, p_encoding,
-                           p_scale, rotate):
-    """Every check of `attention_varlen`; returns its AttentionArgs (layout NHD: the kernels see
-    packed rows as one batch of NHD rows)."""
+                           is_causal, sm_scale, variant, smooth_k, rotate, numerics):
+    """Every check of `attention_varlen` (`numerics`: its numerics options, by name); returns its
+    AttentionArgs (layout NHD: the kernels see packed rows as one batch of NHD rows)."""
     softmax_scale = resolve_sm_scale(sm_scale)
-    numerics = check_numerics(variant, v_granularity, p_encoding, p_scale)
+    variant = option("variant", variant)
+    numerics = check_numerics(numerics)
     smooth_k, rotate = qk_transforms(smooth_k, rotate)
     packed = "[total, H, D]"
     check_inputs(q, k, v, dims=3, what=packed)
@@ -383,8 +372,8 @@ def check_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     validate_problem(_checks.VARLEN_PROBLEM, batch=batch, heads_q=q.shape[1],
                      heads_kv=k.shape[1], seq_q=max_seqlen_q, seq_kv=max_seqlen_k,
                      head_dim=_padding.kernel_head_dim(q.shape[2]) or q.shape[2],
-                     causal=bool(is_causal), variant=numerics["variant"])
+                     causal=bool(is_causal), variant=variant)
     check_device([("q", q), ("k", k), ("v", v), ("cu_seqlens_q", cu_seqlens_q),
                   ("cu_seqlens_k", cu_seqlens_k)])
     return AttentionArgs(is_causal=bool(is_causal), sm_scale=softmax_scale, layout="NHD",
-                         smooth_k=smooth_k, rotate=rotate, **numerics)
+                         variant=variant, smooth_k=smooth_k, rotate=rotate, numerics=numerics)

@@ -93,19 +93,28 @@ def choice(name, value, choices):
     return value
 
 
+# THE list of the attention kernel's numerics options (INTFA_ATTENTION_NUMERICS in
+# include/intfa/numerics.hpp), read here and nowhere else in the package: per option, in the
+# list's order, its name (the Python keyword), default, values' names and the variants that read
+# it. An entry point takes an option by having its keyword (numerics_arguments); nothing else in
+# the package names one.
+NUMERICS_FIELDS = _intfa.numerics_fields()
+NUMERICS = tuple(field["name"] for field in NUMERICS_FIELDS)
+
 # The C++ defaults (intfa::AttentionOptions{}, and intfa::AttentionProblem's variant), the one
-# source of truth for the Python defaults, and the names of each numerics option's values
-# (src/api/option_names.hpp, the one table).
+# source of truth for the Python defaults, and the names of each option's values
+# (src/numerics/option_names.hpp, the one table): the numerics options' (from the list) with the
+# variant's and the Q/K transforms'.
 DEFAULTS = dict(_intfa.default_options(), variant="full_int8")
 OPTION_VALUES = _intfa.option_values()
 
 
 def option(name, value):
-    """The value of the numerics option `name` (a key of DEFAULTS: "variant", "v_granularity",
-    "p_encoding", "p_scale", "k_granularity", "smooth_k", "rotate") for the C++ API, for every
-    entry point that takes one. None, and only None, gives the C++ default (`value or default`
-    would read 0, "", False and [] as it too); one of the option table's names (a str) is itself,
-    and for smooth_k and rotate True or False. Anything else is an InvalidArgument naming the
+    """The value of the option `name` (a key of DEFAULTS: "variant", a numerics option of the
+    list, "smooth_k" or "rotate") for the C++ API, for every entry point that takes one. None, and
+    only None, gives the C++ default (`value or default` would read 0, "", False and [] as it
+    too); one of the option table's names (a str) is itself, and for smooth_k and rotate True or
+    False. Anything else is an InvalidArgument naming the
     argument: bools where a name is expected, empty strings, lists, and ints, the C enums' values
     included (the Python API spells options by name, as the binding takes them; to C, 0 is
     per-tensor V or s8 P, not the default)."""
@@ -122,3 +131,24 @@ def option(name, value):
         raise invalid_argument(name, shown,
                                f"expected {expected} (or None for the default, {DEFAULTS[name]!r})")
     return value
+
+
+def numerics_arguments(arguments):
+    """The numerics options among an entry point's `arguments` (its ``locals()``, taken as its first
+    statement): each of its keywords that names an option of the list, by name, in the list's
+    order. Having the keyword is how an entry point takes an option."""
+    return {name: arguments[name] for name in NUMERICS if name in arguments}
+
+
+def check_numerics(numerics):
+    """An entry point's numerics (option name -> the caller's value, numerics_arguments), each
+    checked and defaulted by `option` (None, and only None, is the C++ default; anything else but
+    one of its names is an InvalidArgument naming the option), as the one hashable value the
+    checked arguments, the plans and the ops carry: ((name, value), ...) in the list's order. An
+    option the entry point does not take is absent, and the C++ default
+    (_intfa.numerics_from_dict)."""
+    for name in numerics:
+        if name not in NUMERICS:
+            raise TypeError(f"unexpected keyword argument {name!r} (the numerics options are "
+                            f"{', '.join(NUMERICS)})")
+    return tuple((name, option(name, numerics[name])) for name in NUMERICS if name in numerics)

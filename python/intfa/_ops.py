@@ -6,18 +6,19 @@ lets a plain eager call run an implementation directly, without the dispatcher's
 
 The ops' arguments are the public functions' after checking and defaulting: strings for the
 enumerations, sm_scale 0.0 for 1/sqrt(head_dim) (as in the C API), an empty LSE when none is
-asked for (an op cannot return None in a tuple). Their names and schemas are what torch.compile
-graphs and CUDA-graph users see: they do not change. The entry points hand over their checked
-arguments as one named value (intfa._op_args); ``call_*`` below spell it as the op's schema, and
-each op's implementation names it again: the only two places that know the schema's order.
+asked for (an op cannot return None in a tuple), and the numerics options as one ``str numerics``
+("p_encoding=u8,p_scale=tile", intfa._op_args.numerics_text; "" for the defaults), so that a new
+option changes no schema. Their names are what torch.compile graphs and CUDA-graph users see. The
+entry points hand over their checked arguments as one named value (intfa._op_args); ``call_*``
+below spell it as the op's schema, and each op's implementation names it again: the only two
+places that know the schema's order.
 """
 from typing import List, Optional, Tuple
 
 import torch
 
 from intfa import _intfa, _plans
-from intfa._checks import DEFAULTS
-from intfa._op_args import AttentionArgs, Int8AttentionArgs
+from intfa._op_args import AttentionArgs, Int8AttentionArgs, numerics_of_text, numerics_text
 from intfa._tensors import (FLOAT_NAMES, bhnd, bhnd_strides, empty_attention, empty_lse,
                             empty_output, empty_qk, empty_v, empty_varlen_attention, no_lse, on,
                             stream)
@@ -141,12 +142,11 @@ def run_attention_int8(q, k, v, q_scale, k_scale, v_scale, q_dot_k_mean, args, r
 def attention_int8_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                       q_scale: torch.Tensor, k_scale: torch.Tensor,
                       v_scale: Optional[torch.Tensor], is_causal: bool, sm_scale: float,
-                      layout: str, out_dtype: torch.dtype, p_encoding: str, p_scale: str,
-                      return_lse: bool, config: Optional[List[int]],
-                      q_dot_k_mean: Optional[torch.Tensor] = None
-                      ) -> Tuple[torch.Tensor, torch.Tensor]:
+                      layout: str, out_dtype: torch.dtype, return_lse: bool,
+                      config: Optional[List[int]], q_dot_k_mean: Optional[torch.Tensor] = None,
+                      numerics: str = "") -> Tuple[torch.Tensor, torch.Tensor]:
     args = Int8AttentionArgs(is_causal=is_causal, sm_scale=sm_scale, layout=layout,
-                             out_dtype=out_dtype, p_encoding=p_encoding, p_scale=p_scale,
+                             out_dtype=out_dtype, numerics=numerics_of_text(numerics),
                              config=config)
     out, lse = run_attention_int8(q, k, v, q_scale, k_scale, v_scale, q_dot_k_mean, args,
                                   return_lse)
@@ -154,16 +154,16 @@ def attention_int8_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 
 @attention_int8_op.register_fake
-def _(q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scale, layout, out_dtype, p_encoding,
-      p_scale, return_lse, config, q_dot_k_mean=None):
+def _(q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scale, layout, out_dtype, return_lse,
+      config, q_dot_k_mean=None, numerics=""):
     return empty_attention(q, layout, out_dtype, return_lse)
 
 
 def call_attention_int8(q, k, v, q_scale, k_scale, v_scale, q_dot_k_mean, args, return_lse):
     """intfa::attention_int8 through the op, `args` (Int8AttentionArgs) spelled as its schema."""
     return attention_int8_op(q, k, v, q_scale, k_scale, v_scale, args.is_causal, args.sm_scale,
-                             args.layout, args.out_dtype, args.p_encoding, args.p_scale,
-                             return_lse, args.config, q_dot_k_mean)
+                             args.layout, args.out_dtype, return_lse, args.config, q_dot_k_mean,
+                             numerics_text(args.numerics))
 
 
 # --- attention --------------------------------------------------------------------------------
@@ -195,29 +195,23 @@ def run_attention(q, k, v, out, args, return_lse, call=None):
 
 @custom_op("intfa::attention")
 def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
-                 sm_scale: float, layout: str, variant: str, v_granularity: str, smooth_k: bool,
-                 p_encoding: str, p_scale: str, rotate: bool, return_lse: bool,
-                 k_granularity: str = DEFAULTS["k_granularity"]
-                 ) -> Tuple[torch.Tensor, torch.Tensor]:
+                 sm_scale: float, layout: str, variant: str, smooth_k: bool, rotate: bool,
+                 return_lse: bool, numerics: str = "") -> Tuple[torch.Tensor, torch.Tensor]:
     args = AttentionArgs(is_causal=is_causal, sm_scale=sm_scale, layout=layout, variant=variant,
-                         v_granularity=v_granularity, smooth_k=smooth_k, p_encoding=p_encoding,
-                         p_scale=p_scale, rotate=rotate, k_granularity=k_granularity)
+                         smooth_k=smooth_k, rotate=rotate, numerics=numerics_of_text(numerics))
     out, lse = run_attention(q, k, v, None, args, return_lse)
     return out, (lse if lse is not None else no_lse(q))
 
 
 @attention_op.register_fake
-def _(q, k, v, is_causal, sm_scale, layout, variant, v_granularity, smooth_k, p_encoding,
-      p_scale, rotate, return_lse, k_granularity=DEFAULTS["k_granularity"]):
+def _(q, k, v, is_causal, sm_scale, layout, variant, smooth_k, rotate, return_lse, numerics=""):
     return empty_attention(q, layout, q.dtype, return_lse)
 
 
 def call_attention(q, k, v, args, return_lse):
-    """intfa::attention through the op, `args` (AttentionArgs) spelled as its schema (which has
-    return_lse before k_granularity, added last with a default)."""
+    """intfa::attention through the op, `args` (AttentionArgs) spelled as its schema."""
     return attention_op(q, k, v, args.is_causal, args.sm_scale, args.layout, args.variant,
-                        args.v_granularity, args.smooth_k, args.p_encoding, args.p_scale,
-                        args.rotate, return_lse, args.k_granularity)
+                        args.smooth_k, args.rotate, return_lse, numerics_text(args.numerics))
 
 
 # --- attention_varlen -------------------------------------------------------------------------
@@ -247,12 +241,10 @@ def run_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_
 def attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                         cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
                         max_seqlen_q: int, max_seqlen_k: int, is_causal: bool, sm_scale: float,
-                        variant: str, v_granularity: str, smooth_k: bool, p_encoding: str,
-                        p_scale: str, return_lse: bool,
-                        rotate: bool = False) -> Tuple[torch.Tensor, torch.Tensor]:
+                        variant: str, smooth_k: bool, rotate: bool, return_lse: bool,
+                        numerics: str = "") -> Tuple[torch.Tensor, torch.Tensor]:
     args = AttentionArgs(is_causal=is_causal, sm_scale=sm_scale, layout="NHD", variant=variant,
-                         v_granularity=v_granularity, smooth_k=smooth_k, p_encoding=p_encoding,
-                         p_scale=p_scale, rotate=rotate, k_granularity=DEFAULTS["k_granularity"])
+                         smooth_k=smooth_k, rotate=rotate, numerics=numerics_of_text(numerics))
     out, lse = run_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                     max_seqlen_k, args, return_lse)
     return out, (lse if lse is not None else no_lse(q))
@@ -260,15 +252,14 @@ def attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
 
 @attention_varlen_op.register_fake
 def _(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal, sm_scale,
-      variant, v_granularity, smooth_k, p_encoding, p_scale, return_lse, rotate=False):
+      variant, smooth_k, rotate, return_lse, numerics=""):
     return empty_varlen_attention(q, return_lse)
 
 
 def call_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, args,
                           return_lse):
     """intfa::attention_varlen through the op, `args` (AttentionArgs) spelled as its schema (no
-    layout: packed rows are NHD; no k_granularity: K per token)."""
+    layout: packed rows are NHD)."""
     return attention_varlen_op(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k,
-                               args.is_causal, args.sm_scale, args.variant, args.v_granularity,
-                               args.smooth_k, args.p_encoding, args.p_scale, return_lse,
-                               args.rotate)
+                               args.is_causal, args.sm_scale, args.variant, args.smooth_k,
+                               args.rotate, return_lse, numerics_text(args.numerics))

@@ -8,7 +8,6 @@ import torch
 
 from intfa import _intfa
 from intfa._attention_checks import check_same
-from intfa._checks import DEFAULTS
 from intfa._tensors import FLOAT_NAMES, bhnd, bhnd_strides, granularity_of, v_int8_strides
 
 MAX_ENTRIES = 512
@@ -90,8 +89,7 @@ def attention_plan(q, k, v, out, args, packing=None):
         dtype=FLOAT_NAMES[q.dtype], q_strides=bhnd_strides(q, layout),
         k_strides=bhnd_strides(k, layout), v_strides=bhnd_strides(v, layout),
         out_strides=bhnd_strides(out, layout), softmax_scale=args.sm_scale,
-        p_encoding=args.p_encoding, p_scale=args.p_scale, v_granularity=args.v_granularity,
-        smooth_k=args.smooth_k, rotate=args.rotate, k_granularity=args.k_granularity, **totals))
+        numerics=dict(args.numerics), smooth_k=args.smooth_k, rotate=args.rotate, **totals))
 
 
 def int8_attention_plan(q, k, v, v_scale, out, args):
@@ -101,20 +99,21 @@ def int8_attention_plan(q, k, v, v_scale, out, args):
     config = args.config
     key = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), out.stride(), v.dtype,
            out.dtype, None if v_scale is None else v_scale.dim(), args.layout, args.is_causal,
-           args.sm_scale, args.p_encoding, args.p_scale, None if config is None else tuple(config))
+           args.sm_scale, args.numerics, None if config is None else tuple(config))
     plan = INT8_ATTENTION_PLANS.get(key)
     if plan is not None:
         return plan
     layout = args.layout
     b, heads_q, seq_q, head_dim = bhnd(q, layout)
     _, heads_kv, seq_kv, _ = bhnd(k, layout)
+    numerics = dict(args.numerics)
+    if full:  # V's granularity is that of its scales (half INT8 V has none: the default)
+        numerics["v_granularity"] = granularity_of(v_scale)
     return remember(INT8_ATTENTION_PLANS, key, _intfa.Int8AttentionPlan(
         batch=b, heads_q=heads_q, heads_kv=heads_kv, seq_q=seq_q, seq_kv=seq_kv,
         head_dim=head_dim, causal=args.is_causal, variant="full_int8" if full else "half_int8",
         v_dtype="i8" if full else FLOAT_NAMES[v.dtype], out_dtype=FLOAT_NAMES[out.dtype],
         q_strides=bhnd_strides(q, layout), k_strides=bhnd_strides(k, layout),
         v_strides=v_int8_strides(v) if full else bhnd_strides(v, layout),
-        out_strides=bhnd_strides(out, layout), softmax_scale=args.sm_scale,
-        p_encoding=args.p_encoding, p_scale=args.p_scale,
-        v_granularity=granularity_of(v_scale) if full else DEFAULTS["v_granularity"],
+        out_strides=bhnd_strides(out, layout), softmax_scale=args.sm_scale, numerics=numerics,
         config=config))

@@ -1,7 +1,8 @@
 """What needs no PyTorch: the runtime's facts and counters, and ahead-of-time kernel compiles."""
 from intfa import _intfa
 # DEFAULTS (the C++ defaults) stays importable from here, where it was defined first.
-from intfa._checks import DEFAULTS, OPTION_VALUES, as_list, choice, is_int, option  # noqa: F401
+from intfa._checks import (DEFAULTS, OPTION_VALUES, as_list, check_numerics,  # noqa: F401
+                           choice, is_int, numerics_arguments, option)
 from intfa._errors import invalid_argument
 
 _DTYPE_NAMES = {"f16": "f16", "float16": "f16", "half": "f16", "bf16": "bf16", "bfloat16": "bf16"}
@@ -51,14 +52,14 @@ def precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),
 
     For a deployment bundle built on another machine use ``intfa precompile --out DIR`` (the
     command-line tool, which ``pip install`` puts on PATH) and INTFA_DEPLOY_CACHE instead."""
+    numerics = numerics_arguments(locals())
     if not is_int(jobs) or not 0 <= jobs <= _MAX_JOBS:
         raise invalid_argument("jobs", repr(jobs), f"expected an int in [0, {_MAX_JOBS}]")
     if arch is not None and arch != "":
         choice("arch", arch, _ARCHS)
-    # The numerics options, each checked (None, and only None, is the default).
-    options = {name: option(name, value) for name, value in (
-        ("p_encoding", p_encoding), ("p_scale", p_scale), ("v_granularity", v_granularity),
-        ("k_granularity", k_granularity), ("smooth_k", smooth_k), ("rotate", rotate))}
+    # The options, each checked (None, and only None, is the default).
+    options = dict(numerics=dict(check_numerics(numerics)), smooth_k=option("smooth_k", smooth_k),
+                   rotate=option("rotate", rotate))
     # Each list is read once: a generator given for one is consumed here, not twice.
     head_dims = as_list("head_dims", head_dims)
     variants = as_list("variants", variants)

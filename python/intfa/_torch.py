@@ -21,11 +21,13 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from intfa import _attention_checks, _fallback, _ops, _plans, _sdpa
+from intfa import _attention_checks, _checks, _fallback, _ops, _plans, _sdpa
 from intfa._errors import Error, Unsupported, invalid_argument
 
-# The numerics options (variant, v_granularity, p_encoding, p_scale, k_granularity, smooth_k,
-# rotate) are checked and defaulted by intfa._checks.option, the library's one table's names.
+# The options (variant, smooth_k, rotate and the numerics options of the C++ list) are checked and
+# defaulted by intfa._checks.option, the library's one table's names. An entry point takes a
+# numerics option by having its keyword: its first statement gathers them by name
+# (_checks.numerics_arguments(locals())), and nothing below names one.
 
 # A fallback inside a torch.compile'd graph warns without breaking the graph: dynamo runs the
 # warning after the graph (a function of constants returning None may be reordered so).
@@ -98,6 +100,7 @@ def attention_int8(q, k, v, q_scale, k_scale, v_scale=None, *, is_causal=False, 
     "block" is not taken here). ``config`` (block_m, block_n, warps, stages) overrides the tile
     config the tuning database or the heuristic would pick (benchmarks, tuning); the C++ runtime
     checks it before compiling."""
+    numerics = _checks.numerics_arguments(locals())
     call = None
     signature = None
     tensors = (q, k, v, q_scale, k_scale, v_scale, q_dot_k_mean)
@@ -107,7 +110,7 @@ def attention_int8(q, k, v, q_scale, k_scale, v_scale=None, *, is_causal=False, 
             # them too (they read shapes, strides, dtypes, devices and the options only).
             signature = tuple(map(_plans.tensor_signature, tensors)) + (
                 is_causal, type(is_causal), sm_scale, type(sm_scale), layout, out_dtype,
-                return_lse, p_encoding, p_scale, type(config),
+                return_lse, tuple(numerics.values()), type(config),
                 None if config is None else tuple(config),
                 None if config is None else tuple(map(type, config)))
             call = _plans.CHECKED_INT8_CALLS.get(signature)
@@ -115,8 +118,8 @@ def attention_int8(q, k, v, q_scale, k_scale, v_scale=None, *, is_causal=False, 
             signature = None
     if call is None:
         call = _plans.CheckedCall(_attention_checks.check_attention_int8(
-            q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scale, layout, out_dtype,
-            p_encoding, p_scale, config, q_dot_k_mean))
+            q, k, v, q_scale, k_scale, v_scale, is_causal, sm_scale, layout, out_dtype, numerics,
+            config, q_dot_k_mean))
         if signature is not None:
             _plans.remember(_plans.CHECKED_INT8_CALLS, signature, call)
     return_lse = bool(return_lse)
@@ -172,9 +175,10 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
     process and a count in ``intfa.fallback_stats()``; "error" raises (InvalidArgument naming the
     argument, or Unsupported). None: the process-wide policy (``intfa.set_fallback``, else
     INTFA_FALLBACK, else "sdpa")."""
-    result = _attend(q, k, v, attn_mask, dropout_p, is_causal, scale, sm_scale, layout, variant,
-                     v_granularity, smooth_k, p_encoding, p_scale, return_lse, out, fallback,
-                     rotate, k_granularity)
+    numerics = _checks.numerics_arguments(locals())
+    result = _attend(q, k, v, attn_mask, dropout_p, is_causal, scale, sm_scale=sm_scale,
+                     layout=layout, variant=variant, smooth_k=smooth_k, rotate=rotate,
+                     return_lse=return_lse, out=out, fallback=fallback, **numerics)
     if type(result) is not Unserved:
         return result
     _attention_checks.check_layout(layout)  # (a call with a mask skipped the checks)
@@ -191,13 +195,13 @@ class Unserved(NamedTuple):
     reason: str
 
 
-def _attend(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, sm_scale=None,
-            layout="HND", variant="full_int8", v_granularity=None, smooth_k=None,
-            p_encoding=None, p_scale=None, return_lse=False, out=None, fallback=None,
-            rotate=None, k_granularity=None):
+def _attend(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, *,
+            sm_scale=None, layout="HND", variant="full_int8", smooth_k=None, rotate=None,
+            return_lse=False, out=None, fallback=None, **numerics):
     """`attention` up to its fallback: intfa's result, or Unserved when intfa does not serve the
-    call and the policy is "sdpa" ("error" raises). The integrations call this, then their
-    client's own SDPA call with the client's arguments."""
+    call and the policy is "sdpa" ("error" raises). `numerics`: the numerics options by name (a
+    name none is: TypeError). The integrations call this, then their client's own SDPA call with
+    the client's arguments."""
     if attn_mask is not None:
         return _unserved("attn_mask", fallback, _attention_mask_error)
     if dropout_p != 0.0:
@@ -210,16 +214,16 @@ def _attend(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
             # them too. The types keep True from standing for 1 (a bool scale is refused).
             signature = (q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(), q.dtype,
                          k.dtype, v.dtype, q.device, k.device, v.device, is_causal, scale,
-                         type(scale), sm_scale, type(sm_scale), layout, variant, v_granularity,
-                         smooth_k, type(smooth_k), p_encoding, p_scale, rotate, type(rotate),
-                         k_granularity, return_lse, fallback,
+                         type(scale), sm_scale, type(sm_scale), layout, variant, smooth_k,
+                         type(smooth_k), rotate, type(rotate), tuple(numerics.items()),
+                         return_lse, fallback,
                          None if out is None else (out.shape, out.stride(), out.dtype,
                                                    out.device))
             call = _plans.CHECKED_ATTENTION_CALLS.get(signature)
         except (AttributeError, TypeError):  # not tensors, or an unhashable option: checked below
             signature = None
-    checks = (q, k, v, is_causal, scale, sm_scale, layout, variant, v_granularity, smooth_k,
-              p_encoding, p_scale, out, fallback, rotate, k_granularity)
+    checks = (q, k, v, is_causal, scale, sm_scale, layout, variant, smooth_k, out, fallback,
+              rotate, numerics)
     if call is None:
         call = _checked_call(*checks)
         if signature is not None:
@@ -302,6 +306,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     Returns the output [total_q, H_q, D] in q's dtype, and with ``return_lse`` also the
     natural-log log-sum-exp, float32 [H_q, total_q]. Runs the portable kernel (the Hopper one
     takes dense batches only). Forward only: no autograd."""
+    numerics = _checks.numerics_arguments(locals())
     call = None
     signature = None
     tensors = (q, k, v, cu_seqlens_q, cu_seqlens_k)
@@ -312,15 +317,15 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
             # never the offsets' values).
             signature = tuple(map(_plans.tensor_signature, tensors)) + (
                 max_seqlen_q, type(max_seqlen_q), max_seqlen_k, type(max_seqlen_k), is_causal,
-                sm_scale, type(sm_scale), variant, v_granularity, smooth_k, type(smooth_k),
-                p_encoding, p_scale, return_lse, rotate, type(rotate))
+                sm_scale, type(sm_scale), variant, smooth_k, type(smooth_k),
+                tuple(numerics.values()), return_lse, rotate, type(rotate))
             call = _plans.CHECKED_VARLEN_CALLS.get(signature)
         except (AttributeError, TypeError):  # not tensors, or an unhashable option: checked below
             signature = None
     if call is None:
         call = _plans.CheckedCall(_attention_checks.check_attention_varlen(
             q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, is_causal, sm_scale,
-            variant, v_granularity, smooth_k, p_encoding, p_scale, rotate))
+            variant, smooth_k, rotate, numerics))
         if signature is not None:
             _plans.remember(_plans.CHECKED_VARLEN_CALLS, signature, call)
     return_lse = bool(return_lse)

@@ -4,17 +4,21 @@
 //
 // Enumerations cross as the names of src/numerics/option_names.hpp ("full_int8", "u8", "running",
 // "tensor"), the ones the `intfa` tool uses; an unknown string is an InvalidArgument naming the
-// parameter.
+// parameter. The attention numerics (include/intfa/numerics.hpp) cross as ONE argument, a dict of
+// option name -> value name (numerics_from_dict), and numerics_fields() hands the list itself to
+// the Python layer: no option is named here.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
-#include "numerics/option_names.hpp"
 #include "attention/validation.hpp"
 #include "cache/bundle.hpp"
 #include "cache/disk_cache.hpp"
@@ -24,6 +28,7 @@
 #include "intfa/precompile.hpp"
 #include "intfa_version.hpp"
 #include "launch/kernel_runtime.hpp"
+#include "numerics/option_names.hpp"
 #include "paged.hpp"
 
 namespace py = pybind11;
@@ -50,17 +55,10 @@ Enum parse_option_argument(const std::string& name, const char* field) {
 Variant parse_variant(const std::string& name) {
   return parse_option_argument<Variant>(name, "variant");
 }
-PEncoding parse_p_encoding(const std::string& name) {
-  return parse_option_argument<PEncoding>(name, "p_encoding");
-}
-PScaleReference parse_p_scale(const std::string& name) {
-  return parse_option_argument<PScaleReference>(name, "p_scale");
-}
+// V's granularity as quantize_v and v_scale_count take it (how V is quantized, not an option of
+// an attention call: that one comes in `numerics`).
 VScaleGranularity parse_v_granularity(const std::string& name) {
   return parse_option_argument<VScaleGranularity>(name, "v_granularity");
-}
-KScaleGranularity parse_k_granularity(const std::string& name) {
-  return parse_option_argument<KScaleGranularity>(name, "k_granularity");
 }
 
 // The names of an option's values, in the enum's order, for the Python layer's checks.
@@ -70,6 +68,71 @@ py::tuple option_values() {
   for (const auto& row : OptionTable<Enum>::rows) names.append(row.name);
   return py::tuple(names);
 }
+
+// THE list of numerics options as the Python layer reads it (intfa/_checks.py): per option, in the
+// list's order, a dict of its "name" (the Python keyword), "default" (its value's name), "values"
+// (the names of its values, in the enum's order) and "read_by" (the variants whose kernels read
+// it).
+py::tuple numerics_fields() {
+  py::list fields;
+  for_each_numerics_field(AttentionNumerics{}, [&](const auto& field, const auto& value) {
+    using Enum = std::decay_t<decltype(value)>;
+    py::list read_by;
+    for (const auto& row : OptionTable<Variant>::rows) {
+      if (field.read_by_variant(row.value)) read_by.append(row.name);
+    }
+    fields.append(py::dict("name"_a = field.name, "default"_a = option_name(field.default_value),
+                           "values"_a = option_values<Enum>(), "read_by"_a = py::tuple(read_by)));
+  });
+  return py::tuple(fields);
+}
+
+// "p_encoding, p_scale, v_granularity or k_granularity": the options' names, for a message.
+std::string numerics_names_text() {
+  std::vector<std::string> names;
+  for_each_numerics_field(AttentionNumerics{},
+                          [&](const auto& field, const auto&) { names.push_back(field.name); });
+  std::string text;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) text += i + 1 == names.size() ? " or " : ", ";
+    text += names[i];
+  }
+  return text;
+}
+
+// A call's numerics as the Python layer passes them, option name -> value name: an option absent
+// keeps its default; an unknown option is an InvalidArgument of field "numerics", a value its table
+// does not spell one naming the option (as every surface reads them: name, old name, short name).
+AttentionNumerics numerics_from_dict(const std::map<std::string, std::string>& names) {
+  for (const auto& given : names) {
+    bool known = false;
+    for_each_numerics_field(AttentionNumerics{}, [&](const auto& field, const auto&) {
+      known |= given.first == field.name;
+    });
+    if (!known) {
+      throw InvalidArgument("numerics", "'" + given.first + "'",
+                            "expected a numerics option: " + numerics_names_text());
+    }
+  }
+  AttentionNumerics numerics;
+  for_each_numerics_field(numerics, [&](const auto& field, auto& value) {
+    using Enum = std::remove_reference_t<decltype(value)>;
+    const auto given = names.find(field.name);
+    if (given != names.end()) value = parse_option_argument<Enum>(given->second, field.name);
+  });
+  return numerics;
+}
+
+// `numerics` by name, every option: what a plan was made with (numerics_from_dict's inverse).
+py::dict numerics_dict(const AttentionNumerics& numerics) {
+  py::dict names;
+  for_each_numerics_field(numerics, [&](const auto& field, const auto& value) {
+    names[field.name] = option_name(value);
+  });
+  return names;
+}
+
+using NumericsNames = std::map<std::string, std::string>;
 
 void* pointer(std::uintptr_t address) {
   return reinterpret_cast<void*>(address);
@@ -131,19 +194,15 @@ py::dict runtime_dict() {
 py::dict precompile_dict(const std::string& arch, const std::vector<int>& head_dims,
                          const std::vector<std::string>& variants,
                          const std::vector<std::string>& dtypes, const std::vector<bool>& causal,
-                         const std::string& p_encoding, const std::string& p_scale,
-                         const std::string& v_granularity, bool smooth_k, unsigned jobs,
-                         bool rotate_qk, const std::string& k_granularity) {
+                         const NumericsNames& numerics, bool smooth_k, unsigned jobs,
+                         bool rotate_qk) {
   PrecompileRequest request;
   request.arch = arch;
   request.head_dims = head_dims;
   for (const std::string& variant : variants) request.variants.push_back(parse_variant(variant));
   for (const std::string& dtype : dtypes) request.dtypes.push_back(parse_dtype(dtype, "dtypes"));
   request.causal = causal;
-  request.options.numerics.p_encoding = parse_p_encoding(p_encoding);
-  request.options.numerics.p_scale = parse_p_scale(p_scale);
-  request.options.numerics.v_granularity = parse_v_granularity(v_granularity);
-  request.options.numerics.k_granularity = parse_k_granularity(k_granularity);
+  request.options.numerics = numerics_from_dict(numerics);
   request.options.smooth_k = smooth_k;
   request.options.rotate_qk = rotate_qk;
   request.jobs = jobs;
@@ -183,6 +242,7 @@ class AttentionPlan {
   }
 
   std::size_t workspace_bytes() const { return workspace_bytes_; }
+  const AttentionNumerics& numerics() const { return options_.numerics; }
 
   void run(std::uintptr_t q, std::uintptr_t k, std::uintptr_t v, std::uintptr_t out,
            std::uintptr_t lse, std::uintptr_t workspace, std::uintptr_t stream,
@@ -241,6 +301,8 @@ class Int8AttentionPlan {
     attention_forward(problem_, tensors, as_stream(stream), options_);
   }
 
+  const AttentionNumerics& numerics() const { return options_.numerics; }
+
  private:
   AttentionProblem problem_;
   AttentionTensors tensors_;
@@ -270,24 +332,33 @@ PYBIND11_MODULE(_intfa, m) {
         return names;
       },
       "The archs kernels can be compiled for (INTFA_ARCH, precompile's arch).");
+  m.def("numerics_fields", &numerics_fields,
+        "The attention numerics options (include/intfa/numerics.hpp, the one list), in its order: "
+        "per option a dict of name, default, values and read_by (variants).");
+  // option_values and default_options: the list's options by name, with the variant (values) and
+  // the Q/K transforms (defaults), which are no numerics options.
   m.def(
       "option_values",
       [] {
-        return py::dict("variant"_a = option_values<Variant>(),
-                        "p_encoding"_a = option_values<PEncoding>(),
-                        "p_scale"_a = option_values<PScaleReference>(),
-                        "v_granularity"_a = option_values<VScaleGranularity>(),
-                        "k_granularity"_a = option_values<KScaleGranularity>());
+        py::dict values("variant"_a = option_values<Variant>());
+        for (const py::handle field : numerics_fields()) values[field["name"]] = field["values"];
+        return values;
       },
-      "The names of each numerics option's values (src/numerics/option_names.hpp, the one table).");
+      "The names of the variant's and each numerics option's values "
+      "(src/numerics/option_names.hpp, the one table).");
   m.def("default_options", [] {
     const AttentionOptions defaults;
-    return py::dict("p_encoding"_a = option_name(defaults.numerics.p_encoding),
-                    "p_scale"_a = option_name(defaults.numerics.p_scale),
-                    "v_granularity"_a = option_name(defaults.numerics.v_granularity),
-                    "k_granularity"_a = option_name(defaults.numerics.k_granularity),
-                    "smooth_k"_a = defaults.smooth_k, "rotate"_a = defaults.rotate_qk);
+    py::dict result = numerics_dict(defaults.numerics);
+    result["smooth_k"] = defaults.smooth_k;
+    result["rotate"] = defaults.rotate_qk;
+    return result;
   });
+  m.def(
+      "numerics_from_dict",
+      [](const NumericsNames& numerics) { return numerics_dict(numerics_from_dict(numerics)); },
+      "A call's numerics (option name -> value name) as the plans read them: every option by its "
+      "name, the absent ones at their default (an unknown option or value: InvalidArgument).",
+      "numerics"_a);
 
   m.def("v_padded_seq", &v_padded_seq, "seq_kv"_a);
   m.def(
@@ -316,15 +387,11 @@ PYBIND11_MODULE(_intfa, m) {
                        const std::array<std::int64_t, 4>& k_strides,
                        const std::array<std::int64_t, 4>& v_strides,
                        const std::array<std::int64_t, 4>& out_strides, double softmax_scale,
-                       const std::string& p_encoding, const std::string& p_scale,
-                       const std::string& v_granularity, bool smooth_k, int total_q, int total_kv,
-                       bool rotate, const std::string& k_granularity) {
+                       const NumericsNames& numerics, bool smooth_k, int total_q, int total_kv,
+                       bool rotate) {
              AttentionOptions options;
              options.softmax_scale = softmax_scale;
-             options.numerics.p_encoding = parse_p_encoding(p_encoding);
-             options.numerics.p_scale = parse_p_scale(p_scale);
-             options.numerics.v_granularity = parse_v_granularity(v_granularity);
-             options.numerics.k_granularity = parse_k_granularity(k_granularity);
+             options.numerics = numerics_from_dict(numerics);
              options.smooth_k = smooth_k;
              options.rotate_qk = rotate;
              return AttentionPlan(
@@ -333,11 +400,12 @@ PYBIND11_MODULE(_intfa, m) {
            }),
            py::kw_only(), "batch"_a, "heads_q"_a, "heads_kv"_a, "seq_q"_a, "seq_kv"_a, "head_dim"_a,
            "causal"_a, "variant"_a, "dtype"_a, "q_strides"_a, "k_strides"_a, "v_strides"_a,
-           "out_strides"_a, "softmax_scale"_a, "p_encoding"_a, "p_scale"_a, "v_granularity"_a,
-           "smooth_k"_a, "total_q"_a = 0, "total_kv"_a = 0,
-           "rotate"_a = AttentionOptions{}.rotate_qk,
-           "k_granularity"_a = option_name(AttentionOptions{}.numerics.k_granularity))
+           "out_strides"_a, "softmax_scale"_a, "numerics"_a, "smooth_k"_a, "total_q"_a = 0,
+           "total_kv"_a = 0, "rotate"_a = AttentionOptions{}.rotate_qk)
       .def_property_readonly("workspace_bytes", &AttentionPlan::workspace_bytes)
+      .def_property_readonly(
+          "numerics", [](const AttentionPlan& plan) { return numerics_dict(plan.numerics()); },
+          "The numerics the plan runs with, every option by name.")
       .def("run", &AttentionPlan::run,
            "Quantizes q, k (and v) into `workspace` and attends into `out` (and `lse`, 0 for "
            "none) on `stream`: intfa::attention_forward_16bit. Addresses as ints; the offsets 0 "
@@ -354,14 +422,11 @@ PYBIND11_MODULE(_intfa, m) {
                        const std::array<std::int64_t, 4>& k_strides,
                        const std::array<std::int64_t, 4>& v_strides,
                        const std::array<std::int64_t, 4>& out_strides, double softmax_scale,
-                       const std::string& p_encoding, const std::string& p_scale,
-                       const std::string& v_granularity,
+                       const NumericsNames& numerics,
                        const std::optional<std::array<int, 4>>& config) {
              AttentionOptions options;
              options.softmax_scale = softmax_scale;
-             options.numerics.p_encoding = parse_p_encoding(p_encoding);
-             options.numerics.p_scale = parse_p_scale(p_scale);
-             options.numerics.v_granularity = parse_v_granularity(v_granularity);
+             options.numerics = numerics_from_dict(numerics);
              if (config) {
                options.config = KernelConfig{(*config)[0], (*config)[1], (*config)[2],
                                              (*config)[3],
@@ -373,8 +438,10 @@ PYBIND11_MODULE(_intfa, m) {
            }),
            py::kw_only(), "batch"_a, "heads_q"_a, "heads_kv"_a, "seq_q"_a, "seq_kv"_a, "head_dim"_a,
            "causal"_a, "variant"_a, "v_dtype"_a, "out_dtype"_a, "q_strides"_a, "k_strides"_a,
-           "v_strides"_a, "out_strides"_a, "softmax_scale"_a, "p_encoding"_a, "p_scale"_a,
-           "v_granularity"_a, "config"_a)
+           "v_strides"_a, "out_strides"_a, "softmax_scale"_a, "numerics"_a, "config"_a)
+      .def_property_readonly(
+          "numerics", [](const Int8AttentionPlan& plan) { return numerics_dict(plan.numerics()); },
+          "The numerics the plan runs with, every option by name.")
       .def("run", &Int8AttentionPlan::run,
            "intfa::attention_forward on `stream` (addresses as ints; lse, v_scale and "
            "q_dot_k_mean 0 for none).",
@@ -452,8 +519,7 @@ PYBIND11_MODULE(_intfa, m) {
          const std::string& v_dtype, const std::array<std::int64_t, 4>& v_strides,
          std::uintptr_t q_scale, std::uintptr_t k_scale, std::uintptr_t v_scale, std::uintptr_t out,
          const std::string& out_dtype, const std::array<std::int64_t, 4>& out_strides,
-         std::uintptr_t lse, double softmax_scale, const std::string& p_encoding,
-         const std::string& p_scale, const std::string& v_granularity,
+         std::uintptr_t lse, double softmax_scale, const NumericsNames& numerics,
          const std::optional<std::array<int, 4>>& config, std::uintptr_t stream,
          std::uintptr_t cu_seqlens_q, std::uintptr_t cu_seqlens_kv, int total_q, int total_kv,
          std::uintptr_t q_dot_k_mean) {
@@ -474,9 +540,7 @@ PYBIND11_MODULE(_intfa, m) {
         tensors.q_dot_k_mean = static_cast<const float*>(pointer(q_dot_k_mean));
         AttentionOptions options;
         options.softmax_scale = softmax_scale;
-        options.numerics.p_encoding = parse_p_encoding(p_encoding);
-        options.numerics.p_scale = parse_p_scale(p_scale);
-        options.numerics.v_granularity = parse_v_granularity(v_granularity);
+        options.numerics = numerics_from_dict(numerics);
         if (config)
           options.config = KernelConfig{(*config)[0], (*config)[1], (*config)[2], (*config)[3],
                                         path_for_config((*config)[0], (*config)[2])};
@@ -489,14 +553,12 @@ PYBIND11_MODULE(_intfa, m) {
       py::kw_only(), "batch"_a, "heads_q"_a, "heads_kv"_a, "seq_q"_a, "seq_kv"_a, "head_dim"_a,
       "causal"_a, "variant"_a, "q"_a, "q_strides"_a, "k"_a, "k_strides"_a, "v"_a, "v_dtype"_a,
       "v_strides"_a, "q_scale"_a, "k_scale"_a, "v_scale"_a, "out"_a, "out_dtype"_a, "out_strides"_a,
-      "lse"_a, "softmax_scale"_a, "p_encoding"_a, "p_scale"_a, "v_granularity"_a, "config"_a,
-      "stream"_a, "cu_seqlens_q"_a = 0, "cu_seqlens_kv"_a = 0, "total_q"_a = 0, "total_kv"_a = 0,
-      "q_dot_k_mean"_a = 0);
+      "lse"_a, "softmax_scale"_a, "numerics"_a, "config"_a, "stream"_a, "cu_seqlens_q"_a = 0,
+      "cu_seqlens_kv"_a = 0, "total_q"_a = 0, "total_kv"_a = 0, "q_dot_k_mean"_a = 0);
 
   m.def("precompile", &precompile_dict, py::kw_only(), "arch"_a, "head_dims"_a, "variants"_a,
-        "dtypes"_a, "causal"_a, "p_encoding"_a, "p_scale"_a, "v_granularity"_a, "smooth_k"_a,
-        "jobs"_a, "rotate"_a = AttentionOptions{}.rotate_qk,
-        "k_granularity"_a = option_name(AttentionOptions{}.numerics.k_granularity));
+        "dtypes"_a, "causal"_a, "numerics"_a, "smooth_k"_a, "jobs"_a,
+        "rotate"_a = AttentionOptions{}.rotate_qk);
 
   register_paged(m);
 }

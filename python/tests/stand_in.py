@@ -33,9 +33,8 @@ class StandInPlan:
         self.head_dim = q.shape[-1]
         self.is_causal, self.sm_scale, self.layout, self.smooth_k = (args.is_causal, args.sm_scale,
                                                                      args.layout, args.smooth_k)
-        self.options = (args.variant, args.v_granularity, args.p_encoding, args.p_scale)
-        self.rotate = args.rotate
-        self.k_granularity = args.k_granularity
+        self.variant, self.rotate = args.variant, args.rotate
+        self.numerics = dict(args.numerics)  # the numerics options by name
         self.workspace_bytes = 256
         self.runs = 0
         StandInPlan.made.append(self)

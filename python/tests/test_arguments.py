@@ -5,6 +5,7 @@ import math
 import unittest
 
 import intfa
+from intfa import _checks
 
 from support import needs_torch, torch
 
@@ -362,27 +363,46 @@ class FakeImplementationTest(unittest.TestCase):
         q = torch.empty(2, 8, 100, 128, dtype=torch.bfloat16, device="meta")
         kv = torch.empty(2, 2, 300, 128, dtype=torch.bfloat16, device="meta")
         for return_lse, lse_shape in ((True, (2, 8, 100)), (False, (0,))):
-            out, lse = torch.ops.intfa.attention(q, kv, kv, True, 0.0, "HND", "full_int8",
-                                                 "tensor", False, "u8", "running", False, return_lse)
+            out, lse = torch.ops.intfa.attention(q, kv, kv, True, 0.0, "HND", "full_int8", False,
+                                                 False, return_lse,
+                                                 "v_granularity=tensor,p_scale=running")
             self.assertEqual((out.shape, out.dtype), (q.shape, q.dtype))
             self.assertEqual((tuple(lse.shape), lse.dtype), (lse_shape, torch.float32))
 
-    def test_attention_takes_k_granularity_last_with_the_cpp_default(self):
-        # Added after return_lse with a default, as rotate was: existing calls keep their meaning.
-        schema = torch.ops.intfa.attention.default._schema
-        self.assertEqual([argument.name for argument in schema.arguments][-2:],
-                         ["return_lse", "k_granularity"])
-        self.assertEqual(schema.arguments[-1].default_value,
-                         intfa._intfa.default_options()["k_granularity"])
+    def test_the_numerics_are_one_str_argument_last_defaulting_to_the_cpp_defaults(self):
+        # One argument for every option of the list: a new option changes no schema.
+        for op in (torch.ops.intfa.attention, torch.ops.intfa.attention_varlen,
+                   torch.ops.intfa.attention_int8):
+            with self.subTest(op=str(op)):
+                schema = op.default._schema
+                self.assertEqual((schema.arguments[-1].name, str(schema.arguments[-1].type),
+                                  schema.arguments[-1].default_value), ("numerics", "str", ""))
+                names = [argument.name for argument in schema.arguments]
+                self.assertFalse(set(names) & set(_checks.NUMERICS), names)
         q = torch.empty(1, 4, 100, 64, dtype=torch.float16, device="meta")
-        out, lse = torch.ops.intfa.attention(q, q, q, False, 0.0, "HND", "full_int8", "channel",
-                                             True, "u8", "tile", False, True, "block")
+        out, lse = torch.ops.intfa.attention(q, q, q, False, 0.0, "HND", "full_int8", True,
+                                             False, True, "k_granularity=block")
         self.assertEqual((out.shape, tuple(lse.shape)), (q.shape, (1, 4, 100)))
+
+    def test_the_numerics_text_is_built_and_read_back_in_the_lists_order(self):
+        from intfa._op_args import numerics_of_text, numerics_text
+        numerics = _checks.check_numerics({name: None for name in _checks.NUMERICS})
+        self.assertEqual([name for name, _ in numerics], list(_checks.NUMERICS))
+        self.assertEqual(numerics_of_text(numerics_text(numerics)), numerics)
+        self.assertEqual(numerics_text(()), "")
+        self.assertEqual(numerics_of_text(""), ())
+        self.assert_invalid_text("p_encoding")
+
+    def assert_invalid_text(self, text):
+        from intfa._op_args import numerics_of_text
+        with self.assertRaises(intfa.InvalidArgument) as caught:
+            numerics_of_text(text)
+        self.assertEqual(caught.exception.field, "numerics")
 
     def test_attention_of_a_padded_head_dim_returns_the_callers_head_dim(self):
         q = torch.empty(1, 77, 4, 80, dtype=torch.float16, device="meta")  # NHD, d=80
-        out, lse = torch.ops.intfa.attention(q, q, q, False, 0.0, "NHD", "half_int8", "tensor",
-                                             False, "u8", "running", False, True)
+        out, lse = torch.ops.intfa.attention(q, q, q, False, 0.0, "NHD", "half_int8", False,
+                                             False, True)
         self.assertEqual((out.shape, tuple(lse.shape)), (q.shape, (1, 4, 77)))
 
     def test_attention_int8_lse_only_when_asked(self):
@@ -391,8 +411,8 @@ class FakeImplementationTest(unittest.TestCase):
         scale = torch.empty(1, 4, 33, device="meta")
         for return_lse, lse_shape in ((True, (1, 4, 33)), (False, (0,))):
             out, lse = torch.ops.intfa.attention_int8(q8, q8, v, scale, scale, None, False, 0.0,
-                                                      "HND", torch.bfloat16, "u8", "running",
-                                                      return_lse, None)
+                                                      "HND", torch.bfloat16, return_lse, None,
+                                                      None, "p_encoding=u8,p_scale=running")
             self.assertEqual((out.shape, out.dtype), (q8.shape, torch.bfloat16))
             self.assertEqual(tuple(lse.shape), lse_shape)
 
@@ -402,8 +422,8 @@ class FakeImplementationTest(unittest.TestCase):
         offsets = torch.empty(4, dtype=torch.int32, device="meta")
         for return_lse, lse_shape in ((True, (8, 300)), (False, (0,))):
             out, lse = torch.ops.intfa.attention_varlen(q, kv, kv, offsets, offsets, 200, 300,
-                                                        True, 0.0, "full_int8", "channel",
-                                                        False, "u8", "tile", return_lse)
+                                                        True, 0.0, "full_int8", False, False,
+                                                        return_lse, "v_granularity=channel")
             self.assertEqual((out.shape, out.dtype), (q.shape, q.dtype))
             self.assertEqual(tuple(lse.shape), lse_shape)
 

@@ -214,9 +214,8 @@ class OpsTest(unittest.TestCase):
                     self.assertLess(error, 0.04)
                     self.assertFalse(torch.equal(per_block, per_token))
                     through_op = torch.ops.intfa.attention(
-                        q, k, v, causal, 0.0, "HND", "full_int8", DEFAULTS["v_granularity"],
-                        DEFAULTS["smooth_k"], DEFAULTS["p_encoding"], DEFAULTS["p_scale"],
-                        DEFAULTS["rotate"], False, "block")[0]
+                        q, k, v, causal, 0.0, "HND", "full_int8", DEFAULTS["smooth_k"],
+                        DEFAULTS["rotate"], False, "k_granularity=block")[0]
                     self.assertTrue(torch.equal(through_op, per_block))
 
     def test_runs_on_the_current_stream(self):
@@ -271,7 +270,8 @@ class OpsTest(unittest.TestCase):
         q, k, v = random_qkv(1, 4, 2, 200, 300, 128, "HND", torch.float16)
         quantized = intfa.quantize(q, k, v)
         through_op = torch.ops.intfa.attention_int8(*quantized[:6], True, 0.0, "HND",
-                                                    torch.float16, "u8", "tile", False, None)[0]
+                                                    torch.float16, False, None, None,
+                                                    "p_encoding=u8,p_scale=tile")[0]
         # With the op itself out of reach, a plain eager call still runs: it never used it.
         op, _ops.attention_int8_op.op = _ops.attention_int8_op.op, None
         try:

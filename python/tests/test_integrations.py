@@ -156,9 +156,9 @@ class PatchSdpaTest(FallbackCase):
         with stand_in_kernels() as plans, intfa.patch_sdpa(variant="half_int8", smooth_k=True,
                                                             p_scale="running"):
             sdpa()(q, q, q)
-        self.assertEqual(plans[-1].options[0], "half_int8")
+        self.assertEqual(plans[-1].variant, "half_int8")
         self.assertTrue(plans[-1].smooth_k)
-        self.assertEqual(plans[-1].options[3], "running")
+        self.assertEqual(plans[-1].numerics["p_scale"], "running")
 
     def test_policy_error_raises_instead_of_falling_back(self):
         q = halves(1, 2, 16, 64)
@@ -230,7 +230,7 @@ class DiffusersRegistrationTest(FallbackCase):
             with intfa_diffusers.register(variant="half_int8") as registration:
                 out = dispatch.dispatch_attention_fn(q, q, q)
                 self.assertIs(registration.previous, native)
-            self.assertEqual(plans[-1].options[0], "half_int8")
+            self.assertEqual(plans[-1].variant, "half_int8")
             self.assertIs(dispatch._AttentionBackendRegistry._backends[
                 dispatch.AttentionBackendName.NATIVE], native)
         self.assertLess(max_error(out, reference(q, q, q, layout="NHD")[0]), 2e-3)

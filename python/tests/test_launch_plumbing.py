@@ -14,12 +14,15 @@ needs_no_gpu = unittest.skipUnless(
     "memory, which only a machine without a GPU refuses before launching")
 
 
-def attention_args(is_causal=True, rotate=False, **named):
+def attention_args(is_causal=True, rotate=False, layout="HND", variant="full_int8",
+                   smooth_k=False, **numerics):
     """intfa.attention's checked arguments (the softmax scale 0.0: 1/sqrt(head_dim), P as u8,
-    K per token; the rest as `named`)."""
+    K per token; the numerics options by name as `numerics`)."""
     from intfa._op_args import AttentionArgs
-    return AttentionArgs(**dict(dict(is_causal=is_causal, sm_scale=0.0, p_encoding="u8",
-                                     rotate=rotate, k_granularity="token"), **named))
+    return AttentionArgs(is_causal=is_causal, sm_scale=0.0, layout=layout, variant=variant,
+                         smooth_k=smooth_k, rotate=rotate, numerics=tuple(
+                             dict(dict(p_encoding="u8", k_granularity="token"),
+                                  **numerics).items()))
 
 
 @needs_torch
@@ -61,7 +64,8 @@ class LaunchPlumbingTest(unittest.TestCase):
             v, v_scale = _tensors.empty_v(_tensors.bhnd(v, layout), granularity, v.device)
         out, lse = _tensors.empty_attention(q8, layout, q.dtype, True)
         args = Int8AttentionArgs(is_causal=True, sm_scale=0.0, layout=layout, out_dtype=q.dtype,
-                                 p_encoding="u8", p_scale="running", config=None)
+                                 numerics=(("p_encoding", "u8"), ("p_scale", "running")),
+                                 config=None)
         plan = _plans.int8_attention_plan(q8, k8, v, v_scale, out, args)
         addresses = [q8.data_ptr(), k8.data_ptr(), v.data_ptr(), q_scale.data_ptr(),
                      k_scale.data_ptr(), v_scale.data_ptr() if v_scale is not None else 0,
@@ -136,6 +140,82 @@ class LaunchPlumbingTest(unittest.TestCase):
             plan.run(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), 0, aligned + 16, 0)
         self.assertEqual(caught.exception.field, "workspace")
 
+
+@needs_torch
+@needs_no_gpu
+class NumericsReachThePlanTest(unittest.TestCase):
+    """Each numerics keyword of each entry point, at each of its values, reaches the C++ plan
+    (its `numerics`, every option by name), the options it does not take at their defaults: the
+    package names no option, so this covers every option of the list. CPU tensors pass the device
+    checks here; the launch then stops (NoDevice: host memory, no GPU)."""
+
+    def plans_of(self, entry_point, call):
+        """Runs call(**{name: value}) per numerics keyword `entry_point` has and value of it;
+        yields (name, value, the numerics of the plan made)."""
+        import contextlib
+        import inspect
+        from unittest import mock
+        from intfa import _attention_checks, _checks, _ops, _plans
+        parameters = inspect.signature(entry_point).parameters
+        taken = [field for field in _checks.NUMERICS_FIELDS if field["name"] in parameters]
+        self.assertTrue(taken)
+        made = []
+
+        def recorded(make):
+            def record(*args, **named):
+                made.append(make(*args, **named))
+                return made[-1]
+            return record
+
+        with mock.patch.object(_attention_checks, "check_kernel_device", lambda q, k, v: None), \
+                mock.patch.object(_attention_checks, "check_device", lambda tensors: None), \
+                mock.patch.object(_ops, "on", lambda device: contextlib.nullcontext()), \
+                mock.patch.object(_ops, "stream", lambda device: 0), \
+                mock.patch.object(_plans, "attention_plan", recorded(_plans.attention_plan)), \
+                mock.patch.object(_plans, "int8_attention_plan",
+                                  recorded(_plans.int8_attention_plan)):
+            for field in taken:
+                for value in field["values"]:
+                    with self.subTest(name=field["name"], value=value):
+                        made.clear()
+                        _plans.CHECKED_ATTENTION_CALLS.clear()
+                        with self.assertRaises(intfa.Error):  # the launch, on host memory
+                            call(**{field["name"]: value})
+                        self.assertEqual(len(made), 1)
+                        yield field["name"], value, made[0].numerics
+
+    def expected(self, name, value, **others):
+        from intfa import _checks
+        numerics = {field["name"]: field["default"] for field in _checks.NUMERICS_FIELDS}
+        numerics.update(others)
+        numerics[name] = value
+        return numerics
+
+    def test_attention(self):
+        q = torch.zeros(1, 2, 70, 64, dtype=torch.float16)
+        for name, value, numerics in self.plans_of(
+                intfa.attention, lambda **numerics: intfa.attention(q, q, q, fallback="error",
+                                                                     **numerics)):
+            self.assertEqual(numerics, self.expected(name, value))
+
+    def test_attention_varlen(self):
+        q = torch.zeros(45, 2, 64, dtype=torch.float16)
+        offsets = torch.tensor([0, 5, 45], dtype=torch.int32)
+        for name, value, numerics in self.plans_of(
+                intfa.attention_varlen, lambda **numerics: intfa.attention_varlen(
+                    q, q, q, offsets, offsets, 40, 40, **numerics)):
+            self.assertEqual(numerics, self.expected(name, value))
+
+    def test_attention_int8(self):
+        from intfa import _tensors
+        q = torch.zeros(1, 2, 16, 64, dtype=torch.float16)
+        q8, q_scale, _ = _tensors.empty_qk(q, "HND", False)
+        v8, v_scale = _tensors.empty_v(_tensors.bhnd(q, "HND"), "tensor", q.device)
+        for name, value, numerics in self.plans_of(
+                intfa.attention_int8, lambda **numerics: intfa.attention_int8(
+                    q8, q8, v8, q_scale, q_scale, v_scale, **numerics)):
+            # V's granularity is that of its scales.
+            self.assertEqual(numerics, self.expected(name, value, v_granularity="tensor"))
 
 if __name__ == "__main__":
     unittest.main()
