@@ -16,6 +16,7 @@
 #include "reference/quantized_model.hpp"
 #include "reference/reference.hpp"
 #include "support/gpu.hpp"
+#include "support/numerics_printer.hpp"
 
 namespace intfa {
 
@@ -31,9 +32,6 @@ inline std::string granularity_name(VScaleGranularity granularity) {
       return "PerBlock";
   }
   return "Unknown";
-}
-inline void PrintTo(VScaleGranularity granularity, std::ostream* os) {
-  *os << granularity_name(granularity);
 }
 
 namespace {
