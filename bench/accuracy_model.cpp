@@ -182,16 +182,19 @@ Arguments parse(int argc, char** argv) {
 PipelineOptions pipeline_options(const Arguments& arguments, const std::string& variant,
                                  int head_dim, const Transform& transform) {
   intfa::AttentionOptions attention;
-  attention.numerics.v_granularity = arguments.v_scale == "tensor"  ? intfa::VScaleGranularity::kPerTensor
-                                     : arguments.v_scale == "block" ? intfa::VScaleGranularity::kPerBlock
-                                                                    : intfa::VScaleGranularity::kPerChannel;
-  attention.numerics.k_granularity =
-      transform.k_per_block ? intfa::KScaleGranularity::kPerBlock : intfa::KScaleGranularity::kPerToken;
+  attention.numerics.v_granularity =
+      arguments.v_scale == "tensor"  ? intfa::VScaleGranularity::kPerTensor
+      : arguments.v_scale == "block" ? intfa::VScaleGranularity::kPerBlock
+                                     : intfa::VScaleGranularity::kPerChannel;
+  attention.numerics.k_granularity = transform.k_per_block ? intfa::KScaleGranularity::kPerBlock
+                                                           : intfa::KScaleGranularity::kPerToken;
   attention.smooth_k = transform.smooth_k;
   attention.rotate_qk = transform.rotate;
   PipelineOptions options = PipelineOptions::of(
       variant == "full" ? intfa::Variant::kFullInt8 : intfa::Variant::kHalfInt8, attention,
-      arguments.block_n > 0 ? arguments.block_n : head_dim >= 256 ? 64 : 128);
+      arguments.block_n > 0 ? arguments.block_n
+      : head_dim >= 256     ? 64
+                            : 128);
   options.exact_mean = transform.exact_mean;
   options.q_low_terms = transform.q_low_terms;
   options.k_low_terms = transform.k_low_terms;

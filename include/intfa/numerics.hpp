@@ -52,14 +52,14 @@ enum class ReadBy { kFullInt8, kBothVariants };
 // The defaults are the most accurate combination within 5% of the paper's speed (u8 P against the
 // tile max, per-channel V: 1.4% relative L2 on N(0,1), the paper's numerics 2.5-4.6%;
 // bench/history/2026-11-23.md, "Choosing the defaults").
-#define INTFA_ATTENTION_NUMERICS(X)                                                             \
-  X(p_encoding, PEncoding, kUnsigned255, "p", kFullInt8, 1,                                     \
-    "P's encoding (full INT8): u8, R = 255, or s8, R = 127")                                    \
-  X(p_scale, PScaleReference, kTileMax, "p-scale", kFullInt8, 1,                                \
-    "P's reference (full INT8): the running row max or the tile's max")                         \
-  X(v_granularity, VScaleGranularity, kPerChannel, "v-scale", kFullInt8, 1,                     \
-    "V's scales (full INT8): per tensor, channel or block of tokens")                           \
-  X(k_granularity, KScaleGranularity, kPerToken, "k-scale", kBothVariants, 2,                   \
+#define INTFA_ATTENTION_NUMERICS(X)                                           \
+  X(p_encoding, PEncoding, kUnsigned255, "p", kFullInt8, 1,                   \
+    "P's encoding (full INT8): u8, R = 255, or s8, R = 127")                  \
+  X(p_scale, PScaleReference, kTileMax, "p-scale", kFullInt8, 1,              \
+    "P's reference (full INT8): the running row max or the tile's max")       \
+  X(v_granularity, VScaleGranularity, kPerChannel, "v-scale", kFullInt8, 1,   \
+    "V's scales (full INT8): per tensor, channel or block of tokens")         \
+  X(k_granularity, KScaleGranularity, kPerToken, "k-scale", kBothVariants, 2, \
     "K's scales: per key, or per 64-key block (a faster kernel, a coarser K; 8-bit Q.K, dense)")
 
 struct AttentionNumerics {
@@ -92,18 +92,16 @@ struct NumericsField {
   }
   // Whether `value` is named in text and files: always for the first options, else when it is
   // not the default.
-  constexpr bool named(Enum value) const {
-    return since_schema == 1 || value != default_value;
-  }
+  constexpr bool named(Enum value) const { return since_schema == 1 || value != default_value; }
 };
 
 // Calls visit(field, value) for each option in the list's order: `field` is its
 // NumericsField<Enum>, `value` the member of `numerics` (const or not).
 template <typename Numerics, typename Visitor>
 constexpr void for_each_numerics_field(Numerics&& numerics, Visitor&& visit) {
-#define INTFA_NUMERICS_VISIT(member, Enum, default_value, flag, read_by, since_schema, help) \
-  visit(NumericsField<Enum>{#member, Enum::default_value, flag, ReadBy::read_by,            \
-                            since_schema, help},                                            \
+#define INTFA_NUMERICS_VISIT(member, Enum, default_value, flag, read_by, since_schema, help)   \
+  visit(NumericsField<Enum>{#member, Enum::default_value, flag, ReadBy::read_by, since_schema, \
+                            help},                                                             \
         numerics.member);
   INTFA_ATTENTION_NUMERICS(INTFA_NUMERICS_VISIT)
 #undef INTFA_NUMERICS_VISIT

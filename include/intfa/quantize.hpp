@@ -35,7 +35,8 @@ struct QuantizeOptions {
   bool rotate = false;
   // K only, 8 bits, dense: one scale per block of 64 rows of a (batch, head) (the largest |x| of
   // the block over 127), `scales` [batch][heads][k_scale_blocks(seq)]; rows past the sequence's
-  // end do not count. For attention_forward with AttentionOptions::numerics.k_granularity per block.
+  // end do not count. For attention_forward with AttentionOptions::numerics.k_granularity per
+  // block.
   KScaleGranularity k_granularity = KScaleGranularity::kPerToken;
 };
 

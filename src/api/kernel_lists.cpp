@@ -5,8 +5,8 @@
 #include <mutex>
 #include <thread>
 
-#include "families/paged_family.hpp"
 #include "device/arch.hpp"
+#include "families/paged_family.hpp"
 #include "spec/quantize_specs.hpp"
 
 namespace intfa::aot {

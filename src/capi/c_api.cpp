@@ -1,17 +1,16 @@
 // The C API: converts plain structs to the C++ API and every exception to a status code.
-#include "intfa/intfa.h"
-
 #include <cstring>
 #include <exception>
 #include <string>
 
-#include "numerics/option_names.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
+#include "intfa/intfa.h"
 #include "intfa/paged.hpp"
 #include "intfa/precompile.hpp"
 #include "intfa/quantize.hpp"
 #include "intfa_version.hpp"
+#include "numerics/option_names.hpp"
 
 namespace {
 

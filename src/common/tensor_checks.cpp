@@ -10,8 +10,7 @@
 
 namespace intfa::checks {
 
-void require_at_most(int value, int limit, const char* field, const char* why,
-                     const char* member) {
+void require_at_most(int value, int limit, const char* field, const char* why, const char* member) {
   if (value > limit) {
     throw InvalidArgument(std::string(field) + member, std::to_string(value),
                           "expected <= " + std::to_string(limit) + " (" + why + ")");

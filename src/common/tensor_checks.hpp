@@ -42,7 +42,7 @@ std::string strides_text(const std::array<std::int64_t, N>& strides) {
 }
 
 struct ViewRequirements {
-  const char* field;                   // "tensors.q"
+  const char* field;                    // "tensors.q"
   std::array<std::int64_t, 4> extents;  // logical [batch, heads, seq, head_dim]
   int element_bytes;                    // bytes per stride unit
   int alignment_bytes;                  // of the data pointer and of the batch/head/row strides

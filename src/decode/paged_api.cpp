@@ -7,9 +7,9 @@
 
 #include "common/tensor_checks.hpp"
 #include "decode/paged_checks.hpp"
-#include "families/paged_family.hpp"
 #include "device/device_info.hpp"
 #include "device/driver_api.hpp"
+#include "families/paged_family.hpp"
 #include "intfa/errors.hpp"
 #include "intfa/paged.hpp"
 #include "launch/kernel_runtime.hpp"

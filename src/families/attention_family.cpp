@@ -64,7 +64,8 @@ render::Instantiation portable_instantiation(const render::KernelSpec& spec) {
       .add("causal", spec.causal)
       .add("varlen", spec.varlen);
   const render::ConstantsStruct numerics = numerics_constants(spec);
-  return {"attention/attention_forward.cuh",           "intfa::kernels::attention_forward<intfa::kernels::AttentionConfig<" + fields.name() +
+  return {"attention/attention_forward.cuh",
+          "intfa::kernels::attention_forward<intfa::kernels::AttentionConfig<" + fields.name() +
               ", " + numerics.name() + ">>",
           "intfa::kernels::AttentionParams", fields.definition() + numerics.definition()};
 }
@@ -76,8 +77,7 @@ std::string fields_text(const render::KernelSpec& spec) {
          render::element_type_name(spec.input_type) + "->" +
          render::element_type_name(spec.output_type) + (spec.causal ? " causal" : "") +
          (spec.varlen ? " varlen" : "") + numerics::text(spec.numerics, spec.variant) +
-         (spec.quantizes_q ? spec.q_dot_k_mean ? " q=in_kernel+q_dot_k_mean" : " q=in_kernel"
-                           : "");
+         (spec.quantizes_q ? spec.q_dot_k_mean ? " q=in_kernel+q_dot_k_mean" : " q=in_kernel" : "");
 }
 
 int shared_bytes(const render::KernelSpec& spec) {

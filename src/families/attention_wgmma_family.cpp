@@ -35,7 +35,8 @@ render::Instantiation wgmma_instantiation(const render::KernelSpec& spec) {
       .add("quantizes_q", spec.quantizes_q)
       .add("q_dot_k_mean", spec.q_dot_k_mean);
   const render::ConstantsStruct numerics = numerics_constants(spec);
-  return {"attention/attention_forward_wgmma.cuh",           "intfa::kernels::attention_forward_wgmma<intfa::kernels::WgmmaAttentionConfig<" +
+  return {"attention/attention_forward_wgmma.cuh",
+          "intfa::kernels::attention_forward_wgmma<intfa::kernels::WgmmaAttentionConfig<" +
               fields.name() + ", " + numerics.name() + ">>",
           "const __grid_constant__ intfa::kernels::WgmmaAttentionParams",
           fields.definition() + numerics.definition()};
@@ -80,8 +81,8 @@ void validate_wgmma_config(const render::KernelSpec& spec) {
   }
   // Half INT8 keeps the FP32 output, S and the 16-bit P in registers together: at d=128 they
   // fit 160 registers beside the loop's own with 64-key tiles only (S and P take half as many).
-  if (consumer_groups == 3 && spec.variant == Variant::kHalfInt8 &&
-      spec.head_dim > 64 && !(spec.head_dim == 128 && spec.block_n == 64)) {
+  if (consumer_groups == 3 && spec.variant == Variant::kHalfInt8 && spec.head_dim > 64 &&
+      !(spec.head_dim == 128 && spec.block_n == 64)) {
     throw InvalidArgument("config.warps", std::to_string(spec.warps),
                           "3 consumer warpgroups leave 160 registers per thread: half_int8 at "
                           "head_dim 128 needs block_n = 64 (head_dim 64: any)");

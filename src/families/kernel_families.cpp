@@ -4,9 +4,9 @@
 // above the families, so that render/ includes none of their headers; render() reaches it through
 // the library's link, not through a registry filled by static initialisers (a static library
 // drops objects nothing references).
-#include "families/paged_family.hpp"
 #include "families/attention_family.hpp"
 #include "families/attention_wgmma_family.hpp"
+#include "families/paged_family.hpp"
 #include "families/quantize_family.hpp"
 #include "intfa/errors.hpp"
 #include "render/render.hpp"
@@ -37,12 +37,15 @@ std::string family_fields_text(const KernelSpec& spec) {
     case KernelFamily::kQuantizeVScale:
     case KernelFamily::kQuantizeV:
     case KernelFamily::kQuantizeKVScale:
-    case KernelFamily::kQuantizeKV: return quantize::fields_text(spec);
+    case KernelFamily::kQuantizeKV:
+      return quantize::fields_text(spec);
     case KernelFamily::kAttention:
-    case KernelFamily::kAttentionWgmma: return attention::fields_text(spec);
+    case KernelFamily::kAttentionWgmma:
+      return attention::fields_text(spec);
     case KernelFamily::kPagedAppend:
     case KernelFamily::kPagedDecode:
-    case KernelFamily::kMergeStates: return paged::describe(spec);
+    case KernelFamily::kMergeStates:
+      return paged::describe(spec);
   }
   throw InternalError("unknown KernelFamily");
 }

@@ -42,7 +42,8 @@ render::Instantiation quantize_instantiation(const render::KernelSpec& spec, con
 // A kernel of quantize_v.cuh: quantize_v_scale or quantize_v.
 render::Instantiation quantize_v_instantiation(const render::KernelSpec& spec, const char* kernel) {
   return quantize_instantiation(spec, "quantize_v.cuh", kernel,
-                                {option_kernel_argument(spec.numerics.v_granularity)}, "QuantizeVParams");
+                                {option_kernel_argument(spec.numerics.v_granularity)},
+                                "QuantizeVParams");
 }
 
 // A kernel of K's rows and V in one launch (quantize_k_v_scale, quantize_k_v: header
@@ -58,10 +59,11 @@ render::Instantiation k_and_v_instantiation(const render::KernelSpec& spec, cons
     throw InvalidArgument("spec.k_granularity", spec.to_string(),
                           std::string(kernel) + " takes K's rows per token, without q_dot_k_mean");
   }
-  return quantize_instantiation(spec, (std::string(kernel) + ".cuh").c_str(), kernel,
-                                {std::to_string(spec.qk_bits), bool_argument(spec.smooth_k),
-                                 bool_argument(spec.rotate), option_kernel_argument(spec.numerics.v_granularity)},
-                                params);
+  return quantize_instantiation(
+      spec, (std::string(kernel) + ".cuh").c_str(), kernel,
+      {std::to_string(spec.qk_bits), bool_argument(spec.smooth_k), bool_argument(spec.rotate),
+       option_kernel_argument(spec.numerics.v_granularity)},
+      params);
 }
 
 // The members every quantize kernel's parameters share: the 16-bit input and its element
@@ -189,13 +191,17 @@ std::string fields_text(const render::KernelSpec& spec) {
              (spec.q_dot_k_mean ? " q_dot_k_mean" : "") + (spec.rotate ? " rotate" : "") +
              (spec.numerics.k_granularity == KScaleGranularity::kPerBlock ? " k-scale=block" : "");
       break;
-    case render::KernelFamily::kChannelMean: text = input; break;
+    case render::KernelFamily::kChannelMean:
+      text = input;
+      break;
     case render::KernelFamily::kQuantizeKVScale:
     case render::KernelFamily::kQuantizeKV:
       text = input + bits + (spec.smooth_k ? " smooth_k" : "") + (spec.rotate ? " rotate" : "") +
              v_scale;
       break;
-    default: text = input + v_scale; break;  // kQuantizeVScale, kQuantizeV
+    default:
+      text = input + v_scale;
+      break;  // kQuantizeVScale, kQuantizeV
   }
   return text;
 }

@@ -18,8 +18,8 @@ namespace intfa::numerics {
 std::uint64_t code(const AttentionNumerics& numerics);
 // (code has room for 8 options of up to 256 values.)
 
-// The options a `variant` kernel reads that are named (NumericsField::named), as " flag=name" each, in list
-// order: " p=u8 p-scale=tile v-scale=channel" (+ " k-scale=block" when per block).
+// The options a `variant` kernel reads that are named (NumericsField::named), as " flag=name" each,
+// in list order: " p=u8 p-scale=tile v-scale=channel" (+ " k-scale=block" when per block).
 std::string text(const AttentionNumerics& numerics, Variant variant);
 
 // Sets the members of `object` for the options a `variant` kernel reads that are named; without a
@@ -46,8 +46,8 @@ void for_each_kernel_constant(const AttentionNumerics& numerics, Add&& add) {
 // The options of `object`'s members, a member absent keeping its value in `numerics` (the
 // defaults unless the file's writer has others: a kernel spec's are paper_numerics); a value no
 // table spells
-// throws `Error(prefix + member, <the value as JSON>, "expected one of a, b, c")` (InvalidArgument or
-// a class derived from it taking the same arguments).
+// throws `Error(prefix + member, <the value as JSON>, "expected one of a, b, c")` (InvalidArgument
+// or a class derived from it taking the same arguments).
 template <typename Error>
 AttentionNumerics read_json(const json::Value& object, const std::string& prefix,
                             AttentionNumerics numerics = AttentionNumerics{}) {
@@ -55,7 +55,8 @@ AttentionNumerics read_json(const json::Value& object, const std::string& prefix
     using Enum = std::remove_reference_t<decltype(value)>;
     const json::Value* member = object.find(field.name);
     if (member == nullptr) return;
-    const auto parsed = member->is_string() ? parse_option<Enum>(member->as_string()) : std::nullopt;
+    const auto parsed =
+        member->is_string() ? parse_option<Enum>(member->as_string()) : std::nullopt;
     if (!parsed) {
       throw Error(prefix + field.name, json::MemberReader::shown(*member),
                   "expected one of " + option_names_text<Enum>(", "));

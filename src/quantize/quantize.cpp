@@ -5,8 +5,8 @@
 #include <limits>
 #include <optional>
 
-#include "common/tensor_checks.hpp"
 #include "common/env.hpp"
+#include "common/tensor_checks.hpp"
 #include "device/device_info.hpp"
 #include "device/driver_api.hpp"
 #include "families/quantize_family.hpp"

@@ -45,7 +45,8 @@ struct Instantiation {
 class ConstantsStruct {
  public:
   explicit ConstantsStruct(std::string prefix) : name_(std::move(prefix)) {}
-  ConstantsStruct& add(const std::string& type, const std::string& member, const std::string& value);
+  ConstantsStruct& add(const std::string& type, const std::string& member,
+                       const std::string& value);
   ConstantsStruct& add(const std::string& member, int value);
   ConstantsStruct& add(const std::string& member, bool value);
   ConstantsStruct& add(const std::string& member, kernels::ElementType value);

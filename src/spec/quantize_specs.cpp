@@ -24,12 +24,13 @@ std::vector<render::KernelSpec> call_specs(const attention::SpecRequest& request
   // K's rows share V's max pass's launch where they can (quantize_k_and_v_channels; a grid of
   // over 2^31 blocks would fall back to the two kernels, compiled on demand: no such problem fits
   // a GPU's memory).
-  const bool k_with_v =
-      full_int8 && k_and_v_share_a_launch(request.numerics.k_granularity, request.numerics.v_granularity);
+  const bool k_with_v = full_int8 && k_and_v_share_a_launch(request.numerics.k_granularity,
+                                                            request.numerics.v_granularity);
   if (k_with_v) {
     // sm_90a: K and all of V in one launch where V fits its clusters; the two launches below for
     // longer V.
-    if (k_and_v_take_one_launch(request.arch, request.numerics.k_granularity, request.numerics.v_granularity)) {
+    if (k_and_v_take_one_launch(request.arch, request.numerics.k_granularity,
+                                request.numerics.v_granularity)) {
       specs.push_back(k_v_spec(request.arch, request.head_dim, input, request.qk_bits, k_rows,
                                request.numerics.v_granularity));
     }
@@ -38,7 +39,8 @@ std::vector<render::KernelSpec> call_specs(const attention::SpecRequest& request
   } else {
     specs.push_back(k_spec);
     if (full_int8 && request.numerics.v_granularity != VScaleGranularity::kPerBlock) {
-      specs.push_back(v_scale_spec(request.arch, request.head_dim, input, request.numerics.v_granularity));
+      specs.push_back(
+          v_scale_spec(request.arch, request.head_dim, input, request.numerics.v_granularity));
     }
   }
   // Q's rows kernel is K's when K is not smoothed, unless K's went into the shared launch.

@@ -201,8 +201,8 @@ attention::SpecRequest request_from_json(const json::Value& object, const std::s
   }
   // The numerics the variant reads (absent: the default; k_granularity is written only when per
   // block, as in every file before it existed).
-  request.numerics = numerics_read_by(request.variant,
-                                      numerics::read_json<DatabaseError>(object, where));
+  request.numerics =
+      numerics_read_by(request.variant, numerics::read_json<DatabaseError>(object, where));
   return request;
 }
 
@@ -367,8 +367,8 @@ json::Value TuningDatabase::to_json() const {
   json::Value document = json::Value::object();
   int version = kOldestSchemaVersion;
   for (const TuningEntry& e : entries_) {
-    version = std::max(version, numerics::schema_version(e.bucket.request.numerics,
-                                                         e.bucket.request.variant));
+    version = std::max(
+        version, numerics::schema_version(e.bucket.request.numerics, e.bucket.request.variant));
   }
   document.set("schema_version", version);
   json::Value list = json::Value::array();

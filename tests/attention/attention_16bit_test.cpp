@@ -11,13 +11,13 @@
 #include <utility>
 #include <vector>
 
-#include "numerics/option_names.hpp"
 #include "attention/attention_launch.hpp"
 #include "attention/attention_test_support.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
 #include "intfa/intfa.h"
 #include "intfa/quantize.hpp"
+#include "numerics/option_names.hpp"
 #include "reference/half.hpp"
 #include "reference/reference.hpp"
 #include "spec/attention_spec.hpp"

@@ -162,7 +162,8 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
        {"bool quantizes_q = true;", "bool q_dot_k_mean = true;",
         "intfa::kernels::ElementType input_type = intfa::kernels::ElementType::kBF16;"}) {
     EXPECT_NE(unit.source.find(std::string("static constexpr ") + member), std::string::npos)
-        << member << "\n" << unit.source;
+        << member << "\n"
+        << unit.source;
   }
   EXPECT_NE(spec.to_string().find(" q=in_kernel+q_dot_k_mean"), std::string::npos);
   EXPECT_EQ(render::KernelSpec::from_json(spec.to_json()), spec);

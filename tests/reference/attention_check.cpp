@@ -143,19 +143,20 @@ std::size_t count_v_mismatches(const DeviceBuffer& v8, const DeviceBuffer& scale
 
 std::string CheckCase::to_string() const {
   char text[512];
-  std::snprintf(text, sizeof text,
-                "%s b%d hq%d hkv%d nq%d nkv%d d%d%s qk%d%s%s%s %s%s %s %s p=%s/%s v=%d seed=%llu",
-                problem.variant == intfa::Variant::kFullInt8 ? "full_int8" : "half_int8",
-                problem.batch, problem.heads_q, problem.heads_kv, problem.seq_q, problem.seq_kv,
-                problem.head_dim, problem.causal ? " causal" : "", problem.qk_bits,
-                options.smooth_k ? " smooth_k" : "", options.rotate_qk ? " rotate" : "",
-                options.numerics.k_granularity == KScaleGranularity::kPerBlock ? " k=block" : "",
-                layout == Layout::kBHND ? "BHND" : "BNHD",
-                out_row_padding != 0 ? (" out+" + std::to_string(out_row_padding)).c_str() : "",
-                dtype_name(io_type).c_str(), family_name(inputs).c_str(),
-                options.numerics.p_encoding == intfa::PEncoding::kSigned127 ? "s8" : "u8",
-                options.numerics.p_scale == intfa::PScaleReference::kRunningMax ? "running" : "tile",
-                static_cast<int>(options.numerics.v_granularity), static_cast<unsigned long long>(seed));
+  std::snprintf(
+      text, sizeof text,
+      "%s b%d hq%d hkv%d nq%d nkv%d d%d%s qk%d%s%s%s %s%s %s %s p=%s/%s v=%d seed=%llu",
+      problem.variant == intfa::Variant::kFullInt8 ? "full_int8" : "half_int8", problem.batch,
+      problem.heads_q, problem.heads_kv, problem.seq_q, problem.seq_kv, problem.head_dim,
+      problem.causal ? " causal" : "", problem.qk_bits, options.smooth_k ? " smooth_k" : "",
+      options.rotate_qk ? " rotate" : "",
+      options.numerics.k_granularity == KScaleGranularity::kPerBlock ? " k=block" : "",
+      layout == Layout::kBHND ? "BHND" : "BNHD",
+      out_row_padding != 0 ? (" out+" + std::to_string(out_row_padding)).c_str() : "",
+      dtype_name(io_type).c_str(), family_name(inputs).c_str(),
+      options.numerics.p_encoding == intfa::PEncoding::kSigned127 ? "s8" : "u8",
+      options.numerics.p_scale == intfa::PScaleReference::kRunningMax ? "running" : "tile",
+      static_cast<int>(options.numerics.v_granularity), static_cast<unsigned long long>(seed));
   return text;
 }
 
@@ -235,9 +236,9 @@ CheckResult run_check(const CheckCase& check) {
   DeviceBuffer v8, v_scales;
   if (p.variant == intfa::Variant::kFullInt8) {
     v8 = DeviceBuffer(v_int8_bytes(p.batch, p.heads_kv, p.seq_kv, p.head_dim));
-    v_scales = DeviceBuffer(
-        v_scale_count(check.options.numerics.v_granularity, p.batch, p.heads_kv, p.seq_kv, p.head_dim) *
-        sizeof(float));
+    v_scales = DeviceBuffer(v_scale_count(check.options.numerics.v_granularity, p.batch, p.heads_kv,
+                                          p.seq_kv, p.head_dim) *
+                            sizeof(float));
     v8.fill_bytes(0xA5);
     v_scales.fill_bytes(0xFF);
     quantize_v(kv_shape, TensorView::dense(v_input.get(), check.io_type, check.layout, kv_shape),

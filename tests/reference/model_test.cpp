@@ -492,8 +492,8 @@ TEST(ModelAccuracy, FullInt8U8TileMaxPerBlockIsCloseToFloat64) {
 // u8 P against the tile max keeps that below 1% (0.0075 seen).
 double lse_tolerance(const ModelOptions& options) {
   if (options.variant == Variant::kHalfInt8) return 1e-5;
-  const bool fine_p =
-      options.numerics.p_encoding == PEncoding::kUnsigned255 && options.numerics.p_scale == PScaleReference::kTileMax;
+  const bool fine_p = options.numerics.p_encoding == PEncoding::kUnsigned255 &&
+                      options.numerics.p_scale == PScaleReference::kTileMax;
   return fine_p ? 2e-2 : 6e-2;
 }
 

@@ -4,8 +4,7 @@
 
 namespace intfa::reference {
 
-PipelineOptions PipelineOptions::of(Variant variant, const AttentionOptions& options,
-                                    int block_n) {
+PipelineOptions PipelineOptions::of(Variant variant, const AttentionOptions& options, int block_n) {
   PipelineOptions pipeline;
   pipeline.model.variant = variant;
   pipeline.model.numerics = options.numerics;

@@ -40,7 +40,8 @@ TEST(Render, UnitIncludesTheTemplateAndInstantiatesTheSpecValues) {
   for (const char* member : {"int head_dim = 128;", "int block_m = 128;", "int block_n = 64;",
                              "int warps = 8;", "int stages = 2;", "bool causal = true;"}) {
     EXPECT_NE(unit.source.find(std::string("static constexpr ") + member), std::string::npos)
-        << member << "\n" << unit.source;
+        << member << "\n"
+        << unit.source;
   }
 }
 

@@ -9,10 +9,20 @@
 
 namespace intfa::kernels {
 
-inline void PrintTo(AttentionVariant value, std::ostream* os) { *os << option_name(value); }
-inline void PrintTo(PEncoding value, std::ostream* os) { *os << option_name(value); }
-inline void PrintTo(PScaleReference value, std::ostream* os) { *os << option_name(value); }
-inline void PrintTo(VScaleGranularity value, std::ostream* os) { *os << option_name(value); }
-inline void PrintTo(KScaleGranularity value, std::ostream* os) { *os << option_name(value); }
+inline void PrintTo(AttentionVariant value, std::ostream* os) {
+  *os << option_name(value);
+}
+inline void PrintTo(PEncoding value, std::ostream* os) {
+  *os << option_name(value);
+}
+inline void PrintTo(PScaleReference value, std::ostream* os) {
+  *os << option_name(value);
+}
+inline void PrintTo(VScaleGranularity value, std::ostream* os) {
+  *os << option_name(value);
+}
+inline void PrintTo(KScaleGranularity value, std::ostream* os) {
+  *os << option_name(value);
+}
 
 }  // namespace intfa::kernels

@@ -21,13 +21,13 @@
 #include "common/json.hpp"
 #include "device/arch.hpp"
 #include "launch/kernel_runtime.hpp"
+#include "numerics/option_names.hpp"
 #include "nvrtc/compiler.hpp"
 #include "spec/attention_spec.hpp"
 #include "support/child_test.hpp"
 #include "support/cli.hpp"
 #include "support/temp_dir.hpp"
 #include "tune/database_file.hpp"
-#include "numerics/option_names.hpp"
 
 namespace intfa::cli {
 namespace {
@@ -391,7 +391,8 @@ TEST(PrecompileOptions, TheDefaultSetIsEveryArchHeadDimVariantAndCausalOnce) {
       << listed.output;
   EXPECT_FALSE(mentions(listed, "quantize_rows sm_90a d64 f16->i8 q_dot_k_mean")) << listed.output;
   EXPECT_TRUE(mentions(listed, "quantize_rows sm_80 d64 f16->i8 q_dot_k_mean")) << listed.output;
-  EXPECT_TRUE(mentions(listed, "p=u8 p-scale=tile v-scale=channel q=in_kernel+q_dot_k_mean")) << listed.output;
+  EXPECT_TRUE(mentions(listed, "p=u8 p-scale=tile v-scale=channel q=in_kernel+q_dot_k_mean"))
+      << listed.output;
   // --smooth-k=0: one quantize_rows for Q and half INT8's K (K's alone on sm_90a), K's rows
   // with V's max pass and quantize_v for full INT8, no channel_mean.
   const CliResult plain = run_cli("precompile --list --smooth-k=0");
@@ -496,7 +497,8 @@ TEST_F(PrecompileTuned, APerBlockKEntryBundlesItsQuantizeKernel) {
                                      std::string(k_scale) + " --tuning-db " + path());
     ASSERT_EQ(listed.exit_code, 0) << listed.output;
     EXPECT_TRUE(mentions(listed, "quantize_rows sm_90a d64 f16->i8 smooth_k k-scale=block"))
-        << k_scale << "\n" << listed.output;
+        << k_scale << "\n"
+        << listed.output;
     EXPECT_FALSE(mentions(listed, "quantize_rows sm_90a d64 f16->i8 smooth_k\n"))
         << k_scale << "\n" << listed.output;
     EXPECT_TRUE(mentions(listed, " k-scale=block")) << listed.output;
@@ -566,11 +568,14 @@ TEST(PrecompileOptions, EveryNumericsFlagBothSpellingsSelectsTheKernels) {
     std::string member = field.name;
     for (char& c : member) c = c == '_' ? '-' : c;
     for (const std::string& flag : {std::string(field.flag), member}) {
-      const CliResult listed = run_cli("precompile --list --arch sm_90a --head-dims 64 "
-                                       "--variants full --" + flag + " " + other.name);
+      const CliResult listed = run_cli(
+          "precompile --list --arch sm_90a --head-dims 64 "
+          "--variants full --" +
+          flag + " " + other.name);
       ASSERT_EQ(listed.exit_code, 0) << flag << "\n" << listed.output;
       EXPECT_TRUE(mentions(listed, std::string(" ") + field.flag + "=" + other.name))
-          << flag << "\n" << listed.output;
+          << flag << "\n"
+          << listed.output;
     }
     if (member != field.flag) {
       const CliResult both = run_cli(std::string("precompile --list --") + field.flag + " " +

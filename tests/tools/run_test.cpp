@@ -37,7 +37,8 @@ TEST_F(RunCommand, SmoothKOffAndRotationCompileOneRotatedRowsKernelOrPassOnAGpu)
     return;
   }
   // K's rows with V's max pass, Q's rows.
-  EXPECT_TRUE(testing::mentions(result, "quantize_k_v_scale sm_86 d64 f16->i8 rotate v-scale=channel"))
+  EXPECT_TRUE(
+      testing::mentions(result, "quantize_k_v_scale sm_86 d64 f16->i8 rotate v-scale=channel"))
       << result.output;
   EXPECT_TRUE(testing::mentions(result, "quantize_rows sm_86 d64 f16->i8 rotate")) << result.output;
   EXPECT_FALSE(testing::mentions(result, "channel_mean")) << result.output;
@@ -57,9 +58,11 @@ TEST_F(RunCommand, WithoutOptionsTheKernelsHaveTheDefaultNumerics) {
   // K smoothing is on by default: its mean pass, K's smoothed rows with V's max pass (one
   // launch), Q's rows with the LSE term, V.
   EXPECT_TRUE(testing::mentions(result, "channel_mean sm_86 d64 f16")) << result.output;
-  EXPECT_TRUE(testing::mentions(result, "quantize_k_v_scale sm_86 d64 f16->i8 smooth_k v-scale=channel"))
+  EXPECT_TRUE(
+      testing::mentions(result, "quantize_k_v_scale sm_86 d64 f16->i8 smooth_k v-scale=channel"))
       << result.output;
-  EXPECT_TRUE(testing::mentions(result, "quantize_v sm_86 d64 f16 v-scale=channel")) << result.output;
+  EXPECT_TRUE(testing::mentions(result, "quantize_v sm_86 d64 f16 v-scale=channel"))
+      << result.output;
   EXPECT_FALSE(testing::mentions(result, "quantize_v_scale")) << result.output;
   EXPECT_TRUE(testing::mentions(result, "quantize_rows sm_86 d64 f16->i8 q_dot_k_mean"))
       << result.output;

@@ -64,10 +64,10 @@ AttentionWorkload::AttentionWorkload(const AttentionProblem& problem,
                                   sizeof(float));
   v8_ = device::DeviceBuffer(
       v_int8_bytes(problem.batch, problem.heads_kv, problem.seq_kv, problem.head_dim));
-  v_scale_ = device::DeviceBuffer(v_scale_count(options.numerics.v_granularity, problem.batch,
-                                                problem.heads_kv, problem.seq_kv,
-                                                problem.head_dim) *
-                                  sizeof(float));
+  v_scale_ =
+      device::DeviceBuffer(v_scale_count(options.numerics.v_granularity, problem.batch,
+                                         problem.heads_kv, problem.seq_kv, problem.head_dim) *
+                           sizeof(float));
   out_ = device::DeviceBuffer(q_count * 2);
   out_.fill_bytes(0xFF);
   const DType qk_type = bits == 8 ? DType::kI8 : DType::kI4x2;
@@ -167,7 +167,8 @@ std::uint64_t AttentionWorkload::quantize_bytes_moved() const {
   if (options_.smooth_k) bytes += q / problem_.head_dim * 4;
   if (problem_.variant == Variant::kFullInt8) {
     bytes += kv * 2 + kv;  // V: read, write
-    if (options_.numerics.v_granularity != VScaleGranularity::kPerBlock) bytes += kv * 2;  // max pass
+    if (options_.numerics.v_granularity != VScaleGranularity::kPerBlock)
+      bytes += kv * 2;  // max pass
   }
   return bytes;
 }

@@ -141,8 +141,8 @@ ConfigMode parse_config_mode(const std::string& text) {
 
 BundlePlan parse_plan(const Arguments& arguments) {
   Grammar grammar;
-  grammar.values = {"out",  "arch",      "head-dims", "variants", "dtypes", "configs",
-                    "tuning-db", "jobs", "qk-bits", "paged-bits"};
+  grammar.values = {"out",     "arch",      "head-dims", "variants", "dtypes",
+                    "configs", "tuning-db", "jobs",      "qk-bits",  "paged-bits"};
   for (const std::string& name : numerics_flag_names()) grammar.values.push_back(name);
   grammar.flags = qk_transform_flag_names();
   grammar.flags.push_back("list");

@@ -48,7 +48,8 @@ const char* const kTuneUsage =
     "  --tuning-db FILE              default: $INTFA_TUNE_DB, else tuning.json in the cache dir\n"
     "  --json FILE                   every candidate's outcome and time, as JSON\n"
     "  --decode                      instead: the paged KV cache's split counts (and tile\n"
-    "                                configs), with their own options (intfa tune --decode --help)\n\n"
+    "                                configs), with their own options (intfa tune --decode "
+    "--help)\n\n"
     "Numerics (one value each; each selects other kernels): --dtype f16|bf16, --qk-bits 8|4, and\n"
     "the numerics options below\n"
     "How Q and K are quantized for the checks and timings (the same attention kernel, so the\n"
@@ -111,9 +112,8 @@ fs::path database_path(const Args& args) {
 
 TuneOptions parse_options(const Arguments& arguments) {
   Grammar grammar;
-  grammar.values = {"head-dims", "seq",      "variants", "batch",     "heads",
-                    "repeats",   "budget-s", "configs",  "tuning-db", "json",
-                    "dtype",     "qk-bits"};
+  grammar.values = {"head-dims", "seq",     "variants",  "batch", "heads", "repeats",
+                    "budget-s",  "configs", "tuning-db", "json",  "dtype", "qk-bits"};
   for (const std::string& name : numerics_flag_names()) grammar.values.push_back(name);
   grammar.flags = qk_transform_flag_names();
   grammar.flags.push_back("force");

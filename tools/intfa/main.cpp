@@ -22,8 +22,8 @@ const std::vector<Command>& commands() {
       {"cache", "list, verify or clear the kernel cache", kCacheUsage, run_cache},
       {"precompile", "compile kernels for deployment into a bundle with a manifest (no GPU)",
        kPrecompileUsage, run_precompile, numerics_flags_help()},
-      {"tune", "time tile configs on this GPU and record the fastest (tuning database)",
-       kTuneUsage, run_tune, numerics_flags_help()},
+      {"tune", "time tile configs on this GPU and record the fastest (tuning database)", kTuneUsage,
+       run_tune, numerics_flags_help()},
       {"bench", "time attention and quantization over a grid of problems", kBenchUsage, run_bench,
        numerics_options_help()},
   };

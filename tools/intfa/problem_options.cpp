@@ -42,22 +42,28 @@ std::string build_numerics_flags_help() {
 }
 
 std::string build_numerics_help() {
-  return "  --variant full_int8|half_int8  full INT8 (default) or half INT8 (FP16/BF16 V); full and\n"
+  return "  --variant full_int8|half_int8  full INT8 (default) or half INT8 (FP16/BF16 V); full "
+         "and\n"
          "                             half for short\n" +
          build_numerics_flags_help() +
          "  --qk-bits 8|4              Q.K in INT8 (default) or INT4\n"
          "  --dtype f16|bf16           inputs and output (default f16)\n"
          "  --dist FAMILY              inputs: normal (N(0,1), default), uniform (U(-0.5,0.5)),\n"
          "                             k_offset, outliers, sharp, offset_outliers,\n"
-         "                             sharp_offset_outliers, v_outliers (see intfa_accuracy_model)\n"
+         "                             sharp_offset_outliers, v_outliers (see "
+         "intfa_accuracy_model)\n"
          "  --softmax-scale X          default 1/sqrt(head_dim)\n"
-         "  --config M,N,W,S           tile config block_m,block_n,warps,stages (default: tuned or\n"
+         "  --config M,N,W,S           tile config block_m,block_n,warps,stages (default: tuned "
+         "or\n"
          "                             heuristic); W = 12 or 16, or 8 with M = 64, is the\n"
          "                             Hopper (wgmma) kernel\n"
-         "  --smooth-k[=BOOL]          K smoothing: K minus its channel means (over a sample of keys)\n"
-         "                             before quantizing; on by default, --smooth-k=0 turns it off\n"
+         "  --smooth-k[=BOOL]          K smoothing: K minus its channel means (over a sample of "
+         "keys)\n"
+         "                             before quantizing; on by default, --smooth-k=0 turns it "
+         "off\n"
          "  --rotate[=BOOL]            rotate Q and K by a signed Walsh-Hadamard matrix before\n"
-         "                             quantizing (incoherent processing: spreads outlier channels)\n";
+         "                             quantizing (incoherent processing: spreads outlier "
+         "channels)\n";
 }
 
 // `--flag TEXT` as an option by its table (numerics/option_names.hpp: any spelling).
@@ -176,7 +182,8 @@ reference::InputFamily parse_input_family(const Args& args) {
 
 std::string describe_numerics(const AttentionProblem& problem, const AttentionOptions& options) {
   std::string transforms;
-  if (options.numerics.k_granularity == KScaleGranularity::kPerBlock) transforms += ", K per 64-key block";
+  if (options.numerics.k_granularity == KScaleGranularity::kPerBlock)
+    transforms += ", K per 64-key block";
   if (options.smooth_k) transforms += ", K smoothed";
   if (options.rotate_qk) transforms += ", Q and K rotated";
   if (problem.variant == Variant::kHalfInt8) {
@@ -184,8 +191,9 @@ std::string describe_numerics(const AttentionProblem& problem, const AttentionOp
            ")";
   }
   return std::string("full INT8 (INT") + std::to_string(problem.qk_bits) + " Q.K, P " +
-         option_name(options.numerics.p_encoding) + " against the " + option_name(options.numerics.p_scale) +
-         " max, V per " + option_name(options.numerics.v_granularity) + transforms + ")";
+         option_name(options.numerics.p_encoding) + " against the " +
+         option_name(options.numerics.p_scale) + " max, V per " +
+         option_name(options.numerics.v_granularity) + transforms + ")";
 }
 
 std::vector<int> parse_head_dims(const Args& args, const std::vector<long>& fallback) {
