@@ -96,8 +96,8 @@ def choice(name, value, choices):
 # THE list of the attention kernel's numerics options (INTFA_ATTENTION_NUMERICS in
 # include/intfa/numerics.hpp), read here and nowhere else in the package: per option, in the
 # list's order, its name (the Python keyword), default, values' names and the variants that read
-# it. An entry point takes an option by having its keyword (numerics_arguments); nothing else in
-# the package names one.
+# it. An entry point takes an option by its keyword and its `numerics` dict (intfa._torch); nothing
+# else in the package names one.
 NUMERICS_FIELDS = _intfa.numerics_fields()
 NUMERICS = tuple(field["name"] for field in NUMERICS_FIELDS)
 
@@ -133,15 +133,8 @@ def option(name, value):
     return value
 
 
-def numerics_arguments(arguments):
-    """The numerics options among an entry point's `arguments` (its ``locals()``, taken as its first
-    statement): each of its keywords that names an option of the list, by name, in the list's
-    order. Having the keyword is how an entry point takes an option."""
-    return {name: arguments[name] for name in NUMERICS if name in arguments}
-
-
 def check_numerics(numerics):
-    """An entry point's numerics (option name -> the caller's value, numerics_arguments), each
+    """An entry point's numerics (option name -> the caller's value), each
     checked and defaulted by `option` (None, and only None, is the C++ default; anything else but
     one of its names is an InvalidArgument naming the option), as the one hashable value the
     checked arguments, the plans and the ops carry: ((name, value), ...) in the list's order. An

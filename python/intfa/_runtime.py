@@ -2,7 +2,7 @@
 from intfa import _intfa
 # DEFAULTS (the C++ defaults) stays importable from here, where it was defined first.
 from intfa._checks import (DEFAULTS, OPTION_VALUES, as_list, check_numerics,  # noqa: F401
-                           choice, is_int, numerics_arguments, option)
+                           choice, is_int, option)
 from intfa._errors import invalid_argument
 
 _DTYPE_NAMES = {"f16": "f16", "float16": "f16", "half": "f16", "bf16": "bf16", "bfloat16": "bf16"}
@@ -52,7 +52,8 @@ def precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),
 
     For a deployment bundle built on another machine use ``intfa precompile --out DIR`` (the
     command-line tool, which ``pip install`` puts on PATH) and INTFA_DEPLOY_CACHE instead."""
-    numerics = numerics_arguments(locals())
+    numerics = dict(p_encoding=p_encoding, p_scale=p_scale, v_granularity=v_granularity,
+                    k_granularity=k_granularity)
     if not is_int(jobs) or not 0 <= jobs <= _MAX_JOBS:
         raise invalid_argument("jobs", repr(jobs), f"expected an int in [0, {_MAX_JOBS}]")
     if arch is not None and arch != "":

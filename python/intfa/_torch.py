@@ -26,8 +26,8 @@ from intfa._errors import Error, Unsupported, invalid_argument
 
 # The options (variant, smooth_k, rotate and the numerics options of the C++ list) are checked and
 # defaulted by intfa._checks.option, the library's one table's names. An entry point takes a
-# numerics option by having its keyword: its first statement gathers them by name
-# (_checks.numerics_arguments(locals())), and nothing below names one.
+# numerics option by its keyword and the `numerics` dict of its first statement (by name: dynamo
+# cannot trace locals(), so torch.compile'd callers need it spelled), and nothing below names one.
 
 # A fallback inside a torch.compile'd graph warns without breaking the graph: dynamo runs the
 # warning after the graph (a function of constants returning None may be reordered so).
@@ -100,7 +100,7 @@ def attention_int8(q, k, v, q_scale, k_scale, v_scale=None, *, is_causal=False, 
     "block" is not taken here). ``config`` (block_m, block_n, warps, stages) overrides the tile
     config the tuning database or the heuristic would pick (benchmarks, tuning); the C++ runtime
     checks it before compiling."""
-    numerics = _checks.numerics_arguments(locals())
+    numerics = dict(p_encoding=p_encoding, p_scale=p_scale)
     call = None
     signature = None
     tensors = (q, k, v, q_scale, k_scale, v_scale, q_dot_k_mean)
@@ -175,7 +175,8 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
     process and a count in ``intfa.fallback_stats()``; "error" raises (InvalidArgument naming the
     argument, or Unsupported). None: the process-wide policy (``intfa.set_fallback``, else
     INTFA_FALLBACK, else "sdpa")."""
-    numerics = _checks.numerics_arguments(locals())
+    numerics = dict(p_encoding=p_encoding, p_scale=p_scale, v_granularity=v_granularity,
+                    k_granularity=k_granularity)
     result = _attend(q, k, v, attn_mask, dropout_p, is_causal, scale, sm_scale=sm_scale,
                      layout=layout, variant=variant, smooth_k=smooth_k, rotate=rotate,
                      return_lse=return_lse, out=out, fallback=fallback, **numerics)
@@ -306,7 +307,7 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     Returns the output [total_q, H_q, D] in q's dtype, and with ``return_lse`` also the
     natural-log log-sum-exp, float32 [H_q, total_q]. Runs the portable kernel (the Hopper one
     takes dense batches only). Forward only: no autograd."""
-    numerics = _checks.numerics_arguments(locals())
+    numerics = dict(p_encoding=p_encoding, p_scale=p_scale, v_granularity=v_granularity)
     call = None
     signature = None
     tensors = (q, k, v, cu_seqlens_q, cu_seqlens_k)
