@@ -8,11 +8,25 @@
 #pragma once
 
 #include <cstddef>
+#include <iosfwd>
 #include <type_traits>
 
 #include "intfa/kernel_enums.h"
 
 namespace intfa {
+namespace kernels {
+
+// A value's name in the option tables ("full_int8", "u8", "channel"), as logs, errors and test
+// frameworks print it. Declared with the enums' aliases so that every unit that prints one sees it
+// (gtest, finding no printer, would print the enum's bytes, and its inline printers must be one
+// definition across units).
+std::ostream& operator<<(std::ostream& os, AttentionVariant value);
+std::ostream& operator<<(std::ostream& os, PEncoding value);
+std::ostream& operator<<(std::ostream& os, PScaleReference value);
+std::ostream& operator<<(std::ostream& os, VScaleGranularity value);
+std::ostream& operator<<(std::ostream& os, KScaleGranularity value);
+
+}  // namespace kernels
 
 using Variant = kernels::AttentionVariant;  // kFullInt8 (Algorithm 1), kHalfInt8 (16-bit P.V)
 using PEncoding = kernels::PEncoding;

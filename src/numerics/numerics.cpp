@@ -1,5 +1,7 @@
 #include "numerics/numerics.hpp"
 
+#include <ostream>
+
 namespace intfa::numerics {
 
 static_assert(numerics_option_count() <= 8, "code() packs 8 bits per option into 64");
@@ -49,3 +51,13 @@ int schema_version(const AttentionNumerics& numerics, Variant variant) {
 }
 
 }  // namespace intfa::numerics
+
+namespace intfa::kernels {
+
+std::ostream& operator<<(std::ostream& os, AttentionVariant value) { return os << option_name(value); }
+std::ostream& operator<<(std::ostream& os, PEncoding value) { return os << option_name(value); }
+std::ostream& operator<<(std::ostream& os, PScaleReference value) { return os << option_name(value); }
+std::ostream& operator<<(std::ostream& os, VScaleGranularity value) { return os << option_name(value); }
+std::ostream& operator<<(std::ostream& os, KScaleGranularity value) { return os << option_name(value); }
+
+}  // namespace intfa::kernels

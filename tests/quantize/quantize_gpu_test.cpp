@@ -16,12 +16,11 @@
 #include "reference/quantized_model.hpp"
 #include "reference/reference.hpp"
 #include "support/gpu.hpp"
-#include "support/numerics_printer.hpp"
 
 namespace intfa {
 
-// QuantizeVGpu's parameter: its tests' names, and GetParam() as gtest prints it (PrintTo is found
-// by argument-dependent lookup, in the enum's own namespace).
+// QuantizeVGpu's parameter's name in its tests' names (gtest prints the parameter by name through
+// the enums' operator<<, include/intfa/numerics.hpp).
 inline std::string granularity_name(VScaleGranularity granularity) {
   switch (granularity) {
     case VScaleGranularity::kPerTensor:
