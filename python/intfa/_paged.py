@@ -22,6 +22,7 @@ from typing import List, Optional, Tuple
 import torch
 
 from intfa import _checks, _intfa
+from intfa._attention_checks import check_device
 from intfa._errors import InvalidArgument, invalid_argument
 from intfa._paged_layout import (CACHE_ARGUMENTS, HEAD_DIMS, layout_shapes, paged_layout,
                                  renamed)
@@ -68,16 +69,6 @@ def _check_tensor(name, tensor, dtypes, dims, what):
 def _check_contiguous(name, tensor):
     if not tensor.is_contiguous():
         raise invalid_argument(f"{name}.stride", tensor.stride(), "expected a contiguous tensor")
-
-
-def _check_device(named_tensors):
-    first_name, first = named_tensors[0]
-    if not first.is_cuda:
-        raise invalid_argument(f"{first_name}.device", first.device, "expected a CUDA tensor")
-    for name, tensor in named_tensors[1:]:
-        if tensor is not None and tensor.device != first.device:
-            raise invalid_argument(f"{name}.device", tensor.device,
-                                   f"expected {first.device}, the device of {first_name}")
 
 
 def _cache_geometry(k_data, v_data, k_scale, v_scale, head_dim, k_offset):
@@ -297,7 +288,7 @@ def paged_append(k, v, k_data, v_data, k_scale, v_scale, slot_mapping, *, k_offs
     if slot_mapping.shape[0] != tokens:
         raise invalid_argument("slot_mapping.shape", tuple(slot_mapping.shape),
                                f"expected ({tokens},), one slot per token of k")
-    _check_device([("k", k), ("v", v), ("k_data", k_data), ("v_data", v_data),
+    check_device([("k", k), ("v", v), ("k_data", k_data), ("v_data", v_data),
                    ("k_scale", k_scale), ("v_scale", v_scale), ("slot_mapping", slot_mapping),
                    ("k_offset", k_offset)])
     _paged_append_op(k, v, k_data, v_data, k_scale, v_scale, slot_mapping, k_offset)
@@ -365,7 +356,7 @@ def paged_decode(q, k_data, v_data, k_scale, v_scale, block_table, seq_lens, *, 
         if len(config) != 3 or not all(_checks.is_int(value) for value in config):
             raise invalid_argument("config", repr(config),
                                    "expected (block_rows, stage_tokens, stages) ints")
-    _check_device([("q", q), ("k_data", k_data), ("v_data", v_data), ("k_scale", k_scale),
+    check_device([("q", q), ("k_data", k_data), ("v_data", v_data), ("k_scale", k_scale),
                    ("v_scale", v_scale), ("block_table", block_table), ("seq_lens", seq_lens),
                    ("k_offset", k_offset)])
     try:
@@ -415,7 +406,7 @@ def merge_states(v_a, s_a, v_b, s_b, *, out=None, out_lse=None):
         _check_tensor("out_lse", out_lse, (torch.float32,), v_a.dim() - 1, f"{lse_shape}")
         if tuple(out_lse.shape) != lse_shape:
             raise invalid_argument("out_lse.shape", tuple(out_lse.shape), f"expected {lse_shape}")
-    _check_device([("v_a", v_a), ("s_a", s_a), ("v_b", v_b), ("s_b", s_b), ("out", out),
+    check_device([("v_a", v_a), ("s_a", s_a), ("v_b", v_b), ("s_b", s_b), ("out", out),
                    ("out_lse", out_lse)])
     if out is None:
         return _merge_states_op(v_a, s_a, v_b, s_b)
