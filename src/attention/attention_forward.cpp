@@ -86,6 +86,15 @@ namespace attention {
 PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensors& tensors,
                           CUstream stream, const AttentionOptions& options,
                           const SixteenBitCall* sixteen_bit) {
+  PlannedLaunch planned = plan_kernel(problem, tensors, stream, options, sixteen_bit);
+  planned.kernel = &launch::KernelRuntime::instance().load(planned.spec, planned.context,
+                                                           planned.shape.dynamic_shared_bytes);
+  return planned;
+}
+
+PlannedLaunch plan_kernel(const AttentionProblem& problem, const AttentionTensors& tensors,
+                          CUstream stream, const AttentionOptions& options,
+                          const SixteenBitCall* sixteen_bit) {
   validate_tensors(problem, tensors, options,
                    sixteen_bit != nullptr ? sixteen_bit->head_dim : 0);
 
@@ -109,13 +118,12 @@ PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensor
       config = portable_heuristic_config(request);
     }
   }
-  const render::KernelSpec spec = make_spec(request, config);
-  validate_config(spec, info.max_shared_bytes_per_block_optin);
-
   PlannedLaunch planned;
+  planned.spec = make_spec(request, config);
+  const render::KernelSpec& spec = planned.spec;
+  validate_config(spec, info.max_shared_bytes_per_block_optin);
+  planned.context = context;
   planned.shape = launch_shape(problem, spec);
-  planned.kernel =
-      &launch::KernelRuntime::instance().load(spec, context, planned.shape.dynamic_shared_bytes);
   const double softmax_scale = options.softmax_scale > 0.0
                                    ? options.softmax_scale
                                    : 1.0 / std::sqrt(static_cast<double>(problem.head_dim));

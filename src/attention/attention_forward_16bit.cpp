@@ -9,6 +9,7 @@
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
 #include "intfa/quantize.hpp"
+#include "launch/kernel_runtime.hpp"
 #include "quantize/quantize_internal.hpp"
 #include "spec/attention_spec.hpp"
 
@@ -151,6 +152,23 @@ AttentionProblem kernel_problem(const AttentionProblem& problem) {
   return kernel;
 }
 
+// The call's kernels, all planned: K's passes (with V's: quantize::KAndVPlan, or K's alone:
+// quantize::RowsPass), Q's (null where the attention kernel quantizes Q) and the attention
+// kernel. Loads them before the first launch, so that on a cold cache they compile at once
+// (KernelRuntime::load_all), not one after another as the launches reach them; then launches.
+template <typename KPlan>
+void load_and_launch(KPlan& k_plan, quantize::RowsPass* q_rows, attention::PlannedLaunch& planned,
+                     CUstream stream) {
+  launch::CallKernels kernels;
+  quantize::add_kernels(k_plan, kernels);
+  if (q_rows != nullptr) quantize::add_kernels(*q_rows, kernels);
+  kernels.add(planned.spec, planned.shape.dynamic_shared_bytes, &planned.kernel);
+  kernels.load(planned.context);
+  quantize::launch_planned(k_plan, stream);
+  if (q_rows != nullptr) quantize::launch_planned(*q_rows, stream);
+  launch::launch(*planned.kernel, planned.shape, stream, planned.arguments());
+}
+
 }  // namespace
 
 std::size_t attention_workspace_bytes(const AttentionProblem& caller_problem,
@@ -228,7 +246,7 @@ void attention_forward_16bit(const AttentionProblem& caller_problem, const Atten
   } else {
     tensors.v = inputs.v;
   }
-  // The attention kernel's plan (its checks, its config, the kernel itself) before any launch.
+  // The attention kernel's plan (its checks, its config, its kernel's spec) before any launch.
   // The Hopper kernel quantizes Q itself where it serves the call (one pass over Q fewer); the
   // plan says whether Q still needs its own pass.
   attention::SixteenBitCall sixteen_bit;
@@ -238,16 +256,33 @@ void attention_forward_16bit(const AttentionProblem& caller_problem, const Atten
     sixteen_bit.k_channel_mean = floats(layout.k_mean);
     sixteen_bit.q_dot_k_mean = floats(layout.q_dot_k_mean);
   }
-  const attention::PlannedLaunch planned =
-      attention::plan_launch(problem, tensors, stream, options, &sixteen_bit);
+  attention::PlannedLaunch planned =
+      attention::plan_kernel(problem, tensors, stream, options, &sixteen_bit);
 
   // K first: with smoothing, Q's pass (or the attention kernel's) reads K's channel means. K and
-  // V share launches (quantize_k_and_v_channels).
+  // V share launches (quantize_k_and_v_channels' plan).
   QuantizeOptions k_options;
   k_options.bits = problem.qk_bits;
   k_options.rotate = options.rotate_qk;
   k_options.k_granularity = options.numerics.k_granularity;
   if (options.smooth_k) k_options.smooth_k_channel_mean = floats(layout.k_mean);
+  // The stream's context and arch, which the attention kernel's plan found.
+  const quantize::LaunchContext where{planned.context, planned.spec.arch};
+  // Q's own pass, where the attention kernel does not quantize Q, then the launches.
+  const auto with_q = [&](auto& k_plan) {
+    if (planned.quantizes_q) return load_and_launch(k_plan, nullptr, planned, stream);
+    QuantizeOptions q_options;
+    q_options.bits = problem.qk_bits;
+    q_options.rotate = options.rotate_qk;
+    if (options.smooth_k) {
+      q_options.k_channel_mean = floats(layout.k_mean);
+      q_options.k_channel_mean_heads = problem.heads_kv;
+      q_options.q_dot_k_mean = floats(layout.q_dot_k_mean);
+    }
+    quantize::RowsPass q_rows = quantize::plan_qk_channels(
+        q_shape, channels, inputs.q, tensors.q, floats(layout.q_scale), stream, q_options, &where);
+    load_and_launch(k_plan, &q_rows, planned, stream);
+  };
   if (full_int8) {
     quantize::KAndVPasses kv;
     kv.k_shape = k_shape;
@@ -264,24 +299,13 @@ void attention_forward_16bit(const AttentionProblem& caller_problem, const Atten
     kv.v_output = base + layout.v;
     kv.v_scales = floats(layout.v_scale);
     kv.v_granularity = options.numerics.v_granularity;
-    quantize::quantize_k_and_v_channels(kv, channels, stream);
+    quantize::KAndVPlan k_and_v = quantize::plan_k_and_v_channels(kv, channels, stream, &where);
+    with_q(k_and_v);
   } else {
-    quantize::quantize_qk_channels(k_shape, channels, inputs.k, tensors.k, floats(layout.k_scale),
-                                   stream, k_options);
+    quantize::RowsPass k_rows = quantize::plan_qk_channels(
+        k_shape, channels, inputs.k, tensors.k, floats(layout.k_scale), stream, k_options, &where);
+    with_q(k_rows);
   }
-  if (!planned.quantizes_q) {
-    QuantizeOptions q_options;
-    q_options.bits = problem.qk_bits;
-    q_options.rotate = options.rotate_qk;
-    if (options.smooth_k) {
-      q_options.k_channel_mean = floats(layout.k_mean);
-      q_options.k_channel_mean_heads = problem.heads_kv;
-      q_options.q_dot_k_mean = floats(layout.q_dot_k_mean);
-    }
-    quantize::quantize_qk_channels(q_shape, channels, inputs.q, tensors.q,
-                                   floats(layout.q_scale), stream, q_options);
-  }
-  launch::launch(*planned.kernel, planned.shape, stream, planned.arguments());
 }
 
 }  // namespace intfa

@@ -9,6 +9,7 @@
 #include "attention/wgmma_params.h"
 #include "intfa/attention.hpp"
 #include "launch/kernel_runtime.hpp"
+#include "render/kernel_spec.hpp"
 
 namespace intfa::attention {
 
@@ -26,7 +27,9 @@ struct SixteenBitCall {
 };
 
 struct PlannedLaunch {
-  const launch::LoadedKernel* kernel = nullptr;
+  render::KernelSpec spec;
+  CUcontext context = nullptr;                   // the stream's
+  const launch::LoadedKernel* kernel = nullptr;  // null until loaded
   launch::LaunchShape shape;
   // The Hopper kernel takes all of it; the portable one only params.attention.
   kernels::WgmmaAttentionParams params{};
@@ -40,10 +43,15 @@ struct PlannedLaunch {
 };
 
 // After the caller's validate_problem and validate_options (each once per call): validates the
-// tensors, chooses the config, compiles or fetches the kernel; launches nothing. With
+// tensors, chooses the config and the kernel (PlannedLaunch::spec), and compiles or fetches and
+// loads it (plan_launch; plan_kernel leaves PlannedLaunch::kernel null, for a caller that loads it
+// with the other kernels of its call: launch::CallKernels); launches nothing. With
 // `sixteen_bit`, a Hopper kernel takes its 16-bit Q and quantizes it (not with options.rotate_qk);
 // tensors.q is then still checked, and read by the portable kernel if that one is chosen.
 PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensors& tensors,
+                          CUstream stream, const AttentionOptions& options,
+                          const SixteenBitCall* sixteen_bit = nullptr);
+PlannedLaunch plan_kernel(const AttentionProblem& problem, const AttentionTensors& tensors,
                           CUstream stream, const AttentionOptions& options,
                           const SixteenBitCall* sixteen_bit = nullptr);
 

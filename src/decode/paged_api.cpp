@@ -205,9 +205,9 @@ DecodePlan plan_decode(const PagedKVCache& cache, const PagedDecodeProblem& prob
   return plan;
 }
 
-void launch_merge(const render::KernelSpec& spec, const Where& at,
-                  const kernels::MergeStatesParams& params, CUstream stream) {
-  const launch::LoadedKernel& kernel = launch::KernelRuntime::instance().load(spec, at.context, 0);
+void launch_merge(const launch::LoadedKernel& kernel, const kernels::MergeStatesParams& params,
+                  CUstream stream) {
+  const render::KernelSpec& spec = kernel.spec;
   const long long rows = static_cast<long long>(params.outer) * params.inner * params.heads;
   const int rows_per_block = kernels::kPagedRowThreads / (spec.head_dim / 8);
   launch::LaunchShape shape;
@@ -356,8 +356,21 @@ void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
                                 " splits (paged_decode_workspace_bytes)");
     }
   }
-  const launch::LoadedKernel& kernel =
-      launch::KernelRuntime::instance().load(plan.spec, at.context, plan.shared_bytes);
+  // With splits, the merge's kernel too, loaded with the decode kernel's: on a cold cache the two
+  // compile at once.
+  const launch::LoadedKernel* decode_kernel = nullptr;
+  const launch::LoadedKernel* merge_kernel = nullptr;
+  if (plan.splits == 1) {
+    decode_kernel =
+        &launch::KernelRuntime::instance().load(plan.spec, at.context, plan.shared_bytes);
+  } else {
+    const render::KernelSpec merge_spec =
+        paged::merge_spec(at.info->arch, cache.head_dim, kernels::ElementType::kF32, output);
+    launch::CallKernels call_kernels;
+    call_kernels.add(plan.spec, plan.shared_bytes, &decode_kernel);
+    call_kernels.add(merge_spec, 0, &merge_kernel);
+    call_kernels.load(at.context);
+  }
 
   const double softmax_scale = options.softmax_scale > 0.0
                                    ? options.softmax_scale
@@ -396,7 +409,7 @@ void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
   shape.grid[2] = static_cast<unsigned>(problem.batch * cache.heads_kv);
   shape.block[0] = kernels::kPagedDecodeWarps * 32;
   shape.dynamic_shared_bytes = plan.shared_bytes;
-  launch::launch(kernel, shape, stream, &params);
+  launch::launch(*decode_kernel, shape, stream, &params);
   if (plan.splits == 1) return;
 
   // The combine: merge_states of the splits' FP32 states into out and lse.
@@ -421,8 +434,7 @@ void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
   merge.inner = problem.q_len;
   merge.heads = problem.heads_q;
   merge.num_states = plan.splits;
-  launch_merge(paged::merge_spec(at.info->arch, cache.head_dim, kernels::ElementType::kF32, output),
-               at, merge, stream);
+  launch_merge(*merge_kernel, merge, stream);
 }
 
 AttentionState AttentionState::of(const TensorView& values, float* lse, const TensorShape& shape) {
@@ -503,8 +515,10 @@ void merge_states(const TensorShape& shape, const AttentionState& a, const Atten
   params.inner = shape.seq;
   params.heads = shape.heads;
   params.num_states = 2;
-  launch_merge(paged::merge_spec(at.info->arch, shape.head_dim, state_type, output), at, params,
-               stream);
+  launch_merge(
+      launch::KernelRuntime::instance().load(
+          paged::merge_spec(at.info->arch, shape.head_dim, state_type, output), at.context, 0),
+      params, stream);
 }
 
 }  // namespace intfa

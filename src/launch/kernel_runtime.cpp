@@ -2,9 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <map>
 #include <mutex>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
 #include <tuple>
 #include <unordered_map>
 
@@ -126,6 +130,10 @@ struct KernelRuntime::State {
   std::atomic<std::uint64_t> disk_misses{0};
   std::atomic<std::uint64_t> memory_hits{0};
   std::atomic<std::uint64_t> module_loads{0};
+  std::atomic<std::uint64_t> fetched{0};
+  std::atomic<std::uint64_t> fetch_batches{0};
+  std::atomic<std::uint64_t> fetching{0};  // load_all's fetches in flight now
+  std::atomic<std::uint64_t> most_fetching_at_once{0};
 
   void configure_caches() {
     bundle.reset();
@@ -215,6 +223,14 @@ const LoadedKernel& KernelRuntime::load(const render::KernelSpec& spec, CUcontex
       return it->second->kernel;
     }
   }
+  const LoadedKernel* kernel = nullptr;
+  const KernelRequest request{&spec, dynamic_shared_bytes, &kernel};
+  load_all(&request, 1, context);
+  return *kernel;
+}
+
+const LoadedKernel& KernelRuntime::load_module(const render::KernelSpec& spec, CUcontext context,
+                                               unsigned dynamic_shared_bytes) {
   const CompiledKernel compiled = compile(spec);
   std::lock_guard<std::mutex> lock(state_->mutex);
   auto& slot = state_->loaded[{context, spec}];
@@ -249,6 +265,110 @@ const LoadedKernel& KernelRuntime::load(const render::KernelSpec& spec, CUcontex
   return slot->kernel;
 }
 
+namespace {
+
+// Joins its threads when it goes, however the scope is left: no thread outlives load_all.
+struct JoinedThreads {
+  std::vector<std::thread> threads;
+  ~JoinedThreads() {
+    for (std::thread& thread : threads) {
+      if (thread.joinable()) thread.join();
+    }
+  }
+};
+
+}  // namespace
+
+void KernelRuntime::load_all(const KernelRequest* requests, std::size_t count, CUcontext context) {
+  std::size_t hits = 0;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    for (std::size_t i = 0; i < count; ++i) {
+      const KernelRequest& request = requests[i];
+      const auto it = state_->loaded.find({context, *request.spec});
+      const bool hit = it != state_->loaded.end() &&
+                       it->second->shared_bytes_allowed >= request.dynamic_shared_bytes;
+      *request.kernel = hit ? &it->second->kernel : nullptr;
+      hits += hit ? 1 : 0;
+    }
+  }
+  state_->memory_hits += hits;
+  if (hits == count) return;
+  // The specs of the kernels not loaded whose cubins are not in memory either, each once.
+  std::vector<const render::KernelSpec*> to_fetch;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    for (std::size_t i = 0; i < count; ++i) {
+      const render::KernelSpec* spec = requests[i].spec;
+      const bool listed =
+          std::any_of(to_fetch.begin(), to_fetch.end(),
+                      [&](const render::KernelSpec* other) { return *other == *spec; });
+      if (*requests[i].kernel == nullptr && !listed && state_->compiled.count(*spec) == 0) {
+        to_fetch.push_back(spec);
+      }
+    }
+  }
+  if (!to_fetch.empty()) fetch_together(to_fetch);
+  for (std::size_t i = 0; i < count; ++i) {
+    if (*requests[i].kernel == nullptr) {
+      *requests[i].kernel =
+          &load_module(*requests[i].spec, context, requests[i].dynamic_shared_bytes);
+    }
+  }
+}
+
+void KernelRuntime::fetch_together(const std::vector<const render::KernelSpec*>& specs) {
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<std::exception_ptr> failures(specs.size());
+  std::atomic<std::size_t> next{0};
+  // The last spec first: a call asks for its attention kernel last, and it takes longest to
+  // compile (0.6 s against 0.1-0.4 s for the quantize kernels of a d=128 call on sm_90a), so
+  // with fewer cores than kernels it is not left to start last.
+  auto worker = [&]() noexcept {
+    for (std::size_t taken = next++; taken < specs.size(); taken = next++) {
+      const std::size_t index = specs.size() - 1 - taken;
+      const std::uint64_t now = ++state_->fetching;
+      std::uint64_t most = state_->most_fetching_at_once.load();
+      while (now > most && !state_->most_fetching_at_once.compare_exchange_weak(most, now)) {
+      }
+      try {
+        compile(*specs[index]);
+      } catch (...) {  // kept for the caller: the other compiles go on
+        failures[index] = std::current_exception();
+      }
+      --state_->fetching;
+    }
+  };
+  const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t workers =
+      parallel_compile_enabled() ? std::min(specs.size(), cores) : std::size_t{1};
+  {
+    JoinedThreads pool;
+    pool.threads.reserve(workers - 1);
+    for (std::size_t i = 1; i < workers; ++i) {
+      try {
+        pool.threads.emplace_back(worker);
+      } catch (const std::system_error&) {
+        break;  // no more threads to be had: the ones there (and this one) take the rest
+      }
+    }
+    worker();  // the calling thread takes specs too
+  }
+  state_->fetched += specs.size();
+  state_->fetch_batches++;
+  if (specs.size() > 1) {
+    log::info("fetched " + std::to_string(specs.size()) + " kernel(s) of one call on " +
+              std::to_string(workers) + " thread(s) in " +
+              std::to_string(static_cast<int>(std::chrono::duration<double, std::milli>(
+                                                  std::chrono::steady_clock::now() - started)
+                                                  .count())) +
+              " ms");
+  }
+  for (const std::exception_ptr& failure : failures) {
+    if (failure) std::rethrow_exception(failure);
+  }
+}
+
 RuntimeStats KernelRuntime::stats() const {
   RuntimeStats stats;
   stats.nvrtc_compiles = nvrtc::compile_count();
@@ -257,6 +377,9 @@ RuntimeStats KernelRuntime::stats() const {
   stats.disk_misses = state_->disk_misses.load();
   stats.memory_hits = state_->memory_hits.load();
   stats.module_loads = state_->module_loads.load();
+  stats.fetched = state_->fetched.load();
+  stats.fetch_batches = state_->fetch_batches.load();
+  stats.most_fetching_at_once = state_->most_fetching_at_once.load();
   return stats;
 }
 
@@ -318,6 +441,16 @@ CUcontext launch_context(CUstream stream) {
     }
   }
   return current;
+}
+
+void CallKernels::throw_full() {
+  throw std::logic_error("CallKernels: more than " + std::to_string(kCapacity) +
+                         " kernels in one call");
+}
+
+bool parallel_compile_enabled() {
+  static const bool enabled = env::flag("INTFA_PARALLEL_COMPILE", true);
+  return enabled;
 }
 
 bool programmatic_launches_enabled() {

@@ -8,10 +8,13 @@
 
 #include <cuda.h>
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cache/bundle.hpp"
 #include "cache/cache_key.hpp"
@@ -28,6 +31,12 @@ struct RuntimeStats {
   std::uint64_t disk_misses = 0;
   std::uint64_t memory_hits = 0;  // loaded-kernel lookups served without any work
   std::uint64_t module_loads = 0;
+  // Cubins load and load_all fetched (compiled, or read from a cache) for kernels not yet in
+  // memory; the batches they came in (one per call that lacked any: all it lacked, together,
+  // before its first launch); and the most such fetches that ran at once.
+  std::uint64_t fetched = 0;
+  std::uint64_t fetch_batches = 0;
+  std::uint64_t most_fetching_at_once = 0;
 };
 
 // A kernel loaded into one context, ready to launch.
@@ -86,6 +95,20 @@ struct CacheChain {
 // writes (the caller checks disk->writable() afterwards). Throws CompileError.
 CompiledKernel compile(const render::KernelSpec& spec, const CacheChain& chain);
 
+// One kernel of a call, for KernelRuntime::load_all: the spec and the dynamic shared memory its
+// launch asks for, and where to put the loaded kernel. (No member initializers: CallKernels holds
+// an array of them that stays uninitialized past its count, on every call's path.)
+struct KernelRequest {
+  const render::KernelSpec* spec;
+  unsigned dynamic_shared_bytes;
+  const LoadedKernel** kernel;
+};
+
+// Whether load_all compiles a call's missing kernels on several threads: unless
+// INTFA_PARALLEL_COMPILE is 0 (read once, at the first call that compiles; a malformed value
+// throws InvalidArgument naming the variable, at each such call).
+bool parallel_compile_enabled();
+
 class KernelRuntime {
  public:
   static KernelRuntime& instance();
@@ -95,9 +118,19 @@ class KernelRuntime {
   // Needs no GPU.
   CompiledKernel compile(const render::KernelSpec& spec);
 
-  // The kernel loaded into `context`, able to use `dynamic_shared_bytes` of shared memory.
+  // The kernel loaded into `context`, able to use `dynamic_shared_bytes` of shared memory: from
+  // memory under one lock, else load_all of one.
   const LoadedKernel& load(const render::KernelSpec& spec, CUcontext context,
                            unsigned dynamic_shared_bytes);
+
+  // load() of each of `count` requests, all before the caller launches any. Those already loaded
+  // cost one lookup each under one lock (the hot path: no thread, no allocation). Otherwise every
+  // cubin not yet in memory is compiled (or read from the disk cache) at once, each on a thread of
+  // its own, at most std::thread::hardware_concurrency() together counting the calling thread's
+  // (INTFA_PARALLEL_COMPILE=0: one after another on the calling thread); every thread is joined
+  // before it returns or throws, and a failure is rethrown as it was thrown (CompileError with
+  // NVRTC's log), the first in request order, once all are done. Then the modules are loaded.
+  void load_all(const KernelRequest* requests, std::size_t count, CUcontext context);
 
   RuntimeStats stats() const;
 
@@ -112,8 +145,49 @@ class KernelRuntime {
  private:
   KernelRuntime();
   ~KernelRuntime();
+  // compile() of each of `specs` on up to hardware_concurrency threads; load_all's cold path.
+  void fetch_together(const std::vector<const render::KernelSpec*>& specs);
+  // The module of `spec`'s cubin (compile()) loaded into `context` unless it is already there, with
+  // `dynamic_shared_bytes` allowed; load_all's slow path.
+  const LoadedKernel& load_module(const render::KernelSpec& spec, CUcontext context,
+                                  unsigned dynamic_shared_bytes);
   struct State;
   std::unique_ptr<State> state_;
+};
+
+// The kernels one call launches, gathered while it plans and loaded together before its first
+// launch (load_all), so that on a cold cache they compile at once, not one after another. Holds
+// pointers to the caller's specs and slots, which must stay where they are until load(); no
+// allocation.
+class CallKernels {
+ public:
+  // attention_forward_16bit launches six at most: K's channel means, K's rows, V's max pass, V,
+  // Q's rows and the attention kernel (per-block K with the rotation).
+  static constexpr std::size_t kCapacity = 8;
+
+  // Asks for `spec`, launched with `dynamic_shared_bytes`; load() sets `*kernel`. Throws
+  // std::logic_error past kCapacity.
+  void add(const render::KernelSpec& spec, unsigned dynamic_shared_bytes,
+           const LoadedKernel** kernel) {
+    if (count_ == kCapacity) throw_full();
+    requests_[count_++] = KernelRequest{&spec, dynamic_shared_bytes, kernel};
+  }
+  // KernelRuntime::instance().load_all of every kernel added (load of the one, when it is one).
+  void load(CUcontext context) {
+    KernelRuntime& runtime = KernelRuntime::instance();
+    if (count_ == 1) {
+      *requests_[0].kernel =
+          &runtime.load(*requests_[0].spec, context, requests_[0].dynamic_shared_bytes);
+    } else {
+      runtime.load_all(requests_.data(), count_, context);
+    }
+  }
+
+ private:
+  [[noreturn]] static void throw_full();
+
+  std::array<KernelRequest, kCapacity> requests_;
+  std::size_t count_ = 0;
 };
 
 // The context to launch in: the one current on this thread, else device 0's primary context (made

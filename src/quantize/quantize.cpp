@@ -25,10 +25,9 @@ kernels::ElementType input_type(const TensorView& input, const char* field) {
                         "expected f16 or bf16");
 }
 
-struct LaunchContext {
-  CUcontext context;
-  device::Arch arch;
-};
+using quantize::LaunchContext;
+using quantize::RowsPass;
+using quantize::VPasses;
 
 LaunchContext current_launch_context(CUstream stream) {
   LaunchContext launch_context;
@@ -39,11 +38,12 @@ LaunchContext current_launch_context(CUstream stream) {
   return launch_context;
 }
 
-void launch_spec(const render::KernelSpec& spec, const LaunchContext& where,
-                 const launch::LaunchShape& shape, CUstream stream, const void* params) {
-  const launch::LoadedKernel& kernel =
-      launch::KernelRuntime::instance().load(spec, where.context, shape.dynamic_shared_bytes);
-  launch::launch(kernel, shape, stream, params);
+void launch_kernel(const quantize::PlannedKernel& planned, CUstream stream, const void* params) {
+  launch::launch(*planned.kernel, planned.shape, stream, params);
+}
+
+void add_kernel(quantize::PlannedKernel& planned, launch::CallKernels& kernels) {
+  kernels.add(planned.spec, planned.shape.dynamic_shared_bytes, &planned.kernel);
 }
 
 // INTFA_ONE_LAUNCH_KV (README.md, "Environment"): 0 quantizes K and V for attention on sm_90a
@@ -101,23 +101,11 @@ void quantize_qk(const TensorShape& shape, const TensorView& input, const Tensor
 
 namespace {
 
-// quantize_qk's passes after its checks: K smoothing's channel means (when smoothing: the first
-// pass, one block per (batch, head), channel_mean.cuh) and the row pass.
-struct RowsPass {
-  LaunchContext where;
-  kernels::ElementType element;
-  quantize::RowTransforms transforms;
-  render::KernelSpec spec;
-  kernels::QuantizeRowsParams params;
-  launch::LaunchShape shape;
-  render::KernelSpec mean_spec;
-  kernels::ChannelMeanParams mean_params;
-  launch::LaunchShape mean_shape;
-};
-
+// `where`: the stream's launch context when the caller has it already (after the checks, the
+// driver is asked otherwise).
 RowsPass plan_rows_pass(const TensorShape& shape, int input_channels, const TensorView& input,
                         const TensorView& output, float* scales, CUstream stream,
-                        const QuantizeOptions& options) {
+                        const QuantizeOptions& options, const LaunchContext* where) {
   checks::validate_shape(shape, "shape");
   validate_input_channels(shape, input_channels);
   if (options.bits != 8 && options.bits != 4) {
@@ -150,22 +138,22 @@ RowsPass plan_rows_pass(const TensorShape& shape, int input_channels, const Tens
   }
 
   RowsPass pass;
-  pass.where = current_launch_context(stream);
+  pass.where = where != nullptr ? *where : current_launch_context(stream);
   pass.element = element;
   pass.transforms.smooth_k = options.smooth_k_channel_mean != nullptr;
   pass.transforms.q_dot_k_mean = options.q_dot_k_mean != nullptr;
   pass.transforms.rotate = options.rotate;
   pass.transforms.k_granularity = options.k_granularity;
-  pass.spec =
+  pass.rows.spec =
       quantize::rows_spec(pass.where.arch, shape.head_dim, element, options.bits, pass.transforms);
   pass.params = quantize::rows_params(shape, input, output, scales, pass.transforms, options);
   pass.params.channels = input_channels;
-  pass.shape = quantize::rows_launch_shape(shape, pass.transforms);
+  pass.rows.shape = quantize::rows_launch_shape(shape, pass.transforms);
   if (pass.transforms.smooth_k) {
-    pass.mean_spec = quantize::channel_mean_spec(pass.where.arch, shape.head_dim, element);
+    pass.mean.spec = quantize::channel_mean_spec(pass.where.arch, shape.head_dim, element);
     pass.mean_params = quantize::channel_mean_params(shape, input, options.smooth_k_channel_mean);
     pass.mean_params.channels = input_channels;
-    pass.mean_shape = quantize::channel_mean_launch_shape(shape);
+    pass.mean.shape = quantize::channel_mean_launch_shape(shape);
   }
   return pass;
 }
@@ -178,46 +166,60 @@ void launch_channel_mean(const RowsPass& pass, CUstream stream, float* zero = nu
   kernels::ChannelMeanParams params = pass.mean_params;
   params.zero = zero;
   params.zero_count = static_cast<kernels::i64>(zero_count);
-  launch_spec(pass.mean_spec, pass.where, pass.mean_shape, stream, &params);
+  launch_kernel(pass.mean, stream, &params);
+}
+
+void add_rows_kernels(RowsPass& pass, launch::CallKernels& kernels) {
+  if (pass.transforms.smooth_k) add_kernel(pass.mean, kernels);
+  add_kernel(pass.rows, kernels);
 }
 
 void launch_rows_pass(const RowsPass& pass, CUstream stream) {
   launch_channel_mean(pass, stream);
-  launch_spec(pass.spec, pass.where, pass.shape, stream, &pass.params);
+  launch_kernel(pass.rows, stream, &pass.params);
 }
 
 }  // namespace
+
+quantize::RowsPass quantize::plan_qk_channels(const TensorShape& shape, int input_channels,
+                                              const TensorView& input, const TensorView& output,
+                                              float* scales, CUstream stream,
+                                              const QuantizeOptions& options,
+                                              const LaunchContext* where) {
+  return plan_rows_pass(shape, input_channels, input, output, scales, stream, options, where);
+}
+
+void quantize::add_kernels(RowsPass& pass, launch::CallKernels& kernels) {
+  add_rows_kernels(pass, kernels);
+}
+
+void quantize::launch_planned(const RowsPass& pass, CUstream stream) {
+  launch_rows_pass(pass, stream);
+}
 
 void quantize::quantize_qk_channels(const TensorShape& shape, int input_channels,
                                     const TensorView& input, const TensorView& output,
                                     float* scales, CUstream stream,
                                     const QuantizeOptions& options) {
-  launch_rows_pass(plan_rows_pass(shape, input_channels, input, output, scales, stream, options),
-                   stream);
+  RowsPass pass =
+      plan_rows_pass(shape, input_channels, input, output, scales, stream, options, nullptr);
+  launch::CallKernels kernels;
+  add_rows_kernels(pass, kernels);
+  kernels.load(pass.where.context);
+  launch_rows_pass(pass, stream);
 }
 
 namespace {
-
-// quantize_v's passes after its checks: the max pass (per tensor and per channel: into scales
-// zeroed first) and the quantize pass, on one grid.
-struct VPasses {
-  LaunchContext where;
-  kernels::QuantizeVParams params;
-  launch::LaunchShape shape;
-  render::KernelSpec spec;
-  bool max_pass = false;
-  render::KernelSpec max_spec;
-  std::size_t scale_count = 0;  // the scales to zero before the max pass
-};
 
 // `input` is [batch, heads, seq, input_channels], or when `packed` the sequences' rows
 // [1, heads, total_kv, input_channels] with their offsets `cu_seqlens` (which must then be set).
 // `where`: the stream's launch context when the caller has it already (after the checks, the
 // driver is asked otherwise).
-VPasses plan_v_passes(const TensorShape& shape, int input_channels, const TensorView& input,
-                      bool packed, int total_kv, const int* cu_seqlens, void* output, float* scales,
-                      VScaleGranularity granularity, CUstream stream,
-                      const LaunchContext* where = nullptr) {
+// Fills `passes` in place.
+void plan_v_passes(const TensorShape& shape, int input_channels, const TensorView& input,
+                   bool packed, int total_kv, const int* cu_seqlens, void* output, float* scales,
+                   VScaleGranularity granularity, CUstream stream, const LaunchContext* where,
+                   VPasses& passes) {
   checks::validate_shape(shape, "shape");
   validate_input_channels(shape, input_channels);
   if (packed) {
@@ -239,20 +241,19 @@ VPasses plan_v_passes(const TensorShape& shape, int input_channels, const Tensor
   }
   checks::validate_scales(scales, "scales");
 
-  VPasses passes;
   passes.where = where != nullptr ? *where : current_launch_context(stream);
   passes.params = quantize::v_params(shape, input, cu_seqlens, output, scales);
   passes.params.channels = input_channels;
-  passes.spec = quantize::v_spec(passes.where.arch, shape.head_dim, element, granularity);
-  passes.shape = quantize::v_launch_shape(shape, passes.params);
+  passes.quantize.spec = quantize::v_spec(passes.where.arch, shape.head_dim, element, granularity);
+  passes.quantize.shape = quantize::v_launch_shape(shape, passes.params);
   if (granularity != VScaleGranularity::kPerBlock) {
     passes.max_pass = true;
-    passes.max_spec =
+    passes.max.spec =
         quantize::v_scale_spec(passes.where.arch, shape.head_dim, element, granularity);
+    passes.max.shape = passes.quantize.shape;
     passes.scale_count =
         v_scale_count(granularity, shape.batch, shape.heads, shape.seq, shape.head_dim);
   }
-  return passes;
 }
 
 void zero_scales(const VPasses& passes, CUstream stream) {
@@ -260,13 +261,25 @@ void zero_scales(const VPasses& passes, CUstream stream) {
                passes.scale_count, stream);
 }
 
+void add_v_kernels(VPasses& passes, launch::CallKernels& kernels) {
+  if (passes.max_pass) add_kernel(passes.max, kernels);
+  add_kernel(passes.quantize, kernels);
+}
+
 void launch_v_passes(const VPasses& passes, CUstream stream) {
   if (passes.max_pass) {
     // The maximum over the whole sequence, accumulated with atomicMax into zeroed scales.
     zero_scales(passes, stream);
-    launch_spec(passes.max_spec, passes.where, passes.shape, stream, &passes.params);
+    launch_kernel(passes.max, stream, &passes.params);
   }
-  launch_spec(passes.spec, passes.where, passes.shape, stream, &passes.params);
+  launch_kernel(passes.quantize, stream, &passes.params);
+}
+
+void load_and_launch_v_passes(VPasses& passes, CUstream stream) {
+  launch::CallKernels kernels;
+  add_v_kernels(passes, kernels);
+  kernels.load(passes.where.context);
+  launch_v_passes(passes, stream);
 }
 
 }  // namespace
@@ -286,24 +299,111 @@ void quantize_v_varlen(const TensorShape& shape, const TensorView& input, int to
 void quantize::quantize_v_channels(const TensorShape& shape, int input_channels,
                                    const TensorView& input, void* output, float* scales,
                                    VScaleGranularity granularity, CUstream stream) {
-  launch_v_passes(plan_v_passes(shape, input_channels, input, false, 0, nullptr, output, scales,
-                                granularity, stream),
-                  stream);
+  VPasses passes;
+  plan_v_passes(shape, input_channels, input, false, 0, nullptr, output, scales, granularity,
+                stream, nullptr, passes);
+  load_and_launch_v_passes(passes, stream);
 }
 
 void quantize::quantize_v_varlen_channels(const TensorShape& shape, int input_channels,
                                           const TensorView& input, int total_kv,
                                           const int* cu_seqlens_kv, void* output, float* scales,
                                           VScaleGranularity granularity, CUstream stream) {
-  launch_v_passes(plan_v_passes(shape, input_channels, input, true, total_kv, cu_seqlens_kv, output,
-                                scales, granularity, stream),
-                  stream);
+  VPasses passes;
+  plan_v_passes(shape, input_channels, input, true, total_kv, cu_seqlens_kv, output, scales,
+                granularity, stream, nullptr, passes);
+  load_and_launch_v_passes(passes, stream);
 }
 
-bool quantize::quantize_k_and_v_channels(const KAndVPasses& kv, int input_channels,
-                                         CUstream stream) {
-  const RowsPass k = plan_rows_pass(kv.k_shape, input_channels, kv.k_input, kv.k_output,
-                                    kv.k_scales, stream, kv.k_options);
+namespace {
+
+// The launches of K and V other than quantize_k_v: K's rows with V's max pass in one launch where
+// both kernels take part and the two grids fit one; otherwise each function's own.
+void plan_two_launches(quantize::KAndVPlan& plan) {
+  const VScaleGranularity v_granularity = plan.v_granularity;
+  const RowsPass& k = plan.k;
+  const VPasses& v = plan.v;
+  const launch::LaunchShape& v_shape = v.quantize.shape;
+  const long long v_blocks =
+      static_cast<long long>(v_shape.grid[0]) * v_shape.grid[1] * v_shape.grid[2];
+  const bool shared = quantize::k_and_v_share_a_launch(k.transforms.k_granularity, v_granularity) &&
+                      !k.transforms.q_dot_k_mean &&
+                      k.rows.shape.grid[0] + v_blocks <= std::numeric_limits<int>::max();
+  if (!shared) {
+    plan.launches = quantize::KAndVLaunches::kSeparate;
+    return;
+  }
+  plan.launches = quantize::KAndVLaunches::kShared;
+  plan.shared_params = quantize::k_v_scale_params(k.params, k.rows.shape, v.params);
+  plan.both.spec = quantize::k_v_scale_spec(k.where.arch, k.rows.spec.head_dim, k.element,
+                                            k.rows.spec.qk_bits, k.transforms, v_granularity);
+  plan.both.shape = quantize::k_v_scale_launch_shape(plan.shared_params);
+  plan.both.kernel = nullptr;
+}
+
+void add_k_and_v_kernels(quantize::KAndVPlan& plan, launch::CallKernels& kernels) {
+  switch (plan.launches) {
+    case quantize::KAndVLaunches::kOne:
+      if (plan.k.transforms.smooth_k) add_kernel(plan.k.mean, kernels);
+      add_kernel(plan.both, kernels);
+      return;
+    case quantize::KAndVLaunches::kShared:
+      if (plan.k.transforms.smooth_k) add_kernel(plan.k.mean, kernels);
+      add_kernel(plan.both, kernels);
+      add_kernel(plan.v.quantize, kernels);
+      return;
+    case quantize::KAndVLaunches::kSeparate:
+      add_rows_kernels(plan.k, kernels);
+      add_v_kernels(plan.v, kernels);
+      return;
+  }
+}
+
+bool launch_k_and_v(const quantize::KAndVPlan& plan, CUstream stream) {
+  const RowsPass& k = plan.k;
+  const VPasses& v = plan.v;
+  switch (plan.launches) {
+    case quantize::KAndVLaunches::kOne:
+      // A GPU (or MIG slice) that cannot hold one cluster of the split takes the two launches.
+      if (!launch::cluster_fits(*plan.both.kernel, plan.both.shape)) {
+        quantize::KAndVPlan two = plan;
+        plan_two_launches(two);
+        launch::CallKernels kernels;
+        add_k_and_v_kernels(two, kernels);
+        kernels.load(k.where.context);
+        return launch_k_and_v(two, stream);
+      }
+      launch_channel_mean(k, stream);
+      launch_kernel(plan.both, stream, &plan.one_params);
+      return true;
+    case quantize::KAndVLaunches::kShared:
+      // V's scales are zeroed by the launch before the max pass: K's channel means when
+      // smoothing, else a memset.
+      if (k.transforms.smooth_k) {
+        launch_channel_mean(k, stream, v.params.scales, v.scale_count);
+      } else {
+        zero_scales(v, stream);
+      }
+      launch_kernel(plan.both, stream, &plan.shared_params);
+      launch_kernel(v.quantize, stream, &v.params);
+      return false;
+    case quantize::KAndVLaunches::kSeparate:
+      launch_rows_pass(k, stream);
+      launch_v_passes(v, stream);
+      return false;
+  }
+  return false;
+}
+
+}  // namespace
+
+quantize::KAndVPlan quantize::plan_k_and_v_channels(const KAndVPasses& kv, int input_channels,
+                                                    CUstream stream, const LaunchContext* where) {
+  KAndVPlan plan([&] {
+    return plan_rows_pass(kv.k_shape, input_channels, kv.k_input, kv.k_output, kv.k_scales, stream,
+                          kv.k_options, where);
+  });
+  const RowsPass& k = plan.k;
   // One kernel takes both: V is K's dtype and head dim (attention_forward_16bit checks the
   // dtypes; this says it where a caller does not).
   if (kv.v_input.dtype != kv.k_input.dtype) {
@@ -314,58 +414,47 @@ bool quantize::quantize_k_and_v_channels(const KAndVPasses& kv, int input_channe
     throw InvalidArgument("v_shape.head_dim", std::to_string(kv.v_shape.head_dim),
                           "expected " + std::to_string(kv.k_shape.head_dim) + ", K's");
   }
-  const VPasses v = plan_v_passes(kv.v_shape, input_channels, kv.v_input,
-                                  kv.cu_seqlens_kv != nullptr, kv.total_kv, kv.cu_seqlens_kv,
-                                  kv.v_output, kv.v_scales, kv.v_granularity, stream, &k.where);
-  // On sm_90a, K's rows and all of V in one launch that reads V once, where V fits its clusters.
+  plan_v_passes(kv.v_shape, input_channels, kv.v_input, kv.cu_seqlens_kv != nullptr, kv.total_kv,
+                kv.cu_seqlens_kv, kv.v_output, kv.v_scales, kv.v_granularity, stream, &k.where,
+                plan.v);
+  plan.v_granularity = kv.v_granularity;
+  // On sm_90a, K's rows and all of V in one launch that reads V once, where V fits its clusters
+  // (and the GPU holds one: launch_k_and_v asks).
   const std::optional<quantize::VSlices> slices =
       quantize::k_and_v_take_one_launch(k.where.arch, kv.k_options.k_granularity,
                                         kv.v_granularity) &&
               !k.transforms.q_dot_k_mean &&
-              quantize::k_v_rows_match(k.params, v.params, kv.total_kv) && one_launch_kv_enabled()
-          ? quantize::k_v_slices(kv.k_shape.head_dim, v.params.padded_seq)
+              quantize::k_v_rows_match(k.params, plan.v.params, kv.total_kv) &&
+              one_launch_kv_enabled()
+          ? quantize::k_v_slices(kv.k_shape.head_dim, plan.v.params.padded_seq)
           : std::nullopt;
   if (slices) {
-    const kernels::QuantizeKVParams both = quantize::k_v_params(k.params, v.params, *slices);
-    const render::KernelSpec both_spec =
-        quantize::k_v_spec(k.where.arch, kv.k_shape.head_dim, k.element, kv.k_options.bits,
-                           k.transforms, kv.v_granularity);
-    const launch::LaunchShape both_shape = quantize::k_v_launch_shape(both, *slices);
-    const launch::LoadedKernel& kernel = launch::KernelRuntime::instance().load(
-        both_spec, k.where.context, both_shape.dynamic_shared_bytes);
-    // A GPU (or MIG slice) that cannot hold one cluster of the split takes the two launches.
-    if (launch::cluster_fits(kernel, both_shape)) {
-      launch_channel_mean(k, stream);
-      launch::launch(kernel, both_shape, stream, &both);
-      return true;
-    }
-  }
-  // One launch for K's rows and V's max pass where both kernels take part and the two grids fit
-  // one.
-  const long long v_blocks =
-      static_cast<long long>(v.shape.grid[0]) * v.shape.grid[1] * v.shape.grid[2];
-  const bool one_launch =
-      quantize::k_and_v_share_a_launch(kv.k_options.k_granularity, kv.v_granularity) &&
-      !k.transforms.q_dot_k_mean && k.shape.grid[0] + v_blocks <= std::numeric_limits<int>::max();
-  if (!one_launch) {
-    launch_rows_pass(k, stream);
-    launch_v_passes(v, stream);
-    return false;
-  }
-  // V's scales are zeroed by the launch before the max pass: K's channel means when smoothing,
-  // else a memset.
-  if (k.transforms.smooth_k) {
-    launch_channel_mean(k, stream, kv.v_scales, v.scale_count);
+    plan.launches = KAndVLaunches::kOne;
+    plan.one_params = quantize::k_v_params(k.params, plan.v.params, *slices);
+    plan.both.spec = quantize::k_v_spec(k.where.arch, kv.k_shape.head_dim, k.element,
+                                        kv.k_options.bits, k.transforms, kv.v_granularity);
+    plan.both.shape = quantize::k_v_launch_shape(plan.one_params, *slices);
   } else {
-    zero_scales(v, stream);
+    plan_two_launches(plan);
   }
-  const kernels::QuantizeKVScaleParams both = k_v_scale_params(k.params, k.shape, v.params);
-  const render::KernelSpec both_spec =
-      k_v_scale_spec(k.where.arch, kv.k_shape.head_dim, k.element, kv.k_options.bits, k.transforms,
-                     kv.v_granularity);
-  launch_spec(both_spec, k.where, k_v_scale_launch_shape(both), stream, &both);
-  launch_spec(v.spec, v.where, v.shape, stream, &v.params);
-  return false;
+  return plan;
+}
+
+void quantize::add_kernels(KAndVPlan& plan, launch::CallKernels& kernels) {
+  add_k_and_v_kernels(plan, kernels);
+}
+
+bool quantize::launch_planned(const KAndVPlan& plan, CUstream stream) {
+  return launch_k_and_v(plan, stream);
+}
+
+bool quantize::quantize_k_and_v_channels(const KAndVPasses& kv, int input_channels,
+                                         CUstream stream) {
+  KAndVPlan plan = plan_k_and_v_channels(kv, input_channels, stream);
+  launch::CallKernels kernels;
+  add_k_and_v_kernels(plan, kernels);
+  kernels.load(plan.k.where.context);
+  return launch_k_and_v(plan, stream);
 }
 
 }  // namespace intfa

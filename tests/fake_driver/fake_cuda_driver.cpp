@@ -13,7 +13,14 @@
 
 namespace {
 
-int context_storage, module_storage, function_storage, stream_storage, event_storage;
+int context_storage, module_storage, stream_storage, event_storage;
+// A handle of its own for each function looked up (cuModuleGetFunction), so that a test can tell
+// the kernels launched apart; the 4096th and later reuse the first ones.
+constexpr int kFunctions = 4096;
+char function_storage[kFunctions];
+std::atomic<int> next_function{0};
+std::atomic<bool> function_launched[kFunctions];
+std::atomic<unsigned long long> functions_launched{0};  // distinct functions launched
 const CUcontext kContext = reinterpret_cast<CUcontext>(&context_storage);
 thread_local CUcontext current_context = nullptr;
 std::atomic<unsigned long long> launches{0};  // kernel launches and memsets
@@ -27,6 +34,22 @@ extern "C" unsigned long long intfa_fake_driver_launches() { return launches.loa
 extern "C" unsigned long long intfa_fake_driver_programmatic_launches() {
   return programmatic_launches.load();
 }
+// How many distinct functions (cuModuleGetFunction handles) have been launched at least once.
+extern "C" unsigned long long intfa_fake_driver_functions_launched() {
+  return functions_launched.load();
+}
+
+namespace {
+
+void count_launch(CUfunction function) {
+  ++launches;
+  const auto index = reinterpret_cast<char*>(function) - function_storage;
+  if (index >= 0 && index < kFunctions && !function_launched[index].exchange(true)) {
+    ++functions_launched;
+  }
+}
+
+}  // namespace
 
 CUresult CUDAAPI cuInit(unsigned int) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuDriverGetVersion(int* version) {
@@ -121,7 +144,7 @@ CUresult CUDAAPI cuModuleLoadData(CUmodule* module, const void*) {
 }
 CUresult CUDAAPI cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }
 CUresult CUDAAPI cuModuleGetFunction(CUfunction* function, CUmodule, const char*) {
-  *function = reinterpret_cast<CUfunction>(&function_storage);
+  *function = reinterpret_cast<CUfunction>(&function_storage[next_function++ % kFunctions]);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuFuncGetAttribute(int* value, CUfunction_attribute attribute, CUfunction) {
@@ -131,14 +154,15 @@ CUresult CUDAAPI cuFuncGetAttribute(int* value, CUfunction_attribute attribute, 
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuFuncSetAttribute(CUfunction, CUfunction_attribute, int) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuLaunchKernel(CUfunction, unsigned int, unsigned int, unsigned int, unsigned int,
-                                unsigned int, unsigned int, unsigned int, CUstream, void**,
-                                void**) {
-  ++launches;
+CUresult CUDAAPI cuLaunchKernel(CUfunction function, unsigned int, unsigned int, unsigned int,
+                                unsigned int, unsigned int, unsigned int, unsigned int, CUstream,
+                                void**, void**) {
+  count_launch(function);
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction, void**, void**) {
-  ++launches;
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction function, void**,
+                                  void**) {
+  count_launch(function);
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     const CUlaunchAttribute& attribute = config->attrs[i];
     if (attribute.id == CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION &&
