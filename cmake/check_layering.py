@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """The stages of src/ and the one rule between them: a file includes headers of its own stage or
-of stages below it, never above (README.md, "Layout", says what each stage holds). Run by ctest
+of stages below it, never above (docs/layout.md says what each stage holds). Run by ctest
 (Layering.IncludesPointDown); exits 1 naming every include that points up.
 
     python3 cmake/check_layering.py [SRC_DIR]

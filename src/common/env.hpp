@@ -1,5 +1,5 @@
 // Reading INTFA_* environment variables. Every malformed value is reported naming the variable;
-// docs of each variable live in README.md ("Environment").
+// docs of each variable live in docs/environment.md.
 #pragma once
 
 #include <filesystem>

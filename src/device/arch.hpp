@@ -10,7 +10,7 @@ namespace intfa::device {
 
 // The portable (mma.sync) kernels compile for every target; the Hopper kernel (wgmma, TMA,
 // setmaxnreg) for sm_90a alone. sm_100a, sm_120 and sm_121 (Blackwell) and sm_87 (Orin) are
-// compiled in the tests but have not run on a GPU (README, "GPU targets").
+// compiled in the tests but have not run on a GPU (docs/gpu-targets.md).
 enum class Arch { kSm80, kSm86, kSm87, kSm89, kSm90a, kSm100a, kSm120, kSm121 };
 
 const std::vector<Arch>& all_archs();

@@ -490,7 +490,7 @@ CUlaunchConfig launch_config(const LaunchShape& shape, CUstream stream,
 void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream stream,
             const void* params) {
   void* arguments[] = {const_cast<void*>(params)};
-  // INTFA_PROGRAMMATIC_LAUNCH=0 (README.md, "Environment") launches every kernel after the one
+  // INTFA_PROGRAMMATIC_LAUNCH=0 (docs/environment.md) launches every kernel after the one
   // before it has ended, as cuLaunchKernel does.
   const bool programmatic = kernel.waits_for_previous_grid &&
                             device::has_programmatic_dependent_launch(kernel.spec.arch) &&

@@ -46,7 +46,7 @@ void add_kernel(quantize::PlannedKernel& planned, launch::CallKernels& kernels) 
   kernels.add(planned.spec, planned.shape.dynamic_shared_bytes, &planned.kernel);
 }
 
-// INTFA_ONE_LAUNCH_KV (README.md, "Environment"): 0 quantizes K and V for attention on sm_90a
+// INTFA_ONE_LAUNCH_KV (docs/environment.md): 0 quantizes K and V for attention on sm_90a
 // with the launches of other archs (V read twice), for comparisons. Read once.
 bool one_launch_kv_enabled() {
   static const bool enabled = env::flag("INTFA_ONE_LAUNCH_KV", true);

@@ -39,7 +39,7 @@ SpecRequest request_for(device::Arch arch, const AttentionProblem& problem,
 
 // `request` as attention_forward_16bit asks for it, with `dtype` inputs under `options`: Q
 // quantized by the Hopper kernel itself where it can (8-bit Q.K, dense batches, no rotation of Q
-// and K) unless INTFA_QUANTIZE_Q_IN_KERNEL=0 (README.md, "Environment").
+// and K) unless INTFA_QUANTIZE_Q_IN_KERNEL=0 (docs/environment.md).
 SpecRequest with_q_in_kernel(SpecRequest request, const AttentionOptions& options, DType dtype);
 
 // The kernels' head dim that serves a 16-bit call's `head_dim`: itself for 64, 128 and 256, the

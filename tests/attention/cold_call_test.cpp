@@ -245,7 +245,7 @@ TEST(ColdCall, EachCallFetchesExactlyTheKernelsItLaunchesAtOnce) {
             {"INTFA_PARALLEL_COMPILE=1"});
 }
 
-// INTFA_PARALLEL_COMPILE=0 (README, "Environment": for comparisons) fetches the same kernels,
+// INTFA_PARALLEL_COMPILE=0 (docs/environment.md: for comparisons) fetches the same kernels,
 // one after another.
 TEST(ColdCall, WithoutParallelCompilesTheSameKernelsAreFetchedOneAfterAnother) {
   run_child("ColdCallChild.DISABLED_EachCallFetchesExactlyTheKernelsItLaunchesAtOnce",

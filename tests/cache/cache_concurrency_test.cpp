@@ -1,6 +1,6 @@
 // Many processes filling one cache at once while another reads it: every call succeeds, every
 // entry a reader finds verifies, each spec ends as exactly one good entry, no temp file is left,
-// and no process compiles one key twice. The figures are printed for README.md ("Reliability").
+// and no process compiles one key twice. The figures are printed for docs/reliability.md.
 #include <gtest/gtest.h>
 
 #include <atomic>

@@ -1,4 +1,4 @@
-# README.md's C++ snippet ("Using it") is examples/attend.cpp between its lines
+# README.md's C++ snippet ("Using it from C++") is examples/attend.cpp between its lines
 # "// [README: Using it]" and "// [README: end]", verbatim, so that what the README shows is code
 # that compiles and runs (the Consumers.* tests build the example). cmake -DSOURCE_DIR=... -P
 cmake_minimum_required(VERSION 3.25)
