@@ -255,14 +255,10 @@ void set_q_input(kernels::WgmmaAttentionParams& params, const TensorView& q,
 
 void encode_tensor_maps(kernels::WgmmaAttentionParams& params, const AttentionProblem& problem,
                         const AttentionTensors& tensors, const render::KernelSpec& spec) {
-  // Q and K rows as slabs of at most 128 bytes by a block of rows; INT8 V as a tile's tokens
+  // K rows as slabs of at most 128 bytes by a tile of keys; INT8 V as a tile's tokens
   // (one row of block_n bytes) of every channel; 16-bit V as slabs of 64 channels (128 bytes)
   // by a tile's keys.
   const int slab = kernels::wgmma_slab_bytes(problem.head_dim);
-  encode(params.q_map,
-         rows_operand("q", tensors.q, problem.batch, problem.heads_q, problem.seq_q,
-                      problem.head_dim),
-         slab, spec.block_m);
   encode(params.k_map,
          rows_operand("k", tensors.k, problem.batch, problem.heads_kv, problem.seq_kv,
                       problem.head_dim),

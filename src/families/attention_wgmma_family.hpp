@@ -33,7 +33,8 @@ int wgmma_shared_bytes(const render::KernelSpec& spec);
 void validate_wgmma_config(const render::KernelSpec& spec);
 
 // Why TMA cannot describe these tensors (a base or stride not a multiple of 16 bytes, ...), naming
-// the field; nullopt when it can.
+// the field; nullopt when it can. Q has no tensor map, but its consumers load its rows in 16-byte
+// pieces, which the same rules allow.
 std::optional<std::string> tma_incompatibility(const AttentionProblem& problem,
                                                const AttentionTensors& tensors);
 

@@ -7,10 +7,11 @@
 // A block computes 64 * ConsumerGroups query rows of one (batch, query head) with
 // ConsumerGroups + 1 warpgroups:
 //   - the producer warpgroup gives most of its registers away; lane 0 of its first warp issues
-//     the TMA loads of Q once and of K and V per key tile into a ring of Stages slots, and every
+//     the TMA loads of K and V per key tile into a ring of Stages slots, and every
 //     lane copies some of the tile's K scales (cp.async, arriving on the same barrier); each
 //     slot is guarded by a "full" mbarrier (bytes landed) and an "empty" one (consumers done);
-//   - each consumer warpgroup owns 64 rows: S = Q K^T with wgmma (both operands in shared
+//   - each consumer warpgroup owns 64 rows, which it loads into shared memory itself (INT8, or
+//     16-bit and quantized on the way): S = Q K^T with wgmma (both operands in shared
 //     memory), the online softmax and P's quantization in registers (the wgmma accumulator is
 //     the m16n8 layout per warp, so the portable code applies unchanged), then P V with P as the
 //     register A operand and V^T in shared memory. The INT8 V layout (channels as rows, tokens
@@ -235,8 +236,7 @@ struct WgmmaAttention {
     __device__ __forceinline__ u32 empty(int slot) const {
       return barriers() + 8 * (kStages + slot);
     }
-    __device__ __forceinline__ u32 q_full() const { return barriers() + 8 * (2 * kStages); }
-    __device__ __forceinline__ u32 v_scales_full() const { return q_full() + 8; }
+    __device__ __forceinline__ u32 v_scales_full() const { return barriers() + 8 * (2 * kStages); }
     // One word per consumer warp, written by its lane 0 and never read (keep_ahead_of_wait).
     __device__ __forceinline__ u32 unread_word(int group, int warp_in_group) const {
       return barriers() + kUnreadWordsOffset + 4 * (4 * group + warp_in_group);
@@ -266,7 +266,6 @@ struct WgmmaAttention {
       // scales there are complete (release).
       mbarrier_init(shared.empty(slot), 128 * working_groups);
     }
-    mbarrier_init(shared.q_full(), 1);
     if (Config::kEpilogueVScales > 0) mbarrier_init(shared.v_scales_full(), kVScaleArrivals);
     fence_barrier_init();
   }
@@ -301,14 +300,6 @@ struct WgmmaAttention {
                                                  const BlockWork& work, int lane) {
     constexpr int kSlab = Config::kSlabBytes;
     constexpr int kScalesPerLane = Config::kBlockN / 32;
-    if (lane == 0 && !Config::kQuantizesQ) {
-      mbarrier_arrive_expect_bytes(shared.q_full(), Config::kQTileBytes);
-#pragma unroll
-      for (int slab = 0; slab < Config::kSlabs; ++slab) {
-        tma_load_4d(shared.q() + slab * Config::kBlockM * kSlab, &params.q_map, shared.q_full(),
-                    slab * kSlab, work.first_row, work.head_q, work.batch);
-      }
-    }
     const float* head_k_scales = params.attention.k_scale + work.extent.k_scale0;
     for (int tile = 0; tile < work.tiles; ++tile) {
       const int slot = tile % kStages;
@@ -447,6 +438,47 @@ struct WgmmaAttention {
       const float row_scale_value = __shfl_sync(0xFFFFFFFFu, scale.scale, source_lane);
       if (coordinates.group / kRowsPerPass == pass) q_scale_of_row[0] = row_scale_value;
       if ((coordinates.group + 8) / kRowsPerPass == pass) q_scale_of_row[1] = row_scale_value;
+    }
+    fence_proxy_async_shared();
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + Config::kConsumerGroups + group) : "memory");
+  }
+
+  // INT8 Q (quantize_rows' rows: the kernel without its own Q pass): each consumer warpgroup
+  // copies its 64 rows into the Q tile where a TMA load would put them (same swizzle), as
+  // quantize_q_tile stores its rows, HeadDim / 16 lanes per row with 16 bytes each; rows past
+  // the sequence are zeros, as TMA fills them. The producer then starts on the first K and V at
+  // once instead of loading the block's Q before them, and the rows' latency overlaps those
+  // loads. The warpgroup syncs on its own named barrier: wgmma reads all 64 rows.
+  __device__ __forceinline__ static void load_q_tile(const AttentionParams& attention,
+                                                     const SharedLayout& shared,
+                                                     const BlockWork& work, int group, int thread) {
+    constexpr int kLanesPerRow = Config::kHeadDim / 16;
+    constexpr int kRowsPerPass = 32 / kLanesPerRow;  // per warp
+    constexpr int kPasses = 16 / kRowsPerPass;
+    constexpr int kSlab = Config::kSlabBytes;
+    using Slab = SwizzledTile<kSlab>;
+    const int lane = thread & 31;
+    const int byte = (lane % kLanesPerRow) * 16;
+    const int tile_row0 = group * kWgmmaGroupRows + (thread >> 5) * 16 + lane / kLanesPerRow;
+    const int row0 = work.first_row + tile_row0;
+    const u8* head_q = static_cast<const u8*>(attention.q) +
+                       work.batch * attention.q_strides.batch +
+                       work.head_q * attention.q_strides.head + byte;
+    uint4 rows[kPasses];
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int row = row0 + pass * kRowsPerPass;
+      rows[pass] = row < work.extent.seq_q
+                       ? *reinterpret_cast<const uint4*>(head_q + row * attention.q_strides.row)
+                       : make_uint4(0, 0, 0, 0);
+    }
+    u8* const tile = const_cast<u8*>(shared.bytes) + (shared.q() - shared.base);
+    u8* const slab = tile + (byte / kSlab) * Config::kBlockM * kSlab;
+    const int chunk = (byte % kSlab) / 16;
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      *reinterpret_cast<uint4*>(slab + Slab::offset(tile_row0 + pass * kRowsPerPass, chunk)) =
+          rows[pass];
     }
     fence_proxy_async_shared();
     asm volatile("bar.sync %0, 128;\n" ::"r"(1 + Config::kConsumerGroups + group) : "memory");
@@ -687,6 +719,7 @@ struct WgmmaAttention {
     if constexpr (Config::kQuantizesQ) {
       quantize_q_tile(params, shared, work, group, thread, coordinates, q_scale_of_row);
     } else {
+      load_q_tile(attention, shared, work, group, thread);
 #pragma unroll
       for (int half = 0; half < 2; ++half) {
         const int row = warp_first_row + coordinates.group + 8 * half;
@@ -717,7 +750,6 @@ struct WgmmaAttention {
       const int last_key = group_first_row + kWgmmaGroupRows - 1 + work.causal_offset;
       visible_tiles = last_key < 0 ? 0 : min(visible_tiles, last_key / Config::kBlockN + 1);
     }
-    if (!Config::kQuantizesQ) mbarrier_wait(shared.q_full(), 0);
     if constexpr (!Config::kFullInt8 && Config::kTakesTurns) {
       main_loop_16bit_pv_in_turns(o[0], rows, shared, work, group, warp_first_row, visible_tiles,
                                   coordinates);

@@ -11,8 +11,8 @@ namespace kernels {
 // The portable parameters (pointers, strides, lengths, scales) and the TMA descriptors of the
 // tiles the producer warp loads. The kernel takes it as a __grid_constant__, so the descriptors
 // stay in parameter memory, where TMA reads them.
-//   q_map, k_map: INT8 (head_dim, seq, heads, batch), box (slab bytes, block rows), swizzled
-//     (q_map unused when the kernel quantizes Q itself: q_input).
+//   k_map: INT8 (head_dim, seq, heads, batch), box (slab bytes, block rows), swizzled. (Q has
+//     no map: each consumer warpgroup loads its own rows, INT8 or 16-bit.)
 //   v_map: full INT8: the INT8 V layout (v_padded_seq, head_dim, heads_kv, batch), box
 //     (block_n, head_dim); half INT8: 16-bit V (head_dim, seq_kv, heads_kv, batch), box
 //     (64 channels, block_n), swizzled: slabs of 64 channels.
@@ -30,7 +30,7 @@ struct WgmmaQInput {
 
 struct WgmmaAttentionParams {
   AttentionParams attention;
-  TensorMap q_map, k_map, v_map;
+  TensorMap k_map, v_map;
   WgmmaQInput q_input;
 };
 
