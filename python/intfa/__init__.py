@@ -21,7 +21,9 @@
 
 What intfa cannot serve (masks, dropout, FP32, ...) runs torch's SDPA instead, with one
 ``FallbackWarning`` per reason and a count in ``intfa.fallback_stats()``; ``fallback="error"``
-(or ``intfa.set_fallback("error")``, INTFA_FALLBACK=error) raises instead.
+(or ``intfa.set_fallback("error")``, INTFA_FALLBACK=error) raises instead. ``check=True`` (or
+INTFA_CHECK=1) samples a call's error against float32 attention and warns
+(``AccuracyWarning``) when the inputs quantize far worse than N(0,1) does.
 
 The kernels are generated for each head dim, variant and dtype, compiled by NVRTC on first use
 (or ahead of time with ``intfa.precompile``) and cached on disk; ``intfa.cache_info()`` shows the
@@ -41,7 +43,8 @@ from intfa._runtime import cache_info, precompile
 __version__ = _intfa.version()
 
 _TORCH_NAMES = ("Quantized", "quantize", "attention_int8", "attention", "attention_varlen",
-                "PagedKVCache", "paged_append", "paged_decode", "merge_states", "patch_sdpa")
+                "PagedKVCache", "paged_append", "paged_decode", "merge_states", "patch_sdpa",
+                "AccuracyWarning", "accuracy_check_stats", "reset_accuracy_check_stats")
 _MIN_TORCH = (2, 4)  # torch.library.custom_op and register_fake
 
 
@@ -65,6 +68,8 @@ if TORCH_UNAVAILABLE is None:
     from intfa._paged import (PagedKVCache, merge_states, paged_append,  # noqa: F401
                               paged_decode)
     from intfa.integrations.sdpa import patch_sdpa  # noqa: F401
+    from intfa._accuracy_guard import (AccuracyWarning, accuracy_check_stats,  # noqa: F401
+                                       reset_accuracy_check_stats)
 
 
 def __getattr__(name):

@@ -21,7 +21,7 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from intfa import _attention_checks, _checks, _fallback, _ops, _plans, _sdpa
+from intfa import _accuracy_guard, _attention_checks, _checks, _fallback, _ops, _plans, _sdpa
 from intfa._errors import Error, Unsupported, invalid_argument
 
 # The options (variant, smooth_k, rotate and the numerics options of the C++ list) are checked and
@@ -137,7 +137,8 @@ def attention_int8(q, k, v, q_scale, k_scale, v_scale=None, *, is_causal=False, 
 def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
               enable_gqa=False, *, sm_scale=None, layout="HND", variant="full_int8",
               v_granularity=None, smooth_k=None, p_encoding=None, p_scale=None,
-              rotate=None, return_lse=False, out=None, fallback=None, k_granularity=None):
+              rotate=None, return_lse=False, out=None, fallback=None, k_granularity=None,
+              check=None):
     """Quantizes and attends in one call, shaped like
     ``torch.nn.functional.scaled_dot_product_attention`` (same positional arguments) so that it
     can be swapped in: q [B, H_q, N_q, D], k and v [B, H_kv, N_kv, D] (layout "HND"; "NHD" takes
@@ -174,12 +175,21 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
     layout, ``return_lse`` and ``out``) with torch's SDPA, with one FallbackWarning per reason and
     process and a count in ``intfa.fallback_stats()``; "error" raises (InvalidArgument naming the
     argument, or Unsupported). None: the process-wide policy (``intfa.set_fallback``, else
-    INTFA_FALLBACK, else "sdpa")."""
+    INTFA_FALLBACK, else "sdpa").
+
+    ``check``: True compares 32 sampled query rows of intfa's output with a float32 attention of
+    the same inputs and warns (``intfa.AccuracyWarning``, once per numerics and process) when
+    their error is far above what these numerics give on N(0,1) inputs: inputs that quantize
+    badly, such as a few very large channels in Q or K. It syncs with the host, so it is off by
+    default; None: INTFA_CHECK=1 turns it on. Skipped inside torch.compile and CUDA graph
+    capture. ``intfa.accuracy_check_stats()`` counts the checks."""
     numerics = dict(p_encoding=p_encoding, p_scale=p_scale, v_granularity=v_granularity,
                     k_granularity=k_granularity)
+    _accuracy_guard.check_argument(check)
     result = _attend(q, k, v, attn_mask, dropout_p, is_causal, scale, sm_scale=sm_scale,
                      layout=layout, variant=variant, smooth_k=smooth_k, rotate=rotate,
-                     return_lse=return_lse, out=out, fallback=fallback, **numerics)
+                     return_lse=return_lse, out=out, fallback=fallback, check=check,
+                     **numerics)
     if type(result) is not Unserved:
         return result
     _attention_checks.check_layout(layout)  # (a call with a mask skipped the checks)
@@ -198,11 +208,12 @@ class Unserved(NamedTuple):
 
 def _attend(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, *,
             sm_scale=None, layout="HND", variant="full_int8", smooth_k=None, rotate=None,
-            return_lse=False, out=None, fallback=None, **numerics):
+            return_lse=False, out=None, fallback=None, check=None, **numerics):
     """`attention` up to its fallback: intfa's result, or Unserved when intfa does not serve the
     call and the policy is "sdpa" ("error" raises). `numerics`: the numerics options by name (a
-    name none is: TypeError). The integrations call this, then their client's own SDPA call with
-    the client's arguments."""
+    name none is: TypeError). `check`: the accuracy check (`attention`'s docstring; None:
+    INTFA_CHECK). The integrations call this, then their client's own SDPA call with the
+    client's arguments."""
     if attn_mask is not None:
         return _unserved("attn_mask", fallback, _attention_mask_error)
     if dropout_p != 0.0:
@@ -255,6 +266,14 @@ def _attend(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
             raise
         _fallback.record("intfa_error", f"{type(error).__name__}: {error}")
         return Unserved("intfa_error")
+    if (check is not False and not torch.compiler.is_compiling()
+            and _accuracy_guard.requested(check) and _accuracy_guard.possible()):
+        args = call.args  # checked and defaulted
+        _accuracy_guard.check(q, k, v, result, is_causal=args.is_causal,
+                              sm_scale=args.sm_scale or None, layout=args.layout,
+                              variant=args.variant,
+                              k_granularity=dict(args.numerics).get("k_granularity"),
+                              rotate=args.rotate, stacklevel=3)
     return (result, lse) if return_lse else result
 
 

@@ -196,6 +196,44 @@ class OpsTest(unittest.TestCase):
             self.assertLess(lse_error, 1.0)
         self.assertLess(errors[True], 0.6 * errors[False])
 
+    def test_accuracy_check_warns_on_inputs_that_quantize_badly(self):
+        # check=True samples 32 rows against float32 attention: on N(0,1) the sampled error is
+        # near the whole output's and no warning comes; with 4 channels of Q and K 40x larger
+        # (unrotated) full INT8 is far above its N(0,1) bound, and one AccuracyWarning comes.
+        import warnings
+        intfa.reset_accuracy_check_stats()
+        q, k, v = random_qkv(1, 8, 8, 1000, 1000, 128, "HND", torch.float16, seed=5)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = intfa.attention(q, k, v, check=True)
+        whole = rel_l2(out, reference(q, k, v, False, "HND"))
+        stats = intfa.accuracy_check_stats()
+        report(f"accuracy check on N(0,1): sampled {stats['last']:.4%}, whole output {whole:.4%}")
+        self.assertEqual(stats["checked"], 1)
+        self.assertEqual(stats["warned"], 0)
+        self.assertFalse([w for w in caught if issubclass(w.category, intfa.AccuracyWarning)])
+        self.assertLess(abs(stats["last"] - whole), 0.5 * whole)
+        channels = torch.randperm(128, device="cuda")[:4]
+        q, k = q.clone(), k.clone()
+        q[..., channels] *= 40
+        k[..., channels] *= 40
+        for _ in range(2):
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                out = intfa.attention(q, k, v, check=True)
+            warned = [w for w in caught if issubclass(w.category, intfa.AccuracyWarning)]
+            if _ == 0:
+                self.assertEqual(len(warned), 1, [str(w.message) for w in caught])
+                report(f"accuracy check on 4 outlier channels x40: {warned[0].message}")
+            else:
+                self.assertEqual(warned, [])  # once per numerics and process
+        whole = rel_l2(out, reference(q, k, v, False, "HND"))
+        stats = intfa.accuracy_check_stats()
+        report(f"accuracy check on outliers: sampled {stats['last']:.4%}, whole {whole:.4%}")
+        self.assertEqual((stats["checked"], stats["warned"]), (3, 2))
+        self.assertGreater(whole, 2.5 * 0.016)  # the check saw what is there
+        intfa.reset_accuracy_check_stats()
+
     def test_per_block_k_scales_reach_the_kernel_within_4_percent(self):
         # k_granularity="block": one K scale per 64 keys (500 keys: a partial last block), folded
         # into the softmax. Close to float64 attention, and not the per-token kernel's bits; the

@@ -1,0 +1,156 @@
+"""An optional check of a call's accuracy (issue 46): a few sampled query rows of intfa's output
+against a float32 attention of the caller's own 16-bit inputs, with a warning when the sampled
+error is far above what the call's numerics give on well-behaved inputs.
+
+Quantization error depends on the inputs: on N(0,1) the default full INT8 is at most 1.6%
+relative L2 against float64, while queries and keys with a few large channels can take it to
+3-5% (docs/python.md, "Accuracy check"). A model whose activations are of that kind gets no
+error from intfa, only a worse answer; this check makes it visible. It costs a host sync and a
+small float32 attention of the sampled rows (32 rows against their heads' keys), so it is off by
+default: ``intfa.attention(..., check=True)``, or INTFA_CHECK=1 for every call of
+``intfa.attention`` and of the clients (transformers, diffusers, ``patch_sdpa``). It does nothing
+inside a torch.compile'd graph or a CUDA graph capture (it reads the error on the host).
+"""
+import math
+import os
+import random
+import warnings
+
+import torch
+
+from intfa._errors import invalid_argument
+
+ENVIRONMENT_VARIABLE = "INTFA_CHECK"
+# Relative L2 against float64 of the original inputs on N(0,1) inputs, d = 64..256, N = 1k..16k,
+# causal off and on (bench/RESULTS.md; H100 and H200): the highest value measured, rounded up.
+NORMAL_INPUT_BOUNDS = {
+    ("full_int8", "token"): 0.016,
+    ("full_int8", "block"): 0.017,
+    ("half_int8", "token"): 0.010,
+    ("half_int8", "block"): 0.012,
+}
+# "Far above": a sampled error this many times the bound warns. Well-behaved inputs stay below
+# the bound itself; 32 sampled rows estimate the error of the whole output within about +-30%.
+FAR_ABOVE = 2.5
+SAMPLED_HEADS = 4
+SAMPLED_ROWS_PER_HEAD = 8
+
+_random = random.Random()
+_stats = {"checked": 0, "warned": 0, "worst": 0.0, "last": None}
+_warned = set()
+
+
+class AccuracyWarning(UserWarning):
+    """intfa's output on these inputs is far less accurate than its numerics are on N(0,1)
+    (given once per numerics and process; ``intfa.accuracy_check_stats()`` has the figures)."""
+
+
+AccuracyWarning.__module__ = "intfa"
+
+
+def check_argument(check):
+    """A `check` argument, refused before the call runs unless None or a bool."""
+    if check is not None and not isinstance(check, bool):
+        raise invalid_argument("check", repr(check), "expected True, False or None")
+
+
+def requested(check):
+    """Whether a call checks: its `check` argument when given (a bool), else INTFA_CHECK."""
+    if check is None:
+        value = os.environ.get(ENVIRONMENT_VARIABLE, "")
+        if value in ("", "0", "false", "off", "no"):
+            return False
+        if value in ("1", "true", "on", "yes"):
+            return True
+        raise invalid_argument(ENVIRONMENT_VARIABLE, value, "expected 1 or 0")
+    check_argument(check)
+    return check
+
+
+def possible():
+    """False where the check cannot read a value on the host: while torch.compile traces and
+    while a CUDA graph is being captured."""
+    if torch.compiler.is_compiling():
+        return False
+    return not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
+
+
+def k_scales(k_granularity):
+    """The call's K granularity, None being the default, per token."""
+    return "token" if k_granularity is None else k_granularity
+
+
+def bound(variant, k_granularity):
+    return NORMAL_INPUT_BOUNDS[(variant, k_scales(k_granularity))]
+
+
+def sampled_error(q, k, v, out, is_causal, sm_scale, layout, rows=None):
+    """Relative L2 of `out` against a float32 attention of q, k and v over sampled query rows
+    (`rows`: a list of (batch, head, row); None draws SAMPLED_HEADS heads with
+    SAMPLED_ROWS_PER_HEAD rows each). Causal masks are bottom-right aligned, as intfa's; GQA maps
+    query head h to key head h // (H_q / H_kv); rows that see no key are skipped. None when no
+    sampled row sees a key."""
+    if layout == "NHD":
+        q, k, v, out = (t.transpose(1, 2) for t in (q, k, v, out))
+    batch, heads_q, seq_q, head_dim = q.shape
+    heads_kv, seq_kv = k.shape[1], k.shape[2]
+    scale = sm_scale if sm_scale is not None else 1.0 / math.sqrt(head_dim)
+    if rows is None:
+        rows = [(_random.randrange(batch), _random.randrange(heads_q), _random.randrange(seq_q))
+                for _ in range(SAMPLED_HEADS) for _ in range(SAMPLED_ROWS_PER_HEAD)]
+    difference = 0.0
+    reference_norm = 0.0
+    for b, h, i in rows:
+        visible = seq_kv if not is_causal else min(seq_kv, i + 1 + seq_kv - seq_q)
+        if visible <= 0:
+            continue
+        kv_head = h // (heads_q // heads_kv)
+        keys = k[b, kv_head, :visible].float()
+        scores = (keys @ q[b, h, i].float()) * scale
+        reference = torch.softmax(scores, dim=0) @ v[b, kv_head, :visible].float()
+        difference += float(torch.sum((out[b, h, i].float() - reference) ** 2))
+        reference_norm += float(torch.sum(reference ** 2))
+    if reference_norm == 0.0:
+        return None
+    return math.sqrt(difference / reference_norm)
+
+
+def check(q, k, v, out, *, is_causal, sm_scale, layout, variant, k_granularity, rotate,
+          stacklevel):
+    """Samples the call's error, counts it, and warns once per numerics when it is far above the
+    numerics' bound on N(0,1). Returns the sampled error (None when no sampled row sees a key)."""
+    error = sampled_error(q, k, v, out, is_causal, sm_scale, layout)
+    if error is None:
+        return None
+    _stats["checked"] += 1
+    _stats["last"] = error
+    _stats["worst"] = max(_stats["worst"], error)
+    limit = bound(variant, k_granularity)
+    if error > FAR_ABOVE * limit:
+        _stats["warned"] += 1
+        key = (variant, k_granularity, rotate)
+        if key not in _warned:
+            _warned.add(key)
+            hint = "" if rotate else " rotate=True (outlier channels in Q or K) or"
+            warnings.warn(
+                f"intfa: the sampled relative L2 error of this call ({100 * error:.2f}%, 32 query "
+                f"rows against float32 attention of the same inputs) is {error / limit:.1f}x what "
+                f"{variant} with K per {k_scales(k_granularity)} gives on N(0,1) inputs "
+                f"({100 * limit:.1f}%): these inputs quantize badly. Try{hint} "
+                "variant='half_int8', or SDPA for this layer. Warned once per numerics and "
+                "process; intfa.accuracy_check_stats() counts the checks.",
+                AccuracyWarning, stacklevel=stacklevel + 1)
+    return error
+
+
+def accuracy_check_stats():
+    """The accuracy checks of this process (``check=True`` or INTFA_CHECK=1): how many calls were
+    checked, how many of them were far above their numerics' bound on N(0,1) (each warned the
+    first time), and the worst and the last sampled relative L2 error (a copy)."""
+    return dict(_stats)
+
+
+def reset_accuracy_check_stats():
+    """Clears the counts and lets each warning be given again."""
+    _stats.update(checked=0, warned=0, worst=0.0, last=None)
+    _warned.clear()
