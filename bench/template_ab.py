@@ -18,6 +18,23 @@ import sys
 import tempfile
 
 
+def host_header_differences(before, after):
+    """The templates' .h files (parameter structs and enums the host library is compiled with,
+    not only the kernels) that differ between two template folders. The binary passes the
+    structs as it was built: a kernel rendered from templates whose .h files differ would read
+    its parameters wrongly, so the script refuses such a pair."""
+    differing = []
+    for folder, _, files in os.walk(before):
+        for name in files:
+            if not name.endswith(".h"):
+                continue
+            path = os.path.join(folder, name)
+            other = os.path.join(after, os.path.relpath(path, before))
+            if not os.path.exists(other) or open(path, "rb").read() != open(other, "rb").read():
+                differing.append(os.path.relpath(path, before))
+    return sorted(differing)
+
+
 def bench_once(binary, template_dir, bench_args):
     """One `intfa bench` run; returns {problem key: TOPS}."""
     env = dict(os.environ)
@@ -27,12 +44,13 @@ def bench_once(binary, template_dir, bench_args):
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
         subprocess.run([binary, "bench", *bench_args, "--json", out.name], env=env, check=True,
                        stdout=subprocess.DEVNULL)
-        rows = json.load(open(out.name))
+        with open(out.name) as stream:
+            rows = json.load(stream)
     result = {}
     for row in rows:
-        key = "{} d={} N={} {} {}".format(row["variant"], row["head_dim"], row["seq"],
-                                         "causal" if row["causal"] else "non-causal",
-                                         row["config"])
+        key = "{} {} B={} H={} d={} N={} {} {}".format(
+            row["variant"], row["numerics"], row["batch"], row["heads"], row["head_dim"],
+            row["seq"], "causal" if row["causal"] else "non-causal", row["config"])
         result[key] = row["tops"]
     return result
 
@@ -46,6 +64,14 @@ def main():
     parser.add_argument("--json")
     parser.add_argument("bench_args", nargs="*")
     args = parser.parse_args()
+    # The embedded templates are those of this checkout's binary: templates/ beside this script.
+    after = args.after or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                       "templates")
+    differing = host_header_differences(args.before, after)
+    if differing:
+        sys.exit("template_ab.py: the host's headers differ between the two template folders ("
+                 + ", ".join(differing) + "): the binary's parameter structs fit one of them "
+                 "only. Put a change of those headers in a binary of its own.")
     runs = {"after": [], "before": []}
     for round_index in range(args.rounds):
         order = ["after", "before"] if round_index % 2 == 0 else ["before", "after"]

@@ -177,11 +177,11 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
     argument, or Unsupported). None: the process-wide policy (``intfa.set_fallback``, else
     INTFA_FALLBACK, else "sdpa").
 
-    ``check``: True compares 32 sampled query rows of intfa's output with a float32 attention of
-    the same inputs and warns (``intfa.AccuracyWarning``, once per numerics and process) when
-    their error is far above what these numerics give on N(0,1) inputs: inputs that quantize
-    badly, such as a few very large channels in Q or K. It syncs with the host, so it is off by
-    default; None: INTFA_CHECK=1 turns it on. Skipped inside torch.compile and CUDA graph
+    ``check``: True compares the query rows of two random heads of intfa's output with a
+    float32 attention of the same inputs and warns (``intfa.AccuracyWarning``, once per numerics
+    and process) when their error is far above what these numerics give on N(0,1) inputs: inputs
+    that quantize badly, such as a few large channels in Q or K. It syncs with the host, so it is
+    off by default; None: INTFA_CHECK=1 turns it on. Skipped inside torch.compile and CUDA graph
     capture. ``intfa.accuracy_check_stats()`` counts the checks."""
     numerics = dict(p_encoding=p_encoding, p_scale=p_scale, v_granularity=v_granularity,
                     k_granularity=k_granularity)

@@ -102,22 +102,24 @@ class WarningTest(unittest.TestCase):
         return error, [w for w in caught if issubclass(w.category, guard.AccuracyWarning)]
 
     def test_warns_once_per_numerics_when_far_above_the_bound(self):
-        bound = guard.bound("full_int8", None)
-        error, warned = self.call(bound)  # at the bound: quiet
-        self.assertEqual(warned, [])
-        error, warned = self.call(4 * bound)
+        bound, far = guard.bound("full_int8", None), guard.FAR_ABOVE
+        self.assertEqual(self.call(0.8 * far * bound)[1], [])  # below "far above": quiet
+        error, warned = self.call(1.5 * far * bound)
+        self.assertAlmostEqual(error, 1.5 * far * bound, delta=0.1 * error)  # whole heads
         self.assertEqual(len(warned), 1)
         self.assertIn("rotate=True", str(warned[0].message))
-        self.assertEqual(self.call(4 * bound)[1], [])  # once
-        self.assertEqual(len(self.call(4 * bound, k_granularity="block")[1]), 1)
-        # Half INT8's bound is lower: twice full INT8's bound, quiet for full INT8, warns there.
-        self.assertEqual(self.call(2 * bound, rotate=True)[1], [])
-        warned = self.call(2 * bound, variant="half_int8", rotate=True)[1]
+        self.assertEqual(self.call(1.5 * far * bound)[1], [])  # once
+        self.assertEqual(len(self.call(1.5 * far * bound, k_granularity="block")[1]), 1)
+        # Half INT8's bound is lower: an error quiet for full INT8 warns there.
+        half = 1.3 * far * guard.bound("half_int8", None)
+        self.assertLess(half, 0.9 * far * bound)
+        self.assertEqual(self.call(half, rotate=True)[1], [])
+        warned = self.call(half, variant="half_int8", rotate=True)[1]
         self.assertEqual(len(warned), 1)
         self.assertNotIn("rotate=True", str(warned[0].message))
         stats = guard.accuracy_check_stats()
         self.assertEqual((stats["checked"], stats["warned"]), (6, 4))
-        self.assertGreater(stats["worst"], 3 * bound)
+        self.assertGreater(stats["worst"], 1.3 * far * bound)
 
     def test_reset_lets_the_warning_come_again(self):
         self.assertEqual(len(self.call(0.1)[1]), 1)
@@ -125,13 +127,24 @@ class WarningTest(unittest.TestCase):
         self.assertEqual(guard.accuracy_check_stats()["checked"], 0)
         self.assertEqual(len(self.call(0.1)[1]), 1)
 
+    def test_samples_whole_heads(self):
+        rows = guard.sample_rows(3, 5, 100, 1000)
+        heads = {(b, h) for b, h, _ in rows}
+        self.assertLessEqual(len(heads), guard.SAMPLED_HEADS)
+        self.assertEqual(len(rows), 100 * len(heads))
+        # A head with more scores than SCORES_PER_HEAD: a subset of its rows, at least 16.
+        rows = guard.sample_rows(1, 1, 5000, guard.SCORES_PER_HEAD // 100)
+        self.assertEqual(len(rows), 100)
+        self.assertEqual(len(set(rows)), 100)
+
 
 @needs_torch
 class ArgumentsTest(unittest.TestCase):
     def test_check_argument_and_environment(self):
         self.assertTrue(guard.requested(True))
         self.assertFalse(guard.requested(False))
-        for value, expected in (("", False), ("0", False), ("1", True), ("on", True)):
+        for value, expected in (("", False), ("0", False), ("1", True), ("on", True),
+                                ("True", True), (" OFF ", False)):
             with mock.patch.dict(os.environ, {"INTFA_CHECK": value}):
                 self.assertEqual(guard.requested(None), expected)
         with mock.patch.dict(os.environ, {"INTFA_CHECK": "sometimes"}):
@@ -146,6 +159,52 @@ class ArgumentsTest(unittest.TestCase):
                 intfa.attention(q, q, q, check="yes")
             attend.assert_not_called()
         self.assertEqual(raised.exception.field, "check")
+
+
+@needs_torch
+class WiringTest(unittest.TestCase):
+    """intfa.attention hands the guard the call's checked arguments, and does not call it when
+    the check is off or while torch.compile traces. The kernels are stood in for (this runs on
+    the CPU): the call's plan is made as on a GPU, and its op returns a tensor."""
+
+    def run_attention(self, check, environment="", compiling=False, **options):
+        from intfa import _op_args, _torch
+        q = torch.randn(2, 8, 16, 80)
+        k = v = torch.randn(2, 4, 16, 80)
+        args = _op_args.AttentionArgs(is_causal=True, sm_scale=0.25, layout="HND",
+                                      variant="half_int8", smooth_k=True, rotate=False,
+                                      numerics=(("k_granularity", "block"),))
+
+        class Call:
+            unserved = None
+            detail = ""
+        Call.args = args
+        result = torch.zeros_like(q)
+        with mock.patch.object(_torch, "_checked_call", return_value=Call()), \
+                mock.patch.object(_torch._plans, "CHECKED_ATTENTION_CALLS", {}), \
+                mock.patch.object(_torch._ops, "plain_eager", return_value=False), \
+                mock.patch.object(_torch._ops, "call_attention",
+                                  return_value=(result, None)), \
+                mock.patch.object(torch.compiler, "is_compiling", return_value=compiling), \
+                mock.patch.object(guard, "check") as checked, \
+                mock.patch.dict(os.environ, {"INTFA_CHECK": environment}):
+            out = intfa.attention(q, k, v, is_causal=True, scale=0.25, check=check, **options)
+        self.assertIs(out, result)
+        return checked
+
+    def test_the_guard_gets_the_calls_checked_arguments(self):
+        checked = self.run_attention(True)
+        checked.assert_called_once()
+        kwargs = checked.call_args.kwargs
+        self.assertEqual((kwargs["is_causal"], kwargs["sm_scale"], kwargs["layout"],
+                          kwargs["variant"], kwargs["k_granularity"], kwargs["rotate"]),
+                         (True, 0.25, "HND", "half_int8", "block", False))
+
+    def test_off_env_and_compiling(self):
+        self.run_attention(False, environment="1").assert_not_called()
+        self.run_attention(None).assert_not_called()
+        self.run_attention(None, environment="1").assert_called_once()
+        self.run_attention(True, compiling=True).assert_not_called()
 
 
 if __name__ == "__main__":

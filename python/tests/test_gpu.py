@@ -197,11 +197,13 @@ class OpsTest(unittest.TestCase):
         self.assertLess(errors[True], 0.6 * errors[False])
 
     def test_accuracy_check_warns_on_inputs_that_quantize_badly(self):
-        # check=True samples 32 rows against float32 attention: on N(0,1) the sampled error is
-        # near the whole output's and no warning comes; with 4 channels of Q and K 40x larger
-        # (unrotated) full INT8 is far above its N(0,1) bound, and one AccuracyWarning comes.
+        # check=True compares two random heads' rows with float32 attention: on N(0,1) the
+        # sampled error is near the whole output's and no warning comes; with 4 channels of Q and
+        # K 40x larger (unrotated) full INT8 is far above its N(0,1) bound, and one
+        # AccuracyWarning comes (once per numerics), though both calls count as far above.
         import warnings
         intfa.reset_accuracy_check_stats()
+        self.addCleanup(intfa.reset_accuracy_check_stats)
         q, k, v = random_qkv(1, 8, 8, 1000, 1000, 128, "HND", torch.float16, seed=5)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -213,7 +215,7 @@ class OpsTest(unittest.TestCase):
         self.assertEqual(stats["warned"], 0)
         self.assertFalse([w for w in caught if issubclass(w.category, intfa.AccuracyWarning)])
         self.assertLess(abs(stats["last"] - whole), 0.5 * whole)
-        channels = torch.randperm(128, device="cuda")[:4]
+        channels = torch.randperm(128, generator=torch.Generator().manual_seed(5))[:4].cuda()
         q, k = q.clone(), k.clone()
         q[..., channels] *= 40
         k[..., channels] *= 40
@@ -231,8 +233,7 @@ class OpsTest(unittest.TestCase):
         stats = intfa.accuracy_check_stats()
         report(f"accuracy check on outliers: sampled {stats['last']:.4%}, whole {whole:.4%}")
         self.assertEqual((stats["checked"], stats["warned"]), (3, 2))
-        self.assertGreater(whole, 2.5 * 0.016)  # the check saw what is there
-        intfa.reset_accuracy_check_stats()
+        self.assertGreater(whole, 2 * 0.016)  # the check saw what is there
 
     def test_per_block_k_scales_reach_the_kernel_within_4_percent(self):
         # k_granularity="block": one K scale per 64 keys (500 keys: a partial last block), folded

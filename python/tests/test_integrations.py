@@ -45,13 +45,13 @@ class SettingsTest(unittest.TestCase):
         # Issue 42, item 9: only None is the default; 0 is per-tensor V to C.
         for name, value in (("v_granularity", 0), ("p_encoding", 0), ("p_scale", False),
                             ("k_granularity", ""), ("v_granularity", []), ("variant", ""),
-                            ("smooth_k", 0), ("rotate", "no")):
+                            ("smooth_k", 0), ("rotate", "no"), ("check", "yes")):
             with self.subTest(name=name, value=value):
                 self.assert_invalid(name, **{name: value})
 
     def test_the_options_are_intfa_attentions(self):
         from intfa.integrations import _client
-        for name in ("variant", "v_granularity", "smooth_k", "p_encoding", "p_scale"):
+        for name in ("variant", "v_granularity", "smooth_k", "p_encoding", "p_scale", "check"):
             self.assertIn(name, _client.OPTION_NAMES)
         for name in ("layout", "out", "return_lse", "fallback", "sm_scale"):
             self.assertNotIn(name, _client.OPTION_NAMES)

@@ -15,9 +15,12 @@ export INTFA_BUILD=${INTFA_BUILD:-build-dev}
 export INTFA_DEADLINE_S=${INTFA_DEADLINE_S:-500}
 source "$(dirname "$0")/common.sh"
 
-# A shell function, so not under `timed` (timeout runs commands, not functions).
-build_python_extension "$(( $(nproc) - 2 ))" > "$logs/python_build.log" 2>&1 ||
-  note "python build: FAILED (logs/python_build.log)"
+# `timeout` runs commands, not shell functions: the function goes to a shell of its own.
+jobs=$(( $(nproc) > 3 ? $(nproc) - 2 : 1 ))
+TAIL_LINES=3 timed python_build 300 bash -c \
+  "$(declare -f build_python_extension); build_python_extension $jobs"
+compgen -G "build-device-py/python/intfa/_intfa*.so" > /dev/null ||
+  { note "python build: FAILED (logs/python_build.log)"; finish; exit 1; }
 export PYTHONPATH=$PWD/build-device-py/python
 # torch may load its own libnvrtc.so.13 first; NVRTC still gets the toolkit's headers.
 export CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}

@@ -2,12 +2,12 @@
 (intfa, or the client's own SDPA call); SDPA's causal alignment on intfa's kernels."""
 import inspect
 
-from intfa import _checks, _fallback, _torch
+from intfa import _accuracy_guard, _checks, _fallback, _torch
 from intfa._errors import invalid_argument
 
 # The options of intfa.attention an integration forwards (variant, v_granularity, smooth_k,
-# p_encoding, p_scale, and any numerics option added later): its keyword-only arguments less
-# those the integration sets on each call.
+# p_encoding, p_scale, check, and any numerics option added later): its keyword-only arguments
+# less those the integration sets on each call.
 _SET_PER_CALL = {"sm_scale", "layout", "return_lse", "out", "fallback"}
 OPTION_NAMES = tuple(name for name, parameter in
                      inspect.signature(_torch.attention).parameters.items()
@@ -35,6 +35,7 @@ class Settings:
         for name, value in options.items():
             if name in _checks.DEFAULTS:  # a numerics option (None, and only None, the default)
                 _checks.option(name, value)
+        _accuracy_guard.check_argument(options.get("check"))
         if not _checks.is_int(decode_seq_q) or decode_seq_q < 0:
             raise invalid_argument("decode_seq_q", repr(decode_seq_q), "expected an int >= 0")
         self.options = options
