@@ -12,14 +12,16 @@ import shutil
 import sys
 
 SOFTMAX = "attention/attention_forward.cuh"
-HOPPER = "attention/attention_forward_wgmma.cuh"
+# Parts of the Hopper kernel (attention_forward_wgmma.cuh includes them).
+HOPPER_STEPS = "attention/wgmma_tile_steps.cuh"
+HOPPER_PIPELINE = "attention/wgmma_pipeline.cuh"
 
 # exp2 on the SFU -> one FFMA on the same argument (the MUFU pipe's share).
 NO_EXP = (SOFTMAX,
           "const float e = exp2_approx(fmaf(y[mt][nt][i], c[mt][i >> 1], offset[i >> 1]));",
           "const float e = fmaf(fmaf(y[mt][nt][i], c[mt][i >> 1], offset[i >> 1]), 0.01f, 0.5f);")
 # The FP32 fold of the INT32 P.V into the output: one element per n8 tile instead of all.
-NO_FOLD = (HOPPER,
+NO_FOLD = (HOPPER_STEPS,
            "o[tile][i] = fmaf(weight, static_cast<float>(acc[j][i]), o[tile][i]);",
            "if (j == 0 && i == 0) "
            "o[tile][i] = fmaf(weight, static_cast<float>(acc[j][i]), o[tile][i]);")
@@ -37,7 +39,7 @@ NO_K_SCALE = (SOFTMAX,
               "          y[mt][nt][i] = dot * ((i & 1) ? scale.y : scale.x);",
               "          y[mt][nt][i] = dot;")
 # No softmax arithmetic at all: P taken from the scores' low bits.
-NO_SOFTMAX = (HOPPER,
+NO_SOFTMAX = (HOPPER_STEPS,
               "    Softmax::quantize_p(p, row_sum, y, rows.c, reference);",
               "    for (int step = 0; step < Config::kPvSteps; ++step)\n"
               "      for (int i = 0; i < 4; ++i)\n"
@@ -45,15 +47,13 @@ NO_SOFTMAX = (HOPPER,
               "    tile.row_sum[0] = s[0][1];\n"
               "    tile.row_sum[1] = s[0][2];")
 # K and V loaded for the first Stages tiles only; later tiles reuse the slots' data.
-NO_LOAD = (HOPPER,
+NO_LOAD = (HOPPER_PIPELINE,
            "      if (lane == 0) {\n"
-           "        mbarrier_arrive_expect_bytes(shared.full(slot),\n"
-           "                                     Config::kKTileBytes + Config::kVTileBytes);",
+           "        mbarrier_arrive_expect_bytes(shared.full(slot), Config::kKTileBytes + Config::kVTileBytes);",
            "      if (lane == 0 && tile >= kStages) {\n"
            "        mbarrier_arrive(shared.full(slot));\n"
            "      } else if (lane == 0) {\n"
-           "        mbarrier_arrive_expect_bytes(shared.full(slot),\n"
-           "                                     Config::kKTileBytes + Config::kVTileBytes);")
+           "        mbarrier_arrive_expect_bytes(shared.full(slot), Config::kKTileBytes + Config::kVTileBytes);")
 
 SKELETON = [NO_EXP, NO_FOLD, NO_MAX, NO_SOFTMAX]
 ABLATIONS = {

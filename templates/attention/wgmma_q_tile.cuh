@@ -1,0 +1,140 @@
+// The Hopper attention kernel's Q tile (attention_forward_wgmma.cuh): each consumer warpgroup
+// puts its own 64 rows of Q into shared memory, in the swizzle wgmma reads, either copying
+// quantize_rows' INT8 rows (load_q_tile) or quantizing 16-bit rows itself (quantize_q_tile).
+#pragma once
+
+#include "attention/wgmma_pipeline.cuh"
+#include "common/numeric.cuh"
+#include "common/swizzle.cuh"
+
+namespace intfa {
+namespace kernels {
+
+template <class Config>
+struct WgmmaQTile : WgmmaPipeline<Config> {
+  using typename WgmmaPipeline<Config>::SharedLayout;
+  using typename WgmmaPipeline<Config>::BlockWork;
+
+  // The kernel's own Q pass (kQuantizesQ): this warpgroup's 64 rows of 16-bit Q, quantized per
+  // token into the Q tile's slabs where the TMA load would have put them (same swizzle). Each
+  // warp takes the 16 rows its MMA fragments cover, HeadDim / 8 lanes per row with 8 channels
+  // each: the lanes, the reductions (common/numeric.cuh) and the rounding of quantize_rows, so
+  // the INT8 rows, scales and LSE terms are bit for bit the ones that pass would write. All of
+  // the warp's row loads are issued first; their latency overlaps the producer's first K/V
+  // loads. Each lane gets its two rows' scales (fragment rows group and group + 8) with one
+  // shuffle per pass. The warpgroup then syncs on its own named barrier: wgmma reads all 64 rows.
+  __device__ __forceinline__ static void quantize_q_tile(const WgmmaAttentionParams& params,
+                                                         const SharedLayout& shared,
+                                                         const BlockWork& work, int group,
+                                                         int thread, LaneCoordinates coordinates,
+                                                         float (&q_scale_of_row)[2]) {
+    constexpr int kLanesPerRow = Config::kHeadDim / 8;
+    constexpr int kRowsPerPass = 32 / kLanesPerRow;  // per warp
+    constexpr int kPasses = 16 / kRowsPerPass;
+    constexpr int kSlab = Config::kSlabBytes;
+    using Slab = SwizzledTile<kSlab>;
+    const WgmmaQInput& input = params.q_input;
+    const int lane = thread & 31;
+    const int lane_in_row = lane % kLanesPerRow;
+    const int channel = lane_in_row * 8;
+    // The warp's first row within the block's tile, and in the sequence.
+    const int tile_row0 = group * kWgmmaGroupRows + (thread >> 5) * 16 + lane / kLanesPerRow;
+    const int row0 = work.first_row + tile_row0;
+    const u8* head_q = static_cast<const u8*>(input.q) + work.batch * input.strides.batch +
+                       work.head_q * input.strides.head + channel * 2;
+    uint4 raw[kPasses];
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int row = row0 + pass * kRowsPerPass;
+      // Rows past the sequence and channels past the caller's head dim read as zeros.
+      raw[pass] = row < work.extent.seq_q && channel < params.attention.out_head_dim
+                      ? *reinterpret_cast<const uint4*>(head_q + row * input.strides.row)
+                      : make_uint4(0, 0, 0, 0);
+    }
+    float mean[8];
+    if constexpr (Config::kDotKMean) {
+      const float* head_mean =
+          input.k_channel_mean +
+          (static_cast<i64>(work.batch) * params.attention.heads_kv + work.head_kv) *
+              Config::kHeadDim +
+          channel;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) mean[i] = head_mean[i];
+    }
+    // Fragment row r (0..15 of the warp) is quantized in pass r / kRowsPerPass by the lanes from
+    // (r % kRowsPerPass) * kLanesPerRow; rows group and group + 8 share that lane (8 is a
+    // multiple of kRowsPerPass).
+    const int source_lane = (coordinates.group % kRowsPerPass) * kLanesPerRow;
+    u8* const tile = const_cast<u8*>(shared.bytes) + (shared.q() - shared.base);
+    u8* const slab = tile + (channel / kSlab) * Config::kBlockM * kSlab + (channel % kSlab) % 16;
+    const int chunk = (channel % kSlab) / 16;
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      float values[8];
+      unpack_8_values<Config::kQType>(values, raw[pass]);
+      const int row = row0 + pass * kRowsPerPass;
+      if constexpr (Config::kDotKMean) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) dot = fmaf(values[i], mean[i], dot);
+        dot = row_sum<kLanesPerRow>(dot);
+        if (lane_in_row == 0 && row < work.extent.seq_q) {
+          input.q_dot_k_mean[work.extent.q_scale0 + row] = dot;
+        }
+      }
+      const RowScale scale = row_scale(row_max_abs<kLanesPerRow>(values), 127.0f);
+      u32 quantized[8];
+      quantize_8(quantized, values, scale.inverse, 127, scale.clamps);
+      store_int8x8(slab + Slab::offset(tile_row0 + pass * kRowsPerPass, chunk), quantized);
+      const float row_scale_value = __shfl_sync(0xFFFFFFFFu, scale.scale, source_lane);
+      if (coordinates.group / kRowsPerPass == pass) q_scale_of_row[0] = row_scale_value;
+      if ((coordinates.group + 8) / kRowsPerPass == pass) q_scale_of_row[1] = row_scale_value;
+    }
+    fence_proxy_async_shared();
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + Config::kConsumerGroups + group) : "memory");
+  }
+
+  // INT8 Q (quantize_rows' rows: the kernel without its own Q pass): each consumer warpgroup
+  // copies its 64 rows into the Q tile where a TMA load would put them (same swizzle), as
+  // quantize_q_tile stores its rows, HeadDim / 16 lanes per row with 16 bytes each; rows past
+  // the sequence are zeros, as TMA fills them. The producer then starts on the first K and V at
+  // once instead of loading the block's Q before them, and the rows' latency overlaps those
+  // loads. The warpgroup syncs on its own named barrier: wgmma reads all 64 rows.
+  __device__ __forceinline__ static void load_q_tile(const AttentionParams& attention,
+                                                     const SharedLayout& shared,
+                                                     const BlockWork& work, int group, int thread) {
+    constexpr int kLanesPerRow = Config::kHeadDim / 16;
+    constexpr int kRowsPerPass = 32 / kLanesPerRow;  // per warp
+    constexpr int kPasses = 16 / kRowsPerPass;
+    constexpr int kSlab = Config::kSlabBytes;
+    using Slab = SwizzledTile<kSlab>;
+    const int lane = thread & 31;
+    const int byte = (lane % kLanesPerRow) * 16;
+    const int tile_row0 = group * kWgmmaGroupRows + (thread >> 5) * 16 + lane / kLanesPerRow;
+    const int row0 = work.first_row + tile_row0;
+    const u8* head_q = static_cast<const u8*>(attention.q) +
+                       work.batch * attention.q_strides.batch +
+                       work.head_q * attention.q_strides.head + byte;
+    uint4 rows[kPasses];
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      const int row = row0 + pass * kRowsPerPass;
+      rows[pass] = row < work.extent.seq_q
+                       ? *reinterpret_cast<const uint4*>(head_q + row * attention.q_strides.row)
+                       : make_uint4(0, 0, 0, 0);
+    }
+    u8* const tile = const_cast<u8*>(shared.bytes) + (shared.q() - shared.base);
+    u8* const slab = tile + (byte / kSlab) * Config::kBlockM * kSlab;
+    const int chunk = (byte % kSlab) / 16;
+#pragma unroll
+    for (int pass = 0; pass < kPasses; ++pass) {
+      *reinterpret_cast<uint4*>(slab + Slab::offset(tile_row0 + pass * kRowsPerPass, chunk)) =
+          rows[pass];
+    }
+    fence_proxy_async_shared();
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + Config::kConsumerGroups + group) : "memory");
+  }
+};
+
+}  // namespace kernels
+}  // namespace intfa
