@@ -16,7 +16,9 @@
 #
 # The toolkit is hidden by running the checks in a private mount namespace (unshare, as root) in
 # which an empty folder is mounted over /usr/local/cuda*, CUDA_HOME, nvcc's toolkit and every
-# folder in which the loader's cache (ldconfig -p) finds libnvrtc, with the environment cleared
+# folder in which the loader's cache (ldconfig -p) finds libnvrtc (but not /usr/lib and the like,
+# nor one that holds the driver: the toolkit is then hidden only in part, and the script says so),
+# with the environment cleared
 # (no PATH, LD_LIBRARY_PATH, CUDA_HOME, CUDA_PATH beyond the venv and /usr/bin:/bin). Proof that
 # it was: the loader alone can no longer open libnvrtc.so.<major>. Then `intfa info` must name
 # NVRTC from "PyPI package nvidia-cuda-nvrtc" in a site-packages folder, the process that imports
@@ -61,8 +63,13 @@ else
 fi
 "$venv_python" -m pip list 2>/dev/null | grep -i -E '^(intfa|nvidia-cuda-[a-z]+|torch) ' | sed 's/^/  /'
 
-# The folders to hide: the toolkit wherever this machine has it, but never a folder that holds the
-# driver (libcuda.so.1), which the GPU call needs.
+# The folders to hide: the toolkit wherever this machine has it, but never one that holds the
+# driver the loader opens (libcuda.so.1 in ldconfig's cache: the GPU call needs it; a toolkit's
+# compat/libcuda.so.1 that the loader does not use does not count).
+driver_dirs=()
+while read -r library; do
+  driver_dirs+=("$(dirname "$(realpath "$library")")")
+done < <(ldconfig -p 2>/dev/null | awk '/libcuda\.so\.1 / {print $NF}')
 candidates=(/usr/local/cuda /usr/local/cuda-*)
 for variable in CUDA_HOME CUDA_PATH CUDAToolkit_ROOT; do
   [ -n "${!variable:-}" ] && candidates+=("${!variable}")
@@ -71,15 +78,21 @@ if nvcc=$(command -v nvcc); then candidates+=("$(dirname "$(dirname "$nvcc")")")
 while read -r library; do
   candidates+=("$(dirname "$library")")
 done < <(ldconfig -p 2>/dev/null | awk '/libnvrtc/ {print $NF}')
-hide=()
+hide=() unhidden=()
 while read -r folder; do
   [ -n "$folder" ] || continue
   for hidden in "${hide[@]+"${hide[@]}"}"; do
     case "$folder/" in "$hidden"/*) continue 2 ;; esac  # inside one already hidden
   done
-  if compgen -G "$folder/libcuda.so*" >/dev/null || compgen -G "$folder/*/libcuda.so.1" >/dev/null; then
-    echo "  not hiding $folder: it holds the driver"; continue
-  fi
+  for driver in "${driver_dirs[@]+"${driver_dirs[@]}"}"; do
+    case "$driver/" in "$folder"/*)
+      echo "  not hiding $folder: it holds the driver ($driver/libcuda.so.1)"
+      unhidden+=("$folder"); continue 2 ;; esac
+  done
+  case "$folder" in /lib | /lib/* | /lib64 | /lib64/* | /usr/lib | /usr/lib/* | /usr/lib64 | /usr/lib64/*)
+    echo "  not hiding $folder: a system library folder (a distribution's NVRTC there stays visible)"
+    unhidden+=("$folder"); continue ;;
+  esac
   hide+=("$folder")
 done < <(for folder in "${candidates[@]}"; do
            [ -d "$folder" ] && realpath "$folder"
@@ -103,6 +116,8 @@ if [ "$hidden" = yes ]; then
     exit 1
   fi
   echo "  the loader alone finds no libnvrtc.so.$major: the toolkit is hidden ($*)"
+elif [ "$hidden" = partly ]; then
+  echo "  the toolkit is hidden where it could be ($*); the loader may still find another NVRTC"
 fi
 echo "$ intfa info"
 "$venv/bin/intfa" info | tee "$check_dir/info.txt" | sed 's/^/  /'
@@ -199,13 +214,16 @@ environment=(env -i HOME="$check_dir" LANG=C.UTF-8 PATH="$check_dir/venv/bin:/us
 [ -n "${CUDA_VISIBLE_DEVICES:-}" ] && environment+=(CUDA_VISIBLE_DEVICES="$CUDA_VISIBLE_DEVICES")
 inside=(bash "$check_dir/inside.sh" "$check_dir" "$gpu")
 if [ "${#hide[@]}" -gt 0 ] && unshare --mount --propagation private true 2>/dev/null; then
+  mode=yes
+  [ "${#unhidden[@]}" -eq 0 ] || mode=partly
   step "checks with the toolkit hidden (private mount namespace over: ${hide[*]})"
   unshare --mount --propagation private bash -c '
     set -e; empty=$1; shift; n=$1; shift
     for ((i = 0; i < n; i++)); do mount --bind "$empty" "$1"; shift; done
     exec "$@"' _ "$check_dir/empty" "${#hide[@]}" "${hide[@]}" \
-    "${environment[@]}" "${inside[@]}" yes "$nvrtc_major" "${hide[@]}"
+    "${environment[@]}" "${inside[@]}" "$mode" "$nvrtc_major" "${hide[@]}"
   hidden="toolkit hidden (${hide[*]})"
+  [ "$mode" = yes ] || hidden="toolkit hidden in part (${hide[*]}; not ${unhidden[*]})"
 else
   if [ "${#hide[@]}" -eq 0 ]; then
     step "checks (no toolkit on this machine: nothing to hide)"
