@@ -9,7 +9,12 @@ include(CMakePackageConfigHelpers)
 set(INTFA_CMAKE_INSTALL_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/intfa)
 set(intfa_exported_targets intfa intfa_shared)
 if(TARGET intfa_cli)
-  set_target_properties(intfa_cli PROPERTIES EXPORT_NAME cli INSTALL_RPATH_USE_LINK_PATH ON)
+  set_target_properties(intfa_cli PROPERTIES EXPORT_NAME cli)
+  # The installed tool finds the toolkit's NVRTC it was linked against; not in the toolkit-free
+  # wheel (INTFA_PYTHON_NVRTC=pypi: python/CMakeLists.txt), whose tool must take PyPI's.
+  if(NOT INTFA_PYTHON_NVRTC STREQUAL "pypi")
+    set_target_properties(intfa_cli PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
+  endif()
   list(APPEND intfa_exported_targets intfa_cli)
 endif()
 install(TARGETS ${intfa_exported_targets} EXPORT intfaTargets

@@ -32,7 +32,15 @@ cache. ``cache_info`` and ``precompile`` need no PyTorch; the tensor functions n
 ``intfa.Error`` subclasses carrying the C++ message; bad arguments raise ``InvalidArgument``
 (also a ValueError) naming the argument, before anything is launched.
 """
-from intfa import _intfa
+from intfa import _nvrtc
+
+_nvrtc.preload()  # a wheel without the toolkit: PyPI's NVRTC, before the extension needs it
+try:
+    from intfa import _intfa
+except ImportError as error:  # no NVRTC: say where this build looks for it
+    if "libnvrtc" not in str(error):
+        raise
+    raise ImportError(f"{error}: {_nvrtc.missing_hint()}") from error
 from intfa._errors import (CacheError, CompileError, DriverError, Error, InternalError,
                            InvalidArgument, NoDevice, Unsupported)
 from intfa._fallback import (FallbackWarning, fallback_stats, get_fallback,

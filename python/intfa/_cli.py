@@ -16,5 +16,10 @@ def main():
     if not os.access(tool, os.X_OK):
         sys.exit(f"intfa: the command-line tool is not in this installation (expected {tool}); "
                  "reinstall the package with `pip install .`, or use build/bin/intfa")
+    from intfa import _build_config, _nvrtc
+    nvrtc_dir = _nvrtc.library_dir() if _build_config.NVRTC_SOURCE == "pypi" else None
+    if nvrtc_dir is not None:  # a wheel without the toolkit: the tool takes PyPI's NVRTC too
+        path = os.environ.get("LD_LIBRARY_PATH")
+        os.environ["LD_LIBRARY_PATH"] = nvrtc_dir + (os.pathsep + path if path else "")
     sys.stdout.flush()
     os.execv(tool, [tool, *sys.argv[1:]])  # its exit status and signals are the command's

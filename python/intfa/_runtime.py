@@ -24,7 +24,10 @@ def cache_info():
     """The runtime as ``intfa info`` reports it, as a dict: ``version``, ``nvrtc_version``,
     ``gpu_available``, ``gpu``, ``target_arch`` ("" when there is neither a GPU nor INTFA_ARCH),
     ``cache_directory`` (None when INTFA_CACHE_DISABLE=1), ``cache_entries``, ``cache_bytes``,
-    ``deploy_cache`` (INTFA_DEPLOY_CACHE or None), and this process's counters:
+    ``deploy_cache`` (INTFA_DEPLOY_CACHE or None), ``nvrtc_library`` (the file NVRTC was opened
+    from) and ``nvrtc_source`` ("PyPI package nvidia-cuda-nvrtc" or "CUDA toolkit"),
+    ``cuda_include_dir`` and ``cuda_headers_source`` (None when no headers were found; "PyPI package
+    nvidia-cuda-runtime" or "CUDA toolkit"), and this process's counters:
     ``nvrtc_compiles``, ``disk_hits``, ``bundle_hits``, ``disk_misses``, ``memory_hits``,
     ``module_loads``."""
     return _intfa.runtime_info()

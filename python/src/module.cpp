@@ -29,6 +29,7 @@
 #include "intfa_version.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "numerics/option_names.hpp"
+#include "nvrtc/compiler.hpp"
 #include "paged.hpp"
 
 namespace py = pybind11;
@@ -186,6 +187,14 @@ py::dict runtime_dict() {
     result["cache_entries"] = entries.size();
     result["cache_bytes"] = bytes;
   }
+  // Where NVRTC and the CUDA headers were found, as `intfa info` prints them.
+  const std::string nvrtc_library = nvrtc::library_path();
+  result["nvrtc_library"] = nvrtc_library;
+  result["nvrtc_source"] = nvrtc::library_origin(nvrtc_library);
+  const auto include_dir = nvrtc::cuda_include_dir();
+  result["cuda_include_dir"] = include_dir ? py::cast(*include_dir) : py::none();
+  result["cuda_headers_source"] =
+      include_dir ? py::cast(nvrtc::include_dir_origin(*include_dir)) : py::none();
   const auto bundle = cache::DeploymentBundle::directory_from_environment();
   result["deploy_cache"] = bundle ? py::cast(bundle->string()) : py::none();
   return result;

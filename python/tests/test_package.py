@@ -34,6 +34,20 @@ class PackageTest(unittest.TestCase):
         if os.environ.get("INTFA_CACHE_DIR"):
             self.assertEqual(info["cache_directory"], os.environ["INTFA_CACHE_DIR"])
 
+    def test_cache_info_says_where_nvrtc_and_the_headers_came_from(self):
+        info = intfa.cache_info()
+        self.assertTrue(os.path.isfile(info["nvrtc_library"]), info["nvrtc_library"])
+        self.assertIn("libnvrtc", os.path.basename(info["nvrtc_library"]))
+        self.assertIn(info["nvrtc_source"], ("PyPI package nvidia-cuda-nvrtc", "CUDA toolkit"))
+        from intfa import _build_config
+        self.assertIn(_build_config.NVRTC_SOURCE, ("toolkit", "pypi"))
+        if _build_config.NVRTC_SOURCE == "pypi":
+            self.assertEqual(info["nvrtc_source"], "PyPI package nvidia-cuda-nvrtc")
+        if info["cuda_include_dir"] is not None:
+            self.assertTrue(os.path.isfile(os.path.join(info["cuda_include_dir"], "cuda.h")))
+            self.assertIn(info["cuda_headers_source"],
+                          ("PyPI package nvidia-cuda-runtime", "CUDA toolkit"))
+
     def test_error_classes_follow_the_cpp_hierarchy(self):
         for cls in (intfa.InvalidArgument, intfa.Unsupported, intfa.CompileError,
                     intfa.DriverError, intfa.NoDevice, intfa.CacheError, intfa.InternalError):

@@ -93,7 +93,43 @@ std::optional<std::string> find_cuda_include_dir() {
   return std::nullopt;
 }
 
+// Whether `path` lies in a folder nvidia/cu<digits>/<leaf>/ (the layout of the CUDA 13 wheels).
+bool in_pypi_layout(const std::filesystem::path& path, const std::string& leaf) {
+  std::vector<std::string> parts;
+  for (const auto& part : path) parts.push_back(part.string());
+  for (std::size_t i = 0; i + 2 < parts.size(); ++i) {
+    const std::string& cu = parts[i + 1];
+    if (parts[i] == "nvidia" && cu.size() > 2 && cu.compare(0, 2, "cu") == 0 &&
+        std::all_of(cu.begin() + 2, cu.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+        parts[i + 2] == leaf) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
+
+std::string library_path() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&nvrtcVersion), &info) == 0 || info.dli_fname == nullptr) {
+    return "";
+  }
+  std::error_code error;
+  const auto resolved = std::filesystem::canonical(info.dli_fname, error);
+  return error ? std::string(info.dli_fname) : resolved.string();
+}
+
+std::string library_origin(const std::string& path) {
+  if (path.empty()) return "origin unknown";
+  return in_pypi_layout(path, "lib") ? "PyPI package nvidia-cuda-nvrtc" : "CUDA toolkit";
+}
+
+std::string include_dir_origin(const std::string& path) {
+  return in_pypi_layout(std::filesystem::path(path) / "", "include")
+             ? "PyPI package nvidia-cuda-runtime"
+             : "CUDA toolkit";
+}
 
 std::string Cubin::to_string() const {
   return lowered_name + " (" + std::to_string(image.size()) + " B cubin)";

@@ -49,6 +49,16 @@ Cubin compile(const render::RenderedUnit& unit, const render::KernelSpec& spec,
 // to libnvrtc, the build-time toolkit), or nullopt. Passed to NVRTC with -I when present.
 std::optional<std::string> cuda_include_dir();
 
+// The file the loaded NVRTC library was opened from ("" when the loader cannot tell).
+std::string library_path();
+
+// Which distribution a path of NVRTC or of the CUDA headers belongs to: "PyPI package
+// nvidia-cuda-nvrtc" (for headers: nvidia-cuda-runtime) when it lies in a nvidia/cu<major>/ folder,
+// as pip installs them (site-packages/nvidia/cu13/lib, .../include), else "CUDA toolkit" ("origin
+// unknown" for an empty library path).
+std::string library_origin(const std::string& path);
+std::string include_dir_origin(const std::string& path);
+
 // The SM number NVRTC recorded in a cubin's ELF header (80, 86, 89, 90), or nullopt when the
 // bytes are not a CUDA ELF.
 std::optional<int> cubin_sm_number(const std::vector<char>& image);

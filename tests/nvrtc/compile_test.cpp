@@ -183,5 +183,26 @@ TEST(Nvrtc, CompileCountCountsEveryCompilation) {
   EXPECT_EQ(compile_count(), before + 1);
 }
 
+TEST(Nvrtc, WhereNvrtcAndTheHeadersCameFromIsNamedByTheirFolder) {
+  // pip's layout of the CUDA 13 wheels (nvidia-cuda-nvrtc, nvidia-cuda-runtime), in a venv or a
+  // system site-packages, against the toolkit's.
+  const std::string site = "/v/lib/python3.12/site-packages/nvidia/cu13";
+  EXPECT_EQ(library_origin(site + "/lib/libnvrtc.so.13"), "PyPI package nvidia-cuda-nvrtc");
+  EXPECT_EQ(library_origin("/usr/lib/python3/dist-packages/nvidia/cu14/lib/libnvrtc.so.14"),
+            "PyPI package nvidia-cuda-nvrtc");
+  EXPECT_EQ(library_origin("/usr/local/cuda-13.0/lib/libnvrtc.so.13"), "CUDA toolkit");
+  EXPECT_EQ(library_origin("/opt/nvidia/cuda/lib/libnvrtc.so.13"), "CUDA toolkit");
+  EXPECT_EQ(library_origin("/x/nvidia/cu13/include/libnvrtc.so.13"), "CUDA toolkit");
+  EXPECT_EQ(library_origin(""), "origin unknown");
+  EXPECT_EQ(include_dir_origin(site + "/include"), "PyPI package nvidia-cuda-runtime");
+  EXPECT_EQ(include_dir_origin(site + "/include/"), "PyPI package nvidia-cuda-runtime");
+  EXPECT_EQ(include_dir_origin("/usr/local/cuda/include"), "CUDA toolkit");
+  // This process's NVRTC: the file it was opened from, which exists.
+  const std::string loaded = library_path();
+  ASSERT_FALSE(loaded.empty());
+  EXPECT_TRUE(std::filesystem::exists(loaded)) << loaded;
+  EXPECT_NE(loaded.find("libnvrtc"), std::string::npos) << loaded;
+}
+
 }  // namespace
 }  // namespace intfa::nvrtc

@@ -26,6 +26,11 @@ run(${venv}/bin/intfa info)
 if(NOT last_output MATCHES "intfa +[0-9]+\\.[0-9]+\\.[0-9]+" OR NOT last_output MATCHES "NVRTC")
   message(FATAL_ERROR "`intfa info` of the wheel did not report intfa's and NVRTC's versions")
 endif()
+# ... and where NVRTC came from (this build links the toolkit's; the wheel of build_wheel.sh,
+# PyPI's: wheel_test.sh).
+if(NOT last_output MATCHES "\nNVRTC +[0-9.]+, /[^\n]*libnvrtc[^\n]* \\(CUDA toolkit\\)\n")
+  message(FATAL_ERROR "`intfa info` of `pip install .` does not name the toolkit's NVRTC")
+endif()
 run(${venv}/bin/intfa precompile --help)
 # (No ';' in the program: CMake would split the argument there.)
 run(${venv}/bin/python -c "import intfa\nprint(intfa.__version__, intfa.cache_info()['nvrtc_version'])")

@@ -20,8 +20,8 @@ namespace intfa::cli {
 const char* const kInfoUsage =
     "usage: intfa info\n\n"
     "Prints the GPU (or 'no GPU'), the target arch kernels are compiled for, the driver and NVRTC\n"
-    "versions, where kernel templates come from, and the cache directory with its entry count and\n"
-    "size.\n";
+    "versions, where NVRTC and the CUDA headers were found (a PyPI package or the CUDA toolkit),\n"
+    "where kernel templates come from, and the cache directory with its entry count and size.\n";
 
 namespace {
 
@@ -65,9 +65,17 @@ int run_info(const Arguments& arguments) {
     std::printf("GPU            no GPU (%s)\n", reason.c_str());
   }
   print_target_arch(device::driver_available());
-  std::printf("NVRTC          %s\n", nvrtc::version().to_string().c_str());
+  const std::string nvrtc_library = nvrtc::library_path();
+  std::printf("NVRTC          %s, %s (%s)\n", nvrtc::version().to_string().c_str(),
+              nvrtc_library.empty() ? "library path unknown" : nvrtc_library.c_str(),
+              nvrtc::library_origin(nvrtc_library).c_str());
   const auto include_dir = nvrtc::cuda_include_dir();
-  std::printf("CUDA headers   %s\n", include_dir ? include_dir->c_str() : "not found (not needed)");
+  if (include_dir) {
+    std::printf("CUDA headers   %s (%s)\n", include_dir->c_str(),
+                nvrtc::include_dir_origin(*include_dir).c_str());
+  } else {
+    std::printf("CUDA headers   not found (not needed)\n");
+  }
   std::printf("templates      %s (%zu files)\n", render::TemplateSet::active().origin().c_str(),
               render::TemplateSet::active().files().size());
   const auto directory = locations::default_cache_directory();
