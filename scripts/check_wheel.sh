@@ -159,13 +159,21 @@ if result["compiled_now"] == 0:
 want_gpu = os.environ["INTFA_CHECK_GPU"]
 ran_gpu = False
 if want_gpu != "no":
+    why_not = ""
     try:
         import torch
         have_gpu = torch.cuda.is_available()
-    except ImportError:
-        torch, have_gpu = None, False
+        if not have_gpu:
+            try:
+                torch.cuda.init()  # says why
+            except Exception as error:  # noqa: BLE001 (any reason is worth printing)
+                why_not = f"{type(error).__name__}: {error}"
+            why_not = f"torch {torch.__version__} (CUDA {torch.version.cuda}) sees no GPU " \
+                f"{why_not}"
+    except ImportError as error:
+        torch, have_gpu, why_not = None, False, f"import torch: {error}"
     if want_gpu == "yes" and not have_gpu:
-        failures.append("--gpu: torch is not importable or sees no GPU")
+        failures.append(f"--gpu: {why_not}")
     elif have_gpu:
         import torch.nn.functional as F
         intfa.set_fallback("error")  # a silent fall back to SDPA would prove nothing
