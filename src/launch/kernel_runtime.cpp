@@ -75,35 +75,57 @@ struct ContextAndSpecHash {
   }
 };
 
-// A spec made ready for the cache and NVRTC: its unit, its options and the key they hash to.
-struct PreparedUnit {
+// A source made ready for the cache and NVRTC: its options and the key they hash to.
+struct PreparedSource {
   const render::TemplateSet& templates;
-  render::RenderedUnit unit;
+  const render::KernelSource& source;
   std::vector<std::string> options;
   cache::CacheKey key;
 };
 
-PreparedUnit prepare(const render::KernelSpec& spec) {
-  const render::TemplateSet& templates = render::TemplateSet::active();
-  PreparedUnit prepared{
-      templates, render::render(spec, templates), nvrtc::compile_options(spec.arch), {}};
+PreparedSource prepare(const render::KernelSource& source, const render::TemplateSet& templates) {
+  PreparedSource prepared{templates, source, nvrtc::compile_options(source.arch), {}};
   prepared.key =
-      cache::make_key({prepared.unit, templates, prepared.options, nvrtc::version(), spec.arch});
+      cache::make_key({source.unit, templates, prepared.options, nvrtc::version(), source.arch});
   return prepared;
 }
 
-std::shared_ptr<const nvrtc::Cubin> compile_with_nvrtc(const PreparedUnit& prepared,
-                                                       const render::KernelSpec& spec) {
+std::shared_ptr<const nvrtc::Cubin> compile_with_nvrtc(const PreparedSource& prepared) {
+  const render::KernelSource& source = prepared.source;
   auto cubin = std::make_shared<const nvrtc::Cubin>(
-      nvrtc::compile(prepared.unit, spec, prepared.options, prepared.templates));
-  log::info("compiled " + spec.to_string() + " in " +
+      nvrtc::compile(source, prepared.options, prepared.templates));
+  log::info("compiled " + source.text + " in " +
             std::to_string(static_cast<int>(cubin->compile_ms)) + " ms");
   // A compile that succeeds can still warn: ptxas says so when it serializes wgmma or spills,
   // which costs speed and nothing else shows.
   if (cubin->log.find_first_not_of(" \n\r\t") != std::string::npos) {
-    log::info("NVRTC's log for " + spec.to_string() + ":\n" + cubin->log);
+    log::info("NVRTC's log for " + source.text + ":\n" + cubin->log);
   }
   return cubin;
+}
+
+// launch::compile of `source`, whose unit's headers come from `templates`.
+CompiledKernel compile_source(const render::KernelSource& source,
+                              const render::TemplateSet& templates, const CacheChain& chain) {
+  const PreparedSource prepared = prepare(source, templates);
+  CompiledKernel result;
+  result.key = prepared.key;
+  result.waits_for_previous_grid = waits_for_previous_grid(source.unit);
+  std::optional<nvrtc::Cubin> cached;
+  if (chain.bundle != nullptr && (cached = chain.bundle->load(result.key))) {
+    result.source = CubinSource::kBundle;
+  } else if (chain.disk != nullptr && (cached = chain.disk->load(result.key))) {
+    result.source = CubinSource::kDisk;
+  }
+  if (cached) {
+    result.cubin = std::make_shared<const nvrtc::Cubin>(std::move(*cached));
+    return result;
+  }
+  result.cubin = compile_with_nvrtc(prepared);
+  result.compiled_now = true;
+  result.source = CubinSource::kNvrtc;
+  if (chain.disk != nullptr) chain.disk->store(result.key, *result.cubin, source);
+  return result;
 }
 
 // The header of the prologue every template kernel begins with (grid_dependency.cuh).
@@ -394,26 +416,13 @@ bool waits_for_previous_grid(const render::RenderedUnit& unit) {
          unit.headers.end();
 }
 
+CompiledKernel compile(const render::KernelSource& source, const CacheChain& chain) {
+  return compile_source(source, render::TemplateSet::active(), chain);
+}
+
 CompiledKernel compile(const render::KernelSpec& spec, const CacheChain& chain) {
-  const PreparedUnit prepared = prepare(spec);
-  CompiledKernel result;
-  result.key = prepared.key;
-  result.waits_for_previous_grid = waits_for_previous_grid(prepared.unit);
-  std::optional<nvrtc::Cubin> cached;
-  if (chain.bundle != nullptr && (cached = chain.bundle->load(result.key))) {
-    result.source = CubinSource::kBundle;
-  } else if (chain.disk != nullptr && (cached = chain.disk->load(result.key))) {
-    result.source = CubinSource::kDisk;
-  }
-  if (cached) {
-    result.cubin = std::make_shared<const nvrtc::Cubin>(std::move(*cached));
-    return result;
-  }
-  result.cubin = compile_with_nvrtc(prepared, spec);
-  result.compiled_now = true;
-  result.source = CubinSource::kNvrtc;
-  if (chain.disk != nullptr) chain.disk->store(result.key, *result.cubin, spec);
-  return result;
+  const render::TemplateSet& templates = render::TemplateSet::active();
+  return compile_source(render::kernel_source(spec, templates), templates, chain);
 }
 
 CUcontext launch_context(CUstream stream) {

@@ -89,10 +89,12 @@ struct CacheChain {
   cache::DiskCache* disk = nullptr;
 };
 
-// The cubin for `spec` from `chain`, else compiled by NVRTC (and stored in chain.disk). No memory
-// cache and no process-wide state: KernelRuntime::compile puts its memory in front of its own
-// chain (INTFA_DEPLOY_CACHE, the user cache); a deployment bundle's writer passes the bundle it
-// writes (the caller checks disk->writable() afterwards). Throws CompileError.
+// The cubin for `source` (or `spec`'s source) from `chain`, else compiled by NVRTC (and stored in
+// chain.disk). No memory cache and no process-wide state: KernelRuntime::compile puts its memory
+// in front of its own chain (INTFA_DEPLOY_CACHE, the user cache); a deployment bundle's writer
+// passes the bundle it writes (the caller checks disk->writable() afterwards). Throws
+// CompileError.
+CompiledKernel compile(const render::KernelSource& source, const CacheChain& chain);
 CompiledKernel compile(const render::KernelSpec& spec, const CacheChain& chain);
 
 // One kernel of a call, for KernelRuntime::load_all: the spec and the dynamic shared memory its

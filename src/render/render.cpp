@@ -52,4 +52,8 @@ RenderedUnit render(const KernelSpec& spec, const TemplateSet& templates) {
   return unit;
 }
 
+KernelSource kernel_source(const KernelSpec& spec, const TemplateSet& templates) {
+  return KernelSource{render(spec, templates), spec.arch, spec.to_string(), spec.to_json()};
+}
+
 }  // namespace intfa::render

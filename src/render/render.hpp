@@ -7,23 +7,11 @@
 #include <utility>
 #include <vector>
 
+#include "render/kernel_source.hpp"
 #include "render/kernel_spec.hpp"
 #include "render/template_set.hpp"
 
 namespace intfa::render {
-
-struct RenderedUnit {
-  std::string file_name;               // the name NVRTC reports in diagnostics
-  std::string source;                  // the unit's text
-  std::string name_expression;         // the kernel, for nvrtcGetLoweredName
-  std::vector<std::string> headers;    // every template the unit reaches, sorted
-
-  friend bool operator==(const RenderedUnit& a, const RenderedUnit& b) {
-    return a.file_name == b.file_name && a.source == b.source &&
-           a.name_expression == b.name_expression && a.headers == b.headers;
-  }
-  std::string to_string() const { return file_name + ": " + name_expression; }
-};
 
 // Where a family's kernel lives and how it is named with the spec's values: what each family's
 // host file gives the renderer (src/families/*_family.hpp, src/families/paged_family.hpp).
@@ -70,5 +58,8 @@ std::string bool_argument(bool value);
 // Throws InvalidArgument when the spec's family cannot be rendered with its fields (validation of
 // sizes against a device lives with each family's host code, before rendering).
 RenderedUnit render(const KernelSpec& spec, const TemplateSet& templates = TemplateSet::active());
+// What the JIT core takes for `spec`: render(spec), its arch, to_string() and to_json().
+KernelSource kernel_source(const KernelSpec& spec,
+                           const TemplateSet& templates = TemplateSet::active());
 
 }  // namespace intfa::render

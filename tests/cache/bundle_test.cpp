@@ -270,7 +270,7 @@ class BundleOnDisk : public ::testing::Test {
     manifest_ = Manifest::for_this_build();
     for (unsigned char first : {0x31, 0x42, 0x53}) {
       const render::KernelSpec spec = quantize_rows_spec(64 << (first % 3));
-      writer.store(test_key(first), fake_cubin(80, 300 + first), spec);
+      writer.store(test_key(first), fake_cubin(80, 300 + first), render::kernel_source(spec));
       manifest_.entries.push_back(describe_entry(bundle_.path(), test_key(first), spec));
     }
   }
@@ -328,7 +328,8 @@ TEST_F(BundleOnDisk, AChecksumTheManifestDoesNotRecordIsNamed) {
 }
 
 TEST_F(BundleOnDisk, AnEntryTheManifestDoesNotListIsNamed) {
-  DiskCache(bundle_.path()).store(test_key(0x64), fake_cubin(80, 500), quantize_rows_spec(256));
+  DiskCache(bundle_.path())
+      .store(test_key(0x64), fake_cubin(80, 500), render::kernel_source(quantize_rows_spec(256)));
   const VerifyReport report = verify_bundle(bundle_.path(), manifest_);
   ASSERT_EQ(report.bad.size(), 1u);
   EXPECT_EQ(report.bad[0].first, entry(0x64));
@@ -339,7 +340,8 @@ TEST_F(BundleOnDisk, AnEntryTheManifestDoesNotListIsNamed) {
 
 TEST(ReadOnlyDiskCache, LeavesABadEntryInPlaceAndWarnsOnce) {
   const TempDirectory directory;
-  DiskCache(directory.path()).store(test_key(0x70), fake_cubin(), quantize_rows_spec());
+  DiskCache(directory.path())
+      .store(test_key(0x70), fake_cubin(), render::kernel_source(quantize_rows_spec()));
   const fs::path path = DiskCache(directory.path()).entry_path(test_key(0x70));
   std::vector<char> bytes = read_bytes(path);
   bytes.back() = static_cast<char>(bytes.back() ^ 0x01);
@@ -358,7 +360,7 @@ TEST(ReadOnlyDiskCache, StoresNothingAndRefusesToClear) {
   const TempDirectory directory;
   DiskCache read_only(directory.path() / "bundle", DiskCache::Access::kReadOnly);
   EXPECT_FALSE(read_only.writable());
-  read_only.store(test_key(0x71), fake_cubin(), quantize_rows_spec());
+  read_only.store(test_key(0x71), fake_cubin(), render::kernel_source(quantize_rows_spec()));
   EXPECT_FALSE(fs::exists(directory.path() / "bundle"));
   EXPECT_THROW(read_only.clear(false), CacheError);
 }

@@ -25,6 +25,7 @@
 #include "launch/kernel_runtime.hpp"
 #include "nvrtc/compiler.hpp"
 #include "render/kernel_spec.hpp"
+#include "render/render.hpp"
 #include "support/temp_dir.hpp"  // ScopedEnv
 
 namespace intfa::testing {

@@ -37,8 +37,7 @@ render::TemplateSet templates_with_quantize_rows_appended(const std::string& tex
 }
 
 Cubin compile_spec(const render::KernelSpec& spec, const render::TemplateSet& templates) {
-  const render::RenderedUnit unit = render::render(spec, templates);
-  return compile(unit, spec, compile_options(spec.arch), templates);
+  return compile(render::kernel_source(spec, templates), compile_options(spec.arch), templates);
 }
 
 TEST(Nvrtc, CompilesTheQuantizeTemplateForEveryArchWithThatArchInTheElfHeader) {
@@ -140,7 +139,7 @@ TEST(Nvrtc, ASuccessfulCompileKeepsItsLogWithoutNuls) {
   const render::KernelSpec spec = quantize_spec(device::Arch::kSm90a);
   std::vector<std::string> options = compile_options(spec.arch);
   options.emplace_back("--ptxas-options=-v");  // ptxas's own part of the log
-  const Cubin cubin = compile(render::render(spec, warned), spec, options, warned);
+  const Cubin cubin = compile(render::kernel_source(spec, warned), options, warned);
   EXPECT_NE(cubin.log.find("unused_local"), std::string::npos) << cubin.log;
   EXPECT_NE(cubin.log.find("ptxas"), std::string::npos) << cubin.log;
   EXPECT_EQ(cubin.log.find('\0'), std::string::npos) << cubin.log;

@@ -25,9 +25,8 @@ std::vector<CompileFailure> compile_all(const std::vector<render::KernelSpec>& s
     for (std::size_t i = next++; i < specs.size(); i = next++) {
       const render::KernelSpec& spec = specs[i];
       try {
-        const render::RenderedUnit unit = render::render(spec, templates);
-        const nvrtc::Cubin cubin =
-            nvrtc::compile(unit, spec, nvrtc::compile_options(spec.arch), templates);
+        const nvrtc::Cubin cubin = nvrtc::compile(render::kernel_source(spec, templates),
+                                                  nvrtc::compile_options(spec.arch), templates);
         if (nvrtc::cubin_sm_number(cubin.image) != device::arch_sm_number(spec.arch)) {
           fail(spec, "cubin is for another arch");
         }
