@@ -205,11 +205,11 @@ DecodePlan plan_decode(const PagedKVCache& cache, const PagedDecodeProblem& prob
   return plan;
 }
 
-void launch_merge(const launch::LoadedKernel& kernel, const kernels::MergeStatesParams& params,
-                  CUstream stream) {
-  const render::KernelSpec& spec = kernel.spec;
+// `head_dim` is the merge kernel's (paged::merge_spec).
+void launch_merge(const launch::LoadedKernel& kernel, int head_dim,
+                  const kernels::MergeStatesParams& params, CUstream stream) {
   const long long rows = static_cast<long long>(params.outer) * params.inner * params.heads;
-  const int rows_per_block = kernels::kPagedRowThreads / (spec.head_dim / 8);
+  const int rows_per_block = kernels::kPagedRowThreads / (head_dim / 8);
   launch::LaunchShape shape;
   shape.grid[0] = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
   shape.block[0] = kernels::kPagedRowThreads;
@@ -434,7 +434,7 @@ void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
   merge.inner = problem.q_len;
   merge.heads = problem.heads_q;
   merge.num_states = plan.splits;
-  launch_merge(*merge_kernel, merge, stream);
+  launch_merge(*merge_kernel, cache.head_dim, merge, stream);
 }
 
 AttentionState AttentionState::of(const TensorView& values, float* lse, const TensorShape& shape) {
@@ -518,7 +518,7 @@ void merge_states(const TensorShape& shape, const AttentionState& a, const Atten
   launch_merge(
       launch::KernelRuntime::instance().load(
           paged::merge_spec(at.info->arch, shape.head_dim, state_type, output), at.context, 0),
-      params, stream);
+      shape.head_dim, params, stream);
 }
 
 }  // namespace intfa

@@ -46,6 +46,22 @@ const kernels::ElementType kElementTypes[] = {
 
 bool operator==(const KernelSpec& a, const KernelSpec& b) { return as_tuple(a) == as_tuple(b); }
 
+KernelId kernel_id(const KernelSpec& s) {
+  auto two = [](int low, int high) {
+    return static_cast<std::uint64_t>(static_cast<std::uint32_t>(low)) |
+           static_cast<std::uint64_t>(static_cast<std::uint32_t>(high)) << 32;
+  };
+  auto bits = [](auto value, int shift) {
+    return static_cast<std::uint64_t>(static_cast<unsigned>(value)) << shift;
+  };
+  const std::uint64_t small =
+      bits(s.family, 0) | bits(s.arch, 8) | bits(s.variant, 16) | bits(s.input_type, 24) |
+      bits(s.output_type, 32) | bits(s.causal, 40) | bits(s.smooth_k, 41) | bits(s.varlen, 42) |
+      bits(s.q_dot_k_mean, 43) | bits(s.rotate, 44) | bits(s.quantizes_q, 45);
+  return KernelId{{small, two(s.head_dim, s.block_m), two(s.block_n, s.warps),
+                   two(s.stages, s.qk_bits), numerics::code(s.numerics)}};
+}
+
 std::string family_name(KernelFamily family) {
   switch (family) {
     case KernelFamily::kQuantizeRows: return "quantize_rows";

@@ -9,6 +9,8 @@
 #include "common/json.hpp"
 #include "device/arch.hpp"
 #include "intfa/numerics.hpp"
+#include "render/kernel_source.hpp"
+#include "render/template_set.hpp"
 
 namespace intfa::render {
 
@@ -74,6 +76,14 @@ struct KernelSpec {
   // Inverse of to_json; throws InvalidArgument naming the bad member.
   static KernelSpec from_json(const json::Value& value);
 };
+
+// The spec's fields packed into the JIT core's key (render/kernel_source.hpp): equal ids exactly
+// for equal specs.
+KernelId kernel_id(const KernelSpec& spec);
+// What the JIT core takes for `spec`: its unit (render/render.hpp), arch, to_string() and
+// to_json().
+KernelSource kernel_source(const KernelSpec& spec,
+                           const TemplateSet& templates = TemplateSet::active());
 
 std::string family_name(KernelFamily family);
 // What to_string says after "family arch dN": the fields the spec's family uses (each family's

@@ -58,8 +58,5 @@ std::string bool_argument(bool value);
 // Throws InvalidArgument when the spec's family cannot be rendered with its fields (validation of
 // sizes against a device lives with each family's host code, before rendering).
 RenderedUnit render(const KernelSpec& spec, const TemplateSet& templates = TemplateSet::active());
-// What the JIT core takes for `spec`: render(spec), its arch, to_string() and to_json().
-KernelSource kernel_source(const KernelSpec& spec,
-                           const TemplateSet& templates = TemplateSet::active());
 
 }  // namespace intfa::render
