@@ -259,10 +259,10 @@ void encode_tensor_maps(kernels::WgmmaAttentionParams& params, const AttentionPr
   // (one row of block_n bytes) of every channel; 16-bit V as slabs of 64 channels (128 bytes)
   // by a tile's keys.
   const int slab = kernels::wgmma_slab_bytes(problem.head_dim);
-  encode(params.q_map,
-         rows_operand("q", tensors.q, problem.batch, problem.heads_q, problem.seq_q,
-                      problem.head_dim),
-         slab, spec.block_m);
+  encode(
+      params.q_map,
+      rows_operand("q", tensors.q, problem.batch, problem.heads_q, problem.seq_q, problem.head_dim),
+      slab, spec.block_m);
   encode(params.k_map,
          rows_operand("k", tensors.k, problem.batch, problem.heads_kv, problem.seq_kv,
                       problem.head_dim),

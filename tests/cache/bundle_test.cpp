@@ -25,7 +25,9 @@ namespace {
 using namespace intfa::testing;
 
 ManifestEntry fake_entry(unsigned char first, int head_dim) {
-  return ManifestEntry{quantize_rows_spec(head_dim), test_key(first), 1234, 0x0123456789abcdefULL};
+  const render::KernelSpec spec = quantize_rows_spec(head_dim);
+  return ManifestEntry{spec.to_json(), spec.to_string(), test_key(first), 1234,
+                       0x0123456789abcdefULL};
 }
 
 Manifest two_entry_manifest() {
@@ -88,6 +90,7 @@ TEST(Manifest, WritesTheDocumentedMembers) {
   const json::Value& entry = document.at("entries").as_array().at(0);
   EXPECT_EQ(entry.at("key").as_string(), test_key(0x10).hex());
   EXPECT_EQ(entry.at("spec"), quantize_rows_spec(64).to_json());
+  EXPECT_EQ(entry.at("spec_text").as_string(), quantize_rows_spec(64).to_string());
   EXPECT_EQ(entry.at("entry_bytes").as_int(), 1234);
   EXPECT_EQ(entry.at("xxh3_64").as_string(), "0123456789abcdef");
 }
@@ -133,7 +136,9 @@ TEST(Manifest, AWrongTypedMemberIsAnErrorNamingIt) {
       {"entries[0]", [](json::Value& d) { d.set("entries", json::Value::Array{7}); }},
       {"entries[0].key", entry_member("key", "not hex")},
       {"entries[0].key", entry_member("key", 5)},
-      {"entries[0].spec", entry_member("spec", json::Value::object())},
+      {"entries[0].spec", entry_member("spec", 5)},
+      {"entries[0].spec", entry_member("spec", json::Value::Array{7})},
+      {"entries[0].spec_text", entry_member("spec_text", 5)},
       {"entries[0].entry_bytes", entry_member("entry_bytes", "1234")},
       {"entries[0].entry_bytes", entry_member("entry_bytes", -5)},
       {"entries[0].entry_bytes", entry_member("entry_bytes", 1e300)},
@@ -271,7 +276,8 @@ class BundleOnDisk : public ::testing::Test {
     for (unsigned char first : {0x31, 0x42, 0x53}) {
       const render::KernelSpec spec = quantize_rows_spec(64 << (first % 3));
       writer.store(test_key(first), fake_cubin(80, 300 + first), render::kernel_source(spec));
-      manifest_.entries.push_back(describe_entry(bundle_.path(), test_key(first), spec));
+      manifest_.entries.push_back(
+          describe_entry(bundle_.path(), test_key(first), render::kernel_source(spec)));
     }
   }
   fs::path entry(unsigned char first) const {
@@ -403,7 +409,8 @@ class RuntimeWithBundle : public ::testing::Test {
     DiskCache writer(bundle_.path());
     bundled_key_ = launch::compile(bundled_, launch::CacheChain{nullptr, &writer}).key;
     Manifest manifest = Manifest::for_this_build();
-    manifest.entries.push_back(describe_entry(bundle_.path(), bundled_key_, bundled_));
+    manifest.entries.push_back(
+        describe_entry(bundle_.path(), bundled_key_, render::kernel_source(bundled_)));
     write_manifest(bundle_.path(), manifest);
   }
   void rewrite_manifest(const std::function<void(Manifest&)>& edit) {

@@ -143,7 +143,8 @@ TEST(CacheTrust, ABundleOfAnotherUserIsIgnoredWithOneWarning) {
   const TempDirectory bundle;
   plant_entries(bundle.path());
   Manifest manifest = Manifest::for_this_build();
-  manifest.entries.push_back(describe_entry(bundle.path(), test_key(0x01), quantize_rows_spec()));
+  manifest.entries.push_back(
+      describe_entry(bundle.path(), test_key(0x01), render::kernel_source(quantize_rows_spec())));
   write_manifest(bundle.path(), manifest);
   give_to_other_user(bundle.path());
   log::ScopedCapture capture;

@@ -315,7 +315,8 @@ class BundleWriter {
     for (const render::KernelSpec& spec : specs) {
       const auto key = keys_.find(spec);
       if (key == keys_.end()) throw InternalError("no key for " + spec.to_string());
-      manifest.entries.push_back(cache::describe_entry(directory(), key->second, spec));
+      manifest.entries.push_back(
+          cache::describe_entry(directory(), key->second, render::kernel_source(spec)));
     }
     return manifest;
   }
