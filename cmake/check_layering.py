@@ -14,11 +14,11 @@ import sys
 STAGES = [
     ["common", "numerics"],  # errors, JSON, files, env; the numerics options and their tables
     ["device"],  # the driver, arch detection, device memory
-    ["render"],  # kernel specs and instantiation units, the template set
+    ["render"],  # instantiation units, the template set, KernelSource (what the JIT core takes)
     ["nvrtc"],  # compiling a unit
     ["cache"],  # cache keys, the disk cache, deployment bundles
     ["launch"],  # loaded kernels and launches: the JIT core ends here
-    ["families"],  # each kernel family's host file (instantiation, shared memory, checks, params)
+    ["families"],  # each family's host file (instantiation, checks, params), KernelSpec
     ["spec"],  # from a problem to the specs that serve it, the heuristics
     ["tune"],  # the tuning database and the tuner
     ["quantize"],  # the quantize API

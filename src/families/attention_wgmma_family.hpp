@@ -15,22 +15,22 @@
 #include <string>
 
 #include "attention/wgmma_params.h"
+#include "families/kernel_spec.hpp"
 #include "intfa/attention.hpp"
-#include "render/kernel_spec.hpp"
 #include "render/render.hpp"
 
 namespace intfa::attention {
 
 // The render hook.
-render::Instantiation wgmma_instantiation(const render::KernelSpec& spec);
+render::Instantiation wgmma_instantiation(const families::KernelSpec& spec);
 
 // Shared memory the Hopper kernel of `spec` uses per block.
-int wgmma_shared_bytes(const render::KernelSpec& spec);
+int wgmma_shared_bytes(const families::KernelSpec& spec);
 
 // The Hopper kernel's rules (attention_forward_wgmma.cuh): what it implements and its tiles.
 // Throws Unsupported off sm_90a, else InvalidArgument naming the field (validate_config makes
 // the checks both kernels share).
-void validate_wgmma_config(const render::KernelSpec& spec);
+void validate_wgmma_config(const families::KernelSpec& spec);
 
 // Why TMA cannot describe these tensors (a base or stride not a multiple of 16 bytes, ...), naming
 // the field; nullopt when it can.
@@ -44,6 +44,6 @@ void set_q_input(kernels::WgmmaAttentionParams& params, const TensorView& q,
 
 // Writes the tensor maps of `params` (Q, K, V) for the tiles of `spec`. Throws DriverError.
 void encode_tensor_maps(kernels::WgmmaAttentionParams& params, const AttentionProblem& problem,
-                        const AttentionTensors& tensors, const render::KernelSpec& spec);
+                        const AttentionTensors& tensors, const families::KernelSpec& spec);
 
 }  // namespace intfa::attention

@@ -94,17 +94,17 @@ struct WgmmaAttentionConfigOf {
   static constexpr int kOutputRowBytes = HeadDim * 2;
   static constexpr int kWarpOutputBytes = 16 * kOutputRowBytes;
   static constexpr int kOutputStagingBytes = wgmma_output_staging_bytes(HeadDim, kBlockM);
-  static constexpr int kEpilogueVScales =
-      !kFullInt8                                       ? 0
-      : VGranularity == VScaleGranularity::kPerChannel ? HeadDim
-      : VGranularity == VScaleGranularity::kPerTensor  ? 1
-                                                       : 0;
+  static constexpr int kEpilogueVScales = !kFullInt8                                       ? 0
+                                          : VGranularity == VScaleGranularity::kPerChannel ? HeadDim
+                                          : VGranularity == VScaleGranularity::kPerTensor  ? 1
+                                                                                           : 0;
   // P.V runs in chunks of at most 128 output columns (one accumulator of 64 registers); full
   // INT8 with three consumer warpgroups in chunks of 64, so that one chunk folds while the other
   // runs (kPvChunksTogether: 4-10% faster at d=128 than one chunk of 128, same registers).
   // Half INT8 accumulates into the output itself: nothing to fold.
-  static constexpr int kPvColumns =
-      HeadDim < 128 ? HeadDim : (ConsumerGroups == 3 && kFullInt8) ? 64 : 128;
+  static constexpr int kPvColumns = HeadDim < 128                        ? HeadDim
+                                    : (ConsumerGroups == 3 && kFullInt8) ? 64
+                                                                         : 128;
   // Per-block V: the P.V steps that share one 64-token scale block fold together.
   static constexpr int kStepsPerFold =
       kPerBlockV ? (kVTokenBlock / 32 < kPvSteps ? kVTokenBlock / 32 : kPvSteps) : kPvSteps;
@@ -114,8 +114,9 @@ struct WgmmaAttentionConfigOf {
   static constexpr int kBlocksPerSm = ConsumerGroups == 1 ? 2 : 1;
   // The register split of setmaxnreg: the producer keeps what issuing TMA needs.
   static constexpr int kProducerRegisters = ConsumerGroups == 3 ? 32 : 24;
-  static constexpr int kConsumerRegisters =
-      ConsumerGroups == 1 ? 232 : ConsumerGroups == 2 ? 240 : 160;
+  static constexpr int kConsumerRegisters = ConsumerGroups == 1   ? 232
+                                            : ConsumerGroups == 2 ? 240
+                                                                  : 160;
 
   // Taking turns (WgmmaAttention::main_loop_in_turns) keeps S, P, the P.V accumulator and the
   // output in registers together; beside them the rest of the loop needs about 32 (ptxas).
@@ -156,8 +157,8 @@ struct WgmmaAttentionConfigOf {
   // beside P and the output (three warpgroups at d=128: 144 registers of 160, no spills), so
   // the first chunk folds while the second runs.
   static constexpr int kPvChunks = HeadDim / kPvColumns;
-  static constexpr bool kPvChunksTogether = kFullInt8 && kPvChunks == 2 && !kPerBlockV &&
-                                            HeadDim + BlockN / 8 + 16 <= kConsumerRegisters;
+  static constexpr bool kPvChunksTogether =
+      kFullInt8 && kPvChunks == 2 && !kPerBlockV && HeadDim + BlockN / 8 + 16 <= kConsumerRegisters;
 
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(BlockN == 64 || BlockN == 128, "block_n 64 or 128 (a 64- or 128-byte V row)");
@@ -222,9 +223,7 @@ struct WgmmaAttention {
     __device__ __forceinline__ const u8* output_generic(int consumer_warp) const {
       return bytes + (output(consumer_warp) - base);
     }
-    __device__ __forceinline__ u32 v_scales() const {
-      return output(4 * Config::kConsumerGroups);
-    }
+    __device__ __forceinline__ u32 v_scales() const { return output(4 * Config::kConsumerGroups); }
     __device__ __forceinline__ const float* v_scales_generic() const {
       return reinterpret_cast<const float*>(bytes + (v_scales() - base));
     }
@@ -297,8 +296,8 @@ struct WgmmaAttention {
   // Lane 0 issues the TMA loads; every lane copies BlockN / 32 K scales with cp.async (a head's
   // scales need not start on the 16-byte boundary a TMA box needs), zero past the sequence.
   __device__ __forceinline__ static void produce(const WgmmaAttentionParams& params,
-                                                 const SharedLayout& shared,
-                                                 const BlockWork& work, int lane) {
+                                                 const SharedLayout& shared, const BlockWork& work,
+                                                 int lane) {
     constexpr int kSlab = Config::kSlabBytes;
     constexpr int kScalesPerLane = Config::kBlockN / 32;
     if (lane == 0 && !Config::kQuantizesQ) {
@@ -316,16 +315,15 @@ struct WgmmaAttention {
       if (round > 0) mbarrier_wait(shared.empty(slot), (round - 1) & 1);
       const int first_key = tile * Config::kBlockN;
       if (lane == 0) {
-        mbarrier_arrive_expect_bytes(shared.full(slot),
-                                     Config::kKTileBytes + Config::kVTileBytes);
+        mbarrier_arrive_expect_bytes(shared.full(slot), Config::kKTileBytes + Config::kVTileBytes);
 #pragma unroll
         for (int slab = 0; slab < Config::kSlabs; ++slab) {
           tma_load_4d(shared.k(slot) + slab * Config::kBlockN * kSlab, &params.k_map,
                       shared.full(slot), slab * kSlab, first_key, work.head_kv, work.batch);
         }
         if constexpr (Config::kFullInt8) {
-          tma_load_4d(shared.v(slot), &params.v_map, shared.full(slot), first_key, 0,
-                      work.head_kv, work.batch);
+          tma_load_4d(shared.v(slot), &params.v_map, shared.full(slot), first_key, 0, work.head_kv,
+                      work.batch);
         } else {
 #pragma unroll
           for (int slab = 0; slab < Config::kHeadDim / 64; ++slab) {
@@ -362,8 +360,7 @@ struct WgmmaAttention {
   __device__ __forceinline__ static void copy_v_scales(const WgmmaAttentionParams& params,
                                                        const SharedLayout& shared,
                                                        const BlockWork& work, int lane) {
-    const i64 kv_index =
-        static_cast<i64>(work.batch) * params.attention.heads_kv + work.head_kv;
+    const i64 kv_index = static_cast<i64>(work.batch) * params.attention.heads_kv + work.head_kv;
     const float* head_v_scales =
         params.attention.v_scale + kv_index * (Config::kEpilogueVScales > 1 ? Config::kHeadDim : 1);
     for (int i = lane; i < Config::kEpilogueVScales; i += 32) {
@@ -518,8 +515,8 @@ struct WgmmaAttention {
       for (int step = 0; step < Config::kPvSteps; ++step) {
         const u64 b =
             Descriptor::at(v_low, slot_units + chunk_units + step * Descriptor::kUnitsPerK16);
-        wgmma_f32_16bit_rs<Config::kPvColumns, Config::kVType == ElementType::kBF16>(
-            o_chunk, p[step], b);
+        wgmma_f32_16bit_rs<Config::kPvColumns, Config::kVType == ElementType::kBF16>(o_chunk,
+                                                                                     p[step], b);
       }
     }
     wgmma_commit();
@@ -535,8 +532,8 @@ struct WgmmaAttention {
       const int tile = chunk * kChunkTiles + j;
       float2 v_scale = make_float2(1.0f, 1.0f);
       if (v_scales != nullptr) {
-        v_scale = *reinterpret_cast<const float2*>(v_scales + tile * 8 +
-                                                   2 * coordinates.thread_in_group);
+        v_scale =
+            *reinterpret_cast<const float2*>(v_scales + tile * 8 + 2 * coordinates.thread_in_group);
       }
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
@@ -569,8 +566,7 @@ struct WgmmaAttention {
     const int seq_kv = work.extent.seq_kv;
     const bool needs_mask =
         first_key + Config::kBlockN > seq_kv ||
-        (Config::kCausal &&
-         first_key + Config::kBlockN - 1 > warp_first_row + work.causal_offset);
+        (Config::kCausal && first_key + Config::kBlockN - 1 > warp_first_row + work.causal_offset);
     float2 k_scale[kScoreTiles];
     if constexpr (!Config::kPerBlockK) lane_k_scales(k_scale, k_scales, coordinates);
     const int(&scores)[1][kScoreTiles][4] = reinterpret_cast<const int(&)[1][kScoreTiles][4]>(s);
@@ -616,8 +612,7 @@ struct WgmmaAttention {
                               0);
   }
 
-  __device__ __forceinline__ static void gather_p(TileP& tile,
-                                                  const u32 (&pairs)[kScoreTiles][2]) {
+  __device__ __forceinline__ static void gather_p(TileP& tile, const u32 (&pairs)[kScoreTiles][2]) {
     Softmax::gather_p(reinterpret_cast<u32(&)[1][Config::kPvSteps][4]>(tile.p), pairs, 0);
   }
 
@@ -651,8 +646,7 @@ struct WgmmaAttention {
   __device__ __forceinline__ static void sum_tile(RowState& rows, const float (&gamma)[2],
                                                   const TileP& tile) {
     int row_sum[1][2];
-    Softmax::p_row_sums(row_sum,
-                        reinterpret_cast<const u32(&)[1][Config::kPvSteps][4]>(tile.p));
+    Softmax::p_row_sums(row_sum, reinterpret_cast<const u32(&)[1][Config::kPvSteps][4]>(tile.p));
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       rows.frame[half].sum =
@@ -819,10 +813,9 @@ struct WgmmaAttention {
       store_matrix_x4(tile + Staging::offset(matrix_row, dt), words);
     }
     __syncwarp();
-    u8* const out_head = static_cast<u8*>(attention.out) +
-                         work.batch * attention.out_strides.batch +
-                         work.head_q * attention.out_strides.head +
-                         work.extent.q_row0 * attention.out_strides.row;
+    u8* const out_head =
+        static_cast<u8*>(attention.out) + work.batch * attention.out_strides.batch +
+        work.head_q * attention.out_strides.head + work.extent.q_row0 * attention.out_strides.row;
     // Whole 16-byte stores where the output's rows allow them (validation asks 4-byte alignment).
     const u64 alignment_bits =
         reinterpret_cast<u64>(out_head) | static_cast<u64>(attention.out_strides.row);
@@ -838,9 +831,9 @@ struct WgmmaAttention {
       if (warp_first_row + row >= work.extent.seq_q || chunk * 8 >= attention.out_head_dim) {
         continue;
       }
-      u8* const destination =
-          out_head + static_cast<i64>(warp_first_row + row) * attention.out_strides.row +
-          chunk * 16;
+      u8* const destination = out_head +
+                              static_cast<i64>(warp_first_row + row) * attention.out_strides.row +
+                              chunk * 16;
       if (wide) {
         *reinterpret_cast<uint4*>(destination) = value;
       } else {
@@ -885,9 +878,8 @@ struct WgmmaAttention {
   // visible_tiles - 1's P in `current` and returns the next turn.
   template <class IssueValues, class FoldValues, class QuantizeScores>
   __device__ __forceinline__ static int main_turns_beside_pv(
-      TileP& current, int (&s)[kScoreTiles][4], IssueValues& issue_values,
-      FoldValues& fold_values, QuantizeScores& quantize_scores, const SharedLayout& shared,
-      int group, int visible_tiles) {
+      TileP& current, int (&s)[kScoreTiles][4], IssueValues& issue_values, FoldValues& fold_values,
+      QuantizeScores& quantize_scores, const SharedLayout& shared, int group, int visible_tiles) {
     constexpr int kChunks = Config::kPvChunks;
     TileP other;
     auto take_turn = [&](TileP& previous, TileP& next, int t) {
@@ -921,20 +913,21 @@ struct WgmmaAttention {
   // tiles + 1 turns (tiles above its causal diagonal only pass the turn on), so the turns stay in
   // step. The prologue and epilogue turns are peeled so that each loop waits on its MMAs
   // unconditionally, which ptxas needs to leave them asynchronous.
-  __device__ __forceinline__ static void main_loop_in_turns(
-      float (&o)[kOutputTiles][4], RowState& rows, const SharedLayout& shared,
-      const BlockWork& work, int group, int warp_first_row, int visible_tiles,
-      LaneCoordinates coordinates) {
+  __device__ __forceinline__ static void main_loop_in_turns(float (&o)[kOutputTiles][4],
+                                                            RowState& rows,
+                                                            const SharedLayout& shared,
+                                                            const BlockWork& work, int group,
+                                                            int warp_first_row, int visible_tiles,
+                                                            LaneCoordinates coordinates) {
     constexpr int kChunks = Config::kPvChunks;
-    auto issue_values = [&](int (&acc)[kChunks][Config::kPvColumns / 8][4], const TileP& tile_p,
+    auto issue_values = [&](int(&acc)[kChunks][Config::kPvColumns / 8][4], const TileP& tile_p,
                             int tile) {
 #pragma unroll
       for (int chunk = 0; chunk < kChunks; ++chunk) {
         issue_pv(acc[chunk], tile_p.p, shared, tile % kStages, chunk, 0, Config::kPvSteps);
       }
     };
-    auto fold_values = [&](int (&acc)[kChunks][Config::kPvColumns / 8][4], TileP& tile_p,
-                           int tile) {
+    auto fold_values = [&](int(&acc)[kChunks][Config::kPvColumns / 8][4], TileP& tile_p, int tile) {
       wgmma_pin(tile_p.p);
       release(shared, tile % kStages);
       float gamma[2];
@@ -946,7 +939,7 @@ struct WgmmaAttention {
       }
       sum_tile(rows, gamma, tile_p);
     };
-    auto quantize_scores = [&](int (&s)[kScoreTiles][4], TileP& tile_p, int tile) {
+    auto quantize_scores = [&](int(&s)[kScoreTiles][4], TileP& tile_p, int tile) {
       wgmma_pin(s);
       quantize_tile(tile_p, s, rows, shared.k_scales_generic(tile % kStages),
                     tile * Config::kBlockN, warp_first_row, work, coordinates);
@@ -964,8 +957,8 @@ struct WgmmaAttention {
       wgmma_wait<0>();
       quantize_scores(s, current, 0);
       if constexpr (Config::kSoftmaxBesidePv) {
-        turn = main_turns_beside_pv(current, s, issue_values, fold_values, quantize_scores,
-                                    shared, group, visible_tiles);
+        turn = main_turns_beside_pv(current, s, issue_values, fold_values, quantize_scores, shared,
+                                    group, visible_tiles);
       } else {
         for (turn = 1; turn < visible_tiles; ++turn) {
           int acc[kChunks][Config::kPvColumns / 8][4];
@@ -1026,18 +1019,19 @@ struct WgmmaAttention {
   // warpgroups (and sank the P V's issue below the maxima itself). The first Q K^T and the last
   // P V are peeled, so that no wgmma is in flight across the loop's back edge (C7514:
   // tiles_16bit_pv_behind). A slot is released one step later than main_loop releases it.
-  __device__ __forceinline__ static void tiles_pv_behind(
-      float (&o)[kOutputTiles][4], RowState& rows, const SharedLayout& shared,
-      const BlockWork& work, int group, int warp_first_row, int visible_tiles,
-      LaneCoordinates coordinates) {
+  __device__ __forceinline__ static void tiles_pv_behind(float (&o)[kOutputTiles][4],
+                                                         RowState& rows, const SharedLayout& shared,
+                                                         const BlockWork& work, int group,
+                                                         int warp_first_row, int visible_tiles,
+                                                         LaneCoordinates coordinates) {
     constexpr int kChunks = Config::kPvChunks;
     using Accumulators = int[kChunks][Config::kPvColumns / 8][4];
     using Multipliers = float[1][2][Softmax::kKBlocks];
     TileP current;  // the tile whose P V is issued next
     u32 pairs[kScoreTiles][2];
     // Tile `tile`'s S = Q K^T, waited for, as scores y with their multipliers and reference.
-    auto tile_scores = [&](float (&y)[1][kScoreTiles][4], Multipliers& c_tile,
-                           float (&reference)[2], int tile) {
+    auto tile_scores = [&](float(&y)[1][kScoreTiles][4], Multipliers& c_tile, float(&reference)[2],
+                           int tile) {
       int s[kScoreTiles][4];
       const float* k_scales = shared.k_scales_generic(tile % kStages);
       wait_until_full(shared, tile);
@@ -1097,16 +1091,18 @@ struct WgmmaAttention {
   // block of a tile has its own scale per channel, so its part of P.V folds on its own.
   // (Issuing the next tile's Q K^T ahead, to overlap its softmax with this tile's P.V, measured
   // slower on the H100: ptxas serialises the warpgroup around the registers in flight.)
-  __device__ __forceinline__ static void main_loop(
-      float (&o)[kOutputTiles][4], RowState& rows, const AttentionParams& attention,
-      const SharedLayout& shared, const BlockWork& work, int group, int warp_first_row,
-      int visible_tiles, LaneCoordinates coordinates) {
+  __device__ __forceinline__ static void main_loop(float (&o)[kOutputTiles][4], RowState& rows,
+                                                   const AttentionParams& attention,
+                                                   const SharedLayout& shared,
+                                                   const BlockWork& work, int group,
+                                                   int warp_first_row, int visible_tiles,
+                                                   LaneCoordinates coordinates) {
     const int v_blocks = attention.v_padded_seq / kVTokenBlock;
     const float* head_v_scales =
         Config::kPerBlockV
-            ? attention.v_scale + (static_cast<i64>(work.batch) * attention.heads_kv +
-                                   work.head_kv) *
-                                      v_blocks * Config::kHeadDim
+            ? attention.v_scale +
+                  (static_cast<i64>(work.batch) * attention.heads_kv + work.head_kv) * v_blocks *
+                      Config::kHeadDim
             : nullptr;
     for (int tile = 0; tile < visible_tiles; ++tile) {
       const int slot = tile % kStages;
@@ -1160,8 +1156,8 @@ struct WgmmaAttention {
     float y[1][kScoreTiles][4];
     float tile_max[1][2];
     float c_tile[1][2][Softmax::kKBlocks];
-    scale_tile(y, tile_max, c_tile, s, rows, k_scales, tile * Config::kBlockN, warp_first_row,
-               work, coordinates);
+    scale_tile(y, tile_max, c_tile, s, rows, k_scales, tile * Config::kBlockN, warp_first_row, work,
+               coordinates);
     bool rescale = false;
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
@@ -1277,9 +1273,8 @@ struct WgmmaAttention {
       pass();
       wgmma_wait<1>();  // this tile's S; the previous tile's P V runs on
       wgmma_pin(s);
-      rescale =
-          exponentiate_tile_16bit(e, alpha, s, rows, shared.k_scales_generic(tile % kStages), tile,
-                                  warp_first_row, work, coordinates);
+      rescale = exponentiate_tile_16bit(e, alpha, s, rows, shared.k_scales_generic(tile % kStages),
+                                        tile, warp_first_row, work, coordinates);
       keep_ahead_of_wait(shared, group, rows);
       wgmma_wait<0>();
       wgmma_pin(o);
@@ -1300,10 +1295,12 @@ struct WgmmaAttention {
 
   // Half INT8, the warpgroups independent of each other: with three stages P V one tile behind
   // Q K^T (tiles_16bit_pv_behind), with two main_loop_16bit_pv_waited.
-  __device__ __forceinline__ static void main_loop_16bit_pv(
-      float (&o)[kOutputTiles][4], RowState& rows, const SharedLayout& shared,
-      const BlockWork& work, int group, int warp_first_row, int visible_tiles,
-      LaneCoordinates coordinates) {
+  __device__ __forceinline__ static void main_loop_16bit_pv(float (&o)[kOutputTiles][4],
+                                                            RowState& rows,
+                                                            const SharedLayout& shared,
+                                                            const BlockWork& work, int group,
+                                                            int warp_first_row, int visible_tiles,
+                                                            LaneCoordinates coordinates) {
     if constexpr (Config::kPvBehindScores) {
       if (visible_tiles > 0) {
         tiles_16bit_pv_behind(

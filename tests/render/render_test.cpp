@@ -9,14 +9,18 @@
 #include <type_traits>
 #include <vector>
 
+#include "families/kernel_spec.hpp"
 #include "intfa/errors.hpp"
 #include "numerics/option_names.hpp"
-#include "render/kernel_spec.hpp"
 #include "render/template_set.hpp"
 #include "support/temp_dir.hpp"
 
 namespace intfa::render {
 namespace {
+
+using families::KernelFamily;
+using families::KernelSpec;
+using families::render;
 
 KernelSpec attention_spec() {
   KernelSpec spec;

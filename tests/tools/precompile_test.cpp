@@ -202,7 +202,7 @@ TEST_F(Precompile, ARuntimePointedAtTheBundleCompilesNoneOfItsKernels) {
     launch::KernelRuntime::instance().reset_for_testing();
     const std::uint64_t before = nvrtc::compile_count();
     for (const cache::ManifestEntry& entry : bundled.entries) {
-      const render::KernelSpec spec = render::KernelSpec::from_json(entry.spec);
+      const families::KernelSpec spec = families::KernelSpec::from_json(entry.spec);
       const launch::CompiledKernel compiled = launch::KernelRuntime::instance().compile(spec);
       EXPECT_EQ(compiled.key, entry.key) << entry.spec_text;
     }
