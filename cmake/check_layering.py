@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""The stages of src/ and the one rule between them: a file includes headers of its own stage or
-of stages below it, never above (docs/layout.md says what each stage holds). Run by ctest
+"""The stages of src/ and the rules between them: a file includes headers of its own stage or of
+stages below it, never above (docs/layout.md says what each stage holds), and the JIT core
+(nvrtc, cache, launch) includes no kernel family's spec. Run by ctest
 (Layering.IncludesPointDown); exits 1 naming every include that points up.
 
     python3 cmake/check_layering.py [SRC_DIR]
@@ -13,11 +14,11 @@ import sys
 STAGES = [
     ["common", "numerics"],  # errors, JSON, files, env; the numerics options and their tables
     ["device"],  # the driver, arch detection, device memory
-    ["render"],  # kernel specs and instantiation units, the template set
+    ["render"],  # instantiation units, the template set, KernelSource (what the JIT core takes)
     ["nvrtc"],  # compiling a unit
     ["cache"],  # cache keys, the disk cache, deployment bundles
     ["launch"],  # loaded kernels and launches: the JIT core ends here
-    ["families"],  # each kernel family's host file (instantiation, shared memory, checks, params)
+    ["families"],  # each family's host file (instantiation, checks, params), KernelSpec
     ["spec"],  # from a problem to the specs that serve it, the heuristics
     ["tune"],  # the tuning database and the tuner
     ["quantize"],  # the quantize API
@@ -26,6 +27,10 @@ STAGES = [
     ["api", "capi"],  # ahead-of-time lists, precompile, runtime info; the C API
 ]
 LEVEL = {stage: level for level, names in enumerate(STAGES) for stage in names}
+# The JIT core compiles, caches and loads what a family renders (render/kernel_source.hpp) and
+# knows no family: of render/ it includes only these, never a family's spec.
+FAMILY_FREE = ["nvrtc", "cache", "launch"]
+FAMILY_FREE_RENDER = {"render/kernel_source.hpp", "render/template_set.hpp"}
 # Any spelling the preprocessor takes: "x" or <x>, with or without space after include.
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
 
@@ -59,10 +64,15 @@ def main():
                 continue
             if LEVEL[included_stage] > LEVEL[stage]:
                 problems.append(f"{path}:{number}: src/{stage}/ includes \"{target}\", a stage above it")
+            elif (stage in FAMILY_FREE and included_stage == "render"
+                  and resolved.as_posix() not in FAMILY_FREE_RENDER):
+                problems.append(f"{path}:{number}: src/{stage}/ includes \"{target}\", but the JIT "
+                                f"core knows no kernel family (of render/ only "
+                                f"{', '.join(sorted(FAMILY_FREE_RENDER))})")
     for problem in problems:
         print(problem)
     if problems:
-        print(f"{len(problems)} include(s) point up; the stages, lowest first: "
+        print(f"{len(problems)} include(s) break the layering; the stages, lowest first: "
               + " < ".join("/".join(names) for names in STAGES))
         return 1
     print("every include of src/ points to its own stage or one below")

@@ -11,51 +11,53 @@
 
 namespace intfa::aot {
 
-std::vector<render::KernelSpec> attention_call_specs(const attention::SpecRequest& request,
-                                                     DType dtype, const AttentionOptions& numerics,
-                                                     const std::vector<KernelConfig>& configs) {
+std::vector<families::KernelSpec> attention_call_specs(const attention::SpecRequest& request,
+                                                       DType dtype,
+                                                       const AttentionOptions& numerics,
+                                                       const std::vector<KernelConfig>& configs) {
   // attention_forward_16bit's request: Hopper configs quantize Q in the kernel, and Q's own
   // pass is listed only where some config does not.
   const attention::SpecRequest call_request = attention::with_q_in_kernel(request, numerics, dtype);
   const int max_shared_bytes = device::default_max_shared_bytes(request.arch);
-  std::vector<render::KernelSpec> attention_specs;
+  std::vector<families::KernelSpec> attention_specs;
   bool q_rows_pass = false;
   for (const KernelConfig& config : configs) {
-    render::KernelSpec spec = attention::make_spec(call_request, config);
+    families::KernelSpec spec = attention::make_spec(call_request, config);
     attention::validate_config(spec, max_shared_bytes);
     q_rows_pass = q_rows_pass || !spec.quantizes_q;
     attention_specs.push_back(std::move(spec));
   }
-  std::vector<render::KernelSpec> specs =
+  std::vector<families::KernelSpec> specs =
       quantize::call_specs(request, dtype, numerics, q_rows_pass);
   specs.insert(specs.end(), attention_specs.begin(), attention_specs.end());
   return specs;
 }
 
-std::vector<render::KernelSpec> attention_call_specs(const attention::SpecRequest& request,
-                                                     DType dtype, const AttentionOptions& numerics) {
+std::vector<families::KernelSpec> attention_call_specs(const attention::SpecRequest& request,
+                                                       DType dtype,
+                                                       const AttentionOptions& numerics) {
   return attention_call_specs(request, dtype, numerics, attention::heuristic_configs(request));
 }
 
-std::vector<render::KernelSpec> paged_specs(device::Arch arch, int head_dim, int bits,
-                                            DType dtype) {
-  std::vector<render::KernelSpec> specs = paged::family_specs(arch, head_dim, bits, dtype);
-  for (const render::KernelSpec& spec : specs) {
+std::vector<families::KernelSpec> paged_specs(device::Arch arch, int head_dim, int bits,
+                                              DType dtype) {
+  std::vector<families::KernelSpec> specs = paged::family_specs(arch, head_dim, bits, dtype);
+  for (const families::KernelSpec& spec : specs) {
     // Every config of the list fits the arch (checked without a device).
-    if (spec.family == render::KernelFamily::kPagedDecode) {
+    if (spec.family == families::KernelFamily::kPagedDecode) {
       paged::check_decode_config(spec, device::default_max_shared_bytes(arch));
     }
   }
   return specs;
 }
 
-CompileSummary compile_in_parallel(const std::vector<render::KernelSpec>& specs, unsigned threads,
+CompileSummary compile_in_parallel(const std::vector<families::KernelSpec>& specs, unsigned threads,
                                    const CompileFunction& compile,
                                    const ProgressFunction& progress) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   CompileFunction compile_one = compile;
   if (!compile_one) {
-    compile_one = [](const render::KernelSpec& spec) {
+    compile_one = [](const families::KernelSpec& spec) {
       return launch::KernelRuntime::instance().compile(spec);
     };
   }

@@ -7,9 +7,9 @@
 
 #include "attention/attention_params.h"
 #include "attention/wgmma_params.h"
+#include "families/kernel_spec.hpp"
 #include "intfa/attention.hpp"
 #include "launch/kernel_runtime.hpp"
-#include "render/kernel_spec.hpp"
 
 namespace intfa::attention {
 
@@ -27,7 +27,7 @@ struct SixteenBitCall {
 };
 
 struct PlannedLaunch {
-  render::KernelSpec spec;
+  families::KernelSpec spec;
   CUcontext context = nullptr;                   // the stream's
   const launch::LoadedKernel* kernel = nullptr;  // null until loaded
   launch::LaunchShape shape;

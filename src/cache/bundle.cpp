@@ -33,6 +33,10 @@ constexpr std::uint64_t kMaxManifestBytes = std::uint64_t{16} << 20;
 // Same bound as the disk cache's: a cubin is at most tens of MiB.
 constexpr std::uint64_t kMaxEntryBytes = std::uint64_t{1} << 30;
 constexpr std::size_t kChecksumHexDigits = 16;
+// A kernel's description is a flat object of a few dozen members (KernelSource::json); the bound
+// keeps a hostile manifest from making the parser's copy of it large.
+constexpr std::size_t kMaxSpecMembers = 64;
+constexpr std::size_t kMaxSpecTextBytes = 4096;
 
 // --- Reading the manifest's members; each failure names the member's path ---
 
@@ -90,12 +94,22 @@ ManifestEntry entry_from_json(const json::Value& value, const std::string& where
   const auto key = CacheKey::from_hex(key_hex);
   if (!key) throw ManifestError(prefix + "key: expected 32 lowercase hex digits");
   entry.key = *key;
-  try {
-    entry.spec = render::KernelSpec::from_json(member(value, prefix, "spec"));
-  } catch (const ManifestError&) {
-    throw;
-  } catch (const std::exception& error) {
-    throw ManifestError(prefix + "spec: " + error.what());
+  const json::Value& spec = member(value, prefix, "spec");
+  bool flat = spec.is_object() && spec.as_object().size() <= kMaxSpecMembers;
+  for (std::size_t i = 0; flat && i < spec.as_object().size(); ++i) {
+    const json::Value& field = spec.as_object()[i].second;
+    flat = field.is_bool() || field.is_number() || field.is_string() || field.is_null();
+  }
+  if (!flat) {
+    throw ManifestError(prefix + "spec: expected an object of at most " +
+                        std::to_string(kMaxSpecMembers) +
+                        " members, each a number, string or bool");
+  }
+  entry.spec = spec;
+  // Absent in the manifests of builds before the description's text was written: description()
+  // shows the JSON.
+  if (value.find("spec_text") != nullptr) {
+    entry.spec_text = kReader.string(value, prefix, "spec_text", kMaxSpecTextBytes);
   }
   entry.entry_bytes = unsigned_member(value, prefix, "entry_bytes", kMaxEntryBytes);
   const auto checksum = parse_checksum_hex(string_member(value, prefix, "xxh3_64"));
@@ -199,7 +213,8 @@ json::Value Manifest::to_json() const {
   for (const ManifestEntry& entry : entries) {
     json::Value item = json::Value::object();
     item.set("key", entry.key.hex());
-    item.set("spec", entry.spec.to_json());
+    item.set("spec", entry.spec);
+    item.set("spec_text", entry.spec_text);
     item.set("entry_bytes", static_cast<unsigned long long>(entry.entry_bytes));
     item.set("xxh3_64", checksum_hex(entry.checksum));
     list.push_back(std::move(item));
@@ -340,15 +355,14 @@ Manifest merged_manifest(const fs::path& bundle, const Manifest& earlier, Manife
 }
 
 ManifestEntry describe_entry(const fs::path& bundle, const CacheKey& key,
-                             const render::KernelSpec& spec) {
+                             const render::KernelSource& source) {
   const fs::path path = DiskCache(bundle, DiskCache::Access::kReadOnly).entry_path(key);
   try {
     const std::vector<char> bytes = files::read_regular_file(path, kMaxEntryBytes);
     decode_entry(bytes, key);
-    return ManifestEntry{spec, key, bytes.size(), entry_file_checksum(bytes)};
+    return ManifestEntry{source.json, source.text, key, bytes.size(), entry_file_checksum(bytes)};
   } catch (const std::exception& error) {
-    throw CacheError("bundle entry " + path.string() + " of " + spec.to_string() + ": " +
-                     error.what());
+    throw CacheError("bundle entry " + path.string() + " of " + source.text + ": " + error.what());
   }
 }
 
@@ -361,8 +375,7 @@ VerifyReport verify_bundle(const fs::path& bundle, const Manifest& manifest) {
     const fs::path path = disk.entry_path(entry.key);
     listed.insert(path);
     const std::string problem = entry_problem(path, entry, manifest.nvrtc_version);
-    if (!problem.empty())
-      report.bad.emplace_back(path, problem + " [" + entry.spec.to_string() + "]");
+    if (!problem.empty()) report.bad.emplace_back(path, problem + " [" + entry.description() + "]");
   }
   for (const EntryInfo& info : disk.list()) {
     if (listed.count(info.path) == 0)

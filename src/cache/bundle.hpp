@@ -19,7 +19,7 @@
 #include "cache/disk_cache.hpp"
 #include "common/json.hpp"
 #include "nvrtc/compiler.hpp"
-#include "render/kernel_spec.hpp"
+#include "render/kernel_source.hpp"
 
 namespace intfa::cache {
 
@@ -35,14 +35,20 @@ class ManifestError : public std::runtime_error {
 };
 
 struct ManifestEntry {
-  render::KernelSpec spec;
+  // The kernel's description as its family wrote it (render::KernelSource's json and text): read
+  // by people and by tools above the JIT core, never by the runtime, which goes by the key.
+  json::Value spec;
+  std::string spec_text;  // "" in the manifests of builds before it was written
   CacheKey key;
   std::uint64_t entry_bytes = 0;  // size of the entry file
   std::uint64_t checksum = 0;     // XXH3-64 (seed 0) of the whole entry file
 
+  // spec_text, else the spec's JSON.
+  std::string description() const { return spec_text.empty() ? spec.dump() : spec_text; }
+
   friend bool operator==(const ManifestEntry& a, const ManifestEntry& b) {
-    return a.spec == b.spec && a.key == b.key && a.entry_bytes == b.entry_bytes &&
-           a.checksum == b.checksum;
+    return a.spec == b.spec && a.spec_text == b.spec_text && a.key == b.key &&
+           a.entry_bytes == b.entry_bytes && a.checksum == b.checksum;
   }
 };
 
@@ -109,10 +115,10 @@ bool is_bundle_directory(const std::filesystem::path& directory);
 Manifest merged_manifest(const std::filesystem::path& bundle, const Manifest& earlier,
                          Manifest run);
 
-// The manifest entry for the entry file of `key` in `bundle` as it is on disk now, after checking
-// that it decodes. Throws CacheError saying what is wrong.
+// The manifest entry for the entry file of `key` (compiled from `source`) in `bundle` as it is on
+// disk now, after checking that it decodes. Throws CacheError saying what is wrong.
 ManifestEntry describe_entry(const std::filesystem::path& bundle, const CacheKey& key,
-                             const render::KernelSpec& spec);
+                             const render::KernelSource& source);
 
 // Every manifest entry exists, is a regular file with the recorded size and checksum, and decodes
 // (against the NVRTC version the manifest records, so a bundle can be checked on any machine);

@@ -10,7 +10,7 @@
 
 #include "device/arch.hpp"
 #include "nvrtc/compiler.hpp"
-#include "render/render.hpp"
+#include "render/kernel_source.hpp"
 #include "render/template_set.hpp"
 
 namespace intfa::cache {

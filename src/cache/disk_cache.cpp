@@ -111,11 +111,11 @@ std::string temp_name(const CacheKey& key) {
 }
 
 std::string sidecar_text(const CacheKey& key, const nvrtc::Cubin& cubin,
-                         const render::KernelSpec& spec) {
+                         const render::KernelSource& source) {
   json::Value sidecar = json::Value::object();
   sidecar.set("key", key.hex());
-  sidecar.set("spec", spec.to_json());
-  sidecar.set("spec_text", spec.to_string());
+  sidecar.set("spec", source.json);
+  sidecar.set("spec_text", source.text);
   sidecar.set("nvrtc", nvrtc::version().to_string());
   sidecar.set("format_version", kFormatVersion);
   sidecar.set("lowered_name", cubin.lowered_name);
@@ -298,11 +298,11 @@ bool DiskCache::write_entry(const CacheKey& key, const std::vector<char>& entry,
 }
 
 void DiskCache::store(const CacheKey& key, const nvrtc::Cubin& cubin,
-                      const render::KernelSpec& spec) {
+                      const render::KernelSource& source) {
   if (!writable()) return;
   try {
     const std::vector<char> entry = encode_entry(key, cubin);
-    const std::string sidecar = sidecar_text(key, cubin, spec);
+    const std::string sidecar = sidecar_text(key, cubin, source);
     for (int attempt = 1;; ++attempt) {
       try {
         if (!write_entry(key, entry, sidecar)) return;

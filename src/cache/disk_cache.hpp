@@ -17,7 +17,7 @@
 
 #include "cache/cache_key.hpp"
 #include "nvrtc/compiler.hpp"
-#include "render/kernel_spec.hpp"
+#include "render/kernel_source.hpp"
 
 namespace intfa::cache {
 
@@ -84,11 +84,12 @@ class DiskCache {
   // place with one warning, and that key works from memory.
   std::optional<nvrtc::Cubin> load(const CacheKey& key, const RecordedFile* recorded = nullptr);
 
-  // Writes the entry (temp file in the same folder, fsync, rename) and its readable spec sidecar.
+  // Writes the entry (temp file in the same folder, fsync, rename) and its readable sidecar, which
+  // holds source.json and source.text (the unit itself is not kept).
   // I/O failures never throw: the first one warns and makes this cache memory-only. A key folder
   // that vanished mid-write (a concurrent clear) is made again, once. Read-only: does nothing. The
   // first store also removes temp files over an hour old, left by killed writers.
-  void store(const CacheKey& key, const nvrtc::Cubin& cubin, const render::KernelSpec& spec);
+  void store(const CacheKey& key, const nvrtc::Cubin& cubin, const render::KernelSource& source);
 
   bool writable() const;
   bool read_only() const { return read_only_; }

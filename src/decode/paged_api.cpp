@@ -163,7 +163,7 @@ Where where(CUstream stream) {
 // from the device and the config alone (paged::resident_blocks), never from the query type or
 // the compiled kernel, so that paged_decode_workspace_bytes and paged_decode agree.
 struct DecodePlan {
-  render::KernelSpec spec;
+  families::KernelSpec spec;
   unsigned shared_bytes = 0;
   int row_blocks = 0;
   int splits = 1;
@@ -205,11 +205,11 @@ DecodePlan plan_decode(const PagedKVCache& cache, const PagedDecodeProblem& prob
   return plan;
 }
 
-void launch_merge(const launch::LoadedKernel& kernel, const kernels::MergeStatesParams& params,
-                  CUstream stream) {
-  const render::KernelSpec& spec = kernel.spec;
+// `head_dim` is the merge kernel's (paged::merge_spec).
+void launch_merge(const launch::LoadedKernel& kernel, int head_dim,
+                  const kernels::MergeStatesParams& params, CUstream stream) {
   const long long rows = static_cast<long long>(params.outer) * params.inner * params.heads;
-  const int rows_per_block = kernels::kPagedRowThreads / (spec.head_dim / 8);
+  const int rows_per_block = kernels::kPagedRowThreads / (head_dim / 8);
   launch::LaunchShape shape;
   shape.grid[0] = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
   shape.block[0] = kernels::kPagedRowThreads;
@@ -269,7 +269,7 @@ void paged_append(const PagedKVCache& cache, const TensorView& k, const TensorVi
   const long long blocks = (rows_per_tensor + rows_per_block - 1) / rows_per_block;
 
   const Where at = where(stream);
-  const render::KernelSpec spec =
+  const families::KernelSpec spec =
       paged::append_spec(at.info->arch, cache.head_dim, cache.bits, input);
   kernels::PagedAppendParams params{};
   params.k = k.data;
@@ -364,7 +364,7 @@ void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
     decode_kernel =
         &launch::KernelRuntime::instance().load(plan.spec, at.context, plan.shared_bytes);
   } else {
-    const render::KernelSpec merge_spec =
+    const families::KernelSpec merge_spec =
         paged::merge_spec(at.info->arch, cache.head_dim, kernels::ElementType::kF32, output);
     launch::CallKernels call_kernels;
     call_kernels.add(plan.spec, plan.shared_bytes, &decode_kernel);
@@ -434,7 +434,7 @@ void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
   merge.inner = problem.q_len;
   merge.heads = problem.heads_q;
   merge.num_states = plan.splits;
-  launch_merge(*merge_kernel, merge, stream);
+  launch_merge(*merge_kernel, cache.head_dim, merge, stream);
 }
 
 AttentionState AttentionState::of(const TensorView& values, float* lse, const TensorShape& shape) {
@@ -518,7 +518,7 @@ void merge_states(const TensorShape& shape, const AttentionState& a, const Atten
   launch_merge(
       launch::KernelRuntime::instance().load(
           paged::merge_spec(at.info->arch, shape.head_dim, state_type, output), at.context, 0),
-      params, stream);
+      shape.head_dim, params, stream);
 }
 
 }  // namespace intfa

@@ -13,7 +13,7 @@ namespace {
 using render::bool_argument;
 using render::element_type_argument;
 
-void validate_mma_sync_config(const render::KernelSpec& spec) {
+void validate_mma_sync_config(const families::KernelSpec& spec) {
   if (spec.quantizes_q) {
     throw InvalidArgument("spec.quantizes_q", "true",
                           "only the Hopper kernel (config.path = wgmma) quantizes Q itself");
@@ -34,7 +34,6 @@ void validate_mma_sync_config(const render::KernelSpec& spec) {
   }
 }
 
-
 }  // namespace
 
 kernels::Strides byte_strides(const TensorView& view, int element_bytes) {
@@ -42,7 +41,7 @@ kernels::Strides byte_strides(const TensorView& view, int element_bytes) {
                           view.strides[2] * element_bytes};
 }
 
-render::ConstantsStruct numerics_constants(const render::KernelSpec& spec) {
+render::ConstantsStruct numerics_constants(const families::KernelSpec& spec) {
   render::ConstantsStruct numerics("intfa_numerics");
   numerics::for_each_kernel_constant(
       spec.numerics, [&](const std::string& type, const std::string& member,
@@ -50,7 +49,7 @@ render::ConstantsStruct numerics_constants(const render::KernelSpec& spec) {
   return numerics;
 }
 
-render::Instantiation portable_instantiation(const render::KernelSpec& spec) {
+render::Instantiation portable_instantiation(const families::KernelSpec& spec) {
   render::ConstantsStruct fields("intfa_spec");
   fields.add("head_dim", spec.head_dim)
       .add("block_m", spec.block_m)
@@ -70,7 +69,7 @@ render::Instantiation portable_instantiation(const render::KernelSpec& spec) {
           "intfa::kernels::AttentionParams", fields.definition() + numerics.definition()};
 }
 
-std::string fields_text(const render::KernelSpec& spec) {
+std::string fields_text(const families::KernelSpec& spec) {
   return " m" + std::to_string(spec.block_m) + " n" + std::to_string(spec.block_n) + " w" +
          std::to_string(spec.warps) + " s" + std::to_string(spec.stages) + " " +
          option_name(spec.variant) + " qk" + std::to_string(spec.qk_bits) + " " +
@@ -80,8 +79,8 @@ std::string fields_text(const render::KernelSpec& spec) {
          (spec.quantizes_q ? spec.q_dot_k_mean ? " q=in_kernel+q_dot_k_mean" : " q=in_kernel" : "");
 }
 
-int shared_bytes(const render::KernelSpec& spec) {
-  if (spec.family == render::KernelFamily::kAttentionWgmma) return wgmma_shared_bytes(spec);
+int shared_bytes(const families::KernelSpec& spec) {
+  if (spec.family == families::KernelFamily::kAttentionWgmma) return wgmma_shared_bytes(spec);
   return kernels::attention_shared_bytes(
       spec.head_dim, spec.block_m, spec.block_n, spec.stages, spec.qk_bits,
       spec.variant == Variant::kFullInt8,
@@ -89,7 +88,7 @@ int shared_bytes(const render::KernelSpec& spec) {
           spec.numerics.v_granularity == VScaleGranularity::kPerBlock);
 }
 
-void validate_config(const render::KernelSpec& spec, int max_shared_bytes) {
+void validate_config(const families::KernelSpec& spec, int max_shared_bytes) {
   if (spec.head_dim != 64 && spec.head_dim != 128 && spec.head_dim != 256) {
     throw InvalidArgument("problem.head_dim", std::to_string(spec.head_dim),
                           "supported head dims are 64, 128 and 256");
@@ -105,7 +104,7 @@ void validate_config(const render::KernelSpec& spec, int max_shared_bytes) {
                             "per-block K scales are for dense batches, not packed sequences");
     }
   }
-  if (spec.family == render::KernelFamily::kAttentionWgmma) {
+  if (spec.family == families::KernelFamily::kAttentionWgmma) {
     validate_wgmma_config(spec);
   } else {
     validate_mma_sync_config(spec);
@@ -165,7 +164,8 @@ kernels::AttentionParams make_params(const AttentionProblem& problem,
   return params;
 }
 
-launch::LaunchShape launch_shape(const AttentionProblem& problem, const render::KernelSpec& spec) {
+launch::LaunchShape launch_shape(const AttentionProblem& problem,
+                                 const families::KernelSpec& spec) {
   launch::LaunchShape shape;
   shape.grid[0] = static_cast<unsigned>((problem.seq_q + spec.block_m - 1) / spec.block_m);
   shape.grid[1] = static_cast<unsigned>(problem.heads_q);

@@ -11,29 +11,29 @@
 #pragma once
 
 #include "attention/attention_params.h"
+#include "families/kernel_spec.hpp"
 #include "intfa/attention.hpp"
 #include "launch/kernel_runtime.hpp"
-#include "render/kernel_spec.hpp"
 #include "render/render.hpp"
 
 namespace intfa::attention {
 
 // The render hook of the portable kernel.
-render::Instantiation portable_instantiation(const render::KernelSpec& spec);
+render::Instantiation portable_instantiation(const families::KernelSpec& spec);
 
 // What KernelSpec::to_string says of an attention spec (either kernel) after "family arch dN":
 // " m128 n64 w8 s2 full_int8 qk8 f16->f16 causal p=u8 p-scale=tile v-scale=channel".
-std::string fields_text(const render::KernelSpec& spec);
+std::string fields_text(const families::KernelSpec& spec);
 
 // The Numerics type of both kernels' instantiations: the spec's numerics as named constants.
-render::ConstantsStruct numerics_constants(const render::KernelSpec& spec);
+render::ConstantsStruct numerics_constants(const families::KernelSpec& spec);
 
 // Shared memory the kernel of `spec` uses per block.
-int shared_bytes(const render::KernelSpec& spec);
+int shared_bytes(const families::KernelSpec& spec);
 
 // Throws InvalidArgument naming the bad config field (block_m not 16 or 32 rows per warp, ...),
 // or Unsupported when the kernel would need more than `max_shared_bytes` of shared memory.
-void validate_config(const render::KernelSpec& spec, int max_shared_bytes);
+void validate_config(const families::KernelSpec& spec, int max_shared_bytes);
 
 // A view's batch, head and row strides in bytes (elements of `element_bytes`).
 kernels::Strides byte_strides(const TensorView& view, int element_bytes);
@@ -45,6 +45,6 @@ kernels::AttentionParams make_params(const AttentionProblem& problem,
 
 // One block per block_m query rows of each query head and batch, warps * 32 threads,
 // shared_bytes(spec) of dynamic shared memory.
-launch::LaunchShape launch_shape(const AttentionProblem& problem, const render::KernelSpec& spec);
+launch::LaunchShape launch_shape(const AttentionProblem& problem, const families::KernelSpec& spec);
 
 }  // namespace intfa::attention

@@ -1,7 +1,7 @@
 // The Hopper attention kernel (KernelFamily::kAttentionWgmma, KernelPath::kWgmma: sm_90a, wgmma,
 // TMA, a producer and 1 to 3 consumer warpgroups; attention_forward_wgmma.cuh): its instantiation,
 // its shared memory, the rules of its configs, and the TMA descriptors of its parameters
-// (WgmmaAttentionParams: the AttentionParams of both kernels and a tensor map per operand), made
+// (WgmmaAttentionParams: the AttentionParams of both kernels and tensor maps of K and V), made
 // with the driver's cuTensorMapEncodeTiled from the caller's tensors. What both attention kernels
 // share (the checks every config passes, AttentionParams, the launch shape) is
 // attention_family.hpp's; the JIT core reaches the instantiation through
@@ -15,22 +15,22 @@
 #include <string>
 
 #include "attention/wgmma_params.h"
+#include "families/kernel_spec.hpp"
 #include "intfa/attention.hpp"
-#include "render/kernel_spec.hpp"
 #include "render/render.hpp"
 
 namespace intfa::attention {
 
 // The render hook.
-render::Instantiation wgmma_instantiation(const render::KernelSpec& spec);
+render::Instantiation wgmma_instantiation(const families::KernelSpec& spec);
 
 // Shared memory the Hopper kernel of `spec` uses per block.
-int wgmma_shared_bytes(const render::KernelSpec& spec);
+int wgmma_shared_bytes(const families::KernelSpec& spec);
 
 // The Hopper kernel's rules (attention_forward_wgmma.cuh): what it implements and its tiles.
 // Throws Unsupported off sm_90a, else InvalidArgument naming the field (validate_config makes
 // the checks both kernels share).
-void validate_wgmma_config(const render::KernelSpec& spec);
+void validate_wgmma_config(const families::KernelSpec& spec);
 
 // Why TMA cannot describe these tensors (a base or stride not a multiple of 16 bytes, ...), naming
 // the field; nullopt when it can. Q has no tensor map, but its consumers load its rows in 16-byte
@@ -45,6 +45,6 @@ void set_q_input(kernels::WgmmaAttentionParams& params, const TensorView& q,
 
 // Writes the tensor maps of `params` (Q, K, V) for the tiles of `spec`. Throws DriverError.
 void encode_tensor_maps(kernels::WgmmaAttentionParams& params, const AttentionProblem& problem,
-                        const AttentionTensors& tensors, const render::KernelSpec& spec);
+                        const AttentionTensors& tensors, const families::KernelSpec& spec);
 
 }  // namespace intfa::attention

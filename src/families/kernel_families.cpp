@@ -1,19 +1,19 @@
-// The one switch over KernelFamily: which family's host file gives the JIT core a spec's
-// instantiation (render::instantiation_for, declared in render/render.hpp) and its text
-// (render::family_fields_text, render/kernel_spec.hpp). The switch lives here,
-// above the families, so that render/ includes none of their headers; render() reaches it through
-// the library's link, not through a registry filled by static initialisers (a static library
-// drops objects nothing references).
+// The one switch over KernelFamily: which family's host file gives a spec's instantiation
+// (families::instantiation_for) and its text (families::family_fields_text), both declared in
+// families/kernel_spec.hpp. Defined here, beside the family host files it dispatches to;
+// families::render(spec) reaches it through the library's link, not through a registry filled by
+// static initialisers (a static library drops objects nothing references).
 #include "families/attention_family.hpp"
 #include "families/attention_wgmma_family.hpp"
+#include "families/kernel_spec.hpp"
 #include "families/paged_family.hpp"
 #include "families/quantize_family.hpp"
 #include "intfa/errors.hpp"
 #include "render/render.hpp"
 
-namespace intfa::render {
+namespace intfa::families {
 
-Instantiation instantiation_for(const KernelSpec& spec) {
+render::Instantiation instantiation_for(const KernelSpec& spec) {
   switch (spec.family) {
     case KernelFamily::kQuantizeRows: return quantize::rows_instantiation(spec);
     case KernelFamily::kChannelMean: return quantize::channel_mean_instantiation(spec);
@@ -50,4 +50,4 @@ std::string family_fields_text(const KernelSpec& spec) {
   throw InternalError("unknown KernelFamily");
 }
 
-}  // namespace intfa::render
+}  // namespace intfa::families

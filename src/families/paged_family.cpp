@@ -19,8 +19,8 @@ kernels::ElementType element_type(DType dtype) {
   return dtype == DType::kBF16 ? kernels::ElementType::kBF16 : kernels::ElementType::kF16;
 }
 
-render::KernelSpec family_spec(render::KernelFamily family, device::Arch arch, int head_dim) {
-  render::KernelSpec spec;
+families::KernelSpec family_spec(families::KernelFamily family, device::Arch arch, int head_dim) {
+  families::KernelSpec spec;
   spec.family = family;
   spec.arch = arch;
   spec.head_dim = head_dim;
@@ -37,18 +37,18 @@ std::string bits_name(int bits) {
 
 }  // namespace
 
-render::KernelSpec append_spec(device::Arch arch, int head_dim, int bits,
-                               kernels::ElementType input) {
-  render::KernelSpec spec = family_spec(render::KernelFamily::kPagedAppend, arch, head_dim);
+families::KernelSpec append_spec(device::Arch arch, int head_dim, int bits,
+                                 kernels::ElementType input) {
+  families::KernelSpec spec = family_spec(families::KernelFamily::kPagedAppend, arch, head_dim);
   spec.qk_bits = bits;
   spec.input_type = input;
   return spec;
 }
 
-render::KernelSpec decode_spec(device::Arch arch, int head_dim, int bits,
-                               kernels::ElementType query, kernels::ElementType output,
-                               const PagedDecodeConfig& config) {
-  render::KernelSpec spec = family_spec(render::KernelFamily::kPagedDecode, arch, head_dim);
+families::KernelSpec decode_spec(device::Arch arch, int head_dim, int bits,
+                                 kernels::ElementType query, kernels::ElementType output,
+                                 const PagedDecodeConfig& config) {
+  families::KernelSpec spec = family_spec(families::KernelFamily::kPagedDecode, arch, head_dim);
   spec.qk_bits = bits;
   spec.input_type = query;
   spec.output_type = output;
@@ -59,23 +59,23 @@ render::KernelSpec decode_spec(device::Arch arch, int head_dim, int bits,
   return spec;
 }
 
-render::KernelSpec merge_spec(device::Arch arch, int head_dim, kernels::ElementType state,
-                              kernels::ElementType output) {
-  render::KernelSpec spec = family_spec(render::KernelFamily::kMergeStates, arch, head_dim);
+families::KernelSpec merge_spec(device::Arch arch, int head_dim, kernels::ElementType state,
+                                kernels::ElementType output) {
+  families::KernelSpec spec = family_spec(families::KernelFamily::kMergeStates, arch, head_dim);
   spec.input_type = state;
   spec.output_type = output;
   return spec;
 }
 
-render::Instantiation instantiation(const render::KernelSpec& spec) {
+render::Instantiation instantiation(const families::KernelSpec& spec) {
   const std::string head_dim = std::to_string(spec.head_dim);
   switch (spec.family) {
-    case render::KernelFamily::kPagedAppend:
+    case families::KernelFamily::kPagedAppend:
       return {"decode/paged_append.cuh",
               "intfa::kernels::paged_append<" + head_dim + ", " + std::to_string(spec.qk_bits) +
                   ", " + type_argument(spec.input_type) + ">",
               "intfa::kernels::PagedAppendParams"};
-    case render::KernelFamily::kPagedDecode:
+    case families::KernelFamily::kPagedDecode:
       return {
           "decode/paged_decode.cuh",
           "intfa::kernels::paged_decode<" +
@@ -85,39 +85,39 @@ render::Instantiation instantiation(const render::KernelSpec& spec) {
                             ", ") +
               ">",
           "intfa::kernels::PagedDecodeParams"};
-    case render::KernelFamily::kMergeStates:
+    case families::KernelFamily::kMergeStates:
       return {"decode/merge_states.cuh",
               "intfa::kernels::merge_states<" + head_dim + ", " + type_argument(spec.input_type) +
                   ", " + type_argument(spec.output_type) + ">",
               "intfa::kernels::MergeStatesParams"};
     default:
-      throw InternalError("not a paged-cache kernel: " + render::family_name(spec.family));
+      throw InternalError("not a paged-cache kernel: " + families::family_name(spec.family));
   }
 }
 
-std::string describe(const render::KernelSpec& spec) {
+std::string describe(const families::KernelSpec& spec) {
   switch (spec.family) {
-    case render::KernelFamily::kPagedAppend:
+    case families::KernelFamily::kPagedAppend:
       return " " + render::element_type_name(spec.input_type) + "->" + bits_name(spec.qk_bits);
-    case render::KernelFamily::kPagedDecode:
+    case families::KernelFamily::kPagedDecode:
       return " " + bits_name(spec.qk_bits) + " m" + std::to_string(spec.block_m) + " n" +
              std::to_string(spec.block_n) + " s" + std::to_string(spec.stages) + " " +
              render::element_type_name(spec.input_type) + "->" +
              render::element_type_name(spec.output_type);
-    case render::KernelFamily::kMergeStates:
+    case families::KernelFamily::kMergeStates:
       return " " + render::element_type_name(spec.input_type) + "->" +
              render::element_type_name(spec.output_type);
     default:
-      throw InternalError("not a paged-cache kernel: " + render::family_name(spec.family));
+      throw InternalError("not a paged-cache kernel: " + families::family_name(spec.family));
   }
 }
 
-int decode_shared_bytes(const render::KernelSpec& decode) {
+int decode_shared_bytes(const families::KernelSpec& decode) {
   return kernels::paged_decode_shared_bytes(decode.head_dim, decode.qk_bits, decode.block_m,
                                             decode.block_n, decode.stages);
 }
 
-void check_decode_config(const render::KernelSpec& decode, int max_shared_bytes) {
+void check_decode_config(const families::KernelSpec& decode, int max_shared_bytes) {
   if (decode.block_m != 8 && decode.block_m != 16 && decode.block_m != 32 && decode.block_m != 64) {
     throw InvalidArgument("config.block_rows", std::to_string(decode.block_m),
                           "expected 8, 16, 32 or 64");
@@ -205,7 +205,7 @@ int heuristic_splits(long long units, int max_seq_len, int resident_blocks) {
   return best;
 }
 
-int resident_blocks(const render::KernelSpec& decode, const device::DeviceInfo& info) {
+int resident_blocks(const families::KernelSpec& decode, const device::DeviceInfo& info) {
   // The driver reserves 1 KB of shared memory per block (CUDA C++ Programming Guide, "Shared
   // Memory" of compute capabilities 8.x and 9.0).
   constexpr int kReservedSharedBytes = 1024;
@@ -231,10 +231,10 @@ std::size_t workspace_bytes(int splits, int batch, int q_len, int heads_q, int h
          align_up(rows * sizeof(float));
 }
 
-std::vector<render::KernelSpec> family_specs(device::Arch arch, int head_dim, int bits,
-                                             DType dtype) {
+std::vector<families::KernelSpec> family_specs(device::Arch arch, int head_dim, int bits,
+                                               DType dtype) {
   const kernels::ElementType type = element_type(dtype);
-  std::vector<render::KernelSpec> specs = {append_spec(arch, head_dim, bits, type)};
+  std::vector<families::KernelSpec> specs = {append_spec(arch, head_dim, bits, type)};
   for (int rows : {8, 16, 32, 64}) {  // each block size the heuristic picks
     specs.push_back(
         decode_spec(arch, head_dim, bits, type, type, heuristic_config(rows, head_dim, bits)));

@@ -18,8 +18,8 @@
 #include "decode/paged_params.h"
 #include "device/arch.hpp"
 #include "device/device_info.hpp"
+#include "families/kernel_spec.hpp"
 #include "intfa/paged.hpp"
-#include "render/kernel_spec.hpp"
 #include "render/render.hpp"
 
 namespace intfa::paged {
@@ -27,24 +27,24 @@ namespace intfa::paged {
 // ---- Specs
 // ---------------------------------------------------------------------------------------
 
-render::KernelSpec append_spec(device::Arch arch, int head_dim, int bits,
-                               kernels::ElementType input);
-render::KernelSpec decode_spec(device::Arch arch, int head_dim, int bits,
-                               kernels::ElementType query, kernels::ElementType output,
-                               const PagedDecodeConfig& config);
-render::KernelSpec merge_spec(device::Arch arch, int head_dim, kernels::ElementType state,
-                              kernels::ElementType output);
+families::KernelSpec append_spec(device::Arch arch, int head_dim, int bits,
+                                 kernels::ElementType input);
+families::KernelSpec decode_spec(device::Arch arch, int head_dim, int bits,
+                                 kernels::ElementType query, kernels::ElementType output,
+                                 const PagedDecodeConfig& config);
+families::KernelSpec merge_spec(device::Arch arch, int head_dim, kernels::ElementType state,
+                                kernels::ElementType output);
 
 // The render hooks: the unit's header and kernel, and the family's fields for to_string.
-render::Instantiation instantiation(const render::KernelSpec& spec);
-std::string describe(const render::KernelSpec& spec);
+render::Instantiation instantiation(const families::KernelSpec& spec);
+std::string describe(const families::KernelSpec& spec);
 
 // ---- What a decode kernel needs and can do -----------------------------------------------------
 
-int decode_shared_bytes(const render::KernelSpec& decode);
+int decode_shared_bytes(const families::KernelSpec& decode);
 // Throws InvalidArgument naming the config field when a decode spec's tile config is not one the
 // template takes, and Unsupported when its shared memory exceeds `max_shared_bytes`.
-void check_decode_config(const render::KernelSpec& decode, int max_shared_bytes);
+void check_decode_config(const families::KernelSpec& decode, int max_shared_bytes);
 
 // The heuristic's tile config for `rows` query rows per KV head (q_len * heads_q / heads_kv):
 // one 16-row tile per warp, as few row tiles as hold the rows (1 query of GQA-4: 16 rows, the
@@ -69,7 +69,7 @@ int heuristic_splits(long long units, int max_seq_len, int resident_blocks);
 // Decode blocks of `decode` the device runs at once: SMs times the blocks per SM that its launch
 // bounds promise the registers for (kernels::paged_decode_min_blocks) and its shared memory
 // allows. From the config alone, so that the workspace size and the launch agree.
-int resident_blocks(const render::KernelSpec& decode, const device::DeviceInfo& info);
+int resident_blocks(const families::KernelSpec& decode, const device::DeviceInfo& info);
 
 // Workspace bytes of one decode: FP32 partial outputs and LSEs of every split, 256-byte aligned
 // parts (0 with one split).
@@ -83,8 +83,8 @@ std::size_t workspace_lse_offset(int splits, int batch, int q_len, int heads_q, 
 // Every kernel a deployment of the paged cache with these settings may launch: the append, the
 // decode at the heuristic's config for 16, 32 and 64 rows, the split-KV merge (FP32 states) and
 // merge_states of two `dtype` states. `dtype` is the queries', outputs' and new K/V's.
-std::vector<render::KernelSpec> family_specs(device::Arch arch, int head_dim, int bits,
-                                             DType dtype);
+std::vector<families::KernelSpec> family_specs(device::Arch arch, int head_dim, int bits,
+                                               DType dtype);
 
 // ---- Parameters
 // ------------------------------------------------------------------------------------

@@ -15,9 +15,9 @@ namespace {
 using render::bool_argument;
 using render::element_type_argument;
 
-render::KernelSpec quantize_spec(render::KernelFamily family, device::Arch arch, int head_dim,
-                                 kernels::ElementType input) {
-  render::KernelSpec spec;
+families::KernelSpec quantize_spec(families::KernelFamily family, device::Arch arch, int head_dim,
+                                   kernels::ElementType input) {
+  families::KernelSpec spec;
   spec.family = family;
   spec.arch = arch;
   spec.head_dim = head_dim;
@@ -27,7 +27,7 @@ render::KernelSpec quantize_spec(render::KernelFamily family, device::Arch arch,
 
 // A kernel of templates/quantize/`header`: intfa::kernels::`kernel`<head dim, input type,
 // `arguments`...> taking intfa::kernels::`params`.
-render::Instantiation quantize_instantiation(const render::KernelSpec& spec, const char* header,
+render::Instantiation quantize_instantiation(const families::KernelSpec& spec, const char* header,
                                              const char* kernel,
                                              const std::vector<std::string>& arguments,
                                              const char* params) {
@@ -40,7 +40,8 @@ render::Instantiation quantize_instantiation(const render::KernelSpec& spec, con
 }
 
 // A kernel of quantize_v.cuh: quantize_v_scale or quantize_v.
-render::Instantiation quantize_v_instantiation(const render::KernelSpec& spec, const char* kernel) {
+render::Instantiation quantize_v_instantiation(const families::KernelSpec& spec,
+                                               const char* kernel) {
   return quantize_instantiation(spec, "quantize_v.cuh", kernel,
                                 {option_kernel_argument(spec.numerics.v_granularity)},
                                 "QuantizeVParams");
@@ -49,7 +50,7 @@ render::Instantiation quantize_v_instantiation(const render::KernelSpec& spec, c
 // A kernel of K's rows and V in one launch (quantize_k_v_scale, quantize_k_v: header
 // quantize/`kernel`.cuh): K per token without q_dot_k_mean, V per tensor or per channel (the
 // rows half is quantize_rows' code for K; V's scales need a maximum over the sequence).
-render::Instantiation k_and_v_instantiation(const render::KernelSpec& spec, const char* kernel,
+render::Instantiation k_and_v_instantiation(const families::KernelSpec& spec, const char* kernel,
                                             const char* params) {
   if (spec.numerics.v_granularity == VScaleGranularity::kPerBlock) {
     throw InvalidArgument("spec.v_granularity", "block",
@@ -86,10 +87,10 @@ kernels::ElementType element_type(DType dtype) {
   return dtype == DType::kBF16 ? kernels::ElementType::kBF16 : kernels::ElementType::kF16;
 }
 
-render::KernelSpec rows_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
-                             const RowTransforms& transforms) {
-  render::KernelSpec spec =
-      quantize_spec(render::KernelFamily::kQuantizeRows, arch, head_dim, input);
+families::KernelSpec rows_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                               int bits, const RowTransforms& transforms) {
+  families::KernelSpec spec =
+      quantize_spec(families::KernelFamily::kQuantizeRows, arch, head_dim, input);
   spec.qk_bits = bits;
   spec.smooth_k = transforms.smooth_k;
   spec.q_dot_k_mean = transforms.q_dot_k_mean;
@@ -98,21 +99,23 @@ render::KernelSpec rows_spec(device::Arch arch, int head_dim, kernels::ElementTy
   return spec;
 }
 
-render::KernelSpec channel_mean_spec(device::Arch arch, int head_dim, kernels::ElementType input) {
-  return quantize_spec(render::KernelFamily::kChannelMean, arch, head_dim, input);
+families::KernelSpec channel_mean_spec(device::Arch arch, int head_dim,
+                                       kernels::ElementType input) {
+  return quantize_spec(families::KernelFamily::kChannelMean, arch, head_dim, input);
 }
 
-render::KernelSpec v_spec(device::Arch arch, int head_dim, kernels::ElementType input,
-                          VScaleGranularity granularity) {
-  render::KernelSpec spec = quantize_spec(render::KernelFamily::kQuantizeV, arch, head_dim, input);
+families::KernelSpec v_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                            VScaleGranularity granularity) {
+  families::KernelSpec spec =
+      quantize_spec(families::KernelFamily::kQuantizeV, arch, head_dim, input);
   spec.numerics.v_granularity = granularity;
   return spec;
 }
 
-render::KernelSpec v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
-                                VScaleGranularity granularity) {
-  render::KernelSpec spec = v_spec(arch, head_dim, input, granularity);
-  spec.family = render::KernelFamily::kQuantizeVScale;
+families::KernelSpec v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                                  VScaleGranularity granularity) {
+  families::KernelSpec spec = v_spec(arch, head_dim, input, granularity);
+  spec.family = families::KernelFamily::kQuantizeVScale;
   return spec;
 }
 
@@ -121,11 +124,11 @@ bool k_and_v_share_a_launch(KScaleGranularity k_granularity, VScaleGranularity v
          v_granularity != VScaleGranularity::kPerBlock;
 }
 
-render::KernelSpec k_v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
-                                  int bits, const RowTransforms& k_transforms,
-                                  VScaleGranularity granularity) {
-  render::KernelSpec spec =
-      quantize_spec(render::KernelFamily::kQuantizeKVScale, arch, head_dim, input);
+families::KernelSpec k_v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                                    int bits, const RowTransforms& k_transforms,
+                                    VScaleGranularity granularity) {
+  families::KernelSpec spec =
+      quantize_spec(families::KernelFamily::kQuantizeKVScale, arch, head_dim, input);
   spec.qk_bits = bits;
   spec.smooth_k = k_transforms.smooth_k;
   spec.rotate = k_transforms.rotate;
@@ -138,10 +141,11 @@ bool k_and_v_take_one_launch(device::Arch arch, KScaleGranularity k_granularity,
   return arch == device::Arch::kSm90a && k_and_v_share_a_launch(k_granularity, v_granularity);
 }
 
-render::KernelSpec k_v_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
-                            const RowTransforms& k_transforms, VScaleGranularity granularity) {
-  render::KernelSpec spec = k_v_scale_spec(arch, head_dim, input, bits, k_transforms, granularity);
-  spec.family = render::KernelFamily::kQuantizeKV;
+families::KernelSpec k_v_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
+                              const RowTransforms& k_transforms, VScaleGranularity granularity) {
+  families::KernelSpec spec =
+      k_v_scale_spec(arch, head_dim, input, bits, k_transforms, granularity);
+  spec.family = families::KernelFamily::kQuantizeKV;
   return spec;
 }
 
@@ -167,7 +171,7 @@ std::optional<VSlices> k_v_slices(int head_dim, int padded_seq) {
   return slices_within(kMostClusterBlocks, kVSliceLimitBytes);
 }
 
-render::Instantiation rows_instantiation(const render::KernelSpec& spec) {
+render::Instantiation rows_instantiation(const families::KernelSpec& spec) {
   // K with one scale per 64-row block: its own kernel (a block reduces over 64 rows).
   if (spec.numerics.k_granularity == KScaleGranularity::kPerBlock) {
     return quantize_instantiation(spec, "quantize_rows.cuh", "quantize_row_blocks",
@@ -180,22 +184,22 @@ render::Instantiation rows_instantiation(const render::KernelSpec& spec) {
                                 "QuantizeRowsParams");
 }
 
-std::string fields_text(const render::KernelSpec& spec) {
+std::string fields_text(const families::KernelSpec& spec) {
   const std::string input = " " + render::element_type_name(spec.input_type);
   const std::string bits = spec.qk_bits == 4 ? "->i4" : "->i8";
   const std::string v_scale = " v-scale=" + std::string(option_name(spec.numerics.v_granularity));
   std::string text;
   switch (spec.family) {
-    case render::KernelFamily::kQuantizeRows:
+    case families::KernelFamily::kQuantizeRows:
       text = input + bits + (spec.smooth_k ? " smooth_k" : "") +
              (spec.q_dot_k_mean ? " q_dot_k_mean" : "") + (spec.rotate ? " rotate" : "") +
              (spec.numerics.k_granularity == KScaleGranularity::kPerBlock ? " k-scale=block" : "");
       break;
-    case render::KernelFamily::kChannelMean:
+    case families::KernelFamily::kChannelMean:
       text = input;
       break;
-    case render::KernelFamily::kQuantizeKVScale:
-    case render::KernelFamily::kQuantizeKV:
+    case families::KernelFamily::kQuantizeKVScale:
+    case families::KernelFamily::kQuantizeKV:
       text = input + bits + (spec.smooth_k ? " smooth_k" : "") + (spec.rotate ? " rotate" : "") +
              v_scale;
       break;
@@ -206,23 +210,23 @@ std::string fields_text(const render::KernelSpec& spec) {
   return text;
 }
 
-render::Instantiation channel_mean_instantiation(const render::KernelSpec& spec) {
+render::Instantiation channel_mean_instantiation(const families::KernelSpec& spec) {
   return quantize_instantiation(spec, "channel_mean.cuh", "channel_mean", {}, "ChannelMeanParams");
 }
 
-render::Instantiation v_scale_instantiation(const render::KernelSpec& spec) {
+render::Instantiation v_scale_instantiation(const families::KernelSpec& spec) {
   return quantize_v_instantiation(spec, "quantize_v_scale");
 }
 
-render::Instantiation v_instantiation(const render::KernelSpec& spec) {
+render::Instantiation v_instantiation(const families::KernelSpec& spec) {
   return quantize_v_instantiation(spec, "quantize_v");
 }
 
-render::Instantiation k_v_scale_instantiation(const render::KernelSpec& spec) {
+render::Instantiation k_v_scale_instantiation(const families::KernelSpec& spec) {
   return k_and_v_instantiation(spec, "quantize_k_v_scale", "QuantizeKVScaleParams");
 }
 
-render::Instantiation k_v_instantiation(const render::KernelSpec& spec) {
+render::Instantiation k_v_instantiation(const families::KernelSpec& spec) {
   return k_and_v_instantiation(spec, "quantize_k_v", "QuantizeKVParams");
 }
 

@@ -23,11 +23,11 @@
 #include <optional>
 
 #include "device/arch.hpp"
+#include "families/kernel_spec.hpp"
 #include "intfa/quantize.hpp"
 #include "intfa/types.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "quantize/quantize_params.h"
-#include "render/kernel_spec.hpp"
 #include "render/render.hpp"
 
 namespace intfa::quantize {
@@ -47,30 +47,30 @@ struct RowTransforms {
 };
 
 // quantize_qk's row pass.
-render::KernelSpec rows_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
-                             const RowTransforms& transforms = {});
+families::KernelSpec rows_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                               int bits, const RowTransforms& transforms = {});
 // K smoothing's first pass: the per-(batch, head) channel means.
-render::KernelSpec channel_mean_spec(device::Arch arch, int head_dim, kernels::ElementType input);
+families::KernelSpec channel_mean_spec(device::Arch arch, int head_dim, kernels::ElementType input);
 // quantize_v's quantize pass and, unless per block, the max pass that runs before it.
-render::KernelSpec v_spec(device::Arch arch, int head_dim, kernels::ElementType input,
-                          VScaleGranularity granularity);
-render::KernelSpec v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
-                                VScaleGranularity granularity);
+families::KernelSpec v_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                            VScaleGranularity granularity);
+families::KernelSpec v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                                  VScaleGranularity granularity);
 // Whether attention_forward_16bit runs K's rows and V's max pass in one launch (k_v_scale_spec):
 // V has a max pass (per tensor or per channel) and K's scales are per token (quantize_rows).
 bool k_and_v_share_a_launch(KScaleGranularity k_granularity, VScaleGranularity v_granularity);
 // K's row pass (`transforms` of K: smooth_k and rotate, per token) and V's max pass in one launch.
-render::KernelSpec k_v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
-                                  int bits, const RowTransforms& k_transforms,
-                                  VScaleGranularity granularity);
+families::KernelSpec k_v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                                    int bits, const RowTransforms& k_transforms,
+                                    VScaleGranularity granularity);
 
 // Whether attention_forward_16bit can take K's rows and all of V in one launch (quantize_k_v) on
 // `arch`: sm_90a (thread block clusters; the one arch it has run on), K per token, V per tensor
 // or per channel. Whether a problem's V fits the clusters is k_v_slices' answer.
 bool k_and_v_take_one_launch(device::Arch arch, KScaleGranularity k_granularity,
                              VScaleGranularity v_granularity);
-render::KernelSpec k_v_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
-                            const RowTransforms& k_transforms, VScaleGranularity granularity);
+families::KernelSpec k_v_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
+                              const RowTransforms& k_transforms, VScaleGranularity granularity);
 
 // How quantize_k_v splits a (batch, head) of V of padded_seq tokens (a multiple of 64) over a
 // cluster: the fewest blocks (a power of two, at most 16) whose slices take at most
@@ -93,14 +93,14 @@ std::optional<VSlices> k_v_slices(int head_dim, int padded_seq);
 
 // ---- Instantiations (the render hooks) ---------------------------------------------------------
 
-render::Instantiation rows_instantiation(const render::KernelSpec& spec);
+render::Instantiation rows_instantiation(const families::KernelSpec& spec);
 // What KernelSpec::to_string says of a quantize spec after "family arch dN": " f16->i8 smooth_k".
-std::string fields_text(const render::KernelSpec& spec);
-render::Instantiation channel_mean_instantiation(const render::KernelSpec& spec);
-render::Instantiation v_scale_instantiation(const render::KernelSpec& spec);
-render::Instantiation v_instantiation(const render::KernelSpec& spec);
-render::Instantiation k_v_scale_instantiation(const render::KernelSpec& spec);
-render::Instantiation k_v_instantiation(const render::KernelSpec& spec);
+std::string fields_text(const families::KernelSpec& spec);
+render::Instantiation channel_mean_instantiation(const families::KernelSpec& spec);
+render::Instantiation v_scale_instantiation(const families::KernelSpec& spec);
+render::Instantiation v_instantiation(const families::KernelSpec& spec);
+render::Instantiation k_v_scale_instantiation(const families::KernelSpec& spec);
+render::Instantiation k_v_instantiation(const families::KernelSpec& spec);
 
 // ---- Parameters and launch shapes --------------------------------------------------------------
 

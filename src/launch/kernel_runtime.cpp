@@ -20,7 +20,8 @@
 #include "device/arch.hpp"
 #include "device/driver_api.hpp"
 #include "intfa/errors.hpp"
-#include "render/render.hpp"
+#include "render/kernel_source.hpp"
+#include "render/template_set.hpp"
 
 namespace intfa::launch {
 namespace {
@@ -61,49 +62,72 @@ struct LoadedEntry {
   unsigned shared_bytes_allowed = kSharedBytesWithoutOptIn;
 };
 
-struct ContextAndSpec {
+struct ContextAndId {
   CUcontext context;
-  render::KernelSpec spec;
-  friend bool operator==(const ContextAndSpec& a, const ContextAndSpec& b) {
-    return a.context == b.context && a.spec == b.spec;
+  render::KernelId id;
+  friend bool operator==(const ContextAndId& a, const ContextAndId& b) {
+    return a.context == b.context && a.id == b.id;
   }
 };
 
-struct ContextAndSpecHash {
-  std::size_t operator()(const ContextAndSpec& value) const noexcept {
-    return render::KernelSpecHash{}(value.spec) ^ std::hash<void*>{}(value.context);
+struct ContextAndIdHash {
+  std::size_t operator()(const ContextAndId& value) const noexcept {
+    return render::KernelIdHash{}(value.id) ^ std::hash<void*>{}(value.context);
   }
 };
 
-// A spec made ready for the cache and NVRTC: its unit, its options and the key they hash to.
-struct PreparedUnit {
+// A source made ready for the cache and NVRTC: its options and the key they hash to.
+struct PreparedSource {
   const render::TemplateSet& templates;
-  render::RenderedUnit unit;
+  const render::KernelSource& source;
   std::vector<std::string> options;
   cache::CacheKey key;
 };
 
-PreparedUnit prepare(const render::KernelSpec& spec) {
-  const render::TemplateSet& templates = render::TemplateSet::active();
-  PreparedUnit prepared{
-      templates, render::render(spec, templates), nvrtc::compile_options(spec.arch), {}};
+PreparedSource prepare(const render::KernelSource& source, const render::TemplateSet& templates) {
+  PreparedSource prepared{templates, source, nvrtc::compile_options(source.arch), {}};
   prepared.key =
-      cache::make_key({prepared.unit, templates, prepared.options, nvrtc::version(), spec.arch});
+      cache::make_key({source.unit, templates, prepared.options, nvrtc::version(), source.arch});
   return prepared;
 }
 
-std::shared_ptr<const nvrtc::Cubin> compile_with_nvrtc(const PreparedUnit& prepared,
-                                                       const render::KernelSpec& spec) {
+std::shared_ptr<const nvrtc::Cubin> compile_with_nvrtc(const PreparedSource& prepared) {
+  const render::KernelSource& source = prepared.source;
   auto cubin = std::make_shared<const nvrtc::Cubin>(
-      nvrtc::compile(prepared.unit, spec, prepared.options, prepared.templates));
-  log::info("compiled " + spec.to_string() + " in " +
+      nvrtc::compile(source, prepared.options, prepared.templates));
+  log::info("compiled " + source.text + " in " +
             std::to_string(static_cast<int>(cubin->compile_ms)) + " ms");
   // A compile that succeeds can still warn: ptxas says so when it serializes wgmma or spills,
   // which costs speed and nothing else shows.
   if (cubin->log.find_first_not_of(" \n\r\t") != std::string::npos) {
-    log::info("NVRTC's log for " + spec.to_string() + ":\n" + cubin->log);
+    log::info("NVRTC's log for " + source.text + ":\n" + cubin->log);
   }
   return cubin;
+}
+
+// launch::compile of `source`, whose unit's headers come from `templates`.
+CompiledKernel compile_source(const render::KernelSource& source,
+                              const render::TemplateSet& templates, const CacheChain& chain) {
+  const PreparedSource prepared = prepare(source, templates);
+  CompiledKernel result;
+  result.key = prepared.key;
+  result.waits_for_previous_grid = waits_for_previous_grid(source.unit);
+  result.arch = source.arch;
+  std::optional<nvrtc::Cubin> cached;
+  if (chain.bundle != nullptr && (cached = chain.bundle->load(result.key))) {
+    result.source = CubinSource::kBundle;
+  } else if (chain.disk != nullptr && (cached = chain.disk->load(result.key))) {
+    result.source = CubinSource::kDisk;
+  }
+  if (cached) {
+    result.cubin = std::make_shared<const nvrtc::Cubin>(std::move(*cached));
+    return result;
+  }
+  result.cubin = compile_with_nvrtc(prepared);
+  result.compiled_now = true;
+  result.source = CubinSource::kNvrtc;
+  if (chain.disk != nullptr) chain.disk->store(result.key, *result.cubin, source);
+  return result;
 }
 
 // The header of the prologue every template kernel begins with (grid_dependency.cuh).
@@ -121,10 +145,9 @@ struct KernelRuntime::State {
   std::mutex mutex;
   std::unique_ptr<cache::DeploymentBundle> bundle;  // read-only, under the user cache
   std::optional<cache::DiskCache> disk;             // the user cache
-  std::unordered_map<render::KernelSpec, std::shared_future<CompiledKernel>,
-                     render::KernelSpecHash>
+  std::unordered_map<render::KernelId, std::shared_future<CompiledKernel>, render::KernelIdHash>
       compiled;
-  std::unordered_map<ContextAndSpec, std::unique_ptr<LoadedEntry>, ContextAndSpecHash> loaded;
+  std::unordered_map<ContextAndId, std::unique_ptr<LoadedEntry>, ContextAndIdHash> loaded;
   std::atomic<std::uint64_t> disk_hits{0};
   std::atomic<std::uint64_t> bundle_hits{0};
   std::atomic<std::uint64_t> disk_misses{0};
@@ -179,16 +202,16 @@ KernelRuntime::KernelRuntime() : state_(std::make_unique<State>()) {
 
 KernelRuntime::~KernelRuntime() = default;
 
-CompiledKernel KernelRuntime::compile(const render::KernelSpec& spec) {
+CompiledKernel KernelRuntime::compile(const render::KernelRecipe& recipe) {
   std::shared_future<CompiledKernel> future;
   std::promise<CompiledKernel> promise;
   bool owner = false;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    auto it = state_->compiled.find(spec);
+    auto it = state_->compiled.find(recipe.id());
     if (it == state_->compiled.end()) {
       future = promise.get_future().share();
-      state_->compiled.emplace(spec, future);
+      state_->compiled.emplace(recipe.id(), future);
       owner = true;
     } else {
       future = it->second;
@@ -201,45 +224,46 @@ CompiledKernel KernelRuntime::compile(const render::KernelSpec& spec) {
     return result;
   }
   try {
-    const CompiledKernel result = launch::compile(spec, state_->chain());
+    const CompiledKernel result = launch::compile(recipe, state_->chain());
     state_->count(result.source);
     promise.set_value(result);
     return result;
   } catch (...) {
     promise.set_exception(std::current_exception());
     std::lock_guard<std::mutex> lock(state_->mutex);
-    state_->compiled.erase(spec);  // a later call may retry (after INTFA_TEMPLATE_DIR is fixed)
+    state_->compiled.erase(
+        recipe.id());  // a later call may retry (after INTFA_TEMPLATE_DIR is fixed)
     throw;
   }
 }
 
-const LoadedKernel& KernelRuntime::load(const render::KernelSpec& spec, CUcontext context,
+const LoadedKernel& KernelRuntime::load(const render::KernelRecipe& recipe, CUcontext context,
                                         unsigned dynamic_shared_bytes) {
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    auto it = state_->loaded.find({context, spec});
+    auto it = state_->loaded.find({context, recipe.id()});
     if (it != state_->loaded.end() && it->second->shared_bytes_allowed >= dynamic_shared_bytes) {
       state_->memory_hits++;
       return it->second->kernel;
     }
   }
   const LoadedKernel* kernel = nullptr;
-  const KernelRequest request{&spec, dynamic_shared_bytes, &kernel};
+  const KernelRequest request{recipe, dynamic_shared_bytes, &kernel};
   load_all(&request, 1, context);
   return *kernel;
 }
 
-const LoadedKernel& KernelRuntime::load_module(const render::KernelSpec& spec, CUcontext context,
-                                               unsigned dynamic_shared_bytes) {
-  const CompiledKernel compiled = compile(spec);
+const LoadedKernel& KernelRuntime::load_module(const render::KernelRecipe& recipe,
+                                               CUcontext context, unsigned dynamic_shared_bytes) {
+  const CompiledKernel compiled = compile(recipe);
   std::lock_guard<std::mutex> lock(state_->mutex);
-  auto& slot = state_->loaded[{context, spec}];
+  auto& slot = state_->loaded[{context, recipe.id()}];
   if (!slot) {
     auto entry = std::make_unique<LoadedEntry>();
     entry->module = std::make_unique<Module>(context, compiled.cubin->image);
     INTFA_DRIVER(cuModuleGetFunction, &entry->kernel.function, entry->module->get(),
                  compiled.cubin->lowered_name.c_str());
-    entry->kernel.spec = spec;
+    entry->kernel.arch = compiled.arch;
     entry->kernel.key = compiled.key;
     entry->kernel.registers_per_thread =
         function_attribute(entry->kernel.function, CU_FUNC_ATTRIBUTE_NUM_REGS);
@@ -285,7 +309,7 @@ void KernelRuntime::load_all(const KernelRequest* requests, std::size_t count, C
     std::lock_guard<std::mutex> lock(state_->mutex);
     for (std::size_t i = 0; i < count; ++i) {
       const KernelRequest& request = requests[i];
-      const auto it = state_->loaded.find({context, *request.spec});
+      const auto it = state_->loaded.find({context, request.recipe.id()});
       const bool hit = it != state_->loaded.end() &&
                        it->second->shared_bytes_allowed >= request.dynamic_shared_bytes;
       *request.kernel = hit ? &it->second->kernel : nullptr;
@@ -294,17 +318,17 @@ void KernelRuntime::load_all(const KernelRequest* requests, std::size_t count, C
   }
   state_->memory_hits += hits;
   if (hits == count) return;
-  // The specs of the kernels not loaded whose cubins are not in memory either, each once.
-  std::vector<const render::KernelSpec*> to_fetch;
+  // The recipes of the kernels not loaded whose cubins are not in memory either, each once.
+  std::vector<const render::KernelRecipe*> to_fetch;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     for (std::size_t i = 0; i < count; ++i) {
-      const render::KernelSpec* spec = requests[i].spec;
-      const bool listed =
-          std::any_of(to_fetch.begin(), to_fetch.end(),
-                      [&](const render::KernelSpec* other) { return *other == *spec; });
-      if (*requests[i].kernel == nullptr && !listed && state_->compiled.count(*spec) == 0) {
-        to_fetch.push_back(spec);
+      const render::KernelRecipe* recipe = &requests[i].recipe;
+      const bool listed = std::any_of(
+          to_fetch.begin(), to_fetch.end(),
+          [&](const render::KernelRecipe* other) { return other->id() == recipe->id(); });
+      if (*requests[i].kernel == nullptr && !listed && state_->compiled.count(recipe->id()) == 0) {
+        to_fetch.push_back(recipe);
       }
     }
   }
@@ -312,27 +336,27 @@ void KernelRuntime::load_all(const KernelRequest* requests, std::size_t count, C
   for (std::size_t i = 0; i < count; ++i) {
     if (*requests[i].kernel == nullptr) {
       *requests[i].kernel =
-          &load_module(*requests[i].spec, context, requests[i].dynamic_shared_bytes);
+          &load_module(requests[i].recipe, context, requests[i].dynamic_shared_bytes);
     }
   }
 }
 
-void KernelRuntime::fetch_together(const std::vector<const render::KernelSpec*>& specs) {
+void KernelRuntime::fetch_together(const std::vector<const render::KernelRecipe*>& recipes) {
   const auto started = std::chrono::steady_clock::now();
-  std::vector<std::exception_ptr> failures(specs.size());
+  std::vector<std::exception_ptr> failures(recipes.size());
   std::atomic<std::size_t> next{0};
-  // The last spec first: a call asks for its attention kernel last, and it takes longest to
+  // The last recipe first: a call asks for its attention kernel last, and it takes longest to
   // compile (0.6 s against 0.1-0.4 s for the quantize kernels of a d=128 call on sm_90a), so
   // with fewer cores than kernels it is not left to start last.
   auto worker = [&]() noexcept {
-    for (std::size_t taken = next++; taken < specs.size(); taken = next++) {
-      const std::size_t index = specs.size() - 1 - taken;
+    for (std::size_t taken = next++; taken < recipes.size(); taken = next++) {
+      const std::size_t index = recipes.size() - 1 - taken;
       const std::uint64_t now = ++state_->fetching;
       std::uint64_t most = state_->most_fetching_at_once.load();
       while (now > most && !state_->most_fetching_at_once.compare_exchange_weak(most, now)) {
       }
       try {
-        compile(*specs[index]);
+        compile(*recipes[index]);
       } catch (...) {  // kept for the caller: the other compiles go on
         failures[index] = std::current_exception();
       }
@@ -341,7 +365,7 @@ void KernelRuntime::fetch_together(const std::vector<const render::KernelSpec*>&
   };
   const std::size_t cores = std::max(1u, std::thread::hardware_concurrency());
   const std::size_t workers =
-      parallel_compile_enabled() ? std::min(specs.size(), cores) : std::size_t{1};
+      parallel_compile_enabled() ? std::min(recipes.size(), cores) : std::size_t{1};
   {
     JoinedThreads pool;
     pool.threads.reserve(workers - 1);
@@ -352,12 +376,12 @@ void KernelRuntime::fetch_together(const std::vector<const render::KernelSpec*>&
         break;  // no more threads to be had: the ones there (and this one) take the rest
       }
     }
-    worker();  // the calling thread takes specs too
+    worker();  // the calling thread takes recipes too
   }
-  state_->fetched += specs.size();
+  state_->fetched += recipes.size();
   state_->fetch_batches++;
-  if (specs.size() > 1) {
-    log::info("fetched " + std::to_string(specs.size()) + " kernel(s) of one call on " +
+  if (recipes.size() > 1) {
+    log::info("fetched " + std::to_string(recipes.size()) + " kernel(s) of one call on " +
               std::to_string(workers) + " thread(s) in " +
               std::to_string(static_cast<int>(std::chrono::duration<double, std::milli>(
                                                   std::chrono::steady_clock::now() - started)
@@ -394,26 +418,13 @@ bool waits_for_previous_grid(const render::RenderedUnit& unit) {
          unit.headers.end();
 }
 
-CompiledKernel compile(const render::KernelSpec& spec, const CacheChain& chain) {
-  const PreparedUnit prepared = prepare(spec);
-  CompiledKernel result;
-  result.key = prepared.key;
-  result.waits_for_previous_grid = waits_for_previous_grid(prepared.unit);
-  std::optional<nvrtc::Cubin> cached;
-  if (chain.bundle != nullptr && (cached = chain.bundle->load(result.key))) {
-    result.source = CubinSource::kBundle;
-  } else if (chain.disk != nullptr && (cached = chain.disk->load(result.key))) {
-    result.source = CubinSource::kDisk;
-  }
-  if (cached) {
-    result.cubin = std::make_shared<const nvrtc::Cubin>(std::move(*cached));
-    return result;
-  }
-  result.cubin = compile_with_nvrtc(prepared, spec);
-  result.compiled_now = true;
-  result.source = CubinSource::kNvrtc;
-  if (chain.disk != nullptr) chain.disk->store(result.key, *result.cubin, spec);
-  return result;
+CompiledKernel compile(const render::KernelSource& source, const CacheChain& chain) {
+  return compile_source(source, render::TemplateSet::active(), chain);
+}
+
+CompiledKernel compile(const render::KernelRecipe& recipe, const CacheChain& chain) {
+  const render::TemplateSet& templates = render::TemplateSet::active();
+  return compile_source(recipe.source(templates), templates, chain);
 }
 
 CUcontext launch_context(CUstream stream) {
@@ -493,7 +504,7 @@ void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream strea
   // INTFA_PROGRAMMATIC_LAUNCH=0 (docs/environment.md) launches every kernel after the one
   // before it has ended, as cuLaunchKernel does.
   const bool programmatic = kernel.waits_for_previous_grid &&
-                            device::has_programmatic_dependent_launch(kernel.spec.arch) &&
+                            device::has_programmatic_dependent_launch(kernel.arch) &&
                             programmatic_launches_enabled();
   const bool clusters = shape.cluster_blocks > 1;
   if (!programmatic && !clusters) {

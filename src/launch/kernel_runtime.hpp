@@ -1,5 +1,7 @@
-// The process-wide kernel runtime: KernelSpec -> loaded CUfunction, through render, key, disk cache
-// and NVRTC. Thread-safe: N threads asking for one spec compile and load it once.
+// The process-wide kernel runtime: a family's spec (as a render::KernelRecipe) -> loaded
+// CUfunction, through render, key, disk cache and NVRTC. It names no kernel family: its memory is
+// keyed by the family's KernelId, and it renders a spec only when that kernel is not in memory.
+// Thread-safe: N threads asking for one spec compile and load it once.
 //
 // It is one of intfa's documented process-wide caches; it is never destroyed (modules stay loaded
 // until their context goes), because unloading during static destruction can race the driver's
@@ -19,8 +21,9 @@
 #include "cache/bundle.hpp"
 #include "cache/cache_key.hpp"
 #include "cache/disk_cache.hpp"
+#include "device/arch.hpp"
 #include "nvrtc/compiler.hpp"
-#include "render/kernel_spec.hpp"
+#include "render/kernel_source.hpp"
 
 namespace intfa::launch {
 
@@ -42,7 +45,7 @@ struct RuntimeStats {
 // A kernel loaded into one context, ready to launch.
 struct LoadedKernel {
   CUfunction function = nullptr;
-  render::KernelSpec spec;
+  device::Arch arch = device::Arch::kSm80;  // the arch it was compiled for
   cache::CacheKey key;
   int registers_per_thread = 0;
   int local_bytes_per_thread = 0;  // > 0 means spills
@@ -74,6 +77,7 @@ struct CompiledKernel {
   bool compiled_now = false;  // by NVRTC for this call (source kNvrtc)
   CubinSource source = CubinSource::kMemory;
   bool waits_for_previous_grid = false;  // waits_for_previous_grid(its unit)
+  device::Arch arch = device::Arch::kSm80;  // the source's
 };
 
 // Whether a unit's kernel starts by waiting for the kernel before it (it reaches
@@ -89,17 +93,19 @@ struct CacheChain {
   cache::DiskCache* disk = nullptr;
 };
 
-// The cubin for `spec` from `chain`, else compiled by NVRTC (and stored in chain.disk). No memory
-// cache and no process-wide state: KernelRuntime::compile puts its memory in front of its own
-// chain (INTFA_DEPLOY_CACHE, the user cache); a deployment bundle's writer passes the bundle it
-// writes (the caller checks disk->writable() afterwards). Throws CompileError.
-CompiledKernel compile(const render::KernelSpec& spec, const CacheChain& chain);
+// The cubin for `source` (or the recipe's source) from `chain`, else compiled by NVRTC (and stored
+// in chain.disk). No memory cache and no process-wide state: KernelRuntime::compile puts its memory
+// in front of its own chain (INTFA_DEPLOY_CACHE, the user cache); a deployment bundle's writer
+// passes the bundle it writes (the caller checks disk->writable() afterwards). Throws
+// CompileError.
+CompiledKernel compile(const render::KernelSource& source, const CacheChain& chain);
+CompiledKernel compile(const render::KernelRecipe& recipe, const CacheChain& chain);
 
-// One kernel of a call, for KernelRuntime::load_all: the spec and the dynamic shared memory its
+// One kernel of a call, for KernelRuntime::load_all: the recipe and the dynamic shared memory its
 // launch asks for, and where to put the loaded kernel. (No member initializers: CallKernels holds
 // an array of them that stays uninitialized past its count, on every call's path.)
 struct KernelRequest {
-  const render::KernelSpec* spec;
+  render::KernelRecipe recipe;
   unsigned dynamic_shared_bytes;
   const LoadedKernel** kernel;
 };
@@ -113,14 +119,14 @@ class KernelRuntime {
  public:
   static KernelRuntime& instance();
 
-  // The cubin for `spec`: from memory, else launch::compile through the process's cache chain
+  // The cubin for the recipe: from memory, else launch::compile through the process's cache chain
   // (deployment bundle, user disk cache, else NVRTC, storing the result in the user cache).
   // Needs no GPU.
-  CompiledKernel compile(const render::KernelSpec& spec);
+  CompiledKernel compile(const render::KernelRecipe& recipe);
 
   // The kernel loaded into `context`, able to use `dynamic_shared_bytes` of shared memory: from
   // memory under one lock, else load_all of one.
-  const LoadedKernel& load(const render::KernelSpec& spec, CUcontext context,
+  const LoadedKernel& load(const render::KernelRecipe& recipe, CUcontext context,
                            unsigned dynamic_shared_bytes);
 
   // load() of each of `count` requests, all before the caller launches any. Those already loaded
@@ -145,11 +151,11 @@ class KernelRuntime {
  private:
   KernelRuntime();
   ~KernelRuntime();
-  // compile() of each of `specs` on up to hardware_concurrency threads; load_all's cold path.
-  void fetch_together(const std::vector<const render::KernelSpec*>& specs);
-  // The module of `spec`'s cubin (compile()) loaded into `context` unless it is already there, with
-  // `dynamic_shared_bytes` allowed; load_all's slow path.
-  const LoadedKernel& load_module(const render::KernelSpec& spec, CUcontext context,
+  // compile() of each of `recipes` on up to hardware_concurrency threads; load_all's cold path.
+  void fetch_together(const std::vector<const render::KernelRecipe*>& recipes);
+  // The module of the recipe's cubin (compile()) loaded into `context` unless it is already there,
+  // with `dynamic_shared_bytes` allowed; load_all's slow path.
+  const LoadedKernel& load_module(const render::KernelRecipe& recipe, CUcontext context,
                                   unsigned dynamic_shared_bytes);
   struct State;
   std::unique_ptr<State> state_;
@@ -165,19 +171,19 @@ class CallKernels {
   // Q's rows and the attention kernel (per-block K with the rotation).
   static constexpr std::size_t kCapacity = 8;
 
-  // Asks for `spec`, launched with `dynamic_shared_bytes`; load() sets `*kernel`. Throws
-  // std::logic_error past kCapacity.
-  void add(const render::KernelSpec& spec, unsigned dynamic_shared_bytes,
+  // Asks for the recipe's kernel, launched with `dynamic_shared_bytes`; load() sets `*kernel`.
+  // Throws std::logic_error past kCapacity.
+  void add(const render::KernelRecipe& recipe, unsigned dynamic_shared_bytes,
            const LoadedKernel** kernel) {
     if (count_ == kCapacity) throw_full();
-    requests_[count_++] = KernelRequest{&spec, dynamic_shared_bytes, kernel};
+    requests_[count_++] = KernelRequest{recipe, dynamic_shared_bytes, kernel};
   }
   // KernelRuntime::instance().load_all of every kernel added (load of the one, when it is one).
   void load(CUcontext context) {
     KernelRuntime& runtime = KernelRuntime::instance();
     if (count_ == 1) {
       *requests_[0].kernel =
-          &runtime.load(*requests_[0].spec, context, requests_[0].dynamic_shared_bytes);
+          &runtime.load(requests_[0].recipe, context, requests_[0].dynamic_shared_bytes);
     } else {
       runtime.load_all(requests_.data(), count_, context);
     }

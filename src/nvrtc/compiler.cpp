@@ -17,16 +17,16 @@ namespace {
 
 std::atomic<std::uint64_t> g_compile_count{0};
 
-[[noreturn]] void fail(const render::KernelSpec& spec, const std::string& log,
+[[noreturn]] void fail(const render::KernelSource& source, const std::string& log,
                        const std::string& summary) {
-  throw CompileError(spec.to_string(), log, summary);
+  throw CompileError(source.text, log, summary);
 }
 
 // Owns one nvrtcProgram.
 class Program {
  public:
-  Program(const render::RenderedUnit& unit, const render::TemplateSet& templates,
-          const render::KernelSpec& spec) {
+  Program(const render::KernelSource& source, const render::TemplateSet& templates) {
+    const render::RenderedUnit& unit = source.unit;
     std::vector<const char*> contents;
     std::vector<const char*> names;
     for (const std::string& header : unit.headers) {
@@ -38,7 +38,7 @@ class Program {
                            static_cast<int>(names.size()), contents.data(), names.data());
     if (result != NVRTC_SUCCESS) {
       handle_ = nullptr;
-      fail(spec, "", std::string("nvrtcCreateProgram failed: ") + nvrtcGetErrorString(result));
+      fail(source, "", std::string("nvrtcCreateProgram failed: ") + nvrtcGetErrorString(result));
     }
   }
   ~Program() {
@@ -156,18 +156,19 @@ std::optional<std::string> cuda_include_dir() {
   return directory;
 }
 
-Cubin compile(const render::RenderedUnit& unit, const render::KernelSpec& spec,
-              const std::vector<std::string>& options, const render::TemplateSet& templates) {
+Cubin compile(const render::KernelSource& source, const std::vector<std::string>& options,
+              const render::TemplateSet& templates) {
+  const render::RenderedUnit& unit = source.unit;
   const auto started = std::chrono::steady_clock::now();
   for (const std::string& header : unit.headers) {
     if (templates.find(header) == nullptr) {
-      fail(spec, "", "template '" + header + "' is missing from " + templates.origin());
+      fail(source, "", "template '" + header + "' is missing from " + templates.origin());
     }
   }
-  Program program(unit, templates, spec);
+  Program program(source, templates);
   const nvrtcResult named = nvrtcAddNameExpression(program.get(), unit.name_expression.c_str());
   if (named != NVRTC_SUCCESS) {
-    fail(spec, "", std::string("nvrtcAddNameExpression failed: ") + nvrtcGetErrorString(named));
+    fail(source, "", std::string("nvrtcAddNameExpression failed: ") + nvrtcGetErrorString(named));
   }
 
   std::vector<std::string> all_options = options;
@@ -180,7 +181,7 @@ Cubin compile(const render::RenderedUnit& unit, const render::KernelSpec& spec,
       program.get(), static_cast<int>(option_pointers.size()), option_pointers.data());
   const std::string log = program_log(program.get());
   if (compiled != NVRTC_SUCCESS) {
-    fail(spec, log,
+    fail(source, log,
          std::string("NVRTC could not compile ") + unit.file_name + " (" +
              nvrtcGetErrorString(compiled) + ") with options: " + strings::join(all_options, " "));
   }
@@ -189,17 +190,17 @@ Cubin compile(const render::RenderedUnit& unit, const render::KernelSpec& spec,
   cubin.log = log;
   std::size_t size = 0;
   if (nvrtcGetCUBINSize(program.get(), &size) != NVRTC_SUCCESS || size == 0) {
-    fail(spec, log, "NVRTC produced no cubin");
+    fail(source, log, "NVRTC produced no cubin");
   }
   cubin.image.resize(size);
   if (nvrtcGetCUBIN(program.get(), cubin.image.data()) != NVRTC_SUCCESS) {
-    fail(spec, log, "nvrtcGetCUBIN failed");
+    fail(source, log, "nvrtcGetCUBIN failed");
   }
   const char* lowered = nullptr;
   if (nvrtcGetLoweredName(program.get(), unit.name_expression.c_str(), &lowered) !=
           NVRTC_SUCCESS ||
       lowered == nullptr) {
-    fail(spec, log, "nvrtcGetLoweredName found no kernel named " + unit.name_expression);
+    fail(source, log, "nvrtcGetLoweredName found no kernel named " + unit.name_expression);
   }
   cubin.lowered_name = lowered;
   cubin.compile_ms =

@@ -1,5 +1,5 @@
 // The NVRTC stage: a RenderedUnit becomes a Cubin for one target arch. Thread-safe: each call owns
-// its nvrtcProgram, so several threads may compile different specs at once.
+// its nvrtcProgram, so several threads may compile different units at once.
 #pragma once
 
 #include <atomic>
@@ -9,8 +9,7 @@
 #include <vector>
 
 #include "device/arch.hpp"
-#include "render/kernel_spec.hpp"
-#include "render/render.hpp"
+#include "render/kernel_source.hpp"
 #include "render/template_set.hpp"
 
 namespace intfa::nvrtc {
@@ -35,15 +34,16 @@ struct Version {
 
 Version version();
 
-// The options that define a compile: part of the cache key. Fixed per spec (the arch, our explicit
+// The options that define a compile: part of the cache key. Fixed per arch (the arch, our explicit
 // floating-point choices) plus -lineinfo when INTFA_LINEINFO=1. Include paths are not here: they
 // are machine-specific and do not change the output, so they stay out of the key.
 std::vector<std::string> compile_options(device::Arch arch);
 
-// Compiles `unit` with `options`, giving NVRTC every template in the unit's include closure as a
-// header. Throws CompileError holding the spec and the whole NVRTC log when compilation fails.
-Cubin compile(const render::RenderedUnit& unit, const render::KernelSpec& spec,
-              const std::vector<std::string>& options, const render::TemplateSet& templates);
+// Compiles `source.unit` with `options`, giving NVRTC every template in the unit's include closure
+// as a header. Throws CompileError holding source.text and the whole NVRTC log when compilation
+// fails.
+Cubin compile(const render::KernelSource& source, const std::vector<std::string>& options,
+              const render::TemplateSet& templates);
 
 // The CUDA include directory found at run time (INTFA_CUDA_INCLUDE_DIR, CUDA_HOME, CUDA_PATH, next
 // to libnvrtc, the build-time toolkit), or nullopt. Passed to NVRTC with -I when present.

@@ -17,10 +17,10 @@
 #include <cstddef>
 
 #include "device/arch.hpp"
+#include "families/kernel_spec.hpp"
 #include "families/quantize_family.hpp"
 #include "intfa/quantize.hpp"
 #include "launch/kernel_runtime.hpp"
-#include "render/kernel_spec.hpp"
 
 namespace intfa::quantize {
 
@@ -32,7 +32,7 @@ struct LaunchContext {
 
 // One kernel launch of a plan: its spec, shape and (once the call's kernels are loaded) kernel.
 struct PlannedKernel {
-  render::KernelSpec spec;
+  families::KernelSpec spec;
   launch::LaunchShape shape;
   const launch::LoadedKernel* kernel = nullptr;
 };

@@ -10,6 +10,30 @@ std::string element_type_argument(kernels::ElementType type) {
 
 std::string bool_argument(bool value) { return value ? "true" : "false"; }
 
+std::string element_type_name(kernels::ElementType type) {
+  switch (type) {
+    case kernels::ElementType::kF16:
+      return "f16";
+    case kernels::ElementType::kBF16:
+      return "bf16";
+    case kernels::ElementType::kF32:
+      return "f32";
+  }
+  throw InternalError("unknown ElementType");
+}
+
+std::string element_type_enumerator(kernels::ElementType type) {
+  switch (type) {
+    case kernels::ElementType::kF16:
+      return "kF16";
+    case kernels::ElementType::kBF16:
+      return "kBF16";
+    case kernels::ElementType::kF32:
+      return "kF32";
+  }
+  throw InternalError("unknown ElementType");
+}
+
 ConstantsStruct& ConstantsStruct::add(const std::string& type, const std::string& member,
                                       const std::string& value) {
   members_ += "  static constexpr " + type + " " + member + " = " + value + ";\n";
@@ -35,13 +59,10 @@ std::string ConstantsStruct::definition() const {
   return "struct " + name_ + " {\n" + members_ + "};\n";
 }
 
-RenderedUnit render(const KernelSpec& spec, const TemplateSet& templates) {
-  if (spec.head_dim <= 0) {
-    throw InvalidArgument("spec.head_dim", std::to_string(spec.head_dim), "expected > 0");
-  }
-  const Instantiation instantiation = instantiation_for(spec);
+RenderedUnit render_unit(const std::string& family, const Instantiation& instantiation,
+                         const TemplateSet& templates) {
   RenderedUnit unit;
-  unit.file_name = "intfa_" + family_name(spec.family) + ".cu";
+  unit.file_name = "intfa_" + family + ".cu";
   unit.name_expression = instantiation.kernel;
   // Only what the kernel is: the spec's display text stays out, so that rewording it changes no
   // cache key (the cache entry's metadata and a compile error carry the spec).

@@ -1,29 +1,18 @@
-// Rendering: a KernelSpec becomes an instantiation unit, the only source text intfa generates.
-// The unit #includes the family's template header and explicitly instantiates its kernel with the
-// spec's values; kernel bodies are never edited as text.
+// Rendering: a family's Instantiation becomes an instantiation unit, the only source text intfa
+// generates. The unit #includes the family's template header and explicitly instantiates its
+// kernel with the spec's values; kernel bodies are never edited as text. Knows no family: each
+// family's host file (src/families/) says what its kernel's instantiation is.
 #pragma once
 
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "render/kernel_spec.hpp"
+#include "intfa/numerics.hpp"
+#include "render/kernel_source.hpp"
 #include "render/template_set.hpp"
 
 namespace intfa::render {
-
-struct RenderedUnit {
-  std::string file_name;               // the name NVRTC reports in diagnostics
-  std::string source;                  // the unit's text
-  std::string name_expression;         // the kernel, for nvrtcGetLoweredName
-  std::vector<std::string> headers;    // every template the unit reaches, sorted
-
-  friend bool operator==(const RenderedUnit& a, const RenderedUnit& b) {
-    return a.file_name == b.file_name && a.source == b.source &&
-           a.name_expression == b.name_expression && a.headers == b.headers;
-  }
-  std::string to_string() const { return file_name + ": " + name_expression; }
-};
 
 // Where a family's kernel lives and how it is named with the spec's values: what each family's
 // host file gives the renderer (src/families/*_family.hpp, src/families/paged_family.hpp).
@@ -58,17 +47,17 @@ class ConstantsStruct {
   std::string members_;
 };
 
-// The instantiation of `spec` by its family's host file: the JIT core's one question to the
-// kernel families. Defined by src/families/kernel_families.cpp, the one switch over KernelFamily,
-// so that render/ includes no family's header. Throws InternalError for an unknown family.
-Instantiation instantiation_for(const KernelSpec& spec);
-
 // The spec's values as template arguments of an instantiation: "intfa::kernels::ElementType::kF16",
 // "true", ...
 std::string element_type_argument(kernels::ElementType type);
 std::string bool_argument(bool value);
-// Throws InvalidArgument when the spec's family cannot be rendered with its fields (validation of
-// sizes against a device lives with each family's host code, before rendering).
-RenderedUnit render(const KernelSpec& spec, const TemplateSet& templates = TemplateSet::active());
+std::string element_type_name(kernels::ElementType type);  // "f16", "bf16", "f32"
+// The enumerator's name in kernel_enums.h ("kF16", ...), for instantiation units.
+std::string element_type_enumerator(kernels::ElementType type);
+
+// The unit "intfa_<family>.cu": the instantiation's header, its definitions and the explicit
+// instantiation of its kernel, with every template the header reaches.
+RenderedUnit render_unit(const std::string& family, const Instantiation& instantiation,
+                         const TemplateSet& templates);
 
 }  // namespace intfa::render

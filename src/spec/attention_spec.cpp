@@ -53,10 +53,10 @@ SpecRequest with_q_in_kernel(SpecRequest request, const AttentionOptions& option
   return request;
 }
 
-render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& config) {
-  render::KernelSpec spec;
-  spec.family = config.path == KernelPath::kWgmma ? render::KernelFamily::kAttentionWgmma
-                                                  : render::KernelFamily::kAttention;
+families::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& config) {
+  families::KernelSpec spec;
+  spec.family = config.path == KernelPath::kWgmma ? families::KernelFamily::kAttentionWgmma
+                                                  : families::KernelFamily::kAttention;
   spec.arch = request.arch;
   spec.head_dim = request.head_dim;
   spec.block_m = config.block_m;

@@ -8,8 +8,8 @@
 
 #include "device/arch.hpp"
 #include "families/attention_family.hpp"
+#include "families/kernel_spec.hpp"
 #include "intfa/attention.hpp"
-#include "render/kernel_spec.hpp"
 
 namespace intfa::attention {
 
@@ -48,7 +48,7 @@ SpecRequest with_q_in_kernel(SpecRequest request, const AttentionOptions& option
 int kernel_head_dim(int head_dim, const char* field);
 
 // The spec for `request` with tile config `config` (not validated).
-render::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& config);
+families::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& config);
 
 // Whether the Hopper kernel (KernelPath::kWgmma) implements `request`: sm_90a, full or half INT8
 // with 8-bit Q.K, dense batches.

@@ -2,10 +2,10 @@
 
 namespace intfa::quantize {
 
-std::vector<render::KernelSpec> call_specs(const attention::SpecRequest& request, DType dtype,
-                                           const AttentionOptions& options, bool q_rows_pass) {
+std::vector<families::KernelSpec> call_specs(const attention::SpecRequest& request, DType dtype,
+                                             const AttentionOptions& options, bool q_rows_pass) {
   const kernels::ElementType input = element_type(dtype);
-  std::vector<render::KernelSpec> specs;
+  std::vector<families::KernelSpec> specs;
   if (options.smooth_k) specs.push_back(channel_mean_spec(request.arch, request.head_dim, input));
   RowTransforms k_rows;
   k_rows.smooth_k = options.smooth_k;
@@ -16,9 +16,9 @@ std::vector<render::KernelSpec> call_specs(const attention::SpecRequest& request
   RowTransforms q_rows;
   q_rows.q_dot_k_mean = options.smooth_k;
   q_rows.rotate = options.rotate_qk;
-  const render::KernelSpec k_spec =
+  const families::KernelSpec k_spec =
       rows_spec(request.arch, request.head_dim, input, request.qk_bits, k_rows);
-  const render::KernelSpec q_spec =
+  const families::KernelSpec q_spec =
       rows_spec(request.arch, request.head_dim, input, request.qk_bits, q_rows);
   const bool full_int8 = request.variant == Variant::kFullInt8;
   // K's rows share V's max pass's launch where they can (quantize_k_and_v_channels; a grid of

@@ -7,8 +7,9 @@
 
 #include "api/kernel_lists.hpp"
 #include "attention/attention_test_support.hpp"
-#include "families/attention_wgmma_family.hpp"
 #include "attention/wgmma_params.h"
+#include "families/attention_wgmma_family.hpp"
+#include "families/kernel_spec.hpp"
 #include "intfa/errors.hpp"
 #include "render/render.hpp"
 #include "spec/attention_spec.hpp"
@@ -26,7 +27,7 @@ TEST(WgmmaSpec, TheHeuristicPicksTheHopperKernelExactlyWhereItServes) {
     const SpecRequest hopper = sm90a_request(head_dim);
     EXPECT_EQ(heuristic_config(hopper).path, KernelPath::kWgmma) << head_dim;
     EXPECT_EQ(make_spec(hopper, heuristic_config(hopper)).family,
-              render::KernelFamily::kAttentionWgmma);
+              families::KernelFamily::kAttentionWgmma);
     EXPECT_EQ(portable_heuristic_config(hopper).path, KernelPath::kMmaSync);
     for (device::Arch arch : {device::Arch::kSm80, device::Arch::kSm86, device::Arch::kSm89}) {
       SpecRequest other = hopper;
@@ -49,7 +50,7 @@ TEST(WgmmaSpec, TheHeuristicPicksTheHopperKernelExactlyWhereItServes) {
 }
 
 // The field an invalid spec is refused for ("(accepted)" when it is valid).
-std::string refused_field_of(const render::KernelSpec& spec) {
+std::string refused_field_of(const families::KernelSpec& spec) {
   try {
     validate_config(spec, 227 * 1024);
   } catch (const InvalidArgument& error) {
@@ -120,30 +121,30 @@ TEST(WgmmaSpec, ConfigRulesNameTheBadField) {
 }
 
 TEST(WgmmaSpec, SharedBytesAreQThenKVAndScalesPerStageThenTheOutput) {
-  const render::KernelSpec spec =
+  const families::KernelSpec spec =
       make_spec(sm90a_request(128), KernelConfig{128, 128, 12, 3, KernelPath::kWgmma});
   // 1024 alignment slack + Q 128 x 128 + 3 x (K 128 x 128 + V 128 x 128 + 512 B of scales
   // padded to 1024) + the output 128 x 128 x 2 + V's 128 channel scales + barriers.
   EXPECT_EQ(shared_bytes(spec), 1024 + 128 * 128 + 3 * (2 * 128 * 128 + 1024) +
                                     128 * 128 * 2 + 128 * 4 + kernels::kWgmmaBarrierBytes);
   // d=64 stores its output from the registers: no staging.
-  const render::KernelSpec d64 =
+  const families::KernelSpec d64 =
       make_spec(sm90a_request(64), KernelConfig{128, 128, 12, 2, KernelPath::kWgmma});
   EXPECT_EQ(shared_bytes(d64), 1024 + 128 * 64 + 2 * (2 * 128 * 64 + 1024) +
                                    kernels::kWgmmaBarrierBytes);
 }
 
 TEST(WgmmaSpec, RendersTheWarpSpecialisedKernelWithAGridConstantParameter) {
-  const render::KernelSpec spec =
+  const families::KernelSpec spec =
       make_spec(sm90a_request(64), KernelConfig{192, 128, 16, 2, KernelPath::kWgmma});
-  const render::RenderedUnit unit = render::render(spec, render::TemplateSet::embedded());
+  const render::RenderedUnit unit = families::render(spec, render::TemplateSet::embedded());
   EXPECT_NE(unit.source.find("attention_forward_wgmma<"), std::string::npos) << unit.source;
   EXPECT_NE(unit.source.find("WgmmaAttentionConfig<intfa_spec_64_128_16_2_"), std::string::npos)
       << unit.source;
   EXPECT_NE(unit.source.find("const __grid_constant__ intfa::kernels::WgmmaAttentionParams"),
             std::string::npos)
       << unit.source;
-  EXPECT_EQ(render::KernelSpec::from_json(spec.to_json()), spec);
+  EXPECT_EQ(families::KernelSpec::from_json(spec.to_json()), spec);
 }
 
 // attention_forward_16bit's request (with_q_in_kernel): the Hopper kernel quantizes Q itself, in
@@ -153,11 +154,11 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
   testing::ScopedEnv unset("INTFA_QUANTIZE_Q_IN_KERNEL", nullptr);
   AttentionOptions smoothed;  // K smoothing is the default
   const SpecRequest hopper = with_q_in_kernel(sm90a_request(128), smoothed, DType::kBF16);
-  const render::KernelSpec spec = make_spec(hopper, heuristic_config(hopper));
+  const families::KernelSpec spec = make_spec(hopper, heuristic_config(hopper));
   EXPECT_TRUE(spec.quantizes_q);
   EXPECT_TRUE(spec.q_dot_k_mean);
   EXPECT_EQ(spec.input_type, kernels::ElementType::kBF16);
-  const render::RenderedUnit unit = render::render(spec, render::TemplateSet::embedded());
+  const render::RenderedUnit unit = families::render(spec, render::TemplateSet::embedded());
   for (const char* member :
        {"bool quantizes_q = true;", "bool q_dot_k_mean = true;",
         "intfa::kernels::ElementType input_type = intfa::kernels::ElementType::kBF16;"}) {
@@ -166,14 +167,13 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
         << unit.source;
   }
   EXPECT_NE(spec.to_string().find(" q=in_kernel+q_dot_k_mean"), std::string::npos);
-  EXPECT_EQ(render::KernelSpec::from_json(spec.to_json()), spec);
+  EXPECT_EQ(families::KernelSpec::from_json(spec.to_json()), spec);
   EXPECT_NO_THROW(validate_config(spec, 227 * 1024));
 
   AttentionOptions plain;
   plain.smooth_k = false;
-  const render::KernelSpec unsmoothed =
-      make_spec(with_q_in_kernel(sm90a_request(64), plain, DType::kF16),
-                heuristic_config(sm90a_request(64)));
+  const families::KernelSpec unsmoothed = make_spec(
+      with_q_in_kernel(sm90a_request(64), plain, DType::kF16), heuristic_config(sm90a_request(64)));
   EXPECT_TRUE(unsmoothed.quantizes_q);
   EXPECT_FALSE(unsmoothed.q_dot_k_mean);
 
@@ -207,10 +207,10 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
   }
 
   // The portable kernel refuses a spec that asks it to quantize Q; the LSE term needs the pass.
-  render::KernelSpec portable = make_spec(sm90a_request(128), portable_heuristic_config(hopper));
+  families::KernelSpec portable = make_spec(sm90a_request(128), portable_heuristic_config(hopper));
   portable.quantizes_q = true;
   EXPECT_EQ(refused_field_of(portable), "spec.quantizes_q");
-  render::KernelSpec term_alone = make_spec(sm90a_request(128), heuristic_config(hopper));
+  families::KernelSpec term_alone = make_spec(sm90a_request(128), heuristic_config(hopper));
   term_alone.q_dot_k_mean = true;
   EXPECT_EQ(refused_field_of(term_alone), "spec.q_dot_k_mean");
 }
@@ -224,9 +224,9 @@ TEST(WgmmaSpec, TheCallListsLeaveQsPassOutOnlyWhereEveryKernelQuantizesQ) {
   const AttentionOptions numerics;  // K smoothed: Q's pass would write the LSE term
   auto q_rows_listed = [&](const std::vector<KernelConfig>& configs) {
     int q_rows = 0, attention_in_kernel = 0;
-    for (const render::KernelSpec& spec :
+    for (const families::KernelSpec& spec :
          aot::attention_call_specs(request, DType::kF16, numerics, configs)) {
-      q_rows += spec.family == render::KernelFamily::kQuantizeRows && spec.q_dot_k_mean;
+      q_rows += spec.family == families::KernelFamily::kQuantizeRows && spec.q_dot_k_mean;
       attention_in_kernel += spec.quantizes_q;
     }
     return std::pair{q_rows, attention_in_kernel};

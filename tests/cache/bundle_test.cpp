@@ -25,7 +25,9 @@ namespace {
 using namespace intfa::testing;
 
 ManifestEntry fake_entry(unsigned char first, int head_dim) {
-  return ManifestEntry{quantize_rows_spec(head_dim), test_key(first), 1234, 0x0123456789abcdefULL};
+  const families::KernelSpec spec = quantize_rows_spec(head_dim);
+  return ManifestEntry{spec.to_json(), spec.to_string(), test_key(first), 1234,
+                       0x0123456789abcdefULL};
 }
 
 Manifest two_entry_manifest() {
@@ -88,6 +90,7 @@ TEST(Manifest, WritesTheDocumentedMembers) {
   const json::Value& entry = document.at("entries").as_array().at(0);
   EXPECT_EQ(entry.at("key").as_string(), test_key(0x10).hex());
   EXPECT_EQ(entry.at("spec"), quantize_rows_spec(64).to_json());
+  EXPECT_EQ(entry.at("spec_text").as_string(), quantize_rows_spec(64).to_string());
   EXPECT_EQ(entry.at("entry_bytes").as_int(), 1234);
   EXPECT_EQ(entry.at("xxh3_64").as_string(), "0123456789abcdef");
 }
@@ -133,7 +136,9 @@ TEST(Manifest, AWrongTypedMemberIsAnErrorNamingIt) {
       {"entries[0]", [](json::Value& d) { d.set("entries", json::Value::Array{7}); }},
       {"entries[0].key", entry_member("key", "not hex")},
       {"entries[0].key", entry_member("key", 5)},
-      {"entries[0].spec", entry_member("spec", json::Value::object())},
+      {"entries[0].spec", entry_member("spec", 5)},
+      {"entries[0].spec", entry_member("spec", json::Value::Array{7})},
+      {"entries[0].spec_text", entry_member("spec_text", 5)},
       {"entries[0].entry_bytes", entry_member("entry_bytes", "1234")},
       {"entries[0].entry_bytes", entry_member("entry_bytes", -5)},
       {"entries[0].entry_bytes", entry_member("entry_bytes", 1e300)},
@@ -269,9 +274,10 @@ class BundleOnDisk : public ::testing::Test {
     DiskCache writer(bundle_.path());
     manifest_ = Manifest::for_this_build();
     for (unsigned char first : {0x31, 0x42, 0x53}) {
-      const render::KernelSpec spec = quantize_rows_spec(64 << (first % 3));
-      writer.store(test_key(first), fake_cubin(80, 300 + first), spec);
-      manifest_.entries.push_back(describe_entry(bundle_.path(), test_key(first), spec));
+      const families::KernelSpec spec = quantize_rows_spec(64 << (first % 3));
+      writer.store(test_key(first), fake_cubin(80, 300 + first), families::kernel_source(spec));
+      manifest_.entries.push_back(
+          describe_entry(bundle_.path(), test_key(first), families::kernel_source(spec)));
     }
   }
   fs::path entry(unsigned char first) const {
@@ -328,7 +334,8 @@ TEST_F(BundleOnDisk, AChecksumTheManifestDoesNotRecordIsNamed) {
 }
 
 TEST_F(BundleOnDisk, AnEntryTheManifestDoesNotListIsNamed) {
-  DiskCache(bundle_.path()).store(test_key(0x64), fake_cubin(80, 500), quantize_rows_spec(256));
+  DiskCache(bundle_.path())
+      .store(test_key(0x64), fake_cubin(80, 500), families::kernel_source(quantize_rows_spec(256)));
   const VerifyReport report = verify_bundle(bundle_.path(), manifest_);
   ASSERT_EQ(report.bad.size(), 1u);
   EXPECT_EQ(report.bad[0].first, entry(0x64));
@@ -339,7 +346,8 @@ TEST_F(BundleOnDisk, AnEntryTheManifestDoesNotListIsNamed) {
 
 TEST(ReadOnlyDiskCache, LeavesABadEntryInPlaceAndWarnsOnce) {
   const TempDirectory directory;
-  DiskCache(directory.path()).store(test_key(0x70), fake_cubin(), quantize_rows_spec());
+  DiskCache(directory.path())
+      .store(test_key(0x70), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   const fs::path path = DiskCache(directory.path()).entry_path(test_key(0x70));
   std::vector<char> bytes = read_bytes(path);
   bytes.back() = static_cast<char>(bytes.back() ^ 0x01);
@@ -358,7 +366,7 @@ TEST(ReadOnlyDiskCache, StoresNothingAndRefusesToClear) {
   const TempDirectory directory;
   DiskCache read_only(directory.path() / "bundle", DiskCache::Access::kReadOnly);
   EXPECT_FALSE(read_only.writable());
-  read_only.store(test_key(0x71), fake_cubin(), quantize_rows_spec());
+  read_only.store(test_key(0x71), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   EXPECT_FALSE(fs::exists(directory.path() / "bundle"));
   EXPECT_THROW(read_only.clear(false), CacheError);
 }
@@ -401,7 +409,8 @@ class RuntimeWithBundle : public ::testing::Test {
     DiskCache writer(bundle_.path());
     bundled_key_ = launch::compile(bundled_, launch::CacheChain{nullptr, &writer}).key;
     Manifest manifest = Manifest::for_this_build();
-    manifest.entries.push_back(describe_entry(bundle_.path(), bundled_key_, bundled_));
+    manifest.entries.push_back(
+        describe_entry(bundle_.path(), bundled_key_, families::kernel_source(bundled_)));
     write_manifest(bundle_.path(), manifest);
   }
   void rewrite_manifest(const std::function<void(Manifest&)>& edit) {
@@ -410,15 +419,15 @@ class RuntimeWithBundle : public ::testing::Test {
     write_manifest(bundle_.path(), manifest);
   }
   // NVRTC compiles that compile(spec) ran.
-  static std::uint64_t compiles_for(const render::KernelSpec& spec) {
+  static std::uint64_t compiles_for(const families::KernelSpec& spec) {
     const std::uint64_t before = nvrtc::compile_count();
     launch::KernelRuntime::instance().compile(spec);
     return nvrtc::compile_count() - before;
   }
 
-  const render::KernelSpec bundled_ =
+  const families::KernelSpec bundled_ =
       quantize_rows_spec(64, kernels::ElementType::kF16, 8, device::Arch::kSm86);
-  const render::KernelSpec not_bundled_ =
+  const families::KernelSpec not_bundled_ =
       quantize_rows_spec(128, kernels::ElementType::kF16, 8, device::Arch::kSm86);
   TempDirectory bundle_;
   TempDirectory user_cache_;
@@ -430,7 +439,7 @@ class RuntimeWithBundle : public ::testing::Test {
 TEST_F(RuntimeWithBundle, CompileThroughAChainNamesWhereEachCubinCameFrom) {
   TempDir directory;
   DiskCache disk(directory.path());
-  const render::KernelSpec spec =
+  const families::KernelSpec spec =
       quantize_rows_spec(128, kernels::ElementType::kBF16, 8, device::Arch::kSm86);
   const launch::CompiledKernel first = launch::compile(spec, launch::CacheChain{nullptr, &disk});
   EXPECT_EQ(first.source, launch::CubinSource::kNvrtc);
@@ -530,8 +539,8 @@ TEST_F(RuntimeWithBundle, AnEntryThatIsNotTheFileTheManifestRecordsIsNeverLoaded
 
 // A bundle this build must not read: ignored with exactly one warning naming it, never loaded.
 void expect_ignored_with_one_warning(const fs::path& bundle, const fs::path& user_cache,
-                                     const render::KernelSpec& bundled,
-                                     const render::KernelSpec& other) {
+                                     const families::KernelSpec& bundled,
+                                     const families::KernelSpec& other) {
   log::ScopedCapture capture;
   const RuntimeLayers layers(bundle.string(), user_cache);
   const std::uint64_t before = nvrtc::compile_count();

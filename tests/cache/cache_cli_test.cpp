@@ -31,8 +31,10 @@ CliResult run_cli(const std::string& arguments, const std::string& environment =
 class CacheCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    disk_.store(test_key(0x11), fake_cubin(80, 300), quantize_rows_spec(64));
-    disk_.store(test_key(0x22), fake_cubin(86, 500), quantize_rows_spec(256));
+    disk_.store(test_key(0x11), fake_cubin(80, 300),
+                families::kernel_source(quantize_rows_spec(64)));
+    disk_.store(test_key(0x22), fake_cubin(86, 500),
+                families::kernel_source(quantize_rows_spec(256)));
   }
   std::string dir_option() const { return " --dir " + directory_.path().string(); }
 
@@ -55,10 +57,10 @@ TEST_F(CacheCli, LsKeepsItsColumnsAlignedWhateverTheSpecsLength) {
   attention::SpecRequest request;
   request.arch = device::Arch::kSm89;
   request.head_dim = 128;
-  const render::KernelSpec long_spec =
+  const families::KernelSpec long_spec =
       attention::make_spec(request, attention::heuristic_config(request));
   ASSERT_GT(long_spec.to_string().size(), 64u);
-  disk_.store(test_key(0x33), fake_cubin(89, 70000), long_spec);
+  disk_.store(test_key(0x33), fake_cubin(89, 70000), families::kernel_source(long_spec));
 
   const CliResult result = run_cli("cache ls" + dir_option());
   ASSERT_EQ(result.exit_code, 0) << result.output;
@@ -136,7 +138,8 @@ TEST_F(CacheCli, ClearStaleRemovesEntriesOfAnotherNvrtcOrFormatVersionAndCountsT
       {other_format, next_format}};
   std::uint64_t stale_bytes = 0;
   for (const auto& [key, bytes] : skewed) {
-    disk_.store(key, fake_cubin(), quantize_rows_spec());  // for its sidecar
+    disk_.store(key, fake_cubin(),
+                families::kernel_source(quantize_rows_spec()));  // for its sidecar
     write_bytes(disk_.entry_path(key), bytes);
     stale_bytes += bytes.size() + fs::file_size(disk_.sidecar_path(key));
   }
@@ -246,8 +249,8 @@ TEST(CacheCliClear, ListsEachFileItCouldNotRemoveAndExitsOne) {
   if (rerun_without_root()) return;  // root may unlink in any folder
   const TempDirectory directory;
   DiskCache disk(directory.path());
-  disk.store(test_key(0x11), fake_cubin(80, 300), quantize_rows_spec(64));
-  disk.store(test_key(0x22), fake_cubin(86, 500), quantize_rows_spec(256));
+  disk.store(test_key(0x11), fake_cubin(80, 300), families::kernel_source(quantize_rows_spec(64)));
+  disk.store(test_key(0x22), fake_cubin(86, 500), families::kernel_source(quantize_rows_spec(256)));
   const fs::path locked_folder = disk.entry_path(test_key(0x22)).parent_path();
   ASSERT_EQ(::chmod(locked_folder.c_str(), 0500), 0);
 
@@ -268,7 +271,7 @@ TEST(CacheCliClear, ListsAnEmptiedKeyFolderItCouldNotRemove) {
   if (rerun_without_root()) return;
   const TempDirectory directory;
   DiskCache disk(directory.path());
-  disk.store(test_key(0x11), fake_cubin(80, 300), quantize_rows_spec(64));
+  disk.store(test_key(0x11), fake_cubin(80, 300), families::kernel_source(quantize_rows_spec(64)));
   ASSERT_EQ(::chmod(directory.path().c_str(), 0500), 0);
   const CliResult clear = run_cli("cache clear --dir " + directory.path().string());
   ASSERT_EQ(::chmod(directory.path().c_str(), 0700), 0);

@@ -42,7 +42,8 @@ TEST(CacheCrashChild, DISABLED_StoresOneEntry) {
     GTEST_SKIP() << "run by CacheCrash.* in a child process";
   }
   files::set_write_pause_for_testing(true);
-  DiskCache(directory).store(killed_key(), killed_cubin(), quantize_rows_spec());
+  DiskCache(directory).store(killed_key(), killed_cubin(),
+                             families::kernel_source(quantize_rows_spec()));
 }
 
 // Runs only in a child process, which the hook stops halfway through each temp file it writes.
@@ -53,7 +54,7 @@ TEST(CacheCrashChild, DISABLED_StoresOneEntryAndStaysWritable) {
   }
   files::set_write_pause_for_testing(true);
   DiskCache disk(directory);
-  disk.store(killed_key(), killed_cubin(), quantize_rows_spec());
+  disk.store(killed_key(), killed_cubin(), families::kernel_source(quantize_rows_spec()));
   EXPECT_TRUE(disk.writable()) << "a store that lost its folder to a clear turned memory-only";
   EXPECT_EQ(disk.load(killed_key()), killed_cubin());
 }
@@ -65,7 +66,7 @@ TEST(CacheCrashChild, DISABLED_StoresOneEntryWithOnlyTheVariableSet) {
     GTEST_SKIP() << "run by CacheCrash.* in a child process";
   }
   DiskCache disk(directory);
-  disk.store(killed_key(), killed_cubin(), quantize_rows_spec());
+  disk.store(killed_key(), killed_cubin(), families::kernel_source(quantize_rows_spec()));
   EXPECT_EQ(disk.load(killed_key()), killed_cubin());
 }
 
@@ -136,12 +137,13 @@ TEST_F(CacheCrash, ALaterWriterRemovesTheTempFileOnlyOnceItIsOverAnHourOld) {
   const fs::path temp = kill_a_writer_halfway(cache_.path(), control_.path());
   ASSERT_FALSE(temp.empty());
   set_age(temp, kUnderAnHour);
-  DiskCache(cache_.path()).store(test_key(0x43), fake_cubin(), quantize_rows_spec());
+  DiskCache(cache_.path())
+      .store(test_key(0x43), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   EXPECT_TRUE(fs::exists(temp)) << "under an hour old, it may belong to a live writer";
 
   set_age(temp, kOverAnHour);
   DiskCache later(cache_.path());
-  later.store(killed_key(), killed_cubin(), quantize_rows_spec());
+  later.store(killed_key(), killed_cubin(), families::kernel_source(quantize_rows_spec()));
   EXPECT_FALSE(fs::exists(temp));
   EXPECT_TRUE(files_named(cache_.path(), ".tmp-").empty());
   EXPECT_EQ(later.load(killed_key()), killed_cubin());

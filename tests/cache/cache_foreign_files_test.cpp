@@ -68,8 +68,8 @@ TEST(CacheForeignFiles, ClearRemovesOnlyEntryFilesAndReportsWhatItKept) {
   const TempDirectory directory;
   const TempDirectory outside;
   DiskCache disk(directory.path());
-  disk.store(test_key(0xab), fake_cubin(), quantize_rows_spec());
-  disk.store(test_key(0x12), fake_cubin(), quantize_rows_spec());
+  disk.store(test_key(0xab), fake_cubin(), families::kernel_source(quantize_rows_spec()));
+  disk.store(test_key(0x12), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   const NotACache planted(directory.path(), outside.path());
   const fs::path directory_entry = disk.entry_path(test_key(0x13));
   fs::create_directories(directory_entry / "inside");
@@ -98,14 +98,14 @@ TEST(CacheForeignFiles, ClearRemovesOnlyEntryFilesAndReportsWhatItKept) {
 TEST(CacheForeignFiles, LoadLeavesADirectoryAtAnEntrysNameInPlaceWithOneWarning) {
   const TempDirectory directory;
   DiskCache disk(directory.path());
-  disk.store(test_key(0x21), fake_cubin(), quantize_rows_spec());
+  disk.store(test_key(0x21), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   const fs::path entry = disk.entry_path(test_key(0x22));
   fs::create_directories(entry);
   write_text(entry / "file", "x\n");
   log::ScopedCapture capture;
   EXPECT_FALSE(disk.load(test_key(0x22)));
   EXPECT_FALSE(disk.load(test_key(0x22)));
-  disk.store(test_key(0x22), fake_cubin(), quantize_rows_spec());
+  disk.store(test_key(0x22), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   EXPECT_TRUE(fs::exists(entry / "file"));
   EXPECT_TRUE(disk.writable()) << "other keys are still stored";
   EXPECT_EQ(disk.load(test_key(0x21)), fake_cubin());
@@ -117,15 +117,15 @@ TEST(CacheForeignFiles, LoadLeavesADirectoryAtAnEntrysNameInPlaceWithOneWarning)
 TEST(CacheForeignFiles, LoadAndStoreLeaveAFileAtAKeyFoldersNameInPlace) {
   const TempDirectory directory;
   DiskCache disk(directory.path());
-  disk.store(test_key(0x31), fake_cubin(), quantize_rows_spec());
+  disk.store(test_key(0x31), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   write_text(directory.path() / "ab", "precious\n");
   log::ScopedCapture capture;
   EXPECT_FALSE(disk.load(test_key(0xab)));
-  disk.store(test_key(0xab), fake_cubin(), quantize_rows_spec());
+  disk.store(test_key(0xab), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   EXPECT_FALSE(disk.load(test_key(0xab)));
   EXPECT_EQ(read_bytes(directory.path() / "ab").size(), 9u);
   EXPECT_TRUE(disk.writable());
-  disk.store(test_key(0x32), fake_cubin(), quantize_rows_spec());
+  disk.store(test_key(0x32), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   EXPECT_EQ(disk.load(test_key(0x32)), fake_cubin());
   EXPECT_EQ(capture.warnings().size(), 1u);
 }
@@ -135,7 +135,7 @@ TEST(CacheForeignFiles, LoadAndStoreLeaveAFileAtAKeyFoldersNameInPlace) {
 TEST(CacheForeignFiles, TheFirstStoreTagsTheDirectoryAsACache) {
   const TempDirectory parent;
   DiskCache disk(parent.path() / "cache");
-  disk.store(test_key(0x41), fake_cubin(), quantize_rows_spec());
+  disk.store(test_key(0x41), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   const std::vector<char> tag = read_bytes(parent.path() / "cache" / "CACHEDIR.TAG");
   const std::string text(tag.begin(), tag.end());
   EXPECT_EQ(text.rfind("Signature: 8a477f597d28d172789f06886806bc55", 0), 0u) << text;

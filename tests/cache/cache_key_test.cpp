@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cache/cache_test_support.hpp"
+#include "families/kernel_spec.hpp"
 #include "render/render.hpp"
 #include "render/template_set.hpp"
 
@@ -28,14 +29,14 @@ const std::vector<std::string> kOptions = {"-std=c++17", "--gpu-architecture=sm_
 const nvrtc::Version kNvrtc{13, 0};
 
 struct KeyRecipe {
-  render::KernelSpec spec = quantize_rows_spec();
+  families::KernelSpec spec = quantize_rows_spec();
   std::vector<std::string> options = kOptions;
   nvrtc::Version nvrtc_version = kNvrtc;
   std::uint32_t format_version = kFormatVersion;
 };
 
 CacheKey key_for(const KeyRecipe& recipe, const render::TemplateSet& templates) {
-  const render::RenderedUnit unit = render::render(recipe.spec, templates);
+  const render::RenderedUnit unit = families::render(recipe.spec, templates);
   return make_key({unit, templates, recipe.options, recipe.nvrtc_version, recipe.spec.arch,
                    recipe.format_version});
 }
@@ -109,21 +110,21 @@ TEST(CacheKey, ChangesWithEachSpecFieldTheRenderedUnitUses) {
   std::set<CacheKey> keys;
   for (const KeyRecipe& recipe : recipes) {
     if (recipe.spec.arch == recipes[0].spec.arch) {
-      sources.insert(render::render(recipe.spec, render::TemplateSet::embedded()).source);
+      sources.insert(families::render(recipe.spec, render::TemplateSet::embedded()).source);
     }
     keys.insert(key_for(recipe));
   }
   ASSERT_EQ(sources.size(), recipes.size() - 1) << "each field but the arch must change the unit";
   // The arch is not in the unit's text: the compile options carry it into the key.
-  EXPECT_EQ(render::render(recipes[5].spec, render::TemplateSet::embedded()).source,
-            render::render(recipes[0].spec, render::TemplateSet::embedded()).source);
+  EXPECT_EQ(families::render(recipes[5].spec, render::TemplateSet::embedded()).source,
+            families::render(recipes[0].spec, render::TemplateSet::embedded()).source);
   EXPECT_EQ(keys.size(), recipes.size());
 }
 
 TEST(CacheKey, ChangesWithVarlen) {
   KeyRecipe dense;
-  dense.spec = render::KernelSpec{};
-  dense.spec.family = render::KernelFamily::kAttention;
+  dense.spec = families::KernelSpec{};
+  dense.spec.family = families::KernelFamily::kAttention;
   dense.spec.head_dim = 128;
   dense.spec.block_m = 64;
   dense.spec.block_n = 64;
@@ -132,9 +133,9 @@ TEST(CacheKey, ChangesWithVarlen) {
   KeyRecipe varlen = dense;
   varlen.spec.varlen = true;
   const std::string dense_source =
-      render::render(dense.spec, render::TemplateSet::embedded()).source;
+      families::render(dense.spec, render::TemplateSet::embedded()).source;
   const std::string varlen_source =
-      render::render(varlen.spec, render::TemplateSet::embedded()).source;
+      families::render(varlen.spec, render::TemplateSet::embedded()).source;
   EXPECT_NE(dense_source.find("static constexpr bool varlen = false;"), std::string::npos)
       << dense_source;
   EXPECT_NE(varlen_source.find("static constexpr bool varlen = true;"), std::string::npos)
@@ -169,7 +170,7 @@ TEST(CacheKey, ChangesWithTheNvrtcVersion) {
 
 TEST(CacheKey, ChangesWithTheArchAlone) {
   const render::TemplateSet templates = render::TemplateSet::embedded();
-  const render::RenderedUnit unit = render::render(quantize_rows_spec(), templates);
+  const render::RenderedUnit unit = families::render(quantize_rows_spec(), templates);
   const CacheKey sm80 = make_key({unit, templates, kOptions, kNvrtc, device::Arch::kSm80});
   const CacheKey sm86 = make_key({unit, templates, kOptions, kNvrtc, device::Arch::kSm86});
   EXPECT_NE(sm80, sm86);
@@ -184,14 +185,14 @@ TEST(CacheKey, ChangesWithTheFormatVersion) {
 TEST(CacheKey, ChangesWithOneByteOfAnyIncludedTemplate) {
   const TemplateCopy original;
   const render::TemplateSet original_set = original.load();
-  const render::RenderedUnit unit = render::render(KeyRecipe{}.spec, original_set);
+  const render::RenderedUnit unit = families::render(KeyRecipe{}.spec, original_set);
   ASSERT_GE(unit.headers.size(), 2u) << "quantize_rows.cuh includes other templates";
   const CacheKey original_key = key_for({}, original_set);
   for (const std::string& header : unit.headers) {
     const TemplateCopy edited;
     edited.change_one_byte(header);
     const render::TemplateSet edited_set = edited.load();
-    ASSERT_EQ(render::render(KeyRecipe{}.spec, edited_set), unit) << header;
+    ASSERT_EQ(families::render(KeyRecipe{}.spec, edited_set), unit) << header;
     EXPECT_NE(key_for({}, edited_set), original_key) << "edited " << header;
   }
 }
@@ -199,7 +200,7 @@ TEST(CacheKey, ChangesWithOneByteOfAnyIncludedTemplate) {
 TEST(CacheKey, IgnoresTemplatesOutsideTheUnitsIncludeClosure) {
   const TemplateCopy original;
   const render::TemplateSet original_set = original.load();
-  const render::RenderedUnit unit = render::render(KeyRecipe{}.spec, original_set);
+  const render::RenderedUnit unit = families::render(KeyRecipe{}.spec, original_set);
   std::vector<std::string> unrelated;
   for (const auto& [path, contents] : original_set.files()) {
     if (std::find(unit.headers.begin(), unit.headers.end(), path) == unit.headers.end()) {

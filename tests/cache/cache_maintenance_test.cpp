@@ -31,8 +31,8 @@ void flip_last_byte(const fs::path& path) {
 TEST(CacheMaintenance, VerifyReportsATamperedEntryWithItsReasonAndRemovesNothing) {
   const TempDirectory directory;
   DiskCache disk(directory.path());
-  disk.store(test_key(0x01), fake_cubin(), quantize_rows_spec());
-  disk.store(test_key(0x02), fake_cubin(), quantize_rows_spec());
+  disk.store(test_key(0x01), fake_cubin(), families::kernel_source(quantize_rows_spec()));
+  disk.store(test_key(0x02), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   EXPECT_TRUE(disk.verify().ok());
   flip_last_byte(disk.entry_path(test_key(0x02)));
   const VerifyReport report = disk.verify();
@@ -58,7 +58,7 @@ TEST(CacheMaintenance, VerifyReportsTempFilesOlderThanAnHour) {
 TEST(CacheMaintenance, VerifyReportsAnEntryInAnotherKeysFolder) {
   const TempDirectory directory;
   DiskCache disk(directory.path());
-  disk.store(test_key(0x05), fake_cubin(), quantize_rows_spec());
+  disk.store(test_key(0x05), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   fs::create_directory(directory.path() / "ff");
   const fs::path misplaced = directory.path() / "ff" / (test_key(0x05).hex() + ".cubin");
   fs::rename(disk.entry_path(test_key(0x05)), misplaced);
@@ -73,7 +73,7 @@ TEST(CacheMaintenance, ClearStaleRemovesWhatThisBuildCannotUseAndKeepsTheRest) {
   const CacheKey good = test_key(0x10), corrupt = test_key(0x20), other_nvrtc = test_key(0x30),
                  orphan = test_key(0x40);
   for (const CacheKey& key : {good, corrupt, other_nvrtc, orphan}) {
-    disk.store(key, fake_cubin(), quantize_rows_spec());
+    disk.store(key, fake_cubin(), families::kernel_source(quantize_rows_spec()));
   }
   flip_last_byte(disk.entry_path(corrupt));
   const nvrtc::Version running = nvrtc::version();
@@ -111,7 +111,7 @@ TEST(CacheMaintenance, ClearAllEmptiesTheCacheButLeavesOtherFilesAlone) {
   const TempDirectory directory;
   DiskCache disk(directory.path());
   for (unsigned char first : {0x01, 0x02, 0x81}) {
-    disk.store(test_key(first), fake_cubin(80, 512), quantize_rows_spec());
+    disk.store(test_key(first), fake_cubin(80, 512), families::kernel_source(quantize_rows_spec()));
   }
   temp_file(disk, test_key(0x01), 5);
   write_text(directory.path() / "notes.txt", "mine\n");
@@ -148,7 +148,7 @@ TEST(CacheMaintenance, ClearRemovesALinkAtAnEntrysNameButNotItsTarget) {
   const TempDirectory directory;
   const TempDirectory outside;
   DiskCache disk(directory.path());
-  disk.store(test_key(0x07), fake_cubin(), quantize_rows_spec());
+  disk.store(test_key(0x07), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   const fs::path target = outside.path() / "precious";
   write_text(target, "keep me\n");
   fs::remove(disk.entry_path(test_key(0x07)));

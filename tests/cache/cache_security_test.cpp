@@ -93,7 +93,7 @@ TEST(CacheSecurity, NothingOutsideTheCacheIsOpenedChangedOrRemovedThroughLinksIn
   disk.list();
   disk.verify();
   for (const CacheKey& key : {entry_link, folder_link, sidecar_link}) {
-    disk.store(key, fake_cubin(80, 256, 0x77), quantize_rows_spec());
+    disk.store(key, fake_cubin(80, 256, 0x77), families::kernel_source(quantize_rows_spec()));
     // The link at the folder's name is not intfa's to remove: that key works from memory.
     const auto expected =
         key == folder_link ? std::nullopt : std::optional<nvrtc::Cubin>(fake_cubin(80, 256, 0x77));

@@ -22,9 +22,10 @@
 
 #include "cache/cache_key.hpp"
 #include "device/arch.hpp"
+#include "families/kernel_spec.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "nvrtc/compiler.hpp"
-#include "render/kernel_spec.hpp"
+#include "render/render.hpp"
 #include "support/temp_dir.hpp"  // ScopedEnv
 
 namespace intfa::testing {
@@ -79,11 +80,11 @@ class RuntimeCacheDirectory {
   std::optional<ScopedEnv> cache_disable_;
 };
 
-inline render::KernelSpec quantize_rows_spec(
+inline families::KernelSpec quantize_rows_spec(
     int head_dim = 128, kernels::ElementType input_type = kernels::ElementType::kF16,
     int qk_bits = 8, device::Arch arch = device::Arch::kSm80) {
-  render::KernelSpec spec;
-  spec.family = render::KernelFamily::kQuantizeRows;
+  families::KernelSpec spec;
+  spec.family = families::KernelFamily::kQuantizeRows;
   spec.arch = arch;
   spec.head_dim = head_dim;
   spec.input_type = input_type;

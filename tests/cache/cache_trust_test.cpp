@@ -43,7 +43,7 @@ void expect_refused_with_one_warning(DiskCache& disk, const log::ScopedCapture& 
                                      const std::string& named, const std::string& why) {
   EXPECT_FALSE(disk.load(test_key(0x01))) << "a planted entry would be a hit";
   EXPECT_FALSE(disk.load(test_key(0x02)));
-  disk.store(test_key(0x03), fake_cubin(), quantize_rows_spec());
+  disk.store(test_key(0x03), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   EXPECT_FALSE(fs::exists(disk.entry_path(test_key(0x03))));
   EXPECT_FALSE(disk.load(test_key(0x03)));
   EXPECT_FALSE(disk.writable());
@@ -56,8 +56,8 @@ void expect_refused_with_one_warning(DiskCache& disk, const log::ScopedCapture& 
 // Entries for keys 0x01 and 0x02 in `directory`, written by this process.
 void plant_entries(const fs::path& directory) {
   DiskCache writer(directory);
-  writer.store(test_key(0x01), fake_cubin(), quantize_rows_spec());
-  writer.store(test_key(0x02), fake_cubin(), quantize_rows_spec());
+  writer.store(test_key(0x01), fake_cubin(), families::kernel_source(quantize_rows_spec()));
+  writer.store(test_key(0x02), fake_cubin(), families::kernel_source(quantize_rows_spec()));
 }
 
 TEST(CacheTrust, ACacheDirectoryOfAnotherUserIsRefusedWithOneWarning) {
@@ -143,7 +143,8 @@ TEST(CacheTrust, ABundleOfAnotherUserIsIgnoredWithOneWarning) {
   const TempDirectory bundle;
   plant_entries(bundle.path());
   Manifest manifest = Manifest::for_this_build();
-  manifest.entries.push_back(describe_entry(bundle.path(), test_key(0x01), quantize_rows_spec()));
+  manifest.entries.push_back(
+      describe_entry(bundle.path(), test_key(0x01), families::kernel_source(quantize_rows_spec())));
   write_manifest(bundle.path(), manifest);
   give_to_other_user(bundle.path());
   log::ScopedCapture capture;
@@ -189,7 +190,7 @@ void expect_unreadable(const fs::path& directory, const std::string& reason) {
   DiskCache disk(directory);
   for (unsigned char key = 0x01; key <= 0x04; ++key) {
     EXPECT_FALSE(disk.load(test_key(key)));
-    disk.store(test_key(key), fake_cubin(), quantize_rows_spec());
+    disk.store(test_key(key), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   }
   EXPECT_FALSE(disk.writable());
   const std::vector<std::string> warnings = capture.warnings();

@@ -22,13 +22,14 @@ using namespace intfa::testing;
 TEST(DiskCacheSharedDirectory, IsRefusedWithOneWarningAndWorksFromMemoryOnly) {
   for (const unsigned mode : {0770u, 0707u, 0777u}) {
     const TempDirectory directory;
-    DiskCache(directory.path()).store(test_key(1), fake_cubin(), quantize_rows_spec());
+    DiskCache(directory.path())
+        .store(test_key(1), fake_cubin(), families::kernel_source(quantize_rows_spec()));
     ASSERT_EQ(::chmod(directory.path().c_str(), mode), 0);
     log::ScopedCapture capture;
     DiskCache disk(directory.path());
     EXPECT_FALSE(disk.writable());
     EXPECT_FALSE(disk.load(test_key(1))) << "a planted entry would be a hit";
-    disk.store(test_key(2), fake_cubin(), quantize_rows_spec());
+    disk.store(test_key(2), fake_cubin(), families::kernel_source(quantize_rows_spec()));
     EXPECT_FALSE(fs::exists(disk.entry_path(test_key(2))));
     DiskCache(directory.path()).load(test_key(1));
     const std::vector<std::string> warnings = capture.warnings();
@@ -51,10 +52,13 @@ class SimulatedWriteFailure {
 void expect_memory_only_after_one_warning(const fs::path& directory) {
   log::ScopedCapture capture;
   DiskCache disk(directory);
-  EXPECT_NO_THROW(disk.store(test_key(1), fake_cubin(), quantize_rows_spec()));
+  EXPECT_NO_THROW(
+      disk.store(test_key(1), fake_cubin(), families::kernel_source(quantize_rows_spec())));
   EXPECT_FALSE(disk.writable());
-  EXPECT_NO_THROW(disk.store(test_key(2), fake_cubin(), quantize_rows_spec()));
-  EXPECT_NO_THROW(disk.store(test_key(3), fake_cubin(), quantize_rows_spec()));
+  EXPECT_NO_THROW(
+      disk.store(test_key(2), fake_cubin(), families::kernel_source(quantize_rows_spec())));
+  EXPECT_NO_THROW(
+      disk.store(test_key(3), fake_cubin(), families::kernel_source(quantize_rows_spec())));
   EXPECT_FALSE(disk.load(test_key(1)));
   const std::vector<std::string> warnings = capture.warnings();
   ASSERT_EQ(warnings.size(), 1u);
@@ -75,9 +79,9 @@ TEST(DiskCacheReadOnly, StaysMemoryOnlyAfterTheDiskRecovers) {
   {
     const SimulatedWriteFailure full_disk;
     log::ScopedCapture capture;
-    disk.store(test_key(1), fake_cubin(), quantize_rows_spec());
+    disk.store(test_key(1), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   }
-  disk.store(test_key(2), fake_cubin(), quantize_rows_spec());
+  disk.store(test_key(2), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   EXPECT_FALSE(fs::exists(disk.entry_path(test_key(2)))) << "no further write attempts";
 }
 

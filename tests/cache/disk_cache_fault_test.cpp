@@ -53,7 +53,7 @@ void PrintTo(Fault fault, std::ostream* os) {
 
 // A real compiled kernel, built once for the suite in a cache of its own.
 struct CompiledEntry {
-  render::KernelSpec spec = quantize_rows_spec(128, kernels::ElementType::kF16, 4);
+  families::KernelSpec spec = quantize_rows_spec(128, kernels::ElementType::kF16, 4);
   CacheKey key;
   nvrtc::Cubin cubin;
 };
@@ -75,7 +75,8 @@ class DiskCacheFault : public ::testing::TestWithParam<Fault> {
 
   // A good entry, then the fault applied to it.
   void plant_fault() const {
-    DiskCache(cache_.path()).store(compiled_->key, compiled_->cubin, compiled_->spec);
+    DiskCache(cache_.path())
+        .store(compiled_->key, compiled_->cubin, families::kernel_source(compiled_->spec));
     const std::vector<char> good = read_bytes(entry());
     switch (GetParam()) {
       case Fault::kTruncated:
@@ -184,14 +185,14 @@ TEST(DiskCacheFolder, ALinkInPlaceOfAKeyFolderIsNeverFollowedNorRemoved) {
   log::ScopedCapture capture;
   DiskCache disk(cache.path());
   EXPECT_FALSE(disk.load(key));
-  disk.store(key, fake_cubin(80, 256, 0x77), quantize_rows_spec());
+  disk.store(key, fake_cubin(80, 256, 0x77), families::kernel_source(quantize_rows_spec()));
   EXPECT_FALSE(disk.load(key));
   EXPECT_EQ(capture.warnings().size(), 1u);
   EXPECT_EQ(fs::symlink_status(cache.path() / "50").type(), fs::file_type::symlink);
   EXPECT_EQ(read_bytes(outside.path() / (key.hex() + ".cubin")), encode_entry(key, fake_cubin()));
   EXPECT_EQ(fs::directory_entry(outside.path()).is_directory(), true);
   EXPECT_EQ(std::distance(fs::directory_iterator(outside.path()), fs::directory_iterator()), 1);
-  disk.store(test_key(0x51), fake_cubin(), quantize_rows_spec());
+  disk.store(test_key(0x51), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   EXPECT_EQ(disk.load(test_key(0x51)), fake_cubin());
 }
 

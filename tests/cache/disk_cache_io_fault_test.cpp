@@ -25,7 +25,7 @@ TEST(DiskCachePermissionDenied, AnUnreadableEntryIsAMissWithOneWarningAndIsLeftI
   if (rerun_without_root()) return;
   const TempDirectory directory;
   DiskCache disk(directory.path());
-  disk.store(test_key(0x61), fake_cubin(), quantize_rows_spec());
+  disk.store(test_key(0x61), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   ASSERT_EQ(::chmod(disk.entry_path(test_key(0x61)).c_str(), 0), 0);
   log::ScopedCapture capture;
   EXPECT_FALSE(disk.load(test_key(0x61)));
@@ -39,7 +39,7 @@ TEST(DiskCachePermissionDenied, AnUnreadableEntryIsAMissWithOneWarningAndIsLeftI
 TEST(DiskCachePermissionDenied, TheRuntimeCompilesAndReplacesAnUnreadableEntry) {
   if (rerun_without_root()) return;
   const TempDirectory directory;
-  const render::KernelSpec spec = quantize_rows_spec(64);
+  const families::KernelSpec spec = quantize_rows_spec(64);
   const RuntimeCacheDirectory runtime_cache(directory.path());
   launch::KernelRuntime& runtime = launch::KernelRuntime::instance();
   const launch::CompiledKernel first = runtime.compile(spec);

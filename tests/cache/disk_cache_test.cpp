@@ -26,7 +26,7 @@ TEST(DiskCache, MissesThenStoresThenHitsTheSameCubin) {
   const nvrtc::Cubin cubin = fake_cubin(86, 4096, 0x11);
   log::ScopedCapture capture;
   EXPECT_FALSE(disk.load(key));
-  disk.store(key, cubin, quantize_rows_spec());
+  disk.store(key, cubin, families::kernel_source(quantize_rows_spec()));
   const auto hit = disk.load(key);
   ASSERT_TRUE(hit);
   EXPECT_EQ(*hit, cubin);
@@ -38,8 +38,10 @@ TEST(DiskCache, MissesThenStoresThenHitsTheSameCubin) {
 TEST(DiskCache, KeepsEntriesApart) {
   const TempDirectory directory;
   DiskCache disk(directory.path());
-  disk.store(test_key(0x20), fake_cubin(80, 256, 0x01), quantize_rows_spec());
-  disk.store(test_key(0x21), fake_cubin(80, 256, 0x02), quantize_rows_spec(64));
+  disk.store(test_key(0x20), fake_cubin(80, 256, 0x01),
+             families::kernel_source(quantize_rows_spec()));
+  disk.store(test_key(0x21), fake_cubin(80, 256, 0x02),
+             families::kernel_source(quantize_rows_spec(64)));
   EXPECT_EQ(disk.load(test_key(0x20)), fake_cubin(80, 256, 0x01));
   EXPECT_EQ(disk.load(test_key(0x21)), fake_cubin(80, 256, 0x02));
   EXPECT_FALSE(disk.load(test_key(0x22)));
@@ -52,7 +54,7 @@ TEST(DiskCache, WritesTheEntryUnderItsKeysFirstTwoHexDigits) {
   const fs::path expected = directory.path() / "ab" / (key.hex() + ".cubin");
   EXPECT_EQ(disk.entry_path(key), expected);
   EXPECT_EQ(disk.sidecar_path(key), directory.path() / "ab" / (key.hex() + ".json"));
-  disk.store(key, fake_cubin(), quantize_rows_spec());
+  disk.store(key, fake_cubin(), families::kernel_source(quantize_rows_spec()));
   EXPECT_TRUE(fs::is_regular_file(expected));
   EXPECT_EQ(read_bytes(expected), encode_entry(key, fake_cubin()));
 }
@@ -62,13 +64,13 @@ TEST(DiskCache, WritesAReadableSidecarDescribingTheEntry) {
   DiskCache disk(directory.path());
   const CacheKey key = test_key(0x30);
   const nvrtc::Cubin cubin = fake_cubin(80, 777);
-  const render::KernelSpec spec = quantize_rows_spec(256, kernels::ElementType::kBF16, 4);
+  const families::KernelSpec spec = quantize_rows_spec(256, kernels::ElementType::kBF16, 4);
   const std::time_t before = std::time(nullptr);
-  disk.store(key, cubin, spec);
+  disk.store(key, cubin, families::kernel_source(spec));
   const std::vector<char> text = read_bytes(disk.sidecar_path(key));
   const json::Value sidecar = json::parse(std::string(text.begin(), text.end()));
   EXPECT_EQ(sidecar.at("key").as_string(), key.hex());
-  EXPECT_EQ(render::KernelSpec::from_json(sidecar.at("spec")), spec);
+  EXPECT_EQ(families::KernelSpec::from_json(sidecar.at("spec")), spec);
   EXPECT_EQ(sidecar.at("spec_text").as_string(), spec.to_string());
   EXPECT_EQ(sidecar.at("nvrtc").as_string(), nvrtc::version().to_string());
   EXPECT_EQ(sidecar.at("format_version").as_int(), kFormatVersion);
@@ -88,7 +90,7 @@ TEST(DiskCache, CreatesItsDirectoryOnlyOnTheFirstStoreWithMode0700) {
   EXPECT_EQ(disk.verify().checked, 0u);
   EXPECT_EQ(disk.clear(false).removed_files, 0u);
   EXPECT_FALSE(fs::exists(parent.path() / "home")) << "reading creates nothing";
-  disk.store(test_key(0x40), fake_cubin(), quantize_rows_spec());
+  disk.store(test_key(0x40), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   EXPECT_TRUE(disk.writable());
   for (const fs::path& created :
        {parent.path() / "home", parent.path() / "home" / ".cache", directory, directory / "40"}) {
@@ -101,7 +103,7 @@ TEST(DiskCache, LeavesNoTempFilesBehind) {
   const TempDirectory directory;
   DiskCache disk(directory.path());
   for (unsigned char first = 0; first < 8; ++first) {
-    disk.store(test_key(first), fake_cubin(), quantize_rows_spec());
+    disk.store(test_key(first), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   }
   EXPECT_TRUE(files_named(directory.path(), ".tmp-").empty());
   EXPECT_EQ(disk.list().size(), 8u);
@@ -110,9 +112,9 @@ TEST(DiskCache, LeavesNoTempFilesBehind) {
 TEST(DiskCache, ListsEveryEntrySortedByKeyWithItsSpec) {
   const TempDirectory directory;
   DiskCache disk(directory.path());
-  disk.store(test_key(0xf0), fake_cubin(80, 300), quantize_rows_spec(64));
-  disk.store(test_key(0x05), fake_cubin(80, 200), quantize_rows_spec(128));
-  disk.store(test_key(0x70), fake_cubin(80, 100), quantize_rows_spec(256));
+  disk.store(test_key(0xf0), fake_cubin(80, 300), families::kernel_source(quantize_rows_spec(64)));
+  disk.store(test_key(0x05), fake_cubin(80, 200), families::kernel_source(quantize_rows_spec(128)));
+  disk.store(test_key(0x70), fake_cubin(80, 100), families::kernel_source(quantize_rows_spec(256)));
   fs::remove(disk.sidecar_path(test_key(0x70)));
   const std::vector<EntryInfo> entries = disk.list();
   ASSERT_EQ(entries.size(), 3u);
@@ -131,7 +133,7 @@ TEST(DiskCache, ListsEveryEntrySortedByKeyWithItsSpec) {
 TEST(DiskCache, ASidecarOfAMebibyteCostsTheListingNoTime) {
   const TempDirectory directory;
   DiskCache disk(directory.path());
-  disk.store(test_key(0x05), fake_cubin(), quantize_rows_spec());
+  disk.store(test_key(0x05), fake_cubin(), families::kernel_source(quantize_rows_spec()));
   std::string sidecar = wide_json_object(55000);  // just under 1 MiB
   sidecar.insert(1, "\"spec_text\": \"planted\", ");
   write_text(disk.sidecar_path(test_key(0x05)), sidecar);
@@ -146,7 +148,7 @@ TEST(DiskCache, AHitNeedsNoNvrtcCompile) {
   const TempDirectory directory;
   const RuntimeCacheDirectory runtime_cache(directory.path());
   launch::KernelRuntime& runtime = launch::KernelRuntime::instance();
-  const render::KernelSpec spec = quantize_rows_spec(64, kernels::ElementType::kBF16, 8);
+  const families::KernelSpec spec = quantize_rows_spec(64, kernels::ElementType::kBF16, 8);
 
   const std::uint64_t before = nvrtc::compile_count();
   const launch::CompiledKernel first = runtime.compile(spec);

@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 
+#include "families/kernel_spec.hpp"
 #include "intfa/errors.hpp"
 #include "reference/reference.hpp"
 #include "render/render.hpp"
@@ -53,27 +54,27 @@ TEST(PagedParams, FastDivideAgreesWithIntegerDivision) {
 }
 
 TEST(PagedFamily, EachKernelRendersItsTemplateWithTheSpecValues) {
-  const render::RenderedUnit decode = render::render(decode_spec(
+  const render::RenderedUnit decode = families::render(decode_spec(
       device::Arch::kSm90a, 128, 4, ElementType::kBF16, ElementType::kF16, {32, 128, 4}));
   EXPECT_NE(decode.source.find("#include \"decode/paged_decode.cuh\""), std::string::npos);
   EXPECT_EQ(decode.name_expression,
             "intfa::kernels::paged_decode<128, 4, intfa::kernels::ElementType::kBF16, "
             "intfa::kernels::ElementType::kF16, 32, 128, 4>");
   const render::RenderedUnit append =
-      render::render(append_spec(device::Arch::kSm80, 64, 8, ElementType::kF16));
+      families::render(append_spec(device::Arch::kSm80, 64, 8, ElementType::kF16));
   EXPECT_EQ(append.name_expression,
             "intfa::kernels::paged_append<64, 8, intfa::kernels::ElementType::kF16>");
   const render::RenderedUnit merge =
-      render::render(merge_spec(device::Arch::kSm80, 256, ElementType::kF32, ElementType::kBF16));
+      families::render(merge_spec(device::Arch::kSm80, 256, ElementType::kF32, ElementType::kBF16));
   EXPECT_EQ(merge.name_expression,
             "intfa::kernels::merge_states<256, intfa::kernels::ElementType::kF32, "
             "intfa::kernels::ElementType::kBF16>");
 }
 
 TEST(PagedFamily, EveryDecodeFieldChangesTheKernel) {
-  const render::KernelSpec base =
+  const families::KernelSpec base =
       decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3});
-  std::vector<render::KernelSpec> variants = {
+  std::vector<families::KernelSpec> variants = {
       base,
       decode_spec(device::Arch::kSm80, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3}),
       decode_spec(device::Arch::kSm90a, 64, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3}),
@@ -85,9 +86,9 @@ TEST(PagedFamily, EveryDecodeFieldChangesTheKernel) {
       decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 2}),
   };
   std::set<std::string> texts, units;
-  for (const render::KernelSpec& spec : variants) {
+  for (const families::KernelSpec& spec : variants) {
     texts.insert(spec.to_string());
-    const render::RenderedUnit unit = render::render(spec);
+    const render::RenderedUnit unit = families::render(spec);
     units.insert(unit.name_expression + device::arch_name(spec.arch));
   }
   EXPECT_EQ(texts.size(), variants.size());
@@ -95,35 +96,35 @@ TEST(PagedFamily, EveryDecodeFieldChangesTheKernel) {
 }
 
 TEST(PagedFamily, SpecsDescribeTheirFieldsAndReadBackFromJson) {
-  const render::KernelSpec specs[] = {
+  const families::KernelSpec specs[] = {
       append_spec(device::Arch::kSm90a, 128, 4, ElementType::kBF16),
       decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kBF16, {64, 64, 3}),
       merge_spec(device::Arch::kSm89, 64, ElementType::kF32, ElementType::kF16)};
   EXPECT_EQ(specs[0].to_string(), "paged_append sm_90a d128 bf16->i4");
   EXPECT_EQ(specs[1].to_string(), "paged_decode sm_90a d128 i8 m64 n64 s3 f16->bf16");
   EXPECT_EQ(specs[2].to_string(), "merge_states sm_89 d64 f32->f16");
-  for (const render::KernelSpec& spec : specs) {
-    EXPECT_EQ(render::KernelSpec::from_json(spec.to_json()), spec) << spec.to_string();
+  for (const families::KernelSpec& spec : specs) {
+    EXPECT_EQ(families::KernelSpec::from_json(spec.to_json()), spec) << spec.to_string();
   }
 }
 
 TEST(PagedFamily, SharedMemoryIsThePipelineOrTheWarpStatesWhicheverIsLarger) {
   // d = 128 INT8, 64-token stages of K, V and FP32 scales, three of them.
-  const render::KernelSpec int8 =
+  const families::KernelSpec int8 =
       decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3});
   EXPECT_EQ(decode_shared_bytes(int8), 3 * 2 * 64 * (128 + 4));
   // INT4 d = 64: the pipeline (3 * 2 * 64 * (32 + 4) bytes) is smaller than four warps' states.
-  const render::KernelSpec int4 =
+  const families::KernelSpec int4 =
       decode_spec(device::Arch::kSm90a, 64, 4, ElementType::kF16, ElementType::kF16, {16, 64, 3});
   EXPECT_EQ(decode_shared_bytes(int4), 4 * 16 * (64 + 2) * 4);
   // One row tile per warp: no states to merge. d = 256 adds Q's fragments.
-  const render::KernelSpec wide =
+  const families::KernelSpec wide =
       decode_spec(device::Arch::kSm90a, 256, 8, ElementType::kF16, ElementType::kF16, {64, 64, 2});
   EXPECT_EQ(decode_shared_bytes(wide), 2 * 2 * 64 * (256 + 4) + 64 * 256 * 2);
 }
 
 TEST(PagedFamily, ConfigChecksNameTheFieldAndSharedMemoryIsUnsupportedNotInvalid) {
-  render::KernelSpec spec =
+  families::KernelSpec spec =
       decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3});
   EXPECT_NO_THROW(check_decode_config(spec, 232448));
   spec.block_m = 48;
@@ -159,7 +160,7 @@ TEST(PagedFamily, EveryHeuristicConfigFitsEveryArch) {
     for (int head_dim : {64, 128, 256})
       for (int bits : {8, 4})
         for (int rows : {1, 16, 17, 64}) {
-          const render::KernelSpec spec =
+          const families::KernelSpec spec =
               decode_spec(arch, head_dim, bits, ElementType::kF16, ElementType::kF16,
                           heuristic_config(rows, head_dim, bits));
           EXPECT_NO_THROW(check_decode_config(spec, device::default_max_shared_bytes(arch)))
@@ -225,17 +226,17 @@ TEST(PagedFamily, WorkspaceHoldsEverySplitsOutputsThenLses) {
 }
 
 TEST(PagedFamily, TheAheadOfTimeListHasEachKernelOnce) {
-  const std::vector<render::KernelSpec> specs =
+  const std::vector<families::KernelSpec> specs =
       family_specs(device::Arch::kSm90a, 128, 4, DType::kBF16);
   std::set<std::string> distinct;
   int decodes = 0;
-  for (const render::KernelSpec& spec : specs) {
+  for (const families::KernelSpec& spec : specs) {
     distinct.insert(spec.to_string());
-    decodes += spec.family == render::KernelFamily::kPagedDecode;
+    decodes += spec.family == families::KernelFamily::kPagedDecode;
   }
   EXPECT_EQ(distinct.size(), specs.size());
   EXPECT_EQ(decodes, 4);  // the 8-row (narrow), 16-, 32- and 64-row blocks
-  EXPECT_EQ(specs.front().family, render::KernelFamily::kPagedAppend);
+  EXPECT_EQ(specs.front().family, families::KernelFamily::kPagedAppend);
 }
 
 }  // namespace

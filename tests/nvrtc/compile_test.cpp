@@ -1,5 +1,3 @@
-#include "nvrtc/compiler.hpp"
-
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -8,16 +6,18 @@
 #include <thread>
 #include <vector>
 
+#include "families/kernel_spec.hpp"
 #include "intfa/errors.hpp"
+#include "nvrtc/compiler.hpp"
 #include "render/render.hpp"
 #include "support/temp_dir.hpp"
 
 namespace intfa::nvrtc {
 namespace {
 
-render::KernelSpec quantize_spec(device::Arch arch, int head_dim = 128) {
-  render::KernelSpec spec;
-  spec.family = render::KernelFamily::kQuantizeRows;
+families::KernelSpec quantize_spec(device::Arch arch, int head_dim = 128) {
+  families::KernelSpec spec;
+  spec.family = families::KernelFamily::kQuantizeRows;
   spec.arch = arch;
   spec.head_dim = head_dim;
   return spec;
@@ -36,9 +36,8 @@ render::TemplateSet templates_with_quantize_rows_appended(const std::string& tex
   return render::TemplateSet::from_directory(dir.path());
 }
 
-Cubin compile_spec(const render::KernelSpec& spec, const render::TemplateSet& templates) {
-  const render::RenderedUnit unit = render::render(spec, templates);
-  return compile(unit, spec, compile_options(spec.arch), templates);
+Cubin compile_spec(const families::KernelSpec& spec, const render::TemplateSet& templates) {
+  return compile(families::kernel_source(spec, templates), compile_options(spec.arch), templates);
 }
 
 TEST(Nvrtc, CompilesTheQuantizeTemplateForEveryArchWithThatArchInTheElfHeader) {
@@ -55,18 +54,18 @@ TEST(Nvrtc, CompilesEveryQuantizeFamilyForEveryArchAndHeadDim) {
   const render::TemplateSet templates = render::TemplateSet::embedded();
   for (device::Arch arch : device::all_archs()) {
     for (int head_dim : {64, 128, 256}) {
-      render::KernelSpec spec = quantize_spec(arch, head_dim);
-      for (render::KernelFamily family :
-           {render::KernelFamily::kChannelMean, render::KernelFamily::kQuantizeVScale,
-            render::KernelFamily::kQuantizeV, render::KernelFamily::kQuantizeKVScale}) {
+      families::KernelSpec spec = quantize_spec(arch, head_dim);
+      for (families::KernelFamily family :
+           {families::KernelFamily::kChannelMean, families::KernelFamily::kQuantizeVScale,
+            families::KernelFamily::kQuantizeV, families::KernelFamily::kQuantizeKVScale}) {
         spec.family = family;
         const Cubin cubin = compile_spec(spec, templates);
-        EXPECT_NE(cubin.lowered_name.find(render::family_name(family)), std::string::npos)
+        EXPECT_NE(cubin.lowered_name.find(families::family_name(family)), std::string::npos)
             << spec.to_string();
         EXPECT_EQ(cubin.log.find("warning"), std::string::npos) << spec.to_string() << cubin.log;
       }
       // K smoothed and rotated (attention_forward_16bit's K with rotate_qk); Q with the LSE term.
-      spec.family = render::KernelFamily::kQuantizeRows;
+      spec.family = families::KernelFamily::kQuantizeRows;
       spec.smooth_k = true;
       spec.rotate = true;
       const Cubin smoothed = compile_spec(spec, templates);
@@ -88,13 +87,13 @@ TEST(Nvrtc, CompilesEveryQuantizeFamilyForEveryArchAndHeadDim) {
       EXPECT_EQ(blocks.log.find("warning"), std::string::npos) << spec.to_string() << blocks.log;
       spec.numerics.k_granularity = kernels::KScaleGranularity::kPerToken;
       // K's rows, smoothed and rotated, with V's per-channel max pass in one launch.
-      spec.family = render::KernelFamily::kQuantizeKVScale;
+      spec.family = families::KernelFamily::kQuantizeKVScale;
       spec.numerics.v_granularity = kernels::VScaleGranularity::kPerChannel;
       const Cubin k_and_v = compile_spec(spec, templates);
       EXPECT_NE(k_and_v.lowered_name.find("quantize_k_v_scale"), std::string::npos);
       EXPECT_EQ(k_and_v.log.find("warning"), std::string::npos) << spec.to_string() << k_and_v.log;
       // K's rows and all of V in one clustered launch (run on sm_90a; it compiles everywhere).
-      spec.family = render::KernelFamily::kQuantizeKV;
+      spec.family = families::KernelFamily::kQuantizeKV;
       const Cubin one_launch = compile_spec(spec, templates);
       EXPECT_NE(one_launch.lowered_name.find("12quantize_k_vI"), std::string::npos)
           << one_launch.lowered_name;
@@ -119,7 +118,7 @@ TEST(Nvrtc, CubinSmNumberRejectsBytesThatAreNotACudaElf) {
 TEST(Nvrtc, AFailedCompileCarriesTheWholeLogAndTheSpec) {
   const render::TemplateSet broken =
       templates_with_quantize_rows_appended("\nnamespace intfa { this_is_not_cuda; }\n");
-  const render::KernelSpec spec = quantize_spec(device::Arch::kSm80);
+  const families::KernelSpec spec = quantize_spec(device::Arch::kSm80);
   try {
     compile_spec(spec, broken);
     FAIL() << "expected CompileError";
@@ -137,10 +136,10 @@ TEST(Nvrtc, AFailedCompileCarriesTheWholeLogAndTheSpec) {
 TEST(Nvrtc, ASuccessfulCompileKeepsItsLogWithoutNuls) {
   const render::TemplateSet warned = templates_with_quantize_rows_appended(
       "\nnamespace intfa { __device__ int never_used() { int unused_local; return 0; } }\n");
-  const render::KernelSpec spec = quantize_spec(device::Arch::kSm90a);
+  const families::KernelSpec spec = quantize_spec(device::Arch::kSm90a);
   std::vector<std::string> options = compile_options(spec.arch);
   options.emplace_back("--ptxas-options=-v");  // ptxas's own part of the log
-  const Cubin cubin = compile(render::render(spec, warned), spec, options, warned);
+  const Cubin cubin = compile(families::kernel_source(spec, warned), options, warned);
   EXPECT_NE(cubin.log.find("unused_local"), std::string::npos) << cubin.log;
   EXPECT_NE(cubin.log.find("ptxas"), std::string::npos) << cubin.log;
   EXPECT_EQ(cubin.log.find('\0'), std::string::npos) << cubin.log;
@@ -163,7 +162,7 @@ TEST(Nvrtc, OptionsAreFixedPerArchAndLineinfoFollowsTheEnvironment) {
 
 TEST(Nvrtc, ThreadsCompileDifferentSpecsAtOnce) {
   const render::TemplateSet templates = render::TemplateSet::embedded();
-  const std::vector<render::KernelSpec> specs = {
+  const std::vector<families::KernelSpec> specs = {
       quantize_spec(device::Arch::kSm80, 64), quantize_spec(device::Arch::kSm86, 128),
       quantize_spec(device::Arch::kSm89, 256), quantize_spec(device::Arch::kSm90a, 64)};
   std::vector<Cubin> cubins(specs.size());

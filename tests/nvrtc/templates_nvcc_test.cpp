@@ -6,11 +6,16 @@
 #include <fstream>
 #include <string>
 
+#include "families/kernel_spec.hpp"
 #include "render/render.hpp"
 #include "support/temp_dir.hpp"
 
 namespace intfa::render {
 namespace {
+
+using families::KernelFamily;
+using families::KernelSpec;
+using families::render;
 
 #ifdef INTFA_TEST_NVCC
 int nvcc(const std::string& arguments, const std::filesystem::path& log) {

@@ -7,15 +7,19 @@
 #include <regex>
 #include <string>
 
+#include "families/kernel_spec.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "render/embedded_templates.hpp"
-#include "render/kernel_spec.hpp"
 #include "render/render.hpp"
 #include "render/template_set.hpp"
 #include "support/temp_dir.hpp"
 
 namespace intfa::render {
 namespace {
+
+using families::KernelFamily;
+using families::KernelSpec;
+using families::render;
 
 std::string without_comments(const std::string& text) {
   return std::regex_replace(text, std::regex(R"(//[^\n]*)"), "");

@@ -4,17 +4,23 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <type_traits>
+#include <vector>
 
+#include "families/kernel_spec.hpp"
 #include "intfa/errors.hpp"
 #include "numerics/option_names.hpp"
-#include "render/kernel_spec.hpp"
 #include "render/template_set.hpp"
 #include "support/temp_dir.hpp"
 
 namespace intfa::render {
 namespace {
+
+using families::KernelFamily;
+using families::KernelSpec;
+using families::render;
 
 KernelSpec attention_spec() {
   KernelSpec spec;
@@ -220,6 +226,56 @@ TEST(KernelSpecJson, RoundTripsEveryField) {
   spec.rotate = true;
   spec.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock;
   EXPECT_EQ(KernelSpec::from_json(json::parse(spec.to_json().dump())), spec);
+}
+
+// The runtime's memory is keyed by kernel_id: a field it left out would give two kernels one slot.
+TEST(KernelId, DiffersExactlyWhenTheSpecsDiffer) {
+  const KernelSpec base = attention_spec();
+  EXPECT_EQ(kernel_id(base), kernel_id(attention_spec()));
+  const std::vector<std::function<void(KernelSpec&)>> edits = {
+      [](KernelSpec& s) { s.family = KernelFamily::kAttentionWgmma; },
+      [](KernelSpec& s) { s.arch = device::Arch::kSm89; },
+      [](KernelSpec& s) { s.head_dim = 64; },
+      [](KernelSpec& s) { s.block_m = 64; },
+      [](KernelSpec& s) { s.block_n = 128; },
+      [](KernelSpec& s) { s.warps = 4; },
+      [](KernelSpec& s) { s.stages = 3; },
+      [](KernelSpec& s) { s.qk_bits = 4; },
+      [](KernelSpec& s) { s.variant = kernels::AttentionVariant::kHalfInt8; },
+      [](KernelSpec& s) { s.input_type = kernels::ElementType::kBF16; },
+      [](KernelSpec& s) { s.output_type = kernels::ElementType::kBF16; },
+      [](KernelSpec& s) { s.causal = false; },
+      [](KernelSpec& s) { s.numerics.p_encoding = kernels::PEncoding::kSigned127; },
+      [](KernelSpec& s) { s.numerics.p_scale = kernels::PScaleReference::kTileMax; },
+      [](KernelSpec& s) { s.numerics.v_granularity = kernels::VScaleGranularity::kPerBlock; },
+      [](KernelSpec& s) { s.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock; },
+      [](KernelSpec& s) { s.smooth_k = true; },
+      [](KernelSpec& s) { s.varlen = true; },
+      [](KernelSpec& s) { s.q_dot_k_mean = true; },
+      [](KernelSpec& s) { s.rotate = true; },
+      [](KernelSpec& s) { s.quantizes_q = true; },
+  };
+  for (std::size_t i = 0; i < edits.size(); ++i) {
+    KernelSpec edited = base;
+    edits[i](edited);
+    ASSERT_NE(edited, base) << "edit " << i;
+    EXPECT_NE(kernel_id(edited), kernel_id(base)) << "edit " << i << ": " << edited.to_string();
+  }
+}
+
+// What the JIT core takes: the rendered unit, the arch, and the spec's text and JSON as its
+// description (kept out of the unit, hence out of the cache key).
+TEST(KernelSource, HoldsTheUnitTheArchAndTheSpecsDescription) {
+  const KernelSpec spec = attention_spec();
+  const KernelSource source = kernel_source(spec, TemplateSet::embedded());
+  EXPECT_EQ(source.unit, render(spec, TemplateSet::embedded()));
+  EXPECT_EQ(source.arch, spec.arch);
+  EXPECT_EQ(source.text, spec.to_string());
+  EXPECT_EQ(source.json, spec.to_json());
+  EXPECT_EQ(source.unit.source.find(source.text), std::string::npos);
+  const KernelRecipe recipe(spec);
+  EXPECT_EQ(recipe.id(), kernel_id(spec));
+  EXPECT_EQ(recipe.source(TemplateSet::embedded()).unit, source.unit);
 }
 
 TEST(KernelSpecJson, ASpecWrittenBeforeTheRotationExistedHasNeitherItNorTheLseTerm) {

@@ -126,7 +126,7 @@ TEST_F(Precompile, WritesAManifestWithTheDocumentedMembersAndOneEntryPerKernel) 
   expected.pop_back();  // "N kernels"
   std::vector<std::string> bundled;
   for (const cache::ManifestEntry& entry : manifest().entries) {
-    bundled.push_back(entry.spec.to_string());
+    bundled.push_back(entry.spec_text);
   }
   EXPECT_EQ(bundled, expected);
   EXPECT_EQ(bundled.size(), kReducedSetKernels);
@@ -202,8 +202,9 @@ TEST_F(Precompile, ARuntimePointedAtTheBundleCompilesNoneOfItsKernels) {
     launch::KernelRuntime::instance().reset_for_testing();
     const std::uint64_t before = nvrtc::compile_count();
     for (const cache::ManifestEntry& entry : bundled.entries) {
-      const launch::CompiledKernel compiled = launch::KernelRuntime::instance().compile(entry.spec);
-      EXPECT_EQ(compiled.key, entry.key) << entry.spec.to_string();
+      const families::KernelSpec spec = families::KernelSpec::from_json(entry.spec);
+      const launch::CompiledKernel compiled = launch::KernelRuntime::instance().compile(spec);
+      EXPECT_EQ(compiled.key, entry.key) << entry.spec_text;
     }
     compiles = nvrtc::compile_count() - before;
   }

@@ -70,7 +70,7 @@ class FreshCacheDirectory {
 
 struct JitKernel {
   std::string name;
-  render::KernelSpec spec;
+  families::KernelSpec spec;
   unsigned shared_bytes = 0;
 };
 
@@ -139,7 +139,7 @@ CallOverhead time_call_overhead(AttentionWorkload& workload, CUstream stream) {
 JitKernel quantize_kernel(device::Arch arch) {
   // The spec quantize_qk builds for FP16 rows of head dim 128.
   JitKernel kernel{"quantize q/k d128 f16", {}, 0};
-  kernel.spec.family = render::KernelFamily::kQuantizeRows;
+  kernel.spec.family = families::KernelFamily::kQuantizeRows;
   kernel.spec.arch = arch;
   kernel.spec.head_dim = 128;
   kernel.spec.input_type = kernels::ElementType::kF16;

@@ -143,7 +143,7 @@ int run_bench(const Arguments& arguments) {
     std::vector<KernelConfig> configs;
   };
   std::vector<Job> jobs;
-  std::vector<render::KernelSpec> specs;
+  std::vector<families::KernelSpec> specs;
   for (Variant variant : variants)
     for (int head_dim : head_dims)
       for (bool causal : causal_values) {
@@ -161,7 +161,7 @@ int run_bench(const Arguments& arguments) {
                   ? configs
                   : std::vector<KernelConfig>{attention::heuristic_config_for(request, problem)};
           for (const KernelConfig& config : job_configs) {
-            const render::KernelSpec spec = attention::make_spec(request, config);
+            const families::KernelSpec spec = attention::make_spec(request, config);
             if (std::find(specs.begin(), specs.end(), spec) == specs.end()) specs.push_back(spec);
           }
           jobs.push_back({problem, job_configs});

@@ -266,11 +266,11 @@ class GpuBackend final : public tune::Backend {
         transforms_(transforms),
         context_(launch::launch_context(nullptr)) {}
 
-  void compile(const std::vector<render::KernelSpec>& specs) override {
+  void compile(const std::vector<families::KernelSpec>& specs) override {
     compile_in_parallel(specs, "tune: compile");  // failures surface again from resources()
   }
 
-  tune::KernelResources resources(const render::KernelSpec& spec) override {
+  tune::KernelResources resources(const families::KernelSpec& spec) override {
     const launch::LoadedKernel& kernel = launch::KernelRuntime::instance().load(
         spec, context_, static_cast<unsigned>(attention::shared_bytes(spec)));
     return tune::KernelResources{kernel.registers_per_thread, kernel.local_bytes_per_thread,

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "families/kernel_spec.hpp"
 #include "launch/kernel_runtime.hpp"
-#include "render/kernel_spec.hpp"
 
 namespace intfa::cli {
 
@@ -19,11 +19,11 @@ struct CompileSummary {
 
 // Where one spec's cubin comes from: KernelRuntime::compile, or launch::compile into a bundle.
 // Called from several threads at once; a failure is an exception, listed in the summary.
-using CompileFunction = std::function<launch::CompiledKernel(const render::KernelSpec&)>;
+using CompileFunction = std::function<launch::CompiledKernel(const families::KernelSpec&)>;
 
 // Compiles (or finds in the cache) every spec with `threads` workers (0: all cores), printing
 // progress. Without `compile`, specs go through the process-wide runtime and its caches.
-CompileSummary compile_in_parallel(const std::vector<render::KernelSpec>& specs,
+CompileSummary compile_in_parallel(const std::vector<families::KernelSpec>& specs,
                                    const std::string& label, unsigned threads = 0,
                                    const CompileFunction& compile = {});
 

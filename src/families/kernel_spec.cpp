@@ -1,4 +1,4 @@
-#include "render/kernel_spec.hpp"
+#include "families/kernel_spec.hpp"
 
 #include <tuple>
 #include <utility>
@@ -6,7 +6,7 @@
 #include "intfa/errors.hpp"
 #include "numerics/numerics.hpp"
 
-namespace intfa::render {
+namespace intfa::families {
 namespace {
 
 auto as_tuple(const KernelSpec& s) {
@@ -35,50 +35,72 @@ Enum option_from_name(const json::Value& object, const char* member) {
 }
 
 const KernelFamily kFamilies[] = {
-    KernelFamily::kQuantizeRows,   KernelFamily::kChannelMean,      KernelFamily::kQuantizeVScale,
-    KernelFamily::kQuantizeV,      KernelFamily::kQuantizeKVScale,  KernelFamily::kQuantizeKV,
-    KernelFamily::kAttention,      KernelFamily::kAttentionWgmma,   KernelFamily::kPagedAppend,
-    KernelFamily::kPagedDecode,    KernelFamily::kMergeStates};
+    KernelFamily::kQuantizeRows, KernelFamily::kChannelMean,     KernelFamily::kQuantizeVScale,
+    KernelFamily::kQuantizeV,    KernelFamily::kQuantizeKVScale, KernelFamily::kQuantizeKV,
+    KernelFamily::kAttention,    KernelFamily::kAttentionWgmma,  KernelFamily::kPagedAppend,
+    KernelFamily::kPagedDecode,  KernelFamily::kMergeStates};
 const kernels::ElementType kElementTypes[] = {
     kernels::ElementType::kF16, kernels::ElementType::kBF16, kernels::ElementType::kF32};
 
 }  // namespace
 
-bool operator==(const KernelSpec& a, const KernelSpec& b) { return as_tuple(a) == as_tuple(b); }
+bool operator==(const KernelSpec& a, const KernelSpec& b) {
+  return as_tuple(a) == as_tuple(b);
+}
+
+render::KernelId kernel_id(const KernelSpec& s) {
+  auto two = [](int low, int high) {
+    return static_cast<std::uint64_t>(static_cast<std::uint32_t>(low)) |
+           static_cast<std::uint64_t>(static_cast<std::uint32_t>(high)) << 32;
+  };
+  auto bits = [](auto value, int shift) {
+    return static_cast<std::uint64_t>(static_cast<unsigned>(value)) << shift;
+  };
+  const std::uint64_t small =
+      bits(s.family, 0) | bits(s.arch, 8) | bits(s.variant, 16) | bits(s.input_type, 24) |
+      bits(s.output_type, 32) | bits(s.causal, 40) | bits(s.smooth_k, 41) | bits(s.varlen, 42) |
+      bits(s.q_dot_k_mean, 43) | bits(s.rotate, 44) | bits(s.quantizes_q, 45);
+  return render::KernelId{{small, two(s.head_dim, s.block_m), two(s.block_n, s.warps),
+                           two(s.stages, s.qk_bits), numerics::code(s.numerics)}};
+}
 
 std::string family_name(KernelFamily family) {
   switch (family) {
-    case KernelFamily::kQuantizeRows: return "quantize_rows";
-    case KernelFamily::kChannelMean: return "channel_mean";
-    case KernelFamily::kQuantizeVScale: return "quantize_v_scale";
-    case KernelFamily::kQuantizeV: return "quantize_v";
-    case KernelFamily::kQuantizeKVScale: return "quantize_k_v_scale";
-    case KernelFamily::kQuantizeKV: return "quantize_k_v";
-    case KernelFamily::kAttention: return "attention";
-    case KernelFamily::kAttentionWgmma: return "attention_wgmma";
-    case KernelFamily::kPagedAppend: return "paged_append";
-    case KernelFamily::kPagedDecode: return "paged_decode";
-    case KernelFamily::kMergeStates: return "merge_states";
+    case KernelFamily::kQuantizeRows:
+      return "quantize_rows";
+    case KernelFamily::kChannelMean:
+      return "channel_mean";
+    case KernelFamily::kQuantizeVScale:
+      return "quantize_v_scale";
+    case KernelFamily::kQuantizeV:
+      return "quantize_v";
+    case KernelFamily::kQuantizeKVScale:
+      return "quantize_k_v_scale";
+    case KernelFamily::kQuantizeKV:
+      return "quantize_k_v";
+    case KernelFamily::kAttention:
+      return "attention";
+    case KernelFamily::kAttentionWgmma:
+      return "attention_wgmma";
+    case KernelFamily::kPagedAppend:
+      return "paged_append";
+    case KernelFamily::kPagedDecode:
+      return "paged_decode";
+    case KernelFamily::kMergeStates:
+      return "merge_states";
   }
   throw InternalError("unknown KernelFamily");
 }
 
-std::string element_type_name(kernels::ElementType type) {
-  switch (type) {
-    case kernels::ElementType::kF16: return "f16";
-    case kernels::ElementType::kBF16: return "bf16";
-    case kernels::ElementType::kF32: return "f32";
+render::RenderedUnit render(const KernelSpec& spec, const render::TemplateSet& templates) {
+  if (spec.head_dim <= 0) {
+    throw InvalidArgument("spec.head_dim", std::to_string(spec.head_dim), "expected > 0");
   }
-  throw InternalError("unknown ElementType");
+  return render::render_unit(family_name(spec.family), instantiation_for(spec), templates);
 }
 
-std::string element_type_enumerator(kernels::ElementType type) {
-  switch (type) {
-    case kernels::ElementType::kF16: return "kF16";
-    case kernels::ElementType::kBF16: return "kBF16";
-    case kernels::ElementType::kF32: return "kF32";
-  }
-  throw InternalError("unknown ElementType");
+render::KernelSource kernel_source(const KernelSpec& spec, const render::TemplateSet& templates) {
+  return render::KernelSource{render(spec, templates), spec.arch, spec.to_string(), spec.to_json()};
 }
 
 std::string KernelSpec::to_string() const {
@@ -97,8 +119,8 @@ json::Value KernelSpec::to_json() const {
   object.set("stages", stages);
   object.set("qk_bits", qk_bits);
   object.set("variant", option_name(variant));
-  object.set("input_type", element_type_name(input_type));
-  object.set("output_type", element_type_name(output_type));
+  object.set("input_type", render::element_type_name(input_type));
+  object.set("output_type", render::element_type_name(output_type));
   object.set("causal", causal);
   numerics::write_json(object, numerics);
   object.set("smooth_k", smooth_k);
@@ -132,8 +154,9 @@ KernelSpec KernelSpec::from_json(const json::Value& value) {
     spec.stages = integer("stages");
     spec.qk_bits = integer("qk_bits");
     spec.variant = option_from_name<Variant>(value, "variant");
-    spec.input_type = enum_from_name(value, "input_type", element_type_name, kElementTypes);
-    spec.output_type = enum_from_name(value, "output_type", element_type_name, kElementTypes);
+    spec.input_type = enum_from_name(value, "input_type", render::element_type_name, kElementTypes);
+    spec.output_type =
+        enum_from_name(value, "output_type", render::element_type_name, kElementTypes);
     spec.causal = value.at("causal").as_bool();
     // Every option (absent: the spec's own, Algorithm 1's; files of builds before per-block K
     // lack k_granularity, which was per token).
@@ -156,9 +179,9 @@ KernelSpec KernelSpec::from_json(const json::Value& value) {
   }
 }
 
-}  // namespace intfa::render
+}  // namespace intfa::families
 
-namespace intfa::render {
+namespace intfa::families {
 
 std::size_t KernelSpecHash::operator()(const KernelSpec& s) const noexcept {
   std::size_t hash = 1469598103934665603ull;
@@ -186,4 +209,4 @@ std::size_t KernelSpecHash::operator()(const KernelSpec& s) const noexcept {
   return hash;
 }
 
-}  // namespace intfa::render
+}  // namespace intfa::families

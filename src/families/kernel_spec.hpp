@@ -9,8 +9,11 @@
 #include "common/json.hpp"
 #include "device/arch.hpp"
 #include "intfa/numerics.hpp"
+#include "render/kernel_source.hpp"
+#include "render/render.hpp"
+#include "render/template_set.hpp"
 
-namespace intfa::render {
+namespace intfa::families {
 
 // Each family's host file (its spec fields, instantiation, shared memory, checks, launch shape and
 // parameters): src/families/quantize_family.hpp, attention_family.hpp, attention_wgmma_family.hpp
@@ -75,18 +78,31 @@ struct KernelSpec {
   static KernelSpec from_json(const json::Value& value);
 };
 
+// The spec's fields packed into the JIT core's key (render/kernel_source.hpp): equal ids exactly
+// for equal specs.
+render::KernelId kernel_id(const KernelSpec& spec);
+// The instantiation of `spec` by its family's host file. Defined by
+// src/families/kernel_families.cpp, the one switch over KernelFamily. Throws InternalError for an
+// unknown family.
+render::Instantiation instantiation_for(const KernelSpec& spec);
+// The unit of `spec` (render::render_unit of its instantiation). Throws InvalidArgument when the
+// spec's family cannot be rendered with its fields (validation of sizes against a device lives
+// with each family's host code, before rendering).
+render::RenderedUnit render(const KernelSpec& spec,
+                            const render::TemplateSet& templates = render::TemplateSet::active());
+// What the JIT core takes for `spec`: its unit, arch, to_string() and to_json().
+render::KernelSource kernel_source(
+    const KernelSpec& spec, const render::TemplateSet& templates = render::TemplateSet::active());
+
 std::string family_name(KernelFamily family);
 // What to_string says after "family arch dN": the fields the spec's family uses (each family's
 // host file says it; defined by src/families/kernel_families.cpp, as instantiation_for).
 std::string family_fields_text(const KernelSpec& spec);
-std::string element_type_name(kernels::ElementType type);  // "f16", "bf16", "f32"
-// The enumerator's name in kernel_enums.h ("kF16", ...), for instantiation units.
-std::string element_type_enumerator(kernels::ElementType type);
-}  // namespace intfa::render
+}  // namespace intfa::families
 
-namespace intfa::render {
+namespace intfa::families {
 // For unordered containers keyed by spec.
 struct KernelSpecHash {
   std::size_t operator()(const KernelSpec& spec) const noexcept;
 };
-}  // namespace intfa::render
+}  // namespace intfa::families
