@@ -61,6 +61,21 @@ else
   step "pip install $(basename "$wheel") (dependencies from PyPI)"
   "$venv_python" -m pip install --quiet "$wheel"
 fi
+if [ -n "$system_site" ]; then
+  # A venv sees its base interpreter's site-packages only: not the user's (~/.local), nor those
+  # of a venv the interpreter itself belongs to (the GPU machine's python3 is /opt/torch/.venv's,
+  # where torch is). A .pth file adds the interpreter's own and the user's after the venv's own,
+  # so the venv's nvidia-* packages still come first; written after the install, so that pip
+  # does not take torch's nvidia-* packages for the wheel's dependencies.
+  venv_site=$("$venv_python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  for extra in "$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" \
+               "$("$python" -m site --user-site 2> /dev/null || true)"; do
+    if [ -n "$extra" ] && [ -d "$extra" ] && [ "$extra" != "$venv_site" ]; then
+      echo "$extra" >> "$venv_site/check_wheel_outer_site.pth"
+      echo "  the venv also sees, after its own: $extra"
+    fi
+  done
+fi
 "$venv_python" -m pip list 2>/dev/null | grep -i -E '^(intfa|nvidia-cuda-[a-z]+|torch) ' | sed 's/^/  /'
 
 # The folders to hide: the toolkit wherever this machine has it, but never one that holds the
