@@ -35,6 +35,10 @@ struct WgmmaPipeline {
     __device__ __forceinline__ u32 stage(int slot) const {
       return base + Config::kQTileBytes + slot * Config::kStageBytes;
     }
+    // The Q tile, written by the consumers' own stores (WgmmaQTile) before wgmma reads it.
+    __device__ __forceinline__ u8* q_generic() const {
+      return const_cast<u8*>(bytes) + (q() - base);
+    }
     __device__ __forceinline__ u32 k(int slot) const { return stage(slot); }
     __device__ __forceinline__ u32 v(int slot) const { return stage(slot) + Config::kKTileBytes; }
     __device__ __forceinline__ u32 k_scales(int slot) const {
@@ -215,7 +219,7 @@ struct WgmmaPipeline {
 
   // Named barriers 1..ConsumerGroups (0 is __syncthreads) pass the turn to issue MMAs from one
   // consumer warpgroup to the next; each has the waiting warpgroup and the one passing it.
-  // (ConsumerGroups + 1 + group is warpgroup `group`'s own, for its Q pass: quantize_q_tile.)
+  // (ConsumerGroups + 1 + group is warpgroup `group`'s own, for its Q tile: publish_q_rows.)
   __device__ __forceinline__ static void wait_for_turn(int group) {
     asm volatile("bar.sync %0, 256;\n" ::"r"(1 + group) : "memory");
   }

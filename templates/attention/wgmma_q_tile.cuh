@@ -15,6 +15,14 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
   using typename WgmmaPipeline<Config>::SharedLayout;
   using typename WgmmaPipeline<Config>::BlockWork;
 
+  // After a warpgroup has stored its rows with generic stores: visible to wgmma (the async
+  // proxy), and all 64 of them written before any of its warps issues one, through the
+  // warpgroup's own named barrier (ConsumerGroups + 1 + group; 1..ConsumerGroups pass turns).
+  __device__ __forceinline__ static void publish_q_rows(int group) {
+    fence_proxy_async_shared();
+    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + Config::kConsumerGroups + group) : "memory");
+  }
+
   // The kernel's own Q pass (kQuantizesQ): this warpgroup's 64 rows of 16-bit Q, quantized per
   // token into the Q tile's slabs where the TMA load would have put them (same swizzle). Each
   // warp takes the 16 rows its MMA fragments cover, HeadDim / 8 lanes per row with 8 channels
@@ -65,7 +73,7 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
     // (r % kRowsPerPass) * kLanesPerRow; rows group and group + 8 share that lane (8 is a
     // multiple of kRowsPerPass).
     const int source_lane = (coordinates.group % kRowsPerPass) * kLanesPerRow;
-    u8* const tile = const_cast<u8*>(shared.bytes) + (shared.q() - shared.base);
+    u8* const tile = shared.q_generic();
     u8* const slab = tile + (channel / kSlab) * Config::kBlockM * kSlab + (channel % kSlab) % 16;
     const int chunk = (channel % kSlab) / 16;
 #pragma unroll
@@ -90,8 +98,7 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
       if (coordinates.group / kRowsPerPass == pass) q_scale_of_row[0] = row_scale_value;
       if ((coordinates.group + 8) / kRowsPerPass == pass) q_scale_of_row[1] = row_scale_value;
     }
-    fence_proxy_async_shared();
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + Config::kConsumerGroups + group) : "memory");
+    publish_q_rows(group);
   }
 
   // INT8 Q (quantize_rows' rows: the kernel without its own Q pass): each consumer warpgroup
@@ -123,7 +130,7 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
                        ? *reinterpret_cast<const uint4*>(head_q + row * attention.q_strides.row)
                        : make_uint4(0, 0, 0, 0);
     }
-    u8* const tile = const_cast<u8*>(shared.bytes) + (shared.q() - shared.base);
+    u8* const tile = shared.q_generic();
     u8* const slab = tile + (byte / kSlab) * Config::kBlockM * kSlab;
     const int chunk = (byte % kSlab) / 16;
 #pragma unroll
@@ -131,8 +138,7 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
       *reinterpret_cast<uint4*>(slab + Slab::offset(tile_row0 + pass * kRowsPerPass, chunk)) =
           rows[pass];
     }
-    fence_proxy_async_shared();
-    asm volatile("bar.sync %0, 128;\n" ::"r"(1 + Config::kConsumerGroups + group) : "memory");
+    publish_q_rows(group);
   }
 };
 
