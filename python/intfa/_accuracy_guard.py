@@ -18,6 +18,7 @@ import warnings
 
 import torch
 
+from intfa import _checks, _tensors
 from intfa._errors import invalid_argument
 
 ENVIRONMENT_VARIABLE = "INTFA_CHECK"
@@ -79,19 +80,8 @@ def possible():
     return not (torch.cuda.is_available() and torch.cuda.is_current_stream_capturing())
 
 
-def k_scales(k_granularity):
-    """The call's K granularity, None being the default, per token."""
-    return "token" if k_granularity is None else k_granularity
-
-
 def bound(variant, k_granularity):
-    return NORMAL_INPUT_BOUNDS[(variant, k_scales(k_granularity))]
-
-
-def _hnd_shape(q, layout):
-    """(batch, heads, seq) of q in either layout."""
-    batch, first, second, _ = q.shape
-    return (batch, first, second) if layout == "HND" else (batch, second, first)
+    return NORMAL_INPUT_BOUNDS[(variant, _checks.option("k_granularity", k_granularity))]
 
 
 def sample_rows(batch, heads_q, seq_q, seq_kv):
@@ -150,11 +140,13 @@ def check(q, k, v, out, *, is_causal, sm_scale, layout, variant, k_granularity, 
           stacklevel):
     """Samples the call's error, counts it, and warns once per numerics when it is far above the
     numerics' bound on N(0,1). Returns the sampled error (None when no sampled row sees a key)."""
-    rows = sample_rows(*_hnd_shape(q, layout), k.shape[2 if layout == "HND" else 1])
+    batch, heads_q, seq_q, _ = _tensors.bhnd(q, layout)
+    rows = sample_rows(batch, heads_q, seq_q, _tensors.bhnd(k, layout)[2])
     error = sampled_error(q, k, v, out, is_causal, sm_scale, layout, rows=rows)
     if error is None:
         return None
-    limit = bound(variant, k_granularity)
+    granularity = _checks.option("k_granularity", k_granularity)  # None: the default
+    limit = bound(variant, granularity)
     key = (variant, k_granularity, rotate)
     with _lock:
         _stats["checked"] += 1
@@ -171,7 +163,7 @@ def check(q, k, v, out, *, is_causal, sm_scale, layout, variant, k_granularity, 
         warnings.warn(
             f"intfa: the sampled relative L2 error of this call ({100 * error:.2f}%, {len(rows)} "
             f"query rows of {heads} head(s) against float32 attention of the same inputs) is "
-            f"{error / limit:.1f}x what {variant} with K per {k_scales(k_granularity)} gives on "
+            f"{error / limit:.1f}x what {variant} with K per {granularity} gives on "
             f"N(0,1) inputs ({100 * limit:.1f}%): these inputs quantize badly. Try{hint} "
             "variant='half_int8', or SDPA for this layer. Warned once per numerics and "
             "process; intfa.accuracy_check_stats() counts the checks.",
