@@ -76,7 +76,10 @@ std::string fields_text(const families::KernelSpec& spec) {
          render::element_type_name(spec.input_type) + "->" +
          render::element_type_name(spec.output_type) + (spec.causal ? " causal" : "") +
          (spec.varlen ? " varlen" : "") + numerics::text(spec.numerics, spec.variant) +
-         (spec.quantizes_q ? spec.q_dot_k_mean ? " q=in_kernel+q_dot_k_mean" : " q=in_kernel" : "");
+         (spec.quantizes_q
+              ? std::string(" q=in_kernel") + (spec.q_dot_k_mean ? "+q_dot_k_mean" : "") +
+                    (spec.rotate ? "+rotate" : "")
+              : std::string());
 }
 
 int shared_bytes(const families::KernelSpec& spec) {

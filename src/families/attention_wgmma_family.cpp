@@ -33,7 +33,8 @@ render::Instantiation wgmma_instantiation(const families::KernelSpec& spec) {
       .add("output_type", spec.output_type)
       .add("causal", spec.causal)
       .add("quantizes_q", spec.quantizes_q)
-      .add("q_dot_k_mean", spec.q_dot_k_mean);
+      .add("q_dot_k_mean", spec.q_dot_k_mean)
+      .add("rotates_q", spec.rotate);
   const render::ConstantsStruct numerics = numerics_constants(spec);
   return {"attention/attention_forward_wgmma.cuh",
           "intfa::kernels::attention_forward_wgmma<intfa::kernels::WgmmaAttentionConfig<" +
@@ -64,6 +65,10 @@ void validate_wgmma_config(const families::KernelSpec& spec) {
   if (spec.quantizes_q && spec.input_type == kernels::ElementType::kF32) {
     throw InvalidArgument("spec.input_type", "f32", "expected f16 or bf16 (Q quantized in the "
                           "kernel)");
+  }
+  if (spec.rotate && !spec.quantizes_q) {
+    throw InvalidArgument("spec.rotate", "true",
+                          "the kernel rotates Q in its own Q pass (spec.quantizes_q)");
   }
   if (spec.q_dot_k_mean && !spec.quantizes_q) {
     throw InvalidArgument("spec.q_dot_k_mean", "true",

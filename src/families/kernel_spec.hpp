@@ -59,7 +59,8 @@ struct KernelSpec {
   bool varlen = false;    // attention: packed sequences with cu_seqlens (AttentionParams)
   // quantize_rows of Q when K is smoothed: also write q . (K's channel mean) per row, the LSE term.
   bool q_dot_k_mean = false;
-  // quantize_rows: rotate rows (incoherent processing, quantize/rotation.h) before quantizing.
+  // quantize_rows, and the Hopper attention kernel's own Q pass (quantizes_q): rotate rows
+  // (incoherent processing, quantize/rotation.h) before quantizing.
   bool rotate = false;
   // The Hopper attention kernel: Q arrives in input_type (16 bits) and the kernel quantizes it
   // per token itself (intfa.attention's path: one quantize pass fewer); with q_dot_k_mean it also

@@ -45,10 +45,11 @@ int kernel_head_dim(int head_dim, const char* field) {
 
 SpecRequest with_q_in_kernel(SpecRequest request, const AttentionOptions& options, DType dtype) {
   const bool enabled = env::flag("INTFA_QUANTIZE_Q_IN_KERNEL", true);
-  if (enabled && request.qk_bits == 8 && !request.varlen && !options.rotate_qk) {
+  if (enabled && request.qk_bits == 8 && !request.varlen) {
     request.quantize_q_in_kernel = true;
     request.q_type = dtype;
     request.q_dot_k_mean = options.smooth_k;
+    request.rotate_q = options.rotate_qk;
   }
   return request;
 }
@@ -77,6 +78,7 @@ families::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& c
     spec.quantizes_q = true;
     spec.input_type = element_type(request.q_type, "inputs.q.dtype");
     spec.q_dot_k_mean = request.q_dot_k_mean;
+    spec.rotate = request.rotate_q;
   }
   return spec;
 }

@@ -29,6 +29,7 @@ struct SpecRequest {
   bool quantize_q_in_kernel = false;
   DType q_type = DType::kF16;
   bool q_dot_k_mean = false;
+  bool rotate_q = false;  // and rotates Q's rows first (KernelSpec::rotate), as quantize_rows would
 };
 
 // The request of a dense call of `problem` with FP16/BF16 inputs and output of `io_type` under

@@ -6,6 +6,7 @@
 #include "attention/wgmma_pipeline.cuh"
 #include "common/numeric.cuh"
 #include "common/swizzle.cuh"
+#include "quantize/rotate_row.cuh"
 
 namespace intfa {
 namespace kernels {
@@ -27,7 +28,8 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
   // token into the Q tile's slabs where the TMA load would have put them (same swizzle). Each
   // warp takes the 16 rows its MMA fragments cover, HeadDim / 8 lanes per row with 8 channels
   // each: the lanes, the reductions (common/numeric.cuh) and the rounding of quantize_rows, so
-  // the INT8 rows, scales and LSE terms are bit for bit the ones that pass would write. All of
+  // the INT8 rows, scales and LSE terms are bit for bit the ones that pass would write (with
+  // kRotatesQ, rotated as it rotates them: rotate_row, after q . mean). All of
   // the warp's row loads are issued first; their latency overlaps the producer's first K/V
   // loads. Each lane gets its two rows' scales (fragment rows group and group + 8) with one
   // shuffle per pass. The warpgroup then syncs on its own named barrier: wgmma reads all 64 rows.
@@ -90,6 +92,8 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
           input.q_dot_k_mean[work.extent.q_scale0 + row] = dot;
         }
       }
+      // Every lane takes part: rows past the sequence are zeros.
+      if constexpr (Config::kRotatesQ) rotate_row<kLanesPerRow>(values, lane_in_row);
       const RowScale scale = row_scale(row_max_abs<kLanesPerRow>(values), 127.0f);
       u32 quantized[8];
       quantize_8(quantized, values, scale.inverse, 127, scale.clamps);

@@ -15,7 +15,7 @@
 #include "common/kernel_enums.h"
 #include "common/numeric.cuh"
 #include "quantize/quantize_params.h"
-#include "quantize/rotation.h"
+#include "quantize/rotate_row.cuh"
 
 namespace intfa {
 namespace kernels {
@@ -30,47 +30,6 @@ struct QuantizeRowsConfig {
   static constexpr int kRowsPerBlock = kThreads / kThreadsPerRow;
   static constexpr float kRange = Bits == 8 ? 127.0f : 7.0f;
 };
-
-// The rotation of rotation.h on one row held by Config::kThreadsPerRow consecutive lanes, 8
-// consecutive channels each: the signs, butterflies of strides 1, 2, 4 inside the thread, then one
-// shuffle per value for each larger stride (lane bit), then the normaliser. Every lane of the warp
-// takes part (rows past the end with zeros).
-template <class Config>
-__device__ __forceinline__ void rotate_row(float (&values)[8], int lane_in_row) {
-  constexpr int kHeadDim = Config::kThreadsPerRow * 8;
-  const int channel = lane_in_row * 8;
-  const u32 signs = rotation_sign_bits(channel / 32) >> (channel % 32);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    values[i] =
-        __int_as_float(__float_as_int(values[i]) ^ static_cast<int>(((signs >> i) & 1u) << 31));
-  }
-#pragma unroll
-  for (int stride = 1; stride < 8; stride *= 2) {
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      if ((i & stride) != 0) continue;
-      const float low = values[i];
-      const float high = values[i + stride];
-      values[i] = low + high;
-      values[i + stride] = low - high;
-    }
-  }
-#pragma unroll
-  for (int lane_stride = 1; lane_stride < Config::kThreadsPerRow; lane_stride *= 2) {
-    // The lane with the bit clear holds the lower channel: (low, high) -> (low + high, low - high),
-    // as one FFMA each, +-1 * own + partner (the product is exact: one rounding, as the FADD).
-    const float own_sign = (lane_in_row & lane_stride) != 0 ? -1.0f : 1.0f;
-#pragma unroll
-    for (int i = 0; i < 8; ++i) {
-      const float partner = __shfl_xor_sync(0xFFFFFFFFu, values[i], lane_stride);
-      values[i] = fmaf(own_sign, values[i], partner);
-    }
-  }
-  constexpr float kNormaliser = rotation_normaliser(kHeadDim);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) values[i] *= kNormaliser;
-}
 
 // Where one lane's 8 channels of a row are: the row of the flattened [batch, heads, seq] rows (or
 // past them: then the lane takes part in its row's shuffles with zeros and stores nothing).
@@ -114,7 +73,7 @@ __device__ __forceinline__ void finish_row_chunk(const QuantizeRowsParams& param
                                                  float dot_k_mean, int lane_in_row) {
   using Config = QuantizeRowsConfig<HeadDim, InputType, Bits, SmoothK, DotKMean, Rotate>;
   if (DotKMean) dot_k_mean = row_sum<Config::kThreadsPerRow>(dot_k_mean);
-  if (Rotate) rotate_row<Config>(values, lane_in_row);
+  if (Rotate) rotate_row<Config::kThreadsPerRow>(values, lane_in_row);
 
   const float amax = row_max_abs<Config::kThreadsPerRow>(values);
   if (!chunk.active) return;
@@ -249,7 +208,7 @@ __global__ void __launch_bounds__(256) quantize_row_blocks(const QuantizeRowsPar
 #pragma unroll
       for (int i = 0; i < 8; ++i) values[pass][i] -= mean[i];
     }
-    if (Rotate) rotate_row<Config>(values[pass], lane_in_row);
+    if (Rotate) rotate_row<Config::kThreadsPerRow>(values[pass], lane_in_row);
 #pragma unroll
     for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(values[pass][i]));
   }

@@ -151,8 +151,8 @@ Change run(const std::function<void()>& call) {
 // Each call on a fresh cache: the kernels it launches are the ones it fetched together, each
 // compiled once, before its first launch; the same call again fetches, compiles and loads nothing.
 // The cases cover each way K and V are launched (one clustered launch, K's rows with V's maximum
-// then V, the separate passes of per-block K), Q's own pass (rotated Q and K: the Hopper kernel
-// does not quantize Q then) and paged decode with its merge.
+// then V, the separate passes of per-block K), rotated Q and K (the Hopper kernel rotates Q in its
+// own Q pass) and paged decode with its merge.
 TEST(ColdCallChild, DISABLED_EachCallFetchesExactlyTheKernelsItLaunchesAtOnce) {
   if (std::getenv(kChild) == nullptr) GTEST_SKIP() << "run by ColdCall.*";
   SixteenBitCall defaults, half, long_kv(16384), per_block_k, rotated;
@@ -169,8 +169,8 @@ TEST(ColdCallChild, DISABLED_EachCallFetchesExactlyTheKernelsItLaunchesAtOnce) {
       // K's row blocks, V's maximum in a pass of its own, the per-block kernel (V's quantize
       // pass is the case before's).
       {"per-block K", per_block_k, 3},
-      // Rotated K's rows with V, Q's rotated rows, and the kernel that takes INT8 Q.
-      {"rotated Q and K", rotated, 3},
+      // Rotated K's rows with V, and the kernel that rotates and quantizes Q itself.
+      {"rotated Q and K", rotated, 2},
       // The decode kernel and the merge of its splits.
       {"paged decode, 8 splits", [] { paged_decode_call(8); }, 2},
   };

@@ -148,8 +148,9 @@ TEST(WgmmaSpec, RendersTheWarpSpecialisedKernelWithAGridConstantParameter) {
 }
 
 // attention_forward_16bit's request (with_q_in_kernel): the Hopper kernel quantizes Q itself, in
-// Q's type, with K smoothing's LSE term when K is smoothed; not on the portable kernel, not with
-// the rotation, INT4 Q.K or packed sequences, and not with INTFA_QUANTIZE_Q_IN_KERNEL=0.
+// Q's type, with K smoothing's LSE term when K is smoothed and rotated when Q and K are; not on
+// the portable kernel, not with INT4 Q.K or packed sequences, and not with
+// INTFA_QUANTIZE_Q_IN_KERNEL=0.
 TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
   testing::ScopedEnv unset("INTFA_QUANTIZE_Q_IN_KERNEL", nullptr);
   AttentionOptions smoothed;  // K smoothing is the default
@@ -176,19 +177,35 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
       with_q_in_kernel(sm90a_request(64), plain, DType::kF16), heuristic_config(sm90a_request(64)));
   EXPECT_TRUE(unsmoothed.quantizes_q);
   EXPECT_FALSE(unsmoothed.q_dot_k_mean);
+  EXPECT_FALSE(unsmoothed.rotate);
+  EXPECT_NE(families::render(unsmoothed, render::TemplateSet::embedded())
+                .source.find("static constexpr bool rotates_q = false;"),
+            std::string::npos);
+
+  // Rotated Q and K: the kernel rotates Q's rows in its own pass, and says so.
+  AttentionOptions rotated;
+  rotated.rotate_qk = true;
+  const SpecRequest rotating = with_q_in_kernel(sm90a_request(128), rotated, DType::kF16);
+  const families::KernelSpec rotating_spec = make_spec(rotating, heuristic_config(rotating));
+  EXPECT_TRUE(rotating_spec.quantizes_q);
+  EXPECT_TRUE(rotating_spec.rotate);
+  EXPECT_NE(families::render(rotating_spec, render::TemplateSet::embedded())
+                .source.find("static constexpr bool rotates_q = true;"),
+            std::string::npos);
+  EXPECT_NE(rotating_spec.to_string().find(" q=in_kernel+q_dot_k_mean+rotate"), std::string::npos)
+      << rotating_spec.to_string();
+  EXPECT_EQ(families::KernelSpec::from_json(rotating_spec.to_json()), rotating_spec);
+  EXPECT_NO_THROW(validate_config(rotating_spec, 227 * 1024));
 
   // Where Q keeps its own pass.
   EXPECT_FALSE(make_spec(hopper, portable_heuristic_config(hopper)).quantizes_q);
-  AttentionOptions rotated;
-  rotated.rotate_qk = true;
+  EXPECT_FALSE(make_spec(rotating, portable_heuristic_config(rotating)).rotate);
   SpecRequest int4 = sm90a_request(128);
   int4.qk_bits = 4;
   SpecRequest packed = sm90a_request(128);
   packed.varlen = true;
-  for (const SpecRequest& request :
-       {with_q_in_kernel(sm90a_request(128), rotated, DType::kF16),
-        with_q_in_kernel(int4, smoothed, DType::kF16),
-        with_q_in_kernel(packed, smoothed, DType::kF16)}) {
+  for (const SpecRequest& request : {with_q_in_kernel(int4, smoothed, DType::kF16),
+                                     with_q_in_kernel(packed, smoothed, DType::kF16)}) {
     EXPECT_FALSE(request.quantize_q_in_kernel);
     EXPECT_FALSE(make_spec(request, KernelConfig{128, 128, 12, 2, KernelPath::kWgmma}).quantizes_q);
   }
@@ -213,6 +230,9 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
   families::KernelSpec term_alone = make_spec(sm90a_request(128), heuristic_config(hopper));
   term_alone.q_dot_k_mean = true;
   EXPECT_EQ(refused_field_of(term_alone), "spec.q_dot_k_mean");
+  families::KernelSpec rotation_alone = make_spec(sm90a_request(128), heuristic_config(hopper));
+  rotation_alone.rotate = true;
+  EXPECT_EQ(refused_field_of(rotation_alone), "spec.rotate");
 }
 
 // What a deployment bundle lists for one 16-bit call: Q's rows kernel only where some listed
