@@ -12,7 +12,8 @@
 #             DECODE_ARGS, DECODE_LIMIT_S) and `intfa tune --decode` over the INT4 configs;
 #   accuracy  the real kernels per input family and Q/K transform (bench/accuracy.py);
 #   e2e       `intfa.attention` and the kernel alone against SDPA (bench/compare_sdpa.py;
-#             E2E_HEAD_DIMS, E2E_SEQS, E2E_CAUSAL, E2E_REPEATS, E2E_LIMIT_S; E2E_TIMINGS: its
+#             E2E_HEAD_DIMS, E2E_SEQS, E2E_CAUSAL, E2E_REPEATS, E2E_LIMIT_S; E2E_ARGS: more of
+#             its arguments, e.g. --rotate on; E2E_TIMINGS: its
 #             --timing, interleaved by default; E2E_ENVS and E2E_ROUNDS: the same again under
 #             other environment settings, alternating);
 #   host      host time per call, layer by layer (bench/python_overhead.py);
@@ -233,10 +234,12 @@ if wants e2e; then
         [ "$timing" != interleaved ] && name=${name}_$timing
         [ "${E2E_ROUNDS:-1}" -gt 1 ] && name=${name}_$round
         mkdir -p "$logs/$name"
+        # shellcheck disable=SC2086  # E2E_ARGS is a list of arguments
         TAIL_LINES=30 timed "$name" "${E2E_LIMIT_S:-200}" env "${settings[@]}" "$python" \
           bench/compare_sdpa.py --intfa binding --head-dims "${E2E_HEAD_DIMS:-128}" \
           --seqs "${E2E_SEQS:-1024,4096,16384}" --causal "${E2E_CAUSAL:-off}" \
-          --repeats "${E2E_REPEATS:-10}" --timing "$timing" --out-dir "$logs/$name"
+          --repeats "${E2E_REPEATS:-10}" --timing "$timing" --out-dir "$logs/$name" \
+          ${E2E_ARGS:-}
         echo "$name:" >> "$summary"
         grep -E "^\|" "$logs/$name.log" | tee -a "$summary" > /dev/null
       done
