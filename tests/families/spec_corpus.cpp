@@ -103,9 +103,9 @@ void attention_calls() {
               for (PEncoding p : {PEncoding::kSigned127, PEncoding::kUnsigned255})
                 for (PScaleReference p_scale :
                      {PScaleReference::kRunningMax, PScaleReference::kTileMax})
-                  for (VScaleGranularity v : {VScaleGranularity::kPerTensor,
-                                              VScaleGranularity::kPerChannel,
-                                              VScaleGranularity::kPerBlock})
+                  for (VScaleGranularity v :
+                       {VScaleGranularity::kPerTensor, VScaleGranularity::kPerChannel,
+                        VScaleGranularity::kPerBlock})
                     for (KScaleGranularity k :
                          {KScaleGranularity::kPerToken, KScaleGranularity::kPerBlock})
                       for (int transforms = 0; transforms < 4; ++transforms)
@@ -134,7 +134,8 @@ void attention_calls() {
                           }
                           for (const KernelConfig& config : configs) {
                             try {
-                              dump_all(aot::attention_call_specs(request, dtype, options, {config}));
+                              dump_all(
+                                  aot::attention_call_specs(request, dtype, options, {config}));
                             } catch (const Error& error) {
                               emit("call-error\t" + config.to_string() + "\t" + error.what());
                             }
