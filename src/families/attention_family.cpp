@@ -106,8 +106,7 @@ bool operator==(const AttentionSpec& a, const AttentionSpec& b) {
 }
 
 std::string AttentionSpec::to_string() const {
-  return kernel_name(path) + " " + device::arch_name(arch) + " d" + std::to_string(head_dim) +
-         fields_text(*this);
+  return format::text_heading(kernel_name(path), arch, head_dim) + fields_text(*this);
 }
 
 json::Value AttentionSpec::to_json() const {

@@ -124,8 +124,7 @@ bool operator==(const PagedSpec& a, const PagedSpec& b) {
 }
 
 std::string PagedSpec::to_string() const {
-  return kernel_name(kernel) + " " + device::arch_name(arch) + " d" + std::to_string(head_dim) +
-         describe(*this);
+  return format::text_heading(kernel_name(kernel), arch, head_dim) + describe(*this);
 }
 
 json::Value PagedSpec::to_json() const {

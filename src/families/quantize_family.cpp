@@ -267,8 +267,7 @@ bool operator==(const QuantizeSpec& a, const QuantizeSpec& b) {
 }
 
 std::string QuantizeSpec::to_string() const {
-  return kernel_name(kernel) + " " + device::arch_name(arch) + " d" + std::to_string(head_dim) +
-         fields_text(*this);
+  return format::text_heading(kernel_name(kernel), arch, head_dim) + fields_text(*this);
 }
 
 json::Value QuantizeSpec::to_json() const {

@@ -2,6 +2,10 @@
 
 namespace intfa::families::spec_format {
 
+std::string text_heading(const std::string& family, device::Arch arch, int head_dim) {
+  return family + " " + device::arch_name(arch) + " d" + std::to_string(head_dim);
+}
+
 json::Value object_for(const std::string& family, device::Arch arch, int head_dim) {
   json::Value object = json::Value::object();
   object.set("family", family);

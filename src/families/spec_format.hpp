@@ -27,6 +27,9 @@ namespace intfa::families::spec_format {
 // stay byte-identical to those written while one struct held every family's fields; its reader
 // reads the members it has.
 
+// What a family's to_string starts from: "family arch dN" (the family's fields follow).
+std::string text_heading(const std::string& family, device::Arch arch, int head_dim);
+
 // The JSON object a family's to_json starts from: "family" (the kernel's name), "arch",
 // "head_dim".
 json::Value object_for(const std::string& family, device::Arch arch, int head_dim);

@@ -186,10 +186,9 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
   int4.qk_bits = 4;
   SpecRequest packed = sm90a_request(128);
   packed.varlen = true;
-  for (const SpecRequest& request :
-       {with_q_in_kernel(sm90a_request(128), rotated, DType::kF16),
-        with_q_in_kernel(int4, smoothed, DType::kF16),
-        with_q_in_kernel(packed, smoothed, DType::kF16)}) {
+  for (const SpecRequest& request : {with_q_in_kernel(sm90a_request(128), rotated, DType::kF16),
+                                     with_q_in_kernel(int4, smoothed, DType::kF16),
+                                     with_q_in_kernel(packed, smoothed, DType::kF16)}) {
     EXPECT_FALSE(request.quantize_q_in_kernel);
     EXPECT_FALSE(make_spec(request, KernelConfig{128, 128, 12, 2, KernelPath::kWgmma}).quantizes_q);
   }

@@ -113,8 +113,9 @@ TEST(Render, IncludeClosureHoldsEveryTemplateTheUnitReaches) {
   spec.head_dim = 128;
   const RenderedUnit unit = render(spec, TemplateSet::embedded());
   const std::vector<std::string> expected = {
-      "common/grid_dependency.cuh", "common/kernel_enums.h",      "common/numeric.cuh",
-      "common/types.h",             "quantize/quantize_params.h", "quantize/quantize_rows.cuh",
+      "common/grid_dependency.cuh", "common/kernel_enums.h",
+      "common/numeric.cuh",         "common/types.h",
+      "quantize/quantize_params.h", "quantize/quantize_rows.cuh",
       "quantize/rotation.h"};
   EXPECT_EQ(unit.headers, expected);
 }
