@@ -18,7 +18,7 @@ STAGES = [
     ["nvrtc"],  # compiling a unit
     ["cache"],  # cache keys, the disk cache, deployment bundles
     ["launch"],  # loaded kernels and launches: the JIT core ends here
-    ["families"],  # each family's host file (instantiation, checks, params), KernelSpec
+    ["families"],  # each family's host file (its spec, instantiation, checks, params), AnySpec
     ["spec"],  # from a problem to the specs that serve it, the heuristics
     ["tune"],  # the tuning database and the tuner
     ["quantize"],  # the quantize API

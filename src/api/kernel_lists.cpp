@@ -11,53 +11,51 @@
 
 namespace intfa::aot {
 
-std::vector<families::KernelSpec> attention_call_specs(const attention::SpecRequest& request,
-                                                       DType dtype,
-                                                       const AttentionOptions& numerics,
-                                                       const std::vector<KernelConfig>& configs) {
+std::vector<families::AnySpec> attention_call_specs(const attention::SpecRequest& request,
+                                                    DType dtype, const AttentionOptions& numerics,
+                                                    const std::vector<KernelConfig>& configs) {
   // attention_forward_16bit's request: Hopper configs quantize Q in the kernel, and Q's own
   // pass is listed only where some config does not.
   const attention::SpecRequest call_request = attention::with_q_in_kernel(request, numerics, dtype);
   const int max_shared_bytes = device::default_max_shared_bytes(request.arch);
-  std::vector<families::KernelSpec> attention_specs;
+  std::vector<attention::AttentionSpec> attention_specs;
   bool q_rows_pass = false;
   for (const KernelConfig& config : configs) {
-    families::KernelSpec spec = attention::make_spec(call_request, config);
+    attention::AttentionSpec spec = attention::make_spec(call_request, config);
     attention::validate_config(spec, max_shared_bytes);
     q_rows_pass = q_rows_pass || !spec.quantizes_q;
     attention_specs.push_back(std::move(spec));
   }
-  std::vector<families::KernelSpec> specs =
+  const std::vector<quantize::QuantizeSpec> quantize_specs =
       quantize::call_specs(request, dtype, numerics, q_rows_pass);
+  std::vector<families::AnySpec> specs(quantize_specs.begin(), quantize_specs.end());
   specs.insert(specs.end(), attention_specs.begin(), attention_specs.end());
   return specs;
 }
 
-std::vector<families::KernelSpec> attention_call_specs(const attention::SpecRequest& request,
-                                                       DType dtype,
-                                                       const AttentionOptions& numerics) {
+std::vector<families::AnySpec> attention_call_specs(const attention::SpecRequest& request,
+                                                    DType dtype, const AttentionOptions& numerics) {
   return attention_call_specs(request, dtype, numerics, attention::heuristic_configs(request));
 }
 
-std::vector<families::KernelSpec> paged_specs(device::Arch arch, int head_dim, int bits,
-                                              DType dtype) {
-  std::vector<families::KernelSpec> specs = paged::family_specs(arch, head_dim, bits, dtype);
-  for (const families::KernelSpec& spec : specs) {
+std::vector<families::AnySpec> paged_specs(device::Arch arch, int head_dim, int bits, DType dtype) {
+  const std::vector<paged::PagedSpec> specs = paged::family_specs(arch, head_dim, bits, dtype);
+  for (const paged::PagedSpec& spec : specs) {
     // Every config of the list fits the arch (checked without a device).
-    if (spec.family == families::KernelFamily::kPagedDecode) {
+    if (spec.kernel == paged::PagedKernel::kDecode) {
       paged::check_decode_config(spec, device::default_max_shared_bytes(arch));
     }
   }
-  return specs;
+  return {specs.begin(), specs.end()};
 }
 
-CompileSummary compile_in_parallel(const std::vector<families::KernelSpec>& specs, unsigned threads,
+CompileSummary compile_in_parallel(const std::vector<families::AnySpec>& specs, unsigned threads,
                                    const CompileFunction& compile,
                                    const ProgressFunction& progress) {
   if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
   CompileFunction compile_one = compile;
   if (!compile_one) {
-    compile_one = [](const families::KernelSpec& spec) {
+    compile_one = [](const families::AnySpec& spec) {
       return launch::KernelRuntime::instance().compile(spec);
     };
   }

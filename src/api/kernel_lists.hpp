@@ -12,7 +12,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "families/kernel_spec.hpp"
+#include "families/any_spec.hpp"
 #include "intfa/attention.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "spec/attention_spec.hpp"
@@ -22,37 +22,34 @@ namespace intfa::aot {
 // Specs in the order first added, each once.
 class KernelList {
  public:
-  void add(const families::KernelSpec& spec) {
+  void add(const families::AnySpec& spec) {
     if (seen_.insert(spec).second) specs_.push_back(spec);
   }
-  void add(const std::vector<families::KernelSpec>& specs) {
-    for (const families::KernelSpec& spec : specs) add(spec);
+  void add(const std::vector<families::AnySpec>& specs) {
+    for (const families::AnySpec& spec : specs) add(spec);
   }
-  const std::vector<families::KernelSpec>& specs() const { return specs_; }
+  const std::vector<families::AnySpec>& specs() const { return specs_; }
 
  private:
-  std::vector<families::KernelSpec> specs_;
-  std::unordered_set<families::KernelSpec, families::KernelSpecHash> seen_;
+  std::vector<families::AnySpec> specs_;
+  std::unordered_set<families::AnySpec, families::AnySpecHash> seen_;
 };
 
 // The kernels one attention_forward_16bit call of `request` with `dtype` inputs launches under
 // `numerics`: its quantize kernels (quantize::call_specs; Q's only where a config's kernel does
 // not quantize Q itself), then the attention kernel at each of `configs`, each checked to fit the
 // arch's shared memory (InvalidArgument otherwise).
-std::vector<families::KernelSpec> attention_call_specs(const attention::SpecRequest& request,
-                                                       DType dtype,
-                                                       const AttentionOptions& numerics,
-                                                       const std::vector<KernelConfig>& configs);
+std::vector<families::AnySpec> attention_call_specs(const attention::SpecRequest& request,
+                                                    DType dtype, const AttentionOptions& numerics,
+                                                    const std::vector<KernelConfig>& configs);
 
 // The same at the tile configs the runtime's heuristic picks for `request`.
-std::vector<families::KernelSpec> attention_call_specs(const attention::SpecRequest& request,
-                                                       DType dtype,
-                                                       const AttentionOptions& numerics);
+std::vector<families::AnySpec> attention_call_specs(const attention::SpecRequest& request,
+                                                    DType dtype, const AttentionOptions& numerics);
 
 // Every kernel of the paged cache's family for one (arch, head dim, cache width, dtype): append,
 // decode at the heuristic's configs (checked against the arch) and the merge.
-std::vector<families::KernelSpec> paged_specs(device::Arch arch, int head_dim, int bits,
-                                              DType dtype);
+std::vector<families::AnySpec> paged_specs(device::Arch arch, int head_dim, int bits, DType dtype);
 
 struct CompileSummary {
   std::size_t compiled = 0;  // by NVRTC now
@@ -63,13 +60,13 @@ struct CompileSummary {
 
 // Where one spec's cubin comes from (KernelRuntime::compile by default, or a bundle writer);
 // called from several threads at once; a failure is an exception.
-using CompileFunction = std::function<launch::CompiledKernel(const families::KernelSpec&)>;
+using CompileFunction = std::function<launch::CompiledKernel(const families::AnySpec&)>;
 // Called after each spec with the number done (under a lock: one call at a time).
 using ProgressFunction = std::function<void(std::size_t done)>;
 
 // Compiles every spec on `threads` workers (0: all cores). NVRTC compiles are independent and
 // KernelRuntime::compile is thread-safe; one failure does not stop the others.
-CompileSummary compile_in_parallel(const std::vector<families::KernelSpec>& specs, unsigned threads,
+CompileSummary compile_in_parallel(const std::vector<families::AnySpec>& specs, unsigned threads,
                                    const CompileFunction& compile = {},
                                    const ProgressFunction& progress = {});
 

@@ -5,7 +5,7 @@
 #include "api/kernel_lists.hpp"
 #include "device/arch.hpp"
 #include "device/device_info.hpp"
-#include "families/kernel_spec.hpp"
+#include "families/any_spec.hpp"
 #include "intfa/errors.hpp"
 #include "intfa/paged.hpp"
 #include "spec/attention_spec.hpp"
@@ -20,8 +20,7 @@ device::Arch resolve_arch(const std::string& name) {
   return *arch;
 }
 
-std::vector<families::KernelSpec> request_specs(const PrecompileRequest& request,
-                                                device::Arch arch) {
+std::vector<families::AnySpec> request_specs(const PrecompileRequest& request, device::Arch arch) {
   // Causal on and off share the quantize kernels: each spec once, first occurrence kept.
   aot::KernelList list;
   for (DType dtype : request.dtypes) {
@@ -62,12 +61,12 @@ void validate_request(const PrecompileRequest& request) {
 
 // Compiles `specs` into the user cache on `jobs` threads (0: all cores) and reports them; the
 // first failure is rethrown after every spec was tried.
-PrecompileReport compile_specs(device::Arch arch, const std::vector<families::KernelSpec>& specs,
+PrecompileReport compile_specs(device::Arch arch, const std::vector<families::AnySpec>& specs,
                                unsigned jobs) {
   PrecompileReport report;
   report.arch = device::arch_name(arch);
   report.kernels = specs.size();
-  for (const families::KernelSpec& spec : specs) report.specs.push_back(spec.to_string());
+  for (const families::AnySpec& spec : specs) report.specs.push_back(spec.to_string());
   const aot::CompileSummary summary = aot::compile_in_parallel(specs, jobs);
   if (summary.first_failure) std::rethrow_exception(summary.first_failure);
   report.compiled_now = summary.compiled;
@@ -106,7 +105,7 @@ PrecompileReport precompile_paged(const PagedPrecompileRequest& request) {
   for (DType dtype : request.dtypes)
     for (int head_dim : request.head_dims)
       for (int bits : request.bits) list.add(aot::paged_specs(arch, head_dim, bits, dtype));
-  const std::vector<families::KernelSpec>& specs = list.specs();
+  const std::vector<families::AnySpec>& specs = list.specs();
   return compile_specs(arch, specs, request.jobs);
 }
 

@@ -120,7 +120,7 @@ PlannedLaunch plan_kernel(const AttentionProblem& problem, const AttentionTensor
   }
   PlannedLaunch planned;
   planned.spec = make_spec(request, config);
-  const families::KernelSpec& spec = planned.spec;
+  const AttentionSpec& spec = planned.spec;
   validate_config(spec, info.max_shared_bytes_per_block_optin);
   planned.context = context;
   planned.shape = launch_shape(problem, spec);
@@ -131,7 +131,7 @@ PlannedLaunch plan_kernel(const AttentionProblem& problem, const AttentionTensor
   if (sixteen_bit != nullptr && sixteen_bit->head_dim > 0) {
     planned.params.attention.out_head_dim = sixteen_bit->head_dim;
   }
-  planned.wgmma = spec.family == families::KernelFamily::kAttentionWgmma;
+  planned.wgmma = spec.path == KernelPath::kWgmma;
   if (planned.wgmma) encode_tensor_maps(planned.params, problem, tensors, spec);
   planned.quantizes_q = spec.quantizes_q;
   if (spec.quantizes_q) {

@@ -7,7 +7,7 @@
 
 #include "attention/attention_params.h"
 #include "attention/wgmma_params.h"
-#include "families/kernel_spec.hpp"
+#include "families/attention_family.hpp"
 #include "intfa/attention.hpp"
 #include "launch/kernel_runtime.hpp"
 
@@ -27,7 +27,7 @@ struct SixteenBitCall {
 };
 
 struct PlannedLaunch {
-  families::KernelSpec spec;
+  AttentionSpec spec;
   CUcontext context = nullptr;                   // the stream's
   const launch::LoadedKernel* kernel = nullptr;  // null until loaded
   launch::LaunchShape shape;

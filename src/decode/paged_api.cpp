@@ -163,7 +163,7 @@ Where where(CUstream stream) {
 // from the device and the config alone (paged::resident_blocks), never from the query type or
 // the compiled kernel, so that paged_decode_workspace_bytes and paged_decode agree.
 struct DecodePlan {
-  families::KernelSpec spec;
+  paged::PagedSpec spec;
   unsigned shared_bytes = 0;
   int row_blocks = 0;
   int splits = 1;
@@ -269,7 +269,7 @@ void paged_append(const PagedKVCache& cache, const TensorView& k, const TensorVi
   const long long blocks = (rows_per_tensor + rows_per_block - 1) / rows_per_block;
 
   const Where at = where(stream);
-  const families::KernelSpec spec =
+  const paged::PagedSpec spec =
       paged::append_spec(at.info->arch, cache.head_dim, cache.bits, input);
   kernels::PagedAppendParams params{};
   params.k = k.data;
@@ -364,7 +364,7 @@ void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
     decode_kernel =
         &launch::KernelRuntime::instance().load(plan.spec, at.context, plan.shared_bytes);
   } else {
-    const families::KernelSpec merge_spec =
+    const paged::PagedSpec merge_spec =
         paged::merge_spec(at.info->arch, cache.head_dim, kernels::ElementType::kF32, output);
     launch::CallKernels call_kernels;
     call_kernels.add(plan.spec, plan.shared_bytes, &decode_kernel);

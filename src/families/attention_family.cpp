@@ -1,9 +1,11 @@
 #include "families/attention_family.hpp"
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "families/attention_wgmma_family.hpp"
+#include "families/spec_format.hpp"
 #include "intfa/errors.hpp"
 #include "numerics/numerics.hpp"
 
@@ -12,8 +14,9 @@ namespace {
 
 using render::bool_argument;
 using render::element_type_argument;
+namespace format = families::spec_format;
 
-void validate_mma_sync_config(const families::KernelSpec& spec) {
+void validate_mma_sync_config(const AttentionSpec& spec) {
   if (spec.quantizes_q) {
     throw InvalidArgument("spec.quantizes_q", "true",
                           "only the Hopper kernel (config.path = wgmma) quantizes Q itself");
@@ -41,7 +44,7 @@ kernels::Strides byte_strides(const TensorView& view, int element_bytes) {
                           view.strides[2] * element_bytes};
 }
 
-render::ConstantsStruct numerics_constants(const families::KernelSpec& spec) {
+render::ConstantsStruct numerics_constants(const AttentionSpec& spec) {
   render::ConstantsStruct numerics("intfa_numerics");
   numerics::for_each_kernel_constant(
       spec.numerics, [&](const std::string& type, const std::string& member,
@@ -49,7 +52,10 @@ render::ConstantsStruct numerics_constants(const families::KernelSpec& spec) {
   return numerics;
 }
 
-render::Instantiation portable_instantiation(const families::KernelSpec& spec) {
+namespace {
+
+// The portable kernel's instantiation.
+render::Instantiation portable_instantiation(const AttentionSpec& spec) {
   render::ConstantsStruct fields("intfa_spec");
   fields.add("head_dim", spec.head_dim)
       .add("block_m", spec.block_m)
@@ -69,7 +75,8 @@ render::Instantiation portable_instantiation(const families::KernelSpec& spec) {
           "intfa::kernels::AttentionParams", fields.definition() + numerics.definition()};
 }
 
-std::string fields_text(const families::KernelSpec& spec) {
+// What to_string says after "kernel arch dN" (either kernel).
+std::string fields_text(const AttentionSpec& spec) {
   return " m" + std::to_string(spec.block_m) + " n" + std::to_string(spec.block_n) + " w" +
          std::to_string(spec.warps) + " s" + std::to_string(spec.stages) + " " +
          option_name(spec.variant) + " qk" + std::to_string(spec.qk_bits) + " " +
@@ -82,8 +89,108 @@ std::string fields_text(const families::KernelSpec& spec) {
               : std::string());
 }
 
-int shared_bytes(const families::KernelSpec& spec) {
-  if (spec.family == families::KernelFamily::kAttentionWgmma) return wgmma_shared_bytes(spec);
+}  // namespace
+
+std::string kernel_name(KernelPath path) {
+  return path == KernelPath::kWgmma ? "attention_wgmma" : "attention";
+}
+
+bool names_kernel(const std::string& family) {
+  return family == kernel_name(KernelPath::kMmaSync) || family == kernel_name(KernelPath::kWgmma);
+}
+
+bool operator==(const AttentionSpec& a, const AttentionSpec& b) {
+  auto fields = [](const AttentionSpec& s) {
+    return std::tie(s.path, s.arch, s.head_dim, s.block_m, s.block_n, s.warps, s.stages, s.qk_bits,
+                    s.variant, s.input_type, s.output_type, s.causal, s.varlen, s.numerics,
+                    s.quantizes_q, s.q_dot_k_mean, s.rotate);
+  };
+  return fields(a) == fields(b);
+}
+
+std::string AttentionSpec::to_string() const {
+  return format::text_heading(kernel_name(path), arch, head_dim) + fields_text(*this);
+}
+
+json::Value AttentionSpec::to_json() const {
+  json::Value object = format::object_for(kernel_name(path), arch, head_dim);
+  object.set("block_m", block_m);
+  object.set("block_n", block_n);
+  object.set("warps", warps);
+  object.set("stages", stages);
+  object.set("qk_bits", qk_bits);
+  object.set("variant", option_name(variant));
+  object.set("input_type", render::element_type_name(input_type));
+  object.set("output_type", render::element_type_name(output_type));
+  object.set("causal", causal);
+  numerics::write_json(object, numerics);
+  object.set("smooth_k", false);  // the quantize kernels' (spec_format.hpp's one member list)
+  object.set("varlen", varlen);
+  object.set("q_dot_k_mean", q_dot_k_mean);
+  object.set("rotate", rotate);
+  object.set("quantizes_q", quantizes_q);
+  return object;
+}
+
+AttentionSpec AttentionSpec::from_json(const json::Value& value) {
+  return format::read([&] {
+    AttentionSpec spec;
+    const KernelPath paths[] = {KernelPath::kMmaSync, KernelPath::kWgmma};
+    spec.path = format::kernel_member(value, kernel_name, paths);
+    spec.arch = format::arch_member(value);
+    spec.head_dim = format::int_member(value, "head_dim");
+    spec.block_m = format::int_member(value, "block_m");
+    spec.block_n = format::int_member(value, "block_n");
+    spec.warps = format::int_member(value, "warps");
+    spec.stages = format::int_member(value, "stages");
+    spec.qk_bits = format::int_member(value, "qk_bits");
+    spec.variant = format::option_member<Variant>(value, "variant");
+    spec.input_type = format::element_type_member(value, "input_type");
+    spec.output_type = format::element_type_member(value, "output_type");
+    spec.causal = value.at("causal").as_bool();
+    // Every option (absent: the spec's own, Algorithm 1's; files of builds before per-block K
+    // lack k_granularity, which was per token).
+    spec.numerics = numerics::read_json<InvalidArgument>(value, "spec.", paper_numerics());
+    // Absent in the files of builds before varlen, K smoothing's LSE term and the Hopper
+    // kernel's own Q pass existed: dense, INT8 Q.
+    spec.varlen = format::optional_bool_member(value, "varlen");
+    spec.q_dot_k_mean = format::optional_bool_member(value, "q_dot_k_mean");
+    spec.quantizes_q = format::optional_bool_member(value, "quantizes_q");
+    spec.rotate = format::optional_bool_member(value, "rotate");
+    return spec;
+  });
+}
+
+render::KernelId kernel_id(const AttentionSpec& s) {
+  using format::small_bit;
+  // The kernel tags 6 and 7 (spec_format.hpp): after the quantize kernels' 0-5.
+  const unsigned tag = s.path == KernelPath::kWgmma ? 7 : 6;
+  const std::uint64_t small =
+      small_bit(tag, format::kKernelTag) | small_bit(static_cast<unsigned>(s.arch), format::kArch) |
+      small_bit(static_cast<unsigned>(s.variant), format::kVariant) |
+      small_bit(static_cast<unsigned>(s.input_type), format::kInputType) |
+      small_bit(static_cast<unsigned>(s.output_type), format::kOutputType) |
+      small_bit(s.causal, format::kCausal) | small_bit(s.varlen, format::kVarlen) |
+      small_bit(s.q_dot_k_mean, format::kQDotKMean) | small_bit(s.rotate, format::kRotate) |
+      small_bit(s.quantizes_q, format::kQuantizesQ);
+  return render::KernelId{{small, format::two_fields(s.head_dim, s.block_m),
+                           format::two_fields(s.block_n, s.warps),
+                           format::two_fields(s.stages, s.qk_bits), numerics::code(s.numerics)}};
+}
+
+render::KernelSource kernel_source(const AttentionSpec& spec,
+                                   const render::TemplateSet& templates) {
+  return format::source(
+      kernel_name(spec.path), spec.arch, spec.head_dim,
+      [&] {
+        return spec.path == KernelPath::kWgmma ? wgmma_instantiation(spec)
+                                               : portable_instantiation(spec);
+      },
+      templates, spec.to_string(), spec.to_json());
+}
+
+int shared_bytes(const AttentionSpec& spec) {
+  if (spec.path == KernelPath::kWgmma) return wgmma_shared_bytes(spec);
   return kernels::attention_shared_bytes(
       spec.head_dim, spec.block_m, spec.block_n, spec.stages, spec.qk_bits,
       spec.variant == Variant::kFullInt8,
@@ -91,7 +198,7 @@ int shared_bytes(const families::KernelSpec& spec) {
           spec.numerics.v_granularity == VScaleGranularity::kPerBlock);
 }
 
-void validate_config(const families::KernelSpec& spec, int max_shared_bytes) {
+void validate_config(const AttentionSpec& spec, int max_shared_bytes) {
   if (spec.head_dim != 64 && spec.head_dim != 128 && spec.head_dim != 256) {
     throw InvalidArgument("problem.head_dim", std::to_string(spec.head_dim),
                           "supported head dims are 64, 128 and 256");
@@ -107,7 +214,7 @@ void validate_config(const families::KernelSpec& spec, int max_shared_bytes) {
                             "per-block K scales are for dense batches, not packed sequences");
     }
   }
-  if (spec.family == families::KernelFamily::kAttentionWgmma) {
+  if (spec.path == KernelPath::kWgmma) {
     validate_wgmma_config(spec);
   } else {
     validate_mma_sync_config(spec);
@@ -167,8 +274,7 @@ kernels::AttentionParams make_params(const AttentionProblem& problem,
   return params;
 }
 
-launch::LaunchShape launch_shape(const AttentionProblem& problem,
-                                 const families::KernelSpec& spec) {
+launch::LaunchShape launch_shape(const AttentionProblem& problem, const AttentionSpec& spec) {
   launch::LaunchShape shape;
   shape.grid[0] = static_cast<unsigned>((problem.seq_q + spec.block_m - 1) / spec.block_m);
   shape.grid[1] = static_cast<unsigned>(problem.heads_q);

@@ -22,7 +22,7 @@ using render::element_type_argument;
 
 // The Hopper kernel has 8-bit Q.K, full or half INT8, and block_m = 64 per consumer warpgroup
 // (warps = 4 per warpgroup, one of them the producer).
-render::Instantiation wgmma_instantiation(const families::KernelSpec& spec) {
+render::Instantiation wgmma_instantiation(const AttentionSpec& spec) {
   render::ConstantsStruct fields("intfa_spec");
   fields.add("head_dim", spec.head_dim)
       .add("block_n", spec.block_n)
@@ -43,13 +43,13 @@ render::Instantiation wgmma_instantiation(const families::KernelSpec& spec) {
           fields.definition() + numerics.definition()};
 }
 
-int wgmma_shared_bytes(const families::KernelSpec& spec) {
+int wgmma_shared_bytes(const AttentionSpec& spec) {
   const bool full_int8 = spec.variant == Variant::kFullInt8;
   return kernels::wgmma_attention_shared_bytes(spec.head_dim, spec.block_m, spec.block_n,
                                                spec.stages, full_int8 ? 1 : 2);
 }
 
-void validate_wgmma_config(const families::KernelSpec& spec) {
+void validate_wgmma_config(const AttentionSpec& spec) {
   const std::string path = " with config.path = wgmma";
   if (spec.arch != device::Arch::kSm90a) {
     throw Unsupported("config.path = wgmma needs sm_90a (warpgroup MMAs and TMA); the target is " +
@@ -259,7 +259,7 @@ void set_q_input(kernels::WgmmaAttentionParams& params, const TensorView& q,
 }
 
 void encode_tensor_maps(kernels::WgmmaAttentionParams& params, const AttentionProblem& problem,
-                        const AttentionTensors& tensors, const families::KernelSpec& spec) {
+                        const AttentionTensors& tensors, const AttentionSpec& spec) {
   // K rows as slabs of at most 128 bytes by a tile of keys; INT8 V as a tile's tokens
   // (one row of block_n bytes) of every channel; 16-bit V as slabs of 64 channels (128 bytes)
   // by a tile's keys.

@@ -1,15 +1,23 @@
 #include "families/paged_family.hpp"
 
 #include <algorithm>
+#include <tuple>
 
 #include "common/strings.hpp"
+#include "families/spec_format.hpp"
 #include "intfa/errors.hpp"
+#include "numerics/numerics.hpp"
 #include "numerics/option_names.hpp"
 
 namespace intfa::paged {
 namespace {
 
+namespace format = families::spec_format;
+
 constexpr std::size_t kWorkspaceAlignment = 256;
+
+const PagedKernel kKernels[] = {PagedKernel::kAppend, PagedKernel::kDecode,
+                                PagedKernel::kMergeStates};
 
 std::size_t align_up(std::size_t bytes) {
   return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
@@ -19,9 +27,9 @@ kernels::ElementType element_type(DType dtype) {
   return dtype == DType::kBF16 ? kernels::ElementType::kBF16 : kernels::ElementType::kF16;
 }
 
-families::KernelSpec family_spec(families::KernelFamily family, device::Arch arch, int head_dim) {
-  families::KernelSpec spec;
-  spec.family = family;
+PagedSpec family_spec(PagedKernel kernel, device::Arch arch, int head_dim) {
+  PagedSpec spec;
+  spec.kernel = kernel;
   spec.arch = arch;
   spec.head_dim = head_dim;
   return spec;
@@ -35,107 +43,196 @@ std::string bits_name(int bits) {
   return bits == 4 ? "i4" : "i8";
 }
 
+// The unit's header and kernel.
+render::Instantiation instantiation(const PagedSpec& spec) {
+  const std::string head_dim = std::to_string(spec.head_dim);
+  switch (spec.kernel) {
+    case PagedKernel::kAppend:
+      return {"decode/paged_append.cuh",
+              "intfa::kernels::paged_append<" + head_dim + ", " + std::to_string(spec.bits) + ", " +
+                  type_argument(spec.input_type) + ">",
+              "intfa::kernels::PagedAppendParams"};
+    case PagedKernel::kDecode:
+      return {
+          "decode/paged_decode.cuh",
+          "intfa::kernels::paged_decode<" +
+              strings::join(
+                  {head_dim, std::to_string(spec.bits), type_argument(spec.input_type),
+                   type_argument(spec.output_type), std::to_string(spec.config.block_rows),
+                   std::to_string(spec.config.stage_tokens), std::to_string(spec.config.stages)},
+                  ", ") +
+              ">",
+          "intfa::kernels::PagedDecodeParams"};
+    case PagedKernel::kMergeStates:
+      return {"decode/merge_states.cuh",
+              "intfa::kernels::merge_states<" + head_dim + ", " + type_argument(spec.input_type) +
+                  ", " + type_argument(spec.output_type) + ">",
+              "intfa::kernels::MergeStatesParams"};
+  }
+  throw InternalError("unknown PagedKernel");
+}
+
+// What to_string says after "kernel arch dN".
+std::string describe(const PagedSpec& spec) {
+  switch (spec.kernel) {
+    case PagedKernel::kAppend:
+      return " " + render::element_type_name(spec.input_type) + "->" + bits_name(spec.bits);
+    case PagedKernel::kDecode:
+      return " " + bits_name(spec.bits) + " m" + std::to_string(spec.config.block_rows) + " n" +
+             std::to_string(spec.config.stage_tokens) + " s" + std::to_string(spec.config.stages) +
+             " " + render::element_type_name(spec.input_type) + "->" +
+             render::element_type_name(spec.output_type);
+    case PagedKernel::kMergeStates:
+      return " " + render::element_type_name(spec.input_type) + "->" +
+             render::element_type_name(spec.output_type);
+  }
+  throw InternalError("unknown PagedKernel");
+}
+
+// The decode kernel's warps (the spec JSON's "warps"; the others have none).
+int warps_of(const PagedSpec& spec) {
+  return spec.kernel == PagedKernel::kDecode ? kernels::kPagedDecodeWarps : 0;
+}
+
 }  // namespace
 
-families::KernelSpec append_spec(device::Arch arch, int head_dim, int bits,
-                                 kernels::ElementType input) {
-  families::KernelSpec spec = family_spec(families::KernelFamily::kPagedAppend, arch, head_dim);
-  spec.qk_bits = bits;
+std::string kernel_name(PagedKernel kernel) {
+  switch (kernel) {
+    case PagedKernel::kAppend:
+      return "paged_append";
+    case PagedKernel::kDecode:
+      return "paged_decode";
+    case PagedKernel::kMergeStates:
+      return "merge_states";
+  }
+  throw InternalError("unknown PagedKernel");
+}
+
+bool names_kernel(const std::string& family) {
+  for (PagedKernel kernel : kKernels) {
+    if (kernel_name(kernel) == family) return true;
+  }
+  return false;
+}
+
+bool operator==(const PagedSpec& a, const PagedSpec& b) {
+  auto fields = [](const PagedSpec& s) {
+    return std::tie(s.kernel, s.arch, s.head_dim, s.bits, s.input_type, s.output_type,
+                    s.config.block_rows, s.config.stage_tokens, s.config.stages);
+  };
+  return fields(a) == fields(b);
+}
+
+std::string PagedSpec::to_string() const {
+  return format::text_heading(kernel_name(kernel), arch, head_dim) + describe(*this);
+}
+
+json::Value PagedSpec::to_json() const {
+  json::Value object = format::object_for(kernel_name(kernel), arch, head_dim);
+  object.set("block_m", config.block_rows);
+  object.set("block_n", config.stage_tokens);
+  object.set("warps", warps_of(*this));
+  object.set("stages", config.stages);
+  object.set("qk_bits", bits);
+  object.set("variant", option_name(Variant::kFullInt8));
+  object.set("input_type", render::element_type_name(input_type));
+  object.set("output_type", render::element_type_name(output_type));
+  // The attention and quantize kernels' members (spec_format.hpp's one list), at the values a
+  // paged spec has always written.
+  object.set("causal", false);
+  numerics::write_json(object, paper_numerics());
+  for (const char* member : {"smooth_k", "varlen", "q_dot_k_mean", "rotate", "quantizes_q"}) {
+    object.set(member, false);
+  }
+  return object;
+}
+
+PagedSpec PagedSpec::from_json(const json::Value& value) {
+  return format::read([&] {
+    PagedSpec spec;
+    spec.kernel = format::kernel_member(value, kernel_name, kKernels);
+    spec.arch = format::arch_member(value);
+    spec.head_dim = format::int_member(value, "head_dim");
+    spec.config.block_rows = format::int_member(value, "block_m");
+    spec.config.stage_tokens = format::int_member(value, "block_n");
+    spec.config.stages = format::int_member(value, "stages");
+    spec.bits = format::int_member(value, "qk_bits");
+    spec.input_type = format::element_type_member(value, "input_type");
+    spec.output_type = format::element_type_member(value, "output_type");
+    return spec;
+  });
+}
+
+render::KernelId kernel_id(const PagedSpec& s) {
+  using format::small_bit;
+  const std::uint64_t small = small_bit(static_cast<unsigned>(s.kernel), format::kKernelTag) |
+                              small_bit(static_cast<unsigned>(s.arch), format::kArch) |
+                              small_bit(static_cast<unsigned>(s.input_type), format::kInputType) |
+                              small_bit(static_cast<unsigned>(s.output_type), format::kOutputType);
+  return render::KernelId{{small, format::two_fields(s.head_dim, s.config.block_rows),
+                           format::two_fields(s.config.stage_tokens, warps_of(s)),
+                           format::two_fields(s.config.stages, s.bits),
+                           numerics::code(paper_numerics())}};
+}
+
+render::KernelSource kernel_source(const PagedSpec& spec, const render::TemplateSet& templates) {
+  return format::source(
+      kernel_name(spec.kernel), spec.arch, spec.head_dim, [&] { return instantiation(spec); },
+      templates, spec.to_string(), spec.to_json());
+}
+
+PagedSpec append_spec(device::Arch arch, int head_dim, int bits, kernels::ElementType input) {
+  PagedSpec spec = family_spec(PagedKernel::kAppend, arch, head_dim);
+  spec.bits = bits;
   spec.input_type = input;
   return spec;
 }
 
-families::KernelSpec decode_spec(device::Arch arch, int head_dim, int bits,
-                                 kernels::ElementType query, kernels::ElementType output,
-                                 const PagedDecodeConfig& config) {
-  families::KernelSpec spec = family_spec(families::KernelFamily::kPagedDecode, arch, head_dim);
-  spec.qk_bits = bits;
+PagedSpec decode_spec(device::Arch arch, int head_dim, int bits, kernels::ElementType query,
+                      kernels::ElementType output, const PagedDecodeConfig& config) {
+  PagedSpec spec = family_spec(PagedKernel::kDecode, arch, head_dim);
+  spec.bits = bits;
   spec.input_type = query;
   spec.output_type = output;
-  spec.block_m = config.block_rows;
-  spec.block_n = config.stage_tokens;
-  spec.stages = config.stages;
-  spec.warps = kernels::kPagedDecodeWarps;
+  spec.config = config;
   return spec;
 }
 
-families::KernelSpec merge_spec(device::Arch arch, int head_dim, kernels::ElementType state,
-                                kernels::ElementType output) {
-  families::KernelSpec spec = family_spec(families::KernelFamily::kMergeStates, arch, head_dim);
+PagedSpec merge_spec(device::Arch arch, int head_dim, kernels::ElementType state,
+                     kernels::ElementType output) {
+  PagedSpec spec = family_spec(PagedKernel::kMergeStates, arch, head_dim);
   spec.input_type = state;
   spec.output_type = output;
   return spec;
 }
 
-render::Instantiation instantiation(const families::KernelSpec& spec) {
-  const std::string head_dim = std::to_string(spec.head_dim);
-  switch (spec.family) {
-    case families::KernelFamily::kPagedAppend:
-      return {"decode/paged_append.cuh",
-              "intfa::kernels::paged_append<" + head_dim + ", " + std::to_string(spec.qk_bits) +
-                  ", " + type_argument(spec.input_type) + ">",
-              "intfa::kernels::PagedAppendParams"};
-    case families::KernelFamily::kPagedDecode:
-      return {
-          "decode/paged_decode.cuh",
-          "intfa::kernels::paged_decode<" +
-              strings::join({head_dim, std::to_string(spec.qk_bits), type_argument(spec.input_type),
-                             type_argument(spec.output_type), std::to_string(spec.block_m),
-                             std::to_string(spec.block_n), std::to_string(spec.stages)},
-                            ", ") +
-              ">",
-          "intfa::kernels::PagedDecodeParams"};
-    case families::KernelFamily::kMergeStates:
-      return {"decode/merge_states.cuh",
-              "intfa::kernels::merge_states<" + head_dim + ", " + type_argument(spec.input_type) +
-                  ", " + type_argument(spec.output_type) + ">",
-              "intfa::kernels::MergeStatesParams"};
-    default:
-      throw InternalError("not a paged-cache kernel: " + families::family_name(spec.family));
-  }
+int decode_shared_bytes(const PagedSpec& decode) {
+  return kernels::paged_decode_shared_bytes(decode.head_dim, decode.bits, decode.config.block_rows,
+                                            decode.config.stage_tokens, decode.config.stages);
 }
 
-std::string describe(const families::KernelSpec& spec) {
-  switch (spec.family) {
-    case families::KernelFamily::kPagedAppend:
-      return " " + render::element_type_name(spec.input_type) + "->" + bits_name(spec.qk_bits);
-    case families::KernelFamily::kPagedDecode:
-      return " " + bits_name(spec.qk_bits) + " m" + std::to_string(spec.block_m) + " n" +
-             std::to_string(spec.block_n) + " s" + std::to_string(spec.stages) + " " +
-             render::element_type_name(spec.input_type) + "->" +
-             render::element_type_name(spec.output_type);
-    case families::KernelFamily::kMergeStates:
-      return " " + render::element_type_name(spec.input_type) + "->" +
-             render::element_type_name(spec.output_type);
-    default:
-      throw InternalError("not a paged-cache kernel: " + families::family_name(spec.family));
-  }
-}
-
-int decode_shared_bytes(const families::KernelSpec& decode) {
-  return kernels::paged_decode_shared_bytes(decode.head_dim, decode.qk_bits, decode.block_m,
-                                            decode.block_n, decode.stages);
-}
-
-void check_decode_config(const families::KernelSpec& decode, int max_shared_bytes) {
-  if (decode.block_m != 8 && decode.block_m != 16 && decode.block_m != 32 && decode.block_m != 64) {
-    throw InvalidArgument("config.block_rows", std::to_string(decode.block_m),
+void check_decode_config(const PagedSpec& decode, int max_shared_bytes) {
+  if (decode.config.block_rows != 8 && decode.config.block_rows != 16 &&
+      decode.config.block_rows != 32 && decode.config.block_rows != 64) {
+    throw InvalidArgument("config.block_rows", std::to_string(decode.config.block_rows),
                           "expected 8, 16, 32 or 64");
   }
-  if (decode.block_n != 64 && decode.block_n != 128) {
-    throw InvalidArgument("config.stage_tokens", std::to_string(decode.block_n),
+  if (decode.config.stage_tokens != 64 && decode.config.stage_tokens != 128) {
+    throw InvalidArgument("config.stage_tokens", std::to_string(decode.config.stage_tokens),
                           "expected 64 or 128");
   }
-  if (decode.stages < 2 || decode.stages > 4) {
-    throw InvalidArgument("config.stages", std::to_string(decode.stages), "expected 2, 3 or 4");
+  if (decode.config.stages < 2 || decode.config.stages > 4) {
+    throw InvalidArgument("config.stages", std::to_string(decode.config.stages),
+                          "expected 2, 3 or 4");
   }
   const int shared = decode_shared_bytes(decode);
   if (shared > max_shared_bytes) {
-    throw Unsupported("the paged decode config m" + std::to_string(decode.block_m) + " n" +
-                      std::to_string(decode.block_n) + " s" + std::to_string(decode.stages) +
-                      " needs " + std::to_string(shared) + " bytes of shared memory at d=" +
-                      std::to_string(decode.head_dim) + " and " + std::to_string(decode.qk_bits) +
-                      " bits; the device allows " + std::to_string(max_shared_bytes));
+    throw Unsupported("the paged decode config m" + std::to_string(decode.config.block_rows) +
+                      " n" + std::to_string(decode.config.stage_tokens) + " s" +
+                      std::to_string(decode.config.stages) + " needs " + std::to_string(shared) +
+                      " bytes of shared memory at d=" + std::to_string(decode.head_dim) + " and " +
+                      std::to_string(decode.bits) + " bits; the device allows " +
+                      std::to_string(max_shared_bytes));
   }
 }
 
@@ -205,16 +302,17 @@ int heuristic_splits(long long units, int max_seq_len, int resident_blocks) {
   return best;
 }
 
-int resident_blocks(const families::KernelSpec& decode, const device::DeviceInfo& info) {
+int resident_blocks(const PagedSpec& decode, const device::DeviceInfo& info) {
   // The driver reserves 1 KB of shared memory per block (CUDA C++ Programming Guide, "Shared
   // Memory" of compute capabilities 8.x and 9.0).
   constexpr int kReservedSharedBytes = 1024;
   const int per_block = decode_shared_bytes(decode) + kReservedSharedBytes;
-  const int by_shared = info.max_shared_bytes_per_sm > 0
-                            ? std::max(1, info.max_shared_bytes_per_sm / per_block)
-                            : kernels::paged_decode_min_blocks(decode.head_dim, decode.block_m);
-  const int per_sm =
-      std::min(kernels::paged_decode_min_blocks(decode.head_dim, decode.block_m), by_shared);
+  const int by_shared =
+      info.max_shared_bytes_per_sm > 0
+          ? std::max(1, info.max_shared_bytes_per_sm / per_block)
+          : kernels::paged_decode_min_blocks(decode.head_dim, decode.config.block_rows);
+  const int per_sm = std::min(
+      kernels::paged_decode_min_blocks(decode.head_dim, decode.config.block_rows), by_shared);
   return std::max(1, info.sm_count) * per_sm;
 }
 
@@ -231,10 +329,9 @@ std::size_t workspace_bytes(int splits, int batch, int q_len, int heads_q, int h
          align_up(rows * sizeof(float));
 }
 
-std::vector<families::KernelSpec> family_specs(device::Arch arch, int head_dim, int bits,
-                                               DType dtype) {
+std::vector<PagedSpec> family_specs(device::Arch arch, int head_dim, int bits, DType dtype) {
   const kernels::ElementType type = element_type(dtype);
-  std::vector<families::KernelSpec> specs = {append_spec(arch, head_dim, bits, type)};
+  std::vector<PagedSpec> specs = {append_spec(arch, head_dim, bits, type)};
   for (int rows : {8, 16, 32, 64}) {  // each block size the heuristic picks
     specs.push_back(
         decode_spec(arch, head_dim, bits, type, type, heuristic_config(rows, head_dim, bits)));

@@ -2,11 +2,14 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "attention/attention_params.h"
+#include "families/spec_format.hpp"
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
+#include "numerics/numerics.hpp"
 #include "numerics/option_names.hpp"
 
 namespace intfa::quantize {
@@ -15,10 +18,16 @@ namespace {
 using render::bool_argument;
 using render::element_type_argument;
 
-families::KernelSpec quantize_spec(families::KernelFamily family, device::Arch arch, int head_dim,
-                                   kernels::ElementType input) {
-  families::KernelSpec spec;
-  spec.family = family;
+namespace format = families::spec_format;
+
+const QuantizeKernel kKernels[] = {QuantizeKernel::kRows,    QuantizeKernel::kChannelMean,
+                                   QuantizeKernel::kVScale,  QuantizeKernel::kV,
+                                   QuantizeKernel::kKVScale, QuantizeKernel::kKV};
+
+QuantizeSpec quantize_spec(QuantizeKernel kernel, device::Arch arch, int head_dim,
+                           kernels::ElementType input) {
+  QuantizeSpec spec;
+  spec.kernel = kernel;
   spec.arch = arch;
   spec.head_dim = head_dim;
   spec.input_type = input;
@@ -27,7 +36,7 @@ families::KernelSpec quantize_spec(families::KernelFamily family, device::Arch a
 
 // A kernel of templates/quantize/`header`: intfa::kernels::`kernel`<head dim, input type,
 // `arguments`...> taking intfa::kernels::`params`.
-render::Instantiation quantize_instantiation(const families::KernelSpec& spec, const char* header,
+render::Instantiation quantize_instantiation(const QuantizeSpec& spec, const char* header,
                                              const char* kernel,
                                              const std::vector<std::string>& arguments,
                                              const char* params) {
@@ -40,30 +49,28 @@ render::Instantiation quantize_instantiation(const families::KernelSpec& spec, c
 }
 
 // A kernel of quantize_v.cuh: quantize_v_scale or quantize_v.
-render::Instantiation quantize_v_instantiation(const families::KernelSpec& spec,
-                                               const char* kernel) {
+render::Instantiation quantize_v_instantiation(const QuantizeSpec& spec, const char* kernel) {
   return quantize_instantiation(spec, "quantize_v.cuh", kernel,
-                                {option_kernel_argument(spec.numerics.v_granularity)},
-                                "QuantizeVParams");
+                                {option_kernel_argument(spec.v_granularity)}, "QuantizeVParams");
 }
 
 // A kernel of K's rows and V in one launch (quantize_k_v_scale, quantize_k_v: header
 // quantize/`kernel`.cuh): K per token without q_dot_k_mean, V per tensor or per channel (the
 // rows half is quantize_rows' code for K; V's scales need a maximum over the sequence).
-render::Instantiation k_and_v_instantiation(const families::KernelSpec& spec, const char* kernel,
+render::Instantiation k_and_v_instantiation(const QuantizeSpec& spec, const char* kernel,
                                             const char* params) {
-  if (spec.numerics.v_granularity == VScaleGranularity::kPerBlock) {
+  if (spec.v_granularity == VScaleGranularity::kPerBlock) {
     throw InvalidArgument("spec.v_granularity", "block",
                           std::string(kernel) + " takes V per tensor or per channel");
   }
-  if (spec.numerics.k_granularity != KScaleGranularity::kPerToken || spec.q_dot_k_mean) {
+  if (spec.k_granularity != KScaleGranularity::kPerToken || spec.q_dot_k_mean) {
     throw InvalidArgument("spec.k_granularity", spec.to_string(),
                           std::string(kernel) + " takes K's rows per token, without q_dot_k_mean");
   }
   return quantize_instantiation(
       spec, (std::string(kernel) + ".cuh").c_str(), kernel,
       {std::to_string(spec.qk_bits), bool_argument(spec.smooth_k), bool_argument(spec.rotate),
-       option_kernel_argument(spec.numerics.v_granularity)},
+       option_kernel_argument(spec.v_granularity)},
       params);
 }
 
@@ -87,35 +94,32 @@ kernels::ElementType element_type(DType dtype) {
   return dtype == DType::kBF16 ? kernels::ElementType::kBF16 : kernels::ElementType::kF16;
 }
 
-families::KernelSpec rows_spec(device::Arch arch, int head_dim, kernels::ElementType input,
-                               int bits, const RowTransforms& transforms) {
-  families::KernelSpec spec =
-      quantize_spec(families::KernelFamily::kQuantizeRows, arch, head_dim, input);
+QuantizeSpec rows_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
+                       const RowTransforms& transforms) {
+  QuantizeSpec spec = quantize_spec(QuantizeKernel::kRows, arch, head_dim, input);
   spec.qk_bits = bits;
   spec.smooth_k = transforms.smooth_k;
   spec.q_dot_k_mean = transforms.q_dot_k_mean;
   spec.rotate = transforms.rotate;
-  spec.numerics.k_granularity = transforms.k_granularity;
+  spec.k_granularity = transforms.k_granularity;
   return spec;
 }
 
-families::KernelSpec channel_mean_spec(device::Arch arch, int head_dim,
-                                       kernels::ElementType input) {
-  return quantize_spec(families::KernelFamily::kChannelMean, arch, head_dim, input);
+QuantizeSpec channel_mean_spec(device::Arch arch, int head_dim, kernels::ElementType input) {
+  return quantize_spec(QuantizeKernel::kChannelMean, arch, head_dim, input);
 }
 
-families::KernelSpec v_spec(device::Arch arch, int head_dim, kernels::ElementType input,
-                            VScaleGranularity granularity) {
-  families::KernelSpec spec =
-      quantize_spec(families::KernelFamily::kQuantizeV, arch, head_dim, input);
-  spec.numerics.v_granularity = granularity;
+QuantizeSpec v_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                    VScaleGranularity granularity) {
+  QuantizeSpec spec = quantize_spec(QuantizeKernel::kV, arch, head_dim, input);
+  spec.v_granularity = granularity;
   return spec;
 }
 
-families::KernelSpec v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
-                                  VScaleGranularity granularity) {
-  families::KernelSpec spec = v_spec(arch, head_dim, input, granularity);
-  spec.family = families::KernelFamily::kQuantizeVScale;
+QuantizeSpec v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                          VScaleGranularity granularity) {
+  QuantizeSpec spec = v_spec(arch, head_dim, input, granularity);
+  spec.kernel = QuantizeKernel::kVScale;
   return spec;
 }
 
@@ -124,15 +128,13 @@ bool k_and_v_share_a_launch(KScaleGranularity k_granularity, VScaleGranularity v
          v_granularity != VScaleGranularity::kPerBlock;
 }
 
-families::KernelSpec k_v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
-                                    int bits, const RowTransforms& k_transforms,
-                                    VScaleGranularity granularity) {
-  families::KernelSpec spec =
-      quantize_spec(families::KernelFamily::kQuantizeKVScale, arch, head_dim, input);
+QuantizeSpec k_v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
+                            const RowTransforms& k_transforms, VScaleGranularity granularity) {
+  QuantizeSpec spec = quantize_spec(QuantizeKernel::kKVScale, arch, head_dim, input);
   spec.qk_bits = bits;
   spec.smooth_k = k_transforms.smooth_k;
   spec.rotate = k_transforms.rotate;
-  spec.numerics.v_granularity = granularity;
+  spec.v_granularity = granularity;
   return spec;
 }
 
@@ -141,11 +143,10 @@ bool k_and_v_take_one_launch(device::Arch arch, KScaleGranularity k_granularity,
   return arch == device::Arch::kSm90a && k_and_v_share_a_launch(k_granularity, v_granularity);
 }
 
-families::KernelSpec k_v_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
-                              const RowTransforms& k_transforms, VScaleGranularity granularity) {
-  families::KernelSpec spec =
-      k_v_scale_spec(arch, head_dim, input, bits, k_transforms, granularity);
-  spec.family = families::KernelFamily::kQuantizeKV;
+QuantizeSpec k_v_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
+                      const RowTransforms& k_transforms, VScaleGranularity granularity) {
+  QuantizeSpec spec = k_v_scale_spec(arch, head_dim, input, bits, k_transforms, granularity);
+  spec.kernel = QuantizeKernel::kKV;
   return spec;
 }
 
@@ -171,9 +172,11 @@ std::optional<VSlices> k_v_slices(int head_dim, int padded_seq) {
   return slices_within(kMostClusterBlocks, kVSliceLimitBytes);
 }
 
-render::Instantiation rows_instantiation(const families::KernelSpec& spec) {
+namespace {
+
+render::Instantiation rows_instantiation(const QuantizeSpec& spec) {
   // K with one scale per 64-row block: its own kernel (a block reduces over 64 rows).
-  if (spec.numerics.k_granularity == KScaleGranularity::kPerBlock) {
+  if (spec.k_granularity == KScaleGranularity::kPerBlock) {
     return quantize_instantiation(spec, "quantize_rows.cuh", "quantize_row_blocks",
                                   {bool_argument(spec.smooth_k), bool_argument(spec.rotate)},
                                   "QuantizeRowsParams");
@@ -184,50 +187,151 @@ render::Instantiation rows_instantiation(const families::KernelSpec& spec) {
                                 "QuantizeRowsParams");
 }
 
-std::string fields_text(const families::KernelSpec& spec) {
+render::Instantiation instantiation(const QuantizeSpec& spec) {
+  switch (spec.kernel) {
+    case QuantizeKernel::kRows:
+      return rows_instantiation(spec);
+    case QuantizeKernel::kChannelMean:
+      return quantize_instantiation(spec, "channel_mean.cuh", "channel_mean", {},
+                                    "ChannelMeanParams");
+    case QuantizeKernel::kVScale:
+      return quantize_v_instantiation(spec, "quantize_v_scale");
+    case QuantizeKernel::kV:
+      return quantize_v_instantiation(spec, "quantize_v");
+    case QuantizeKernel::kKVScale:
+      return k_and_v_instantiation(spec, "quantize_k_v_scale", "QuantizeKVScaleParams");
+    case QuantizeKernel::kKV:
+      return k_and_v_instantiation(spec, "quantize_k_v", "QuantizeKVParams");
+  }
+  throw InternalError("unknown QuantizeKernel");
+}
+
+// What to_string says after "kernel arch dN": " f16->i8 smooth_k".
+std::string fields_text(const QuantizeSpec& spec) {
   const std::string input = " " + render::element_type_name(spec.input_type);
   const std::string bits = spec.qk_bits == 4 ? "->i4" : "->i8";
-  const std::string v_scale = " v-scale=" + std::string(option_name(spec.numerics.v_granularity));
-  std::string text;
-  switch (spec.family) {
-    case families::KernelFamily::kQuantizeRows:
-      text = input + bits + (spec.smooth_k ? " smooth_k" : "") +
+  const std::string v_scale = " v-scale=" + std::string(option_name(spec.v_granularity));
+  switch (spec.kernel) {
+    case QuantizeKernel::kRows:
+      return input + bits + (spec.smooth_k ? " smooth_k" : "") +
              (spec.q_dot_k_mean ? " q_dot_k_mean" : "") + (spec.rotate ? " rotate" : "") +
-             (spec.numerics.k_granularity == KScaleGranularity::kPerBlock ? " k-scale=block" : "");
-      break;
-    case families::KernelFamily::kChannelMean:
-      text = input;
-      break;
-    case families::KernelFamily::kQuantizeKVScale:
-    case families::KernelFamily::kQuantizeKV:
-      text = input + bits + (spec.smooth_k ? " smooth_k" : "") + (spec.rotate ? " rotate" : "") +
+             (spec.k_granularity == KScaleGranularity::kPerBlock ? " k-scale=block" : "");
+    case QuantizeKernel::kChannelMean:
+      return input;
+    case QuantizeKernel::kKVScale:
+    case QuantizeKernel::kKV:
+      return input + bits + (spec.smooth_k ? " smooth_k" : "") + (spec.rotate ? " rotate" : "") +
              v_scale;
-      break;
-    default:
-      text = input + v_scale;
-      break;  // kQuantizeVScale, kQuantizeV
+    case QuantizeKernel::kVScale:
+    case QuantizeKernel::kV:
+      return input + v_scale;
   }
-  return text;
+  throw InternalError("unknown QuantizeKernel");
 }
 
-render::Instantiation channel_mean_instantiation(const families::KernelSpec& spec) {
-  return quantize_instantiation(spec, "channel_mean.cuh", "channel_mean", {}, "ChannelMeanParams");
+// The numerics members of the spec JSON: the granularities the kernels read, the other options
+// at the values a quantize spec has always written.
+AttentionNumerics numerics_of(const QuantizeSpec& spec) {
+  AttentionNumerics numerics = paper_numerics();
+  numerics.v_granularity = spec.v_granularity;
+  numerics.k_granularity = spec.k_granularity;
+  return numerics;
 }
 
-render::Instantiation v_scale_instantiation(const families::KernelSpec& spec) {
-  return quantize_v_instantiation(spec, "quantize_v_scale");
+}  // namespace
+
+std::string kernel_name(QuantizeKernel kernel) {
+  switch (kernel) {
+    case QuantizeKernel::kRows:
+      return "quantize_rows";
+    case QuantizeKernel::kChannelMean:
+      return "channel_mean";
+    case QuantizeKernel::kVScale:
+      return "quantize_v_scale";
+    case QuantizeKernel::kV:
+      return "quantize_v";
+    case QuantizeKernel::kKVScale:
+      return "quantize_k_v_scale";
+    case QuantizeKernel::kKV:
+      return "quantize_k_v";
+  }
+  throw InternalError("unknown QuantizeKernel");
 }
 
-render::Instantiation v_instantiation(const families::KernelSpec& spec) {
-  return quantize_v_instantiation(spec, "quantize_v");
+bool operator==(const QuantizeSpec& a, const QuantizeSpec& b) {
+  auto fields = [](const QuantizeSpec& s) {
+    return std::tie(s.kernel, s.arch, s.head_dim, s.input_type, s.qk_bits, s.smooth_k,
+                    s.q_dot_k_mean, s.rotate, s.v_granularity, s.k_granularity);
+  };
+  return fields(a) == fields(b);
 }
 
-render::Instantiation k_v_scale_instantiation(const families::KernelSpec& spec) {
-  return k_and_v_instantiation(spec, "quantize_k_v_scale", "QuantizeKVScaleParams");
+std::string QuantizeSpec::to_string() const {
+  return format::text_heading(kernel_name(kernel), arch, head_dim) + fields_text(*this);
 }
 
-render::Instantiation k_v_instantiation(const families::KernelSpec& spec) {
-  return k_and_v_instantiation(spec, "quantize_k_v", "QuantizeKVParams");
+json::Value QuantizeSpec::to_json() const {
+  json::Value object = format::object_for(kernel_name(kernel), arch, head_dim);
+  for (const char* tile : {"block_m", "block_n", "warps", "stages"}) object.set(tile, 0);
+  object.set("qk_bits", qk_bits);
+  object.set("variant", option_name(Variant::kFullInt8));
+  object.set("input_type", render::element_type_name(input_type));
+  object.set("output_type", render::element_type_name(kernels::ElementType::kF16));
+  object.set("causal", false);
+  numerics::write_json(object, numerics_of(*this));
+  object.set("smooth_k", smooth_k);
+  object.set("varlen", false);
+  object.set("q_dot_k_mean", q_dot_k_mean);
+  object.set("rotate", rotate);
+  object.set("quantizes_q", false);
+  return object;
+}
+
+QuantizeSpec QuantizeSpec::from_json(const json::Value& value) {
+  return format::read([&] {
+    QuantizeSpec spec;
+    spec.kernel = format::kernel_member(value, kernel_name, kKernels);
+    spec.arch = format::arch_member(value);
+    spec.head_dim = format::int_member(value, "head_dim");
+    spec.qk_bits = format::int_member(value, "qk_bits");
+    spec.input_type = format::element_type_member(value, "input_type");
+    // Absent granularities: the spec's own, Algorithm 1's (files of builds before per-block K
+    // lack k_granularity, which was per token).
+    const AttentionNumerics numerics =
+        numerics::read_json<InvalidArgument>(value, "spec.", paper_numerics());
+    spec.v_granularity = numerics.v_granularity;
+    spec.k_granularity = numerics.k_granularity;
+    spec.smooth_k = value.at("smooth_k").as_bool();
+    // Absent before K smoothing's LSE term and the rotation existed (issue 25): neither.
+    spec.q_dot_k_mean = format::optional_bool_member(value, "q_dot_k_mean");
+    spec.rotate = format::optional_bool_member(value, "rotate");
+    return spec;
+  });
+}
+
+bool names_kernel(const std::string& family) {
+  for (QuantizeKernel kernel : kKernels) {
+    if (kernel_name(kernel) == family) return true;
+  }
+  return false;
+}
+
+render::KernelId kernel_id(const QuantizeSpec& s) {
+  using format::small_bit;
+  const std::uint64_t small = small_bit(static_cast<unsigned>(s.kernel), format::kKernelTag) |
+                              small_bit(static_cast<unsigned>(s.arch), format::kArch) |
+                              small_bit(static_cast<unsigned>(s.input_type), format::kInputType) |
+                              small_bit(s.smooth_k, format::kSmoothK) |
+                              small_bit(s.q_dot_k_mean, format::kQDotKMean) |
+                              small_bit(s.rotate, format::kRotate);
+  return render::KernelId{{small, format::two_fields(s.head_dim, 0), format::two_fields(0, 0),
+                           format::two_fields(0, s.qk_bits), numerics::code(numerics_of(s))}};
+}
+
+render::KernelSource kernel_source(const QuantizeSpec& spec, const render::TemplateSet& templates) {
+  return format::source(
+      kernel_name(spec.kernel), spec.arch, spec.head_dim, [&] { return instantiation(spec); },
+      templates, spec.to_string(), spec.to_json());
 }
 
 kernels::ChannelMeanParams channel_mean_params(const TensorShape& shape, const TensorView& input,

@@ -1,13 +1,12 @@
 // The quantize kernel families (quantize_rows and quantize_row_blocks, channel_mean,
 // quantize_v_scale, quantize_v, quantize_k_v_scale, quantize_k_v): everything the rest of intfa
-// needs to know about these kernels, in one place. Which KernelSpec fields each kernel uses and
-// how they render, its launch shape and the packing of its parameters. The kernels' shared memory
-// is static but quantize_k_v's V slice (k_v_launch_shape's dynamic shared bytes), and what they
-// can implement is checked by the public entry points
-// (src/quantize/quantize.cpp) against their arguments. The JIT core reaches the instantiations
-// through src/families/kernel_families.cpp.
+// needs to know about these kernels, in one place. Their spec (QuantizeSpec: the six kernels
+// share its fields, and `kernel` says which one), how it renders, its text and JSON, the kernels'
+// launch shapes and the packing of their parameters. The kernels' shared memory is static but
+// quantize_k_v's V slice (k_v_launch_shape's dynamic shared bytes), and what they can implement
+// is checked by the public entry points (src/quantize/quantize.cpp) against their arguments.
 //
-// Spec fields (others stay at their defaults):
+// Fields each kernel reads (others stay at their defaults):
 //   quantize_rows     head_dim, input_type, qk_bits, smooth_k, q_dot_k_mean, rotate,
 //                     k_granularity (per block: the kernel quantize_row_blocks, 8 bits)
 //   channel_mean      head_dim, input_type
@@ -22,22 +21,78 @@
 
 #include <optional>
 
+#include "common/json.hpp"
 #include "device/arch.hpp"
-#include "families/kernel_spec.hpp"
 #include "intfa/quantize.hpp"
 #include "intfa/types.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "quantize/quantize_params.h"
+#include "render/kernel_source.hpp"
 #include "render/render.hpp"
 
 namespace intfa::quantize {
 
-// ---- Specs -------------------------------------------------------------------------------------
+// ---- The spec ----------------------------------------------------------------------------------
+
+// The six kernels, numbered as the first of the families' kernel tags (spec_format.hpp) so that
+// no two families' kernel ids meet.
+enum class QuantizeKernel {
+  kRows = 0,         // FP16/BF16 rows -> INT8 (or packed INT4) + one FP32 scale per row (Q, K)
+  kChannelMean = 1,  // per-(batch, head) channel means of K (the first pass of K smoothing)
+  kVScale = 2,       // per-(batch, head) max|V| / 127 (the first pass of per-tensor V)
+  kV = 3,            // FP16/BF16 V -> INT8 in the attention kernel's V layout
+  kKVScale = 4,      // K's rows and V's max pass in one launch (attention_forward_16bit)
+  kKV = 5,           // K's rows and all of V in one launch, V read once (sm_90a clusters)
+};
+// "quantize_rows", "channel_mean", "quantize_v_scale", "quantize_v", "quantize_k_v_scale",
+// "quantize_k_v": the spec JSON's "family" and the unit's file name.
+std::string kernel_name(QuantizeKernel kernel);
+
+struct QuantizeSpec {
+  QuantizeKernel kernel = QuantizeKernel::kRows;
+  device::Arch arch = device::Arch::kSm80;
+  int head_dim = 0;
+  kernels::ElementType input_type = kernels::ElementType::kF16;  // FP16 or BF16
+  int qk_bits = 8;                                               // K's and Q's rows: 8 or 4
+  bool smooth_k = false;      // K's rows: minus K's channel means
+  bool q_dot_k_mean = false;  // Q's rows of a smoothed K: q . mean per row, the LSE term
+  bool rotate = false;        // rows rotated (incoherent processing, quantize/rotation.h)
+  // V's scales and K's rows' (per block: quantize_row_blocks); the enums' first values where
+  // the kernel does not read them.
+  VScaleGranularity v_granularity = VScaleGranularity::kPerTensor;
+  KScaleGranularity k_granularity = KScaleGranularity::kPerToken;
+
+  friend bool operator==(const QuantizeSpec& a, const QuantizeSpec& b);
+  friend bool operator!=(const QuantizeSpec& a, const QuantizeSpec& b) { return !(a == b); }
+
+  // "quantize_rows sm_90a d128 f16->i8 smooth_k": the kernel, arch, head dim, and the fields the
+  // kernel reads.
+  std::string to_string() const;
+  // The spec file's members (families/spec_format.hpp), those a quantize kernel has no field for
+  // at their constant values.
+  json::Value to_json() const;
+  // Inverse of to_json for a quantize kernel's "family"; throws InvalidArgument naming the bad
+  // member.
+  static QuantizeSpec from_json(const json::Value& value);
+};
+
+// Whether `family` (a spec JSON's "family") names a quantize kernel.
+bool names_kernel(const std::string& family);
+
+// The spec's fields packed into the JIT core's key: equal ids exactly for equal specs.
+render::KernelId kernel_id(const QuantizeSpec& spec);
+// What the JIT core takes: the kernel's unit, arch, to_string() and to_json(). Throws
+// InvalidArgument when the fields cannot be rendered (quantize_k_v with per-block V, ...).
+render::KernelSource kernel_source(
+    const QuantizeSpec& spec, const render::TemplateSet& templates = render::TemplateSet::active());
+
+// ---- Specs of the entry points -----------------------------------------------------------------
 
 // 16-bit input type of the quantize kernels (kF16 or kBF16).
 kernels::ElementType element_type(DType dtype);
 
-// What quantize_rows does to a row besides quantizing it (the KernelSpec fields of the same names).
+// What quantize_rows does to a row besides quantizing it (the QuantizeSpec fields of the same
+// names).
 struct RowTransforms {
   bool smooth_k = false;      // K: minus its channel means
   bool q_dot_k_mean = false;  // Q of a smoothed K: q . mean per row, the LSE term
@@ -47,30 +102,29 @@ struct RowTransforms {
 };
 
 // quantize_qk's row pass.
-families::KernelSpec rows_spec(device::Arch arch, int head_dim, kernels::ElementType input,
-                               int bits, const RowTransforms& transforms = {});
+QuantizeSpec rows_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
+                       const RowTransforms& transforms = {});
 // K smoothing's first pass: the per-(batch, head) channel means.
-families::KernelSpec channel_mean_spec(device::Arch arch, int head_dim, kernels::ElementType input);
+QuantizeSpec channel_mean_spec(device::Arch arch, int head_dim, kernels::ElementType input);
 // quantize_v's quantize pass and, unless per block, the max pass that runs before it.
-families::KernelSpec v_spec(device::Arch arch, int head_dim, kernels::ElementType input,
-                            VScaleGranularity granularity);
-families::KernelSpec v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
-                                  VScaleGranularity granularity);
+QuantizeSpec v_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                    VScaleGranularity granularity);
+QuantizeSpec v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
+                          VScaleGranularity granularity);
 // Whether attention_forward_16bit runs K's rows and V's max pass in one launch (k_v_scale_spec):
 // V has a max pass (per tensor or per channel) and K's scales are per token (quantize_rows).
 bool k_and_v_share_a_launch(KScaleGranularity k_granularity, VScaleGranularity v_granularity);
 // K's row pass (`transforms` of K: smooth_k and rotate, per token) and V's max pass in one launch.
-families::KernelSpec k_v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input,
-                                    int bits, const RowTransforms& k_transforms,
-                                    VScaleGranularity granularity);
+QuantizeSpec k_v_scale_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
+                            const RowTransforms& k_transforms, VScaleGranularity granularity);
 
 // Whether attention_forward_16bit can take K's rows and all of V in one launch (quantize_k_v) on
 // `arch`: sm_90a (thread block clusters; the one arch it has run on), K per token, V per tensor
 // or per channel. Whether a problem's V fits the clusters is k_v_slices' answer.
 bool k_and_v_take_one_launch(device::Arch arch, KScaleGranularity k_granularity,
                              VScaleGranularity v_granularity);
-families::KernelSpec k_v_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
-                              const RowTransforms& k_transforms, VScaleGranularity granularity);
+QuantizeSpec k_v_spec(device::Arch arch, int head_dim, kernels::ElementType input, int bits,
+                      const RowTransforms& k_transforms, VScaleGranularity granularity);
 
 // How quantize_k_v splits a (batch, head) of V of padded_seq tokens (a multiple of 64) over a
 // cluster: the fewest blocks (a power of two, at most 16) whose slices take at most
@@ -90,17 +144,6 @@ constexpr unsigned kVSliceLimitBytes = 192 * 1024;  // one block's (227 KiB on s
 // can hold a cluster of the split is the launch's question (launch::cluster_fits).
 constexpr int kMostClusterBlocks = 16;
 std::optional<VSlices> k_v_slices(int head_dim, int padded_seq);
-
-// ---- Instantiations (the render hooks) ---------------------------------------------------------
-
-render::Instantiation rows_instantiation(const families::KernelSpec& spec);
-// What KernelSpec::to_string says of a quantize spec after "family arch dN": " f16->i8 smooth_k".
-std::string fields_text(const families::KernelSpec& spec);
-render::Instantiation channel_mean_instantiation(const families::KernelSpec& spec);
-render::Instantiation v_scale_instantiation(const families::KernelSpec& spec);
-render::Instantiation v_instantiation(const families::KernelSpec& spec);
-render::Instantiation k_v_scale_instantiation(const families::KernelSpec& spec);
-render::Instantiation k_v_instantiation(const families::KernelSpec& spec);
 
 // ---- Parameters and launch shapes --------------------------------------------------------------
 

@@ -9,7 +9,6 @@
 #include "common/tensor_checks.hpp"
 #include "device/device_info.hpp"
 #include "device/driver_api.hpp"
-#include "families/kernel_spec.hpp"
 #include "families/quantize_family.hpp"
 #include "intfa/errors.hpp"
 #include "launch/kernel_runtime.hpp"

@@ -17,7 +17,6 @@
 #include <cstddef>
 
 #include "device/arch.hpp"
-#include "families/kernel_spec.hpp"
 #include "families/quantize_family.hpp"
 #include "intfa/quantize.hpp"
 #include "launch/kernel_runtime.hpp"
@@ -32,7 +31,7 @@ struct LaunchContext {
 
 // One kernel launch of a plan: its spec, shape and (once the call's kernels are loaded) kernel.
 struct PlannedKernel {
-  families::KernelSpec spec;
+  QuantizeSpec spec;
   launch::LaunchShape shape;
   const launch::LoadedKernel* kernel = nullptr;
 };

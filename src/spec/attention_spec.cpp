@@ -54,10 +54,9 @@ SpecRequest with_q_in_kernel(SpecRequest request, const AttentionOptions& option
   return request;
 }
 
-families::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& config) {
-  families::KernelSpec spec;
-  spec.family = config.path == KernelPath::kWgmma ? families::KernelFamily::kAttentionWgmma
-                                                  : families::KernelFamily::kAttention;
+AttentionSpec make_spec(const SpecRequest& request, const KernelConfig& config) {
+  AttentionSpec spec;
+  spec.path = config.path;
   spec.arch = request.arch;
   spec.head_dim = request.head_dim;
   spec.block_m = config.block_m;

@@ -1,5 +1,5 @@
-// From an attention problem to the KernelSpec that serves it: the public enums in kernel terms and
-// the tile-config heuristic. The checks a config must pass before anything is compiled and its
+// From an attention problem to the AttentionSpec that serves it: the public enums in kernel terms
+// and the tile-config heuristic. The checks a config must pass before anything is compiled and its
 // shared memory are the kernels' own (src/families/attention_family.hpp: validate_config,
 // shared_bytes).
 #pragma once
@@ -8,7 +8,6 @@
 
 #include "device/arch.hpp"
 #include "families/attention_family.hpp"
-#include "families/kernel_spec.hpp"
 #include "intfa/attention.hpp"
 
 namespace intfa::attention {
@@ -24,12 +23,12 @@ struct SpecRequest {
   DType output_type = DType::kF16;
   AttentionNumerics numerics;  // the kernel's spec keeps those the variant reads
   // attention_forward_16bit: Q arrives in q_type and the Hopper kernel quantizes it itself
-  // (KernelSpec::quantizes_q; with q_dot_k_mean, K is smoothed and it writes the LSE term too).
+  // (AttentionSpec::quantizes_q; with q_dot_k_mean, K is smoothed and it writes the LSE term too).
   // make_spec honours it only for a Hopper config; the portable kernel takes quantize_rows' Q.
   bool quantize_q_in_kernel = false;
   DType q_type = DType::kF16;
   bool q_dot_k_mean = false;
-  bool rotate_q = false;  // and rotates Q's rows first (KernelSpec::rotate), as quantize_rows would
+  bool rotate_q = false;  // and rotates Q's rows first (AttentionSpec::rotate), as quantize_rows would
 };
 
 // The request of a dense call of `problem` with FP16/BF16 inputs and output of `io_type` under
@@ -49,7 +48,7 @@ SpecRequest with_q_in_kernel(SpecRequest request, const AttentionOptions& option
 int kernel_head_dim(int head_dim, const char* field);
 
 // The spec for `request` with tile config `config` (not validated).
-families::KernelSpec make_spec(const SpecRequest& request, const KernelConfig& config);
+AttentionSpec make_spec(const SpecRequest& request, const KernelConfig& config);
 
 // Whether the Hopper kernel (KernelPath::kWgmma) implements `request`: sm_90a, full or half INT8
 // with 8-bit Q.K, dense batches.

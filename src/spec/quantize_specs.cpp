@@ -2,10 +2,10 @@
 
 namespace intfa::quantize {
 
-std::vector<families::KernelSpec> call_specs(const attention::SpecRequest& request, DType dtype,
-                                             const AttentionOptions& options, bool q_rows_pass) {
+std::vector<QuantizeSpec> call_specs(const attention::SpecRequest& request, DType dtype,
+                                     const AttentionOptions& options, bool q_rows_pass) {
   const kernels::ElementType input = element_type(dtype);
-  std::vector<families::KernelSpec> specs;
+  std::vector<QuantizeSpec> specs;
   if (options.smooth_k) specs.push_back(channel_mean_spec(request.arch, request.head_dim, input));
   RowTransforms k_rows;
   k_rows.smooth_k = options.smooth_k;
@@ -16,9 +16,9 @@ std::vector<families::KernelSpec> call_specs(const attention::SpecRequest& reque
   RowTransforms q_rows;
   q_rows.q_dot_k_mean = options.smooth_k;
   q_rows.rotate = options.rotate_qk;
-  const families::KernelSpec k_spec =
+  const QuantizeSpec k_spec =
       rows_spec(request.arch, request.head_dim, input, request.qk_bits, k_rows);
-  const families::KernelSpec q_spec =
+  const QuantizeSpec q_spec =
       rows_spec(request.arch, request.head_dim, input, request.qk_bits, q_rows);
   const bool full_int8 = request.variant == Variant::kFullInt8;
   // K's rows share V's max pass's launch where they can (quantize_k_and_v_channels; a grid of

@@ -6,7 +6,6 @@
 
 #include <vector>
 
-#include "families/kernel_spec.hpp"
 #include "families/quantize_family.hpp"
 #include "intfa/types.hpp"
 #include "spec/attention_spec.hpp"
@@ -18,7 +17,7 @@ namespace intfa::quantize {
 // as options.smooth_k and options.rotate_qk say; K's per token or per 64-row block as
 // request.k_granularity says; Q's only with `q_rows`: not where the attention kernel quantizes Q
 // itself) and, for full INT8, V's passes.
-std::vector<families::KernelSpec> call_specs(const attention::SpecRequest& request, DType dtype,
-                                             const AttentionOptions& options, bool q_rows = true);
+std::vector<QuantizeSpec> call_specs(const attention::SpecRequest& request, DType dtype,
+                                     const AttentionOptions& options, bool q_rows = true);
 
 }  // namespace intfa::quantize

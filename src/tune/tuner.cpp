@@ -85,7 +85,7 @@ class TuningRun {
   std::vector<CandidateResult> prepare(const attention::SpecRequest& request) {
     const std::vector<KernelConfig> heuristic = attention::heuristic_configs(request);
     std::vector<CandidateResult> candidates;
-    std::vector<families::KernelSpec> specs;
+    std::vector<attention::AttentionSpec> specs;
     for (const KernelConfig& config :
          tuning_candidates(request, plan_.limits.max_shared_bytes_per_block, plan_.configs)) {
       CandidateResult candidate;
@@ -106,7 +106,7 @@ class TuningRun {
   }
 
   // Drops `candidate` when it cannot be built, costs too much, or computes a wrong output.
-  void screen(const attention::SpecRequest& request, const families::KernelSpec& spec,
+  void screen(const attention::SpecRequest& request, const attention::AttentionSpec& spec,
               CandidateResult& candidate) {
     KernelResources resources;
     try {

@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "device/device_info.hpp"
-#include "families/kernel_spec.hpp"
 #include "intfa/attention.hpp"
 #include "spec/attention_spec.hpp"
 #include "tune/tuning_database.hpp"
@@ -59,9 +58,9 @@ class Backend {
   virtual ~Backend() = default;
   // Compiles `specs` ahead of the calls below (in parallel where it can); a failure surfaces
   // from resources() of that spec.
-  virtual void compile(const std::vector<families::KernelSpec>& specs) = 0;
+  virtual void compile(const std::vector<attention::AttentionSpec>& specs) = 0;
   // The compiled kernel's resources (compiling and loading it if compile() did not).
-  virtual KernelResources resources(const families::KernelSpec& spec) = 0;
+  virtual KernelResources resources(const attention::AttentionSpec& spec) = 0;
   // "" when the kernel with `config` computes what the quantized model does on random data, else
   // what is wrong with its output.
   virtual std::string check(const attention::SpecRequest& request, const KernelConfig& config) = 0;

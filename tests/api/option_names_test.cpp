@@ -7,7 +7,7 @@
 #include <set>
 #include <string>
 
-#include "families/kernel_spec.hpp"
+#include "families/any_spec.hpp"
 
 namespace intfa {
 namespace {
@@ -69,8 +69,8 @@ TEST(OptionNames, KernelArgumentsAreTheKernelEnumerators) {
 // A kernel spec's JSON writes the names and reads them back, and a spec written with the old
 // p_scale spellings (bundle manifests before the tables) reads as the same spec.
 TEST(OptionNames, SpecJsonUsesTheNamesAndReadsTheAliases) {
-  families::KernelSpec spec;
-  spec.family = families::KernelFamily::kAttention;
+  attention::AttentionSpec spec;
+  spec.path = KernelPath::kMmaSync;
   spec.head_dim = 128;
   spec.block_m = 64;
   spec.block_n = 128;
@@ -81,13 +81,14 @@ TEST(OptionNames, SpecJsonUsesTheNamesAndReadsTheAliases) {
   const json::Value written = spec.to_json();
   EXPECT_EQ(written.at("p_scale").as_string(), "tile");
   EXPECT_EQ(written.at("v_granularity").as_string(), "block");
-  EXPECT_EQ(families::KernelSpec::from_json(written), spec);
+  EXPECT_EQ(attention::AttentionSpec::from_json(written), spec);
+  EXPECT_EQ(families::AnySpec::from_json(written), families::AnySpec(spec));
 
   std::string text = written.dump(0);
   const std::string::size_type at = text.find("\"tile\"");
   ASSERT_NE(at, std::string::npos) << text;
   text.replace(at, 6, "\"tile_max\"");
-  EXPECT_EQ(families::KernelSpec::from_json(json::parse(text)), spec) << text;
+  EXPECT_EQ(attention::AttentionSpec::from_json(json::parse(text)), spec) << text;
 }
 
 }  // namespace

@@ -17,9 +17,9 @@ class AttentionCompile : public ::testing::TestWithParam<device::Arch> {};
 
 // The heuristic's kernel for `arch` at every head dim, causality and variant, with K's scales at
 // `k_granularity`.
-std::vector<families::KernelSpec> every_head_dim_causality_and_variant(
+std::vector<families::AnySpec> every_head_dim_causality_and_variant(
     device::Arch arch, KScaleGranularity k_granularity = KScaleGranularity::kPerToken) {
-  std::vector<families::KernelSpec> specs;
+  std::vector<families::AnySpec> specs;
   for (int head_dim : {64, 128, 256}) {
     for (bool causal : {false, true}) {
       for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
@@ -37,7 +37,7 @@ std::vector<families::KernelSpec> every_head_dim_causality_and_variant(
 }
 
 TEST_P(AttentionCompile, EveryHeadDimCausalityAndVariantCompiles) {
-  const std::vector<families::KernelSpec> specs = every_head_dim_causality_and_variant(GetParam());
+  const std::vector<families::AnySpec> specs = every_head_dim_causality_and_variant(GetParam());
   for (const testing::CompileFailure& failure :
        testing::compile_all(specs, render::TemplateSet::embedded())) {
     ADD_FAILURE() << failure.spec << ": " << failure.message;
@@ -48,7 +48,7 @@ TEST_P(AttentionCompile, EveryHeadDimCausalityAndVariantCompiles) {
 // half INT8's Q.K bits, at one head dim (the options do not interact with it); causal with each
 // P reference and V granularity, the options that change the masked inner loop.
 TEST_P(AttentionCompile, EveryNumericsCombinationCompiles) {
-  std::vector<families::KernelSpec> specs;
+  std::vector<families::AnySpec> specs;
   auto add = [&](Variant variant, int qk_bits, PEncoding encoding, PScaleReference reference,
                  VScaleGranularity granularity, bool causal) {
     SpecRequest request;
@@ -83,7 +83,7 @@ TEST_P(AttentionCompile, EveryNumericsCombinationCompiles) {
     }
   }
   std::set<std::string> distinct;
-  for (const families::KernelSpec& spec : specs) distinct.insert(spec.to_string());
+  for (const families::AnySpec& spec : specs) distinct.insert(spec.to_string());
   EXPECT_EQ(distinct.size(), specs.size()) << "two combinations made the same kernel";
   for (const testing::CompileFailure& failure :
        testing::compile_all(specs, render::TemplateSet::embedded())) {
@@ -95,14 +95,14 @@ TEST_P(AttentionCompile, EveryNumericsCombinationCompiles) {
 // head dim, both variants, causal on and off, and the portable kernel's key tiles of 32, 64 and
 // 128 (within a block, one block, two blocks); with its quantize kernel (quantize_row_blocks).
 TEST_P(AttentionCompile, PerBlockKKernelsCompile) {
-  std::vector<families::KernelSpec> specs =
+  std::vector<families::AnySpec> specs =
       every_head_dim_causality_and_variant(GetParam(), KScaleGranularity::kPerBlock);
   SpecRequest portable;
   portable.arch = GetParam();
   portable.head_dim = 64;
   portable.numerics.k_granularity = KScaleGranularity::kPerBlock;
   for (int block_n : {32, 64, 128}) specs.push_back(make_spec(portable, {64, block_n, 4, 2}));
-  for (const families::KernelSpec& spec : specs) {
+  for (const families::AnySpec& spec : specs) {
     EXPECT_NE(spec.to_string().find(" k-scale=block"), std::string::npos) << spec.to_string();
   }
   for (const testing::CompileFailure& failure :
@@ -115,7 +115,7 @@ TEST_P(AttentionCompile, PerBlockKKernelsCompile) {
 // both variants, both 16-bit types, with and without K smoothing's LSE term, causal and not. On
 // the other archs the same requests are the portable kernels the other tests compile.
 TEST_P(AttentionCompile, QInKernelKernelsCompile) {
-  std::vector<families::KernelSpec> specs;
+  std::vector<families::AnySpec> specs;
   std::set<std::string> distinct;
   struct Case {
     int head_dim;
@@ -136,7 +136,7 @@ TEST_P(AttentionCompile, QInKernelKernelsCompile) {
     AttentionOptions options;
     options.smooth_k = c.smooth_k;
     const SpecRequest request = request_for(GetParam(), problem, options, c.dtype);
-    const families::KernelSpec spec =
+    const AttentionSpec spec =
         make_spec(with_q_in_kernel(request, options, c.dtype), heuristic_config(request));
     EXPECT_EQ(spec.quantizes_q, GetParam() == device::Arch::kSm90a) << spec.to_string();
     if (spec.quantizes_q && distinct.insert(spec.to_string()).second) specs.push_back(spec);
@@ -150,7 +150,7 @@ TEST_P(AttentionCompile, QInKernelKernelsCompile) {
 // Varlen kernels (one head dim: the packed addressing does not depend on it), with the numerics
 // options that change what the kernel reads per sequence (per-block V scales, INT4 Q.K).
 TEST_P(AttentionCompile, VarlenKernelsCompile) {
-  std::vector<families::KernelSpec> specs;
+  std::vector<families::AnySpec> specs;
   auto add = [&](SpecRequest request) {
     request.arch = GetParam();
     request.head_dim = 128;
@@ -169,7 +169,7 @@ TEST_P(AttentionCompile, VarlenKernelsCompile) {
   per_block_int4.numerics.v_granularity = VScaleGranularity::kPerBlock;
   per_block_int4.qk_bits = 4;
   add(per_block_int4);
-  for (const families::KernelSpec& spec : specs) {
+  for (const families::AnySpec& spec : specs) {
     EXPECT_NE(spec.to_string().find(" varlen"), std::string::npos) << spec.to_string();
   }
   for (const testing::CompileFailure& failure :

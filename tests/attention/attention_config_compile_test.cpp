@@ -9,7 +9,7 @@ namespace intfa::attention {
 namespace {
 
 TEST(AttentionConfigCompile, EveryCandidateConfigCompiles) {
-  std::vector<families::KernelSpec> specs;
+  std::vector<families::AnySpec> specs;
   for (int head_dim : {64, 128, 256}) {
     for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
       SpecRequest request;

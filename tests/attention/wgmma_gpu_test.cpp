@@ -333,7 +333,7 @@ TEST(WgmmaGpuOptions, OneConsumerWarpgroupBlocksShareAnSmAndMatchTheModel) {
     for (bool causal : {false, true}) {
       attention::SpecRequest request = testing::sm90a_request(head_dim);
       request.causal = causal;
-      const families::KernelSpec spec = attention::make_spec(request, two_blocks);
+      const attention::AttentionSpec spec = attention::make_spec(request, two_blocks);
       const unsigned shared = static_cast<unsigned>(attention::shared_bytes(spec));
       const launch::LoadedKernel& kernel =
           launch::KernelRuntime::instance().load(spec, context, shared);

@@ -8,8 +8,8 @@
 #include "api/kernel_lists.hpp"
 #include "attention/attention_test_support.hpp"
 #include "attention/wgmma_params.h"
+#include "families/any_spec.hpp"
 #include "families/attention_wgmma_family.hpp"
-#include "families/kernel_spec.hpp"
 #include "intfa/errors.hpp"
 #include "render/render.hpp"
 #include "spec/attention_spec.hpp"
@@ -26,8 +26,7 @@ TEST(WgmmaSpec, TheHeuristicPicksTheHopperKernelExactlyWhereItServes) {
   for (int head_dim : {64, 128, 256}) {
     const SpecRequest hopper = sm90a_request(head_dim);
     EXPECT_EQ(heuristic_config(hopper).path, KernelPath::kWgmma) << head_dim;
-    EXPECT_EQ(make_spec(hopper, heuristic_config(hopper)).family,
-              families::KernelFamily::kAttentionWgmma);
+    EXPECT_EQ(make_spec(hopper, heuristic_config(hopper)).path, KernelPath::kWgmma);
     EXPECT_EQ(portable_heuristic_config(hopper).path, KernelPath::kMmaSync);
     for (device::Arch arch : {device::Arch::kSm80, device::Arch::kSm86, device::Arch::kSm89}) {
       SpecRequest other = hopper;
@@ -50,7 +49,7 @@ TEST(WgmmaSpec, TheHeuristicPicksTheHopperKernelExactlyWhereItServes) {
 }
 
 // The field an invalid spec is refused for ("(accepted)" when it is valid).
-std::string refused_field_of(const families::KernelSpec& spec) {
+std::string refused_field_of(const AttentionSpec& spec) {
   try {
     validate_config(spec, 227 * 1024);
   } catch (const InvalidArgument& error) {
@@ -121,21 +120,21 @@ TEST(WgmmaSpec, ConfigRulesNameTheBadField) {
 }
 
 TEST(WgmmaSpec, SharedBytesAreQThenKVAndScalesPerStageThenTheOutput) {
-  const families::KernelSpec spec =
+  const AttentionSpec spec =
       make_spec(sm90a_request(128), KernelConfig{128, 128, 12, 3, KernelPath::kWgmma});
   // 1024 alignment slack + Q 128 x 128 + 3 x (K 128 x 128 + V 128 x 128 + 512 B of scales
   // padded to 1024) + the output 128 x 128 x 2 + V's 128 channel scales + barriers.
   EXPECT_EQ(shared_bytes(spec), 1024 + 128 * 128 + 3 * (2 * 128 * 128 + 1024) +
                                     128 * 128 * 2 + 128 * 4 + kernels::kWgmmaBarrierBytes);
   // d=64 stores its output from the registers: no staging.
-  const families::KernelSpec d64 =
+  const AttentionSpec d64 =
       make_spec(sm90a_request(64), KernelConfig{128, 128, 12, 2, KernelPath::kWgmma});
   EXPECT_EQ(shared_bytes(d64), 1024 + 128 * 64 + 2 * (2 * 128 * 64 + 1024) +
                                    kernels::kWgmmaBarrierBytes);
 }
 
 TEST(WgmmaSpec, RendersTheWarpSpecialisedKernelWithAGridConstantParameter) {
-  const families::KernelSpec spec =
+  const AttentionSpec spec =
       make_spec(sm90a_request(64), KernelConfig{192, 128, 16, 2, KernelPath::kWgmma});
   const render::RenderedUnit unit = families::render(spec, render::TemplateSet::embedded());
   EXPECT_NE(unit.source.find("attention_forward_wgmma<"), std::string::npos) << unit.source;
@@ -144,7 +143,8 @@ TEST(WgmmaSpec, RendersTheWarpSpecialisedKernelWithAGridConstantParameter) {
   EXPECT_NE(unit.source.find("const __grid_constant__ intfa::kernels::WgmmaAttentionParams"),
             std::string::npos)
       << unit.source;
-  EXPECT_EQ(families::KernelSpec::from_json(spec.to_json()), spec);
+  EXPECT_EQ(AttentionSpec::from_json(spec.to_json()), spec);
+  EXPECT_EQ(families::AnySpec::from_json(spec.to_json()), families::AnySpec(spec));
 }
 
 // attention_forward_16bit's request (with_q_in_kernel): the Hopper kernel quantizes Q itself, in
@@ -155,7 +155,7 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
   testing::ScopedEnv unset("INTFA_QUANTIZE_Q_IN_KERNEL", nullptr);
   AttentionOptions smoothed;  // K smoothing is the default
   const SpecRequest hopper = with_q_in_kernel(sm90a_request(128), smoothed, DType::kBF16);
-  const families::KernelSpec spec = make_spec(hopper, heuristic_config(hopper));
+  const AttentionSpec spec = make_spec(hopper, heuristic_config(hopper));
   EXPECT_TRUE(spec.quantizes_q);
   EXPECT_TRUE(spec.q_dot_k_mean);
   EXPECT_EQ(spec.input_type, kernels::ElementType::kBF16);
@@ -168,12 +168,13 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
         << unit.source;
   }
   EXPECT_NE(spec.to_string().find(" q=in_kernel+q_dot_k_mean"), std::string::npos);
-  EXPECT_EQ(families::KernelSpec::from_json(spec.to_json()), spec);
+  EXPECT_EQ(AttentionSpec::from_json(spec.to_json()), spec);
+  EXPECT_EQ(families::AnySpec::from_json(spec.to_json()), families::AnySpec(spec));
   EXPECT_NO_THROW(validate_config(spec, 227 * 1024));
 
   AttentionOptions plain;
   plain.smooth_k = false;
-  const families::KernelSpec unsmoothed = make_spec(
+  const AttentionSpec unsmoothed = make_spec(
       with_q_in_kernel(sm90a_request(64), plain, DType::kF16), heuristic_config(sm90a_request(64)));
   EXPECT_TRUE(unsmoothed.quantizes_q);
   EXPECT_FALSE(unsmoothed.q_dot_k_mean);
@@ -186,7 +187,7 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
   AttentionOptions rotated;
   rotated.rotate_qk = true;
   const SpecRequest rotating = with_q_in_kernel(sm90a_request(128), rotated, DType::kF16);
-  const families::KernelSpec rotating_spec = make_spec(rotating, heuristic_config(rotating));
+  const AttentionSpec rotating_spec = make_spec(rotating, heuristic_config(rotating));
   EXPECT_TRUE(rotating_spec.quantizes_q);
   EXPECT_TRUE(rotating_spec.rotate);
   EXPECT_NE(families::render(rotating_spec, render::TemplateSet::embedded())
@@ -194,7 +195,7 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
             std::string::npos);
   EXPECT_NE(rotating_spec.to_string().find(" q=in_kernel+q_dot_k_mean+rotate"), std::string::npos)
       << rotating_spec.to_string();
-  EXPECT_EQ(families::KernelSpec::from_json(rotating_spec.to_json()), rotating_spec);
+  EXPECT_EQ(AttentionSpec::from_json(rotating_spec.to_json()), rotating_spec);
   EXPECT_NO_THROW(validate_config(rotating_spec, 227 * 1024));
 
   // Where Q keeps its own pass.
@@ -224,13 +225,13 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
   }
 
   // The portable kernel refuses a spec that asks it to quantize Q; the LSE term needs the pass.
-  families::KernelSpec portable = make_spec(sm90a_request(128), portable_heuristic_config(hopper));
+  AttentionSpec portable = make_spec(sm90a_request(128), portable_heuristic_config(hopper));
   portable.quantizes_q = true;
   EXPECT_EQ(refused_field_of(portable), "spec.quantizes_q");
-  families::KernelSpec term_alone = make_spec(sm90a_request(128), heuristic_config(hopper));
+  AttentionSpec term_alone = make_spec(sm90a_request(128), heuristic_config(hopper));
   term_alone.q_dot_k_mean = true;
   EXPECT_EQ(refused_field_of(term_alone), "spec.q_dot_k_mean");
-  families::KernelSpec rotation_alone = make_spec(sm90a_request(128), heuristic_config(hopper));
+  AttentionSpec rotation_alone = make_spec(sm90a_request(128), heuristic_config(hopper));
   rotation_alone.rotate = true;
   EXPECT_EQ(refused_field_of(rotation_alone), "spec.rotate");
 }
@@ -244,10 +245,13 @@ TEST(WgmmaSpec, TheCallListsLeaveQsPassOutOnlyWhereEveryKernelQuantizesQ) {
   const AttentionOptions numerics;  // K smoothed: Q's pass would write the LSE term
   auto q_rows_listed = [&](const std::vector<KernelConfig>& configs) {
     int q_rows = 0, attention_in_kernel = 0;
-    for (const families::KernelSpec& spec :
+    for (const families::AnySpec& spec :
          aot::attention_call_specs(request, DType::kF16, numerics, configs)) {
-      q_rows += spec.family == families::KernelFamily::kQuantizeRows && spec.q_dot_k_mean;
-      attention_in_kernel += spec.quantizes_q;
+      const auto* rows = spec.get_if<quantize::QuantizeSpec>();
+      q_rows +=
+          rows != nullptr && rows->kernel == quantize::QuantizeKernel::kRows && rows->q_dot_k_mean;
+      const auto* attention = spec.get_if<AttentionSpec>();
+      attention_in_kernel += attention != nullptr && attention->quantizes_q;
     }
     return std::pair{q_rows, attention_in_kernel};
   };

@@ -25,7 +25,7 @@ namespace {
 using namespace intfa::testing;
 
 ManifestEntry fake_entry(unsigned char first, int head_dim) {
-  const families::KernelSpec spec = quantize_rows_spec(head_dim);
+  const quantize::QuantizeSpec spec = quantize_rows_spec(head_dim);
   return ManifestEntry{spec.to_json(), spec.to_string(), test_key(first), 1234,
                        0x0123456789abcdefULL};
 }
@@ -274,7 +274,7 @@ class BundleOnDisk : public ::testing::Test {
     DiskCache writer(bundle_.path());
     manifest_ = Manifest::for_this_build();
     for (unsigned char first : {0x31, 0x42, 0x53}) {
-      const families::KernelSpec spec = quantize_rows_spec(64 << (first % 3));
+      const quantize::QuantizeSpec spec = quantize_rows_spec(64 << (first % 3));
       writer.store(test_key(first), fake_cubin(80, 300 + first), families::kernel_source(spec));
       manifest_.entries.push_back(
           describe_entry(bundle_.path(), test_key(first), families::kernel_source(spec)));
@@ -419,15 +419,15 @@ class RuntimeWithBundle : public ::testing::Test {
     write_manifest(bundle_.path(), manifest);
   }
   // NVRTC compiles that compile(spec) ran.
-  static std::uint64_t compiles_for(const families::KernelSpec& spec) {
+  static std::uint64_t compiles_for(const quantize::QuantizeSpec& spec) {
     const std::uint64_t before = nvrtc::compile_count();
     launch::KernelRuntime::instance().compile(spec);
     return nvrtc::compile_count() - before;
   }
 
-  const families::KernelSpec bundled_ =
+  const quantize::QuantizeSpec bundled_ =
       quantize_rows_spec(64, kernels::ElementType::kF16, 8, device::Arch::kSm86);
-  const families::KernelSpec not_bundled_ =
+  const quantize::QuantizeSpec not_bundled_ =
       quantize_rows_spec(128, kernels::ElementType::kF16, 8, device::Arch::kSm86);
   TempDirectory bundle_;
   TempDirectory user_cache_;
@@ -439,7 +439,7 @@ class RuntimeWithBundle : public ::testing::Test {
 TEST_F(RuntimeWithBundle, CompileThroughAChainNamesWhereEachCubinCameFrom) {
   TempDir directory;
   DiskCache disk(directory.path());
-  const families::KernelSpec spec =
+  const quantize::QuantizeSpec spec =
       quantize_rows_spec(128, kernels::ElementType::kBF16, 8, device::Arch::kSm86);
   const launch::CompiledKernel first = launch::compile(spec, launch::CacheChain{nullptr, &disk});
   EXPECT_EQ(first.source, launch::CubinSource::kNvrtc);
@@ -539,8 +539,8 @@ TEST_F(RuntimeWithBundle, AnEntryThatIsNotTheFileTheManifestRecordsIsNeverLoaded
 
 // A bundle this build must not read: ignored with exactly one warning naming it, never loaded.
 void expect_ignored_with_one_warning(const fs::path& bundle, const fs::path& user_cache,
-                                     const families::KernelSpec& bundled,
-                                     const families::KernelSpec& other) {
+                                     const quantize::QuantizeSpec& bundled,
+                                     const quantize::QuantizeSpec& other) {
   log::ScopedCapture capture;
   const RuntimeLayers layers(bundle.string(), user_cache);
   const std::uint64_t before = nvrtc::compile_count();

@@ -57,7 +57,7 @@ TEST_F(CacheCli, LsKeepsItsColumnsAlignedWhateverTheSpecsLength) {
   attention::SpecRequest request;
   request.arch = device::Arch::kSm89;
   request.head_dim = 128;
-  const families::KernelSpec long_spec =
+  const attention::AttentionSpec long_spec =
       attention::make_spec(request, attention::heuristic_config(request));
   ASSERT_GT(long_spec.to_string().size(), 64u);
   disk_.store(test_key(0x33), fake_cubin(89, 70000), families::kernel_source(long_spec));

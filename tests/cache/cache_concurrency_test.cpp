@@ -32,9 +32,9 @@ constexpr int kSpecsPerWriter = 6;
 constexpr int kWriterStride = 3;  // neighbouring writers share half their specs
 
 // 24 small kernels: every head dim, input type and Q/K width, for two archs.
-std::vector<families::KernelSpec> concurrency_specs() {
+std::vector<quantize::QuantizeSpec> concurrency_specs() {
   using kernels::ElementType;
-  std::vector<families::KernelSpec> specs;
+  std::vector<quantize::QuantizeSpec> specs;
   for (const device::Arch arch : {device::Arch::kSm80, device::Arch::kSm86}) {
     for (const int head_dim : {64, 128, 256}) {
       for (const ElementType input_type : {ElementType::kF16, ElementType::kBF16}) {
@@ -79,7 +79,7 @@ TEST(CacheConcurrencyChild, DISABLED_Writer) {
   const int writer = std::atoi(writer_text);
   launch::KernelRuntime& runtime = launch::KernelRuntime::instance();
   runtime.reset_for_testing();
-  const std::vector<families::KernelSpec> specs = concurrency_specs();
+  const std::vector<quantize::QuantizeSpec> specs = concurrency_specs();
   const std::uint64_t compiles_before = nvrtc::compile_count();
   std::map<std::size_t, int> compiled_now;  // spec index -> times compiled by this process
   int failed = 0;
@@ -190,7 +190,7 @@ TEST(CacheConcurrency, SixteenWritersAndALoaderShareOneCacheWithoutALostOrBadEnt
   // Every spec is now served from disk: this process compiles nothing.
   const RuntimeCacheDirectory runtime_cache(cache.path());
   const std::uint64_t compiles_before = nvrtc::compile_count();
-  for (const families::KernelSpec& spec : concurrency_specs()) {
+  for (const quantize::QuantizeSpec& spec : concurrency_specs()) {
     EXPECT_FALSE(launch::KernelRuntime::instance().compile(spec).compiled_now) << spec.to_string();
   }
   EXPECT_EQ(nvrtc::compile_count(), compiles_before);
@@ -204,8 +204,8 @@ TEST(CacheConcurrency, SixteenWritersAndALoaderShareOneCacheWithoutALostOrBadEnt
 TEST(CacheConcurrency, ThreadsAskingForTheSameSpecsCompileEachKeyOnce) {
   const TempDirectory cache;
   const RuntimeCacheDirectory runtime_cache(cache.path());
-  const std::vector<families::KernelSpec> specs = {quantize_rows_spec(64), quantize_rows_spec(128),
-                                                   quantize_rows_spec(256)};
+  const std::vector<quantize::QuantizeSpec> specs = {
+      quantize_rows_spec(64), quantize_rows_spec(128), quantize_rows_spec(256)};
   constexpr int kThreads = 8;
   constexpr int kRounds = 4;
   std::atomic<int> compiled_now{0};

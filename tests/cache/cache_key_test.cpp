@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "cache/cache_test_support.hpp"
-#include "families/kernel_spec.hpp"
+#include "families/any_spec.hpp"
 #include "render/render.hpp"
 #include "render/template_set.hpp"
 
@@ -28,20 +28,28 @@ const std::vector<std::string> kOptions = {"-std=c++17", "--gpu-architecture=sm_
                                            "--ftz=true"};
 const nvrtc::Version kNvrtc{13, 0};
 
-struct KeyRecipe {
-  families::KernelSpec spec = quantize_rows_spec();
+// The key's inputs for a spec of one family (quantize_rows unless a test says otherwise).
+template <typename Spec>
+struct SpecKeyRecipe {
+  Spec spec;
   std::vector<std::string> options = kOptions;
   nvrtc::Version nvrtc_version = kNvrtc;
   std::uint32_t format_version = kFormatVersion;
 };
 
-CacheKey key_for(const KeyRecipe& recipe, const render::TemplateSet& templates) {
+struct KeyRecipe : SpecKeyRecipe<quantize::QuantizeSpec> {
+  KeyRecipe() { spec = quantize_rows_spec(); }
+};
+
+template <typename Spec>
+CacheKey key_for(const SpecKeyRecipe<Spec>& recipe, const render::TemplateSet& templates) {
   const render::RenderedUnit unit = families::render(recipe.spec, templates);
   return make_key({unit, templates, recipe.options, recipe.nvrtc_version, recipe.spec.arch,
                    recipe.format_version});
 }
 
-CacheKey key_for(const KeyRecipe& recipe) {
+template <typename Spec>
+CacheKey key_for(const SpecKeyRecipe<Spec>& recipe) {
   static const render::TemplateSet templates = render::TemplateSet::embedded();
   return key_for(recipe, templates);
 }
@@ -68,8 +76,8 @@ class TemplateCopy {
 };
 
 TEST(CacheKey, IsTheSameForTheSameInputs) {
-  EXPECT_EQ(key_for({}), key_for({}));
-  EXPECT_EQ(key_for({}).hex().size(), 32u);
+  EXPECT_EQ(key_for(KeyRecipe()), key_for(KeyRecipe()));
+  EXPECT_EQ(key_for(KeyRecipe()).hex().size(), 32u);
 }
 
 TEST(CacheKey, IsTheSameInAnotherProcess) {
@@ -79,7 +87,7 @@ TEST(CacheKey, IsTheSameInAnotherProcess) {
   ASSERT_GE(child, 0);
   if (child == 0) {
     ::close(pipe_ends[0]);
-    const std::string hex = key_for({}, render::TemplateSet::embedded()).hex();
+    const std::string hex = key_for(KeyRecipe(), render::TemplateSet::embedded()).hex();
     const bool written =
         ::write(pipe_ends[1], hex.data(), hex.size()) == static_cast<ssize_t>(hex.size());
     ::_exit(written ? 0 : 1);
@@ -94,7 +102,7 @@ TEST(CacheKey, IsTheSameInAnotherProcess) {
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-  EXPECT_EQ(from_child, key_for({}).hex());
+  EXPECT_EQ(from_child, key_for(KeyRecipe()).hex());
 }
 
 TEST(CacheKey, ChangesWithEachSpecFieldTheRenderedUnitUses) {
@@ -122,15 +130,14 @@ TEST(CacheKey, ChangesWithEachSpecFieldTheRenderedUnitUses) {
 }
 
 TEST(CacheKey, ChangesWithVarlen) {
-  KeyRecipe dense;
-  dense.spec = families::KernelSpec{};
-  dense.spec.family = families::KernelFamily::kAttention;
+  SpecKeyRecipe<attention::AttentionSpec> dense;
+  dense.spec.path = KernelPath::kMmaSync;
   dense.spec.head_dim = 128;
   dense.spec.block_m = 64;
   dense.spec.block_n = 64;
   dense.spec.warps = 4;
   dense.spec.stages = 2;
-  KeyRecipe varlen = dense;
+  SpecKeyRecipe<attention::AttentionSpec> varlen = dense;
   varlen.spec.varlen = true;
   const std::string dense_source =
       families::render(dense.spec, render::TemplateSet::embedded()).source;
@@ -145,8 +152,11 @@ TEST(CacheKey, ChangesWithVarlen) {
 
 TEST(CacheKey, IgnoresSpecFieldsThatLeaveTheRenderedUnitAlone) {
   KeyRecipe tiled;
-  tiled.spec.block_m = 64;  // attention tiling: quantize_rows does not render it
-  EXPECT_EQ(key_for(tiled), key_for({}));
+  // V's scales: quantize_rows does not render them (and a quantize spec has no attention tiling
+  // to leave alone).
+  tiled.spec.v_granularity = kernels::VScaleGranularity::kPerChannel;
+  EXPECT_NE(tiled.spec, KeyRecipe().spec);
+  EXPECT_EQ(key_for(tiled), key_for(KeyRecipe()));
 }
 
 TEST(CacheKey, ChangesWhenAnOptionIsAddedRemovedOrChanged) {
@@ -155,8 +165,8 @@ TEST(CacheKey, ChangesWhenAnOptionIsAddedRemovedOrChanged) {
   removed.options.pop_back();
   changed.options[2] = "--fmad=false";
   std::swap(reordered.options[2], reordered.options[3]);
-  const std::set<CacheKey> keys = {key_for({}), key_for(added), key_for(removed), key_for(changed),
-                                   key_for(reordered)};
+  const std::set<CacheKey> keys = {key_for(KeyRecipe()), key_for(added), key_for(removed),
+                                   key_for(changed), key_for(reordered)};
   EXPECT_EQ(keys.size(), 5u);
 }
 
@@ -164,7 +174,8 @@ TEST(CacheKey, ChangesWithTheNvrtcVersion) {
   KeyRecipe newer_minor, older_major;
   newer_minor.nvrtc_version = {13, 1};
   older_major.nvrtc_version = {12, 9};
-  const std::set<CacheKey> keys = {key_for({}), key_for(newer_minor), key_for(older_major)};
+  const std::set<CacheKey> keys = {key_for(KeyRecipe()), key_for(newer_minor),
+                                   key_for(older_major)};
   EXPECT_EQ(keys.size(), 3u);
 }
 
@@ -179,7 +190,7 @@ TEST(CacheKey, ChangesWithTheArchAlone) {
 TEST(CacheKey, ChangesWithTheFormatVersion) {
   KeyRecipe next_format;
   next_format.format_version = kFormatVersion + 1;
-  EXPECT_NE(key_for(next_format), key_for({}));
+  EXPECT_NE(key_for(next_format), key_for(KeyRecipe()));
 }
 
 TEST(CacheKey, ChangesWithOneByteOfAnyIncludedTemplate) {
@@ -187,13 +198,13 @@ TEST(CacheKey, ChangesWithOneByteOfAnyIncludedTemplate) {
   const render::TemplateSet original_set = original.load();
   const render::RenderedUnit unit = families::render(KeyRecipe{}.spec, original_set);
   ASSERT_GE(unit.headers.size(), 2u) << "quantize_rows.cuh includes other templates";
-  const CacheKey original_key = key_for({}, original_set);
+  const CacheKey original_key = key_for(KeyRecipe(), original_set);
   for (const std::string& header : unit.headers) {
     const TemplateCopy edited;
     edited.change_one_byte(header);
     const render::TemplateSet edited_set = edited.load();
     ASSERT_EQ(families::render(KeyRecipe{}.spec, edited_set), unit) << header;
-    EXPECT_NE(key_for({}, edited_set), original_key) << "edited " << header;
+    EXPECT_NE(key_for(KeyRecipe(), edited_set), original_key) << "edited " << header;
   }
 }
 
@@ -210,11 +221,11 @@ TEST(CacheKey, IgnoresTemplatesOutsideTheUnitsIncludeClosure) {
   ASSERT_FALSE(unrelated.empty()) << "the attention templates are outside quantize_rows' closure";
   const TemplateCopy edited;
   for (const std::string& path : unrelated) edited.change_one_byte(path);
-  EXPECT_EQ(key_for({}, edited.load()), key_for({}, original_set));
+  EXPECT_EQ(key_for(KeyRecipe(), edited.load()), key_for(KeyRecipe(), original_set));
 }
 
 TEST(CacheKey, HexRoundTripsAndRejectsMalformedText) {
-  const CacheKey key = key_for({});
+  const CacheKey key = key_for(KeyRecipe());
   EXPECT_EQ(CacheKey::from_hex(key.hex()), key);
   EXPECT_FALSE(CacheKey::from_hex(key.hex().substr(1)));
   EXPECT_FALSE(CacheKey::from_hex(std::string(31, '0') + "g"));

@@ -22,7 +22,7 @@
 
 #include "cache/cache_key.hpp"
 #include "device/arch.hpp"
-#include "families/kernel_spec.hpp"
+#include "families/any_spec.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "nvrtc/compiler.hpp"
 #include "render/render.hpp"
@@ -80,11 +80,11 @@ class RuntimeCacheDirectory {
   std::optional<ScopedEnv> cache_disable_;
 };
 
-inline families::KernelSpec quantize_rows_spec(
+inline quantize::QuantizeSpec quantize_rows_spec(
     int head_dim = 128, kernels::ElementType input_type = kernels::ElementType::kF16,
     int qk_bits = 8, device::Arch arch = device::Arch::kSm80) {
-  families::KernelSpec spec;
-  spec.family = families::KernelFamily::kQuantizeRows;
+  quantize::QuantizeSpec spec;
+  spec.kernel = quantize::QuantizeKernel::kRows;
   spec.arch = arch;
   spec.head_dim = head_dim;
   spec.input_type = input_type;

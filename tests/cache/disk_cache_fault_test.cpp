@@ -53,7 +53,7 @@ void PrintTo(Fault fault, std::ostream* os) {
 
 // A real compiled kernel, built once for the suite in a cache of its own.
 struct CompiledEntry {
-  families::KernelSpec spec = quantize_rows_spec(128, kernels::ElementType::kF16, 4);
+  quantize::QuantizeSpec spec = quantize_rows_spec(128, kernels::ElementType::kF16, 4);
   CacheKey key;
   nvrtc::Cubin cubin;
 };

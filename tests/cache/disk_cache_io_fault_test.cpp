@@ -39,7 +39,7 @@ TEST(DiskCachePermissionDenied, AnUnreadableEntryIsAMissWithOneWarningAndIsLeftI
 TEST(DiskCachePermissionDenied, TheRuntimeCompilesAndReplacesAnUnreadableEntry) {
   if (rerun_without_root()) return;
   const TempDirectory directory;
-  const families::KernelSpec spec = quantize_rows_spec(64);
+  const quantize::QuantizeSpec spec = quantize_rows_spec(64);
   const RuntimeCacheDirectory runtime_cache(directory.path());
   launch::KernelRuntime& runtime = launch::KernelRuntime::instance();
   const launch::CompiledKernel first = runtime.compile(spec);

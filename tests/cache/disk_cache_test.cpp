@@ -64,13 +64,14 @@ TEST(DiskCache, WritesAReadableSidecarDescribingTheEntry) {
   DiskCache disk(directory.path());
   const CacheKey key = test_key(0x30);
   const nvrtc::Cubin cubin = fake_cubin(80, 777);
-  const families::KernelSpec spec = quantize_rows_spec(256, kernels::ElementType::kBF16, 4);
+  const quantize::QuantizeSpec spec = quantize_rows_spec(256, kernels::ElementType::kBF16, 4);
   const std::time_t before = std::time(nullptr);
   disk.store(key, cubin, families::kernel_source(spec));
   const std::vector<char> text = read_bytes(disk.sidecar_path(key));
   const json::Value sidecar = json::parse(std::string(text.begin(), text.end()));
   EXPECT_EQ(sidecar.at("key").as_string(), key.hex());
-  EXPECT_EQ(families::KernelSpec::from_json(sidecar.at("spec")), spec);
+  EXPECT_EQ(quantize::QuantizeSpec::from_json(sidecar.at("spec")), spec);
+  EXPECT_EQ(families::AnySpec::from_json(sidecar.at("spec")), families::AnySpec(spec));
   EXPECT_EQ(sidecar.at("spec_text").as_string(), spec.to_string());
   EXPECT_EQ(sidecar.at("nvrtc").as_string(), nvrtc::version().to_string());
   EXPECT_EQ(sidecar.at("format_version").as_int(), kFormatVersion);
@@ -148,7 +149,7 @@ TEST(DiskCache, AHitNeedsNoNvrtcCompile) {
   const TempDirectory directory;
   const RuntimeCacheDirectory runtime_cache(directory.path());
   launch::KernelRuntime& runtime = launch::KernelRuntime::instance();
-  const families::KernelSpec spec = quantize_rows_spec(64, kernels::ElementType::kBF16, 8);
+  const quantize::QuantizeSpec spec = quantize_rows_spec(64, kernels::ElementType::kBF16, 8);
 
   const std::uint64_t before = nvrtc::compile_count();
   const launch::CompiledKernel first = runtime.compile(spec);

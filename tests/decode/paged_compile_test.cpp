@@ -16,7 +16,7 @@ namespace {
 
 using kernels::ElementType;
 
-std::vector<families::KernelSpec> one_of_each(device::Arch arch) {
+std::vector<families::AnySpec> one_of_each(device::Arch arch) {
   return {
       append_spec(arch, 128, 8, ElementType::kF16),
       append_spec(arch, 64, 4, ElementType::kBF16),
@@ -34,9 +34,9 @@ std::vector<families::KernelSpec> one_of_each(device::Arch arch) {
 class PagedCompile : public ::testing::TestWithParam<device::Arch> {};
 
 TEST_P(PagedCompile, EveryTemplateCompilesWithoutWarnings) {
-  const std::vector<families::KernelSpec> specs = one_of_each(GetParam());
+  const std::vector<families::AnySpec> specs = one_of_each(GetParam());
   std::set<std::string> distinct;
-  for (const families::KernelSpec& spec : specs) distinct.insert(spec.to_string());
+  for (const families::AnySpec& spec : specs) distinct.insert(spec.to_string());
   EXPECT_EQ(distinct.size(), specs.size()) << "two specs describe themselves alike";
   for (const testing::CompileFailure& failure :
        testing::compile_all(specs, render::TemplateSet::embedded())) {
@@ -56,12 +56,11 @@ TEST(PagedCompile, TheAheadOfTimeListFitsEveryArch) {
   for (device::Arch arch : device::all_archs()) {
     for (int head_dim : {64, 128, 256}) {
       for (int bits : {8, 4}) {
-        const std::vector<families::KernelSpec> specs =
-            family_specs(arch, head_dim, bits, DType::kBF16);
+        const std::vector<PagedSpec> specs = family_specs(arch, head_dim, bits, DType::kBF16);
         std::set<std::string> distinct;
-        for (const families::KernelSpec& spec : specs) {
+        for (const PagedSpec& spec : specs) {
           distinct.insert(spec.to_string());
-          if (spec.family == families::KernelFamily::kPagedDecode) {
+          if (spec.kernel == PagedKernel::kDecode) {
             EXPECT_NO_THROW(check_decode_config(spec, device::default_max_shared_bytes(arch)))
                 << spec.to_string();
           }

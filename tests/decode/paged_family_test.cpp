@@ -8,7 +8,7 @@
 #include <set>
 #include <vector>
 
-#include "families/kernel_spec.hpp"
+#include "families/any_spec.hpp"
 #include "intfa/errors.hpp"
 #include "reference/reference.hpp"
 #include "render/render.hpp"
@@ -72,9 +72,9 @@ TEST(PagedFamily, EachKernelRendersItsTemplateWithTheSpecValues) {
 }
 
 TEST(PagedFamily, EveryDecodeFieldChangesTheKernel) {
-  const families::KernelSpec base =
+  const PagedSpec base =
       decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3});
-  std::vector<families::KernelSpec> variants = {
+  std::vector<PagedSpec> variants = {
       base,
       decode_spec(device::Arch::kSm80, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3}),
       decode_spec(device::Arch::kSm90a, 64, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3}),
@@ -86,7 +86,7 @@ TEST(PagedFamily, EveryDecodeFieldChangesTheKernel) {
       decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 2}),
   };
   std::set<std::string> texts, units;
-  for (const families::KernelSpec& spec : variants) {
+  for (const PagedSpec& spec : variants) {
     texts.insert(spec.to_string());
     const render::RenderedUnit unit = families::render(spec);
     units.insert(unit.name_expression + device::arch_name(spec.arch));
@@ -96,49 +96,51 @@ TEST(PagedFamily, EveryDecodeFieldChangesTheKernel) {
 }
 
 TEST(PagedFamily, SpecsDescribeTheirFieldsAndReadBackFromJson) {
-  const families::KernelSpec specs[] = {
+  const PagedSpec specs[] = {
       append_spec(device::Arch::kSm90a, 128, 4, ElementType::kBF16),
       decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kBF16, {64, 64, 3}),
       merge_spec(device::Arch::kSm89, 64, ElementType::kF32, ElementType::kF16)};
   EXPECT_EQ(specs[0].to_string(), "paged_append sm_90a d128 bf16->i4");
   EXPECT_EQ(specs[1].to_string(), "paged_decode sm_90a d128 i8 m64 n64 s3 f16->bf16");
   EXPECT_EQ(specs[2].to_string(), "merge_states sm_89 d64 f32->f16");
-  for (const families::KernelSpec& spec : specs) {
-    EXPECT_EQ(families::KernelSpec::from_json(spec.to_json()), spec) << spec.to_string();
+  for (const PagedSpec& spec : specs) {
+    EXPECT_EQ(PagedSpec::from_json(spec.to_json()), spec) << spec.to_string();
+    EXPECT_EQ(families::AnySpec::from_json(spec.to_json()), families::AnySpec(spec))
+        << spec.to_string();
   }
 }
 
 TEST(PagedFamily, SharedMemoryIsThePipelineOrTheWarpStatesWhicheverIsLarger) {
   // d = 128 INT8, 64-token stages of K, V and FP32 scales, three of them.
-  const families::KernelSpec int8 =
+  const PagedSpec int8 =
       decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3});
   EXPECT_EQ(decode_shared_bytes(int8), 3 * 2 * 64 * (128 + 4));
   // INT4 d = 64: the pipeline (3 * 2 * 64 * (32 + 4) bytes) is smaller than four warps' states.
-  const families::KernelSpec int4 =
+  const PagedSpec int4 =
       decode_spec(device::Arch::kSm90a, 64, 4, ElementType::kF16, ElementType::kF16, {16, 64, 3});
   EXPECT_EQ(decode_shared_bytes(int4), 4 * 16 * (64 + 2) * 4);
   // One row tile per warp: no states to merge. d = 256 adds Q's fragments.
-  const families::KernelSpec wide =
+  const PagedSpec wide =
       decode_spec(device::Arch::kSm90a, 256, 8, ElementType::kF16, ElementType::kF16, {64, 64, 2});
   EXPECT_EQ(decode_shared_bytes(wide), 2 * 2 * 64 * (256 + 4) + 64 * 256 * 2);
 }
 
 TEST(PagedFamily, ConfigChecksNameTheFieldAndSharedMemoryIsUnsupportedNotInvalid) {
-  families::KernelSpec spec =
+  PagedSpec spec =
       decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3});
   EXPECT_NO_THROW(check_decode_config(spec, 232448));
-  spec.block_m = 48;
+  spec.config.block_rows = 48;
   try {
     check_decode_config(spec, 232448);
     FAIL() << "expected InvalidArgument";
   } catch (const InvalidArgument& error) {
     EXPECT_EQ(error.field(), "config.block_rows");
   }
-  spec.block_m = 16;
-  spec.stages = 5;
+  spec.config.block_rows = 16;
+  spec.config.stages = 5;
   EXPECT_THROW(check_decode_config(spec, 232448), InvalidArgument);
-  spec.stages = 4;
-  spec.block_n = 128;
+  spec.config.stages = 4;
+  spec.config.stage_tokens = 128;
   EXPECT_THROW(check_decode_config(spec, 99 * 1024), Unsupported);
 }
 
@@ -160,7 +162,7 @@ TEST(PagedFamily, EveryHeuristicConfigFitsEveryArch) {
     for (int head_dim : {64, 128, 256})
       for (int bits : {8, 4})
         for (int rows : {1, 16, 17, 64}) {
-          const families::KernelSpec spec =
+          const PagedSpec spec =
               decode_spec(arch, head_dim, bits, ElementType::kF16, ElementType::kF16,
                           heuristic_config(rows, head_dim, bits));
           EXPECT_NO_THROW(check_decode_config(spec, device::default_max_shared_bytes(arch)))
@@ -226,17 +228,16 @@ TEST(PagedFamily, WorkspaceHoldsEverySplitsOutputsThenLses) {
 }
 
 TEST(PagedFamily, TheAheadOfTimeListHasEachKernelOnce) {
-  const std::vector<families::KernelSpec> specs =
-      family_specs(device::Arch::kSm90a, 128, 4, DType::kBF16);
+  const std::vector<PagedSpec> specs = family_specs(device::Arch::kSm90a, 128, 4, DType::kBF16);
   std::set<std::string> distinct;
   int decodes = 0;
-  for (const families::KernelSpec& spec : specs) {
+  for (const PagedSpec& spec : specs) {
     distinct.insert(spec.to_string());
-    decodes += spec.family == families::KernelFamily::kPagedDecode;
+    decodes += spec.kernel == PagedKernel::kDecode;
   }
   EXPECT_EQ(distinct.size(), specs.size());
   EXPECT_EQ(decodes, 4);  // the 8-row (narrow), 16-, 32- and 64-row blocks
-  EXPECT_EQ(specs.front().family, families::KernelFamily::kPagedAppend);
+  EXPECT_EQ(specs.front().kernel, PagedKernel::kAppend);
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "families/kernel_spec.hpp"
+#include "families/any_spec.hpp"
 #include "intfa/errors.hpp"
 #include "nvrtc/compiler.hpp"
 #include "render/render.hpp"
@@ -15,9 +15,9 @@
 namespace intfa::nvrtc {
 namespace {
 
-families::KernelSpec quantize_spec(device::Arch arch, int head_dim = 128) {
-  families::KernelSpec spec;
-  spec.family = families::KernelFamily::kQuantizeRows;
+quantize::QuantizeSpec quantize_spec(device::Arch arch, int head_dim = 128) {
+  quantize::QuantizeSpec spec;
+  spec.kernel = quantize::QuantizeKernel::kRows;
   spec.arch = arch;
   spec.head_dim = head_dim;
   return spec;
@@ -36,7 +36,7 @@ render::TemplateSet templates_with_quantize_rows_appended(const std::string& tex
   return render::TemplateSet::from_directory(dir.path());
 }
 
-Cubin compile_spec(const families::KernelSpec& spec, const render::TemplateSet& templates) {
+Cubin compile_spec(const quantize::QuantizeSpec& spec, const render::TemplateSet& templates) {
   return compile(families::kernel_source(spec, templates), compile_options(spec.arch), templates);
 }
 
@@ -54,18 +54,18 @@ TEST(Nvrtc, CompilesEveryQuantizeFamilyForEveryArchAndHeadDim) {
   const render::TemplateSet templates = render::TemplateSet::embedded();
   for (device::Arch arch : device::all_archs()) {
     for (int head_dim : {64, 128, 256}) {
-      families::KernelSpec spec = quantize_spec(arch, head_dim);
-      for (families::KernelFamily family :
-           {families::KernelFamily::kChannelMean, families::KernelFamily::kQuantizeVScale,
-            families::KernelFamily::kQuantizeV, families::KernelFamily::kQuantizeKVScale}) {
-        spec.family = family;
+      quantize::QuantizeSpec spec = quantize_spec(arch, head_dim);
+      for (quantize::QuantizeKernel kernel :
+           {quantize::QuantizeKernel::kChannelMean, quantize::QuantizeKernel::kVScale,
+            quantize::QuantizeKernel::kV, quantize::QuantizeKernel::kKVScale}) {
+        spec.kernel = kernel;
         const Cubin cubin = compile_spec(spec, templates);
-        EXPECT_NE(cubin.lowered_name.find(families::family_name(family)), std::string::npos)
+        EXPECT_NE(cubin.lowered_name.find(quantize::kernel_name(kernel)), std::string::npos)
             << spec.to_string();
         EXPECT_EQ(cubin.log.find("warning"), std::string::npos) << spec.to_string() << cubin.log;
       }
       // K smoothed and rotated (attention_forward_16bit's K with rotate_qk); Q with the LSE term.
-      spec.family = families::KernelFamily::kQuantizeRows;
+      spec.kernel = quantize::QuantizeKernel::kRows;
       spec.smooth_k = true;
       spec.rotate = true;
       const Cubin smoothed = compile_spec(spec, templates);
@@ -81,25 +81,25 @@ TEST(Nvrtc, CompilesEveryQuantizeFamilyForEveryArchAndHeadDim) {
       spec.q_dot_k_mean = false;
       spec.smooth_k = true;
       spec.rotate = true;
-      spec.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock;
+      spec.k_granularity = kernels::KScaleGranularity::kPerBlock;
       const Cubin blocks = compile_spec(spec, templates);
       EXPECT_NE(blocks.lowered_name.find("quantize_row_blocks"), std::string::npos);
       EXPECT_EQ(blocks.log.find("warning"), std::string::npos) << spec.to_string() << blocks.log;
-      spec.numerics.k_granularity = kernels::KScaleGranularity::kPerToken;
+      spec.k_granularity = kernels::KScaleGranularity::kPerToken;
       // K's rows, smoothed and rotated, with V's per-channel max pass in one launch.
-      spec.family = families::KernelFamily::kQuantizeKVScale;
-      spec.numerics.v_granularity = kernels::VScaleGranularity::kPerChannel;
+      spec.kernel = quantize::QuantizeKernel::kKVScale;
+      spec.v_granularity = kernels::VScaleGranularity::kPerChannel;
       const Cubin k_and_v = compile_spec(spec, templates);
       EXPECT_NE(k_and_v.lowered_name.find("quantize_k_v_scale"), std::string::npos);
       EXPECT_EQ(k_and_v.log.find("warning"), std::string::npos) << spec.to_string() << k_and_v.log;
       // K's rows and all of V in one clustered launch (run on sm_90a; it compiles everywhere).
-      spec.family = families::KernelFamily::kQuantizeKV;
+      spec.kernel = quantize::QuantizeKernel::kKV;
       const Cubin one_launch = compile_spec(spec, templates);
       EXPECT_NE(one_launch.lowered_name.find("12quantize_k_vI"), std::string::npos)
           << one_launch.lowered_name;
       EXPECT_EQ(one_launch.log.find("warning"), std::string::npos)
           << spec.to_string() << one_launch.log;
-      spec.numerics.v_granularity = kernels::VScaleGranularity::kPerTensor;
+      spec.v_granularity = kernels::VScaleGranularity::kPerTensor;
       spec.smooth_k = false;
       spec.rotate = false;
     }
@@ -118,7 +118,7 @@ TEST(Nvrtc, CubinSmNumberRejectsBytesThatAreNotACudaElf) {
 TEST(Nvrtc, AFailedCompileCarriesTheWholeLogAndTheSpec) {
   const render::TemplateSet broken =
       templates_with_quantize_rows_appended("\nnamespace intfa { this_is_not_cuda; }\n");
-  const families::KernelSpec spec = quantize_spec(device::Arch::kSm80);
+  const quantize::QuantizeSpec spec = quantize_spec(device::Arch::kSm80);
   try {
     compile_spec(spec, broken);
     FAIL() << "expected CompileError";
@@ -136,7 +136,7 @@ TEST(Nvrtc, AFailedCompileCarriesTheWholeLogAndTheSpec) {
 TEST(Nvrtc, ASuccessfulCompileKeepsItsLogWithoutNuls) {
   const render::TemplateSet warned = templates_with_quantize_rows_appended(
       "\nnamespace intfa { __device__ int never_used() { int unused_local; return 0; } }\n");
-  const families::KernelSpec spec = quantize_spec(device::Arch::kSm90a);
+  const quantize::QuantizeSpec spec = quantize_spec(device::Arch::kSm90a);
   std::vector<std::string> options = compile_options(spec.arch);
   options.emplace_back("--ptxas-options=-v");  // ptxas's own part of the log
   const Cubin cubin = compile(families::kernel_source(spec, warned), options, warned);
@@ -162,7 +162,7 @@ TEST(Nvrtc, OptionsAreFixedPerArchAndLineinfoFollowsTheEnvironment) {
 
 TEST(Nvrtc, ThreadsCompileDifferentSpecsAtOnce) {
   const render::TemplateSet templates = render::TemplateSet::embedded();
-  const std::vector<families::KernelSpec> specs = {
+  const std::vector<quantize::QuantizeSpec> specs = {
       quantize_spec(device::Arch::kSm80, 64), quantize_spec(device::Arch::kSm86, 128),
       quantize_spec(device::Arch::kSm89, 256), quantize_spec(device::Arch::kSm90a, 64)};
   std::vector<Cubin> cubins(specs.size());

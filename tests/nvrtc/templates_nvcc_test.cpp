@@ -6,15 +6,14 @@
 #include <fstream>
 #include <string>
 
-#include "families/kernel_spec.hpp"
+#include "families/any_spec.hpp"
 #include "render/render.hpp"
 #include "support/temp_dir.hpp"
 
 namespace intfa::render {
 namespace {
 
-using families::KernelFamily;
-using families::KernelSpec;
+using families::AnySpec;
 using families::render;
 
 #ifdef INTFA_TEST_NVCC
@@ -53,55 +52,52 @@ TEST(TemplatesWithNvcc, RenderedUnitsOfEveryFamilyCompile) {
   GTEST_SKIP() << "nvcc was not found when the tests were configured";
 #else
   testing::TempDir dir;
-  std::vector<KernelSpec> specs;
-  KernelSpec rows;
-  rows.family = KernelFamily::kQuantizeRows;
+  std::vector<AnySpec> specs;
+  quantize::QuantizeSpec rows;
+  rows.kernel = quantize::QuantizeKernel::kRows;
   rows.head_dim = 128;
   specs.push_back(rows);
-  KernelSpec rotated_q = rows;  // the rotation's shuffles and Q's LSE term
+  quantize::QuantizeSpec rotated_q = rows;  // the rotation's shuffles and Q's LSE term
   rotated_q.rotate = true;
   rotated_q.q_dot_k_mean = true;
   specs.push_back(rotated_q);
-  KernelSpec mean = rows;
-  mean.family = KernelFamily::kChannelMean;
+  quantize::QuantizeSpec mean = rows;
+  mean.kernel = quantize::QuantizeKernel::kChannelMean;
   specs.push_back(mean);
-  KernelSpec v = rows;
-  v.family = KernelFamily::kQuantizeV;
+  quantize::QuantizeSpec v = rows;
+  v.kernel = quantize::QuantizeKernel::kV;
   specs.push_back(v);
-  v.family = KernelFamily::kQuantizeVScale;
+  v.kernel = quantize::QuantizeKernel::kVScale;
   specs.push_back(v);
-  KernelSpec k_and_v = rows;  // K smoothed, with V's per-channel max pass
-  k_and_v.family = KernelFamily::kQuantizeKVScale;
+  quantize::QuantizeSpec k_and_v = rows;  // K smoothed, with V's per-channel max pass
+  k_and_v.kernel = quantize::QuantizeKernel::kKVScale;
   k_and_v.smooth_k = true;
-  k_and_v.numerics.v_granularity = kernels::VScaleGranularity::kPerChannel;
+  k_and_v.v_granularity = kernels::VScaleGranularity::kPerChannel;
   specs.push_back(k_and_v);
-  k_and_v.family = KernelFamily::kQuantizeKV;  // the same, V read once (clusters)
+  k_and_v.kernel = quantize::QuantizeKernel::kKV;  // the same, V read once (clusters)
   specs.push_back(k_and_v);
-  KernelSpec attention;
-  attention.family = KernelFamily::kAttention;
+  attention::AttentionSpec attention;
+  attention.path = KernelPath::kMmaSync;
   attention.head_dim = 64;
   attention.block_m = 64;
   attention.block_n = 64;
   attention.warps = 4;
   attention.stages = 2;
   specs.push_back(attention);
-  KernelSpec append;
-  append.family = KernelFamily::kPagedAppend;
+  paged::PagedSpec append;
+  append.kernel = paged::PagedKernel::kAppend;
   append.head_dim = 128;
   specs.push_back(append);
-  KernelSpec decode = append;
-  decode.family = KernelFamily::kPagedDecode;
-  decode.qk_bits = 4;
-  decode.block_m = 16;
-  decode.block_n = 64;
-  decode.stages = 3;
-  decode.warps = 4;
+  paged::PagedSpec decode = append;
+  decode.kernel = paged::PagedKernel::kDecode;
+  decode.bits = 4;
+  decode.config = PagedDecodeConfig{16, 64, 3};  // four warps: the decode kernel's own
   specs.push_back(decode);
-  KernelSpec merge = append;
-  merge.family = KernelFamily::kMergeStates;
+  paged::PagedSpec merge = append;
+  merge.kernel = paged::PagedKernel::kMergeStates;
   merge.input_type = kernels::ElementType::kF32;
   specs.push_back(merge);
-  for (const KernelSpec& spec : specs) {
+  for (const AnySpec& spec : specs) {
     const RenderedUnit unit = render(spec, TemplateSet::embedded());
     const auto file = dir.path() / unit.file_name;
     std::ofstream(file) << unit.source;

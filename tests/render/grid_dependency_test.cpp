@@ -7,7 +7,7 @@
 #include <regex>
 #include <string>
 
-#include "families/kernel_spec.hpp"
+#include "families/any_spec.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "render/embedded_templates.hpp"
 #include "render/render.hpp"
@@ -17,9 +17,9 @@
 namespace intfa::render {
 namespace {
 
-using families::KernelFamily;
-using families::KernelSpec;
 using families::render;
+using quantize::QuantizeKernel;
+using quantize::QuantizeSpec;
 
 std::string without_comments(const std::string& text) {
   return std::regex_replace(text, std::regex(R"(//[^\n]*)"), "");
@@ -50,9 +50,9 @@ TEST(KernelTemplates, EveryKernelWaitsForThePreviousGridFirst) {
   EXPECT_GE(kernels, 11);
 }
 
-KernelSpec quantize_rows_spec() {
-  KernelSpec spec;
-  spec.family = KernelFamily::kQuantizeRows;
+QuantizeSpec quantize_rows_spec() {
+  QuantizeSpec spec;
+  spec.kernel = QuantizeKernel::kRows;
   spec.head_dim = 128;
   return spec;
 }

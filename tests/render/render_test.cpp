@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "families/kernel_spec.hpp"
+#include "families/any_spec.hpp"
 #include "intfa/errors.hpp"
 #include "numerics/option_names.hpp"
 #include "render/template_set.hpp"
@@ -18,13 +18,15 @@
 namespace intfa::render {
 namespace {
 
-using families::KernelFamily;
-using families::KernelSpec;
+using attention::AttentionSpec;
+using families::AnySpec;
 using families::render;
+using quantize::QuantizeKernel;
+using quantize::QuantizeSpec;
 
-KernelSpec attention_spec() {
-  KernelSpec spec;
-  spec.family = KernelFamily::kAttention;
+AttentionSpec attention_spec() {
+  AttentionSpec spec;
+  spec.path = KernelPath::kMmaSync;
   spec.arch = device::Arch::kSm90a;
   spec.head_dim = 128;
   spec.block_m = 128;
@@ -54,10 +56,10 @@ TEST(Render, UnitIncludesTheTemplateAndInstantiatesTheSpecValues) {
 // The kernels' Numerics type has a member per option of the list (include/intfa/numerics.hpp),
 // by the option's name: a new option reaches both attention kernels with no rendering code.
 TEST(Render, EveryNumericsOptionIsAMemberOfTheKernelsNumericsType) {
-  for (KernelFamily family : {KernelFamily::kAttention, KernelFamily::kAttentionWgmma}) {
-    KernelSpec spec = attention_spec();
-    spec.family = family;
-    spec.warps = family == KernelFamily::kAttentionWgmma ? 12 : 8;
+  for (KernelPath path : {KernelPath::kMmaSync, KernelPath::kWgmma}) {
+    AttentionSpec spec = attention_spec();
+    spec.path = path;
+    spec.warps = path == KernelPath::kWgmma ? 12 : 8;
     spec.numerics.p_encoding = kernels::PEncoding::kSigned127;
     const RenderedUnit unit = render(spec, TemplateSet::embedded());
     for_each_numerics_field(spec.numerics, [&](const auto& field, const auto& value) {
@@ -73,41 +75,41 @@ TEST(Render, EveryNumericsOptionIsAMemberOfTheKernelsNumericsType) {
 
 TEST(Render, EqualSpecsRenderEqualUnitsAndEveryFieldChangesTheUnit) {
   const TemplateSet templates = TemplateSet::embedded();
-  const KernelSpec base = attention_spec();
+  const AttentionSpec base = attention_spec();
   EXPECT_EQ(render(base, templates), render(base, templates));
-  std::vector<KernelSpec> variants;
+  std::vector<AttentionSpec> variants;
   auto with = [&](auto change) {
-    KernelSpec spec = base;
+    AttentionSpec spec = base;
     change(spec);
     variants.push_back(spec);
   };
-  with([](KernelSpec& s) { s.head_dim = 64; });
-  with([](KernelSpec& s) { s.block_m = 64; });
-  with([](KernelSpec& s) { s.block_n = 32; });
-  with([](KernelSpec& s) { s.warps = 4; });
-  with([](KernelSpec& s) { s.stages = 3; });
-  with([](KernelSpec& s) { s.qk_bits = 4; });
-  with([](KernelSpec& s) { s.variant = kernels::AttentionVariant::kHalfInt8; });
-  with([](KernelSpec& s) { s.input_type = kernels::ElementType::kBF16; });
-  with([](KernelSpec& s) { s.output_type = kernels::ElementType::kBF16; });
-  with([](KernelSpec& s) { s.causal = false; });
-  with([](KernelSpec& s) { s.numerics.p_encoding = kernels::PEncoding::kSigned127; });
-  with([](KernelSpec& s) { s.numerics.p_scale = kernels::PScaleReference::kTileMax; });
-  with([](KernelSpec& s) { s.numerics.v_granularity = kernels::VScaleGranularity::kPerBlock; });
-  with([](KernelSpec& s) { s.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock; });
-  with([](KernelSpec& s) {
-    s.family = KernelFamily::kAttentionWgmma;
+  with([](AttentionSpec& s) { s.head_dim = 64; });
+  with([](AttentionSpec& s) { s.block_m = 64; });
+  with([](AttentionSpec& s) { s.block_n = 32; });
+  with([](AttentionSpec& s) { s.warps = 4; });
+  with([](AttentionSpec& s) { s.stages = 3; });
+  with([](AttentionSpec& s) { s.qk_bits = 4; });
+  with([](AttentionSpec& s) { s.variant = kernels::AttentionVariant::kHalfInt8; });
+  with([](AttentionSpec& s) { s.input_type = kernels::ElementType::kBF16; });
+  with([](AttentionSpec& s) { s.output_type = kernels::ElementType::kBF16; });
+  with([](AttentionSpec& s) { s.causal = false; });
+  with([](AttentionSpec& s) { s.numerics.p_encoding = kernels::PEncoding::kSigned127; });
+  with([](AttentionSpec& s) { s.numerics.p_scale = kernels::PScaleReference::kTileMax; });
+  with([](AttentionSpec& s) { s.numerics.v_granularity = kernels::VScaleGranularity::kPerBlock; });
+  with([](AttentionSpec& s) { s.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock; });
+  with([](AttentionSpec& s) {
+    s.path = KernelPath::kWgmma;
     s.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock;
   });
-  for (const KernelSpec& spec : variants) {
+  for (const AttentionSpec& spec : variants) {
     EXPECT_NE(spec, base);
     EXPECT_NE(render(spec, templates).source, render(base, templates).source) << spec.to_string();
   }
 }
 
 TEST(Render, IncludeClosureHoldsEveryTemplateTheUnitReaches) {
-  KernelSpec spec;
-  spec.family = KernelFamily::kQuantizeRows;
+  QuantizeSpec spec;
+  spec.kernel = QuantizeKernel::kRows;
   spec.head_dim = 128;
   const RenderedUnit unit = render(spec, TemplateSet::embedded());
   const std::vector<std::string> expected = {
@@ -156,8 +158,8 @@ std::string template_dir_error(const std::string& source) {
   std::filesystem::create_directories(dir.path() / "quantize");
   std::ofstream(dir.path() / "quantize" / "quantize_rows.cuh") << source;
   const TemplateSet templates = TemplateSet::from_directory(dir.path());
-  KernelSpec spec;
-  spec.family = KernelFamily::kQuantizeRows;
+  QuantizeSpec spec;
+  spec.kernel = QuantizeKernel::kRows;
   spec.head_dim = 64;
   try {
     render(spec, templates);
@@ -215,59 +217,159 @@ TEST(Render, IncludeDirectivesTellQuotedAngledAndMacroIncludesApart) {
   EXPECT_TRUE(!includes[3].quoted && !includes[3].angled && includes[3].target == "NAME");
 }
 
+QuantizeSpec rows_spec() {
+  QuantizeSpec spec;
+  spec.kernel = QuantizeKernel::kRows;
+  spec.arch = device::Arch::kSm90a;
+  spec.head_dim = 128;
+  return spec;
+}
+
+paged::PagedSpec decode_spec() {
+  return paged::decode_spec(device::Arch::kSm90a, 128, 8, kernels::ElementType::kF16,
+                            kernels::ElementType::kF16, PagedDecodeConfig{16, 64, 2});
+}
+
+// Each family's reader, and AnySpec's (which dispatches on "family" to it), give back the spec.
+template <typename Spec>
+void expect_round_trip(const Spec& spec) {
+  const json::Value read = json::parse(spec.to_json().dump());
+  EXPECT_EQ(Spec::from_json(read), spec) << spec.to_string();
+  EXPECT_EQ(AnySpec::from_json(read), AnySpec(spec)) << spec.to_string();
+}
+
 TEST(KernelSpecJson, RoundTripsEveryField) {
-  KernelSpec spec = attention_spec();
-  spec.qk_bits = 4;
-  spec.input_type = kernels::ElementType::kBF16;
-  spec.numerics.p_scale = kernels::PScaleReference::kTileMax;
-  spec.numerics.v_granularity = kernels::VScaleGranularity::kPerChannel;
-  spec.smooth_k = true;
-  spec.varlen = true;
-  spec.q_dot_k_mean = true;
-  spec.rotate = true;
-  spec.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock;
-  EXPECT_EQ(KernelSpec::from_json(json::parse(spec.to_json().dump())), spec);
+  AttentionSpec attention = attention_spec();
+  attention.path = KernelPath::kWgmma;
+  attention.qk_bits = 4;
+  attention.variant = kernels::AttentionVariant::kHalfInt8;
+  attention.input_type = kernels::ElementType::kBF16;
+  attention.output_type = kernels::ElementType::kBF16;
+  attention.numerics.p_scale = kernels::PScaleReference::kTileMax;
+  attention.numerics.v_granularity = kernels::VScaleGranularity::kPerChannel;
+  attention.varlen = true;
+  attention.q_dot_k_mean = true;
+  attention.quantizes_q = true;
+  attention.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock;
+  expect_round_trip(attention);
+  QuantizeSpec rows = rows_spec();
+  rows.kernel = QuantizeKernel::kKV;
+  rows.qk_bits = 4;
+  rows.input_type = kernels::ElementType::kBF16;
+  rows.smooth_k = true;
+  rows.q_dot_k_mean = true;
+  rows.rotate = true;
+  rows.v_granularity = kernels::VScaleGranularity::kPerChannel;
+  rows.k_granularity = kernels::KScaleGranularity::kPerBlock;
+  expect_round_trip(rows);
+  paged::PagedSpec decode = decode_spec();
+  decode.bits = 4;
+  decode.input_type = kernels::ElementType::kBF16;
+  decode.output_type = kernels::ElementType::kF32;
+  decode.config = PagedDecodeConfig{32, 128, 3};
+  expect_round_trip(decode);
 }
 
 // The runtime's memory is keyed by kernel_id: a field it left out would give two kernels one slot.
-TEST(KernelId, DiffersExactlyWhenTheSpecsDiffer) {
-  const KernelSpec base = attention_spec();
-  EXPECT_EQ(kernel_id(base), kernel_id(attention_spec()));
-  const std::vector<std::function<void(KernelSpec&)>> edits = {
-      [](KernelSpec& s) { s.family = KernelFamily::kAttentionWgmma; },
-      [](KernelSpec& s) { s.arch = device::Arch::kSm89; },
-      [](KernelSpec& s) { s.head_dim = 64; },
-      [](KernelSpec& s) { s.block_m = 64; },
-      [](KernelSpec& s) { s.block_n = 128; },
-      [](KernelSpec& s) { s.warps = 4; },
-      [](KernelSpec& s) { s.stages = 3; },
-      [](KernelSpec& s) { s.qk_bits = 4; },
-      [](KernelSpec& s) { s.variant = kernels::AttentionVariant::kHalfInt8; },
-      [](KernelSpec& s) { s.input_type = kernels::ElementType::kBF16; },
-      [](KernelSpec& s) { s.output_type = kernels::ElementType::kBF16; },
-      [](KernelSpec& s) { s.causal = false; },
-      [](KernelSpec& s) { s.numerics.p_encoding = kernels::PEncoding::kSigned127; },
-      [](KernelSpec& s) { s.numerics.p_scale = kernels::PScaleReference::kTileMax; },
-      [](KernelSpec& s) { s.numerics.v_granularity = kernels::VScaleGranularity::kPerBlock; },
-      [](KernelSpec& s) { s.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock; },
-      [](KernelSpec& s) { s.smooth_k = true; },
-      [](KernelSpec& s) { s.varlen = true; },
-      [](KernelSpec& s) { s.q_dot_k_mean = true; },
-      [](KernelSpec& s) { s.rotate = true; },
-      [](KernelSpec& s) { s.quantizes_q = true; },
-  };
+template <typename Spec>
+void expect_each_edit_changes_the_id(const Spec& base,
+                                     const std::vector<std::function<void(Spec&)>>& edits) {
   for (std::size_t i = 0; i < edits.size(); ++i) {
-    KernelSpec edited = base;
+    Spec edited = base;
     edits[i](edited);
     ASSERT_NE(edited, base) << "edit " << i;
     EXPECT_NE(kernel_id(edited), kernel_id(base)) << "edit " << i << ": " << edited.to_string();
   }
 }
 
+TEST(KernelId, DiffersExactlyWhenTheSpecsDiffer) {
+  const AttentionSpec base = attention_spec();
+  EXPECT_EQ(kernel_id(base), kernel_id(attention_spec()));
+  expect_each_edit_changes_the_id<AttentionSpec>(
+      base, {
+                [](AttentionSpec& s) { s.path = KernelPath::kWgmma; },
+                [](AttentionSpec& s) { s.arch = device::Arch::kSm89; },
+                [](AttentionSpec& s) { s.head_dim = 64; },
+                [](AttentionSpec& s) { s.block_m = 64; },
+                [](AttentionSpec& s) { s.block_n = 128; },
+                [](AttentionSpec& s) { s.warps = 4; },
+                [](AttentionSpec& s) { s.stages = 3; },
+                [](AttentionSpec& s) { s.qk_bits = 4; },
+                [](AttentionSpec& s) { s.variant = kernels::AttentionVariant::kHalfInt8; },
+                [](AttentionSpec& s) { s.input_type = kernels::ElementType::kBF16; },
+                [](AttentionSpec& s) { s.output_type = kernels::ElementType::kBF16; },
+                [](AttentionSpec& s) { s.causal = false; },
+                [](AttentionSpec& s) { s.numerics.p_encoding = kernels::PEncoding::kSigned127; },
+                [](AttentionSpec& s) { s.numerics.p_scale = kernels::PScaleReference::kTileMax; },
+                [](AttentionSpec& s) {
+                  s.numerics.v_granularity = kernels::VScaleGranularity::kPerBlock;
+                },
+                [](AttentionSpec& s) {
+                  s.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock;
+                },
+                [](AttentionSpec& s) { s.varlen = true; },
+                [](AttentionSpec& s) { s.q_dot_k_mean = true; },
+                [](AttentionSpec& s) { s.quantizes_q = true; },
+            });
+  expect_each_edit_changes_the_id<QuantizeSpec>(
+      rows_spec(),
+      {
+          [](QuantizeSpec& s) { s.kernel = QuantizeKernel::kChannelMean; },
+          [](QuantizeSpec& s) { s.arch = device::Arch::kSm89; },
+          [](QuantizeSpec& s) { s.head_dim = 64; },
+          [](QuantizeSpec& s) { s.input_type = kernels::ElementType::kBF16; },
+          [](QuantizeSpec& s) { s.qk_bits = 4; },
+          [](QuantizeSpec& s) { s.smooth_k = true; },
+          [](QuantizeSpec& s) { s.q_dot_k_mean = true; },
+          [](QuantizeSpec& s) { s.rotate = true; },
+          [](QuantizeSpec& s) { s.v_granularity = kernels::VScaleGranularity::kPerBlock; },
+          [](QuantizeSpec& s) { s.k_granularity = kernels::KScaleGranularity::kPerBlock; },
+      });
+  expect_each_edit_changes_the_id<paged::PagedSpec>(
+      decode_spec(), {
+                         [](paged::PagedSpec& s) { s.kernel = paged::PagedKernel::kMergeStates; },
+                         [](paged::PagedSpec& s) { s.arch = device::Arch::kSm89; },
+                         [](paged::PagedSpec& s) { s.head_dim = 64; },
+                         [](paged::PagedSpec& s) { s.bits = 4; },
+                         [](paged::PagedSpec& s) { s.input_type = kernels::ElementType::kBF16; },
+                         [](paged::PagedSpec& s) { s.output_type = kernels::ElementType::kF32; },
+                         [](paged::PagedSpec& s) { s.config.block_rows = 32; },
+                         [](paged::PagedSpec& s) { s.config.stage_tokens = 128; },
+                         [](paged::PagedSpec& s) { s.config.stages = 3; },
+                     });
+}
+
+// Each family numbers its kernels apart from the others' (families/spec_format.hpp): no two
+// kernels of different families share an id, even with every other field alike.
+TEST(KernelId, NoTwoFamiliesKernelsMeet) {
+  std::vector<render::KernelId> ids;
+  for (QuantizeKernel kernel :
+       {QuantizeKernel::kRows, QuantizeKernel::kChannelMean, QuantizeKernel::kVScale,
+        QuantizeKernel::kV, QuantizeKernel::kKVScale, QuantizeKernel::kKV}) {
+    QuantizeSpec spec;
+    spec.kernel = kernel;
+    ids.push_back(kernel_id(spec));
+  }
+  for (KernelPath path : {KernelPath::kMmaSync, KernelPath::kWgmma}) {
+    AttentionSpec spec;
+    spec.path = path;
+    ids.push_back(kernel_id(spec));
+  }
+  for (paged::PagedKernel kernel : {paged::PagedKernel::kAppend, paged::PagedKernel::kDecode,
+                                    paged::PagedKernel::kMergeStates}) {
+    paged::PagedSpec spec;
+    spec.kernel = kernel;
+    ids.push_back(kernel_id(spec));
+  }
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    for (std::size_t j = i + 1; j < ids.size(); ++j) EXPECT_NE(ids[i], ids[j]) << i << ", " << j;
+  }
+}
+
 // What the JIT core takes: the rendered unit, the arch, and the spec's text and JSON as its
 // description (kept out of the unit, hence out of the cache key).
 TEST(KernelSource, HoldsTheUnitTheArchAndTheSpecsDescription) {
-  const KernelSpec spec = attention_spec();
+  const AttentionSpec spec = attention_spec();
   const KernelSource source = kernel_source(spec, TemplateSet::embedded());
   EXPECT_EQ(source.unit, render(spec, TemplateSet::embedded()));
   EXPECT_EQ(source.arch, spec.arch);
@@ -280,8 +382,8 @@ TEST(KernelSource, HoldsTheUnitTheArchAndTheSpecsDescription) {
 }
 
 TEST(KernelSpecJson, ASpecWrittenBeforeTheRotationExistedHasNeitherItNorTheLseTerm) {
-  KernelSpec rows;
-  rows.family = KernelFamily::kQuantizeRows;
+  QuantizeSpec rows;
+  rows.kernel = QuantizeKernel::kRows;
   rows.head_dim = 128;
   rows.smooth_k = true;
   const json::Value value = rows.to_json();
@@ -289,12 +391,13 @@ TEST(KernelSpecJson, ASpecWrittenBeforeTheRotationExistedHasNeitherItNorTheLseTe
   for (const auto& [name, member] : value.as_object()) {
     if (name != "rotate" && name != "q_dot_k_mean") without.set(name, member);
   }
-  EXPECT_EQ(KernelSpec::from_json(without), rows);
+  EXPECT_EQ(QuantizeSpec::from_json(without), rows);
+  EXPECT_EQ(AnySpec::from_json(without), AnySpec(rows));
 }
 
 TEST(Render, QuantizeRowsNamesItsSmoothingLseTermAndRotation) {
-  KernelSpec spec;
-  spec.family = KernelFamily::kQuantizeRows;
+  QuantizeSpec spec;
+  spec.kernel = QuantizeKernel::kRows;
   spec.head_dim = 64;
   spec.q_dot_k_mean = true;
   spec.rotate = true;
@@ -310,7 +413,7 @@ TEST(Render, QuantizeRowsNamesItsSmoothingLseTermAndRotation) {
 // quantize_row_blocks.
 TEST(Render, PerBlockKNamesItsArgumentAndItsQuantizeKernel) {
   const TemplateSet templates = TemplateSet::embedded();
-  KernelSpec spec = attention_spec();
+  AttentionSpec spec = attention_spec();
   const std::string per_block_member =
       "static constexpr intfa::kernels::KScaleGranularity k_granularity = "
       "intfa::kernels::KScaleGranularity::kPerBlock;";
@@ -320,14 +423,14 @@ TEST(Render, PerBlockKNamesItsArgumentAndItsQuantizeKernel) {
   const std::string per_block = render(spec, templates).source;
   EXPECT_NE(per_block.find(per_block_member), std::string::npos) << per_block;
   EXPECT_NE(spec.to_string().find(" k-scale=block"), std::string::npos);
-  spec.family = KernelFamily::kAttentionWgmma;
+  spec.path = KernelPath::kWgmma;
   const std::string wgmma = render(spec, templates).source;
   EXPECT_NE(wgmma.find(per_block_member), std::string::npos) << wgmma;
-  KernelSpec rows;
-  rows.family = KernelFamily::kQuantizeRows;
+  QuantizeSpec rows;
+  rows.kernel = QuantizeKernel::kRows;
   rows.head_dim = 128;
   rows.smooth_k = true;
-  rows.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock;
+  rows.k_granularity = kernels::KScaleGranularity::kPerBlock;
   EXPECT_NE(render(rows, templates)
                 .name_expression.find("quantize_row_blocks<128, "
                                       "intfa::kernels::ElementType::kF16, true, false>"),
@@ -343,27 +446,36 @@ TEST(KernelSpecJson, ASpecWrittenBeforeVarlenExistedIsNotVarlen) {
       without.set(name, member);
     }
   }
-  const KernelSpec spec = KernelSpec::from_json(without);
+  const AttentionSpec spec = AttentionSpec::from_json(without);
   EXPECT_FALSE(spec.varlen);
   EXPECT_FALSE(spec.quantizes_q);  // written before the Hopper kernel's own Q pass: INT8 Q
   EXPECT_EQ(spec, attention_spec());
   // And the member round-trips where it is set.
-  KernelSpec quantizes_q = attention_spec();
+  AttentionSpec quantizes_q = attention_spec();
   quantizes_q.quantizes_q = true;
-  EXPECT_TRUE(KernelSpec::from_json(quantizes_q.to_json()).quantizes_q);
+  EXPECT_TRUE(AttentionSpec::from_json(quantizes_q.to_json()).quantizes_q);
 }
 
 TEST(KernelSpecJson, BadMembersAreNamed) {
   json::Value value = attention_spec().to_json();
   value.set("variant", "quarter_int8");
   try {
-    KernelSpec::from_json(value);
+    AnySpec::from_json(value);
     FAIL();
   } catch (const InvalidArgument& error) {
     EXPECT_EQ(error.field(), "spec.variant");
   }
   json::Value missing = json::Value::object();
-  EXPECT_THROW(KernelSpec::from_json(missing), InvalidArgument);
+  EXPECT_THROW(AnySpec::from_json(missing), InvalidArgument);
+  // A family no build has: named as spec.family.
+  value = attention_spec().to_json();
+  value.set("family", "attention_fp8");
+  try {
+    AnySpec::from_json(value);
+    FAIL();
+  } catch (const InvalidArgument& error) {
+    EXPECT_EQ(error.field(), "spec.family");
+  }
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ TEST(AttentionSpec, HeuristicConfigsAreValidAndFitEveryTarget) {
             EXPECT_EQ(listed.front(), heuristic_config(request));
             for (int seq_bucket : {0, 1024, 2048, 16384}) {
               const KernelConfig config = heuristic_config(request, seq_bucket);
-              const families::KernelSpec spec = make_spec(request, config);
+              const AttentionSpec spec = make_spec(request, config);
               EXPECT_NO_THROW(validate_config(spec, device::default_max_shared_bytes(arch)))
                   << spec.to_string();
               EXPECT_NE(std::find(listed.begin(), listed.end(), config), listed.end())
@@ -121,18 +121,18 @@ TEST(AttentionSpec, ConfigFieldsOutOfRangeAreNamed) {
 
 TEST(AttentionSpec, ConfigsThatDoNotFitTheDevicesSharedMemoryAreUnsupported) {
   const SpecRequest request = sm90a_request(256);
-  const families::KernelSpec spec = make_spec(request, KernelConfig{128, 128, 8, 4});
+  const AttentionSpec spec = make_spec(request, KernelConfig{128, 128, 8, 4});
   EXPECT_GT(shared_bytes(spec), 200 * 1024);
   EXPECT_THROW(validate_config(spec, 99 * 1024), Unsupported);
 }
 
 TEST(AttentionSpec, SharedBytesFollowTheKernelsLayout) {
   SpecRequest request = sm90a_request(128);
-  const families::KernelSpec full = make_spec(request, KernelConfig{128, 64, 8, 2});
+  const AttentionSpec full = make_spec(request, KernelConfig{128, 64, 8, 2});
   // Q 128x128 + 2 x (K 64x128 + V 128x64 + K scales 64x4).
   EXPECT_EQ(shared_bytes(full), 128 * 128 + 2 * (64 * 128 + 128 * 64 + 64 * 4));
   request.variant = Variant::kHalfInt8;
-  const families::KernelSpec half = make_spec(request, KernelConfig{128, 64, 8, 2});
+  const AttentionSpec half = make_spec(request, KernelConfig{128, 64, 8, 2});
   EXPECT_EQ(shared_bytes(half), 128 * 128 + 2 * (64 * 128 + 64 * 128 * 2 + 64 * 4));
 }
 
@@ -140,7 +140,7 @@ TEST(AttentionSpec, HalfInt8SpecsIgnoreFullInt8NumericsOptions) {
   SpecRequest request = sm90a_request(64);
   request.variant = Variant::kHalfInt8;
   request.numerics.p_encoding = PEncoding::kSigned127;
-  const families::KernelSpec a = make_spec(request, heuristic_config(request));
+  const AttentionSpec a = make_spec(request, heuristic_config(request));
   request.numerics.p_encoding = PEncoding::kUnsigned255;
   request.numerics.v_granularity = VScaleGranularity::kPerBlock;
   EXPECT_EQ(a, make_spec(request, heuristic_config(request)));

@@ -7,28 +7,28 @@
 #include <thread>
 
 #include "device/arch.hpp"
-#include "families/kernel_spec.hpp"
+#include "families/any_spec.hpp"
 #include "nvrtc/compiler.hpp"
 #include "render/render.hpp"
 
 namespace intfa::testing {
 
-std::vector<CompileFailure> compile_all(const std::vector<families::KernelSpec>& specs,
+std::vector<CompileFailure> compile_all(const std::vector<families::AnySpec>& specs,
                                         const render::TemplateSet& templates) {
   std::vector<CompileFailure> failures;
   std::mutex mutex;
-  auto fail = [&](const families::KernelSpec& spec, std::string message) {
+  auto fail = [&](const families::AnySpec& spec, std::string message) {
     std::lock_guard<std::mutex> lock(mutex);
     failures.push_back({spec.to_string(), std::move(message)});
   };
   std::atomic<std::size_t> next{0};
   auto worker = [&] {
     for (std::size_t i = next++; i < specs.size(); i = next++) {
-      const families::KernelSpec& spec = specs[i];
+      const families::AnySpec& spec = specs[i];
       try {
         const nvrtc::Cubin cubin = nvrtc::compile(families::kernel_source(spec, templates),
-                                                  nvrtc::compile_options(spec.arch), templates);
-        if (nvrtc::cubin_sm_number(cubin.image) != device::arch_sm_number(spec.arch)) {
+                                                  nvrtc::compile_options(spec.arch()), templates);
+        if (nvrtc::cubin_sm_number(cubin.image) != device::arch_sm_number(spec.arch())) {
           fail(spec, "cubin is for another arch");
         }
         if (cubin.log.find("warning") != std::string::npos) {

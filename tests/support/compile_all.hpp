@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "families/kernel_spec.hpp"
+#include "families/any_spec.hpp"
 #include "render/template_set.hpp"
 
 namespace intfa::testing {
@@ -16,7 +16,7 @@ struct CompileFailure {
   std::string message;
 };
 
-std::vector<CompileFailure> compile_all(const std::vector<families::KernelSpec>& specs,
+std::vector<CompileFailure> compile_all(const std::vector<families::AnySpec>& specs,
                                         const render::TemplateSet& templates);
 
 }  // namespace intfa::testing

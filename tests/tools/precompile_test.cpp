@@ -20,6 +20,7 @@
 #include "cache/disk_cache.hpp"
 #include "common/json.hpp"
 #include "device/arch.hpp"
+#include "families/any_spec.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "numerics/option_names.hpp"
 #include "nvrtc/compiler.hpp"
@@ -202,7 +203,7 @@ TEST_F(Precompile, ARuntimePointedAtTheBundleCompilesNoneOfItsKernels) {
     launch::KernelRuntime::instance().reset_for_testing();
     const std::uint64_t before = nvrtc::compile_count();
     for (const cache::ManifestEntry& entry : bundled.entries) {
-      const families::KernelSpec spec = families::KernelSpec::from_json(entry.spec);
+      const families::AnySpec spec = families::AnySpec::from_json(entry.spec);
       const launch::CompiledKernel compiled = launch::KernelRuntime::instance().compile(spec);
       EXPECT_EQ(compiled.key, entry.key) << entry.spec_text;
     }

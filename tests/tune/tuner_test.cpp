@@ -41,7 +41,7 @@ std::vector<KernelConfig> heuristics_and(const std::vector<KernelConfig>& more) 
   return configs;
 }
 
-KernelConfig config_of(const families::KernelSpec& spec) {
+KernelConfig config_of(const attention::AttentionSpec& spec) {
   return KernelConfig{spec.block_m, spec.block_n, spec.warps, spec.stages};
 }
 
@@ -64,11 +64,11 @@ class FakeBackend : public Backend {
   std::vector<KernelConfig> compiled, checked, timed;
   int timers = 0;
 
-  void compile(const std::vector<families::KernelSpec>& specs) override {
+  void compile(const std::vector<attention::AttentionSpec>& specs) override {
     compile_calls++;
-    for (const families::KernelSpec& spec : specs) compiled.push_back(config_of(spec));
+    for (const attention::AttentionSpec& spec : specs) compiled.push_back(config_of(spec));
   }
-  KernelResources resources(const families::KernelSpec& spec) override {
+  KernelResources resources(const attention::AttentionSpec& spec) override {
     const KernelConfig config = config_of(spec);
     if (has(broken, config)) throw CompileError(spec.to_string(), "error: nope", "NVRTC failed");
     // At most what lets one block fit the register file, as __launch_bounds__(threads, 1) makes

@@ -20,6 +20,7 @@
 #include "device/device_info.hpp"
 #include "device/device_memory.hpp"
 #include "device/driver_api.hpp"
+#include "families/any_spec.hpp"
 #include "intfa/attention_workload.hpp"
 #include "intfa/commands.hpp"
 #include "intfa/errors.hpp"
@@ -70,7 +71,7 @@ class FreshCacheDirectory {
 
 struct JitKernel {
   std::string name;
-  families::KernelSpec spec;
+  families::AnySpec spec;
   unsigned shared_bytes = 0;
 };
 
@@ -138,13 +139,13 @@ CallOverhead time_call_overhead(AttentionWorkload& workload, CUstream stream) {
 
 JitKernel quantize_kernel(device::Arch arch) {
   // The spec quantize_qk builds for FP16 rows of head dim 128.
-  JitKernel kernel{"quantize q/k d128 f16", {}, 0};
-  kernel.spec.family = families::KernelFamily::kQuantizeRows;
-  kernel.spec.arch = arch;
-  kernel.spec.head_dim = 128;
-  kernel.spec.input_type = kernels::ElementType::kF16;
-  kernel.spec.qk_bits = 8;
-  return kernel;
+  quantize::QuantizeSpec spec;
+  spec.kernel = quantize::QuantizeKernel::kRows;
+  spec.arch = arch;
+  spec.head_dim = 128;
+  spec.input_type = kernels::ElementType::kF16;
+  spec.qk_bits = 8;
+  return JitKernel{"quantize q/k d128 f16", spec, 0};
 }
 
 JitKernel attention_kernel(const AttentionProblem& problem, const device::DeviceInfo& info) {
@@ -152,10 +153,9 @@ JitKernel attention_kernel(const AttentionProblem& problem, const device::Device
   request.arch = info.arch;
   request.head_dim = problem.head_dim;
   const KernelConfig config = attention::choose_config(request, problem, info);
-  JitKernel kernel{"attention d128 full INT8 " + config.to_string(), {}, 0};
-  kernel.spec = attention::make_spec(request, config);
-  kernel.shared_bytes = static_cast<unsigned>(attention::shared_bytes(kernel.spec));
-  return kernel;
+  const attention::AttentionSpec spec = attention::make_spec(request, config);
+  return JitKernel{"attention d128 full INT8 " + config.to_string(), spec,
+                   static_cast<unsigned>(attention::shared_bytes(spec))};
 }
 
 json::Value times_json(const JitKernel& kernel, const JitTimes& times) {

@@ -11,6 +11,7 @@
 #include "device/device_info.hpp"
 #include "device/device_memory.hpp"
 #include "device/driver_api.hpp"
+#include "families/any_spec.hpp"
 #include "intfa/args.hpp"
 #include "intfa/attention_workload.hpp"
 #include "intfa/commands.hpp"
@@ -143,7 +144,7 @@ int run_bench(const Arguments& arguments) {
     std::vector<KernelConfig> configs;
   };
   std::vector<Job> jobs;
-  std::vector<families::KernelSpec> specs;
+  std::vector<families::AnySpec> specs;
   for (Variant variant : variants)
     for (int head_dim : head_dims)
       for (bool causal : causal_values) {
@@ -161,7 +162,7 @@ int run_bench(const Arguments& arguments) {
                   ? configs
                   : std::vector<KernelConfig>{attention::heuristic_config_for(request, problem)};
           for (const KernelConfig& config : job_configs) {
-            const families::KernelSpec spec = attention::make_spec(request, config);
+            const families::AnySpec spec = attention::make_spec(request, config);
             if (std::find(specs.begin(), specs.end(), spec) == specs.end()) specs.push_back(spec);
           }
           jobs.push_back({problem, job_configs});

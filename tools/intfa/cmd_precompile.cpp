@@ -237,7 +237,7 @@ std::vector<KernelConfig> attention_configs(const attention::SpecRequest& reques
 
 // Every kernel of the plan, each once, in a stable order: the tuning database's for --configs
 // tuned, else by arch, dtype, head dim, variant and causal.
-std::vector<families::KernelSpec> bundle_specs(const BundlePlan& plan) {
+std::vector<families::AnySpec> bundle_specs(const BundlePlan& plan) {
   aot::KernelList list;
   // The paged cache's kernels, after the attention calls' (for every config mode).
   auto add_paged = [&] {
@@ -300,7 +300,7 @@ class BundleWriter {
   }
 
   // Once the bundle is known unwritable (a full disk) the remaining kernels are not compiled.
-  launch::CompiledKernel compile(const families::KernelSpec& spec) {
+  launch::CompiledKernel compile(const families::AnySpec& spec) {
     if (!entries_.writable()) throw unwritable();
     launch::CompiledKernel compiled = launch::compile(spec, launch::CacheChain{nullptr, &entries_});
     if (!entries_.writable()) throw unwritable();
@@ -310,9 +310,9 @@ class BundleWriter {
   }
 
   // The manifest of `specs`, each entry described from its file as it is now.
-  cache::Manifest manifest(const std::vector<families::KernelSpec>& specs) const {
+  cache::Manifest manifest(const std::vector<families::AnySpec>& specs) const {
     cache::Manifest manifest = cache::Manifest::for_this_build();
-    for (const families::KernelSpec& spec : specs) {
+    for (const families::AnySpec& spec : specs) {
       const auto key = keys_.find(spec);
       if (key == keys_.end()) throw InternalError("no key for " + spec.to_string());
       manifest.entries.push_back(
@@ -331,7 +331,7 @@ class BundleWriter {
  private:
   cache::DiskCache entries_;
   std::mutex mutex_;
-  std::unordered_map<families::KernelSpec, cache::CacheKey, families::KernelSpecHash> keys_;
+  std::unordered_map<families::AnySpec, cache::CacheKey, families::AnySpecHash> keys_;
 };
 
 std::uint64_t directory_bytes(const fs::path& directory) {
@@ -412,8 +412,8 @@ std::optional<cache::Manifest> earlier_manifest(const fs::path& directory) {
   }
 }
 
-int list_specs(const std::vector<families::KernelSpec>& specs) {
-  for (const families::KernelSpec& spec : specs) std::printf("%s\n", spec.to_string().c_str());
+int list_specs(const std::vector<families::AnySpec>& specs) {
+  for (const families::AnySpec& spec : specs) std::printf("%s\n", spec.to_string().c_str());
   std::printf("%zu kernels\n", specs.size());
   return 0;
 }
@@ -422,7 +422,7 @@ int list_specs(const std::vector<families::KernelSpec>& specs) {
 
 int run_precompile(const Arguments& arguments) {
   const BundlePlan plan = parse_plan(arguments);
-  const std::vector<families::KernelSpec> specs = bundle_specs(plan);
+  const std::vector<families::AnySpec> specs = bundle_specs(plan);
   if (plan.list_only) return list_specs(specs);
 
   const auto started = std::chrono::steady_clock::now();
@@ -438,7 +438,7 @@ int run_precompile(const Arguments& arguments) {
   std::fflush(stdout);
   const CompileSummary summary = compile_in_parallel(
       specs, "precompile", plan.jobs,
-      [&writer](const families::KernelSpec& spec) { return writer.compile(spec); });
+      [&writer](const families::AnySpec& spec) { return writer.compile(spec); });
   // Every kernel after the bundle turned unwritable fails alike: one line for all of them.
   const std::string unwritable = writer.unwritable().what();
   std::size_t not_written = 0;

@@ -10,6 +10,7 @@
 #include "device/arch.hpp"
 #include "device/device_memory.hpp"
 #include "device/driver_api.hpp"
+#include "families/any_spec.hpp"
 #include "intfa/args.hpp"
 #include "intfa/attention_workload.hpp"
 #include "intfa/commands.hpp"
@@ -83,13 +84,14 @@ attention::SpecRequest spec_request(const Demo& demo, device::Arch arch) {
 }
 
 // The specs one call of this demo launches on `arch` (without a GPU: the heuristic's config).
-std::vector<families::KernelSpec> demo_specs(const Demo& demo, device::Arch arch) {
+std::vector<families::AnySpec> demo_specs(const Demo& demo, device::Arch arch) {
   const attention::SpecRequest request = spec_request(demo, arch);
   const KernelConfig config =
       demo.options.config ? *demo.options.config
                           : attention::heuristic_config_for(request, demo.problem);
-  std::vector<families::KernelSpec> specs =
+  const std::vector<quantize::QuantizeSpec> quantize_specs =
       quantize::call_specs(request, demo.io_type, demo.options);
+  std::vector<families::AnySpec> specs(quantize_specs.begin(), quantize_specs.end());
   specs.push_back(attention::make_spec(request, config));
   return specs;
 }
@@ -124,7 +126,7 @@ int compile_only(const Demo& demo, const std::string& reason) {
   for (device::Arch arch : archs) {
     if (!config_applies(demo, arch, skipped)) continue;
     ++compiled_archs;
-    for (const families::KernelSpec& spec : demo_specs(demo, arch)) {
+    for (const families::AnySpec& spec : demo_specs(demo, arch)) {
       const launch::CompiledKernel compiled = launch::KernelRuntime::instance().compile(spec);
       std::printf("  %-72s %s (%zu B cubin, key %s)\n", spec.to_string().c_str(),
                   compiled.compiled_now

@@ -266,11 +266,13 @@ class GpuBackend final : public tune::Backend {
         transforms_(transforms),
         context_(launch::launch_context(nullptr)) {}
 
-  void compile(const std::vector<families::KernelSpec>& specs) override {
-    compile_in_parallel(specs, "tune: compile");  // failures surface again from resources()
+  void compile(const std::vector<attention::AttentionSpec>& specs) override {
+    // Failures surface again from resources().
+    compile_in_parallel(std::vector<families::AnySpec>(specs.begin(), specs.end()),
+                        "tune: compile");
   }
 
-  tune::KernelResources resources(const families::KernelSpec& spec) override {
+  tune::KernelResources resources(const attention::AttentionSpec& spec) override {
     const launch::LoadedKernel& kernel = launch::KernelRuntime::instance().load(
         spec, context_, static_cast<unsigned>(attention::shared_bytes(spec)));
     return tune::KernelResources{kernel.registers_per_thread, kernel.local_bytes_per_thread,

@@ -49,7 +49,7 @@ class Progress {
 
 }  // namespace
 
-CompileSummary compile_in_parallel(const std::vector<families::KernelSpec>& specs,
+CompileSummary compile_in_parallel(const std::vector<families::AnySpec>& specs,
                                    const std::string& label, unsigned threads,
                                    const CompileFunction& compile) {
   Progress progress(label, specs.size());

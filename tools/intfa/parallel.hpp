@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "families/kernel_spec.hpp"
+#include "families/any_spec.hpp"
 #include "launch/kernel_runtime.hpp"
 
 namespace intfa::cli {
@@ -19,11 +19,11 @@ struct CompileSummary {
 
 // Where one spec's cubin comes from: KernelRuntime::compile, or launch::compile into a bundle.
 // Called from several threads at once; a failure is an exception, listed in the summary.
-using CompileFunction = std::function<launch::CompiledKernel(const families::KernelSpec&)>;
+using CompileFunction = std::function<launch::CompiledKernel(const families::AnySpec&)>;
 
 // Compiles (or finds in the cache) every spec with `threads` workers (0: all cores), printing
 // progress. Without `compile`, specs go through the process-wide runtime and its caches.
-CompileSummary compile_in_parallel(const std::vector<families::KernelSpec>& specs,
+CompileSummary compile_in_parallel(const std::vector<families::AnySpec>& specs,
                                    const std::string& label, unsigned threads = 0,
                                    const CompileFunction& compile = {});
 
