@@ -249,6 +249,7 @@ TEST(KernelSpecJson, RoundTripsEveryField) {
   attention.numerics.v_granularity = kernels::VScaleGranularity::kPerChannel;
   attention.varlen = true;
   attention.q_dot_k_mean = true;
+  attention.rotate = true;
   attention.quantizes_q = true;
   attention.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock;
   expect_round_trip(attention);
@@ -309,6 +310,7 @@ TEST(KernelId, DiffersExactlyWhenTheSpecsDiffer) {
                 },
                 [](AttentionSpec& s) { s.varlen = true; },
                 [](AttentionSpec& s) { s.q_dot_k_mean = true; },
+                [](AttentionSpec& s) { s.rotate = true; },
                 [](AttentionSpec& s) { s.quantizes_q = true; },
             });
   expect_each_edit_changes_the_id<QuantizeSpec>(
