@@ -15,15 +15,8 @@ import os
 import struct
 import sys
 
-
-def cubin_of(entry_path):
-    """The cubin inside a cache entry (cache/README.md, "Entry format")."""
-    data = open(entry_path, "rb").read()
-    header_size, = struct.unpack_from("<I", data, 12)
-    name_length, = struct.unpack_from("<I", data, 40)
-    cubin_size, = struct.unpack_from("<Q", data, 48)
-    start = header_size + name_length
-    return data[start:start + cubin_size]
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dump_sass import cubin_of  # noqa: E402  (the cubin inside a cache entry)
 
 
 def text_sections(elf):

@@ -13,6 +13,7 @@ import sys
 
 
 def cubin_of(entry_path):
+    """The cubin inside a cache entry (cache/README.md, "Entry format")."""
     data = open(entry_path, "rb").read()
     header_size, = struct.unpack_from("<I", data, 12)
     name_length, = struct.unpack_from("<I", data, 40)
