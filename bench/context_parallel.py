@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
-"""Context-parallel intfa attention over N GPUs (issue 29): correctness against one GPU and the
-time of a long causal sequence, by ring and by Ulysses, with the ring's per-step compute and
-transfer times (is the transfer hidden behind the compute?).
+"""Context-parallel intfa attention over N GPUs (issues 29, 48): correctness against one GPU and
+the time of a long sequence by ring, Ulysses and both (every Ulysses size the heads allow), with
+the ring's per-step compute and transfer times (is the transfer hidden behind the compute?).
 
     PYTHONPATH=build/python torchrun --nproc-per-node 8 bench/context_parallel.py \
         --seq 131072 --heads 32 --kv-heads 8 --head-dim 128
 
-Every rank builds the same whole sequence, takes its shard (zig-zag for the causal ring,
-contiguous for Ulysses), and rank 0 prints: rel L2 of the gathered output against one
-intfa.attention over the whole sequence on rank 0's GPU; the milliseconds of ring_attention,
-ulysses_attention and the single-GPU call (--single-gpu), and the speedup; for the ring, the
-compute of one step (each rank's local attention of one K/V shard, no transfer) and the transfer
-of one shard alone (batch_isend_irecv, no compute), maxima over the ranks.
+Every rank builds the same whole sequence, takes its shard (shard_sequence with the split's
+Ulysses size; zig-zag over the ring when causal), and rank 0 prints: the milliseconds of each
+split (context_parallel_attention) and of the single-GPU call (unless --no-single-gpu), the
+speedup and the rel L2 of the gathered output against that call; for the ring, the statistics
+and quantization of a rank's own shard (once), the compute of one step (its local attention of
+one K/V shard, no transfer) and the transfer of one shard alone (one batch_isend_irecv of the
+packed shard, no compute), maxima over the ranks. --transfer-only skips the splits.
 """
 import argparse
 import datetime
@@ -49,10 +50,10 @@ def slowest(value):
     return tensor.item()
 
 
-def gathered(shard, zigzag, layout="HND"):
+def gathered(shard, zigzag, ulysses_size=1, layout="HND"):
     shards = [torch.empty_like(shard) for _ in range(dist.get_world_size())]
     dist.all_gather(shards, shard.contiguous())
-    return cp.unshard_sequence(shards, layout=layout, zigzag=zigzag)
+    return cp.unshard_sequence(shards, layout=layout, zigzag=zigzag, ulysses_size=ulysses_size)
 
 
 def rel_l2(out, ref):
@@ -72,6 +73,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--no-single-gpu", dest="single_gpu", action="store_false",
                         help="skip the one-GPU call (the reference and the speedup)")
+    parser.add_argument("--transfer-only", action="store_true",
+                        help="time the ring's shard transfer alone (NCCL settings compared)")
     args = parser.parse_args()
 
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
@@ -85,22 +88,26 @@ def main():
                            device="cuda", dtype=dtype)
                for heads in (args.heads, args.kv_heads, args.kv_heads))
     ring_shard = [cp.shard_sequence(x, rank, world_size, zigzag=is_causal) for x in (q, k, v)]
-    ulysses_shard = [cp.shard_sequence(x, rank, world_size) for x in (q, k, v)]
     options = dict(is_causal=is_causal, variant=args.variant)
 
-    def ring():
-        return cp.ring_attention(*ring_shard, **options)
-
-    def ulysses():
-        return cp.ulysses_attention(*ulysses_shard, **options)
+    def split(ulysses_size):  # context_parallel_attention with this Ulysses size, on its shards
+        shard = [cp.shard_sequence(x, rank, world_size, zigzag=is_causal,
+                                   ulysses_size=ulysses_size) for x in (q, k, v)]
+        return lambda: cp.context_parallel_attention(*shard, ulysses_size=ulysses_size,
+                                                     **options)
 
     lines = [f"{world_size} GPUs, B={args.batch} N={args.seq} H={args.heads}/{args.kv_heads} "
              f"D={args.head_dim} {args.dtype} {args.variant} causal={is_causal}"]
-    results = {"ring": (ring, is_causal), "ulysses": (ulysses, False)}
-    if args.heads % world_size or args.kv_heads % world_size:
-        lines.append(f"ulysses: skipped, heads {args.heads}/{args.kv_heads} not divisible by "
-                     f"{world_size}")
-        del results["ulysses"]
+    # Every Ulysses size the heads allow: 1 is the ring, world_size Ulysses, between both (USP).
+    results = {}
+    for size in range(1, world_size + 1):
+        if world_size % size == 0 and args.heads % size == 0 and args.kv_heads % size == 0:
+            name = "ring" if size == 1 else "ulysses" if size == world_size else \
+                f"ulysses {size} x ring {world_size // size}"
+            results[name] = (split(size), is_causal, size)
+    chosen = cp.choose_ulysses_size(args.heads, args.kv_heads, world_size,
+                                    shard_tokens=args.seq // world_size)
+    lines.append(f"context_parallel_attention's default: Ulysses size {chosen}")
     single_ms = None
     whole = None
     if args.single_gpu:
@@ -109,8 +116,10 @@ def main():
         whole = single()
         single_ms = timed_ms(single, args.repeats)
         lines.append(f"one GPU: {single_ms:.2f} ms")
-    for name, (function, zigzag) in results.items():
-        out = gathered(function(), zigzag)
+    if args.transfer_only:
+        results = {}
+    for name, (function, zigzag, ulysses_size) in results.items():
+        out = gathered(function(), zigzag, ulysses_size)
         elapsed_ms = slowest(timed_ms(function, args.repeats))
         line = f"{name}: {elapsed_ms:.2f} ms"
         if whole is not None:
@@ -122,24 +131,28 @@ def main():
     # shard, which has the cost of every step but the diagonal one in the causal split) and one
     # shard's transfer.
     kernels = cp.IntfaKernels(variant=args.variant)
-    q_states, shard = cp._prepare_shard(*ring_shard, world_size, is_causal, kernels)
+
+    def prepare():
+        # The whole sequence's K means and V scales (an all-reduce), then this shard quantized.
+        statistics = cp._sequence_statistics(*ring_shard, None, rank, world_size, is_causal,
+                                             kernels)
+        return cp._prepare_shard(*ring_shard, is_causal, kernels, statistics)
+
+    q_states, shard = prepare()
     off_diagonal_step = 1 if world_size > 1 else 0
 
     def compute_step():
         cp._RingRank(q_states, rank, world_size, is_causal, kernels).attend(off_diagonal_step,
                                                                            shard)
 
-    def prepare():
-        cp._prepare_shard(*ring_shard, world_size, is_causal, kernels)
-
     compute_ms = slowest(timed_ms(compute_step, args.repeats))
     prepare_ms = slowest(timed_ms(prepare, args.repeats))
     shard_bytes = sum(t.numel() * t.element_size() for t in cp._flatten(shard))
-    lines.append(f"ring step: quantize own shard {prepare_ms:.2f} ms once, attention "
-                 f"{compute_ms:.2f} ms per step, shard {shard_bytes / 2**20:.1f} MiB")
+    lines.append(f"ring step: statistics and quantize own shard {prepare_ms:.2f} ms once, "
+                 f"attention {compute_ms:.2f} ms per step, shard {shard_bytes / 2**20:.1f} MiB")
     if world_size > 1:
-        transport = cp._P2PRing(None)
-        transfer_ms = slowest(timed_ms(lambda: transport.start(shard).wait(), args.repeats))
+        transport, packed = cp._P2PRing(None), cp._PackedShard(shard)
+        transfer_ms = slowest(timed_ms(lambda: transport.start(packed).wait(), args.repeats))
         bandwidth = shard_bytes / transfer_ms / 1e6
         hidden = "hidden" if transfer_ms <= compute_ms else "NOT hidden"
         lines.append(f"ring transfer: {transfer_ms:.2f} ms per step ({bandwidth:.1f} GB/s): "

@@ -4,6 +4,8 @@
 
 #include <cuda.h>
 
+#include <vector>
+
 #include "intfa/attention.hpp"
 #include "intfa/types.hpp"
 
@@ -20,6 +22,13 @@ struct QuantizeOptions {
   // AttentionTensors::q_dot_k_mean; else it is that of the smoothed scores (lower by
   // softmax_scale * q . mean per row). 4-byte aligned.
   float* smooth_k_channel_mean = nullptr;
+  // K smoothing by means computed elsewhere (for K only; instead of smooth_k_channel_mean):
+  // [batch][heads][head_dim] device floats subtracted from every row, read, not computed; no
+  // mean pass runs. For K that is one shard of a longer sequence (context parallel): every shard
+  // smoothed by the whole sequence's means, from k_channel_means of its sampled keys
+  // (k_channel_mean_sample_rows), quantizes as quantize_qk of the whole sequence does. 4-byte
+  // aligned.
+  const float* smooth_k_given_mean = nullptr;
   // Q of a smoothed K (for Q only; both or neither): K's channel means (the buffer K's quantize_qk
   // wrote as smooth_k_channel_mean, on this stream before: [batch][k_channel_mean_heads]
   // [head_dim]) and [batch][heads][seq] device floats (the scales' layout) that receive
@@ -47,10 +56,33 @@ struct QuantizeOptions {
 void quantize_qk(const TensorShape& shape, const TensorView& input, const TensorView& output,
                  float* scales, CUstream stream, const QuantizeOptions& options = {});
 
+// K smoothing's means alone (quantize_qk's first pass with smooth_k_channel_mean): `means`
+// [batch][heads][head_dim] device floats (4-byte aligned) receive the channel means of `input`
+// [batch, heads, seq, head_dim] (kF16/kBF16) over its sampled rows.
+void k_channel_means(const TensorShape& shape, const TensorView& input, float* means,
+                     CUstream stream);
+
+// The rows of a sequence of `seq` keys that K smoothing's means are taken over, in the order they
+// are added (at most 256, evenly spread; all of them for a shorter sequence). Those rows of a
+// longer sequence, gathered in this order into a sequence of their own, have the same means
+// (bit for bit) as the longer one: how the shards of a sequence get its means.
+std::vector<int> k_channel_mean_sample_rows(int seq);
+
 // V [batch, heads_kv, seq_kv, head_dim] (kF16/kBF16) -> `output` in the INT8 V layout
 // (v_int8_bytes) and `scales` (v_scale_count floats) at `granularity`.
 void quantize_v(const TensorShape& shape, const TensorView& input, void* output, float* scales,
                 VScaleGranularity granularity, CUstream stream);
+
+// quantize_v's two passes apart, for per-tensor and per-channel scales (the maximum of |V| over
+// the sequence, over 127): v_scales writes the scales of `input` (v_scale_count floats);
+// quantize_v_with_scales quantizes `input` with the scales given. A scale of several inputs is
+// the largest of theirs, so the shards of a sequence quantize as quantize_v of the whole does
+// when each takes the elementwise maximum of all shards' v_scales (context parallel: an
+// all-reduce). Per-block scales are each block's own: quantize_v computes them in its one pass.
+void v_scales(const TensorShape& shape, const TensorView& input, float* scales,
+              VScaleGranularity granularity, CUstream stream);
+void quantize_v_with_scales(const TensorShape& shape, const TensorView& input, void* output,
+                            const float* scales, VScaleGranularity granularity, CUstream stream);
 
 // Varlen V (VarlenLayout): `input` is packed, [1, heads_kv, total_kv, head_dim] (its batch stride
 // unused), sequence b its rows cu_seqlens_kv[b] .. cu_seqlens_kv[b + 1]; `shape` is

@@ -20,8 +20,8 @@ import torch
 from intfa import _intfa, _plans
 from intfa._op_args import AttentionArgs, Int8AttentionArgs, numerics_of_text, numerics_text
 from intfa._tensors import (FLOAT_NAMES, bhnd, bhnd_strides, empty_attention, empty_lse,
-                            empty_output, empty_qk, empty_v, empty_varlen_attention, no_lse, on,
-                            stream)
+                            empty_output, empty_qk, empty_v, empty_varlen_attention,
+                            granularity_of, no_lse, on, stream, v_scale_shape)
 
 
 # --- plain eager calls skip the dispatcher ---------------------------------------------------
@@ -93,6 +93,56 @@ def launch_quantize_v(v, layout, granularity, stream_handle):
                       output=v8.data_ptr(), scales=scale.data_ptr(), v_granularity=granularity,
                       stream=stream_handle)
     return v8, scale
+
+
+# --- the passes of a sequence split across devices (intfa.distributed) ------------------------
+# The whole sequence's K means and V scales are reduced over the shards, then every shard is
+# quantized with them: as one call over the whole sequence would quantize it.
+
+def launch_k_channel_means(samples, stream_handle):
+    """K smoothing's means, float32 [B, H, D], of ``samples`` ([B, H, n, D] "HND": the rows
+    intfa._intfa.k_channel_mean_sample_rows names, gathered from a longer sequence)."""
+    b, h, _, d = samples.shape
+    means = torch.empty((b, h, d), dtype=torch.float32, device=samples.device)
+    _intfa.k_channel_means(shape=bhnd(samples, "HND"), input=samples.data_ptr(),
+                           input_dtype=FLOAT_NAMES[samples.dtype],
+                           input_strides=bhnd_strides(samples, "HND"), means=means.data_ptr(),
+                           stream=stream_handle)
+    return means
+
+
+def launch_quantize_k_smoothed_by(k, layout, means, stream_handle, rotate=False):
+    """K quantized per token after subtracting ``means`` (float32 [B, H_kv, D], given): (k8,
+    scales)."""
+    k8, scale, _ = empty_qk(k, layout, False)
+    _intfa.quantize_qk(shape=bhnd(k, layout), input=k.data_ptr(),
+                       input_dtype=FLOAT_NAMES[k.dtype], input_strides=bhnd_strides(k, layout),
+                       output=k8.data_ptr(), output_strides=bhnd_strides(k8, layout),
+                       scales=scale.data_ptr(), smooth_k_channel_mean=0, stream=stream_handle,
+                       rotate=rotate, smooth_k_given_mean=means.data_ptr())
+    return k8, scale
+
+
+def launch_v_scales(v, layout, granularity, stream_handle):
+    """V's per-tensor or per-channel scales of ``v`` alone (float32, v_scale_shape)."""
+    b, h, n, d = shape = bhnd(v, layout)
+    scales = torch.empty(v_scale_shape(granularity, b, h, n, d), dtype=torch.float32,
+                         device=v.device)
+    _intfa.v_scales(shape=shape, input=v.data_ptr(), input_dtype=FLOAT_NAMES[v.dtype],
+                    input_strides=bhnd_strides(v, layout), scales=scales.data_ptr(),
+                    v_granularity=granularity, stream=stream_handle)
+    return scales
+
+
+def launch_quantize_v_with_scales(v, layout, scales, stream_handle):
+    """V in the INT8 V layout, quantized with ``scales`` (per tensor or channel, given)."""
+    shape = bhnd(v, layout)
+    v8, _ = empty_v(shape, granularity_of(scales), v.device)
+    _intfa.quantize_v_with_scales(shape=shape, input=v.data_ptr(), input_dtype=FLOAT_NAMES[v.dtype],
+                                  input_strides=bhnd_strides(v, layout), output=v8.data_ptr(),
+                                  scales=scales.data_ptr(), v_granularity=granularity_of(scales),
+                                  stream=stream_handle)
+    return v8
 
 
 @custom_op("intfa::quantize_qk")

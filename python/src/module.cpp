@@ -463,7 +463,8 @@ PYBIND11_MODULE(_intfa, m) {
          const std::array<std::int64_t, 4>& input_strides, std::uintptr_t output,
          const std::array<std::int64_t, 4>& output_strides, std::uintptr_t scales,
          std::uintptr_t smooth_k_channel_mean, std::uintptr_t stream, std::uintptr_t k_channel_mean,
-         int k_channel_mean_heads, std::uintptr_t q_dot_k_mean, bool rotate) {
+         int k_channel_mean_heads, std::uintptr_t q_dot_k_mean, bool rotate,
+         std::uintptr_t smooth_k_given_mean) {
         const TensorShape logical{shape[0], shape[1], shape[2], shape[3]};
         const TensorView in = make_view(input, input_dtype, input_strides);
         const TensorView out = make_view(output, "i8", output_strides);
@@ -473,6 +474,7 @@ PYBIND11_MODULE(_intfa, m) {
         options.k_channel_mean_heads = k_channel_mean_heads;
         options.q_dot_k_mean = static_cast<float*>(pointer(q_dot_k_mean));
         options.rotate = rotate;
+        options.smooth_k_given_mean = static_cast<const float*>(pointer(smooth_k_given_mean));
         py::gil_scoped_release unlocked;  // the first call of a shape compiles its kernel
         quantize_qk(logical, in, out, static_cast<float*>(pointer(scales)), as_stream(stream),
                     options);
@@ -481,10 +483,29 @@ PYBIND11_MODULE(_intfa, m) {
       "means, subtracted before quantizing. Q of a smoothed K: k_channel_mean (K's means, "
       "k_channel_mean_heads heads) and q_dot_k_mean ([batch][heads][seq] floats that receive "
       "q . mean per row, the LSE term). rotate: the rotation of incoherent processing (Q and K "
-      "alike).",
+      "alike). smooth_k_given_mean: K smoothed by these means, given instead of computed "
+      "(smooth_k_channel_mean then 0).",
       py::kw_only(), "shape"_a, "input"_a, "input_dtype"_a, "input_strides"_a, "output"_a,
       "output_strides"_a, "scales"_a, "smooth_k_channel_mean"_a, "stream"_a, "k_channel_mean"_a = 0,
-      "k_channel_mean_heads"_a = 0, "q_dot_k_mean"_a = 0, "rotate"_a = false);
+      "k_channel_mean_heads"_a = 0, "q_dot_k_mean"_a = 0, "rotate"_a = false,
+      "smooth_k_given_mean"_a = 0);
+
+  m.def(
+      "k_channel_means",
+      [](const std::array<int, 4>& shape, std::uintptr_t input, const std::string& input_dtype,
+         const std::array<std::int64_t, 4>& input_strides, std::uintptr_t means,
+         std::uintptr_t stream) {
+        const TensorShape logical{shape[0], shape[1], shape[2], shape[3]};
+        const TensorView in = make_view(input, input_dtype, input_strides);
+        py::gil_scoped_release unlocked;
+        k_channel_means(logical, in, static_cast<float*>(pointer(means)), as_stream(stream));
+      },
+      "intfa::k_channel_means: K smoothing's [batch][heads][head_dim] means of `input`.",
+      py::kw_only(), "shape"_a, "input"_a, "input_dtype"_a, "input_strides"_a, "means"_a,
+      "stream"_a);
+  m.def("k_channel_mean_sample_rows", &k_channel_mean_sample_rows,
+        "The rows of a sequence of `seq` keys that K smoothing's means are taken over, in order.",
+        "seq"_a);
 
   m.def(
       "quantize_v",
@@ -498,6 +519,38 @@ PYBIND11_MODULE(_intfa, m) {
         quantize_v(logical, in, pointer(output), static_cast<float*>(pointer(scales)), granularity,
                    as_stream(stream));
       },
+      py::kw_only(), "shape"_a, "input"_a, "input_dtype"_a, "input_strides"_a, "output"_a,
+      "scales"_a, "v_granularity"_a, "stream"_a);
+
+  m.def(
+      "v_scales",
+      [](const std::array<int, 4>& shape, std::uintptr_t input, const std::string& input_dtype,
+         const std::array<std::int64_t, 4>& input_strides, std::uintptr_t scales,
+         const std::string& v_granularity, std::uintptr_t stream) {
+        const TensorShape logical{shape[0], shape[1], shape[2], shape[3]};
+        const TensorView in = make_view(input, input_dtype, input_strides);
+        const VScaleGranularity granularity = parse_v_granularity(v_granularity);
+        py::gil_scoped_release unlocked;
+        v_scales(logical, in, static_cast<float*>(pointer(scales)), granularity, as_stream(stream));
+      },
+      "intfa::v_scales: quantize_v's per-tensor or per-channel scales of `input` alone.",
+      py::kw_only(), "shape"_a, "input"_a, "input_dtype"_a, "input_strides"_a, "scales"_a,
+      "v_granularity"_a, "stream"_a);
+
+  m.def(
+      "quantize_v_with_scales",
+      [](const std::array<int, 4>& shape, std::uintptr_t input, const std::string& input_dtype,
+         const std::array<std::int64_t, 4>& input_strides, std::uintptr_t output,
+         std::uintptr_t scales, const std::string& v_granularity, std::uintptr_t stream) {
+        const TensorShape logical{shape[0], shape[1], shape[2], shape[3]};
+        const TensorView in = make_view(input, input_dtype, input_strides);
+        const VScaleGranularity granularity = parse_v_granularity(v_granularity);
+        py::gil_scoped_release unlocked;
+        quantize_v_with_scales(logical, in, pointer(output),
+                               static_cast<const float*>(pointer(scales)), granularity,
+                               as_stream(stream));
+      },
+      "intfa::quantize_v_with_scales: quantize_v with per-tensor or per-channel scales given.",
       py::kw_only(), "shape"_a, "input"_a, "input_dtype"_a, "input_strides"_a, "output"_a,
       "scales"_a, "v_granularity"_a, "stream"_a);
 

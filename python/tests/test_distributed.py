@@ -15,6 +15,7 @@ from support import needs_torch, torch
 if torch is not None:
     import torch.distributed as dist
     import torch.multiprocessing as multiprocessing
+    from torch.distributed.device_mesh import init_device_mesh
 
     from intfa import distributed as cp
 
@@ -80,6 +81,26 @@ class ShardingTest(unittest.TestCase):
                     self.assertTrue(torch.equal(
                         cp.unshard_sequence(shards, layout=layout, zigzag=zigzag), x))
 
+    def test_each_sampled_row_is_found_once_in_the_shard_that_holds_it(self):
+        # The rows K smoothing samples of the whole sequence, looked up in each rank's shard
+        # (what the ring gathers before the all-reduce): every one held by exactly one rank, at
+        # the index where shard_sequence put it.
+        for world_size, seq in ((2, 1024), (3, 600), (4, 64), (4, 4096)):
+            for zigzag in (False, True):
+                with self.subTest(world_size=world_size, seq=seq, zigzag=zigzag):
+                    rows = intfa._intfa.k_channel_mean_sample_rows(seq)
+                    self.assertEqual(len(rows), min(seq, 256))
+                    positions = torch.arange(seq).view(1, 1, seq, 1)
+                    found = []
+                    for rank in range(world_size):
+                        shard = cp.shard_sequence(positions, rank, world_size, zigzag=zigzag)
+                        held, local = cp._local_rows(rows, rank, world_size, shard.shape[2],
+                                                     zigzag)
+                        self.assertEqual([rows[i] for i in held],
+                                         shard.flatten()[local].tolist())
+                        found += held
+                    self.assertEqual(sorted(found), list(range(len(rows))))
+
 
 @needs_torch
 class SimulatedRingTest(unittest.TestCase):
@@ -139,8 +160,9 @@ class MergeExactTest(unittest.TestCase):
 # --- over real process groups (gloo, one process per rank) ---------------------------------
 
 def _gloo_rank(rank, world_size, store_path):
-    """One rank: ring and Ulysses attention of its shards over gloo, checked against float64
-    attention of the whole sequence (an AssertionError here fails the spawning test)."""
+    """One rank: ring, Ulysses and (through context_parallel_attention) both together at every
+    Ulysses size the group allows, of its shards over gloo, checked against float64 attention of
+    the whole sequence (an AssertionError here fails the spawning test)."""
     # A transfer that never matches (a broken ring) fails after the timeout instead of hanging.
     dist.init_process_group("gloo", init_method=f"file://{store_path}", rank=rank,
                             world_size=world_size, timeout=datetime.timedelta(seconds=60))
@@ -150,21 +172,32 @@ def _gloo_rank(rank, world_size, store_path):
             q, k, v = inputs(layout, heads_q, heads_kv, seq=4 * world_size, seed=1)
             expected_out, expected_lse = reference(q, k, v, is_causal, layout)
             kernels = cp.SdpaKernels(layout=layout)
-            for name, attention, zigzag in (("ring", cp.ring_attention, is_causal),
-                                            ("ulysses", cp.ulysses_attention, False)):
-                shard = [cp.shard_sequence(x, rank, world_size, layout=layout, zigzag=zigzag)
-                         for x in (q, k, v)]
+            runs = [("ring", cp.ring_attention, is_causal, 1, {}),
+                    ("ulysses", cp.ulysses_attention, False, 1, {})]
+            for size in range(1, world_size + 1):
+                if world_size % size == 0:
+                    runs.append((f"context parallel U={size}", cp.context_parallel_attention,
+                                 is_causal, size, dict(ulysses_size=size)))
+            if world_size == 4:  # a ("ring", "ulysses") device mesh, as diffusers makes one
+                mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("ring", "ulysses"))
+                runs.append(("context parallel over a 2x2 mesh", cp.context_parallel_attention,
+                             is_causal, 2, dict(group=mesh)))
+            for name, attention, zigzag, ulysses_size, extra in runs:
+                shard = [cp.shard_sequence(x, rank, world_size, layout=layout, zigzag=zigzag,
+                                           ulysses_size=ulysses_size) for x in (q, k, v)]
                 out, lse = attention(*shard, is_causal=is_causal, layout=layout,
-                                     return_lse=True, kernels=kernels)
+                                     return_lse=True, kernels=kernels, **extra)
                 where = f"{name} rank {rank}/{world_size} {layout} causal={is_causal} " \
                         f"heads={heads_q}/{heads_kv}"
-                torch.testing.assert_close(
-                    out, cp.shard_sequence(expected_out, rank, world_size, layout=layout,
-                                           zigzag=zigzag), **TOLERANCE, msg=lambda m: where + m)
-                torch.testing.assert_close(
-                    lse.double(), cp.shard_sequence(expected_lse, rank, world_size,
-                                                    zigzag=zigzag),
-                    **TOLERANCE, msg=lambda m: where + m)
+
+                def mine(x, x_layout=layout):
+                    return cp.shard_sequence(x, rank, world_size, layout=x_layout, zigzag=zigzag,
+                                             ulysses_size=ulysses_size)
+
+                torch.testing.assert_close(out, mine(expected_out), **TOLERANCE,
+                                           msg=lambda m: where + m)
+                torch.testing.assert_close(lse.double(), mine(expected_lse, "HND"), **TOLERANCE,
+                                           msg=lambda m: where + m)
         # Ulysses' head count check reads the group's size.
         q = inputs("HND", world_size + 1, 1, seq=4)[0]
         try:
@@ -192,6 +225,27 @@ class GlooProcessGroupTest(unittest.TestCase):
     def test_ring_and_ulysses_over_three_ranks(self):
         self.run_ranks(3)
 
+    def test_ring_ulysses_and_both_over_four_ranks(self):
+        self.run_ranks(4)
+
+
+@needs_torch
+class ChooseUlyssesSizeTest(unittest.TestCase):
+    def test_the_largest_size_the_heads_and_one_node_allow(self):
+        for heads_q, heads_kv, world_size, per_node in ((32, 8, 4, 4), (32, 8, 16, 8),
+                                                        (12, 3, 4, 4), (24, 6, 8, 8), (8, 8, 6, 2)):
+            with self.subTest(heads=(heads_q, heads_kv), world_size=world_size,
+                              per_node=per_node):
+                size = cp.choose_ulysses_size(heads_q, heads_kv, world_size, per_node)
+                allowed = [s for s in range(1, world_size + 1) if world_size % s == 0 and
+                           heads_q % s == 0 and heads_kv % s == 0 and s <= per_node]
+                self.assertEqual(size, max(allowed))
+
+    def test_long_shards_take_the_ring_alone(self):
+        self.assertEqual(cp.choose_ulysses_size(32, 8, 2, 2, shard_tokens=cp.RING_SHARD_TOKENS), 1)
+        self.assertEqual(
+            cp.choose_ulysses_size(32, 8, 2, 2, shard_tokens=cp.RING_SHARD_TOKENS - 1), 2)
+
 
 # --- argument checks --------------------------------------------------------------------------
 
@@ -206,6 +260,15 @@ class ArgumentsTest(unittest.TestCase):
     def setUp(self):
         self.q, self.k, self.v = inputs("HND", 4, 2, seq=8)
         self.sdpa = cp.SdpaKernels()
+
+    def test_ulysses_size(self):
+        # A divisor of the group size, for the sharding and for the attention (checked before
+        # any group is asked for its size: no process group here).
+        for size in (0, 3, 2.0):
+            self.assert_invalid("ulysses_size", cp.shard_sequence, self.q, 0, 4,
+                                ulysses_size=size)
+            self.assert_invalid("ulysses_size", cp.unshard_sequence, [self.q] * 4,
+                                ulysses_size=size)
 
     def simulate(self, *args, **kwargs):
         return cp.simulate_ring_attention(*args, kernels=self.sdpa, **kwargs)

@@ -6,6 +6,7 @@ stand for CUDA ones; elsewhere CPU tensors make every call a fallback ("device")
 import importlib.util
 import inspect
 import unittest
+from types import SimpleNamespace
 
 import intfa
 
@@ -212,10 +213,42 @@ class DiffusersFunctionTest(FallbackCase):
         self.assertLess(max_error(out, reference(q, k, v, True, layout="NHD", top_left=True)[0]),
                         2e-3)
 
-    def test_context_parallel_calls_need_a_registered_backend(self):
+    def test_a_parallel_config_without_context_parallelism_is_a_local_call(self):
+        # Tensor parallelism only, or context parallelism over one rank: the call is local.
         q = halves(1, 8, 2, 64)
-        with self.assertRaises(intfa.Unsupported):
-            self.backend()(q, q, q, _parallel_config=object())
+        for config in (SimpleNamespace(context_parallel_config=None),
+                       SimpleNamespace(context_parallel_config=SimpleNamespace(
+                           ring_degree=1, ulysses_degree=1))):
+            with stand_in_kernels() as plans:
+                out = self.backend()(q, q, q, _parallel_config=config)
+            self.assertEqual(len(plans), 1)
+            self.assertLess(max_error(out, reference(q, q, q, layout="NHD")[0]), 2e-3)
+
+    def test_context_parallel_calls_intfa_does_not_serve_go_to_the_replaced_backend(self):
+        # What intfa.distributed does not take: masks, causal calls (diffusers' shards are not
+        # zig-zag), uneven shards, CPU tensors; counted, and run by the function that replaced
+        # backend's (raising Unsupported where there is none).
+        q = halves(1, 8, 2, 64)
+        mask = torch.ones(1, 8, dtype=torch.bool)
+        ring = SimpleNamespace(ring_degree=2, ulysses_degree=1, ring_anything=False,
+                               ulysses_anything=False)
+        uneven = SimpleNamespace(**dict(vars(ring), ring_anything=True))
+        cases = [("attn_mask", dict(attn_mask=mask), ring), ("context_parallel",
+                                                             dict(is_causal=True), ring),
+                 ("context_parallel", {}, uneven), ("device", {}, ring)]
+        for reason, arguments, config in cases:
+            with self.subTest(reason=reason, arguments=arguments):
+                intfa.reset_fallback_stats()
+                received = []
+                backend = self.backend(context_parallel=lambda **call: received.append(call))
+                backend(q, q, q, _parallel_config=SimpleNamespace(context_parallel_config=config),
+                        **arguments)
+                self.assertEqual(len(received), 1)
+                self.assertIs(received[0]["_parallel_config"].context_parallel_config, config)
+                self.assertEqual(intfa.fallback_stats(), {reason: 1})
+                with self.assertRaises(intfa.Unsupported):
+                    self.backend()(q, q, q, _parallel_config=SimpleNamespace(
+                        context_parallel_config=config), **arguments)
 
 
 @needs_torch

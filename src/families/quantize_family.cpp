@@ -357,8 +357,10 @@ kernels::QuantizeRowsParams rows_params(const TensorShape& shape, const TensorVi
   set_input(params, shape, input);
   params.output = output.data;
   params.scales = scales;
-  params.channel_mean =
-      transforms.smooth_k ? options.smooth_k_channel_mean : options.k_channel_mean;
+  // K smoothing's means (computed by the pass before, or given), or Q's LSE term's.
+  params.channel_mean = !transforms.smooth_k                     ? options.k_channel_mean
+                        : options.smooth_k_given_mean != nullptr ? options.smooth_k_given_mean
+                                                                 : options.smooth_k_channel_mean;
   params.q_dot_k_mean = options.q_dot_k_mean;
   params.channel_mean_heads = transforms.q_dot_k_mean && options.k_channel_mean_heads > 0
                                   ? options.k_channel_mean_heads

@@ -71,6 +71,7 @@ void validate_input_channels(const TensorShape& shape, int input_channels) {
 // The QuantizeOptions fields about K smoothing and the LSE term, checked against `shape`.
 void validate_smoothing(const TensorShape& shape, const QuantizeOptions& options) {
   require_float_alignment(options.smooth_k_channel_mean, "options.smooth_k_channel_mean");
+  require_float_alignment(options.smooth_k_given_mean, "options.smooth_k_given_mean");
   require_float_alignment(options.k_channel_mean, "options.k_channel_mean");
   require_float_alignment(options.q_dot_k_mean, "options.q_dot_k_mean");
   if ((options.k_channel_mean == nullptr) != (options.q_dot_k_mean == nullptr)) {
@@ -82,6 +83,18 @@ void validate_smoothing(const TensorShape& shape, const QuantizeOptions& options
     throw InvalidArgument("options.smooth_k_channel_mean", "(set)",
                           "expected null with options.k_channel_mean: smoothing is for K, the "
                           "LSE term for Q");
+  }
+  if (options.smooth_k_given_mean != nullptr) {
+    if (options.smooth_k_channel_mean != nullptr) {
+      throw InvalidArgument("options.smooth_k_given_mean", "(set)",
+                            "expected null with options.smooth_k_channel_mean: K's means are "
+                            "either computed or given");
+    }
+    if (options.k_channel_mean != nullptr) {
+      throw InvalidArgument("options.smooth_k_given_mean", "(set)",
+                            "expected null with options.k_channel_mean: smoothing is for K, the "
+                            "LSE term for Q");
+    }
   }
   const int mean_heads = options.k_channel_mean_heads;
   if (mean_heads < 0 || (mean_heads > 0 && shape.heads % mean_heads != 0)) {
@@ -96,6 +109,34 @@ void validate_smoothing(const TensorShape& shape, const QuantizeOptions& options
 void quantize_qk(const TensorShape& shape, const TensorView& input, const TensorView& output,
                  float* scales, CUstream stream, const QuantizeOptions& options) {
   quantize::quantize_qk_channels(shape, shape.head_dim, input, output, scales, stream, options);
+}
+
+void k_channel_means(const TensorShape& shape, const TensorView& input, float* means,
+                     CUstream stream) {
+  checks::validate_shape(shape, "shape");
+  const kernels::ElementType element = input_type(input, "input");
+  checks::validate_view(input,
+                        {"input", {shape.batch, shape.heads, shape.seq, shape.head_dim}, 2, 16});
+  if (means == nullptr) throw InvalidArgument("means", "null", "expected a device pointer");
+  require_float_alignment(means, "means");
+  quantize::PlannedKernel mean;
+  const LaunchContext where = current_launch_context(stream);
+  mean.spec = quantize::channel_mean_spec(where.arch, shape.head_dim, element);
+  mean.shape = quantize::channel_mean_launch_shape(shape);
+  kernels::ChannelMeanParams params = quantize::channel_mean_params(shape, input, means);
+  params.channels = shape.head_dim;
+  launch::CallKernels kernels;
+  add_kernel(mean, kernels);
+  kernels.load(where.context);
+  launch_kernel(mean, stream, &params);
+}
+
+std::vector<int> k_channel_mean_sample_rows(int seq) {
+  if (seq < 1) throw InvalidArgument("seq", std::to_string(seq), "expected >= 1");
+  const int count = kernels::channel_mean_sample_count(seq);
+  std::vector<int> rows(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) rows[i] = kernels::channel_mean_sample_row(i, count, seq);
+  return rows;
 }
 
 namespace {
@@ -139,7 +180,8 @@ RowsPass plan_rows_pass(const TensorShape& shape, int input_channels, const Tens
   RowsPass pass;
   pass.where = where != nullptr ? *where : current_launch_context(stream);
   pass.element = element;
-  pass.transforms.smooth_k = options.smooth_k_channel_mean != nullptr;
+  pass.transforms.smooth_k =
+      options.smooth_k_channel_mean != nullptr || options.smooth_k_given_mean != nullptr;
   pass.transforms.q_dot_k_mean = options.q_dot_k_mean != nullptr;
   pass.transforms.rotate = options.rotate;
   pass.transforms.k_granularity = options.k_granularity;
@@ -148,7 +190,8 @@ RowsPass plan_rows_pass(const TensorShape& shape, int input_channels, const Tens
   pass.params = quantize::rows_params(shape, input, output, scales, pass.transforms, options);
   pass.params.channels = input_channels;
   pass.rows.shape = quantize::rows_launch_shape(shape, pass.transforms);
-  if (pass.transforms.smooth_k) {
+  pass.mean_pass = options.smooth_k_channel_mean != nullptr;
+  if (pass.mean_pass) {
     pass.mean.spec = quantize::channel_mean_spec(pass.where.arch, shape.head_dim, element);
     pass.mean_params = quantize::channel_mean_params(shape, input, options.smooth_k_channel_mean);
     pass.mean_params.channels = input_channels;
@@ -157,11 +200,11 @@ RowsPass plan_rows_pass(const TensorShape& shape, int input_channels, const Tens
   return pass;
 }
 
-// K smoothing's channel means, when the pass smooths; the launch also zeroes `zero_count` floats
-// at `zero` (V's scale accumulators, for quantize_k_and_v_channels).
+// K smoothing's channel means, when the pass computes them; the launch also zeroes `zero_count`
+// floats at `zero` (V's scale accumulators, for quantize_k_and_v_channels).
 void launch_channel_mean(const RowsPass& pass, CUstream stream, float* zero = nullptr,
                          std::size_t zero_count = 0) {
-  if (!pass.transforms.smooth_k) return;
+  if (!pass.mean_pass) return;
   kernels::ChannelMeanParams params = pass.mean_params;
   params.zero = zero;
   params.zero_count = static_cast<kernels::i64>(zero_count);
@@ -169,7 +212,7 @@ void launch_channel_mean(const RowsPass& pass, CUstream stream, float* zero = nu
 }
 
 void add_rows_kernels(RowsPass& pass, launch::CallKernels& kernels) {
-  if (pass.transforms.smooth_k) add_kernel(pass.mean, kernels);
+  if (pass.mean_pass) add_kernel(pass.mean, kernels);
   add_kernel(pass.rows, kernels);
 }
 
@@ -214,11 +257,11 @@ namespace {
 // [1, heads, total_kv, input_channels] with their offsets `cu_seqlens` (which must then be set).
 // `where`: the stream's launch context when the caller has it already (after the checks, the
 // driver is asked otherwise).
-// Fills `passes` in place.
+// `run`: which passes (kScalesOnly needs no output). Fills `passes` in place.
 void plan_v_passes(const TensorShape& shape, int input_channels, const TensorView& input,
                    bool packed, int total_kv, const int* cu_seqlens, void* output, float* scales,
-                   VScaleGranularity granularity, CUstream stream, const LaunchContext* where,
-                   VPasses& passes) {
+                   VScaleGranularity granularity, quantize::VPassesRun run, CUstream stream,
+                   const LaunchContext* where, VPasses& passes) {
   checks::validate_shape(shape, "shape");
   validate_input_channels(shape, input_channels);
   if (packed) {
@@ -233,7 +276,15 @@ void plan_v_passes(const TensorShape& shape, int input_channels, const TensorVie
                                 2,
                                 16});
   const kernels::ElementType element = input_type(input, "input");
-  if (output == nullptr) throw InvalidArgument("output", "null", "expected a device pointer");
+  if (run != quantize::VPassesRun::kBoth && granularity == VScaleGranularity::kPerBlock) {
+    throw InvalidArgument("granularity", "block",
+                          "expected tensor or channel: per-block scales are each block's own, "
+                          "computed in quantize_v's one pass");
+  }
+  passes.quantize_pass = run != quantize::VPassesRun::kScalesOnly;
+  if (passes.quantize_pass && output == nullptr) {
+    throw InvalidArgument("output", "null", "expected a device pointer");
+  }
   if (reinterpret_cast<std::uintptr_t>(output) % 16 != 0) {
     throw InvalidArgument("output", std::to_string(reinterpret_cast<std::uintptr_t>(output)),
                           "expected 16-byte alignment");
@@ -245,7 +296,7 @@ void plan_v_passes(const TensorShape& shape, int input_channels, const TensorVie
   passes.params.channels = input_channels;
   passes.quantize.spec = quantize::v_spec(passes.where.arch, shape.head_dim, element, granularity);
   passes.quantize.shape = quantize::v_launch_shape(shape, passes.params);
-  if (granularity != VScaleGranularity::kPerBlock) {
+  if (granularity != VScaleGranularity::kPerBlock && run != quantize::VPassesRun::kQuantizeOnly) {
     passes.max_pass = true;
     passes.max.spec =
         quantize::v_scale_spec(passes.where.arch, shape.head_dim, element, granularity);
@@ -262,7 +313,7 @@ void zero_scales(const VPasses& passes, CUstream stream) {
 
 void add_v_kernels(VPasses& passes, launch::CallKernels& kernels) {
   if (passes.max_pass) add_kernel(passes.max, kernels);
-  add_kernel(passes.quantize, kernels);
+  if (passes.quantize_pass) add_kernel(passes.quantize, kernels);
 }
 
 void launch_v_passes(const VPasses& passes, CUstream stream) {
@@ -271,7 +322,7 @@ void launch_v_passes(const VPasses& passes, CUstream stream) {
     zero_scales(passes, stream);
     launch_kernel(passes.max, stream, &passes.params);
   }
-  launch_kernel(passes.quantize, stream, &passes.params);
+  if (passes.quantize_pass) launch_kernel(passes.quantize, stream, &passes.params);
 }
 
 void load_and_launch_v_passes(VPasses& passes, CUstream stream) {
@@ -288,6 +339,24 @@ void quantize_v(const TensorShape& shape, const TensorView& input, void* output,
   quantize::quantize_v_channels(shape, shape.head_dim, input, output, scales, granularity, stream);
 }
 
+void v_scales(const TensorShape& shape, const TensorView& input, float* scales,
+              VScaleGranularity granularity, CUstream stream) {
+  VPasses passes;
+  plan_v_passes(shape, shape.head_dim, input, false, 0, nullptr, nullptr, scales, granularity,
+                quantize::VPassesRun::kScalesOnly, stream, nullptr, passes);
+  load_and_launch_v_passes(passes, stream);
+}
+
+void quantize_v_with_scales(const TensorShape& shape, const TensorView& input, void* output,
+                            const float* scales, VScaleGranularity granularity, CUstream stream) {
+  VPasses passes;
+  // The quantize pass only reads per-tensor and per-channel scales (QuantizeVParams::scales is
+  // written by the max pass and, per block, by the quantize pass, neither of which runs here).
+  plan_v_passes(shape, shape.head_dim, input, false, 0, nullptr, output, const_cast<float*>(scales),
+                granularity, quantize::VPassesRun::kQuantizeOnly, stream, nullptr, passes);
+  load_and_launch_v_passes(passes, stream);
+}
+
 void quantize_v_varlen(const TensorShape& shape, const TensorView& input, int total_kv,
                        const int* cu_seqlens_kv, void* output, float* scales,
                        VScaleGranularity granularity, CUstream stream) {
@@ -300,7 +369,7 @@ void quantize::quantize_v_channels(const TensorShape& shape, int input_channels,
                                    VScaleGranularity granularity, CUstream stream) {
   VPasses passes;
   plan_v_passes(shape, input_channels, input, false, 0, nullptr, output, scales, granularity,
-                stream, nullptr, passes);
+                VPassesRun::kBoth, stream, nullptr, passes);
   load_and_launch_v_passes(passes, stream);
 }
 
@@ -310,7 +379,7 @@ void quantize::quantize_v_varlen_channels(const TensorShape& shape, int input_ch
                                           VScaleGranularity granularity, CUstream stream) {
   VPasses passes;
   plan_v_passes(shape, input_channels, input, true, total_kv, cu_seqlens_kv, output, scales,
-                granularity, stream, nullptr, passes);
+                granularity, VPassesRun::kBoth, stream, nullptr, passes);
   load_and_launch_v_passes(passes, stream);
 }
 
@@ -343,11 +412,11 @@ void plan_two_launches(quantize::KAndVPlan& plan) {
 void add_k_and_v_kernels(quantize::KAndVPlan& plan, launch::CallKernels& kernels) {
   switch (plan.launches) {
     case quantize::KAndVLaunches::kOne:
-      if (plan.k.transforms.smooth_k) add_kernel(plan.k.mean, kernels);
+      if (plan.k.mean_pass) add_kernel(plan.k.mean, kernels);
       add_kernel(plan.both, kernels);
       return;
     case quantize::KAndVLaunches::kShared:
-      if (plan.k.transforms.smooth_k) add_kernel(plan.k.mean, kernels);
+      if (plan.k.mean_pass) add_kernel(plan.k.mean, kernels);
       add_kernel(plan.both, kernels);
       add_kernel(plan.v.quantize, kernels);
       return;
@@ -377,8 +446,8 @@ bool launch_k_and_v(const quantize::KAndVPlan& plan, CUstream stream) {
       return true;
     case quantize::KAndVLaunches::kShared:
       // V's scales are zeroed by the launch before the max pass: K's channel means when
-      // smoothing, else a memset.
-      if (k.transforms.smooth_k) {
+      // they are computed, else a memset.
+      if (k.mean_pass) {
         launch_channel_mean(k, stream, v.params.scales, v.scale_count);
       } else {
         zero_scales(v, stream);
@@ -414,8 +483,8 @@ quantize::KAndVPlan quantize::plan_k_and_v_channels(const KAndVPasses& kv, int i
                           "expected " + std::to_string(kv.k_shape.head_dim) + ", K's");
   }
   plan_v_passes(kv.v_shape, input_channels, kv.v_input, kv.cu_seqlens_kv != nullptr, kv.total_kv,
-                kv.cu_seqlens_kv, kv.v_output, kv.v_scales, kv.v_granularity, stream, &k.where,
-                plan.v);
+                kv.cu_seqlens_kv, kv.v_output, kv.v_scales, kv.v_granularity, VPassesRun::kBoth,
+                stream, &k.where, plan.v);
   plan.v_granularity = kv.v_granularity;
   // On sm_90a, K's rows and all of V in one launch that reads V once, where V fits its clusters
   // (and the GPU holds one: launch_k_and_v asks).

@@ -36,24 +36,30 @@ struct PlannedKernel {
   const launch::LoadedKernel* kernel = nullptr;
 };
 
-// quantize_qk's passes, checked: K smoothing's channel means (when smoothing: one block per
-// (batch, head), channel_mean.cuh), then the row pass.
+// quantize_qk's passes, checked: K smoothing's channel means (when smoothing by means not given:
+// one block per (batch, head), channel_mean.cuh), then the row pass.
 struct RowsPass {
   LaunchContext where;
   kernels::ElementType element = kernels::ElementType::kF16;
   RowTransforms transforms;
   PlannedKernel rows;
   kernels::QuantizeRowsParams params;
-  PlannedKernel mean;  // with transforms.smooth_k
+  bool mean_pass = false;  // K smoothing with its means computed (QuantizeOptions)
+  PlannedKernel mean;      // with mean_pass
   kernels::ChannelMeanParams mean_params;
 };
+
+// Which of quantize_v's passes run: both (quantize_v), or for per-tensor and per-channel scales
+// one of them alone (v_scales, quantize_v_with_scales).
+enum class VPassesRun { kBoth, kScalesOnly, kQuantizeOnly };
 
 // quantize_v's passes, checked: the max pass (per tensor and per channel: into scales zeroed
 // first) and the quantize pass, on one grid (the shape of both).
 struct VPasses {
   LaunchContext where;
   kernels::QuantizeVParams params;
-  PlannedKernel quantize;
+  bool quantize_pass = true;
+  PlannedKernel quantize;  // with quantize_pass
   bool max_pass = false;
   PlannedKernel max;            // with max_pass
   std::size_t scale_count = 0;  // the scales to zero before the max pass

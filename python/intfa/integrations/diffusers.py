@@ -14,17 +14,65 @@ cannot be added; ``register()`` installs the function in place of one of them in
 
 The function keeps the native backend's semantics: SDPA's top-left causal mask, GQA, the scale,
 a [B, N_kv] mask read as [B, 1, 1, N_kv]. What intfa does not serve (masks, dropout, FP32, ...)
-runs torch's SDPA the way the native backend calls it; context-parallel calls
-(``_parallel_config``) run the replaced backend's function. ``return_lse`` returns the LSE as
+runs torch's SDPA the way the native backend calls it. ``return_lse`` returns the LSE as
 intfa.attention does: float32 [B, H, N], natural log.
+
+Context-parallel calls (``_parallel_config`` with a ``ContextParallelConfig`` over more than one
+rank) run ``intfa.distributed`` over diffusers' own meshes: ``ulysses_attention`` over the
+"ulysses" mesh, ``ring_attention`` over the "ring" one, ``usp_attention`` when both degrees are
+above one, on the contiguous sequence shards diffusers gives each rank (the ring quantizes each
+shard as one call over the whole sequence would, and INT8 K/V travel). What they do not serve
+(masks, dropout, causal calls, whose zig-zag shards diffusers does not cut, the "anything"
+variants' uneven shards, numerics options other than variant, smooth_k, rotate and v_granularity)
+runs the replaced backend's function, counted as "context_parallel".
 """
 import inspect
 
 from intfa import _fallback, _sdpa, _torch
+from intfa import distributed as _distributed
 from intfa._errors import InvalidArgument
 from intfa.integrations import _client
 
 DEFAULT_BACKEND = "native"
+# The options intfa.distributed takes (the others have no context-parallel form).
+CONTEXT_PARALLEL_OPTIONS = ("variant", "smooth_k", "rotate", "v_granularity")
+
+
+def _context_parallel_ranks(parallel_config):
+    """The ContextParallelConfig of a call's _parallel_config when it spans more than one rank;
+    else None (tensor parallelism only, or one rank: the call is a local one)."""
+    config = getattr(parallel_config, "context_parallel_config", None)
+    if config is None or config.ring_degree * config.ulysses_degree <= 1:
+        return None
+    return config
+
+
+def _context_parallel(settings, query, key, value, attn_mask, dropout_p, is_causal, scale,
+                      return_lse, config):
+    """intfa.distributed over diffusers' meshes, or _torch.Unserved (counted)."""
+    if attn_mask is not None:
+        return _client.unserved("attn_mask", settings)
+    if dropout_p:
+        return _client.unserved("dropout", settings)
+    unequal_shards = getattr(config, "ring_anything", False) or getattr(
+        config, "ulysses_anything", False)
+    other_options = [name for name, value in settings.options.items()
+                     if value is not None and name not in CONTEXT_PARALLEL_OPTIONS]
+    if is_causal or unequal_shards or other_options:
+        return _client.unserved("context_parallel", settings)
+    if not all(x.is_cuda for x in (query, key, value)):
+        return _client.unserved("device", settings)
+    options = {name: value for name, value in settings.options.items()
+               if name in CONTEXT_PARALLEL_OPTIONS}
+    arguments = dict(layout="NHD", sm_scale=scale, return_lse=return_lse, **options)
+    if config.ulysses_degree > 1 and config.ring_degree > 1:
+        return _distributed.usp_attention(query, key, value, config._ulysses_mesh.get_group(),
+                                          config._ring_mesh.get_group(), **arguments)
+    if config.ulysses_degree > 1:
+        return _distributed.ulysses_attention(query, key, value,
+                                              config._ulysses_mesh.get_group(), **arguments)
+    return _distributed.ring_attention(query, key, value, config._ring_mesh.get_group(),
+                                       **arguments)
 
 
 def backend(*, fallback=None, decode_seq_q=_client.DEFAULT_DECODE_SEQ_Q, context_parallel=None,
@@ -32,16 +80,20 @@ def backend(*, fallback=None, decode_seq_q=_client.DEFAULT_DECODE_SEQ_Q, context
     """A diffusers backend function running intfa.attention with these options (``variant``,
     ``smooth_k``, ...; checked now). ``fallback``: the policy for what intfa does not serve (None:
     the process-wide one); ``decode_seq_q``: calls with at most this many queries against a
-    longer K/V run SDPA (0: none do); ``context_parallel``: the function that runs calls with a
-    ``_parallel_config`` (None: such calls raise Unsupported)."""
+    longer K/V run SDPA (0: none do); ``context_parallel``: the function that runs the
+    context-parallel calls intfa does not serve (None: such calls raise Unsupported)."""
     settings = _client.Settings(fallback, decode_seq_q, **options)
 
     def intfa_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False,
                         scale=None, enable_gqa=False, return_lse=False, _parallel_config=None):
-        if _parallel_config is not None:
+        config = _context_parallel_ranks(_parallel_config)
+        if config is not None:
+            result = _context_parallel(settings, query, key, value, attn_mask, dropout_p,
+                                       bool(is_causal), scale, return_lse, config)
+            if type(result) is not _torch.Unserved:
+                return result
             if context_parallel is None:
                 raise _fallback.unsupported("context_parallel", "no backend to run it")
-            _client.unserved("context_parallel", settings)
             return context_parallel(query=query, key=key, value=value, attn_mask=attn_mask,
                                     dropout_p=dropout_p, is_causal=is_causal, scale=scale,
                                     enable_gqa=enable_gqa, return_lse=return_lse,
@@ -106,5 +158,6 @@ def register(name=DEFAULT_BACKEND, *, fallback=None, decode_seq_q=_client.DEFAUL
              **options):
     """Installs ``backend(...)`` with these options in place of diffusers' backend `name`
     ("native": diffusers' default, used unless a model or DIFFUSERS_ATTN_BACKEND picks another);
-    the replaced function still runs context-parallel calls. Returns the Registration."""
+    the replaced function still runs the context-parallel calls intfa does not serve. Returns the
+    Registration."""
     return Registration(name, dict(fallback=fallback, decode_seq_q=decode_seq_q, **options))
