@@ -8,6 +8,8 @@
 #   scripts/build_wheel.sh [OUT_DIR]     (default build/wheel/dist; build/ is ignored by git)
 #   PYTHON=python3.12 scripts/build_wheel.sh   the wheel is for this interpreter's version (cp3XX)
 #   JOBS=N                                     parallel compiles (default: all cores)
+#   PACKAGED_KERNEL_ARCHS=LIST                 archs whose default kernels the wheel ships
+#                                              (default all; "" for none; python/CMakeLists.txt)
 #   WHEEL_WORK_DIR=DIR                         its build folders (default build/wheel)
 #
 # Steps: (1) `pip wheel .` with INTFA_PYTHON_NVRTC=pypi (python/CMakeLists.txt: the extension and
@@ -16,7 +18,8 @@
 # packages of the toolkit's major version, added to the wheel's METADATA; (3) `auditwheel repair`
 # to a manylinux tag, with libnvrtc excluded (it comes from nvidia-cuda-nvrtc; libcuda.so.1 is not
 # linked at all); (4) the repaired wheel's linkage is checked: libnvrtc.so.<major> needed and not
-# bundled, RUNPATH only inside site-packages, no libcuda. Prints the wheel's path last.
+# bundled, RUNPATH only inside site-packages, no libcuda; the shipped kernels' manifest present.
+# Prints the wheel's path last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source_dir=$PWD
@@ -49,7 +52,9 @@ rm -rf "$work/raw" "$work/unpacked"
 CMAKE_BUILD_PARALLEL_LEVEL=$jobs PATH=$(dirname "$nvcc"):$PATH \
   "$tools/python" -m pip wheel --no-deps --disable-pip-version-check -w "$work/raw" \
   --config-settings=build-dir="$work/cmake" \
-  --config-settings=cmake.define.INTFA_PYTHON_NVRTC=pypi "$source_dir"
+  --config-settings=cmake.define.INTFA_PYTHON_NVRTC=pypi \
+  --config-settings=cmake.define.INTFA_PACKAGED_KERNEL_ARCHS="${PACKAGED_KERNEL_ARCHS-all}" \
+  "$source_dir"
 raw=$(ls "$work"/raw/intfa-*.whl)
 
 step "2/4 Requires-Dist: nvidia-cuda-nvrtc, nvidia-cuda-runtime $cuda_major.x"
@@ -97,6 +102,13 @@ for binary in "$root"/intfa/_intfa*.so "$root"/intfa/bin/intfa; do
 done
 if find "$root" -name 'libnvrtc*' -o -name 'libcuda*' | grep .; then
   echo "build_wheel: the wheel bundles NVRTC or the driver" >&2; status=1
+fi
+if [ -n "${PACKAGED_KERNEL_ARCHS-all}" ]; then
+  [ -f "$root/intfa/kernels/manifest.json" ] ||
+    { echo "build_wheel: the wheel ships no kernels (intfa/kernels/manifest.json)" >&2; status=1; }
+  shipped=$(python3 -c 'import json, sys; print(len(json.load(open(sys.argv[1]))["entries"]))' \
+    "$root/intfa/kernels/manifest.json")
+  echo "  intfa/kernels: $shipped kernels, $(du -sh "$root/intfa/kernels" | cut -f1)"
 fi
 grep -q "^NVRTC_SOURCE = \"pypi\"" "$root/intfa/_build_config.py" ||
   { echo "build_wheel: the wheel was not configured with INTFA_PYTHON_NVRTC=pypi" >&2; status=1; }

@@ -23,7 +23,10 @@
 # it was: the loader alone can no longer open libnvrtc.so.<major>. Then `intfa info` must name
 # NVRTC from "PyPI package nvidia-cuda-nvrtc" in a site-packages folder, the process that imports
 # intfa and compiles must have mapped NVRTC from there and nothing from the hidden folders, and a
-# precompile for sm_90a (no GPU needed) must compile into the fresh cache. Where unshare is not
+# precompile for sm_90a (no GPU needed) must compile into the fresh cache (where the wheel's own
+# kernels are in use: a shape it ships must come from them, one it does not ship must compile).
+# With a GPU, one call against float attention, then the first call of a fresh process on a fresh
+# cache, timed (no NVRTC compile where the shipped kernels serve it). Where unshare is not
 # allowed the toolkit stays visible: the script says so and relies on those last checks.
 # Exit status 0 when every check passed; the last line says what was checked.
 set -euo pipefail
@@ -163,12 +166,27 @@ include_dir = info["cuda_include_dir"]
 if include_dir and any(os.path.realpath(include_dir).startswith(h + "/") for h in hidden):
     failures.append(f"the CUDA headers came from the hidden toolkit: {include_dir}")
 
-started = time.monotonic()
-result = intfa.precompile(head_dims=128, variants="full_int8", dtypes="float16", causal=False,
-                          arch="sm_90a", jobs=2)
-print(f"  precompile sm_90a: {result['kernels']} kernels, {result['compiled_now']} compiled now "
-      f"in {time.monotonic() - started:.1f} s")
-if result["compiled_now"] == 0:
+# The kernels the wheel ships (python/CMakeLists.txt): used when this NVRTC built them.
+packaged = info["packaged_kernels"]
+shipped = os.path.isfile(os.path.join(os.path.dirname(intfa.__file__), "kernels", "manifest.json"))
+print(f"  packaged kernels: {packaged or 'none'}"
+      + ("" if packaged or not shipped else " (the wheel ships some: another NVRTC built them)"))
+
+
+def precompiled(head_dims):
+    started = time.monotonic()
+    result = intfa.precompile(head_dims=head_dims, variants="full_int8", dtypes="float16",
+                              causal=False, arch="sm_90a", jobs=2)
+    print(f"  precompile sm_90a d={head_dims}: {result['kernels']} kernels, "
+          f"{result['compiled_now']} compiled now in {time.monotonic() - started:.1f} s")
+    return result["compiled_now"]
+
+
+# A shape the wheel ships comes from its kernels when they are used; one it does not ship (or
+# any, when none are used) compiles into the fresh cache with PyPI's NVRTC.
+if packaged and precompiled(128) != 0:
+    failures.append("a shipped kernel was compiled although the shipped kernels are in use")
+if precompiled(256 if packaged else 128) == 0:
     failures.append("precompile compiled nothing into the fresh cache")
 
 want_gpu = os.environ["INTFA_CHECK_GPU"]
@@ -207,6 +225,29 @@ if want_gpu != "no":
             failures.append(f"intfa.attention is off: relative L2 error {error:.4f}")
         if intfa.fallback_stats():
             failures.append(f"intfa.attention fell back: {intfa.fallback_stats()}")
+        # The first call of a fresh process on a fresh kernel cache (issue 49, item 7), timed with
+        # its compiles (none where the shipped kernels serve it) and synchronised.
+        import subprocess
+        import tempfile
+        first = subprocess.run(
+            [sys.executable, "-c",
+             "import time, torch, intfa\n"
+             "q, k, v = (torch.randn(1, 8, 1024, 128, dtype=torch.float16, device='cuda')"
+             " for _ in range(3))\n"
+             "torch.cuda.synchronize(); started = time.perf_counter()\n"
+             "intfa.attention(q, k, v); torch.cuda.synchronize()\n"
+             "print(time.perf_counter() - started, intfa.cache_info()['nvrtc_compiles'])"],
+            env=dict(os.environ, INTFA_CACHE_DIR=tempfile.mkdtemp(prefix="intfa-first-call-")),
+            capture_output=True, text=True)
+        if first.returncode != 0:
+            failures.append(f"the first-call process failed: {first.stderr[-2000:]}")
+        else:
+            seconds, compiles = first.stdout.split()[-2:]
+            print(f"  first call of a fresh process on a fresh cache: {float(seconds):.3f} s, "
+                  f"{compiles} NVRTC compiles")
+            if packaged and int(compiles) != 0:
+                failures.append(f"the first call compiled {compiles} kernels with the shipped "
+                                "kernels in use")
 
 # Every NVRTC the process mapped, and nothing of the hidden toolkit.
 mapped = set()

@@ -46,7 +46,10 @@ from intfa._errors import (CacheError, CompileError, DriverError, Error, Interna
 from intfa._fallback import (FallbackWarning, fallback_stats, get_fallback,
                              reset_fallback_stats, set_fallback)
 from intfa._paged_layout import paged_layout, precompile_paged
+from intfa import _runtime
 from intfa._runtime import cache_info, precompile
+
+_runtime.use_packaged_kernels()  # the kernels a wheel ships, when it ships any
 
 __version__ = _intfa.version()
 

@@ -1,4 +1,6 @@
 """What needs no PyTorch: the runtime's facts and counters, and ahead-of-time kernel compiles."""
+import os
+
 from intfa import _intfa
 # DEFAULTS (the C++ defaults) stays importable from here, where it was defined first.
 from intfa._checks import (DEFAULTS, OPTION_VALUES, as_list, check_numerics,  # noqa: F401
@@ -24,13 +26,27 @@ def cache_info():
     """The runtime as ``intfa info`` reports it, as a dict: ``version``, ``nvrtc_version``,
     ``gpu_available``, ``gpu``, ``target_arch`` ("" when there is neither a GPU nor INTFA_ARCH),
     ``cache_directory`` (None when INTFA_CACHE_DISABLE=1), ``cache_entries``, ``cache_bytes``,
-    ``deploy_cache`` (INTFA_DEPLOY_CACHE or None), ``nvrtc_library`` (the file NVRTC was opened
+    ``deploy_cache`` (INTFA_DEPLOY_CACHE or None), ``packaged_kernels`` (the kernels the installed
+    package ships, read after INTFA_DEPLOY_CACHE, or None), ``nvrtc_library`` (the file NVRTC was opened
     from) and ``nvrtc_source`` ("PyPI package nvidia-cuda-nvrtc" or "CUDA toolkit"),
     ``cuda_include_dir`` and ``cuda_headers_source`` (None when no headers were found; "PyPI package
     nvidia-cuda-runtime" or "CUDA toolkit"), and this process's counters:
-    ``nvrtc_compiles``, ``disk_hits``, ``bundle_hits``, ``disk_misses``, ``memory_hits``,
-    ``module_loads``."""
+    ``nvrtc_compiles``, ``disk_hits``, ``bundle_hits``, ``packaged_hits``, ``disk_misses``,
+    ``memory_hits``, ``module_loads``."""
     return _intfa.runtime_info()
+
+
+# Where a wheel puts the kernels it ships (python/CMakeLists.txt, INTFA_PACKAGED_KERNEL_ARCHS).
+PACKAGED_KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "kernels")
+
+
+def use_packaged_kernels():
+    """Reads the kernels this package ships (a precompiled bundle, built into wheels for the
+    default shapes) after INTFA_DEPLOY_CACHE and before the user cache; nothing when it ships
+    none. Called at import; a package built with another NVRTC than the one it runs with does not
+    use them (INTFA_LOG=1 says so)."""
+    if os.path.isfile(os.path.join(PACKAGED_KERNELS, "manifest.json")):
+        _intfa.use_packaged_kernels(PACKAGED_KERNELS)
 
 
 def precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),

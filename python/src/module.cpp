@@ -173,8 +173,8 @@ py::dict runtime_dict() {
                   "gpu_available"_a = info.gpu_available, "gpu"_a = info.gpu,
                   "target_arch"_a = info.target_arch, "nvrtc_compiles"_a = stats.nvrtc_compiles,
                   "disk_hits"_a = stats.disk_hits, "bundle_hits"_a = stats.bundle_hits,
-                  "disk_misses"_a = stats.disk_misses, "memory_hits"_a = stats.memory_hits,
-                  "module_loads"_a = stats.module_loads);
+                  "packaged_hits"_a = stats.packaged_hits, "disk_misses"_a = stats.disk_misses,
+                  "memory_hits"_a = stats.memory_hits, "module_loads"_a = stats.module_loads);
   // The user cache as `intfa info` shows it: None when INTFA_CACHE_DISABLE=1.
   result["cache_directory"] = py::none();
   result["cache_entries"] = 0;
@@ -197,6 +197,8 @@ py::dict runtime_dict() {
       include_dir ? py::cast(nvrtc::include_dir_origin(*include_dir)) : py::none();
   const auto bundle = cache::DeploymentBundle::directory_from_environment();
   result["deploy_cache"] = bundle ? py::cast(bundle->string()) : py::none();
+  const auto packaged = launch::KernelRuntime::instance().packaged_kernels();
+  result["packaged_kernels"] = packaged.empty() ? py::none() : py::cast(packaged.string());
   return result;
 }
 
@@ -456,6 +458,14 @@ PYBIND11_MODULE(_intfa, m) {
            "q_dot_k_mean 0 for none).",
            "q"_a, "k"_a, "v"_a, "q_scale"_a, "k_scale"_a, "v_scale"_a, "out"_a, "lse"_a, "stream"_a,
            "q_dot_k_mean"_a = 0);
+
+  m.def(
+      "use_packaged_kernels",
+      [](const std::string& directory) {
+        launch::KernelRuntime::instance().use_packaged_kernels(directory);
+      },
+      "The kernels the package ships (launch::KernelRuntime::use_packaged_kernels).",
+      "directory"_a);
 
   m.def(
       "quantize_qk",

@@ -435,7 +435,8 @@ std::string untrusted_bundle_problem(const fs::path& directory) {
 
 }  // namespace
 
-std::unique_ptr<DeploymentBundle> DeploymentBundle::open(const fs::path& directory) {
+std::unique_ptr<DeploymentBundle> DeploymentBundle::open(const fs::path& directory,
+                                                         WhenIgnored when_ignored) {
   std::string problem = untrusted_bundle_problem(directory);
   if (problem.empty()) {
     try {
@@ -450,10 +451,15 @@ std::unique_ptr<DeploymentBundle> DeploymentBundle::open(const fs::path& directo
       problem = error.what();
     }
   }
-  log::warn_once("deploy-bundle:" + directory.string(),
-                 "ignoring the deployment bundle " + directory.string() + ": " + problem +
-                     "; kernels are compiled or taken from the user cache instead (rebuild it "
-                     "with intfa precompile)");
+  const std::string why = "ignoring the deployment bundle " + directory.string() + ": " + problem;
+  if (when_ignored == WhenIgnored::kLog) {
+    log::info(why + "; kernels are compiled or taken from the user cache instead");
+  } else {
+    log::warn_once("deploy-bundle:" + directory.string(),
+                   why +
+                       "; kernels are compiled or taken from the user cache instead (rebuild "
+                       "it with intfa precompile)");
+  }
   return nullptr;
 }
 

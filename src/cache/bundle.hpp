@@ -137,8 +137,12 @@ class DeploymentBundle {
   // The bundle at `directory`, or nullptr after one warning (per directory and process) when its
   // manifest is missing, invalid, or made by another NVRTC or cache-format version, or when the
   // directory or its manifest is not trusted (files::check_directory: another user's but root's, or
-  // writable by others): such a bundle is never read.
-  static std::unique_ptr<DeploymentBundle> open(const std::filesystem::path& directory);
+  // writable by others): such a bundle is never read. kLog says why under INTFA_LOG=1 only: for
+  // the bundle a package ships, which another NVRTC than the package was built with simply does
+  // not use.
+  enum class WhenIgnored { kWarn, kLog };
+  static std::unique_ptr<DeploymentBundle> open(const std::filesystem::path& directory,
+                                                WhenIgnored when_ignored = WhenIgnored::kWarn);
 
   // The verified cubin, or nullopt: the key is not in the manifest, the file is missing, or it is
   // bad or not the file the manifest records (size and checksum; warned about once, left in

@@ -116,6 +116,8 @@ CompiledKernel compile_source(const render::KernelSource& source,
   std::optional<nvrtc::Cubin> cached;
   if (chain.bundle != nullptr && (cached = chain.bundle->load(result.key))) {
     result.source = CubinSource::kBundle;
+  } else if (chain.packaged != nullptr && (cached = chain.packaged->load(result.key))) {
+    result.source = CubinSource::kPackaged;
   } else if (chain.disk != nullptr && (cached = chain.disk->load(result.key))) {
     result.source = CubinSource::kDisk;
   }
@@ -144,12 +146,15 @@ int function_attribute(CUfunction function, CUfunction_attribute which) {
 struct KernelRuntime::State {
   std::mutex mutex;
   std::unique_ptr<cache::DeploymentBundle> bundle;  // read-only, under the user cache
+  std::filesystem::path packaged_directory;         // use_packaged_kernels'
+  std::unique_ptr<cache::DeploymentBundle> packaged;  // its bundle, when usable
   std::optional<cache::DiskCache> disk;             // the user cache
   std::unordered_map<render::KernelId, std::shared_future<CompiledKernel>, render::KernelIdHash>
       compiled;
   std::unordered_map<ContextAndId, std::unique_ptr<LoadedEntry>, ContextAndIdHash> loaded;
   std::atomic<std::uint64_t> disk_hits{0};
   std::atomic<std::uint64_t> bundle_hits{0};
+  std::atomic<std::uint64_t> packaged_hits{0};
   std::atomic<std::uint64_t> disk_misses{0};
   std::atomic<std::uint64_t> memory_hits{0};
   std::atomic<std::uint64_t> module_loads{0};
@@ -161,6 +166,7 @@ struct KernelRuntime::State {
   void configure_caches() {
     bundle.reset();
     disk.reset();
+    open_packaged();
     std::optional<locations::CacheLocation> user = locations::default_cache_location();
     std::optional<std::filesystem::path> deployed =
         cache::DeploymentBundle::directory_from_environment();
@@ -181,10 +187,19 @@ struct KernelRuntime::State {
     if (user) disk.emplace(user->directory, cache::DiskCache::Access::kReadWrite, user->variable);
   }
 
-  CacheChain chain() { return CacheChain{bundle.get(), disk ? &*disk : nullptr}; }
+  void open_packaged() {
+    packaged.reset();
+    // INTFA_CACHE_DISABLE=1 turns off every cache, the deployment bundles with the rest.
+    if (packaged_directory.empty() || env::flag("INTFA_CACHE_DISABLE")) return;
+    packaged = cache::DeploymentBundle::open(packaged_directory,
+                                             cache::DeploymentBundle::WhenIgnored::kLog);
+  }
+
+  CacheChain chain() { return CacheChain{bundle.get(), disk ? &*disk : nullptr, packaged.get()}; }
 
   void count(CubinSource source) {
     if (source == CubinSource::kBundle) bundle_hits++;
+    if (source == CubinSource::kPackaged) packaged_hits++;
     if (source == CubinSource::kDisk) disk_hits++;
     if (source == CubinSource::kNvrtc) disk_misses++;
   }
@@ -393,11 +408,23 @@ void KernelRuntime::fetch_together(const std::vector<const render::KernelRecipe*
   }
 }
 
+void KernelRuntime::use_packaged_kernels(const std::filesystem::path& directory) {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  state_->packaged_directory = directory;
+  state_->open_packaged();
+}
+
+std::filesystem::path KernelRuntime::packaged_kernels() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->packaged ? state_->packaged_directory : std::filesystem::path();
+}
+
 RuntimeStats KernelRuntime::stats() const {
   RuntimeStats stats;
   stats.nvrtc_compiles = nvrtc::compile_count();
   stats.disk_hits = state_->disk_hits.load();
   stats.bundle_hits = state_->bundle_hits.load();
+  stats.packaged_hits = state_->packaged_hits.load();
   stats.disk_misses = state_->disk_misses.load();
   stats.memory_hits = state_->memory_hits.load();
   stats.module_loads = state_->module_loads.load();

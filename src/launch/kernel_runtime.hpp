@@ -31,6 +31,7 @@ struct RuntimeStats {
   std::uint64_t nvrtc_compiles = 0;  // in this process, by anyone
   std::uint64_t disk_hits = 0;       // the user cache
   std::uint64_t bundle_hits = 0;     // the deployment bundle (INTFA_DEPLOY_CACHE)
+  std::uint64_t packaged_hits = 0;   // the kernels a package ships (use_packaged_kernels)
   std::uint64_t disk_misses = 0;
   std::uint64_t memory_hits = 0;  // loaded-kernel lookups served without any work
   std::uint64_t module_loads = 0;
@@ -69,7 +70,7 @@ struct LaunchShape {
 bool programmatic_launches_enabled();
 
 // Where a cubin came from.
-enum class CubinSource { kMemory, kBundle, kDisk, kNvrtc };
+enum class CubinSource { kMemory, kBundle, kPackaged, kDisk, kNvrtc };
 
 struct CompiledKernel {
   cache::CacheKey key;
@@ -87,10 +88,12 @@ struct CompiledKernel {
 bool waits_for_previous_grid(const render::RenderedUnit& unit);
 
 // The caches a compile looks in, in this order, before NVRTC: a read-only deployment bundle,
-// then a disk cache, which also receives what NVRTC compiles. Either may be absent.
+// the bundle a package ships (read-only too), then a disk cache, which also receives what NVRTC
+// compiles. Any may be absent.
 struct CacheChain {
   cache::DeploymentBundle* bundle = nullptr;
   cache::DiskCache* disk = nullptr;
+  cache::DeploymentBundle* packaged = nullptr;
 };
 
 // The cubin for `source` (or the recipe's source) from `chain`, else compiled by NVRTC (and stored
@@ -139,6 +142,15 @@ class KernelRuntime {
   void load_all(const KernelRequest* requests, std::size_t count, CUcontext context);
 
   RuntimeStats stats() const;
+
+  // Kernels a package ships with the library (`intfa precompile`'s bundle in the installed
+  // Python package, python/CMakeLists.txt): read after INTFA_DEPLOY_CACHE and before the user
+  // cache, so that the first call of a default shape compiles nothing. A directory without a
+  // manifest, or one another NVRTC made, is not used (said under INTFA_LOG=1 only). The Python
+  // package and its `intfa` tool call it with the package's folder; no-op for an empty path.
+  void use_packaged_kernels(const std::filesystem::path& directory);
+  // That folder while its bundle is in use, else empty.
+  std::filesystem::path packaged_kernels() const;
 
   // Forget compiled cubins and re-read the cache configuration (INTFA_CACHE_DIR,
   // INTFA_DEPLOY_CACHE, ...) from the environment. For tests that point them elsewhere; loaded

@@ -455,6 +455,46 @@ TEST_F(RuntimeWithBundle, CompileThroughAChainNamesWhereEachCubinCameFrom) {
   EXPECT_EQ(launch::compile(spec, launch::CacheChain{}).source, launch::CubinSource::kNvrtc);
 }
 
+// The kernels a package ships (use_packaged_kernels): read after INTFA_DEPLOY_CACHE and before
+// the user cache, never written; counted apart; a folder another NVRTC made is passed over
+// without a warning (INTFA_LOG=1 says why), and INTFA_CACHE_DISABLE=1 turns it off too.
+TEST_F(RuntimeWithBundle, PackagedKernelsAreReadAfterTheDeploymentBundle) {
+  TempDir directory;
+  DiskCache disk(directory.path());
+  std::unique_ptr<DeploymentBundle> packaged = DeploymentBundle::open(bundle_.path());
+  ASSERT_NE(packaged, nullptr);
+  EXPECT_EQ(launch::compile(bundled_, launch::CacheChain{nullptr, &disk, packaged.get()}).source,
+            launch::CubinSource::kPackaged);
+  EXPECT_FALSE(fs::exists(disk.entry_path(bundled_key_))) << "a packaged hit is not copied";
+  std::unique_ptr<DeploymentBundle> deployed = DeploymentBundle::open(bundle_.path());
+  EXPECT_EQ(
+      launch::compile(bundled_, launch::CacheChain{deployed.get(), &disk, packaged.get()}).source,
+      launch::CubinSource::kBundle);
+
+  const RuntimeLayers layers(std::nullopt, user_cache_.path());
+  log::ScopedCapture capture;
+  launch::KernelRuntime& runtime = launch::KernelRuntime::instance();
+  runtime.use_packaged_kernels(bundle_.path());
+  EXPECT_EQ(runtime.packaged_kernels(), bundle_.path());
+  const std::uint64_t packaged_hits = runtime.stats().packaged_hits;
+  EXPECT_EQ(compiles_for(bundled_), 0u);
+  EXPECT_EQ(runtime.stats().packaged_hits, packaged_hits + 1);
+  EXPECT_FALSE(fs::exists(DiskCache(user_cache_.path()).entry_path(bundled_key_)));
+  EXPECT_EQ(compiles_for(not_bundled_), 1u) << "what it does not hold compiles as usual";
+  {
+    const ScopedEnv disabled("INTFA_CACHE_DISABLE", "1");
+    runtime.reset_for_testing();
+    EXPECT_TRUE(runtime.packaged_kernels().empty());
+  }
+  // Another NVRTC's bundle: not used, and not a warning (a wheel run with another NVRTC).
+  rewrite_manifest([](Manifest& manifest) { manifest.nvrtc_version.minor += 1; });
+  runtime.use_packaged_kernels(bundle_.path());
+  EXPECT_TRUE(runtime.packaged_kernels().empty());
+  EXPECT_TRUE(capture.warnings().empty()) << capture.warnings().front();
+  runtime.use_packaged_kernels({});
+  runtime.reset_for_testing();
+}
+
 TEST_F(RuntimeWithBundle, ABundledSpecIsNeverCompiled) {
   const RuntimeLayers layers(bundle_.path().string(), user_cache_.path());
   log::ScopedCapture capture;

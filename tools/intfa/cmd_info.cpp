@@ -12,6 +12,7 @@
 #include "intfa/commands.hpp"
 #include "intfa/errors.hpp"
 #include "intfa_version.hpp"
+#include "launch/kernel_runtime.hpp"
 #include "nvrtc/compiler.hpp"
 #include "render/template_set.hpp"
 
@@ -78,6 +79,10 @@ int run_info(const Arguments& arguments) {
   }
   std::printf("templates      %s (%zu files)\n", render::TemplateSet::active().origin().c_str(),
               render::TemplateSet::active().files().size());
+  // The kernels a Python package ships beside this tool (main.cpp), when it ships usable ones.
+  const auto packaged = launch::KernelRuntime::instance().packaged_kernels();
+  if (!packaged.empty())
+    std::printf("kernels        %s (shipped with the package)\n", packaged.c_str());
   const auto directory = locations::default_cache_directory();
   if (!directory) {
     std::printf("cache          disabled (INTFA_CACHE_DISABLE=1)\n");

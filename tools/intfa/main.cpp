@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <filesystem>
+#include <system_error>
 
 #include "common/strings.hpp"
 #include "intfa/args.hpp"
@@ -10,6 +12,7 @@
 #include "intfa/errors.hpp"
 #include "intfa/problem_options.hpp"
 #include "intfa_version.hpp"
+#include "launch/kernel_runtime.hpp"
 
 namespace intfa::cli {
 
@@ -50,6 +53,18 @@ void print_overview() {
       "INTFA_TUNE_DB, INTFA_LOG, ... (see README.md, section Environment, and cache/README.md)\n");
 }
 
+// The kernels a Python package ships (python/CMakeLists.txt puts this tool in intfa/bin/ and the
+// bundle in intfa/kernels/), read as the package's own imports read them.
+void use_packaged_kernels() {
+  std::error_code error;
+  const std::filesystem::path tool = std::filesystem::canonical("/proc/self/exe", error);
+  if (error) return;
+  const std::filesystem::path kernels = tool.parent_path().parent_path() / "kernels";
+  if (std::filesystem::is_regular_file(kernels / "manifest.json", error)) {
+    intfa::launch::KernelRuntime::instance().use_packaged_kernels(kernels);
+  }
+}
+
 }  // namespace
 }  // namespace intfa::cli
 
@@ -66,6 +81,7 @@ int main(int argc, char** argv) {
   }
   for (const Command& command : commands()) {
     if (std::strcmp(argv[1], command.name) != 0) continue;
+    use_packaged_kernels();
     const Arguments arguments(argv + 2, argv + argc);
     for (const std::string& argument : arguments) {
       if (argument == "--help" || argument == "-h") {
