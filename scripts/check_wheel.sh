@@ -168,9 +168,20 @@ if include_dir and any(os.path.realpath(include_dir).startswith(h + "/") for h i
 
 # The kernels the wheel ships (python/CMakeLists.txt): used when this NVRTC built them.
 packaged = info["packaged_kernels"]
-shipped = os.path.isfile(os.path.join(os.path.dirname(intfa.__file__), "kernels", "manifest.json"))
+manifest = os.path.join(os.path.dirname(intfa.__file__), "kernels", "manifest.json")
+shipped = None
+if os.path.isfile(manifest):
+    import json
+    with open(manifest) as stream:
+        shipped = json.load(stream)["nvrtc_version"]  # "major.minor"
 print(f"  packaged kernels: {packaged or 'none'}"
-      + ("" if packaged or not shipped else " (the wheel ships some: another NVRTC built them)"))
+      + (f" (the wheel ships NVRTC {shipped}'s; this process runs {info['nvrtc_version']})"
+         if shipped else ""))
+if shipped and not packaged:
+    built, running = (tuple(map(int, v.split("."))) for v in (shipped, info["nvrtc_version"]))
+    if built[0] == running[0] and built[1] <= running[1]:
+        failures.append(f"the shipped kernels (NVRTC {shipped}) are not in use with NVRTC "
+                        f"{info['nvrtc_version']}")
 
 
 def precompiled(head_dims):

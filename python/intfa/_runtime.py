@@ -43,8 +43,8 @@ PACKAGED_KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ker
 def use_packaged_kernels():
     """Reads the kernels this package ships (a precompiled bundle, built into wheels for the
     default shapes) after INTFA_DEPLOY_CACHE and before the user cache; nothing when it ships
-    none. Called at import; a package built with another NVRTC than the one it runs with does not
-    use them (INTFA_LOG=1 says so)."""
+    none. Called at import; they serve where the NVRTC that built them, or a newer one of the same
+    major version, runs (INTFA_LOG=1 says why they do not)."""
     if os.path.isfile(os.path.join(PACKAGED_KERNELS, "manifest.json")):
         _intfa.use_packaged_kernels(PACKAGED_KERNELS)
 

@@ -44,6 +44,8 @@ from intfa._errors import invalid_argument
 from intfa._tensors import on, stream
 
 LAYOUTS = ("HND", "NHD")
+FLOAT_DTYPES = (torch.float16, torch.bfloat16)
+HEAD_DIMS = (64, 128, 256)  # the quantize kernels' (ring_attention quantizes each shard itself)
 
 
 # --- sharding -------------------------------------------------------------------------------
@@ -700,7 +702,8 @@ def _groups_of(where, ulysses_size, device_type):
         raise invalid_argument("group", "a subgroup",
                                "expected the default group or a ('ring', 'ulysses') device mesh "
                                "for Ulysses and ring together")
-    key = (world_size, ulysses_size, device_type)
+    # The default group's identity too: a mesh of a destroyed process group is not reused.
+    key = (id(dist.group.WORLD), world_size, ulysses_size, device_type)
     if key not in _MESHES:
         _MESHES[key] = init_device_mesh(device_type, (world_size // ulysses_size, ulysses_size),
                                         mesh_dim_names=("ring", "ulysses"))
@@ -721,6 +724,9 @@ def context_parallel_attention(q, k, v, group=None, is_causal=False, *, ulysses_
     ulysses_size=U)``. Other arguments and the result as ``ring_attention``."""
     _check_layout(layout)
     if DeviceMesh is not None and isinstance(group, DeviceMesh) and group.ndim == 2:
+        if sorted(group.mesh_dim_names or ()) != ["ring", "ulysses"]:
+            raise invalid_argument("group.mesh_dim_names", repr(group.mesh_dim_names),
+                                   "expected ('ring', 'ulysses') for a 2-D mesh")
         mesh_size = group.size(group.mesh_dim_names.index("ulysses"))
         if ulysses_size not in (None, mesh_size):
             raise invalid_argument("ulysses_size", repr(ulysses_size),

@@ -461,9 +461,7 @@ PYBIND11_MODULE(_intfa, m) {
 
   m.def(
       "use_packaged_kernels",
-      [](const std::string& directory) {
-        launch::KernelRuntime::instance().use_packaged_kernels(directory);
-      },
+      [](const std::string& directory) { launch::KernelRuntime::use_packaged_kernels(directory); },
       "The kernels the package ships (launch::KernelRuntime::use_packaged_kernels).",
       "directory"_a);
 

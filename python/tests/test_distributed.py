@@ -262,8 +262,8 @@ class ArgumentsTest(unittest.TestCase):
         self.sdpa = cp.SdpaKernels()
 
     def test_ulysses_size(self):
-        # A divisor of the group size, for the sharding and for the attention (checked before
-        # any group is asked for its size: no process group here).
+        # A divisor of the group size, for the sharding and its inverse (no process group here:
+        # context_parallel_attention checks it the same way, after asking the group its size).
         for size in (0, 3, 2.0):
             self.assert_invalid("ulysses_size", cp.shard_sequence, self.q, 0, 4,
                                 ulysses_size=size)

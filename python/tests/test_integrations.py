@@ -226,8 +226,9 @@ class DiffusersFunctionTest(FallbackCase):
 
     def test_context_parallel_calls_intfa_does_not_serve_go_to_the_replaced_backend(self):
         # What intfa.distributed does not take: masks, causal calls (diffusers' shards are not
-        # zig-zag), uneven shards, CPU tensors; counted, and run by the function that replaced
-        # backend's (raising Unsupported where there is none).
+        # zig-zag), uneven shards, FP32, head dims the quantize kernels lack, inputs that need
+        # gradients, CPU tensors; counted, and run by the function that replaced backend's
+        # (raising Unsupported where there is none).
         q = halves(1, 8, 2, 64)
         mask = torch.ones(1, 8, dtype=torch.bool)
         ring = SimpleNamespace(ring_degree=2, ulysses_degree=1, ring_anything=False,
@@ -235,19 +236,23 @@ class DiffusersFunctionTest(FallbackCase):
         uneven = SimpleNamespace(**dict(vars(ring), ring_anything=True))
         cases = [("attn_mask", dict(attn_mask=mask), ring), ("context_parallel",
                                                              dict(is_causal=True), ring),
-                 ("context_parallel", {}, uneven), ("device", {}, ring)]
+                 ("context_parallel", {}, uneven), ("dtype", dict(inputs=q.float()), ring),
+                 ("head_dim", dict(inputs=halves(1, 8, 2, 72)), ring),
+                 ("autograd", dict(inputs=q.clone().requires_grad_()), ring), ("device", {}, ring)]
         for reason, arguments, config in cases:
             with self.subTest(reason=reason, arguments=arguments):
                 intfa.reset_fallback_stats()
                 received = []
+                arguments = dict(arguments)
+                x = arguments.pop("inputs", q)
                 backend = self.backend(context_parallel=lambda **call: received.append(call))
-                backend(q, q, q, _parallel_config=SimpleNamespace(context_parallel_config=config),
+                backend(x, x, x, _parallel_config=SimpleNamespace(context_parallel_config=config),
                         **arguments)
                 self.assertEqual(len(received), 1)
                 self.assertIs(received[0]["_parallel_config"].context_parallel_config, config)
                 self.assertEqual(intfa.fallback_stats(), {reason: 1})
                 with self.assertRaises(intfa.Unsupported):
-                    self.backend()(q, q, q, _parallel_config=SimpleNamespace(
+                    self.backend()(x, x, x, _parallel_config=SimpleNamespace(
                         context_parallel_config=config), **arguments)
 
 

@@ -248,6 +248,18 @@ bool operator==(const Manifest& a, const Manifest& b) {
          a.format_version == b.format_version && a.entries == b.entries;
 }
 
+std::string packaged_incompatibility(const Manifest& manifest) {
+  if (manifest.format_version != kFormatVersion) return incompatibility(manifest);
+  const nvrtc::Version running = nvrtc::version();
+  if (manifest.nvrtc_version.major != running.major ||
+      manifest.nvrtc_version.minor > running.minor) {
+    return "it was compiled by NVRTC " + manifest.nvrtc_version.to_string() +
+           ", this process runs NVRTC " + running.to_string() + " (one of " +
+           std::to_string(running.major) + ".0 to " + running.to_string() + " is used)";
+  }
+  return "";
+}
+
 std::string incompatibility(const Manifest& manifest) {
   if (manifest.format_version != kFormatVersion) {
     return "its entries are in cache format " + std::to_string(manifest.format_version) +
@@ -435,13 +447,13 @@ std::string untrusted_bundle_problem(const fs::path& directory) {
 
 }  // namespace
 
-std::unique_ptr<DeploymentBundle> DeploymentBundle::open(const fs::path& directory,
-                                                         WhenIgnored when_ignored) {
+std::unique_ptr<DeploymentBundle> DeploymentBundle::open(const fs::path& directory, Kind kind) {
   std::string problem = untrusted_bundle_problem(directory);
   if (problem.empty()) {
     try {
       const Manifest manifest = read_manifest(directory);
-      problem = incompatibility(manifest);
+      problem =
+          kind == Kind::kPackaged ? packaged_incompatibility(manifest) : incompatibility(manifest);
       if (problem.empty()) {
         log::info("using the deployment bundle " + directory.string() + " (" +
                   std::to_string(manifest.entries.size()) + " kernels)");
@@ -452,7 +464,7 @@ std::unique_ptr<DeploymentBundle> DeploymentBundle::open(const fs::path& directo
     }
   }
   const std::string why = "ignoring the deployment bundle " + directory.string() + ": " + problem;
-  if (when_ignored == WhenIgnored::kLog) {
+  if (kind == Kind::kPackaged) {
     log::info(why + "; kernels are compiled or taken from the user cache instead");
   } else {
     log::warn_once("deploy-bundle:" + directory.string(),
@@ -464,9 +476,10 @@ std::unique_ptr<DeploymentBundle> DeploymentBundle::open(const fs::path& directo
 }
 
 DeploymentBundle::DeploymentBundle(const fs::path& directory, const Manifest& manifest)
-    : entries_(directory, DiskCache::Access::kReadOnly) {
+    : entries_(directory, DiskCache::Access::kReadOnly), nvrtc_version_(manifest.nvrtc_version) {
   for (const ManifestEntry& entry : manifest.entries) {
-    recorded_.emplace(entry.key, RecordedFile{entry.entry_bytes, entry.checksum});
+    recorded_.emplace(entry.key,
+                      RecordedFile{entry.entry_bytes, entry.checksum, manifest.nvrtc_version});
   }
 }
 

@@ -73,6 +73,9 @@ struct Manifest {
 // Why this build must not load entries listed by `manifest`: another NVRTC or cache-format version
 // compiled them. "" when it may.
 std::string incompatibility(const Manifest& manifest);
+// The same for the kernels a package ships (DeploymentBundle::Kind::kPackaged): "" also for an
+// NVRTC of this one's major version and an older minor one.
+std::string packaged_incompatibility(const Manifest& manifest);
 
 std::filesystem::path manifest_path(const std::filesystem::path& bundle);
 // Whether `directory` holds something named manifest.json, i.e. claims to be a bundle.
@@ -137,12 +140,16 @@ class DeploymentBundle {
   // The bundle at `directory`, or nullptr after one warning (per directory and process) when its
   // manifest is missing, invalid, or made by another NVRTC or cache-format version, or when the
   // directory or its manifest is not trusted (files::check_directory: another user's but root's, or
-  // writable by others): such a bundle is never read. kLog says why under INTFA_LOG=1 only: for
-  // the bundle a package ships, which another NVRTC than the package was built with simply does
-  // not use.
-  enum class WhenIgnored { kWarn, kLog };
+  // writable by others): such a bundle is never read. kPackaged, the kernels a package ships: an
+  // older NVRTC of the same major version is fine too (its kernels are looked up under its own
+  // keys: key_for), and one not used is said under INTFA_LOG=1 only (a wheel run with another
+  // NVRTC simply compiles).
+  enum class Kind { kDeployment, kPackaged };
   static std::unique_ptr<DeploymentBundle> open(const std::filesystem::path& directory,
-                                                WhenIgnored when_ignored = WhenIgnored::kWarn);
+                                                Kind kind = Kind::kDeployment);
+
+  // The NVRTC that compiled its kernels (its manifest's): their keys hold it (cache::make_key).
+  const nvrtc::Version& nvrtc_version() const { return nvrtc_version_; }
 
   // The verified cubin, or nullopt: the key is not in the manifest, the file is missing, or it is
   // bad or not the file the manifest records (size and checksum; warned about once, left in
@@ -157,6 +164,7 @@ class DeploymentBundle {
 
   DiskCache entries_;
   std::map<CacheKey, RecordedFile> recorded_;
+  nvrtc::Version nvrtc_version_;
 };
 
 }  // namespace intfa::cache

@@ -67,7 +67,8 @@ EntryCheck check_entry(const fs::path& path, const CacheKey& key, const Recorded
                          checksum_hex(recorded->xxh3_64));
       }
     }
-    check.cubin = decode_entry(bytes, key);
+    check.cubin =
+        recorded != nullptr ? decode_entry(bytes, key, recorded->nvrtc) : decode_entry(bytes, key);
     check.outcome = Outcome::kGood;
   } catch (const EntryError& bad) {
     check.outcome = Outcome::kBad;

@@ -51,6 +51,7 @@ struct ClearReport {
 struct RecordedFile {
   std::uint64_t size_bytes = 0;
   std::uint64_t xxh3_64 = 0;  // entry_file_checksum
+  nvrtc::Version nvrtc;       // the NVRTC that wrote it (its bundle's manifest says which)
 };
 
 // XXH3-64 (seed 0) of a whole entry file, and its 16 lowercase hex digits.

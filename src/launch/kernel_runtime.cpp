@@ -105,6 +105,19 @@ std::shared_ptr<const nvrtc::Cubin> compile_with_nvrtc(const PreparedSource& pre
   return cubin;
 }
 
+// The key `source` has in `packaged`: `key` (this process's) when the same NVRTC made it, else the
+// one its older NVRTC gave the same unit, options and arch.
+cache::CacheKey packaged_key(const PreparedSource& prepared, const render::KernelSource& source,
+                             const cache::DeploymentBundle& packaged, const cache::CacheKey& key) {
+  const nvrtc::Version running = nvrtc::version();
+  if (packaged.nvrtc_version().major == running.major &&
+      packaged.nvrtc_version().minor == running.minor) {
+    return key;
+  }
+  return cache::make_key(
+      {source.unit, prepared.templates, prepared.options, packaged.nvrtc_version(), source.arch});
+}
+
 // launch::compile of `source`, whose unit's headers come from `templates`.
 CompiledKernel compile_source(const render::KernelSource& source,
                               const render::TemplateSet& templates, const CacheChain& chain) {
@@ -116,9 +129,14 @@ CompiledKernel compile_source(const render::KernelSource& source,
   std::optional<nvrtc::Cubin> cached;
   if (chain.bundle != nullptr && (cached = chain.bundle->load(result.key))) {
     result.source = CubinSource::kBundle;
-  } else if (chain.packaged != nullptr && (cached = chain.packaged->load(result.key))) {
-    result.source = CubinSource::kPackaged;
-  } else if (chain.disk != nullptr && (cached = chain.disk->load(result.key))) {
+  } else if (chain.packaged != nullptr) {
+    const cache::CacheKey key = packaged_key(prepared, source, *chain.packaged, result.key);
+    if ((cached = chain.packaged->load(key))) {
+      result.key = key;  // the packaged cubin's own (its NVRTC's)
+      result.source = CubinSource::kPackaged;
+    }
+  }
+  if (!cached && chain.disk != nullptr && (cached = chain.disk->load(result.key))) {
     result.source = CubinSource::kDisk;
   }
   if (cached) {
@@ -141,12 +159,24 @@ int function_attribute(CUfunction function, CUfunction_attribute which) {
   return value;
 }
 
+// The folder KernelRuntime::use_packaged_kernels named (process-wide, read when the runtime is
+// made and at reset_for_testing).
+std::mutex& packaged_directory_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+std::filesystem::path& packaged_directory_named() {
+  static std::filesystem::path directory;
+  return directory;
+}
+
 }  // namespace
 
 struct KernelRuntime::State {
   std::mutex mutex;
   std::unique_ptr<cache::DeploymentBundle> bundle;  // read-only, under the user cache
-  std::filesystem::path packaged_directory;         // use_packaged_kernels'
+  std::filesystem::path packaged_directory;         // use_packaged_kernels', when made
   std::unique_ptr<cache::DeploymentBundle> packaged;  // its bundle, when usable
   std::optional<cache::DiskCache> disk;             // the user cache
   std::unordered_map<render::KernelId, std::shared_future<CompiledKernel>, render::KernelIdHash>
@@ -189,10 +219,14 @@ struct KernelRuntime::State {
 
   void open_packaged() {
     packaged.reset();
+    {
+      const std::lock_guard<std::mutex> lock(packaged_directory_mutex());
+      packaged_directory = packaged_directory_named();
+    }
     // INTFA_CACHE_DISABLE=1 turns off every cache, the deployment bundles with the rest.
     if (packaged_directory.empty() || env::flag("INTFA_CACHE_DISABLE")) return;
-    packaged = cache::DeploymentBundle::open(packaged_directory,
-                                             cache::DeploymentBundle::WhenIgnored::kLog);
+    packaged =
+        cache::DeploymentBundle::open(packaged_directory, cache::DeploymentBundle::Kind::kPackaged);
   }
 
   CacheChain chain() { return CacheChain{bundle.get(), disk ? &*disk : nullptr, packaged.get()}; }
@@ -409,9 +443,8 @@ void KernelRuntime::fetch_together(const std::vector<const render::KernelRecipe*
 }
 
 void KernelRuntime::use_packaged_kernels(const std::filesystem::path& directory) {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  state_->packaged_directory = directory;
-  state_->open_packaged();
+  const std::lock_guard<std::mutex> lock(packaged_directory_mutex());
+  packaged_directory_named() = directory;
 }
 
 std::filesystem::path KernelRuntime::packaged_kernels() const {

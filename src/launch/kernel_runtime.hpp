@@ -146,9 +146,12 @@ class KernelRuntime {
   // Kernels a package ships with the library (`intfa precompile`'s bundle in the installed
   // Python package, python/CMakeLists.txt): read after INTFA_DEPLOY_CACHE and before the user
   // cache, so that the first call of a default shape compiles nothing. A directory without a
-  // manifest, or one another NVRTC made, is not used (said under INTFA_LOG=1 only). The Python
-  // package and its `intfa` tool call it with the package's folder; no-op for an empty path.
-  void use_packaged_kernels(const std::filesystem::path& directory);
+  // manifest, or one an NVRTC newer than this process's or of another major version made, is not
+  // used (said under INTFA_LOG=1 only). The Python package (at import) and its `intfa` tool (at
+  // start) name the package's folder; an empty path names none. Static: it only records the
+  // folder, which the runtime opens when it is made and again at reset_for_testing, so naming it
+  // reads nothing else (no cache, no environment) and races no compile.
+  static void use_packaged_kernels(const std::filesystem::path& directory);
   // That folder while its bundle is in use, else empty.
   std::filesystem::path packaged_kernels() const;
 

@@ -456,16 +456,25 @@ TEST_F(RuntimeWithBundle, CompileThroughAChainNamesWhereEachCubinCameFrom) {
 }
 
 // The kernels a package ships (use_packaged_kernels): read after INTFA_DEPLOY_CACHE and before
-// the user cache, never written; counted apart; a folder another NVRTC made is passed over
-// without a warning (INTFA_LOG=1 says why), and INTFA_CACHE_DISABLE=1 turns it off too.
+// the user cache, never written; counted apart; a folder a newer NVRTC made is passed over
+// without a warning (INTFA_LOG=1 says why), and INTFA_CACHE_DISABLE=1 turns it off too. (An
+// older NVRTC's, of the same major version, serves under its own keys: what the wheel check
+// shows, tests/packaging/wheel_test.sh, the wheel built by one NVRTC and run with PyPI's newest.)
 TEST_F(RuntimeWithBundle, PackagedKernelsAreReadAfterTheDeploymentBundle) {
   TempDir directory;
   DiskCache disk(directory.path());
-  std::unique_ptr<DeploymentBundle> packaged = DeploymentBundle::open(bundle_.path());
+  std::unique_ptr<DeploymentBundle> packaged =
+      DeploymentBundle::open(bundle_.path(), DeploymentBundle::Kind::kPackaged);
   ASSERT_NE(packaged, nullptr);
   EXPECT_EQ(launch::compile(bundled_, launch::CacheChain{nullptr, &disk, packaged.get()}).source,
             launch::CubinSource::kPackaged);
   EXPECT_FALSE(fs::exists(disk.entry_path(bundled_key_))) << "a packaged hit is not copied";
+  // Read before the user cache, even where that holds the kernel too.
+  EXPECT_EQ(launch::compile(bundled_, launch::CacheChain{nullptr, &disk}).source,
+            launch::CubinSource::kNvrtc);
+  ASSERT_TRUE(fs::exists(disk.entry_path(bundled_key_)));
+  EXPECT_EQ(launch::compile(bundled_, launch::CacheChain{nullptr, &disk, packaged.get()}).source,
+            launch::CubinSource::kPackaged);
   std::unique_ptr<DeploymentBundle> deployed = DeploymentBundle::open(bundle_.path());
   EXPECT_EQ(
       launch::compile(bundled_, launch::CacheChain{deployed.get(), &disk, packaged.get()}).source,
@@ -474,7 +483,9 @@ TEST_F(RuntimeWithBundle, PackagedKernelsAreReadAfterTheDeploymentBundle) {
   const RuntimeLayers layers(std::nullopt, user_cache_.path());
   log::ScopedCapture capture;
   launch::KernelRuntime& runtime = launch::KernelRuntime::instance();
-  runtime.use_packaged_kernels(bundle_.path());
+  launch::KernelRuntime::use_packaged_kernels(bundle_.path());
+  EXPECT_TRUE(runtime.packaged_kernels().empty()) << "named only: read when the runtime is made";
+  runtime.reset_for_testing();
   EXPECT_EQ(runtime.packaged_kernels(), bundle_.path());
   const std::uint64_t packaged_hits = runtime.stats().packaged_hits;
   EXPECT_EQ(compiles_for(bundled_), 0u);
@@ -486,12 +497,12 @@ TEST_F(RuntimeWithBundle, PackagedKernelsAreReadAfterTheDeploymentBundle) {
     runtime.reset_for_testing();
     EXPECT_TRUE(runtime.packaged_kernels().empty());
   }
-  // Another NVRTC's bundle: not used, and not a warning (a wheel run with another NVRTC).
+  // A newer NVRTC's bundle: not used, and not a warning (a wheel run with an older NVRTC).
   rewrite_manifest([](Manifest& manifest) { manifest.nvrtc_version.minor += 1; });
-  runtime.use_packaged_kernels(bundle_.path());
+  runtime.reset_for_testing();
   EXPECT_TRUE(runtime.packaged_kernels().empty());
   EXPECT_TRUE(capture.warnings().empty()) << capture.warnings().front();
-  runtime.use_packaged_kernels({});
+  launch::KernelRuntime::use_packaged_kernels({});
   runtime.reset_for_testing();
 }
 

@@ -80,9 +80,14 @@ int run_info(const Arguments& arguments) {
   std::printf("templates      %s (%zu files)\n", render::TemplateSet::active().origin().c_str(),
               render::TemplateSet::active().files().size());
   // The kernels a Python package ships beside this tool (main.cpp), when it ships usable ones.
-  const auto packaged = launch::KernelRuntime::instance().packaged_kernels();
-  if (!packaged.empty())
-    std::printf("kernels        %s (shipped with the package)\n", packaged.c_str());
+  try {
+    const auto packaged = launch::KernelRuntime::instance().packaged_kernels();
+    if (!packaged.empty()) {
+      std::printf("kernels        %s (shipped with the package)\n", packaged.c_str());
+    }
+  } catch (const std::exception& error) {  // bad cache settings: the runtime cannot start
+    std::printf("kernels        (the runtime cannot start: %s)\n", error.what());
+  }
   const auto directory = locations::default_cache_directory();
   if (!directory) {
     std::printf("cache          disabled (INTFA_CACHE_DISABLE=1)\n");

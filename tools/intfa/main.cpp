@@ -61,7 +61,7 @@ void use_packaged_kernels() {
   if (error) return;
   const std::filesystem::path kernels = tool.parent_path().parent_path() / "kernels";
   if (std::filesystem::is_regular_file(kernels / "manifest.json", error)) {
-    intfa::launch::KernelRuntime::instance().use_packaged_kernels(kernels);
+    intfa::launch::KernelRuntime::use_packaged_kernels(kernels);
   }
 }
 

@@ -28,6 +28,8 @@ runs the replaced backend's function, counted as "context_parallel".
 """
 import inspect
 
+import torch
+
 from intfa import _fallback, _sdpa, _torch
 from intfa import distributed as _distributed
 from intfa._errors import InvalidArgument
@@ -60,7 +62,16 @@ def _context_parallel(settings, query, key, value, attn_mask, dropout_p, is_caus
                      if value is not None and name not in CONTEXT_PARALLEL_OPTIONS]
     if is_causal or unequal_shards or other_options:
         return _client.unserved("context_parallel", settings)
-    if not all(x.is_cuda for x in (query, key, value)):
+    tensors = (query, key, value)
+    if any(x.dtype not in _distributed.FLOAT_DTYPES for x in tensors):
+        return _client.unserved("dtype", settings)
+    # The ring quantizes each shard with the kernels' own head dims (no padding to them, as
+    # intfa.attention does for the others).
+    if any(x.shape[-1] not in _distributed.HEAD_DIMS for x in tensors):
+        return _client.unserved("head_dim", settings)
+    if torch.is_grad_enabled() and any(x.requires_grad for x in tensors):
+        return _client.unserved("autograd", settings)
+    if not all(x.is_cuda for x in tensors):
         return _client.unserved("device", settings)
     options = {name: value for name, value in settings.options.items()
                if name in CONTEXT_PARALLEL_OPTIONS}
