@@ -138,10 +138,10 @@ def launch_quantize_v_with_scales(v, layout, scales, stream_handle):
     """V in the INT8 V layout, quantized with ``scales`` (per tensor or channel, given)."""
     shape = bhnd(v, layout)
     v8, _ = empty_v(shape, granularity_of(scales), v.device)
-    _intfa.quantize_v_with_scales(shape=shape, input=v.data_ptr(), input_dtype=FLOAT_NAMES[v.dtype],
-                                  input_strides=bhnd_strides(v, layout), output=v8.data_ptr(),
-                                  scales=scales.data_ptr(), v_granularity=granularity_of(scales),
-                                  stream=stream_handle)
+    _intfa.quantize_v(shape=shape, input=v.data_ptr(), input_dtype=FLOAT_NAMES[v.dtype],
+                      input_strides=bhnd_strides(v, layout), output=v8.data_ptr(),
+                      scales=scales.data_ptr(), v_granularity=granularity_of(scales),
+                      stream=stream_handle, scales_given=True)
     return v8
 
 

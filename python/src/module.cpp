@@ -519,16 +519,24 @@ PYBIND11_MODULE(_intfa, m) {
       "quantize_v",
       [](const std::array<int, 4>& shape, std::uintptr_t input, const std::string& input_dtype,
          const std::array<std::int64_t, 4>& input_strides, std::uintptr_t output,
-         std::uintptr_t scales, const std::string& v_granularity, std::uintptr_t stream) {
+         std::uintptr_t scales, const std::string& v_granularity, std::uintptr_t stream,
+         bool scales_given) {
         const TensorShape logical{shape[0], shape[1], shape[2], shape[3]};
         const TensorView in = make_view(input, input_dtype, input_strides);
         const VScaleGranularity granularity = parse_v_granularity(v_granularity);
         py::gil_scoped_release unlocked;
-        quantize_v(logical, in, pointer(output), static_cast<float*>(pointer(scales)), granularity,
-                   as_stream(stream));
+        float* scale_floats = static_cast<float*>(pointer(scales));
+        if (scales_given) {
+          quantize_v_with_scales(logical, in, pointer(output), scale_floats, granularity,
+                                 as_stream(stream));
+        } else {
+          quantize_v(logical, in, pointer(output), scale_floats, granularity, as_stream(stream));
+        }
       },
+      "intfa::quantize_v; scales_given: intfa::quantize_v_with_scales (per-tensor or per-channel "
+      "scales read, not computed).",
       py::kw_only(), "shape"_a, "input"_a, "input_dtype"_a, "input_strides"_a, "output"_a,
-      "scales"_a, "v_granularity"_a, "stream"_a);
+      "scales"_a, "v_granularity"_a, "stream"_a, "scales_given"_a = false);
 
   m.def(
       "v_scales",
@@ -544,23 +552,6 @@ PYBIND11_MODULE(_intfa, m) {
       "intfa::v_scales: quantize_v's per-tensor or per-channel scales of `input` alone.",
       py::kw_only(), "shape"_a, "input"_a, "input_dtype"_a, "input_strides"_a, "scales"_a,
       "v_granularity"_a, "stream"_a);
-
-  m.def(
-      "quantize_v_with_scales",
-      [](const std::array<int, 4>& shape, std::uintptr_t input, const std::string& input_dtype,
-         const std::array<std::int64_t, 4>& input_strides, std::uintptr_t output,
-         std::uintptr_t scales, const std::string& v_granularity, std::uintptr_t stream) {
-        const TensorShape logical{shape[0], shape[1], shape[2], shape[3]};
-        const TensorView in = make_view(input, input_dtype, input_strides);
-        const VScaleGranularity granularity = parse_v_granularity(v_granularity);
-        py::gil_scoped_release unlocked;
-        quantize_v_with_scales(logical, in, pointer(output),
-                               static_cast<const float*>(pointer(scales)), granularity,
-                               as_stream(stream));
-      },
-      "intfa::quantize_v_with_scales: quantize_v with per-tensor or per-channel scales given.",
-      py::kw_only(), "shape"_a, "input"_a, "input_dtype"_a, "input_strides"_a, "output"_a,
-      "scales"_a, "v_granularity"_a, "stream"_a);
 
   m.def(
       "quantize_v_varlen",

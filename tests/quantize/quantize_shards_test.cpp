@@ -137,10 +137,8 @@ TEST_P(QuantizeShardsGpu, EachShardQuantizesAsTheWholeSequence) {
     const int channel = static_cast<int>(i % c.head_dim);
     const float k_value = k[i] + 0.5f * static_cast<float>(channel % 5);
     const float v_value = v[i] * static_cast<float>(1 + channel % 3);
-    k_bits[i] =
-        c.bf16 ? reference::float_to_bf16_bits(k_value) : reference::float_to_f16_bits(k_value);
-    v_bits[i] =
-        c.bf16 ? reference::float_to_bf16_bits(v_value) : reference::float_to_f16_bits(v_value);
+    k_bits[i] = reference::float_to_16bit_bits(k_value, c.bf16);
+    v_bits[i] = reference::float_to_16bit_bits(v_value, c.bf16);
   }
   DeviceBuffer k_input(count * 2), v_input(count * 2);
   k_input.upload(k_bits);

@@ -96,6 +96,10 @@ float bf16_bits_to_float(std::uint16_t bits) {
   return float_of(static_cast<std::uint32_t>(bits) << 16);
 }
 
+std::uint16_t float_to_16bit_bits(float value, bool bf16) {
+  return bf16 ? float_to_bf16_bits(value) : float_to_f16_bits(value);
+}
+
 float round_to_16bit(float value, bool bf16) {
   return bf16 ? bf16_bits_to_float(float_to_bf16_bits(value))
               : f16_bits_to_float(float_to_f16_bits(value));

@@ -12,5 +12,7 @@ float bf16_bits_to_float(std::uint16_t bits);
 
 // Round a float to the nearest representable 16-bit value of the given kind (bf16 when `bf16`).
 float round_to_16bit(float value, bool bf16);
+// Its bits (float_to_bf16_bits or float_to_f16_bits).
+std::uint16_t float_to_16bit_bits(float value, bool bf16);
 
 }  // namespace intfa::reference
