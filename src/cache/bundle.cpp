@@ -150,10 +150,6 @@ Manifest manifest_from_json(const json::Value& document) {
   return manifest;
 }
 
-bool same_version(const nvrtc::Version& a, const nvrtc::Version& b) {
-  return a.major == b.major && a.minor == b.minor;
-}
-
 std::string manifest_temp_name() {
   // O_EXCL keeps two writers apart; the pid and clock only make a clash unlikely.
   const auto ticks = std::chrono::steady_clock::now().time_since_epoch().count();
@@ -244,7 +240,7 @@ Manifest Manifest::parse(std::string_view text) {
 }
 
 bool operator==(const Manifest& a, const Manifest& b) {
-  return a.library_version == b.library_version && same_version(a.nvrtc_version, b.nvrtc_version) &&
+  return a.library_version == b.library_version && a.nvrtc_version == b.nvrtc_version &&
          a.format_version == b.format_version && a.entries == b.entries;
 }
 
@@ -266,7 +262,7 @@ std::string incompatibility(const Manifest& manifest) {
            ", this build reads format " + std::to_string(kFormatVersion);
   }
   const nvrtc::Version running = nvrtc::version();
-  if (!same_version(manifest.nvrtc_version, running)) {
+  if (manifest.nvrtc_version != running) {
     return "it was compiled by NVRTC " + manifest.nvrtc_version.to_string() +
            ", this process runs NVRTC " + running.to_string();
   }

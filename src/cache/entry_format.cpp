@@ -61,10 +61,6 @@ std::uint16_t version_field(int number, const char* which) {
   return static_cast<std::uint16_t>(number);
 }
 
-bool same_version(const nvrtc::Version& a, const nvrtc::Version& b) {
-  return a.major == b.major && a.minor == b.minor;
-}
-
 // The lowered name and the cubin after the header, checked against the sizes the header records.
 void check_payload_sizes(const EntryHeader& header, std::size_t file_bytes) {
   const std::uint64_t after_header = file_bytes - kEntryHeaderBytes;
@@ -158,7 +154,7 @@ nvrtc::Cubin decode_entry(const std::vector<char>& bytes, const CacheKey& expect
 nvrtc::Cubin decode_entry(const std::vector<char>& bytes, const CacheKey& expected_key,
                           const nvrtc::Version& expected_nvrtc) {
   const EntryHeader header = decode_header(bytes);
-  if (!same_version(header.nvrtc_version, expected_nvrtc)) {
+  if (header.nvrtc_version != expected_nvrtc) {
     throw EntryError("built by NVRTC " + header.nvrtc_version.to_string() +
                      ", this process uses NVRTC " + expected_nvrtc.to_string());
   }

@@ -109,11 +109,7 @@ std::shared_ptr<const nvrtc::Cubin> compile_with_nvrtc(const PreparedSource& pre
 // one its older NVRTC gave the same unit, options and arch.
 cache::CacheKey packaged_key(const PreparedSource& prepared, const render::KernelSource& source,
                              const cache::DeploymentBundle& packaged, const cache::CacheKey& key) {
-  const nvrtc::Version running = nvrtc::version();
-  if (packaged.nvrtc_version().major == running.major &&
-      packaged.nvrtc_version().minor == running.minor) {
-    return key;
-  }
+  if (packaged.nvrtc_version() == nvrtc::version()) return key;
   return cache::make_key(
       {source.unit, prepared.templates, prepared.options, packaged.nvrtc_version(), source.arch});
 }

@@ -30,6 +30,10 @@ struct Version {
   int major = 0;
   int minor = 0;
   std::string to_string() const { return std::to_string(major) + "." + std::to_string(minor); }
+  friend bool operator==(const Version& a, const Version& b) {
+    return a.major == b.major && a.minor == b.minor;
+  }
+  friend bool operator!=(const Version& a, const Version& b) { return !(a == b); }
 };
 
 Version version();

@@ -59,6 +59,16 @@ void require_float_alignment(const void* pointer, const char* field) {
   }
 }
 
+// K smoothing's channel-mean pass over `input` (`input_channels` of its channels) into `means`.
+void plan_channel_mean(const LaunchContext& where, const TensorShape& shape, int input_channels,
+                       const TensorView& input, kernels::ElementType element, float* means,
+                       quantize::PlannedKernel& mean, kernels::ChannelMeanParams& params) {
+  mean.spec = quantize::channel_mean_spec(where.arch, shape.head_dim, element);
+  mean.shape = quantize::channel_mean_launch_shape(shape);
+  params = quantize::channel_mean_params(shape, input, means);
+  params.channels = input_channels;
+}
+
 // The channels of an input narrower than the kernel's head dim (quantize_internal.hpp).
 void validate_input_channels(const TensorShape& shape, int input_channels) {
   if (input_channels < 8 || input_channels > shape.head_dim || input_channels % 8 != 0) {
@@ -120,11 +130,9 @@ void k_channel_means(const TensorShape& shape, const TensorView& input, float* m
   if (means == nullptr) throw InvalidArgument("means", "null", "expected a device pointer");
   require_float_alignment(means, "means");
   quantize::PlannedKernel mean;
+  kernels::ChannelMeanParams params;
   const LaunchContext where = current_launch_context(stream);
-  mean.spec = quantize::channel_mean_spec(where.arch, shape.head_dim, element);
-  mean.shape = quantize::channel_mean_launch_shape(shape);
-  kernels::ChannelMeanParams params = quantize::channel_mean_params(shape, input, means);
-  params.channels = shape.head_dim;
+  plan_channel_mean(where, shape, shape.head_dim, input, element, means, mean, params);
   launch::CallKernels kernels;
   add_kernel(mean, kernels);
   kernels.load(where.context);
@@ -192,10 +200,8 @@ RowsPass plan_rows_pass(const TensorShape& shape, int input_channels, const Tens
   pass.rows.shape = quantize::rows_launch_shape(shape, pass.transforms);
   pass.mean_pass = options.smooth_k_channel_mean != nullptr;
   if (pass.mean_pass) {
-    pass.mean.spec = quantize::channel_mean_spec(pass.where.arch, shape.head_dim, element);
-    pass.mean_params = quantize::channel_mean_params(shape, input, options.smooth_k_channel_mean);
-    pass.mean_params.channels = input_channels;
-    pass.mean.shape = quantize::channel_mean_launch_shape(shape);
+    plan_channel_mean(pass.where, shape, input_channels, input, element,
+                      options.smooth_k_channel_mean, pass.mean, pass.mean_params);
   }
   return pass;
 }
