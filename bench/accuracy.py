@@ -54,10 +54,11 @@ K_BLOCK_SET = ["full u8/tile/channel", "full u8/tile/channel k=block", "half", "
 
 # How Q and K are quantized: (smooth_k, rotate); "default" is the library's own choice.
 TRANSFORMS = {"plain": (False, False), "smooth": (True, False), "rotate": (False, True),
-              "smooth+rotate": (True, True), "default": (None, None)}
+              "smooth+rotate": (True, True), "smooth+auto": (True, "auto"),
+              "default": (None, None)}
 
 INPUT_FAMILIES = ("normal", "uniform", "k_offset", "outliers", "sharp", "offset_outliers",
-                  "sharp_offset_outliers", "v_outliers")
+                  "sharp_offset_outliers", "v_outliers", "outlier_heads")
 
 
 def float64_attention(q, k, v, rows_per_chunk=2048):
@@ -93,9 +94,12 @@ def random_inputs(family, shape):
     if family not in INPUT_FAMILIES:
         raise ValueError(f"unknown input family {family!r}; known: {INPUT_FAMILIES}")
     q, k, v = (torch.randn(shape, device="cuda") for _ in range(3))
-    outliers = family in ("outliers", "offset_outliers", "sharp_offset_outliers")
+    outliers = family in ("outliers", "offset_outliers", "sharp_offset_outliers", "outlier_heads")
     channels = torch.stack([torch.randperm(d, device="cuda")[:4] for _ in range(b * h)])
     mask = torch.zeros(b * h, d, device="cuda").scatter_(1, channels, 1.0).view(b, h, 1, d)
+    if family == "outlier_heads":  # only in the heads of even index (b * h + head)
+        even = (torch.arange(b * h, device="cuda") % 2 == 0).view(b, h, 1, 1)
+        mask = mask * even
     if outliers:  # the same 4 channels of Q and K per head, 10x larger
         q, k = q * (1 + 9 * mask), k * (1 + 9 * mask)
     if family == "v_outliers":

@@ -42,7 +42,7 @@ using intfa::reference::Shape;
 struct Transform {
   std::string name;
   bool smooth_k;
-  bool rotate;
+  intfa::QKRotation rotate;
   bool exact_mean;
   // Not the kernels: float64 attention of per-token INT8 Q and K dequantized (P and V exact), the
   // part of the error that Q.K's quantization alone makes; with Q as two INT8 terms (q8 * s +
@@ -56,20 +56,23 @@ struct Transform {
 };
 
 const std::vector<Transform>& known_transforms() {
+  constexpr intfa::QKRotation kOff = intfa::QKRotation::kOff, kOn = intfa::QKRotation::kOn,
+                              kAuto = intfa::QKRotation::kAuto;
   static const std::vector<Transform> transforms = {
-      {"plain", false, false, false},
-      {"smooth", true, false, false},
-      {"smooth_exact", true, false, true},
-      {"rotate", false, true, false},
-      {"smooth+rotate", true, true, false},
-      {"kblock", false, false, false, Transform::Error::kKernels, true},
-      {"smooth+kblock", true, false, false, Transform::Error::kKernels, true},
-      {"smooth+rotate+kblock", true, true, false, Transform::Error::kKernels, true},
-      {"qk_only", false, false, false, Transform::Error::kQueryKeyOnly},
-      {"qk_only_q2", false, false, false, Transform::Error::kQueryKeyOnlyTwoTermQ},
-      {"smooth+q2", true, false, false, Transform::Error::kKernels, false, true},
-      {"smooth+q2k2", true, false, false, Transform::Error::kKernels, false, true, true},
-      {"smooth+rotate+q2k2", true, true, false, Transform::Error::kKernels, false, true, true},
+      {"plain", false, kOff, false},
+      {"smooth", true, kOff, false},
+      {"smooth_exact", true, kOff, true},
+      {"rotate", false, kOn, false},
+      {"smooth+rotate", true, kOn, false},
+      {"smooth+auto", true, kAuto, false},  // the defaults: rotated where K has outliers
+      {"kblock", false, kOff, false, Transform::Error::kKernels, true},
+      {"smooth+kblock", true, kOff, false, Transform::Error::kKernels, true},
+      {"smooth+rotate+kblock", true, kOn, false, Transform::Error::kKernels, true},
+      {"qk_only", false, kOff, false, Transform::Error::kQueryKeyOnly},
+      {"qk_only_q2", false, kOff, false, Transform::Error::kQueryKeyOnlyTwoTermQ},
+      {"smooth+q2", true, kOff, false, Transform::Error::kKernels, false, true},
+      {"smooth+q2k2", true, kOff, false, Transform::Error::kKernels, false, true, true},
+      {"smooth+rotate+q2k2", true, kOn, false, Transform::Error::kKernels, false, true, true},
   };
   return transforms;
 }
@@ -346,7 +349,8 @@ int run(const Arguments& arguments) {
       "%d query rows against N keys, non-causal, seed %llu. full = full INT8 defaults "
       "(u8 P against the tile max, V per channel), half = half INT8; options: plain (none), "
       "smooth (K minus the mean of %d sampled keys, LSE term), smooth_exact (the mean of "
-      "all keys), rotate (Q, K Hadamard-rotated), smooth+rotate, kblock (K with one scale per 64 "
+      "all keys), rotate (Q, K Hadamard-rotated), smooth+rotate, smooth+auto (the defaults: "
+      "the heads whose keys have outlier channels rotated), kblock (K with one scale per 64 "
       "keys, alone or with the others); qk_only (not a kernel: float64 "
       "attention of per-token INT8 Q and K, the error of Q.K's quantization alone) and qk_only_q2 "
       "(the same with Q as two INT8 terms), listed under half.\n",

@@ -157,12 +157,13 @@ def main():
                         "'64:128,64,8,2;128:128,64,8,2' (default: intfa's choice)")
     parser.add_argument("--smooth-k", default="default", choices=["default", "on", "off"],
                         help="K smoothing of intfa's Q/K quantization (default: the library's)")
-    parser.add_argument("--rotate", default="default", choices=["default", "on", "off"],
-                        help="the rotation of Q and K (default: the library's)")
+    parser.add_argument("--rotate", default="default", choices=["default", "on", "off", "auto"],
+                        help="the rotation of Q and K (default: the library's, auto)")
     parser.add_argument("--out-dir", default=".")
     args = parser.parse_args()
     transforms = {"smooth_k": {"default": None, "on": True, "off": False}[args.smooth_k],
-                  "rotate": {"default": None, "on": True, "off": False}[args.rotate]}
+                  "rotate": {"default": None, "on": True, "off": False,
+                             "auto": "auto"}[args.rotate]}
 
     torch.manual_seed(int.from_bytes(os.urandom(4), "little"))
     binding = args.intfa == "binding" or (args.intfa == "auto" and BindingAttention is not None)

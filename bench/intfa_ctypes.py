@@ -8,6 +8,7 @@ import torch
 
 F16, BF16, I8, I4X2 = 0, 1, 2, 3
 FULL_INT8, HALF_INT8 = 0, 1
+ROTATE_OFF, ROTATE_ON, ROTATE_AUTO = 0, 1, 2  # intfa_rotation_t
 
 
 class Tensor(ctypes.Structure):
@@ -69,10 +70,11 @@ class Intfa:
             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
 
     def default_transforms(self):
-        """The library's defaults for K smoothing and the rotation: (smooth_k, rotate)."""
+        """The library's defaults for K smoothing and the rotation: (smooth_k, rotate), rotate an
+        intfa_rotation_t (ROTATE_OFF, ROTATE_ON, ROTATE_AUTO)."""
         transforms = QkTransforms()
         self.lib.intfa_default_qk_transforms(ctypes.byref(transforms))
-        return bool(transforms.smooth_k), bool(transforms.rotate)
+        return bool(transforms.smooth_k), transforms.rotate
 
     def check(self, status, what):
         if status != 0:
@@ -81,6 +83,13 @@ class Intfa:
     @staticmethod
     def view(tensor, dtype):
         return Tensor(tensor.data_ptr(), dtype, (ctypes.c_int64 * 4)(*tensor.stride()))
+
+
+def rotation(rotate, default):
+    """An intfa_rotation_t from True, False, "auto" or None (`default`)."""
+    if rotate is None:
+        return int(default)
+    return ROTATE_AUTO if rotate == "auto" else int(bool(rotate))
 
 
 def time_ms(fn, repeats, warmup=5):
@@ -100,13 +109,18 @@ def time_ms(fn, repeats, warmup=5):
 
 class IntfaAttention:
     """Quantized inputs and output buffers of one problem, ready to time. Q and K are quantized as
-    intfa_attention_forward_16bit would (`smooth_k`, `rotate`; None: the library's defaults)."""
+    intfa_attention_forward_16bit would (`smooth_k`, `rotate`; None: the library's defaults),
+    except that automatic rotation (ROTATE_AUTO, the default), which the C steps do not take,
+    rotates nothing here: the same on inputs without outlier channels in K; the one call
+    (attention_16bit) rotates the heads that have them."""
 
     def __init__(self, lib, q, k, v, causal, variant, options, smooth_k=None, rotate=None):
         self.lib, self.causal, self.variant, self.options = lib, causal, variant, options
         default_smooth_k, default_rotate = lib.default_transforms()
         self.smooth_k = default_smooth_k if smooth_k is None else smooth_k
-        self.rotate = default_rotate if rotate is None else rotate
+        self.rotate = rotation(rotate, default_rotate)
+        if self.rotate == ROTATE_AUTO:
+            self.rotate = ROTATE_OFF
         b, h, n, d = q.shape
         self.shape = (b, h, n, d)
         self.q, self.k, self.v = q, k, v
@@ -178,7 +192,7 @@ def attention_16bit(lib, q, k, v, causal, variant, options, smooth_k=None, rotat
     problem = Problem(b, h, h_kv, n, n_kv, d, int(causal), variant, 8)
     default_smooth_k, default_rotate = lib.default_transforms()
     transforms = QkTransforms(int(default_smooth_k if smooth_k is None else smooth_k),
-                              int(default_rotate if rotate is None else rotate))
+                              rotation(rotate, default_rotate))
     size = ctypes.c_size_t()
     lib.check(lib.lib.intfa_attention_workspace_bytes(ctypes.byref(problem), None,
                                                       ctypes.byref(size)), "workspace_bytes")

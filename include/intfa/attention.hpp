@@ -124,8 +124,11 @@ struct AttentionOptions {
   // Incoherent processing: Q and K rotated by one orthogonal (signed Walsh-Hadamard) matrix before
   // they are quantized, so that a few channels much larger than the rest (outlier channels) are
   // spread over the row: 4 channels 10x larger, 3.0-3.7% -> 1.3-1.5%. A few shuffles per value
-  // in the quantize kernels.
-  bool rotate_qk = false;
+  // in the quantize kernels. kAuto (the default) rotates the KV heads whose sampled keys have
+  // outlier channels, and their query heads, decided on the device in K smoothing's mean pass
+  // (which runs for it without smoothing too; QuantizeOptions::rotate says how): on inputs
+  // without outlier channels it rotates nothing and costs next to nothing.
+  QKRotation rotate_qk = QKRotation::kAuto;
   // Output element type comes from tensors.out.dtype. A config overrides the tuning database and
   // the heuristic (benchmarks, tuning).
   std::optional<KernelConfig> config;

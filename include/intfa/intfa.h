@@ -43,6 +43,14 @@ typedef enum intfa_k_granularity_t {
   INTFA_K_PER_TOKEN = 0,
   INTFA_K_PER_BLOCK = 1
 } intfa_k_granularity_t;
+/* The rotation of Q and K before they are quantized (intfa::QKRotation): none, every head, or the
+   KV heads whose keys have outlier channels (decided on the device; the default). Stored in the
+   `int rotate` members below. */
+typedef enum intfa_rotation_t {
+  INTFA_ROTATE_OFF = 0,
+  INTFA_ROTATE_ON = 1,
+  INTFA_ROTATE_AUTO = 2
+} intfa_rotation_t;
 
 /* A device tensor viewed as [batch, heads, seq, head_dim]; strides in elements. */
 typedef struct intfa_tensor_t {
@@ -104,7 +112,7 @@ void intfa_default_options(intfa_options_t* options) INTFA_NOEXCEPT;
    changes the attention in exact arithmetic; intfa_default_qk_transforms gives the defaults. */
 typedef struct intfa_qk_transforms_t {
   int smooth_k; /* 0 or 1 */
-  int rotate;   /* 0 or 1 */
+  int rotate;   /* an intfa_rotation_t */
 } intfa_qk_transforms_t;
 void intfa_default_qk_transforms(intfa_qk_transforms_t* transforms) INTFA_NOEXCEPT;
 
@@ -141,7 +149,7 @@ typedef struct intfa_quantize_options_t {
   const float* k_channel_mean;  /* Q: K's means, [batch][k_channel_mean_heads][head_dim] */
   float* q_dot_k_mean;          /* Q: receives q . mean per row, [batch][heads][seq] */
   int k_channel_mean_heads;     /* Q: K's heads (0: the shape's heads) */
-  int rotate;                   /* 0 or 1 */
+  int rotate; /* INTFA_ROTATE_OFF or INTFA_ROTATE_ON (auto: the C++ API, which takes the heads) */
   /* K only, 8 bits, dense: INTFA_K_PER_BLOCK writes one scale per 64 rows of a (batch, head),
      `scales` then of intfa_k_scale_count floats. New in 0.2.0: the struct grew by 8 bytes, so a
      program built against the 0.1 header must be rebuilt (SONAME libintfa.so.0.2). */

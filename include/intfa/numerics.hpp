@@ -25,6 +25,7 @@ std::ostream& operator<<(std::ostream& os, PEncoding value);
 std::ostream& operator<<(std::ostream& os, PScaleReference value);
 std::ostream& operator<<(std::ostream& os, VScaleGranularity value);
 std::ostream& operator<<(std::ostream& os, KScaleGranularity value);
+std::ostream& operator<<(std::ostream& os, QKRotation value);
 
 }  // namespace kernels
 
@@ -33,6 +34,9 @@ using PEncoding = kernels::PEncoding;
 using PScaleReference = kernels::PScaleReference;
 using VScaleGranularity = kernels::VScaleGranularity;
 using KScaleGranularity = kernels::KScaleGranularity;
+// Q's and K's rotation before quantizing (AttentionOptions::rotate_qk, QuantizeOptions::rotate):
+// kOff, kOn (every head), kAuto (the KV heads whose keys have outlier channels).
+using QKRotation = kernels::QKRotation;
 
 // Which variants' kernels read an option. The others' kernels do not depend on it: their specs
 // keep it at the enum's first value, and tuning databases do not record it for them.

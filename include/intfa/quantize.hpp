@@ -36,12 +36,28 @@ struct QuantizeOptions {
   // reads h / (heads / k_channel_mean_heads)). 4-byte aligned.
   const float* k_channel_mean = nullptr;
   float* q_dot_k_mean = nullptr;
-  int k_channel_mean_heads = 0;  // 0: the shape's heads; else a divisor of them
+  // 0: the shape's heads; else a divisor of them: the heads of K's per-head buffers that Q reads
+  // (k_channel_mean, k_rotated_heads).
+  int k_channel_mean_heads = 0;
   // Incoherent processing: rows are multiplied by the orthogonal R = D H / sqrt(head_dim) (H the
   // Walsh-Hadamard matrix, D fixed random signs; templates/quantize/rotation.h) after smoothing,
-  // before quantizing. Rotate Q and K alike, or neither: (q R)(k R)^T = q k^T, so attention is
-  // unchanged, while channels much larger than the rest are spread over the whole row.
-  bool rotate = false;
+  // before quantizing. Rotate Q and K alike: (q R)(k R)^T = q k^T, so attention is unchanged,
+  // while channels much larger than the rest are spread over the whole row. kOff: no row; kOn:
+  // every row; kAuto: the rows of the heads whose keys have outlier channels, decided per
+  // (batch, KV head) from the keys K smoothing samples (their largest channel's mean square
+  // against the mean over all channels, less the mean when smoothed; templates/quantize/
+  // quantize_params.h, rotates_channel_spread). K with kAuto writes the decisions into
+  // rotated_heads (its channel-mean pass runs for them, with or without smoothing) or reads them
+  // from k_rotated_heads; Q with kAuto reads K's from k_rotated_heads.
+  QKRotation rotate = QKRotation::kOff;
+  // K with kAuto: [batch][heads] device int32 that receive 1 where the head's rows are rotated,
+  // else 0. Not with smooth_k_given_mean: a shard's decisions must be its whole sequence's (give
+  // them in k_rotated_heads). 4-byte aligned.
+  int* rotated_heads = nullptr;
+  // kAuto, decisions made elsewhere: [batch][k_channel_mean_heads] device int32 (K's
+  // rotated_heads, written on this stream before); query head h follows KV head
+  // h / (heads / k_channel_mean_heads). 4-byte aligned.
+  const int* k_rotated_heads = nullptr;
   // K only, 8 bits, dense: one scale per block of 64 rows of a (batch, head) (the largest |x| of
   // the block over 127), `scales` [batch][heads][k_scale_blocks(seq)]; rows past the sequence's
   // end do not count. For attention_forward with AttentionOptions::numerics.k_granularity per
@@ -58,9 +74,13 @@ void quantize_qk(const TensorShape& shape, const TensorView& input, const Tensor
 
 // K smoothing's means alone (quantize_qk's first pass with smooth_k_channel_mean): `means`
 // [batch][heads][head_dim] device floats (4-byte aligned) receive the channel means of `input`
-// [batch, heads, seq, head_dim] (kF16/kBF16) over its sampled rows.
+// [batch, heads, seq, head_dim] (kF16/kBF16) over its sampled rows. With `rotated_heads`
+// ([batch][heads] device int32) the pass also makes automatic rotation's decisions, as K's
+// quantize_qk with QKRotation::kAuto would: for K smoothed by those means, or for K as given when
+// `means` is null. A sequence's sampled rows gathered in order (k_channel_mean_sample_rows) give
+// its decisions bit for bit, as they give its means.
 void k_channel_means(const TensorShape& shape, const TensorView& input, float* means,
-                     CUstream stream);
+                     CUstream stream, int* rotated_heads = nullptr);
 
 // The rows of a sequence of `seq` keys that K smoothing's means are taken over, in the order they
 // are added (at most 256, evenly spread; all of them for a shorter sequence). Those rows of a

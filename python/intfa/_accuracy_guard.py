@@ -158,7 +158,9 @@ def check(q, k, v, out, *, is_causal, sm_scale, layout, variant, k_granularity, 
             _stats["warned"] += 1
             _warned.add(key)
     if first:
-        hint = "" if rotate else " rotate=True (outlier channels in Q or K) or"
+        # rotate is "off", "on" or "auto" (args.rotate); "auto" leaves a head whose outlier
+        # channels are in Q alone unrotated.
+        hint = "" if rotate == "on" else " rotate=True (outlier channels in Q or K) or"
         heads = len({(b, h) for b, h, _ in rows})
         warnings.warn(
             f"intfa: the sampled relative L2 error of this call ({100 * error:.2f}%, {len(rows)} "

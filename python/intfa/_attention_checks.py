@@ -102,8 +102,9 @@ def resolve_sm_scale(sm_scale, name="sm_scale"):
 
 
 def qk_transforms(smooth_k, rotate):
-    """K smoothing and the rotation of Q and K: True or False, None meaning the C++ default
-    (intfa::AttentionOptions: smoothing on, rotation off); anything else is refused."""
+    """K smoothing (True or False) and the rotation of Q and K (True, False, "on", "off" or
+    "auto", returned by name), None meaning the C++ default (intfa::AttentionOptions: smoothing
+    on, automatic rotation); anything else is refused."""
     return option("smooth_k", smooth_k), option("rotate", rotate)
 
 
@@ -139,8 +140,13 @@ def check_offsets(cu_seqlens_q, cu_seqlens_k):
 # --- quantize ---------------------------------------------------------------------------------
 
 def check_quantize(q, k, v, layout, v_granularity, smooth_k, rotate):
-    """Every check of `quantize`; returns (v_granularity, smooth_k, rotate), defaulted."""
-    smooth_k, rotate = qk_transforms(smooth_k, rotate)
+    """Every check of `quantize`; returns (v_granularity, smooth_k, rotate), defaulted: the
+    steps rotate on request (True or "on") and never by themselves (None is off here; "auto",
+    which decides per head inside `attention`'s one call, is refused)."""
+    if rotate == "auto":
+        raise invalid_argument("rotate", "'auto'", "expected True or False: automatic rotation "
+                               "is intfa.attention's, whose one call keeps the heads' decisions")
+    smooth_k, rotate = qk_transforms(smooth_k, False if rotate is None else rotate)
     check_layout(layout)
     v_granularity = option("v_granularity", v_granularity)
     check_tensor("q", q, FLOAT_DTYPES)

@@ -113,21 +113,25 @@ def option(name, value):
     """The value of the option `name` (a key of DEFAULTS: "variant", a numerics option of the
     list, "smooth_k" or "rotate") for the C++ API, for every entry point that takes one. None, and
     only None, gives the C++ default (`value or default` would read 0, "", False and [] as it
-    too); one of the option table's names (a str) is itself, and for smooth_k and rotate True or
-    False. Anything else is an InvalidArgument naming the
-    argument: bools where a name is expected, empty strings, lists, and ints, the C enums' values
-    included (the Python API spells options by name, as the binding takes them; to C, 0 is
-    per-tensor V or s8 P, not the default)."""
+    too); one of the option table's names (a str) is itself, for smooth_k True or False, and for
+    rotate True and False too (its names "on" and "off"; "auto" is the default). Anything else is
+    an InvalidArgument naming the argument: bools where a name is expected, empty strings, lists,
+    and ints, the C enums' values included (the Python API spells options by name, as the binding
+    takes them; to C, 0 is per-tensor V or s8 P, not the default)."""
     if value is None:
         return DEFAULTS[name]
+    if name == "rotate" and isinstance(value, bool):
+        return "on" if value else "off"
     names = OPTION_VALUES.get(name)
-    if names is None:  # smooth_k, rotate
+    if names is None:  # smooth_k
         valid, shown, expected = isinstance(value, bool), repr(value), "True or False"
     else:
         valid = isinstance(value, str) and value in names
         shown = value if isinstance(value, str) and value else repr(value)
         expected = " or ".join(map(repr, names))
     if not valid:
+        if name == "rotate":
+            expected = "True, False or " + expected
         raise invalid_argument(name, shown,
                                f"expected {expected} (or None for the default, {DEFAULTS[name]!r})")
     return value

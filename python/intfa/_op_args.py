@@ -30,7 +30,7 @@ class AttentionArgs(NamedTuple):
     layout: str
     variant: str
     smooth_k: bool
-    rotate: bool
+    rotate: str  # "off", "on" or "auto"
     # ((name, value), ...) in the list's order; attention_varlen has no k_granularity (its K
     # stays per token, the default).
     numerics: Tuple[Tuple[str, str], ...]

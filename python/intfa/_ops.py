@@ -70,12 +70,19 @@ def custom_op(name, mutates_args=()):
 
 # --- quantize ---------------------------------------------------------------------------------
 
-def launch_quantize_qk(x, layout, smooth_k, stream_handle, rotate=False, k_mean=None):
+def launch_quantize_qk(x, layout, smooth_k, stream_handle, rotate="off", k_mean=None,
+                       k_rotated_heads=None):
+    """Q or K quantized per token (`rotate` "off", "on" or "auto"; with "auto" the heads'
+    decisions, int32 [B, H_kv], are given in `k_rotated_heads`: intfa.distributed's K shards and
+    Q): (x8, scales, K's means or Q's LSE terms)."""
     x8, scale, mean = empty_qk(x, layout, smooth_k, k_mean)
     term = {}
     if k_mean is not None:  # Q of a smoothed K: q . k_mean per row, the LSE term
         term = dict(k_channel_mean=k_mean.data_ptr(), k_channel_mean_heads=k_mean.shape[1],
                     q_dot_k_mean=mean.data_ptr())
+    if k_rotated_heads is not None:
+        term.update(k_rotated_heads=k_rotated_heads.data_ptr(),
+                    k_channel_mean_heads=k_rotated_heads.shape[1])
     _intfa.quantize_qk(shape=bhnd(x, layout), input=x.data_ptr(),
                        input_dtype=FLOAT_NAMES[x.dtype], input_strides=bhnd_strides(x, layout),
                        output=x8.data_ptr(), output_strides=bhnd_strides(x8, layout),
@@ -99,27 +106,37 @@ def launch_quantize_v(v, layout, granularity, stream_handle):
 # The whole sequence's K means and V scales are reduced over the shards, then every shard is
 # quantized with them: as one call over the whole sequence would quantize it.
 
-def launch_k_channel_means(samples, stream_handle):
+def launch_k_channel_means(samples, stream_handle, smoothed=True, rotated_heads=False):
     """K smoothing's means, float32 [B, H, D], of ``samples`` ([B, H, n, D] "HND": the rows
-    intfa._intfa.k_channel_mean_sample_rows names, gathered from a longer sequence)."""
+    intfa._intfa.k_channel_mean_sample_rows names, gathered from a longer sequence), and with
+    ``rotated_heads`` automatic rotation's decisions, int32 [B, H], for K smoothed by them (as
+    given when ``smoothed`` is False: the means are then not returned): (means, decisions)."""
     b, h, _, d = samples.shape
-    means = torch.empty((b, h, d), dtype=torch.float32, device=samples.device)
+    means = (torch.empty((b, h, d), dtype=torch.float32, device=samples.device) if smoothed
+             else None)
+    decisions = (torch.empty((b, h), dtype=torch.int32, device=samples.device) if rotated_heads
+                 else None)
     _intfa.k_channel_means(shape=bhnd(samples, "HND"), input=samples.data_ptr(),
                            input_dtype=FLOAT_NAMES[samples.dtype],
-                           input_strides=bhnd_strides(samples, "HND"), means=means.data_ptr(),
-                           stream=stream_handle)
-    return means
+                           input_strides=bhnd_strides(samples, "HND"),
+                           means=means.data_ptr() if means is not None else 0,
+                           stream=stream_handle,
+                           rotated_heads=decisions.data_ptr() if decisions is not None else 0)
+    return means, decisions
 
 
-def launch_quantize_k_smoothed_by(k, layout, means, stream_handle, rotate=False):
-    """K quantized per token after subtracting ``means`` (float32 [B, H_kv, D], given): (k8,
-    scales)."""
+def launch_quantize_k_smoothed_by(k, layout, means, stream_handle, rotate="off",
+                                  k_rotated_heads=None):
+    """K quantized per token after subtracting ``means`` (float32 [B, H_kv, D], given), rotated
+    as ``rotate`` says (with "auto", the decisions ``k_rotated_heads`` give): (k8, scales)."""
     k8, scale, _ = empty_qk(k, layout, False)
     _intfa.quantize_qk(shape=bhnd(k, layout), input=k.data_ptr(),
                        input_dtype=FLOAT_NAMES[k.dtype], input_strides=bhnd_strides(k, layout),
                        output=k8.data_ptr(), output_strides=bhnd_strides(k8, layout),
                        scales=scale.data_ptr(), smooth_k_channel_mean=0, stream=stream_handle,
-                       rotate=rotate, smooth_k_given_mean=means.data_ptr())
+                       rotate=rotate, smooth_k_given_mean=means.data_ptr(),
+                       k_rotated_heads=(k_rotated_heads.data_ptr() if k_rotated_heads is not None
+                                        else 0))
     return k8, scale
 
 
@@ -150,7 +167,8 @@ def quantize_qk_op(x: torch.Tensor, layout: str, smooth_k: bool, rotate: bool = 
                    k_mean: Optional[torch.Tensor] = None
                    ) -> Tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     with on(x.device):
-        return launch_quantize_qk(x, layout, smooth_k, stream(x.device), rotate, k_mean)
+        return launch_quantize_qk(x, layout, smooth_k, stream(x.device),
+                                  "on" if rotate else "off", k_mean)
 
 
 @quantize_qk_op.register_fake
@@ -245,7 +263,7 @@ def run_attention(q, k, v, out, args, return_lse, call=None):
 
 @custom_op("intfa::attention")
 def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, is_causal: bool,
-                 sm_scale: float, layout: str, variant: str, smooth_k: bool, rotate: bool,
+                 sm_scale: float, layout: str, variant: str, smooth_k: bool, rotate: str,
                  return_lse: bool, numerics: str = "") -> Tuple[torch.Tensor, torch.Tensor]:
     args = AttentionArgs(is_causal=is_causal, sm_scale=sm_scale, layout=layout, variant=variant,
                          smooth_k=smooth_k, rotate=rotate, numerics=numerics_of_text(numerics))
@@ -291,7 +309,7 @@ def run_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_
 def attention_varlen_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                         cu_seqlens_q: torch.Tensor, cu_seqlens_k: torch.Tensor,
                         max_seqlen_q: int, max_seqlen_k: int, is_causal: bool, sm_scale: float,
-                        variant: str, smooth_k: bool, rotate: bool, return_lse: bool,
+                        variant: str, smooth_k: bool, rotate: str, return_lse: bool,
                         numerics: str = "") -> Tuple[torch.Tensor, torch.Tensor]:
     args = AttentionArgs(is_causal=is_causal, sm_scale=sm_scale, layout="NHD", variant=variant,
                          smooth_k=smooth_k, rotate=rotate, numerics=numerics_of_text(numerics))

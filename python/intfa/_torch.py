@@ -72,6 +72,7 @@ def quantize(q, k, v=None, *, layout="HND", v_granularity=None, smooth_k=None, r
     v_granularity, smooth_k, rotate = _attention_checks.check_quantize(
         q, k, v, layout, v_granularity, smooth_k, rotate)
     # K first: with smoothing, Q's kernel reads K's means for the LSE term.
+    rotate = rotate == "on"
     k8, k_scale, k_mean = _ops.quantize_qk_op(k, layout, smooth_k, rotate)
     q8, q_scale, q_dot_k_mean = _ops.quantize_qk_op(q, layout, False, rotate,
                                                     k_mean if smooth_k else None)
@@ -147,9 +148,12 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
     defaults to 1/sqrt(D). Causal masking with N_q != N_kv is bottom-right aligned
     (FlashAttention >= 2.1; SDPA aligns top-left); a query that sees no key outputs zeros.
     ``variant`` "full_int8" quantizes V too, "half_int8" keeps V in 16 bits. ``smooth_k``
-    (default on) quantizes K less its channel means (over a sample of keys), ``rotate`` (default
-    off) rotates Q and K by one orthogonal matrix first, which spreads outlier channels; neither
-    changes the attention in exact arithmetic. Forward only.
+    (default on) quantizes K less its channel means (over a sample of keys), ``rotate`` rotates Q
+    and K by one orthogonal matrix first, which spreads outlier channels: True (every head),
+    False, or "auto" (the default: the KV heads whose sampled keys have a few channels much
+    larger than the rest, and their query heads, decided on the GPU in K smoothing's pass, at no
+    cost where no head needs it); neither changes the attention in exact arithmetic. Forward
+    only.
 
     ``k_granularity`` (None: the C++ default, "token") sets K's quantization scales: "token" one
     per key; "block" one per 64 consecutive keys of a (batch, head), set by the block's largest

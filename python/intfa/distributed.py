@@ -137,7 +137,8 @@ class SequenceStatistics(NamedTuple):
 
     # K's rows at the sequence's sample positions (intfa._intfa.k_channel_mean_sample_rows, in
     # that order), [B, H_kv, samples, D] in K's dtype: this rank's rows, zeros for the others'
-    # (a sum of one row and zeros is that row, bit for bit). None without K smoothing.
+    # (a sum of one row and zeros is that row, bit for bit). None without K smoothing and without
+    # automatic rotation (whose decisions are made from the same rows).
     k_samples: Optional[torch.Tensor]
     # V's per-tensor or per-channel scales of this rank's shard (float32); their maximum is the
     # whole sequence's. None for half INT8 and for per-block V scales (each block's own).
@@ -150,10 +151,13 @@ REDUCTIONS = {"k_samples": "sum", "v_scales": "max"}
 
 class SequenceQuantization(NamedTuple):
     """What every shard is quantized with: the whole sequence's K means (float32 [B, H_kv, D],
-    None without smoothing) and V scales (None as in SequenceStatistics)."""
+    None without smoothing) and V scales (None as in SequenceStatistics), and with automatic
+    rotation its heads' decisions (int32 [B, H_kv], else None): those one call over the whole
+    sequence makes, so every rank rotates the same heads."""
 
     k_mean: Optional[torch.Tensor]
     v_scales: Optional[torch.Tensor]
+    rotated_heads: Optional[torch.Tensor] = None
 
 
 def _local_rows(rows, rank, world_size, shard_length, zigzag):
@@ -191,10 +195,10 @@ class IntfaKernels:
         """This rank's SequenceStatistics, from its K and V shards (``shard_sequence``'s, zig-zag
         or not). The shards are checked here, before any rank communicates."""
         _attention_checks.check_quantize(q, k, v if self._full() else None, self.layout,
-                                         self.v_granularity, self.smooth_k, self.rotate)
+                                         self.v_granularity, self.smooth_k, self.rotate == "on")
         k_samples = v_scales = None
         with on(k.device):
-            if self.smooth_k:
+            if self.smooth_k or self.rotate == "auto":
                 k_bhnd = _as_bhnd(k, self.layout)
                 shard_length = k_bhnd.shape[2]
                 rows = _intfa.k_channel_mean_sample_rows(shard_length * world_size)
@@ -210,24 +214,28 @@ class IntfaKernels:
 
     def quantization(self, statistics):
         """The SequenceQuantization of the whole sequence's (reduced) statistics."""
-        k_mean = None
+        k_mean = rotated_heads = None
         if statistics.k_samples is not None:
             with on(statistics.k_samples.device):
-                k_mean = _ops.launch_k_channel_means(statistics.k_samples,
-                                                     stream(statistics.k_samples.device))
-        return SequenceQuantization(k_mean, statistics.v_scales)
+                k_mean, rotated_heads = _ops.launch_k_channel_means(
+                    statistics.k_samples, stream(statistics.k_samples.device),
+                    smoothed=self.smooth_k, rotated_heads=self.rotate == "auto")
+        return SequenceQuantization(k_mean, statistics.v_scales, rotated_heads)
 
     def prepare(self, q, k, v, quantization):
         """A rank's own chunk: (what its Q needs at every step, the K/V chunk that travels)."""
         layout, rotate, k_mean = self.layout, self.rotate, quantization.k_mean
+        decisions = quantization.rotated_heads  # automatic rotation: the sequence's
         with on(q.device):
             handle = stream(q.device)
             if k_mean is not None:
-                k8, k_scale = _ops.launch_quantize_k_smoothed_by(k, layout, k_mean, handle, rotate)
+                k8, k_scale = _ops.launch_quantize_k_smoothed_by(k, layout, k_mean, handle, rotate,
+                                                                 decisions)
             else:
-                k8, k_scale, _ = _ops.launch_quantize_qk(k, layout, False, handle, rotate)
+                k8, k_scale, _ = _ops.launch_quantize_qk(k, layout, False, handle, rotate,
+                                                         k_rotated_heads=decisions)
             q8, q_scale, q_dot_k_mean = _ops.launch_quantize_qk(q, layout, False, handle, rotate,
-                                                                k_mean)
+                                                                k_mean, decisions)
             if not self._full():
                 v8, v_scale = v.contiguous(), None
             elif quantization.v_scales is not None:

@@ -62,6 +62,12 @@ VScaleGranularity parse_v_granularity(const std::string& name) {
   return parse_option_argument<VScaleGranularity>(name, "v_granularity");
 }
 
+// The rotation of Q and K by its name ("off", "on", "auto": intfa._checks.option spells True and
+// False so).
+QKRotation parse_rotation(const std::string& name) {
+  return parse_option_argument<QKRotation>(name, "rotate");
+}
+
 // The names of an option's values, in the enum's order, for the Python layer's checks.
 template <typename Enum>
 py::tuple option_values() {
@@ -206,7 +212,7 @@ py::dict precompile_dict(const std::string& arch, const std::vector<int>& head_d
                          const std::vector<std::string>& variants,
                          const std::vector<std::string>& dtypes, const std::vector<bool>& causal,
                          const NumericsNames& numerics, bool smooth_k, unsigned jobs,
-                         bool rotate_qk) {
+                         const std::string& rotate) {
   PrecompileRequest request;
   request.arch = arch;
   request.head_dims = head_dims;
@@ -215,7 +221,7 @@ py::dict precompile_dict(const std::string& arch, const std::vector<int>& head_d
   request.causal = causal;
   request.options.numerics = numerics_from_dict(numerics);
   request.options.smooth_k = smooth_k;
-  request.options.rotate_qk = rotate_qk;
+  request.options.rotate_qk = parse_rotation(rotate);
   request.jobs = jobs;
   PrecompileReport report;
   {
@@ -351,7 +357,8 @@ PYBIND11_MODULE(_intfa, m) {
   m.def(
       "option_values",
       [] {
-        py::dict values("variant"_a = option_values<Variant>());
+        py::dict values("variant"_a = option_values<Variant>(),
+                        "rotate"_a = option_values<QKRotation>());
         for (const py::handle field : numerics_fields()) values[field["name"]] = field["values"];
         return values;
       },
@@ -361,7 +368,7 @@ PYBIND11_MODULE(_intfa, m) {
     const AttentionOptions defaults;
     py::dict result = numerics_dict(defaults.numerics);
     result["smooth_k"] = defaults.smooth_k;
-    result["rotate"] = defaults.rotate_qk;
+    result["rotate"] = option_name(defaults.rotate_qk);
     return result;
   });
   m.def(
@@ -399,12 +406,12 @@ PYBIND11_MODULE(_intfa, m) {
                        const std::array<std::int64_t, 4>& v_strides,
                        const std::array<std::int64_t, 4>& out_strides, double softmax_scale,
                        const NumericsNames& numerics, bool smooth_k, int total_q, int total_kv,
-                       bool rotate) {
+                       const std::string& rotate) {
              AttentionOptions options;
              options.softmax_scale = softmax_scale;
              options.numerics = numerics_from_dict(numerics);
              options.smooth_k = smooth_k;
-             options.rotate_qk = rotate;
+             options.rotate_qk = parse_rotation(rotate);
              return AttentionPlan(
                  make_problem(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal, variant),
                  dtype, q_strides, k_strides, v_strides, out_strides, options, total_q, total_kv);
@@ -412,7 +419,7 @@ PYBIND11_MODULE(_intfa, m) {
            py::kw_only(), "batch"_a, "heads_q"_a, "heads_kv"_a, "seq_q"_a, "seq_kv"_a, "head_dim"_a,
            "causal"_a, "variant"_a, "dtype"_a, "q_strides"_a, "k_strides"_a, "v_strides"_a,
            "out_strides"_a, "softmax_scale"_a, "numerics"_a, "smooth_k"_a, "total_q"_a = 0,
-           "total_kv"_a = 0, "rotate"_a = AttentionOptions{}.rotate_qk)
+           "total_kv"_a = 0, "rotate"_a = option_name(AttentionOptions{}.rotate_qk))
       .def_property_readonly("workspace_bytes", &AttentionPlan::workspace_bytes)
       .def_property_readonly(
           "numerics", [](const AttentionPlan& plan) { return numerics_dict(plan.numerics()); },
@@ -471,8 +478,9 @@ PYBIND11_MODULE(_intfa, m) {
          const std::array<std::int64_t, 4>& input_strides, std::uintptr_t output,
          const std::array<std::int64_t, 4>& output_strides, std::uintptr_t scales,
          std::uintptr_t smooth_k_channel_mean, std::uintptr_t stream, std::uintptr_t k_channel_mean,
-         int k_channel_mean_heads, std::uintptr_t q_dot_k_mean, bool rotate,
-         std::uintptr_t smooth_k_given_mean) {
+         int k_channel_mean_heads, std::uintptr_t q_dot_k_mean, const std::string& rotate,
+         std::uintptr_t smooth_k_given_mean, std::uintptr_t rotated_heads,
+         std::uintptr_t k_rotated_heads) {
         const TensorShape logical{shape[0], shape[1], shape[2], shape[3]};
         const TensorView in = make_view(input, input_dtype, input_strides);
         const TensorView out = make_view(output, "i8", output_strides);
@@ -481,8 +489,10 @@ PYBIND11_MODULE(_intfa, m) {
         options.k_channel_mean = static_cast<const float*>(pointer(k_channel_mean));
         options.k_channel_mean_heads = k_channel_mean_heads;
         options.q_dot_k_mean = static_cast<float*>(pointer(q_dot_k_mean));
-        options.rotate = rotate;
+        options.rotate = parse_rotation(rotate);
         options.smooth_k_given_mean = static_cast<const float*>(pointer(smooth_k_given_mean));
+        options.rotated_heads = static_cast<int*>(pointer(rotated_heads));
+        options.k_rotated_heads = static_cast<const int*>(pointer(k_rotated_heads));
         py::gil_scoped_release unlocked;  // the first call of a shape compiles its kernel
         quantize_qk(logical, in, out, static_cast<float*>(pointer(scales)), as_stream(stream),
                     options);
@@ -491,26 +501,31 @@ PYBIND11_MODULE(_intfa, m) {
       "means, subtracted before quantizing. Q of a smoothed K: k_channel_mean (K's means, "
       "k_channel_mean_heads heads) and q_dot_k_mean ([batch][heads][seq] floats that receive "
       "q . mean per row, the LSE term). rotate: the rotation of incoherent processing (Q and K "
-      "alike). smooth_k_given_mean: K smoothed by these means, given instead of computed "
+      "alike), \"off\", \"on\" or \"auto\" (per head: K writes its decisions into "
+      "rotated_heads, [batch][heads] int32, or reads them as Q does from k_rotated_heads). "
+      "smooth_k_given_mean: K smoothed by these means, given instead of computed "
       "(smooth_k_channel_mean then 0).",
       py::kw_only(), "shape"_a, "input"_a, "input_dtype"_a, "input_strides"_a, "output"_a,
       "output_strides"_a, "scales"_a, "smooth_k_channel_mean"_a, "stream"_a, "k_channel_mean"_a = 0,
-      "k_channel_mean_heads"_a = 0, "q_dot_k_mean"_a = 0, "rotate"_a = false,
-      "smooth_k_given_mean"_a = 0);
+      "k_channel_mean_heads"_a = 0, "q_dot_k_mean"_a = 0, "rotate"_a = "off",
+      "smooth_k_given_mean"_a = 0, "rotated_heads"_a = 0, "k_rotated_heads"_a = 0);
 
   m.def(
       "k_channel_means",
       [](const std::array<int, 4>& shape, std::uintptr_t input, const std::string& input_dtype,
          const std::array<std::int64_t, 4>& input_strides, std::uintptr_t means,
-         std::uintptr_t stream) {
+         std::uintptr_t stream, std::uintptr_t rotated_heads) {
         const TensorShape logical{shape[0], shape[1], shape[2], shape[3]};
         const TensorView in = make_view(input, input_dtype, input_strides);
         py::gil_scoped_release unlocked;
-        k_channel_means(logical, in, static_cast<float*>(pointer(means)), as_stream(stream));
+        k_channel_means(logical, in, static_cast<float*>(pointer(means)), as_stream(stream),
+                        static_cast<int*>(pointer(rotated_heads)));
       },
-      "intfa::k_channel_means: K smoothing's [batch][heads][head_dim] means of `input`.",
+      "intfa::k_channel_means: K smoothing's [batch][heads][head_dim] means of `input` (0: not "
+      "wanted), and automatic rotation's [batch][heads] int32 decisions into rotated_heads (0: "
+      "none), of K less those means (as given without them).",
       py::kw_only(), "shape"_a, "input"_a, "input_dtype"_a, "input_strides"_a, "means"_a,
-      "stream"_a);
+      "stream"_a, "rotated_heads"_a = 0);
   m.def("k_channel_mean_sample_rows", &k_channel_mean_sample_rows,
         "The rows of a sequence of `seq` keys that K smoothing's means are taken over, in order.",
         "seq"_a);
@@ -619,7 +634,7 @@ PYBIND11_MODULE(_intfa, m) {
 
   m.def("precompile", &precompile_dict, py::kw_only(), "arch"_a, "head_dims"_a, "variants"_a,
         "dtypes"_a, "causal"_a, "numerics"_a, "smooth_k"_a, "jobs"_a,
-        "rotate"_a = AttentionOptions{}.rotate_qk);
+        "rotate"_a = option_name(AttentionOptions{}.rotate_qk));
 
   register_paged(m);
 }

@@ -92,7 +92,7 @@ class WarningTest(unittest.TestCase):
         self.exact = attention_rows(self.q, self.k, self.v, False)
         self.noise = torch.randn(self.exact.shape, generator=generator)
 
-    def call(self, relative_noise, variant="full_int8", k_granularity=None, rotate=None):
+    def call(self, relative_noise, variant="full_int8", k_granularity=None, rotate="auto"):
         out = self.exact + relative_noise * self.exact.norm() / self.noise.norm() * self.noise
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -113,8 +113,8 @@ class WarningTest(unittest.TestCase):
         # Half INT8's bound is lower: an error quiet for full INT8 warns there.
         half = 1.3 * far * guard.bound("half_int8", None)
         self.assertLess(half, 0.9 * far * bound)
-        self.assertEqual(self.call(half, rotate=True)[1], [])
-        warned = self.call(half, variant="half_int8", rotate=True)[1]
+        self.assertEqual(self.call(half, rotate="on")[1], [])
+        warned = self.call(half, variant="half_int8", rotate="on")[1]
         self.assertEqual(len(warned), 1)
         self.assertNotIn("rotate=True", str(warned[0].message))
         stats = guard.accuracy_check_stats()

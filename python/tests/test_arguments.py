@@ -364,7 +364,7 @@ class FakeImplementationTest(unittest.TestCase):
         kv = torch.empty(2, 2, 300, 128, dtype=torch.bfloat16, device="meta")
         for return_lse, lse_shape in ((True, (2, 8, 100)), (False, (0,))):
             out, lse = torch.ops.intfa.attention(q, kv, kv, True, 0.0, "HND", "full_int8", False,
-                                                 False, return_lse,
+                                                 "off", return_lse,
                                                  "v_granularity=tensor,p_scale=running")
             self.assertEqual((out.shape, out.dtype), (q.shape, q.dtype))
             self.assertEqual((tuple(lse.shape), lse.dtype), (lse_shape, torch.float32))
@@ -381,7 +381,7 @@ class FakeImplementationTest(unittest.TestCase):
                 self.assertFalse(set(names) & set(_checks.NUMERICS), names)
         q = torch.empty(1, 4, 100, 64, dtype=torch.float16, device="meta")
         out, lse = torch.ops.intfa.attention(q, q, q, False, 0.0, "HND", "full_int8", True,
-                                             False, True, "k_granularity=block")
+                                             "auto", True, "k_granularity=block")
         self.assertEqual((out.shape, tuple(lse.shape)), (q.shape, (1, 4, 100)))
 
     def test_the_numerics_text_is_built_and_read_back_in_the_lists_order(self):
@@ -402,7 +402,7 @@ class FakeImplementationTest(unittest.TestCase):
     def test_attention_of_a_padded_head_dim_returns_the_callers_head_dim(self):
         q = torch.empty(1, 77, 4, 80, dtype=torch.float16, device="meta")  # NHD, d=80
         out, lse = torch.ops.intfa.attention(q, q, q, False, 0.0, "NHD", "half_int8", False,
-                                             False, True)
+                                             "off", True)
         self.assertEqual((out.shape, tuple(lse.shape)), (q.shape, (1, 4, 77)))
 
     def test_attention_int8_lse_only_when_asked(self):
@@ -422,7 +422,7 @@ class FakeImplementationTest(unittest.TestCase):
         offsets = torch.empty(4, dtype=torch.int32, device="meta")
         for return_lse, lse_shape in ((True, (8, 300)), (False, (0,))):
             out, lse = torch.ops.intfa.attention_varlen(q, kv, kv, offsets, offsets, 200, 300,
-                                                        True, 0.0, "full_int8", False, False,
+                                                        True, 0.0, "full_int8", False, "on",
                                                         return_lse, "v_granularity=channel")
             self.assertEqual((out.shape, out.dtype), (q.shape, q.dtype))
             self.assertEqual(tuple(lse.shape), lse_shape)

@@ -95,17 +95,22 @@ class OptionTest(ArgumentsCase):
         for name, names in intfa._intfa.option_values().items():
             for value in names:
                 self.assertEqual(_checks.option(name, value), value)
-        for name in ("smooth_k", "rotate"):
-            self.assertIs(_checks.option(name, True), True)
-            self.assertIs(_checks.option(name, False), False)
+        self.assertIs(_checks.option("smooth_k", True), True)
+        self.assertIs(_checks.option("smooth_k", False), False)
+        # The rotation takes True and False for its names "on" and "off" (auto: the default).
+        self.assertEqual(_checks.option("rotate", True), "on")
+        self.assertEqual(_checks.option("rotate", False), "off")
+        self.assertEqual(_checks.option("rotate", None), "auto")
 
     def test_anything_else_is_refused_naming_the_option(self):
         for name, names in intfa._intfa.option_values().items():
             for value in NOT_AN_OPTION + (names[0].upper(), names[0] + " ", "default", "None"):
+                if name == "rotate" and isinstance(value, bool):
+                    continue  # "on" and "off"
                 with self.subTest(name=name, value=value):
                     error = self.assert_invalid(name, _checks.option, name, value)
                     self.assertIn(" or ".join(map(repr, names)), str(error))
-        for name in ("smooth_k", "rotate"):
+        for name in ("smooth_k",):
             for value in NOT_AN_OPTION + ("True", "no"):
                 if isinstance(value, bool):
                     continue

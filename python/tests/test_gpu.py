@@ -199,8 +199,9 @@ class OpsTest(unittest.TestCase):
     def test_accuracy_check_warns_on_inputs_that_quantize_badly(self):
         # check=True compares two random heads' rows with float32 attention: on N(0,1) the
         # sampled error is near the whole output's and no warning comes; with 4 channels of Q and
-        # K 40x larger (unrotated) full INT8 is far above its N(0,1) bound, and one
-        # AccuracyWarning comes (once per numerics), though both calls count as far above.
+        # K 40x larger, unrotated (rotate=False), full INT8 is far above its N(0,1) bound, and one
+        # AccuracyWarning comes (once per numerics), though both calls count as far above. The
+        # default (automatic rotation) rotates those heads: far less error on the same inputs.
         import warnings
         intfa.reset_accuracy_check_stats()
         self.addCleanup(intfa.reset_accuracy_check_stats)
@@ -222,17 +223,21 @@ class OpsTest(unittest.TestCase):
         for _ in range(2):
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                out = intfa.attention(q, k, v, check=True)
+                out = intfa.attention(q, k, v, check=True, rotate=False)
             warned = [w for w in caught if issubclass(w.category, intfa.AccuracyWarning)]
             if _ == 0:
                 self.assertEqual(len(warned), 1, [str(w.message) for w in caught])
                 report(f"accuracy check on 4 outlier channels x40: {warned[0].message}")
             else:
                 self.assertEqual(warned, [])  # once per numerics and process
-        whole = rel_l2(out, reference(q, k, v, False, "HND"))
+        exact = reference(q, k, v, False, "HND")
+        whole = rel_l2(out, exact)
         stats = intfa.accuracy_check_stats()
         report(f"accuracy check on outliers: sampled {stats['last']:.4%}, whole {whole:.4%}")
         self.assertEqual((stats["checked"], stats["warned"]), (3, 2))
+        automatic = rel_l2(intfa.attention(q, k, v), exact)
+        report(f"the same inputs with automatic rotation (the default): {automatic:.4%}")
+        self.assertLess(automatic, 0.5 * whole)
         self.assertGreater(whole, 2 * 0.016)  # the check saw what is there
 
     def test_per_block_k_scales_reach_the_kernel_within_4_percent(self):

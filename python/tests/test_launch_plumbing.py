@@ -14,10 +14,10 @@ needs_no_gpu = unittest.skipUnless(
     "memory, which only a machine without a GPU refuses before launching")
 
 
-def attention_args(is_causal=True, rotate=False, layout="HND", variant="full_int8",
+def attention_args(is_causal=True, rotate="off", layout="HND", variant="full_int8",
                    smooth_k=False, **numerics):
     """intfa.attention's checked arguments (the softmax scale 0.0: 1/sqrt(head_dim), P as u8,
-    K per token; the numerics options by name as `numerics`)."""
+    K per token; the rotation and the numerics options by name as `numerics`)."""
     from intfa._op_args import AttentionArgs
     return AttentionArgs(is_causal=is_causal, sm_scale=0.0, layout=layout, variant=variant,
                          smooth_k=smooth_k, rotate=rotate, numerics=tuple(
@@ -85,7 +85,8 @@ class LaunchPlumbingTest(unittest.TestCase):
         from intfa import _plans
         for layout in ("HND", "NHD"):
             for variant in ("full_int8", "half_int8"):
-                for smooth_k, rotate in ((False, False), (True, False), (True, True)):
+                for smooth_k, rotate in ((False, "off"), (True, "off"), (True, "on"),
+                                         (False, "auto"), (True, "auto")):
                     with self.subTest(layout=layout, variant=variant, smooth_k=smooth_k,
                                       rotate=rotate):
                         q, k, v = self.tensors(layout)

@@ -131,11 +131,13 @@ class PrecompileTest(unittest.TestCase):
         self.assertIn("quantize_rows sm_80 d64 f16->i8 rotate", rotated["specs"])
 
     def test_k_granularity_block_compiles_k_and_attention_per_block(self):
-        # Without smoothing: Q's rows, K's rows with a scale per 64 rows, and the attention kernel
-        # that folds those scales into the softmax.
+        # Without smoothing: the mean pass (automatic rotation's decisions), Q's rows, K's rows
+        # with a scale per 64 rows, and the attention kernel that folds those scales into the
+        # softmax.
         report = intfa.precompile(head_dims=64, variants="half_int8", causal=False, arch="sm_80",
                                   smooth_k=False, k_granularity="block")
-        self.assertEqual(report["kernels"], 3, report["specs"])
+        self.assertEqual(report["kernels"], 4, report["specs"])
+        self.assertIn("channel_mean sm_80 d64 f16", report["specs"])
         per_block = [spec for spec in report["specs"] if " k-scale=block" in spec]
         self.assertEqual(len(per_block), 2, report["specs"])
         self.assertEqual(sum(spec.startswith("attention ") for spec in per_block), 1,

@@ -17,7 +17,11 @@
 #             --timing, interleaved by default; E2E_ENVS and E2E_ROUNDS: the same again under
 #             other environment settings, alternating);
 #   host      host time per call, layer by layer (bench/python_overhead.py);
-#   cost      the end-to-end cost of K smoothing and the rotation (bench/qk_transforms_cost.py);
+#   kernels   each kernel's time in intfa.attention under each rotation (bench/kernel_times.py,
+#             KERNEL_TIMES_ARGS);
+#   cost      the end-to-end cost of K smoothing and the rotation (bench/qk_transforms_cost.py;
+#             COST_INPUTS: input families, default normal; COST_CAUSAL, default off);
+#             ACCURACY_ARGS replace the accuracy step's arguments, ACCURACY_LIMIT_S its limit;
 #   ab        `intfa bench AB_ARGS` with the embedded templates and with each of AB_VARIANTS
 #             (template folders, e.g. .variants/old) and of AB_ENVS (environment settings, e.g.
 #             INTFA_PROGRAMMATIC_LAUNCH=0) and of AB_BINARIES (other builds' `intfa`, e.g. HEAD's
@@ -186,6 +190,20 @@ note "python build: exit $? ($(tail -1 "$logs/python_build.log"))"
 export PYTHONPATH=$PWD/build-device-py/python:$PWD/bench INTFA_TEST_REPORT=$logs/python_report.txt
 : > "$INTFA_TEST_REPORT"
 
+if wants kernels; then
+  # KERNEL_TIMES_TEMPLATES: template folders to time too, after the embedded templates.
+  for dir in "" ${KERNEL_TIMES_TEMPLATES:-}; do
+    name=kernel_times${dir:+_$(basename "$dir")}
+    use_templates "${dir:+$PWD/$dir}"
+    # shellcheck disable=SC2086  # KERNEL_TIMES_ARGS is a list of arguments
+    TAIL_LINES=40 timed "$name" "${KERNEL_TIMES_LIMIT_S:-90}" "$python" bench/kernel_times.py \
+      ${KERNEL_TIMES_ARGS:-}
+    echo "$name:" >> "$summary"
+    grep -E "^d=|rotate=" "$logs/$name.log" | tee -a "$summary" > /dev/null
+  done
+  use_templates "$caller_templates"
+fi
+
 if wants python; then
   default_tests="python/tests/test_clients.py python/tests/test_paged_gpu.py"
   default_tests="$default_tests python/tests/test_paged_arguments.py python/tests/test_gpu.py"
@@ -209,9 +227,11 @@ if wants decode; then
 fi
 
 if wants accuracy; then
-  TAIL_LINES=4 timed accuracy 60 "$python" bench/accuracy.py --lib "$build/lib/libintfa.so" \
-    --inputs all --options plain,smooth,rotate,smooth+rotate --numerics issue \
-    --head-dims 64,128 --seqs 1024,4096 --out-dir "$logs/accuracy"
+  # shellcheck disable=SC2086  # ACCURACY_ARGS is a list of arguments
+  TAIL_LINES=4 timed accuracy "${ACCURACY_LIMIT_S:-60}" "$python" bench/accuracy.py \
+    --lib "$build/lib/libintfa.so" \
+    ${ACCURACY_ARGS:---inputs all --options plain,smooth,rotate,smooth+rotate,default --numerics issue --head-dims 64,128 --seqs 1024,4096} \
+    --out-dir "$logs/accuracy"
   if [ -f "$logs/accuracy/accuracy.md" ]; then
     awk '/relative L2/{on=1} /cosine/{on=0} on' "$logs/accuracy/accuracy.md" | grep "^|" \
       | tee -a "$summary" > /dev/null
@@ -254,10 +274,14 @@ if wants host; then
 fi
 
 if wants cost; then
-  TAIL_LINES=30 timed qk_transforms_cost 120 "$python" bench/qk_transforms_cost.py \
-    --head-dims 64,128 --seqs 1024,4096,16384 --shapes 4x32 --causal off \
-    --variants full_int8 --repeats 10 --out-dir "$logs/cost"
-  [ -f "$logs/cost/qk_transforms_cost.md" ] && grep "^|" "$logs/cost/qk_transforms_cost.md" \
-    | tee -a "$summary" > /dev/null
+  # COST_INPUTS: the input families timed, one run each (bench/accuracy.py's names).
+  for inputs in ${COST_INPUTS:-normal}; do
+    TAIL_LINES=30 timed "qk_transforms_cost_$inputs" "${COST_LIMIT_S:-120}" "$python" \
+      bench/qk_transforms_cost.py --head-dims 64,128 --seqs 1024,4096,16384 --shapes 4x32 \
+      --causal "${COST_CAUSAL:-off}" --variants full_int8 --repeats 10 --inputs "$inputs" \
+      --out-dir "$logs/cost_$inputs"
+    [ -f "$logs/cost_$inputs/qk_transforms_cost.md" ] && \
+      grep "^|" "$logs/cost_$inputs/qk_transforms_cost.md" | tee -a "$summary" > /dev/null
+  done
 fi
 finish

@@ -136,7 +136,7 @@ PlannedLaunch plan_kernel(const AttentionProblem& problem, const AttentionTensor
   planned.quantizes_q = spec.quantizes_q;
   if (spec.quantizes_q) {
     set_q_input(planned.params, sixteen_bit->q, sixteen_bit->k_channel_mean,
-                sixteen_bit->q_dot_k_mean);
+                sixteen_bit->q_dot_k_mean, sixteen_bit->rotated_heads);
   }
   return planned;
 }

@@ -20,8 +20,8 @@ constexpr std::size_t kWorkspaceAlignment = 256;
 
 // Where each quantized tensor lives in the workspace (byte offsets, each 256-byte aligned).
 struct WorkspaceLayout {
-  std::size_t q = 0, q_scale = 0, q_dot_k_mean = 0, k = 0, k_scale = 0, k_mean = 0, v = 0,
-              v_scale = 0;
+  std::size_t q = 0, q_scale = 0, q_dot_k_mean = 0, k = 0, k_scale = 0, k_mean = 0,
+              rotated_heads = 0, v = 0, v_scale = 0;
   std::size_t total = 0;
 };
 
@@ -66,10 +66,11 @@ Length k_length(const AttentionProblem& problem, const VarlenLayout& varlen) {
                         : Length{"problem.seq_kv", problem.seq_kv};
 }
 
-// K smoothing's buffers are always there (a float per query row and per KV head and channel), so
-// that the size does not depend on the options. Every part's bytes and offset are checked: the
-// rows fit a size_t under validate_problem's limits, their bytes and the sum of the parts need
-// not (batch 60047, heads_q 32768, seq_q 130210491 once summed to 25.8 MiB instead of 1.8e19).
+// K smoothing's buffers are always there (a float per query row and per KV head and channel), and
+// automatic rotation's (an int per KV head), so that the size does not depend on the options. Every
+// part's bytes and offset are checked: the rows fit a size_t under validate_problem's limits, their
+// bytes and the sum of the parts need not (batch 60047, heads_q 32768, seq_q 130210491 once summed
+// to 25.8 MiB instead of 1.8e19).
 WorkspaceLayout workspace_layout(const AttentionProblem& problem, const VarlenLayout& varlen) {
   const std::size_t row_bytes = static_cast<std::size_t>(problem.head_dim) * problem.qk_bits / 8;
   const std::size_t q_rows = rows_of(q_rows_shape(problem, varlen));
@@ -97,8 +98,9 @@ WorkspaceLayout workspace_layout(const AttentionProblem& problem, const VarlenLa
   take(layout.k, k_rows, row_bytes, k);
   take(layout.k_scale, k_rows, sizeof(float), k);
   const TensorShape k_shape = k_rows_shape(problem, varlen);
-  take(layout.k_mean, static_cast<std::size_t>(k_shape.batch) * k_shape.heads * problem.head_dim,
-       sizeof(float), k);
+  const std::size_t k_heads = static_cast<std::size_t>(k_shape.batch) * k_shape.heads;
+  take(layout.k_mean, k_heads * problem.head_dim, sizeof(float), k);
+  take(layout.rotated_heads, k_heads, sizeof(int), k);
   if (problem.variant == Variant::kFullInt8) {
     const Length v{"problem.seq_kv", problem.seq_kv};
     take(layout.v, v_int8_bytes(problem.batch, problem.heads_kv, problem.seq_kv, problem.head_dim),
@@ -256,6 +258,10 @@ void attention_forward_16bit(const AttentionProblem& caller_problem, const Atten
     sixteen_bit.k_channel_mean = floats(layout.k_mean);
     sixteen_bit.q_dot_k_mean = floats(layout.q_dot_k_mean);
   }
+  // Automatic rotation: K's pass decides per KV head, Q's (or the attention kernel's) follows.
+  const bool auto_rotation = options.rotate_qk == QKRotation::kAuto;
+  int* const rotated_heads = reinterpret_cast<int*>(base + layout.rotated_heads);
+  if (auto_rotation) sixteen_bit.rotated_heads = rotated_heads;
   attention::PlannedLaunch planned =
       attention::plan_kernel(problem, tensors, stream, options, &sixteen_bit);
 
@@ -264,6 +270,7 @@ void attention_forward_16bit(const AttentionProblem& caller_problem, const Atten
   QuantizeOptions k_options;
   k_options.bits = problem.qk_bits;
   k_options.rotate = options.rotate_qk;
+  if (auto_rotation) k_options.rotated_heads = rotated_heads;
   k_options.k_granularity = options.numerics.k_granularity;
   if (options.smooth_k) k_options.smooth_k_channel_mean = floats(layout.k_mean);
   // The stream's context and arch, which the attention kernel's plan found.
@@ -274,9 +281,10 @@ void attention_forward_16bit(const AttentionProblem& caller_problem, const Atten
     QuantizeOptions q_options;
     q_options.bits = problem.qk_bits;
     q_options.rotate = options.rotate_qk;
+    q_options.k_channel_mean_heads = problem.heads_kv;
+    if (auto_rotation) q_options.k_rotated_heads = rotated_heads;
     if (options.smooth_k) {
       q_options.k_channel_mean = floats(layout.k_mean);
-      q_options.k_channel_mean_heads = problem.heads_kv;
       q_options.q_dot_k_mean = floats(layout.q_dot_k_mean);
     }
     quantize::RowsPass q_rows = quantize::plan_qk_channels(

@@ -15,7 +15,8 @@ namespace intfa::attention {
 
 // What attention_forward_16bit adds to the plan. Its 16-bit Q, which the Hopper kernel quantizes
 // itself where it serves the call (SpecRequest::quantize_q_in_kernel); with K smoothing, K's
-// channel means in and the LSE term out (the memory of AttentionTensors::q_dot_k_mean).
+// channel means in and the LSE term out (the memory of AttentionTensors::q_dot_k_mean); with
+// automatic rotation (QKRotation::kAuto), the heads K's pass rotated.
 // `head_dim`: the caller's, when it lies between the kernels' (problem.head_dim is then the
 // kernel's): the channels of this Q, of the output and of half INT8's V
 // (AttentionParams::out_head_dim).
@@ -23,6 +24,7 @@ struct SixteenBitCall {
   TensorView q;
   const float* k_channel_mean = nullptr;
   float* q_dot_k_mean = nullptr;
+  const int* rotated_heads = nullptr;
   int head_dim = 0;  // 0: problem.head_dim
 };
 
@@ -46,7 +48,8 @@ struct PlannedLaunch {
 // tensors, chooses the config and the kernel (PlannedLaunch::spec), and compiles or fetches and
 // loads it (plan_launch; plan_kernel leaves PlannedLaunch::kernel null, for a caller that loads it
 // with the other kernels of its call: launch::CallKernels); launches nothing. With
-// `sixteen_bit`, a Hopper kernel takes its 16-bit Q and quantizes it (not with options.rotate_qk);
+// `sixteen_bit`, a Hopper kernel takes its 16-bit Q and quantizes it (rotated as options.rotate_qk
+// says);
 // tensors.q is then still checked, and read by the portable kernel if that one is chosen.
 PlannedLaunch plan_launch(const AttentionProblem& problem, const AttentionTensors& tensors,
                           CUstream stream, const AttentionOptions& options,

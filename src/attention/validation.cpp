@@ -11,6 +11,7 @@
 #include <string>
 
 #include "intfa/errors.hpp"
+#include "numerics/option_names.hpp"
 #include "spec/attention_spec.hpp"
 
 namespace intfa::attention {
@@ -61,6 +62,11 @@ void validate_options(const AttentionProblem& problem, const AttentionOptions& o
     std::snprintf(value, sizeof value, "%g", options.softmax_scale);
     throw InvalidArgument("options.softmax_scale", value,
                           "expected a scale float32 holds (times log2(e), in [1.2e-38, 3.4e38])");
+  }
+  const int rotation = static_cast<int>(options.rotate_qk);
+  if (rotation < 0 || rotation >= static_cast<int>(option_count<QKRotation>())) {
+    throw InvalidArgument("options.rotate_qk", std::to_string(rotation),
+                          "expected " + option_names_text<QKRotation>());
   }
   if (options.numerics.k_granularity == KScaleGranularity::kPerBlock && problem.qk_bits != 8) {
     throw InvalidArgument("options.k_granularity", "block",

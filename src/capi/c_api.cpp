@@ -27,7 +27,9 @@ static_assert(INTFA_HALF_INT8 == static_cast<int>(intfa::Variant::kHalfInt8) &&
                   INTFA_V_PER_BLOCK == static_cast<int>(intfa::VScaleGranularity::kPerBlock) &&
                   std::size(intfa::kVGranularityNames) == INTFA_V_PER_BLOCK + 1 &&
                   INTFA_K_PER_BLOCK == static_cast<int>(intfa::KScaleGranularity::kPerBlock) &&
-                  std::size(intfa::kKGranularityNames) == INTFA_K_PER_BLOCK + 1,
+                  std::size(intfa::kKGranularityNames) == INTFA_K_PER_BLOCK + 1 &&
+                  INTFA_ROTATE_AUTO == static_cast<int>(intfa::QKRotation::kAuto) &&
+                  std::size(intfa::kQKRotationNames) == INTFA_ROTATE_AUTO + 1,
               "C enum values are the option tables' rows");
 
 thread_local std::string g_last_error;
@@ -206,7 +208,9 @@ intfa::AttentionOptions to_options(const intfa_options_t* options,
   }
   if (transforms != nullptr) {
     o.smooth_k = transforms->smooth_k != 0;
-    o.rotate_qk = transforms->rotate != 0;
+    o.rotate_qk = checked_enum<intfa::QKRotation>(
+        transforms->rotate, INTFA_ROTATE_AUTO + 1, "transforms.rotate",
+        "expected INTFA_ROTATE_OFF, INTFA_ROTATE_ON or INTFA_ROTATE_AUTO");
   }
   return o;
 }
@@ -291,7 +295,7 @@ void intfa_default_qk_transforms(intfa_qk_transforms_t* transforms) INTFA_NOEXCE
   if (transforms == nullptr) return;
   const intfa::AttentionOptions defaults;
   transforms->smooth_k = defaults.smooth_k ? 1 : 0;
-  transforms->rotate = defaults.rotate_qk ? 1 : 0;
+  transforms->rotate = static_cast<int>(defaults.rotate_qk);
 }
 
 intfa_status_t intfa_attention_workspace_bytes(const intfa_problem_t* problem,
@@ -346,7 +350,9 @@ intfa_status_t intfa_quantize_qk_with_options(const intfa_shape_t* shape,
     o.k_channel_mean = options->k_channel_mean;
     o.q_dot_k_mean = options->q_dot_k_mean;
     o.k_channel_mean_heads = options->k_channel_mean_heads;
-    o.rotate = options->rotate != 0;
+    o.rotate = checked_enum<intfa::QKRotation>(
+        options->rotate, INTFA_ROTATE_ON + 1, "options.rotate",
+        "expected INTFA_ROTATE_OFF or INTFA_ROTATE_ON (auto takes the C++ API's rotated heads)");
     o.k_granularity = to_k_granularity(options->k_granularity, "options.k_granularity");
     intfa::quantize_qk(to_shape(*shape), to_view(*input, "input"), to_view(*output, "output"),
                        scales, stream, o);

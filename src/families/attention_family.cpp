@@ -85,7 +85,9 @@ std::string fields_text(const AttentionSpec& spec) {
          (spec.varlen ? " varlen" : "") + numerics::text(spec.numerics, spec.variant) +
          (spec.quantizes_q
               ? std::string(" q=in_kernel") + (spec.q_dot_k_mean ? "+q_dot_k_mean" : "") +
-                    (spec.rotate ? "+rotate" : "")
+                    (spec.rotate == QKRotation::kOn     ? "+rotate"
+                     : spec.rotate == QKRotation::kAuto ? "+rotate=auto"
+                                                        : "")
               : std::string());
 }
 
@@ -127,7 +129,7 @@ json::Value AttentionSpec::to_json() const {
   object.set("smooth_k", false);  // the quantize kernels' (spec_format.hpp's one member list)
   object.set("varlen", varlen);
   object.set("q_dot_k_mean", q_dot_k_mean);
-  object.set("rotate", rotate);
+  object.set("rotate", format::rotation_json(rotate));
   object.set("quantizes_q", quantizes_q);
   return object;
 }
@@ -156,7 +158,7 @@ AttentionSpec AttentionSpec::from_json(const json::Value& value) {
     spec.varlen = format::optional_bool_member(value, "varlen");
     spec.q_dot_k_mean = format::optional_bool_member(value, "q_dot_k_mean");
     spec.quantizes_q = format::optional_bool_member(value, "quantizes_q");
-    spec.rotate = format::optional_bool_member(value, "rotate");
+    spec.rotate = format::rotation_member(value);
     return spec;
   });
 }
@@ -171,7 +173,7 @@ render::KernelId kernel_id(const AttentionSpec& s) {
       small_bit(static_cast<unsigned>(s.input_type), format::kInputType) |
       small_bit(static_cast<unsigned>(s.output_type), format::kOutputType) |
       small_bit(s.causal, format::kCausal) | small_bit(s.varlen, format::kVarlen) |
-      small_bit(s.q_dot_k_mean, format::kQDotKMean) | small_bit(s.rotate, format::kRotate) |
+      small_bit(s.q_dot_k_mean, format::kQDotKMean) | format::rotation_bits(s.rotate) |
       small_bit(s.quantizes_q, format::kQuantizesQ);
   return render::KernelId{{small, format::two_fields(s.head_dim, s.block_m),
                            format::two_fields(s.block_n, s.warps),

@@ -42,9 +42,9 @@ struct AttentionSpec {
   // smoothing's LSE term.
   bool quantizes_q = false;
   bool q_dot_k_mean = false;
-  // ... and rotates Q's rows before quantizing them, as quantize_rows with rotation does (the
-  // spec JSON's "rotate", which the quantize kernels' specs use for their rows).
-  bool rotate = false;
+  // ... and rotates Q's rows before quantizing them, as quantize_rows with the same rotation does
+  // (the spec JSON's "rotate", which the quantize kernels' specs use for their rows).
+  QKRotation rotate = QKRotation::kOff;
 
   friend bool operator==(const AttentionSpec& a, const AttentionSpec& b);
   friend bool operator!=(const AttentionSpec& a, const AttentionSpec& b) { return !(a == b); }

@@ -34,7 +34,7 @@ render::Instantiation wgmma_instantiation(const AttentionSpec& spec) {
       .add("causal", spec.causal)
       .add("quantizes_q", spec.quantizes_q)
       .add("q_dot_k_mean", spec.q_dot_k_mean)
-      .add("rotates_q", spec.rotate);
+      .add("intfa::kernels::QKRotation", "rotate_q", option_kernel_argument(spec.rotate));
   const render::ConstantsStruct numerics = numerics_constants(spec);
   return {"attention/attention_forward_wgmma.cuh",
           "intfa::kernels::attention_forward_wgmma<intfa::kernels::WgmmaAttentionConfig<" +
@@ -66,8 +66,8 @@ void validate_wgmma_config(const AttentionSpec& spec) {
     throw InvalidArgument("spec.input_type", "f32", "expected f16 or bf16 (Q quantized in the "
                           "kernel)");
   }
-  if (spec.rotate && !spec.quantizes_q) {
-    throw InvalidArgument("spec.rotate", "true",
+  if (spec.rotate != QKRotation::kOff && !spec.quantizes_q) {
+    throw InvalidArgument("spec.rotate", option_name(spec.rotate),
                           "the kernel rotates Q in its own Q pass (spec.quantizes_q)");
   }
   if (spec.q_dot_k_mean && !spec.quantizes_q) {
@@ -251,11 +251,12 @@ std::optional<std::string> tma_incompatibility(const AttentionProblem& problem,
 }
 
 void set_q_input(kernels::WgmmaAttentionParams& params, const TensorView& q,
-                 const float* k_channel_mean, float* q_dot_k_mean) {
+                 const float* k_channel_mean, float* q_dot_k_mean, const int* rotated_heads) {
   params.q_input.q = q.data;
   params.q_input.strides = byte_strides(q, 2);
   params.q_input.k_channel_mean = k_channel_mean;
   params.q_input.q_dot_k_mean = q_dot_k_mean;
+  params.q_input.rotated_heads = rotated_heads;
 }
 
 void encode_tensor_maps(kernels::WgmmaAttentionParams& params, const AttentionProblem& problem,

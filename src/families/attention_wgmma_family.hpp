@@ -38,9 +38,10 @@ std::optional<std::string> tma_incompatibility(const AttentionProblem& problem,
                                                const AttentionTensors& tensors);
 
 // The kernel's own Q pass (AttentionSpec::quantizes_q): `q` the caller's checked 16-bit Q; with K
-// smoothing, K's channel means in and the LSE term out (else null).
+// smoothing, K's channel means in and the LSE term out (else null); with automatic rotation, K's
+// rotated heads (else null).
 void set_q_input(kernels::WgmmaAttentionParams& params, const TensorView& q,
-                 const float* k_channel_mean, float* q_dot_k_mean);
+                 const float* k_channel_mean, float* q_dot_k_mean, const int* rotated_heads);
 
 // Writes the tensor maps of `params` (Q, K, V) for the tiles of `spec`. Throws DriverError.
 void encode_tensor_maps(kernels::WgmmaAttentionParams& params, const AttentionProblem& problem,

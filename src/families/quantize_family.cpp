@@ -69,8 +69,8 @@ render::Instantiation k_and_v_instantiation(const QuantizeSpec& spec, const char
   }
   return quantize_instantiation(
       spec, (std::string(kernel) + ".cuh").c_str(), kernel,
-      {std::to_string(spec.qk_bits), bool_argument(spec.smooth_k), bool_argument(spec.rotate),
-       option_kernel_argument(spec.v_granularity)},
+      {std::to_string(spec.qk_bits), bool_argument(spec.smooth_k),
+       option_kernel_argument(spec.rotate), option_kernel_argument(spec.v_granularity)},
       params);
 }
 
@@ -177,14 +177,15 @@ namespace {
 render::Instantiation rows_instantiation(const QuantizeSpec& spec) {
   // K with one scale per 64-row block: its own kernel (a block reduces over 64 rows).
   if (spec.k_granularity == KScaleGranularity::kPerBlock) {
-    return quantize_instantiation(spec, "quantize_rows.cuh", "quantize_row_blocks",
-                                  {bool_argument(spec.smooth_k), bool_argument(spec.rotate)},
-                                  "QuantizeRowsParams");
+    return quantize_instantiation(
+        spec, "quantize_rows.cuh", "quantize_row_blocks",
+        {bool_argument(spec.smooth_k), option_kernel_argument(spec.rotate)}, "QuantizeRowsParams");
   }
-  return quantize_instantiation(spec, "quantize_rows.cuh", "quantize_rows",
-                                {std::to_string(spec.qk_bits), bool_argument(spec.smooth_k),
-                                 bool_argument(spec.q_dot_k_mean), bool_argument(spec.rotate)},
-                                "QuantizeRowsParams");
+  return quantize_instantiation(
+      spec, "quantize_rows.cuh", "quantize_rows",
+      {std::to_string(spec.qk_bits), bool_argument(spec.smooth_k), bool_argument(spec.q_dot_k_mean),
+       option_kernel_argument(spec.rotate)},
+      "QuantizeRowsParams");
 }
 
 render::Instantiation instantiation(const QuantizeSpec& spec) {
@@ -206,6 +207,12 @@ render::Instantiation instantiation(const QuantizeSpec& spec) {
   throw InternalError("unknown QuantizeKernel");
 }
 
+// " rotate", " rotate=auto" or nothing.
+std::string rotation_text(QKRotation rotation) {
+  if (rotation == QKRotation::kOff) return "";
+  return rotation == QKRotation::kOn ? " rotate" : std::string(" rotate=") + option_name(rotation);
+}
+
 // What to_string says after "kernel arch dN": " f16->i8 smooth_k".
 std::string fields_text(const QuantizeSpec& spec) {
   const std::string input = " " + render::element_type_name(spec.input_type);
@@ -214,13 +221,13 @@ std::string fields_text(const QuantizeSpec& spec) {
   switch (spec.kernel) {
     case QuantizeKernel::kRows:
       return input + bits + (spec.smooth_k ? " smooth_k" : "") +
-             (spec.q_dot_k_mean ? " q_dot_k_mean" : "") + (spec.rotate ? " rotate" : "") +
+             (spec.q_dot_k_mean ? " q_dot_k_mean" : "") + rotation_text(spec.rotate) +
              (spec.k_granularity == KScaleGranularity::kPerBlock ? " k-scale=block" : "");
     case QuantizeKernel::kChannelMean:
       return input;
     case QuantizeKernel::kKVScale:
     case QuantizeKernel::kKV:
-      return input + bits + (spec.smooth_k ? " smooth_k" : "") + (spec.rotate ? " rotate" : "") +
+      return input + bits + (spec.smooth_k ? " smooth_k" : "") + rotation_text(spec.rotate) +
              v_scale;
     case QuantizeKernel::kVScale:
     case QuantizeKernel::kV:
@@ -282,7 +289,7 @@ json::Value QuantizeSpec::to_json() const {
   object.set("smooth_k", smooth_k);
   object.set("varlen", false);
   object.set("q_dot_k_mean", q_dot_k_mean);
-  object.set("rotate", rotate);
+  object.set("rotate", format::rotation_json(rotate));
   object.set("quantizes_q", false);
   return object;
 }
@@ -304,7 +311,7 @@ QuantizeSpec QuantizeSpec::from_json(const json::Value& value) {
     spec.smooth_k = value.at("smooth_k").as_bool();
     // Absent before K smoothing's LSE term and the rotation existed (issue 25): neither.
     spec.q_dot_k_mean = format::optional_bool_member(value, "q_dot_k_mean");
-    spec.rotate = format::optional_bool_member(value, "rotate");
+    spec.rotate = format::rotation_member(value);
     return spec;
   });
 }
@@ -323,7 +330,7 @@ render::KernelId kernel_id(const QuantizeSpec& s) {
                               small_bit(static_cast<unsigned>(s.input_type), format::kInputType) |
                               small_bit(s.smooth_k, format::kSmoothK) |
                               small_bit(s.q_dot_k_mean, format::kQDotKMean) |
-                              small_bit(s.rotate, format::kRotate);
+                              format::rotation_bits(s.rotate);
   return render::KernelId{{small, format::two_fields(s.head_dim, 0), format::two_fields(0, 0),
                            format::two_fields(0, s.qk_bits), numerics::code(numerics_of(s))}};
 }
@@ -362,9 +369,13 @@ kernels::QuantizeRowsParams rows_params(const TensorShape& shape, const TensorVi
                         : options.smooth_k_given_mean != nullptr ? options.smooth_k_given_mean
                                                                  : options.smooth_k_channel_mean;
   params.q_dot_k_mean = options.q_dot_k_mean;
-  params.channel_mean_heads = transforms.q_dot_k_mean && options.k_channel_mean_heads > 0
+  // Q reads K's per-head buffers (means, rotation decisions) through its KV head.
+  const bool reads_k_heads = transforms.q_dot_k_mean || options.k_rotated_heads != nullptr;
+  params.channel_mean_heads = reads_k_heads && options.k_channel_mean_heads > 0
                                   ? options.k_channel_mean_heads
                                   : shape.heads;
+  params.rotated_heads =
+      options.k_rotated_heads != nullptr ? options.k_rotated_heads : options.rotated_heads;
   params.output_batch_stride = output.strides[0];
   params.output_head_stride = output.strides[1];
   params.output_row_stride = output.strides[2];

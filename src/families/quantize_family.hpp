@@ -56,7 +56,7 @@ struct QuantizeSpec {
   int qk_bits = 8;                                               // K's and Q's rows: 8 or 4
   bool smooth_k = false;      // K's rows: minus K's channel means
   bool q_dot_k_mean = false;  // Q's rows of a smoothed K: q . mean per row, the LSE term
-  bool rotate = false;        // rows rotated (incoherent processing, quantize/rotation.h)
+  QKRotation rotate = QKRotation::kOff;  // rows rotated (incoherent processing, rotation.h)
   // V's scales and K's rows' (per block: quantize_row_blocks); the enums' first values where
   // the kernel does not read them.
   VScaleGranularity v_granularity = VScaleGranularity::kPerTensor;
@@ -96,7 +96,7 @@ kernels::ElementType element_type(DType dtype);
 struct RowTransforms {
   bool smooth_k = false;      // K: minus its channel means
   bool q_dot_k_mean = false;  // Q of a smoothed K: q . mean per row, the LSE term
-  bool rotate = false;        // Q and K: the rotation of incoherent processing
+  QKRotation rotate = QKRotation::kOff;  // Q and K: the rotation of incoherent processing
   // K: one scale per row, or per 64-row block (quantize_row_blocks).
   KScaleGranularity k_granularity = KScaleGranularity::kPerToken;
 };

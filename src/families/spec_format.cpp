@@ -43,4 +43,18 @@ bool optional_bool_member(const json::Value& object, const char* member) {
   return found != nullptr && found->as_bool();
 }
 
+json::Value rotation_json(QKRotation rotation) {
+  if (rotation == QKRotation::kAuto) return json::Value(std::string(option_name(rotation)));
+  return json::Value(rotation == QKRotation::kOn);
+}
+
+QKRotation rotation_member(const json::Value& object) {
+  const json::Value* found = object.find("rotate");
+  if (found == nullptr) return QKRotation::kOff;
+  if (found->is_bool()) return found->as_bool() ? QKRotation::kOn : QKRotation::kOff;
+  const std::string text = found->as_string();
+  if (const auto value = parse_option<QKRotation>(text)) return *value;
+  throw InvalidArgument("spec.rotate", "'" + text + "'", "expected false, true or \"auto\"");
+}
+
 }  // namespace intfa::families::spec_format

@@ -41,6 +41,11 @@ kernels::ElementType element_type_member(const json::Value& object, const char* 
 // Members added by later builds: absent reads as false.
 bool optional_bool_member(const json::Value& object, const char* member);
 
+// "rotate", the rotation of Q's and K's rows: false (off) and true (on) as every build wrote
+// them, "auto" for QKRotation::kAuto; absent reads as off.
+json::Value rotation_json(QKRotation rotation);
+QKRotation rotation_member(const json::Value& object);
+
 // An option of the spec JSON by its table (numerics/option_names.hpp: names and aliases).
 template <typename Enum>
 Enum option_member(const json::Value& object, const char* member) {
@@ -96,7 +101,13 @@ enum SmallField : int {
   kQDotKMean = 43,
   kRotate = 44,
   kQuantizesQ = 45,
+  kRotateAuto = 46,  // QKRotation::kAuto (kRotate: kOn)
 };
+// The rotation's bits of word 0.
+constexpr std::uint64_t rotation_bits(QKRotation rotation) {
+  return small_bit(rotation == QKRotation::kOn, kRotate) |
+         small_bit(rotation == QKRotation::kAuto, kRotateAuto);
+}
 
 // The KernelSource of a spec whose kernel is `family` (its name, the unit's file name) for
 // `arch`: its instantiation rendered with `templates`, described by `text` and `json`. Throws

@@ -59,5 +59,8 @@ std::ostream& operator<<(std::ostream& os, PEncoding value) { return os << optio
 std::ostream& operator<<(std::ostream& os, PScaleReference value) { return os << option_name(value); }
 std::ostream& operator<<(std::ostream& os, VScaleGranularity value) { return os << option_name(value); }
 std::ostream& operator<<(std::ostream& os, KScaleGranularity value) { return os << option_name(value); }
+std::ostream& operator<<(std::ostream& os, QKRotation value) {
+  return os << option_name(value);
+}
 
 }  // namespace intfa::kernels

@@ -48,6 +48,15 @@ inline constexpr OptionName<KScaleGranularity> kKGranularityNames[] = {
     {KScaleGranularity::kPerBlock, "block", nullptr, nullptr, "kPerBlock"},
 };
 
+// Not a numerics option of the attention kernel (the quantize passes' and the Hopper kernel's Q
+// pass's), but spelled the same way everywhere. Spec JSON writes off and on as the booleans it
+// always wrote (families/spec_format.hpp).
+inline constexpr OptionName<QKRotation> kQKRotationNames[] = {
+    {QKRotation::kOff, "off", nullptr, nullptr, "kOff"},
+    {QKRotation::kOn, "on", nullptr, nullptr, "kOn"},
+    {QKRotation::kAuto, "auto", nullptr, nullptr, "kAuto"},
+};
+
 // The table of an enum, and the kernel enum whose enumerators it names.
 template <typename Enum>
 struct OptionTable;
@@ -77,6 +86,12 @@ struct OptionTable<KScaleGranularity> {
   static constexpr const char* kernel_enum = "intfa::kernels::KScaleGranularity";
 };
 
+template <>
+struct OptionTable<QKRotation> {
+  static constexpr const auto& rows = kQKRotationNames;
+  static constexpr const char* kernel_enum = "intfa::kernels::QKRotation";
+};
+
 // Row i of a table is value i of its enum (option_row indexes by value).
 template <typename Enum>
 constexpr bool rows_are_values_in_order() {
@@ -90,7 +105,8 @@ constexpr bool rows_are_values_in_order() {
 static_assert(rows_are_values_in_order<Variant>() && rows_are_values_in_order<PEncoding>() &&
                   rows_are_values_in_order<PScaleReference>() &&
                   rows_are_values_in_order<VScaleGranularity>() &&
-                  rows_are_values_in_order<KScaleGranularity>(),
+                  rows_are_values_in_order<KScaleGranularity>() &&
+                  rows_are_values_in_order<QKRotation>(),
               "a table row per value, in the enums' order");
 
 template <typename Enum>

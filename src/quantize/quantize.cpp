@@ -12,6 +12,7 @@
 #include "families/quantize_family.hpp"
 #include "intfa/errors.hpp"
 #include "launch/kernel_runtime.hpp"
+#include "numerics/option_names.hpp"
 #include "quantize/quantize_internal.hpp"
 
 namespace intfa {
@@ -59,14 +60,19 @@ void require_float_alignment(const void* pointer, const char* field) {
   }
 }
 
-// K smoothing's channel-mean pass over `input` (`input_channels` of its channels) into `means`.
+// K smoothing's channel-mean pass over `input` (`input_channels` of its channels) into `means`
+// (null: not written), and automatic rotation's decisions into `rotated_heads` (null: none),
+// measured less the means when `smoothed`.
 void plan_channel_mean(const LaunchContext& where, const TensorShape& shape, int input_channels,
                        const TensorView& input, kernels::ElementType element, float* means,
-                       quantize::PlannedKernel& mean, kernels::ChannelMeanParams& params) {
+                       int* rotated_heads, bool smoothed, quantize::PlannedKernel& mean,
+                       kernels::ChannelMeanParams& params) {
   mean.spec = quantize::channel_mean_spec(where.arch, shape.head_dim, element);
   mean.shape = quantize::channel_mean_launch_shape(shape);
   params = quantize::channel_mean_params(shape, input, means);
   params.channels = input_channels;
+  params.rotated_heads = rotated_heads;
+  params.smoothed = smoothed ? 1 : 0;
 }
 
 // The channels of an input narrower than the kernel's head dim (quantize_internal.hpp).
@@ -114,6 +120,41 @@ void validate_smoothing(const TensorShape& shape, const QuantizeOptions& options
   }
 }
 
+// The QuantizeOptions fields about the rotation (after validate_smoothing).
+void validate_rotation(const QuantizeOptions& options) {
+  const int value = static_cast<int>(options.rotate);
+  if (value < 0 || value >= static_cast<int>(option_count<QKRotation>())) {
+    throw InvalidArgument("options.rotate", std::to_string(value),
+                          "expected " + option_names_text<QKRotation>());
+  }
+  require_float_alignment(options.rotated_heads, "options.rotated_heads");
+  require_float_alignment(options.k_rotated_heads, "options.k_rotated_heads");
+  const bool writes = options.rotated_heads != nullptr;
+  const bool reads = options.k_rotated_heads != nullptr;
+  if (options.rotate != QKRotation::kAuto) {
+    if (writes || reads) {
+      throw InvalidArgument(writes ? "options.rotated_heads" : "options.k_rotated_heads", "(set)",
+                            std::string("expected null with options.rotate = ") +
+                                option_name(options.rotate) + ": the heads are for auto");
+    }
+    return;
+  }
+  const bool query = options.k_channel_mean != nullptr;
+  if (writes == reads || (query && writes)) {
+    throw InvalidArgument(
+        writes ? "options.rotated_heads" : "options.k_rotated_heads", writes ? "(set)" : "null",
+        query ? "expected k_rotated_heads, not rotated_heads, with options.rotate = auto for Q "
+                "(K's decisions)"
+              : "expected one of rotated_heads (K: decided here) and k_rotated_heads (decided "
+                "before) with options.rotate = auto");
+  }
+  if (writes && options.smooth_k_given_mean != nullptr) {
+    throw InvalidArgument("options.rotated_heads", "(set)",
+                          "expected k_rotated_heads with options.smooth_k_given_mean: a shard's "
+                          "decisions must be its whole sequence's");
+  }
+}
+
 }  // namespace
 
 void quantize_qk(const TensorShape& shape, const TensorView& input, const TensorView& output,
@@ -122,17 +163,21 @@ void quantize_qk(const TensorShape& shape, const TensorView& input, const Tensor
 }
 
 void k_channel_means(const TensorShape& shape, const TensorView& input, float* means,
-                     CUstream stream) {
+                     CUstream stream, int* rotated_heads) {
   checks::validate_shape(shape, "shape");
   const kernels::ElementType element = input_type(input, "input");
   checks::validate_view(input,
                         {"input", {shape.batch, shape.heads, shape.seq, shape.head_dim}, 2, 16});
-  if (means == nullptr) throw InvalidArgument("means", "null", "expected a device pointer");
+  if (means == nullptr && rotated_heads == nullptr) {
+    throw InvalidArgument("means", "null", "expected a device pointer (or rotated_heads)");
+  }
   require_float_alignment(means, "means");
+  require_float_alignment(rotated_heads, "rotated_heads");
   quantize::PlannedKernel mean;
   kernels::ChannelMeanParams params;
   const LaunchContext where = current_launch_context(stream);
-  plan_channel_mean(where, shape, shape.head_dim, input, element, means, mean, params);
+  plan_channel_mean(where, shape, shape.head_dim, input, element, means, rotated_heads,
+                    means != nullptr, mean, params);
   launch::CallKernels kernels;
   add_kernel(mean, kernels);
   kernels.load(where.context);
@@ -174,6 +219,7 @@ RowsPass plan_rows_pass(const TensorShape& shape, int input_channels, const Tens
   checks::validate_scales(scales, "scales");
 
   validate_smoothing(shape, options);
+  validate_rotation(options);
   const bool per_block = options.k_granularity == KScaleGranularity::kPerBlock;
   if (per_block && options.bits != 8) {
     throw InvalidArgument(
@@ -198,10 +244,11 @@ RowsPass plan_rows_pass(const TensorShape& shape, int input_channels, const Tens
   pass.params = quantize::rows_params(shape, input, output, scales, pass.transforms, options);
   pass.params.channels = input_channels;
   pass.rows.shape = quantize::rows_launch_shape(shape, pass.transforms);
-  pass.mean_pass = options.smooth_k_channel_mean != nullptr;
+  pass.mean_pass = options.smooth_k_channel_mean != nullptr || options.rotated_heads != nullptr;
   if (pass.mean_pass) {
     plan_channel_mean(pass.where, shape, input_channels, input, element,
-                      options.smooth_k_channel_mean, pass.mean, pass.mean_params);
+                      options.smooth_k_channel_mean, options.rotated_heads,
+                      pass.transforms.smooth_k, pass.mean, pass.mean_params);
   }
   return pass;
 }

@@ -28,7 +28,8 @@ struct SpecRequest {
   bool quantize_q_in_kernel = false;
   DType q_type = DType::kF16;
   bool q_dot_k_mean = false;
-  bool rotate_q = false;  // and rotates Q's rows first (AttentionSpec::rotate), as quantize_rows would
+  // ... and rotates Q's rows first (AttentionSpec::rotate), as quantize_rows would.
+  QKRotation rotate_q = QKRotation::kOff;
 };
 
 // The request of a dense call of `problem` with FP16/BF16 inputs and output of `io_type` under

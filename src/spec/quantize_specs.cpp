@@ -6,7 +6,10 @@ std::vector<QuantizeSpec> call_specs(const attention::SpecRequest& request, DTyp
                                      const AttentionOptions& options, bool q_rows_pass) {
   const kernels::ElementType input = element_type(dtype);
   std::vector<QuantizeSpec> specs;
-  if (options.smooth_k) specs.push_back(channel_mean_spec(request.arch, request.head_dim, input));
+  // K smoothing's mean pass, which also makes automatic rotation's decisions.
+  if (options.smooth_k || options.rotate_qk == QKRotation::kAuto) {
+    specs.push_back(channel_mean_spec(request.arch, request.head_dim, input));
+  }
   RowTransforms k_rows;
   k_rows.smooth_k = options.smooth_k;
   k_rows.rotate = options.rotate_qk;

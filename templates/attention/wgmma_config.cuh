@@ -17,13 +17,13 @@ namespace kernels {
 // INT8). QuantizesQ: Q arrives in QType (16 bits) and the consumers quantize it per token
 // themselves (WgmmaQTile::quantize_q_tile), which saves intfa.attention the pass of
 // quantize_rows over Q; DotKMean: they also write q . (K's channel mean), K smoothing's LSE term;
-// RotatesQ: they rotate Q's rows before quantizing them (incoherent processing, as quantize_rows
-// with rotation: quantize/rotate_row.cuh).
+// RotateQ: they rotate Q's rows before quantizing them (incoherent processing, as quantize_rows
+// with the same QKRotation: quantize/rotate_row.cuh; kAuto reads the KV head's flag).
 // The parameters by position: named once, by WgmmaAttentionConfig below.
 template <int HeadDim, int BlockN, int ConsumerGroups, int Stages, AttentionVariant Variant,
           ElementType VType, ElementType OutputType, bool Causal, PEncoding PEnc,
           PScaleReference PScale, VScaleGranularity VGranularity, KScaleGranularity KGranularity,
-          bool QuantizesQ, ElementType QType, bool DotKMean, bool RotatesQ>
+          bool QuantizesQ, ElementType QType, bool DotKMean, QKRotation RotateQ>
 struct WgmmaAttentionConfigOf {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockN = BlockN;
@@ -42,7 +42,7 @@ struct WgmmaAttentionConfigOf {
   static constexpr bool kQuantizesQ = QuantizesQ;
   static constexpr ElementType kQType = QType;
   static constexpr bool kDotKMean = DotKMean;
-  static constexpr bool kRotatesQ = RotatesQ;
+  static constexpr QKRotation kRotateQ = RotateQ;
   static constexpr float kPRange = kUnsignedP ? 255.0f : 127.0f;
 
   // What the shared softmax and output code (OnlineSoftmax, store_output) reads: each warp
@@ -143,7 +143,7 @@ struct WgmmaAttentionConfigOf {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(BlockN == 64 || BlockN == 128, "block_n 64 or 128 (a 64- or 128-byte V row)");
   static_assert(!DotKMean || QuantizesQ, "the LSE term comes from the kernel's own Q pass");
-  static_assert(!RotatesQ || QuantizesQ, "Q is rotated in the kernel's own Q pass");
+  static_assert(RotateQ == QKRotation::kOff || QuantizesQ, "Q is rotated in the kernel's own Q pass");
   static_assert(QType == ElementType::kF16 || QType == ElementType::kBF16, "16-bit Q");
   static_assert(ConsumerGroups >= 1 && ConsumerGroups <= 3, "1 to 3 consumer warpgroups");
   static_assert(Stages >= 2 && Stages <= 4, "2 to 4 pipeline stages");
@@ -155,7 +155,7 @@ struct WgmmaAttentionConfigOf {
 
 // Spec: the kernel spec's fields as `static constexpr` members (head_dim, block_n, warps: 4 per
 // warpgroup, one of them the producer, stages, variant, input_type: half INT8's V and the 16-bit
-// Q of a kernel that quantizes Q, output_type, causal, quantizes_q, q_dot_k_mean, rotates_q);
+// Q of a kernel that quantizes Q, output_type, causal, quantizes_q, q_dot_k_mean, rotate_q);
 // Numerics: one member per numerics option (include/intfa/numerics.hpp); an option added to the
 // list reaches the kernel as Config::Numerics::<its name>.
 template <class Spec, class NumericsConstants>
@@ -165,7 +165,7 @@ struct WgmmaAttentionConfig
                              NumericsConstants::p_encoding, NumericsConstants::p_scale,
                              NumericsConstants::v_granularity, NumericsConstants::k_granularity,
                              Spec::quantizes_q, Spec::input_type, Spec::q_dot_k_mean,
-                             Spec::rotates_q> {
+                             Spec::rotate_q> {
   using Numerics = NumericsConstants;
 };
 

@@ -26,6 +26,9 @@ struct WgmmaQInput {
   // q . mean per row out (AttentionParams::q_dot_k_mean's memory, which the epilogue reads).
   const float* k_channel_mean;
   float* q_dot_k_mean;
+  // Automatic rotation (RotateQ kAuto): [batch][heads_kv] ints, nonzero where the KV head's rows
+  // are rotated (channel_mean's flags, which K's rows followed).
+  const int* rotated_heads;
 };
 
 struct WgmmaAttentionParams {

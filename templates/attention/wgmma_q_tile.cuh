@@ -29,7 +29,7 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
   // warp takes the 16 rows its MMA fragments cover, HeadDim / 8 lanes per row with 8 channels
   // each: the lanes, the reductions (common/numeric.cuh) and the rounding of quantize_rows, so
   // the INT8 rows, scales and LSE terms are bit for bit the ones that pass would write (with
-  // kRotatesQ, rotated as it rotates them: rotate_row, after q . mean). All of
+  // kRotateQ, rotated as it rotates them: rotate_row_as, after q . mean). All of
   // the warp's row loads are issued first; their latency overlaps the producer's first K/V
   // loads. Each lane gets its two rows' scales (fragment rows group and group + 8) with one
   // shuffle per pass. The warpgroup then syncs on its own named barrier: wgmma reads all 64 rows.
@@ -52,6 +52,12 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
     const int row0 = work.first_row + tile_row0;
     const u8* head_q = static_cast<const u8*>(input.q) + work.batch * input.strides.batch +
                        work.head_q * input.strides.head + channel * 2;
+    // The tile is one query head's: its rows are rotated alike. The decision's load first, in
+    // flight with the rows' (its latency would otherwise precede the first rotation).
+    const bool rotates =
+        Config::kRotateQ == QKRotation::kAuto &&
+        input.rotated_heads[static_cast<i64>(work.batch) * params.attention.heads_kv +
+                            work.head_kv] != 0;
     uint4 raw[kPasses];
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
@@ -93,7 +99,7 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
         }
       }
       // Every lane takes part: rows past the sequence are zeros.
-      if constexpr (Config::kRotatesQ) rotate_row<kLanesPerRow>(values, lane_in_row);
+      rotate_row_as<Config::kRotateQ, kLanesPerRow, true>(values, lane_in_row, rotates);
       const RowScale scale = row_scale(row_max_abs<kLanesPerRow>(values), 127.0f);
       u32 quantized[8];
       quantize_8(quantized, values, scale.inverse, 127, scale.clamps);

@@ -45,6 +45,13 @@ enum class VScaleGranularity : int { kPerTensor = 0, kPerChannel = 1, kPerBlock 
 // (a block's largest key sets the step of all 64).
 enum class KScaleGranularity : int { kPerToken = 0, kPerBlock = 1 };
 
+// Whether Q's and K's rows are rotated (incoherent processing, quantize/rotation.h) before they
+// are quantized. kOff: no head. kOn: every head. kAuto: the KV heads whose sampled keys have
+// outlier channels (channel_mean measures their spread: quantize/quantize_params.h,
+// rotates_channel_spread) and the query heads that read them; a head's Q and K always agree, so
+// attention is unchanged in exact arithmetic either way.
+enum class QKRotation : int { kOff = 0, kOn = 1, kAuto = 2 };
+
 // K's per-block scales cover kKTokenBlock consecutive keys of one (batch, head): keys
 // 64 b .. 64 b + 63 share scale b, and a head has k_scale_blocks(seq_kv) of them.
 constexpr int kKTokenBlock = 64;

@@ -6,6 +6,9 @@
 // result does not depend on scheduling. A thread's loads are all issued before its first add:
 // the pass is one memory latency long, not one per few samples. The launch also zeroes
 // params.zero (V's scale accumulators in attention_forward_16bit), so that they need no memset.
+// With params.rotated_heads it also decides automatic rotation (QKRotation::kAuto) from the same
+// samples, still in registers: their squares (less the mean when smoothed) summed per channel in
+// the same order, then the largest channel's against the head's total (rotates_channel_spread).
 #pragma once
 
 #include "common/grid_dependency.cuh"
@@ -24,6 +27,28 @@ struct ChannelMeanConfig {
   // The most samples one thread adds (kChannelMeanSamples rows over kRowPhases phases).
   static constexpr int kSamplesPerThread = (kChannelMeanSamples + kRowPhases - 1) / kRowPhases;
 };
+
+// Adds every row phase's 8 sums into phase 0's, pairwise through `partial` in a fixed order (the
+// result does not depend on scheduling). Every thread of the block calls it.
+template <class Config, int HeadDim>
+__device__ __forceinline__ void add_row_phases(float (&sum)[8],
+                                               float (&partial)[Config::kRowPhases / 2][HeadDim],
+                                               int phase, int lane_in_row) {
+  // Phases [active, 2 active) hand their sums to phases [0, active).
+#pragma unroll
+  for (int active = Config::kRowPhases / 2; active > 0; active /= 2) {
+    if (phase >= active && phase < 2 * active) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) partial[phase - active][8 * lane_in_row + i] = sum[i];
+    }
+    __syncthreads();
+    if (phase < active) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) sum[i] += partial[phase][8 * lane_in_row + i];
+    }
+    __syncthreads();
+  }
+}
 
 template <int HeadDim, ElementType InputType>
 __global__ void __launch_bounds__(512) channel_mean(const ChannelMeanParams params) {
@@ -69,25 +94,62 @@ __global__ void __launch_bounds__(512) channel_mean(const ChannelMeanParams para
 #pragma unroll
     for (int c = 0; c < 8; ++c) sum[c] += values[c];
   }
-  // Pairwise: phases [active, 2 active) hand their sums to phases [0, active).
-#pragma unroll
-  for (int active = Config::kRowPhases / 2; active > 0; active /= 2) {
-    if (phase >= active && phase < 2 * active) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) partial[phase - active][8 * lane_in_row + i] = sum[i];
-    }
-    __syncthreads();
-    if (phase < active) {
-#pragma unroll
-      for (int i = 0; i < 8; ++i) sum[i] += partial[phase][8 * lane_in_row + i];
-    }
-    __syncthreads();
-  }
-  if (phase != 0) return;
-  float* mean = params.mean + static_cast<i64>(blockIdx.x) * HeadDim + 8 * lane_in_row;
+  add_row_phases<Config, HeadDim>(sum, partial, phase, lane_in_row);
   const float samples = static_cast<float>(count);
+  float mean[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) mean[i] = divide_rn(sum[i], samples);
+  if (phase == 0 && params.mean != nullptr) {
+    float* out = params.mean + static_cast<i64>(blockIdx.x) * HeadDim + 8 * lane_in_row;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) out[i] = mean[i];
+  }
+  if (params.rotated_heads == nullptr) return;  // uniform over the block
+
+  // Automatic rotation: phase 0's means to every phase, then each channel's sum of squares over
+  // the samples, added up as the sums were.
+  __shared__ float centre[HeadDim];
+  if (phase == 0) {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) centre[8 * lane_in_row + i] = params.smoothed ? mean[i] : 0.0f;
+  }
+  __syncthreads();
+  float square_sum[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) square_sum[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < Config::kSamplesPerThread; ++i) {
+    if (phase + i * Config::kRowPhases >= count) break;
+    float values[8];
+    unpack_8_values<InputType>(values, raw[i]);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      const float centred = values[c] - centre[8 * lane_in_row + c];
+      square_sum[c] = fmaf(centred, centred, square_sum[c]);
+    }
+  }
+  add_row_phases<Config, HeadDim>(square_sum, partial, phase, lane_in_row);
+  if (phase != 0) return;
+  // Phase 0 is the first kThreadsPerRow (<= 32) lanes of warp 0: the head's largest channel and
+  // total over them with shuffles.
+  float largest = 0.0f;
+  float total = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    largest = fmaxf(largest, square_sum[i]);
+    total += square_sum[i];
+  }
+  constexpr unsigned kRowLanes =
+      Config::kThreadsPerRow == 32 ? 0xFFFFFFFFu : (1u << Config::kThreadsPerRow) - 1u;
+#pragma unroll
+  for (int offset = Config::kThreadsPerRow / 2; offset > 0; offset /= 2) {
+    largest = fmaxf(largest, __shfl_xor_sync(kRowLanes, largest, offset));
+    total += __shfl_xor_sync(kRowLanes, total, offset);
+  }
+  if (lane_in_row == 0) {
+    params.rotated_heads[blockIdx.x] =
+        rotates_channel_spread(largest, total, params.channels) ? 1 : 0;
+  }
 }
 
 }  // namespace kernels

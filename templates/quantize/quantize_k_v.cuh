@@ -56,12 +56,13 @@ struct KSlice {
   int first_row;  // of the slice's first token in K's rows of that head
   int tokens;     // the slice's tokens that exist (the rest are V's padding)
   float mean[8];
+  bool rotates;  // automatic rotation: the head's decision (one head per block: read once)
 };
 
 // K's row groups [begin, end) of the slice (kKRowsPerGroup tokens each), kKGroupsInFlight groups'
 // loads in flight at a time. Every thread of the block calls it with the same range (the row
 // reductions are shuffles).
-template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool Rotate>
+template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, QKRotation Rotate>
 __device__ __forceinline__ void quantize_k_groups(const QuantizeRowsParams& params,
                                                   const KSlice& slice, int begin, int end) {
   using Config = QuantizeKVConfig<HeadDim>;
@@ -92,15 +93,16 @@ __device__ __forceinline__ void quantize_k_groups(const QuantizeRowsParams& para
 #pragma unroll
         for (int c = 0; c < 8; ++c) values[c] -= slice.mean[c];
       }
-      finish_row_chunk<HeadDim, InputType, Bits, SmoothK, false, Rotate>(params, chunks[i], values,
-                                                                         0.0f, lane_in_row);
+      finish_row_chunk<HeadDim, InputType, Bits, SmoothK, false, Rotate>(
+          params, chunks[i], values, 0.0f, lane_in_row, slice.rotates);
     }
   }
 }
 
-template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool Rotate,
+template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, QKRotation Rotate,
           VScaleGranularity Granularity>
-__global__ void __launch_bounds__(kQuantizeKVThreads) quantize_k_v(const QuantizeKVParams params) {
+__global__ void __launch_bounds__(kQuantizeKVThreads, kQuantizeKVBlocksPerSm)
+    quantize_k_v(const QuantizeKVParams params) {
   // Launched as a programmatic dependent of the kernel before it (common/grid_dependency.cuh):
   // nothing that kernel may write is read or written before this wait.
   wait_for_previous_grid();
@@ -155,6 +157,7 @@ __global__ void __launch_bounds__(kQuantizeKVThreads) quantize_k_v(const Quantiz
                                                   8 * (threadIdx.x % (HeadDim / 8)) + i]
                           : 0.0f;
   }
+  k_slice.rotates = Rotate == QKRotation::kAuto && params.k.rotated_heads[k_slice.head_index] != 0;
   const int k_groups = slice_tokens / Config::kKRowsPerGroup;
   const int k_groups_first_half = (k_groups + 1) / 2;
   quantize_k_groups<HeadDim, InputType, Bits, SmoothK, Rotate>(params.k, k_slice, 0,

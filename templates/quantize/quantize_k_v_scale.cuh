@@ -15,7 +15,7 @@
 namespace intfa {
 namespace kernels {
 
-template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool Rotate,
+template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, QKRotation Rotate,
           VScaleGranularity Granularity>
 __global__ void __launch_bounds__(128) quantize_k_v_scale(const QuantizeKVScaleParams params) {
   // Launched as a programmatic dependent of the kernel before it (common/grid_dependency.cuh):

@@ -22,8 +22,12 @@ struct QuantizeRowsParams {
   i64 input_batch_stride, input_head_stride, input_row_stride;     // elements
   i64 output_batch_stride, output_head_stride, output_row_stride;  // bytes
   int batch, heads, seq;
-  // Heads of channel_mean: `heads` for K; heads_kv for Q (head h reads h / (heads / heads_kv)).
+  // Heads of channel_mean and rotated_heads: `heads` for K; heads_kv for Q (head h reads
+  // h / (heads / heads_kv)).
   int channel_mean_heads;
+  // QKRotation::kAuto: [batch][channel_mean_heads] ints, nonzero where the head's rows are
+  // rotated (channel_mean's rotated_heads); else unused.
+  const int* rotated_heads;
   // Channels the input has: head_dim, or fewer (below).
   int channels;
 };
@@ -48,6 +52,22 @@ INTFA_HOST_DEVICE constexpr int channel_mean_sample_row(int sample, int count, i
   return static_cast<int>(static_cast<i64>(sample) * seq / count);
 }
 
+// Automatic rotation's rule: a (batch, head) of K is rotated when its largest channel's mean
+// square over the sampled keys is more than kRotationSpread^2 times the mean square over all its
+// channels (`channels` of them). INT8 rows are quantized with a step set by each row's largest
+// |x|: one or a few channels far larger than the rest make that step, and every value's error,
+// about as many times larger, which the rotation removes by spreading those channels over the
+// row (4 channels 10x larger: spread ~5, error 3.4% -> 1.5%). Keys of even spread measure
+// 1.1-1.2 over 256 samples (up to ~1.6 over a few dozen), where rotating changes nothing but the
+// time it takes; bench/channel_spread.py has the families' values.
+constexpr float kRotationSpread = 2.0f;
+
+INTFA_HOST_DEVICE constexpr bool rotates_channel_spread(float largest_square_sum,
+                                                        float square_sum, int channels) {
+  return largest_square_sum * static_cast<float>(channels) >
+         kRotationSpread * kRotationSpread * square_sum;
+}
+
 // K [batch, heads, seq, head_dim] (element strides, unit stride on head_dim) -> mean[b][h][d] in
 // FP32 over the sampled rows above (K smoothing: subtracting it from every key narrows the range
 // INT8 must cover, and changes no attention output).
@@ -57,6 +77,12 @@ struct ChannelMeanParams {
   i64 input_batch_stride, input_head_stride, input_row_stride;  // elements
   int batch, heads, seq;
   int channels;  // as QuantizeRowsParams::channels
+  // Automatic rotation (QKRotation::kAuto): when not null, [batch][heads] ints that receive
+  // whether each (batch, head) is rotated, from the channel spread of the same sampled keys
+  // (rotates_channel_spread), less their mean when `smoothed` (the rows quantize_rows will
+  // quantize). `mean` may then be null: the means are not written.
+  int* rotated_heads;
+  int smoothed;
   // Floats the launch also sets to zero (null: none): V's scale accumulators, which the next
   // launch of attention_forward_16bit (quantize_k_v_scale) takes the maximum into. A memset of its
   // own would be one more launch per call.
@@ -101,6 +127,11 @@ struct QuantizeKVScaleParams {
 // V's heads and batch: dense [batch, heads, seq], or with V's cu_seqlens the packed
 // [1, heads, total] rows.
 constexpr int kQuantizeKVThreads = 256;
+// Blocks per SM the kernel's registers must allow (at most 64 per thread): its V slices are sized
+// for four (quantize_family.hpp, kVSliceTargetBytes). Unbounded, the rotation's code took it to
+// 67-79 registers, three blocks per SM, and cost the defaults 2-15% end to end (H200,
+// bench/history/2026-11-29.md, third session).
+constexpr int kQuantizeKVBlocksPerSm = 4;
 
 struct QuantizeKVParams {
   QuantizeRowsParams k;

@@ -2,7 +2,8 @@
 // Each thread owns 8 consecutive elements (one 16-byte load); the HeadDim / 8 threads of a row
 // reduce max|x| with shuffles, so the kernel reads each input byte once and writes each output
 // byte once. Before the row is quantized, K may be smoothed (SmoothK: minus its channel means),
-// and Q and K may be rotated (Rotate: rotation.h, with shuffles between the row's lanes); Q of a
+// and Q and K may be rotated (Rotate: every row, or with kAuto those of the heads channel_mean
+// flagged; rotation.h, with shuffles between the row's lanes); Q of a
 // smoothed K writes q . mean per row (DotKMean), the term the attention kernel adds back to the
 // LSE. The order is the CPU model's (tests/reference/quantized_model.cpp): subtract, rotate,
 // quantize; the dot product takes the original row.
@@ -20,7 +21,7 @@
 namespace intfa {
 namespace kernels {
 
-template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, bool Rotate>
+template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, QKRotation Rotate>
 struct QuantizeRowsConfig {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(Bits == 8 || Bits == 4, "8 or 4 bits");
@@ -65,15 +66,29 @@ __device__ __forceinline__ uint4 load_row_chunk(const QuantizeRowsParams& params
   return *reinterpret_cast<const uint4*>(input);
 }
 
-// Everything after smoothing and q . mean: the rotation, the row's scale, the stores. Every lane
-// of the warp calls it together (the row reductions are shuffles).
-template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, bool Rotate>
+// Whether the chunk's row is rotated under kAuto: its head's flag (K reads its own head's, a query
+// head its KV head's). A load whose latency would sit between a row's load and its rotation:
+// callers issue it with the row's load (the row's load in flight first).
+template <QKRotation Rotate>
+__device__ __forceinline__ bool rotates_row(const QuantizeRowsParams& params,
+                                            const RowChunk& chunk) {
+  if (Rotate != QKRotation::kAuto || !chunk.active) return false;
+  const int group = params.heads / params.channel_mean_heads;
+  return params.rotated_heads[static_cast<i64>(chunk.b) * params.channel_mean_heads +
+                              chunk.h / group] != 0;
+}
+
+// Everything after smoothing and q . mean: the rotation (`rotates`: rotates_row's answer under
+// kAuto), the row's scale, the stores. Every lane of the warp calls it together (the row
+// reductions are shuffles).
+template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, QKRotation Rotate>
 __device__ __forceinline__ void finish_row_chunk(const QuantizeRowsParams& params,
                                                  const RowChunk& chunk, float (&values)[8],
-                                                 float dot_k_mean, int lane_in_row) {
+                                                 float dot_k_mean, int lane_in_row,
+                                                 bool rotates) {
   using Config = QuantizeRowsConfig<HeadDim, InputType, Bits, SmoothK, DotKMean, Rotate>;
   if (DotKMean) dot_k_mean = row_sum<Config::kThreadsPerRow>(dot_k_mean);
-  if (Rotate) rotate_row<Config::kThreadsPerRow>(values, lane_in_row);
+  rotate_row_as<Rotate, Config::kThreadsPerRow>(values, lane_in_row, rotates);
 
   const float amax = row_max_abs<Config::kThreadsPerRow>(values);
   if (!chunk.active) return;
@@ -99,10 +114,10 @@ __device__ __forceinline__ void finish_row_chunk(const QuantizeRowsParams& param
 }
 
 // Everything after the load: smoothing or q . mean (the means read here), then finish_row_chunk.
-template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, bool Rotate>
+template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, QKRotation Rotate>
 __device__ __forceinline__ void quantize_row_chunk(const QuantizeRowsParams& params,
                                                    const RowChunk& chunk, uint4 raw,
-                                                   int lane_in_row) {
+                                                   int lane_in_row, bool rotates) {
   float values[8];
   float dot_k_mean = 0.0f;  // DotKMean: this lane's part of q . mean
   unpack_8_values<InputType>(values, raw);
@@ -118,13 +133,13 @@ __device__ __forceinline__ void quantize_row_chunk(const QuantizeRowsParams& par
       if (DotKMean) dot_k_mean = fmaf(values[i], mean[i], dot_k_mean);
     }
   }
-  finish_row_chunk<HeadDim, InputType, Bits, SmoothK, DotKMean, Rotate>(params, chunk, values,
-                                                                        dot_k_mean, lane_in_row);
+  finish_row_chunk<HeadDim, InputType, Bits, SmoothK, DotKMean, Rotate>(
+      params, chunk, values, dot_k_mean, lane_in_row, rotates);
 }
 
 // The rows of block `block` (Config::kRowsPerBlock rows, Config::kThreads threads): the body of
 // quantize_rows and of the K half of quantize_k_v_scale (quantize_k_v_scale.cuh).
-template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, bool Rotate>
+template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, QKRotation Rotate>
 __device__ __forceinline__ void quantize_rows_block(const QuantizeRowsParams& params, u32 block) {
   using Config = QuantizeRowsConfig<HeadDim, InputType, Bits, SmoothK, DotKMean, Rotate>;
   const int lane_in_row = threadIdx.x % Config::kThreadsPerRow;
@@ -137,11 +152,13 @@ __device__ __forceinline__ void quantize_rows_block(const QuantizeRowsParams& pa
   // bound by the latency of that one load, and ptxas otherwise issues it with the means' loads,
   // after their address arithmetic (H100: 134 against 104 us for K at d=128, N=4k, B=4, H=32).
   asm volatile("" ::: "memory");
+  // Automatic rotation's decision in flight with the row (and the means).
+  const bool rotates = rotates_row<Rotate>(params, chunk);
   quantize_row_chunk<HeadDim, InputType, Bits, SmoothK, DotKMean, Rotate>(params, chunk, raw,
-                                                                          lane_in_row);
+                                                                          lane_in_row, rotates);
 }
 
-template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, bool Rotate>
+template <int HeadDim, ElementType InputType, int Bits, bool SmoothK, bool DotKMean, QKRotation Rotate>
 __global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams params) {
   // Launched as a programmatic dependent of the kernel before it (common/grid_dependency.cuh):
   // nothing that kernel may write is read or written before this wait.
@@ -155,7 +172,7 @@ __global__ void __launch_bounds__(128) quantize_rows(const QuantizeRowsParams pa
 // quantized with it; scales[b][h][block] (k_scale_blocks(seq) per head). Grid (block, head,
 // batch), kThreads threads: kRowsPerPass rows at a time, each row's HeadDim / 8 lanes 8 channels,
 // every row of the block held in registers between the reduction and the stores.
-template <int HeadDim, ElementType InputType, bool SmoothK, bool Rotate>
+template <int HeadDim, ElementType InputType, bool SmoothK, QKRotation Rotate>
 struct QuantizeRowBlocksConfig {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static constexpr int kThreadsPerRow = HeadDim / 8;
@@ -166,7 +183,7 @@ struct QuantizeRowBlocksConfig {
   static_assert(kPasses * kRowsPerPass == kKTokenBlock, "passes cover the block");
 };
 
-template <int HeadDim, ElementType InputType, bool SmoothK, bool Rotate>
+template <int HeadDim, ElementType InputType, bool SmoothK, QKRotation Rotate>
 __global__ void __launch_bounds__(256) quantize_row_blocks(const QuantizeRowsParams params) {
   // Launched as a programmatic dependent of the kernel before it (common/grid_dependency.cuh):
   // nothing that kernel may write is read or written before this wait.
@@ -197,6 +214,8 @@ __global__ void __launch_bounds__(256) quantize_row_blocks(const QuantizeRowsPar
   for (int i = 0; i < 8; ++i) {
     mean[i] = SmoothK ? params.channel_mean[head_index * HeadDim + channel + i] : 0.0f;
   }
+  // The block is one head's: its rows are rotated alike.
+  const bool rotates = Rotate == QKRotation::kAuto && params.rotated_heads[head_index] != 0;
   float values[Config::kPasses][8];
   float amax = 0.0f;
 #pragma unroll
@@ -208,7 +227,7 @@ __global__ void __launch_bounds__(256) quantize_row_blocks(const QuantizeRowsPar
 #pragma unroll
       for (int i = 0; i < 8; ++i) values[pass][i] -= mean[i];
     }
-    if (Rotate) rotate_row<Config::kThreadsPerRow>(values[pass], lane_in_row);
+    rotate_row_as<Rotate, Config::kThreadsPerRow, true>(values[pass], lane_in_row, rotates);
 #pragma unroll
     for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(values[pass][i]));
   }

@@ -3,6 +3,7 @@
 // attention kernel's own Q pass (attention/wgmma_q_tile.cuh), so that both rotate a row to the bit.
 #pragma once
 
+#include "common/kernel_enums.h"
 #include "common/types.h"
 #include "quantize/rotation.h"
 
@@ -48,6 +49,33 @@ __device__ __forceinline__ void rotate_row(float (&values)[8], int lane_in_row) 
   constexpr float kNormaliser = rotation_normaliser(kHeadDim);
 #pragma unroll
   for (int i = 0; i < 8; ++i) values[i] *= kNormaliser;
+}
+
+// The rotation a row gets under `Rotation`: none (kOff), rotate_row (kOn), or with kAuto
+// rotate_row where `rotates` (the row's head's flag: QuantizeRowsParams::rotated_heads) is set.
+// Every lane of the warp calls it, the lanes of a row with the same `rotates`. Where the warp's
+// rows may be of two heads (SameHead false: quantize_rows), a warp whose rows differ runs the
+// shuffles once for all its lanes and keeps each row's own result; where all its rows are one
+// head's (SameHead: one head per block or tile), `rotates` is the warp's and the rows rotate in
+// place (no copy: the Hopper kernel's Q pass keeps its registers).
+template <QKRotation Rotation, int ThreadsPerRow, bool SameHead = false>
+__device__ __forceinline__ void rotate_row_as(float (&values)[8], int lane_in_row, bool rotates) {
+  if constexpr (Rotation == QKRotation::kOn) {
+    rotate_row<ThreadsPerRow>(values, lane_in_row);
+  } else if constexpr (Rotation == QKRotation::kAuto && SameHead) {
+    if (rotates) rotate_row<ThreadsPerRow>(values, lane_in_row);
+  } else if constexpr (Rotation == QKRotation::kAuto) {
+    if (__any_sync(0xFFFFFFFFu, rotates)) {
+      float rotated[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) rotated[i] = values[i];
+      rotate_row<ThreadsPerRow>(rotated, lane_in_row);
+      if (rotates) {
+#pragma unroll
+        for (int i = 0; i < 8; ++i) values[i] = rotated[i];
+      }
+    }
+  }
 }
 
 }  // namespace kernels

@@ -40,11 +40,13 @@ PrecompileRequest one_call(const char* arch) {
 TEST_F(PrecompileApi, CompilesTheQuantizeAndAttentionKernelsOfACallOnceForANamedArch) {
   const PrecompileReport first = precompile(one_call("sm_120"));
   EXPECT_EQ(first.arch, "sm_120");
-  // K smoothing's mean pass, K's smoothed rows with V's max pass (one launch), Q's rows with the
-  // LSE term (the defaults), V's quantize pass, the portable attention kernel.
+  // K smoothing's mean pass (which also decides automatic rotation), K's smoothed rows with V's
+  // max pass (one launch), Q's rows with the LSE term (the defaults), V's quantize pass, the
+  // portable attention kernel.
   EXPECT_EQ(first.kernels, 5u);
   EXPECT_EQ(first.compiled_now, 5u);
-  EXPECT_EQ(first.specs.at(1), "quantize_k_v_scale sm_120 d64 f16->i8 smooth_k v-scale=channel");
+  EXPECT_EQ(first.specs.at(1),
+            "quantize_k_v_scale sm_120 d64 f16->i8 smooth_k rotate=auto v-scale=channel");
   launch::KernelRuntime::instance().reset_for_testing();  // the second call reads the disk cache
   const PrecompileReport again = precompile(one_call("sm_120"));
   EXPECT_EQ(again.specs, first.specs);
@@ -54,7 +56,7 @@ TEST_F(PrecompileApi, CompilesTheQuantizeAndAttentionKernelsOfACallOnceForANamed
   // term), V and the attention kernel; the first two are new.
   PrecompileRequest rotated = one_call("sm_120");
   rotated.options.smooth_k = false;
-  rotated.options.rotate_qk = true;
+  rotated.options.rotate_qk = QKRotation::kOn;
   const PrecompileReport plain = precompile(rotated);
   EXPECT_EQ(plain.kernels, 4u);
   EXPECT_EQ(plain.compiled_now, 2u);

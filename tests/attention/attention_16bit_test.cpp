@@ -209,12 +209,23 @@ TEST(Attention16bitCApi, SizesAndRefusesAsTheCppApi) {
 
 // Random N(0, scale^2) values of `dtype` (f16 or bf16) as device bits for a dense tensor of
 // `shape`.
+// With `outlier_group` > 0, channels 3 and 17 are 10x larger in the heads of every even KV head
+// (head i of [batch * heads] belongs to KV head i / outlier_group): the heads automatic rotation
+// rotates, beside heads it leaves alone.
 device::DeviceBuffer random_16bit(const TensorShape& shape, DType dtype, std::uint64_t seed,
-                                  float scale = 1.0f) {
+                                  float scale = 1.0f, int outlier_group = 0) {
   const std::size_t count =
       static_cast<std::size_t>(shape.batch) * shape.heads * shape.seq * shape.head_dim;
-  const std::vector<float> values =
+  std::vector<float> values =
       reference::random_values(count, reference::Distribution::kNormal, seed);
+  if (outlier_group > 0) {
+    const std::size_t head_values = static_cast<std::size_t>(shape.seq) * shape.head_dim;
+    for (std::size_t i = 0; i < count; ++i) {
+      const std::size_t channel = i % static_cast<std::size_t>(shape.head_dim);
+      const bool outlier_head = (i / head_values / outlier_group) % 2 == 0;
+      if (outlier_head && (channel == 3 || channel == 17)) values[i] *= 10.0f;
+    }
+  }
   std::vector<std::uint16_t> bits(count);
   for (std::size_t i = 0; i < count; ++i) {
     bits[i] = dtype == DType::kBF16 ? reference::float_to_bf16_bits(scale * values[i])
@@ -231,28 +242,36 @@ struct StepsCase {
   AttentionProblem problem;
   DType dtype = DType::kF16;
   Layout q_layout = Layout::kBHND;
-  bool smooth_k = false, rotate = false;
+  bool smooth_k = false;
+  QKRotation rotate = QKRotation::kOff;
   VScaleGranularity v_granularity = VScaleGranularity::kPerChannel;
+  // Q and K with outlier channels in the heads of even KV heads (random_16bit): half the heads
+  // for automatic rotation to rotate.
+  bool outlier_heads = false;
 
   std::string describe() const {
     return std::string(problem.variant == Variant::kFullInt8 ? "full" : "half") + " d" +
            std::to_string(problem.head_dim) + " " + dtype_name(dtype) +
            (q_layout == Layout::kBNHD ? " q=BNHD" : "") + " smooth_k=" + std::to_string(smooth_k) +
-           " rotate=" + std::to_string(rotate) + " v=" + std::string(option_name(v_granularity));
+           " rotate=" + option_name(rotate) + " v=" + std::string(option_name(v_granularity)) +
+           (outlier_heads ? " outlier heads" : "");
   }
 };
 
 std::vector<StepsCase> steps_cases() {
   std::vector<StepsCase> cases;
   for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
-    // The small problem (GQA, causal, tails) with every transform of Q and K.
-    for (const auto& [smooth_k, rotate] : {std::pair{false, false}, std::pair{true, false},
-                                           std::pair{false, true}, std::pair{true, true}}) {
-      StepsCase c;
-      c.problem = small_problem(variant);
-      c.smooth_k = smooth_k;
-      c.rotate = rotate;
-      cases.push_back(c);
+    // The small problem (GQA, causal, tails) with every transform of Q and K; automatic rotation
+    // on heads of which half have outlier channels.
+    for (bool smooth_k : {false, true}) {
+      for (QKRotation rotate : {QKRotation::kOff, QKRotation::kOn, QKRotation::kAuto}) {
+        StepsCase c;
+        c.problem = small_problem(variant);
+        c.smooth_k = smooth_k;
+        c.rotate = rotate;
+        c.outlier_heads = rotate == QKRotation::kAuto;
+        cases.push_back(c);
+      }
     }
     // Where the Hopper kernel quantizes Q itself: several query blocks with a tail, each head
     // dim, bf16, Q with strided rows, K smoothed (the LSE term) or not.
@@ -304,6 +323,14 @@ std::vector<StepsCase> steps_cases() {
     c.problem.causal = variant == Variant::kHalfInt8;
     c.smooth_k = true;
     cases.push_back(c);
+    // The same with automatic rotation on heads of which half have outlier channels, bf16 and Q
+    // with strided rows: K's rows (with all of V on sm_90a) and the Hopper kernel's Q pass read
+    // the decisions.
+    c.rotate = QKRotation::kAuto;
+    c.outlier_heads = true;
+    c.dtype = DType::kBF16;
+    c.q_layout = Layout::kBNHD;
+    cases.push_back(c);
   }
   return cases;
 }
@@ -322,8 +349,11 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
     const AttentionProblem& p = c.problem;
     const TensorShape q_shape{p.batch, p.heads_q, p.seq_q, p.head_dim};
     const TensorShape kv_shape{p.batch, p.heads_kv, p.seq_kv, p.head_dim};
-    const device::DeviceBuffer q = random_16bit(q_shape, c.dtype, seed);
-    const device::DeviceBuffer k = random_16bit(kv_shape, c.dtype, seed + 1);
+    const int group = p.heads_q / p.heads_kv;
+    const device::DeviceBuffer q =
+        random_16bit(q_shape, c.dtype, seed, 1.0f, c.outlier_heads ? group : 0);
+    const device::DeviceBuffer k =
+        random_16bit(kv_shape, c.dtype, seed + 1, 1.0f, c.outlier_heads ? 1 : 0);
     const device::DeviceBuffer v = random_16bit(kv_shape, c.dtype, seed + 2);
     const std::size_t out_count =
         static_cast<std::size_t>(p.batch) * p.heads_q * p.seq_q * p.head_dim;
@@ -367,15 +397,21 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
     AttentionTensors tensors;
     tensors.q = TensorView::dense(q8.get(), DType::kI8, Layout::kBHND, q_shape);
     tensors.k = TensorView::dense(k8.get(), DType::kI8, Layout::kBHND, kv_shape);
+    const bool automatic = c.rotate == QKRotation::kAuto;
+    const std::size_t kv_heads = static_cast<std::size_t>(p.batch) * p.heads_kv;
+    device::DeviceBuffer decisions(kv_heads * sizeof(int));
+    decisions.fill_bytes(0xFF);
     QuantizeOptions k_options;
     k_options.rotate = c.rotate;
+    if (automatic) k_options.rotated_heads = decisions.as<int>();
     if (c.smooth_k) k_options.smooth_k_channel_mean = k_mean.as<float>();
     quantize_qk(kv_shape, inputs.k, tensors.k, k_scale.as<float>(), stream.get(), k_options);
     QuantizeOptions q_options;
     q_options.rotate = c.rotate;
+    q_options.k_channel_mean_heads = p.heads_kv;
+    if (automatic) q_options.k_rotated_heads = decisions.as<int>();
     if (c.smooth_k) {
       q_options.k_channel_mean = k_mean.as<float>();
-      q_options.k_channel_mean_heads = p.heads_kv;
       q_options.q_dot_k_mean = q_dot_k_mean.as<float>();
       tensors.q_dot_k_mean = q_dot_k_mean.as<float>();
     }
@@ -404,6 +440,13 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
     const bool in_kernel =
         attention::plan_launch(p, tensors, stream.get(), options, &sixteen_bit).quantizes_q;
     planned_in_kernel += in_kernel ? 1 : 0;
+    if (automatic) {
+      // The heads with outlier channels, and only they, were rotated.
+      const auto decided = decisions.download_as<int>(kv_heads);
+      for (std::size_t i = 0; i < kv_heads; ++i) {
+        EXPECT_EQ(decided[i], i % 2 == 0 ? 1 : 0) << c.describe() << " KV head " << i;
+      }
+    }
 
     const auto got = out.download_as<std::uint16_t>(out_count);
     const auto want = expected_out.download_as<std::uint16_t>(out_count);
@@ -416,8 +459,8 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
   }
   if (testing::current_arch() == device::Arch::kSm90a) {
     // Every case, the rotated ones too (the kernel rotates Q as quantize_rows does): 2 variants
-    // x (4 small + 2 larger + 1 long), and the 4 cases of V's other granularities.
-    EXPECT_EQ(planned_in_kernel, 18);
+    // x (6 small + 2 larger + 2 long), and the 4 cases of V's other granularities.
+    EXPECT_EQ(planned_in_kernel, 24);
   } else {
     EXPECT_EQ(planned_in_kernel, 0);
   }

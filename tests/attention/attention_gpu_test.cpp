@@ -38,7 +38,7 @@ void use_heuristic_config(CheckCase& check) {
   check.options.config = attention::heuristic_config(request);
 }
 
-void expect_correct(CheckCase check, double f64_bound) {
+CheckResult expect_correct(CheckCase check, double f64_bound) {
   use_heuristic_config(check);
   const CheckResult result = reference::run_check(check);
   std::printf("  %s\n    %s\n", check.to_string().c_str(), result.to_string().c_str());
@@ -52,6 +52,7 @@ void expect_correct(CheckCase check, double f64_bound) {
   EXPECT_EQ(result.scale_mismatches, 0u) << where;
   EXPECT_EQ(result.mean_mismatches, 0u) << where;
   EXPECT_EQ(result.lse_term_mismatches, 0u) << where;
+  EXPECT_EQ(result.rotation_mismatches, 0u) << where;
   if (check.with_lse) {
     EXPECT_EQ(result.lse_infinity_mismatches, 0u) << where;
     EXPECT_LE(result.lse_max_error_past_ties, kLseAbsoluteError) << where;
@@ -59,6 +60,7 @@ void expect_correct(CheckCase check, double f64_bound) {
   if (check.compare_to_f64) {
     EXPECT_LE(result.vs_f64.relative_l2, f64_bound) << where;
   }
+  return result;
 }
 
 class AttentionGpu : public ::testing::TestWithParam<Shape> {};
@@ -106,25 +108,38 @@ TEST(AttentionGpuOptions, UniformInputsAndExplicitSoftmaxScale) {
 // K smoothing (K's sampled means, Q's LSE term) and the rotation change the quantized Q and K but
 // neither what the attention computes nor the LSE (that of the original scores), so the float64
 // bounds are the plain ones; each combination with GQA, causal tails and every head dim.
+// Automatic rotation on a layer whose even KV heads have outlier channels: the kernels decide
+// head by head (checked against the model's decisions) and rotate exactly those heads' rows,
+// a query head following its KV head.
 TEST(AttentionGpuOptions, KSmoothingAndRotationMatchTheModel) {
   INTFA_REQUIRE_GPU();
   for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
     for (int head_dim : {64, 128, 256}) {
-      for (const auto& [smooth_k, rotate] : {std::pair{false, false}, std::pair{true, false},
-                                             std::pair{false, true}, std::pair{true, true}}) {
-        CheckCase check = make_case({2, 4, 2, 333, 517, head_dim, true}, variant);
-        check.inputs = reference::InputFamily::kOffsetsAndOutliers;
-        check.options.smooth_k = smooth_k;
-        check.options.rotate_qk = rotate;
-        expect_correct(check, 0.2);
+      for (bool smooth_k : {false, true}) {
+        for (QKRotation rotation : {QKRotation::kOff, QKRotation::kOn, QKRotation::kAuto}) {
+          const bool automatic = rotation == QKRotation::kAuto;
+          CheckCase check = make_case({2, 4, 2, 333, 517, head_dim, true}, variant);
+          check.inputs = automatic ? reference::InputFamily::kOutlierHeads
+                                   : reference::InputFamily::kOffsetsAndOutliers;
+          check.options.smooth_k = smooth_k;
+          check.options.rotate_qk = rotation;
+          const CheckResult result = expect_correct(check, 0.2);
+          // Two batches of two KV heads: heads 0 and 2 have the outliers.
+          if (automatic) {
+            EXPECT_EQ(result.rotated_heads, 2u) << check.to_string();
+          }
+        }
       }
     }
   }
-  CheckCase int4 = make_case({1, 2, 1, 100, 200, 64, false}, Variant::kFullInt8);
-  int4.options.smooth_k = true;
-  int4.options.rotate_qk = true;
-  int4.problem.qk_bits = 4;
-  expect_correct(int4, 0.5);
+  for (QKRotation rotation : {QKRotation::kOn, QKRotation::kAuto}) {
+    CheckCase int4 = make_case({2, 2, 1, 100, 200, 64, false}, Variant::kFullInt8);
+    int4.inputs = reference::InputFamily::kOutlierHeads;
+    int4.options.smooth_k = true;
+    int4.options.rotate_qk = rotation;
+    int4.problem.qk_bits = 4;
+    expect_correct(int4, 0.5);
+  }
 }
 
 // Per-block K on the portable kernel: key tiles of 32 (two per block), 64 and 128 (two blocks
@@ -154,7 +169,7 @@ TEST(AttentionGpuOptions, PerBlockKMatchesTheModel) {
 TEST(AttentionGpuOptions, TheLseOfASmoothedKIsThatOfTheOriginalScores) {
   INTFA_REQUIRE_GPU();
   for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
-    for (bool rotate : {false, true}) {
+    for (QKRotation rotate : {QKRotation::kOff, QKRotation::kOn}) {
       CheckCase check = make_case({1, 4, 2, 300, 600, 128, false}, variant);
       check.inputs = reference::InputFamily::kKeyOffsets;
       check.options.rotate_qk = rotate;

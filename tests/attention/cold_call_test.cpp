@@ -158,7 +158,7 @@ TEST(ColdCallChild, DISABLED_EachCallFetchesExactlyTheKernelsItLaunchesAtOnce) {
   SixteenBitCall defaults, half, long_kv(16384), per_block_k, rotated;
   half.problem.variant = Variant::kHalfInt8;
   per_block_k.options.numerics.k_granularity = KScaleGranularity::kPerBlock;
-  rotated.options.rotate_qk = true;
+  rotated.options.rotate_qk = QKRotation::kOn;
   const std::vector<CallCase> cases = {
       // K's channel means, K's rows with all of V, the Hopper kernel (which quantizes Q).
       {"full INT8, defaults", defaults, 3},

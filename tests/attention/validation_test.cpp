@@ -580,6 +580,11 @@ TEST(CApiValidation, QuantizeRefusesBadInputNamingTheField) {
   EXPECT_EQ(options.smooth_k_channel_mean, nullptr);
   expect_refused(intfa_quantize_qk_with_options(&shape, &input, &output, scales, nullptr, nullptr),
                  "options", "qk with options: null options");
+  intfa_quantize_options_t automatic = options;
+  automatic.rotate = INTFA_ROTATE_AUTO;  // needs the C++ API's rotated heads
+  expect_refused(
+      intfa_quantize_qk_with_options(&shape, &input, &output, scales, &automatic, nullptr),
+      "options.rotate", "qk with options: automatic rotation");
   intfa_quantize_options_t half_term = options;
   half_term.k_channel_mean = static_cast<const float*>(fake_pointer());
   expect_refused(
@@ -608,7 +613,8 @@ TEST(CApiValidation, TheSixteenBitEntryPointsDefaultToKSmoothingAndNameBadFields
   intfa_qk_transforms_t transforms{-1, -1};
   intfa_default_qk_transforms(&transforms);
   EXPECT_EQ(transforms.smooth_k, AttentionOptions{}.smooth_k ? 1 : 0);
-  EXPECT_EQ(transforms.rotate, AttentionOptions{}.rotate_qk ? 1 : 0);
+  EXPECT_EQ(transforms.rotate, static_cast<int>(AttentionOptions{}.rotate_qk));
+  EXPECT_EQ(transforms.rotate, INTFA_ROTATE_AUTO) << "automatic rotation is on by default";
   EXPECT_EQ(transforms.smooth_k, 1) << "K smoothing is on by default";
 
   const intfa_problem_t problem{1, 2, 2, 10, 10, 64, 0, INTFA_FULL_INT8, 8};
@@ -640,6 +646,11 @@ TEST(CApiValidation, TheSixteenBitEntryPointsDefaultToKSmoothingAndNameBadFields
   expect_refused(intfa_attention_forward_16bit(&problem, &inputs, nullptr, fake_pointer(),
                                                bytes - 1, nullptr, nullptr, &transforms),
                  "workspace_bytes", "16-bit: a byte short");
+  intfa_qk_transforms_t bad_rotation = transforms;
+  bad_rotation.rotate = INTFA_ROTATE_AUTO + 1;
+  expect_refused(intfa_attention_forward_16bit(&problem, &inputs, nullptr, fake_pointer(), bytes,
+                                               nullptr, nullptr, &bad_rotation),
+                 "transforms.rotate", "16-bit: a rotation past auto");
   intfa_attention_tensors_t tensors{};
   expect_refused(
       intfa_attention_forward_smoothed_k(&problem, &tensors, nullptr, nullptr, nullptr, nullptr),

@@ -75,6 +75,7 @@ CheckResult expect_correct(CheckCase check, double f64_bound) {
   EXPECT_EQ(result.q_mismatches + result.k_mismatches + result.v_mismatches, 0u) << where;
   EXPECT_EQ(result.scale_mismatches, 0u) << where;
   EXPECT_EQ(result.mean_mismatches + result.lse_term_mismatches, 0u) << where;
+  EXPECT_EQ(result.rotation_mismatches, 0u) << where;
   if (check.with_lse) {
     EXPECT_EQ(result.lse_infinity_mismatches, 0u) << where;
     EXPECT_LE(result.lse_max_error_past_ties, kLseAbsoluteError) << where;
@@ -176,19 +177,20 @@ TEST(WgmmaHalfGpuOptions, Bf16StridedLayoutsSmoothingAndTinyShapes) {
   expect_correct(strided, 0.02);
   CheckCase smoothed = make_half_case({2, 4, 2, 333, 517, 64, false});
   smoothed.inputs = reference::InputFamily::kOffsetsAndOutliers;
-  smoothed.options.rotate_qk = true;
+  smoothed.options.rotate_qk = QKRotation::kOn;
   expect_correct(smoothed, 0.02);
   expect_correct(make_half_case({1, 2, 2, 1, 1, 128, false}), 0.02);
 }
 
 // Every input family of the accuracy tables, both variants, with the default K smoothing and
-// with the rotation: the kernel matches the model (which the CPU tests hold to the accuracy
-// targets of each family), quantized tensors and LSE terms exactly.
+// with no rotation, the rotation and automatic rotation: the kernel matches the model (which the
+// CPU tests hold to the accuracy targets of each family), quantized tensors, LSE terms and the
+// automatic decisions exactly.
 TEST(WgmmaGpuOptions, EveryInputFamilyWithSmoothingAndRotationMatchesTheModel) {
   INTFA_REQUIRE_SM90();
   for (Variant variant : {Variant::kFullInt8, Variant::kHalfInt8}) {
     for (reference::InputFamily family : reference::all_input_families()) {
-      for (bool rotate : {false, true}) {
+      for (QKRotation rotate : {QKRotation::kOff, QKRotation::kOn, QKRotation::kAuto}) {
         CheckCase check = testing::make_case({1, 4, 2, 700, 1100, 128, false}, variant);
         check.inputs = family;
         check.options.rotate_qk = rotate;
@@ -250,7 +252,8 @@ TEST(WgmmaGpuOptions, PerBlockKMatchesTheModel) {
     for (int head_dim : {64, 128, 256}) {
       for (bool causal : {false, true}) {
         for (const auto& [smooth_k, rotate] :
-             {std::pair{true, false}, std::pair{false, false}, std::pair{true, true}}) {
+             {std::pair{true, QKRotation::kOff}, std::pair{false, QKRotation::kOff},
+              std::pair{true, QKRotation::kOn}}) {
           CheckCase check = testing::make_case({2, 4, 2, 333, 517, head_dim, causal}, variant);
           check.inputs = reference::InputFamily::kKeyOffsets;
           check.options.numerics.k_granularity = KScaleGranularity::kPerBlock;
@@ -289,7 +292,7 @@ TEST(WgmmaGpuOptions, StridedBnhdLayoutsBf16AndKSmoothing) {
   expect_correct(strided, 0.05);
   CheckCase smoothed = make_case({2, 4, 2, 333, 517, 64, false});
   smoothed.inputs = reference::InputFamily::kOffsetsAndOutliers;
-  smoothed.options.rotate_qk = true;
+  smoothed.options.rotate_qk = QKRotation::kOn;
   expect_correct(smoothed, 0.05);
   CheckCase plain = make_case({2, 4, 2, 333, 517, 128, true});
   plain.options.smooth_k = false;

@@ -168,31 +168,44 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
         << unit.source;
   }
   EXPECT_NE(spec.to_string().find(" q=in_kernel+q_dot_k_mean"), std::string::npos);
+  // Automatic rotation is the default: the kernel reads the decisions K's pass made.
+  EXPECT_EQ(spec.rotate, QKRotation::kAuto);
+  EXPECT_NE(unit.source.find("static constexpr intfa::kernels::QKRotation rotate_q = "
+                             "intfa::kernels::QKRotation::kAuto;"),
+            std::string::npos);
+  EXPECT_NE(spec.to_string().find("+rotate=auto"), std::string::npos) << spec.to_string();
+  EXPECT_EQ(spec.to_json().at("rotate").as_string(), "auto");
   EXPECT_EQ(AttentionSpec::from_json(spec.to_json()), spec);
   EXPECT_EQ(families::AnySpec::from_json(spec.to_json()), families::AnySpec(spec));
   EXPECT_NO_THROW(validate_config(spec, 227 * 1024));
 
   AttentionOptions plain;
   plain.smooth_k = false;
+  plain.rotate_qk = QKRotation::kOff;
   const AttentionSpec unsmoothed = make_spec(
       with_q_in_kernel(sm90a_request(64), plain, DType::kF16), heuristic_config(sm90a_request(64)));
   EXPECT_TRUE(unsmoothed.quantizes_q);
   EXPECT_FALSE(unsmoothed.q_dot_k_mean);
-  EXPECT_FALSE(unsmoothed.rotate);
+  EXPECT_EQ(unsmoothed.rotate, QKRotation::kOff);
   EXPECT_NE(families::render(unsmoothed, render::TemplateSet::embedded())
-                .source.find("static constexpr bool rotates_q = false;"),
+                .source.find("static constexpr intfa::kernels::QKRotation rotate_q = "
+                             "intfa::kernels::QKRotation::kOff;"),
             std::string::npos);
+  // Off and on are written as the booleans every build wrote.
+  EXPECT_FALSE(unsmoothed.to_json().at("rotate").as_bool());
 
   // Rotated Q and K: the kernel rotates Q's rows in its own pass, and says so.
   AttentionOptions rotated;
-  rotated.rotate_qk = true;
+  rotated.rotate_qk = QKRotation::kOn;
   const SpecRequest rotating = with_q_in_kernel(sm90a_request(128), rotated, DType::kF16);
   const AttentionSpec rotating_spec = make_spec(rotating, heuristic_config(rotating));
   EXPECT_TRUE(rotating_spec.quantizes_q);
-  EXPECT_TRUE(rotating_spec.rotate);
+  EXPECT_EQ(rotating_spec.rotate, QKRotation::kOn);
   EXPECT_NE(families::render(rotating_spec, render::TemplateSet::embedded())
-                .source.find("static constexpr bool rotates_q = true;"),
+                .source.find("static constexpr intfa::kernels::QKRotation rotate_q = "
+                             "intfa::kernels::QKRotation::kOn;"),
             std::string::npos);
+  EXPECT_TRUE(rotating_spec.to_json().at("rotate").as_bool());
   EXPECT_NE(rotating_spec.to_string().find(" q=in_kernel+q_dot_k_mean+rotate"), std::string::npos)
       << rotating_spec.to_string();
   EXPECT_EQ(AttentionSpec::from_json(rotating_spec.to_json()), rotating_spec);
@@ -200,7 +213,7 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
 
   // Where Q keeps its own pass.
   EXPECT_FALSE(make_spec(hopper, portable_heuristic_config(hopper)).quantizes_q);
-  EXPECT_FALSE(make_spec(rotating, portable_heuristic_config(rotating)).rotate);
+  EXPECT_EQ(make_spec(rotating, portable_heuristic_config(rotating)).rotate, QKRotation::kOff);
   SpecRequest int4 = sm90a_request(128);
   int4.qk_bits = 4;
   SpecRequest packed = sm90a_request(128);
@@ -232,8 +245,10 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
   term_alone.q_dot_k_mean = true;
   EXPECT_EQ(refused_field_of(term_alone), "spec.q_dot_k_mean");
   AttentionSpec rotation_alone = make_spec(sm90a_request(128), heuristic_config(hopper));
-  rotation_alone.rotate = true;
-  EXPECT_EQ(refused_field_of(rotation_alone), "spec.rotate");
+  for (QKRotation rotation : {QKRotation::kOn, QKRotation::kAuto}) {
+    rotation_alone.rotate = rotation;
+    EXPECT_EQ(refused_field_of(rotation_alone), "spec.rotate");
+  }
 }
 
 // What a deployment bundle lists for one 16-bit call: Q's rows kernel only where some listed

@@ -106,14 +106,15 @@ TEST(CacheKey, IsTheSameInAnotherProcess) {
 }
 
 TEST(CacheKey, ChangesWithEachSpecFieldTheRenderedUnitUses) {
-  std::vector<KeyRecipe> recipes(8);
+  std::vector<KeyRecipe> recipes(9);
   recipes[1].spec.head_dim = 64;
   recipes[2].spec.input_type = kernels::ElementType::kBF16;
   recipes[3].spec.qk_bits = 4;
   recipes[4].spec.smooth_k = true;
   recipes[5].spec.arch = device::Arch::kSm86;
-  recipes[6].spec.rotate = true;
+  recipes[6].spec.rotate = QKRotation::kOn;
   recipes[7].spec.q_dot_k_mean = true;
+  recipes[8].spec.rotate = QKRotation::kAuto;
   std::set<std::string> sources;
   std::set<CacheKey> keys;
   for (const KeyRecipe& recipe : recipes) {

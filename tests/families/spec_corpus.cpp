@@ -108,7 +108,7 @@ void attention_calls() {
                         VScaleGranularity::kPerBlock})
                     for (KScaleGranularity k :
                          {KScaleGranularity::kPerToken, KScaleGranularity::kPerBlock})
-                      for (int transforms = 0; transforms < 4; ++transforms)
+                      for (int transforms = 0; transforms < 6; ++transforms)
                         for (bool q_in_kernel : {false, true}) {
                           if (bits == 4 && k == KScaleGranularity::kPerBlock) continue;
                           AttentionProblem problem;
@@ -122,7 +122,7 @@ void attention_calls() {
                           options.numerics.v_granularity = v;
                           options.numerics.k_granularity = k;
                           options.smooth_k = (transforms & 1) != 0;
-                          options.rotate_qk = (transforms & 2) != 0;
+                          options.rotate_qk = static_cast<QKRotation>(transforms / 2);
                           attention::SpecRequest request =
                               attention::request_for(arch, problem, options, dtype);
                           if (q_in_kernel) {
@@ -193,13 +193,13 @@ void quantize_kernels() {
                                       VScaleGranularity::kPerBlock}) {
             dump(quantize::v_spec(arch, head_dim, input, v));
             dump(quantize::v_scale_spec(arch, head_dim, input, v));
-            for (int flags = 0; flags < 16; ++flags) {
+            for (int flags = 0; flags < 24; ++flags) {
               quantize::RowTransforms transforms;
               transforms.smooth_k = (flags & 1) != 0;
               transforms.q_dot_k_mean = (flags & 2) != 0;
-              transforms.rotate = (flags & 4) != 0;
               transforms.k_granularity =
-                  (flags & 8) != 0 ? KScaleGranularity::kPerBlock : KScaleGranularity::kPerToken;
+                  (flags & 4) != 0 ? KScaleGranularity::kPerBlock : KScaleGranularity::kPerToken;
+              transforms.rotate = static_cast<QKRotation>(flags / 8);
               dump(quantize::rows_spec(arch, head_dim, input, bits, transforms));
               dump(quantize::k_v_scale_spec(arch, head_dim, input, bits, transforms, v));
               dump(quantize::k_v_spec(arch, head_dim, input, bits, transforms, v));

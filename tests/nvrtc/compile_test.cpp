@@ -64,15 +64,16 @@ TEST(Nvrtc, CompilesEveryQuantizeFamilyForEveryArchAndHeadDim) {
             << spec.to_string();
         EXPECT_EQ(cubin.log.find("warning"), std::string::npos) << spec.to_string() << cubin.log;
       }
-      // K smoothed and rotated (attention_forward_16bit's K with rotate_qk); Q with the LSE term.
+      // K smoothed and rotated where its heads' decisions say (attention_forward_16bit's K with
+      // the default automatic rotation); Q with the LSE term.
       spec.kernel = quantize::QuantizeKernel::kRows;
       spec.smooth_k = true;
-      spec.rotate = true;
+      spec.rotate = QKRotation::kAuto;
       const Cubin smoothed = compile_spec(spec, templates);
       EXPECT_EQ(smoothed.log.find("warning"), std::string::npos)
           << spec.to_string() << smoothed.log;
       spec.smooth_k = false;
-      spec.rotate = false;
+      spec.rotate = QKRotation::kOff;
       spec.q_dot_k_mean = true;
       const Cubin lse_term = compile_spec(spec, templates);
       EXPECT_EQ(lse_term.log.find("warning"), std::string::npos)
@@ -80,14 +81,15 @@ TEST(Nvrtc, CompilesEveryQuantizeFamilyForEveryArchAndHeadDim) {
       // K with one scale per 64-row block, smoothed and rotated (quantize_row_blocks).
       spec.q_dot_k_mean = false;
       spec.smooth_k = true;
-      spec.rotate = true;
+      spec.rotate = QKRotation::kOn;
       spec.k_granularity = kernels::KScaleGranularity::kPerBlock;
       const Cubin blocks = compile_spec(spec, templates);
       EXPECT_NE(blocks.lowered_name.find("quantize_row_blocks"), std::string::npos);
       EXPECT_EQ(blocks.log.find("warning"), std::string::npos) << spec.to_string() << blocks.log;
       spec.k_granularity = kernels::KScaleGranularity::kPerToken;
-      // K's rows, smoothed and rotated, with V's per-channel max pass in one launch.
+      // K's rows, smoothed and rotated head by head, with V's per-channel max pass in one launch.
       spec.kernel = quantize::QuantizeKernel::kKVScale;
+      spec.rotate = QKRotation::kAuto;
       spec.v_granularity = kernels::VScaleGranularity::kPerChannel;
       const Cubin k_and_v = compile_spec(spec, templates);
       EXPECT_NE(k_and_v.lowered_name.find("quantize_k_v_scale"), std::string::npos);
@@ -101,7 +103,7 @@ TEST(Nvrtc, CompilesEveryQuantizeFamilyForEveryArchAndHeadDim) {
           << spec.to_string() << one_launch.log;
       spec.v_granularity = kernels::VScaleGranularity::kPerTensor;
       spec.smooth_k = false;
-      spec.rotate = false;
+      spec.rotate = QKRotation::kOff;
     }
   }
 }

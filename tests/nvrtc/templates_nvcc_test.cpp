@@ -58,7 +58,7 @@ TEST(TemplatesWithNvcc, RenderedUnitsOfEveryFamilyCompile) {
   rows.head_dim = 128;
   specs.push_back(rows);
   quantize::QuantizeSpec rotated_q = rows;  // the rotation's shuffles and Q's LSE term
-  rotated_q.rotate = true;
+  rotated_q.rotate = QKRotation::kAuto;
   rotated_q.q_dot_k_mean = true;
   specs.push_back(rotated_q);
   quantize::QuantizeSpec mean = rows;

@@ -124,7 +124,7 @@ TEST_P(QuantizeRowsGpu, MatchesTheCpuQuantizerExactly) {
   means.fill_bytes(0xFF);
   QuantizeOptions options;
   options.bits = c.bits;
-  options.rotate = c.rotate;
+  options.rotate = c.rotate ? QKRotation::kOn : QKRotation::kOff;
   if (c.smooth_k) options.smooth_k_channel_mean = means.as<float>();
   quantize_qk(shape, TensorView::dense(input.get(), c.input_type, c.layout, shape),
               TensorView::dense(output.get(), c.bits == 8 ? DType::kI8 : DType::kI4x2,
@@ -206,7 +206,7 @@ TEST(QuantizeRowsGpuLseTerm, EachRowDotsTheMeanOfItsKeyValueHead) {
       device_means.upload(means);
       terms.fill_bytes(0xFF);
       QuantizeOptions options;
-      options.rotate = rotate;
+      options.rotate = rotate ? QKRotation::kOn : QKRotation::kOff;
       options.k_channel_mean = device_means.as<float>();
       options.k_channel_mean_heads = heads_kv;
       options.q_dot_k_mean = terms.as<float>();

@@ -114,7 +114,7 @@ TEST_P(QuantizeKVGpu, OneLaunchMatchesTheSeparatePassesBitForBit) {
     }
     QuantizeOptions k_options;
     k_options.bits = c.bits;
-    k_options.rotate = c.rotate;
+    k_options.rotate = c.rotate ? QKRotation::kOn : QKRotation::kOff;
     if (c.smooth_k) k_options.smooth_k_channel_mean = out.k_mean.as<float>();
     const TensorView k_output = TensorView::dense(out.k.get(), k_dtype, Layout::kBHND, k_shape);
     if (together) {

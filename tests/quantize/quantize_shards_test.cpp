@@ -156,7 +156,7 @@ TEST_P(QuantizeShardsGpu, EachShardQuantizesAsTheWholeSequence) {
   DeviceBuffer whole_v8(v_int8_bytes(c.batch, c.heads, c.seq, c.head_dim));
   DeviceBuffer whole_v_scales(v_scale_floats * 4);
   QuantizeOptions whole_options;
-  whole_options.rotate = c.rotate;
+  whole_options.rotate = c.rotate ? QKRotation::kOn : QKRotation::kOff;
   whole_options.smooth_k_channel_mean = whole_mean.as<float>();
   quantize_qk(whole_shape, k_whole,
               TensorView::dense(whole_k8.get(), DType::kI8, Layout::kBHND, whole_shape),
@@ -220,7 +220,7 @@ TEST_P(QuantizeShardsGpu, EachShardQuantizesAsTheWholeSequence) {
     DeviceBuffer shard_v8(v_int8_bytes(c.batch, c.heads, shard_seq, c.head_dim));
     for (DeviceBuffer* buffer : {&shard_k8, &shard_k_scales, &shard_v8}) buffer->fill_bytes(0xA5);
     QuantizeOptions options;
-    options.rotate = c.rotate;
+    options.rotate = c.rotate ? QKRotation::kOn : QKRotation::kOff;
     options.smooth_k_given_mean = means.as<float>();
     quantize_qk(shard_shape, shard_view(k_input, shard),
                 TensorView::dense(shard_k8.get(), DType::kI8, Layout::kBHND, shard_shape),

@@ -80,7 +80,7 @@ enum class Needs { kNothing, kSmoothing, kRotation, kPerChannelV };
 // bounds (%) for full and half INT8 at d = 64 and 128, and the LSE's bound.
 struct FamilyCase {
   InputFamily family;
-  bool rotate;
+  bool rotate;  // rotated explicitly (QKRotation::kOn), else the default (automatic)
   double full_bound, half_bound;
   // The LSE's max |error| (nats) over the problem's 512 rows: its largest scores' INT8 error.
   // Without K smoothing's term added back it would be several nats on keys with offsets.
@@ -104,7 +104,7 @@ PipelineOptions without_what_it_needs(PipelineOptions options, Needs needs) {
       options.smooth_k = false;
       break;
     case Needs::kRotation:
-      options.rotate = false;
+      options.rotate = QKRotation::kOff;
       break;
     case Needs::kPerChannelV:
       options.model.numerics.v_granularity = VGranularity::kPerTensor;
@@ -119,7 +119,7 @@ TEST_P(AccuracyOnRealInputs, StaysWithinItsBound) {
   const FamilyCase c = GetParam();
   const std::uint64_t seed = announced_seed();
   AttentionOptions options;
-  options.rotate_qk = options.rotate_qk || c.rotate;
+  if (c.rotate) options.rotate_qk = QKRotation::kOn;
   for (int head_dim : {64, 128}) {
     const Problem problem(c.family, head_dim, seed + static_cast<std::uint64_t>(head_dim));
     for (intfa::Variant variant : {intfa::Variant::kFullInt8, intfa::Variant::kHalfInt8}) {
@@ -163,7 +163,11 @@ INSTANTIATE_TEST_SUITE_P(
         FamilyCase{InputFamily::kSharp, false, 3.1, 2.5, 0.2},
         // 1.02-1.70 / 0.65-1.09; per-tensor V 2.5-5.4 (full INT8), with over without at most
         // 0.44 (120 runs): per-channel V scales absorb V's outlier channels. LSE <= 0.006.
-        FamilyCase{InputFamily::kValueOutliers, false, 2.05, 1.3, 0.03, Needs::kPerChannelV, 0.6}),
+        FamilyCase{InputFamily::kValueOutliers, false, 2.05, 1.3, 0.03, Needs::kPerChannelV, 0.6},
+        // Automatic rotation (the default) rotates these families' heads, and only theirs: the
+        // bounds and the pairs of the explicit rotation below.
+        FamilyCase{InputFamily::kOutlierChannels, false, 2.4, 2.15, 1.0, Needs::kRotation, 0.8},
+        FamilyCase{InputFamily::kOffsetsAndOutliers, false, 2.4, 2.15, 1.0, Needs::kRotation, 0.8}),
     [](const ::testing::TestParamInfo<FamilyCase>& param_info) {
       return family_name(param_info.param.family);
     });

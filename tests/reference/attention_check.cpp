@@ -149,7 +149,9 @@ std::string CheckCase::to_string() const {
       problem.variant == intfa::Variant::kFullInt8 ? "full_int8" : "half_int8", problem.batch,
       problem.heads_q, problem.heads_kv, problem.seq_q, problem.seq_kv, problem.head_dim,
       problem.causal ? " causal" : "", problem.qk_bits, options.smooth_k ? " smooth_k" : "",
-      options.rotate_qk ? " rotate" : "",
+      options.rotate_qk == QKRotation::kOn     ? " rotate"
+      : options.rotate_qk == QKRotation::kAuto ? " rotate=auto"
+                                               : "",
       options.numerics.k_granularity == KScaleGranularity::kPerBlock ? " k=block" : "",
       layout == Layout::kBHND ? "BHND" : "BNHD",
       out_row_padding != 0 ? (" out+" + std::to_string(out_row_padding)).c_str() : "",
@@ -162,16 +164,18 @@ std::string CheckCase::to_string() const {
 
 std::string CheckResult::to_string() const {
   char text[512];
-  std::snprintf(text, sizeof text,
-                "vs model: rel_l2=%.3g cos=%.8f | vs f64: rel_l2=%.4f%% cos=%.6f mre=%.4f%% | "
-                "lse err=%.3g (past ties %.3g, inf mismatches %zu, vs f64 %.3g) | unwritten=%zu padding "
-                "overwritten=%zu | "
-                "mismatches q=%zu k=%zu v=%zu scales=%zu means=%zu lse terms=%zu",
-                vs_model.relative_l2, vs_model.cosine, vs_f64.relative_l2 * 100, vs_f64.cosine,
-                vs_f64.mean_relative_error * 100, lse_max_abs_error, lse_max_error_past_ties,
-                lse_infinity_mismatches,
-                lse_vs_f64_max_abs_error, unwritten_outputs, overwritten_padding, q_mismatches,
-                k_mismatches, v_mismatches, scale_mismatches, mean_mismatches, lse_term_mismatches);
+  std::snprintf(
+      text, sizeof text,
+      "vs model: rel_l2=%.3g cos=%.8f | vs f64: rel_l2=%.4f%% cos=%.6f mre=%.4f%% | "
+      "lse err=%.3g (past ties %.3g, inf mismatches %zu, vs f64 %.3g) | unwritten=%zu padding "
+      "overwritten=%zu | "
+      "mismatches q=%zu k=%zu v=%zu scales=%zu means=%zu lse terms=%zu rotations=%zu "
+      "(rotated %zu)",
+      vs_model.relative_l2, vs_model.cosine, vs_f64.relative_l2 * 100, vs_f64.cosine,
+      vs_f64.mean_relative_error * 100, lse_max_abs_error, lse_max_error_past_ties,
+      lse_infinity_mismatches, lse_vs_f64_max_abs_error, unwritten_outputs, overwritten_padding,
+      q_mismatches, k_mismatches, v_mismatches, scale_mismatches, mean_mismatches,
+      lse_term_mismatches, rotation_mismatches, rotated_heads);
   return text;
 }
 
@@ -205,7 +209,10 @@ CheckResult run_check(const CheckCase& check) {
 
   // As attention_forward_16bit: K first (its channel means), then Q (the LSE term).
   const bool smooth_k = check.options.smooth_k;
-  const bool rotate = check.options.rotate_qk;
+  const QKRotation rotation = check.options.rotate_qk;
+  const bool auto_rotation = rotation == QKRotation::kAuto;
+  DeviceBuffer rotated_heads(static_cast<std::size_t>(p.batch) * p.heads_kv * sizeof(int));
+  rotated_heads.fill_bytes(0xFF);  // -1: neither decision
   DeviceBuffer k_means(static_cast<std::size_t>(p.batch) * p.heads_kv * p.head_dim * sizeof(float));
   DeviceBuffer q_dot_k_mean(static_cast<std::size_t>(p.batch) * p.heads_q * p.seq_q *
                             sizeof(float));
@@ -213,16 +220,18 @@ CheckResult run_check(const CheckCase& check) {
   q_dot_k_mean.fill_bytes(0xFF);
   const bool k_per_block = check.options.numerics.k_granularity == KScaleGranularity::kPerBlock;
   QuantizeOptions k_options;
-  k_options.rotate = rotate;
+  k_options.rotate = rotation;
+  if (auto_rotation) k_options.rotated_heads = rotated_heads.as<int>();
   k_options.k_granularity = check.options.numerics.k_granularity;
   if (smooth_k) k_options.smooth_k_channel_mean = k_means.as<float>();
   const QuantizedOnDevice k_quantized = quantize_on_device(
       k_input, kv_shape, check.layout, check.io_type, p.qk_bits, stream.get(), k_options);
   QuantizeOptions q_options;
-  q_options.rotate = rotate;
+  q_options.rotate = rotation;
+  q_options.k_channel_mean_heads = p.heads_kv;
+  if (auto_rotation) q_options.k_rotated_heads = rotated_heads.as<int>();
   if (smooth_k) {
     q_options.k_channel_mean = k_means.as<float>();
-    q_options.k_channel_mean_heads = p.heads_kv;
     q_options.q_dot_k_mean = q_dot_k_mean.as<float>();
   }
   const QuantizedOnDevice q_quantized = quantize_on_device(
@@ -266,15 +275,37 @@ CheckResult run_check(const CheckCase& check) {
   // The quantized tensors, exactly, from the kernels' own means (checked first).
   const int kv_heads = p.batch * p.heads_kv;
   std::vector<float> device_means, device_lse_terms;
-  QuantizedRows k_model;
   if (smooth_k) {
     device_means = k_means.download_as<float>(static_cast<std::size_t>(kv_heads) * p.head_dim);
+  }
+  // Which rows the models rotate: with kAuto, the kernel's own decisions (checked here against
+  // the model's, away from the threshold).
+  RowRotation k_rotation(rotation == QKRotation::kOn), q_rotation = k_rotation;
+  if (auto_rotation) {
+    const std::vector<int> decisions =
+        rotated_heads.download_as<int>(static_cast<std::size_t>(kv_heads));
+    std::vector<double> spreads;
+    const std::vector<int> expected =
+        rotation_decisions(k.data(), kv_heads, p.seq_kv, p.head_dim, p.head_dim,
+                           smooth_k ? device_means.data() : nullptr, &spreads);
+    for (std::size_t i = 0; i < decisions.size(); ++i) {
+      const bool written = decisions[i] == 0 || decisions[i] == 1;
+      if (!written || (decisions[i] != expected[i] && std::fabs(spreads[i] - 1.0) > 1e-4)) {
+        ++result.rotation_mismatches;
+      }
+      if (decisions[i] == 1) ++result.rotated_heads;
+    }
+    k_rotation = RowRotation(decisions, p.seq_kv);
+    q_rotation = RowRotation(decisions, p.seq_q, p.heads_q / p.heads_kv);
+  }
+  QuantizedRows k_model;
+  if (smooth_k) {
     result.mean_mismatches = sum_mismatches(
         device_means, sampled_channel_means(k.data(), kv_heads, p.seq_kv, p.head_dim), 1.0);
     k_model = k_per_block ? quantize_row_blocks(k.data(), kv_heads, p.seq_kv, p.head_dim,
-                                                device_means.data(), rotate)
+                                                device_means.data(), k_rotation)
                           : quantize_rows_smoothed(k.data(), kv_heads, p.seq_kv, p.head_dim,
-                                                   p.qk_bits, device_means.data(), rotate);
+                                                   p.qk_bits, device_means.data(), k_rotation);
     device_lse_terms = q_dot_k_mean.download_as<float>(q_count / p.head_dim);
     // FP32 sums of head_dim products: their error scales with the sum of their magnitudes.
     std::vector<float> absolute_q(q.size()), absolute_means(device_means.size());
@@ -293,13 +324,13 @@ CheckResult run_check(const CheckCase& check) {
       }
     }
   } else if (k_per_block) {
-    k_model = quantize_row_blocks(k.data(), kv_heads, p.seq_kv, p.head_dim, nullptr, rotate);
+    k_model = quantize_row_blocks(k.data(), kv_heads, p.seq_kv, p.head_dim, nullptr, k_rotation);
   } else {
     k_model = quantize_rows(k.data(), static_cast<int>(kv_count / p.head_dim), p.head_dim,
-                            p.qk_bits, nullptr, rotate);
+                            p.qk_bits, nullptr, k_rotation);
   }
   const QuantizedRows q_model = quantize_rows(q.data(), static_cast<int>(q_count / p.head_dim),
-                                              p.head_dim, p.qk_bits, nullptr, rotate);
+                                              p.head_dim, p.qk_bits, nullptr, q_rotation);
   result.q_mismatches = count_row_mismatches(q_quantized, q_model, q_shape, check.layout,
                                              p.qk_bits, result.scale_mismatches);
   result.k_mismatches = count_row_mismatches(k_quantized, k_model, kv_shape, check.layout,

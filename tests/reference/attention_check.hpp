@@ -53,6 +53,11 @@ struct CheckResult {
   // Q's LSE terms off float64 q . mean likewise.
   std::size_t mean_mismatches = 0;
   std::size_t lse_term_mismatches = 0;
+  // Automatic rotation (options.rotate_qk kAuto): heads whose decision differs from the model's
+  // (rotation_decisions; heads within FP32 rounding of the threshold are not counted), or was not
+  // written as 0 or 1; and how many KV heads were rotated.
+  std::size_t rotation_mismatches = 0;
+  std::size_t rotated_heads = 0;
   std::string to_string() const;
 };
 

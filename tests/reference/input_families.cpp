@@ -45,15 +45,17 @@ std::vector<int> outlier_channels(int heads, int head_dim, std::uint64_t seed) {
 }
 
 // Multiplies the chosen channels of every row of [batch * heads][seq][head_dim] `values` by
-// `factor`; query head h of a GQA group uses the channels of its KV head.
+// `factor`; query head h of a GQA group uses the channels of its KV head. `even_heads_only`: only
+// the rows of KV heads with an even index (kOutlierHeads).
 void scale_channels(std::vector<float>& values, const Shape& shape, int heads, int seq,
-                    const std::vector<int>& channels, float factor) {
+                    const std::vector<int>& channels, float factor, bool even_heads_only = false) {
   const std::size_t dim = static_cast<std::size_t>(shape.head_dim);
   const int group = heads / shape.heads_kv;
   const std::size_t per_head = static_cast<std::size_t>(std::min(kOutlierChannels, shape.head_dim));
   for (std::size_t b = 0; b < static_cast<std::size_t>(shape.batch); ++b) {
     for (int h = 0; h < heads; ++h) {
       const std::size_t kv_head = b * shape.heads_kv + static_cast<std::size_t>(h / group);
+      if (even_heads_only && kv_head % 2 != 0) continue;
       const std::size_t head = b * heads + static_cast<std::size_t>(h);
       for (std::size_t n = 0; n < static_cast<std::size_t>(seq); ++n) {
         float* row = values.data() + (head * seq + n) * dim;
@@ -73,7 +75,8 @@ const std::vector<InputFamily>& all_input_families() {
                                                     InputFamily::kSharp,
                                                     InputFamily::kOffsetsAndOutliers,
                                                     InputFamily::kSharpOffsetsAndOutliers,
-                                                    InputFamily::kValueOutliers};
+                                                    InputFamily::kValueOutliers,
+                                                    InputFamily::kOutlierHeads};
   return families;
 }
 
@@ -95,6 +98,8 @@ std::string family_name(InputFamily family) {
       return "sharp_offset_outliers";
     case InputFamily::kValueOutliers:
       return "v_outliers";
+    case InputFamily::kOutlierHeads:
+      return "outlier_heads";
   }
   throw InternalError("unknown InputFamily");
 }
@@ -117,6 +122,8 @@ std::string family_description(InputFamily family) {
       return "sharp + offset + outliers";
     case InputFamily::kValueOutliers:
       return "4 channels of V x10";
+    case InputFamily::kOutlierHeads:
+      return "outliers in half the heads";
   }
   throw InternalError("unknown InputFamily");
 }
@@ -145,6 +152,11 @@ AttentionInputValues make_inputs(InputFamily family, const Shape& shape, std::ui
     const std::vector<int> channels = outlier_channels(kv_heads, shape.head_dim, seed + 3);
     scale_channels(inputs.q, shape, shape.heads_q, shape.seq_q, channels, kOutlierFactor);
     scale_channels(inputs.k, shape, shape.heads_kv, shape.seq_kv, channels, kOutlierFactor);
+  }
+  if (family == InputFamily::kOutlierHeads) {
+    const std::vector<int> channels = outlier_channels(kv_heads, shape.head_dim, seed + 3);
+    scale_channels(inputs.q, shape, shape.heads_q, shape.seq_q, channels, kOutlierFactor, true);
+    scale_channels(inputs.k, shape, shape.heads_kv, shape.seq_kv, channels, kOutlierFactor, true);
   }
   if (family == InputFamily::kValueOutliers) {
     const std::vector<int> channels = outlier_channels(kv_heads, shape.head_dim, seed + 3);

@@ -22,6 +22,10 @@ enum class InputFamily {
   kOffsetsAndOutliers,  // kKeyOffsets and kOutlierChannels together
   kSharpOffsetsAndOutliers,  // all three
   kValueOutliers,            // N(0, 1), 4 channels of V 10x larger
+  // kOutlierChannels in half the heads: KV heads b * heads_kv + h with an even index (and their
+  // query heads), the others N(0, 1). A layer whose heads differ, which automatic rotation
+  // decides head by head.
+  kOutlierHeads,
 };
 
 const std::vector<InputFamily>& all_input_families();

@@ -25,25 +25,35 @@ void attention_pipeline_model(const Shape& shape, const float* q, const float* k
   const int kv_heads = shape.batch * shape.heads_kv;
   // K first: Q's quantize reads K's channel means (quantize_qk of K, then of Q).
   std::vector<float> means;
-  QuantizedRows k8;
   if (options.smooth_k) {
     const std::vector<double> exact =
         options.exact_mean ? channel_means(k, kv_heads, shape.seq_kv, shape.head_dim)
                            : sampled_channel_means(k, kv_heads, shape.seq_kv, shape.head_dim);
     means.assign(exact.begin(), exact.end());
+  }
+  const float* k_means = options.smooth_k ? means.data() : nullptr;
+  // The rows rotated: every row or none, or the heads automatic rotation chooses.
+  RowRotation k_rotation(options.rotate == QKRotation::kOn), q_rotation = k_rotation;
+  if (options.rotate == QKRotation::kAuto) {
+    const std::vector<int> decisions =
+        rotation_decisions(k, kv_heads, shape.seq_kv, shape.head_dim, shape.head_dim, k_means);
+    k_rotation = RowRotation(decisions, shape.seq_kv);
+    q_rotation = RowRotation(decisions, shape.seq_q, shape.heads_q / shape.heads_kv);
+  }
+  QuantizedRows k8;
+  if (options.smooth_k) {
     k8 = k_per_block
-             ? quantize_row_blocks(k, kv_heads, shape.seq_kv, shape.head_dim, means.data(),
-                                   options.rotate)
+             ? quantize_row_blocks(k, kv_heads, shape.seq_kv, shape.head_dim, k_means, k_rotation)
              : quantize_rows_smoothed(k, kv_heads, shape.seq_kv, shape.head_dim, options.qk_bits,
-                                      means.data(), options.rotate, options.k_low_terms);
+                                      k_means, k_rotation, options.k_low_terms);
   } else if (k_per_block) {
-    k8 = quantize_row_blocks(k, kv_heads, shape.seq_kv, shape.head_dim, nullptr, options.rotate);
+    k8 = quantize_row_blocks(k, kv_heads, shape.seq_kv, shape.head_dim, nullptr, k_rotation);
   } else {
     k8 = quantize_rows(k, kv_heads * shape.seq_kv, shape.head_dim, options.qk_bits, nullptr,
-                       options.rotate, options.k_low_terms);
+                       k_rotation, options.k_low_terms);
   }
   const QuantizedRows q8 = quantize_rows(q, q_rows, shape.head_dim, options.qk_bits, nullptr,
-                                         options.rotate, options.q_low_terms);
+                                         q_rotation, options.q_low_terms);
   ModelOptions model = options.model;
   std::vector<float> lse_terms;
   if (options.smooth_k) {

@@ -17,7 +17,9 @@ struct PipelineOptions {
   ModelOptions model;
   int qk_bits = 8;
   bool smooth_k = true;     // K minus its (sampled) channel means, with the LSE term
-  bool rotate = false;      // Q and K rotated before quantizing
+  // Q and K rotated before quantizing: no head, every head, or (kAuto) the heads the model's
+  // rotation_decisions choose, as the channel-mean pass would.
+  QKRotation rotate = QKRotation::kOff;
   bool exact_mean = false;  // smoothing with the mean of all keys, not the kernel's sample
   // Q, K as two INT8 terms (QuantizedRows::low_terms): a study of more precise Q.K, no kernel.
   bool q_low_terms = false;

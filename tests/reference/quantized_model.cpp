@@ -460,8 +460,42 @@ void rotate_row(float* values, int head_dim) {
   for (int c = 0; c < head_dim; ++c) values[c] *= normaliser;
 }
 
+bool RowRotation::rotates(std::size_t row) const {
+  if (mode != QKRotation::kAuto) return mode == QKRotation::kOn;
+  const std::size_t head = row / static_cast<std::size_t>(rows_per_head);
+  return heads.at(head / static_cast<std::size_t>(heads_per_decision)) != 0;
+}
+
+std::vector<int> rotation_decisions(const float* x, int heads, int seq, int head_dim, int channels,
+                                    const float* means, std::vector<double>* spreads) {
+  const int count = kernels::channel_mean_sample_count(seq);
+  const double threshold = static_cast<double>(kernels::kRotationSpread) * kernels::kRotationSpread;
+  std::vector<int> decisions(static_cast<std::size_t>(heads));
+  if (spreads != nullptr) spreads->assign(static_cast<std::size_t>(heads), 0.0);
+  std::vector<double> squares(static_cast<std::size_t>(head_dim));
+  for (std::size_t i = 0; i < static_cast<std::size_t>(heads); ++i) {
+    std::fill(squares.begin(), squares.end(), 0.0);
+    for (int sample = 0; sample < count; ++sample) {
+      const std::size_t n =
+          static_cast<std::size_t>(kernels::channel_mean_sample_row(sample, count, seq));
+      for (std::size_t d = 0; d < squares.size(); ++d) {
+        const double centre = means != nullptr ? means[i * head_dim + d] : 0.0;
+        const double value = x[(i * seq + n) * head_dim + d] - centre;
+        squares[d] += value * value;
+      }
+    }
+    const double largest = *std::max_element(squares.begin(), squares.end());
+    double total = 0.0;
+    for (const double square : squares) total += square;
+    const double ratio = total > 0.0 ? largest * channels / total / threshold : 0.0;
+    decisions[i] = ratio > 1.0 ? 1 : 0;
+    if (spreads != nullptr) (*spreads)[i] = ratio;
+  }
+  return decisions;
+}
+
 QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
-                            const float* channel_mean, bool rotate, bool low_terms) {
+                            const float* channel_mean, const RowRotation& rotate, bool low_terms) {
   if (bits != 8 && bits != 4) {
     throw InvalidArgument("bits", std::to_string(bits), "expected 8 or 4");
   }
@@ -488,7 +522,7 @@ QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
       // Smoothing subtracts the channel mean in FP32 before anything else, as the kernel does.
       transformed[c] = channel_mean != nullptr ? input[c] - channel_mean[c] : input[c];
     }
-    if (rotate) rotate_row(transformed.data(), head_dim);
+    if (rotate.rotates(row)) rotate_row(transformed.data(), head_dim);
     float amax = 0.0f;
     for (const float value : transformed) amax = std::max(amax, std::fabs(value));
     const Quantizer quantizer = row_quantizer(amax, range);
@@ -509,7 +543,7 @@ QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
 }
 
 QuantizedRows quantize_row_blocks(const float* x, int heads, int seq, int head_dim,
-                                  const float* channel_means, bool rotate) {
+                                  const float* channel_means, const RowRotation& rotate) {
   constexpr int kBlockRows = 64;  // kKTokenBlock (templates/attention/attention_params.h)
   QuantizedRows result;
   result.rows = heads * seq;
@@ -529,7 +563,9 @@ QuantizedRows quantize_row_blocks(const float* x, int heads, int seq, int head_d
         for (int c = 0; c < head_dim; ++c) {
           transformed[c] = mean != nullptr ? input[c] - mean[c] : input[c];
         }
-        if (rotate) rotate_row(transformed, head_dim);
+        if (rotate.rotates(static_cast<std::size_t>(head) * seq + first + r)) {
+          rotate_row(transformed, head_dim);
+        }
         for (int c = 0; c < head_dim; ++c) amax = std::max(amax, std::fabs(transformed[c]));
       }
       const Quantizer quantizer = row_quantizer(amax, 127.0f);
@@ -548,15 +584,17 @@ QuantizedRows quantize_row_blocks(const float* x, int heads, int seq, int head_d
 }
 
 QuantizedRows quantize_rows_smoothed(const float* x, int heads, int seq, int head_dim, int bits,
-                                     const float* channel_means, bool rotate, bool low_terms) {
+                                     const float* channel_means, const RowRotation& rotate,
+                                     bool low_terms) {
   QuantizedRows result;
   result.rows = heads * seq;
   result.head_dim = head_dim;
   result.bits = bits;
   const std::size_t block = static_cast<std::size_t>(seq) * head_dim;
   for (std::size_t i = 0; i < static_cast<std::size_t>(heads); ++i) {
-    const QuantizedRows part = quantize_rows(x + i * block, seq, head_dim, bits,
-                                             channel_means + i * head_dim, rotate, low_terms);
+    const QuantizedRows part =
+        quantize_rows(x + i * block, seq, head_dim, bits, channel_means + i * head_dim,
+                      RowRotation(rotate.rotates(i * static_cast<std::size_t>(seq))), low_terms);
     result.values.insert(result.values.end(), part.values.begin(), part.values.end());
     result.scales.insert(result.scales.end(), part.scales.begin(), part.scales.end());
     result.low_terms.insert(result.low_terms.end(), part.low_terms.begin(), part.low_terms.end());

@@ -4,7 +4,9 @@
 // attention_f64 is the quantization error.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "intfa/numerics.hpp"
@@ -18,6 +20,35 @@ using Variant = ::intfa::Variant;
 using PEncoding = ::intfa::PEncoding;
 using PScaleReference = ::intfa::PScaleReference;
 using VGranularity = ::intfa::VScaleGranularity;
+
+// Which rows a model rotates (QKRotation): none, all, or with kAuto the rows of the heads whose
+// KV head's decision (`heads`, [batch][heads_kv], nonzero: rotated) is set. Rows are counted from
+// the first row the quantize function is given: row r belongs to head r / rows_per_head, whose
+// decision is heads[head / heads_per_decision] (GQA: query heads per KV head; 1 for K).
+struct RowRotation {
+  QKRotation mode = QKRotation::kOff;
+  std::vector<int> heads;
+  int rows_per_head = 1;
+  int heads_per_decision = 1;
+
+  RowRotation() = default;
+  RowRotation(bool rotate) : mode(rotate ? QKRotation::kOn : QKRotation::kOff) {}  // NOLINT
+  RowRotation(std::vector<int> decisions, int rows, int group = 1)
+      : mode(QKRotation::kAuto),
+        heads(std::move(decisions)),
+        rows_per_head(rows),
+        heads_per_decision(group) {}
+  bool rotates(std::size_t row) const;
+};
+
+// Automatic rotation's decisions for `heads` blocks of `seq` rows (K: batch x heads_kv), as the
+// channel-mean pass makes them (templates/quantize/quantize_params.h, rotates_channel_spread),
+// in float64: over the sampled rows, less `means` (per block, [heads][head_dim]; null: as given),
+// the largest channel's sum of squares against kRotationSpread^2 times their mean over
+// `channels`. `spreads`, when given, receives each block's ratio (largest over mean square) over
+// kRotationSpread^2: a block within FP32 rounding of 1 may be decided either way by the kernel.
+std::vector<int> rotation_decisions(const float* x, int heads, int seq, int head_dim, int channels,
+                                    const float* means, std::vector<double>* spreads = nullptr);
 
 // Per-token quantization of rows of `head_dim` values: exactly the quantize_rows kernel.
 // `channel_mean` (K smoothing), when given, is one vector of head_dim floats subtracted (in FP32)
@@ -45,20 +76,21 @@ inline constexpr int kLowTermUnits = 254;
 // Per-token quantization of `rows` rows (Q, or K without smoothing): scale = max|x| / 127 (or 7),
 // values round(x / scale); `low_terms` adds QuantizedRows::low_terms (8 bits only).
 QuantizedRows quantize_rows(const float* x, int rows, int head_dim, int bits,
-                            const float* channel_mean = nullptr, bool rotate = false,
+                            const float* channel_mean = nullptr, const RowRotation& rotate = {},
                             bool low_terms = false);
 
 // K smoothing over `heads` (batch x heads) blocks of `seq` rows: block i subtracts
 // channel_means[i * head_dim ...] (the means the kernel computed, checked separately).
 QuantizedRows quantize_rows_smoothed(const float* x, int heads, int seq, int head_dim, int bits,
-                                     const float* channel_means, bool rotate = false,
+                                     const float* channel_means, const RowRotation& rotate = {},
                                      bool low_terms = false);
 
 // K with one scale per block of 64 rows of each of `heads` (batch x heads) runs of `seq` rows, as
 // quantize_row_blocks: scale = max|x| / 127 over the block's rows (after smoothing with
 // channel_means[i * head_dim ...] when given, and the rotation), every row quantized with it.
 QuantizedRows quantize_row_blocks(const float* x, int heads, int seq, int head_dim,
-                                  const float* channel_means = nullptr, bool rotate = false);
+                                  const float* channel_means = nullptr,
+                                  const RowRotation& rotate = {});
 
 // The rotation of incoherent processing (templates/quantize/rotation.h), in place on one row of
 // `head_dim` (a power of two) FP32 values, step for step as the kernel: the signs of D, the

@@ -249,7 +249,7 @@ TEST(KernelSpecJson, RoundTripsEveryField) {
   attention.numerics.v_granularity = kernels::VScaleGranularity::kPerChannel;
   attention.varlen = true;
   attention.q_dot_k_mean = true;
-  attention.rotate = true;
+  attention.rotate = QKRotation::kAuto;
   attention.quantizes_q = true;
   attention.numerics.k_granularity = kernels::KScaleGranularity::kPerBlock;
   expect_round_trip(attention);
@@ -259,7 +259,7 @@ TEST(KernelSpecJson, RoundTripsEveryField) {
   rows.input_type = kernels::ElementType::kBF16;
   rows.smooth_k = true;
   rows.q_dot_k_mean = true;
-  rows.rotate = true;
+  rows.rotate = QKRotation::kAuto;
   rows.v_granularity = kernels::VScaleGranularity::kPerChannel;
   rows.k_granularity = kernels::KScaleGranularity::kPerBlock;
   expect_round_trip(rows);
@@ -310,7 +310,8 @@ TEST(KernelId, DiffersExactlyWhenTheSpecsDiffer) {
                 },
                 [](AttentionSpec& s) { s.varlen = true; },
                 [](AttentionSpec& s) { s.q_dot_k_mean = true; },
-                [](AttentionSpec& s) { s.rotate = true; },
+                [](AttentionSpec& s) { s.rotate = QKRotation::kOn; },
+                [](AttentionSpec& s) { s.rotate = QKRotation::kAuto; },
                 [](AttentionSpec& s) { s.quantizes_q = true; },
             });
   expect_each_edit_changes_the_id<QuantizeSpec>(
@@ -323,7 +324,8 @@ TEST(KernelId, DiffersExactlyWhenTheSpecsDiffer) {
           [](QuantizeSpec& s) { s.qk_bits = 4; },
           [](QuantizeSpec& s) { s.smooth_k = true; },
           [](QuantizeSpec& s) { s.q_dot_k_mean = true; },
-          [](QuantizeSpec& s) { s.rotate = true; },
+          [](QuantizeSpec& s) { s.rotate = QKRotation::kOn; },
+          [](QuantizeSpec& s) { s.rotate = QKRotation::kAuto; },
           [](QuantizeSpec& s) { s.v_granularity = kernels::VScaleGranularity::kPerBlock; },
           [](QuantizeSpec& s) { s.k_granularity = kernels::KScaleGranularity::kPerBlock; },
       });
@@ -402,13 +404,29 @@ TEST(Render, QuantizeRowsNamesItsSmoothingLseTermAndRotation) {
   spec.kernel = QuantizeKernel::kRows;
   spec.head_dim = 64;
   spec.q_dot_k_mean = true;
-  spec.rotate = true;
+  spec.rotate = QKRotation::kOn;
   const RenderedUnit unit = render(spec, TemplateSet::embedded());
-  EXPECT_NE(unit.name_expression.find(
-                "quantize_rows<64, intfa::kernels::ElementType::kF16, 8, false, true, true>"),
+  EXPECT_NE(unit.name_expression.find("quantize_rows<64, intfa::kernels::ElementType::kF16, 8, "
+                                      "false, true, intfa::kernels::QKRotation::kOn>"),
             std::string::npos)
       << unit.name_expression;
   EXPECT_EQ(spec.to_string(), "quantize_rows sm_80 d64 f16->i8 q_dot_k_mean rotate");
+  spec.rotate = QKRotation::kAuto;
+  EXPECT_NE(render(spec, TemplateSet::embedded())
+                .name_expression.find("intfa::kernels::QKRotation::kAuto>"),
+            std::string::npos);
+  EXPECT_EQ(spec.to_string(), "quantize_rows sm_80 d64 f16->i8 q_dot_k_mean rotate=auto");
+  // "rotate": a boolean for off and on, as every build wrote it, "auto" for automatic rotation;
+  // anything else names the member.
+  EXPECT_EQ(spec.to_json().at("rotate").as_string(), "auto");
+  json::Value sometimes = spec.to_json();
+  sometimes.set("rotate", "sometimes");
+  try {
+    QuantizeSpec::from_json(sometimes);
+    ADD_FAILURE() << "rotate \"sometimes\" was read";
+  } catch (const InvalidArgument& error) {
+    EXPECT_EQ(error.field(), "spec.rotate");
+  }
 }
 
 // Per-block K is a member of both attention kernels' Numerics type, and quantize_rows of K becomes
@@ -435,7 +453,8 @@ TEST(Render, PerBlockKNamesItsArgumentAndItsQuantizeKernel) {
   rows.k_granularity = kernels::KScaleGranularity::kPerBlock;
   EXPECT_NE(render(rows, templates)
                 .name_expression.find("quantize_row_blocks<128, "
-                                      "intfa::kernels::ElementType::kF16, true, false>"),
+                                      "intfa::kernels::ElementType::kF16, true, "
+                                      "intfa::kernels::QKRotation::kOff>"),
             std::string::npos);
   EXPECT_EQ(rows.to_string(), "quantize_rows sm_80 d128 f16->i8 smooth_k k-scale=block");
 }

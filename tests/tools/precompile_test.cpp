@@ -395,13 +395,20 @@ TEST(PrecompileOptions, TheDefaultSetIsEveryArchHeadDimVariantAndCausalOnce) {
   EXPECT_TRUE(mentions(listed, "quantize_rows sm_80 d64 f16->i8 q_dot_k_mean")) << listed.output;
   EXPECT_TRUE(mentions(listed, "p=u8 p-scale=tile v-scale=channel q=in_kernel+q_dot_k_mean"))
       << listed.output;
-  // --smooth-k=0: one quantize_rows for Q and half INT8's K (K's alone on sm_90a), K's rows
-  // with V's max pass and quantize_v for full INT8, no channel_mean.
-  const CliResult plain = run_cli("precompile --list --smooth-k=0");
+  // --smooth-k=0 --rotate=0: one quantize_rows for Q and half INT8's K (K's alone on sm_90a),
+  // K's rows with V's max pass and quantize_v for full INT8, no channel_mean.
+  const CliResult plain = run_cli("precompile --list --smooth-k=0 --rotate=0");
   ASSERT_EQ(plain.exit_code, 0) << plain.output;
   EXPECT_TRUE(mentions(plain, std::to_string(archs * (12 + 3 + 6) + 8 + 3) + " kernels"))
       << plain.output;
   EXPECT_FALSE(mentions(plain, "channel_mean")) << plain.output;
+  // --smooth-k=0 alone: automatic rotation keeps the mean pass (its decisions), per head dim.
+  const CliResult unsmoothed = run_cli("precompile --list --smooth-k=0");
+  ASSERT_EQ(unsmoothed.exit_code, 0) << unsmoothed.output;
+  EXPECT_TRUE(mentions(unsmoothed, std::to_string(archs * (12 + 3 + 3 + 6) + 8 + 3) + " kernels"))
+      << unsmoothed.output;
+  EXPECT_TRUE(mentions(unsmoothed, "quantize_rows sm_80 d64 f16->i8 rotate=auto"))
+      << unsmoothed.output;
 }
 
 TEST(PrecompileOptions, TunedConfigsWithoutADatabaseAreAUsageError) {
@@ -498,11 +505,13 @@ TEST_F(PrecompileTuned, APerBlockKEntryBundlesItsQuantizeKernel) {
     const CliResult listed = run_cli("precompile --list --configs tuned --arch sm_90a" +
                                      std::string(k_scale) + " --tuning-db " + path());
     ASSERT_EQ(listed.exit_code, 0) << listed.output;
-    EXPECT_TRUE(mentions(listed, "quantize_rows sm_90a d64 f16->i8 smooth_k k-scale=block"))
+    EXPECT_TRUE(
+        mentions(listed, "quantize_rows sm_90a d64 f16->i8 smooth_k rotate=auto k-scale=block"))
         << k_scale << "\n"
         << listed.output;
-    EXPECT_FALSE(mentions(listed, "quantize_rows sm_90a d64 f16->i8 smooth_k\n"))
-        << k_scale << "\n" << listed.output;
+    EXPECT_FALSE(mentions(listed, "quantize_rows sm_90a d64 f16->i8 smooth_k rotate=auto\n"))
+        << k_scale << "\n"
+        << listed.output;
     EXPECT_TRUE(mentions(listed, " k-scale=block")) << listed.output;
   }
 }

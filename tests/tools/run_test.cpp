@@ -55,18 +55,18 @@ TEST_F(RunCommand, WithoutOptionsTheKernelsHaveTheDefaultNumerics) {
     return;
   }
   EXPECT_TRUE(testing::mentions(result, "p=u8 p-scale=tile v-scale=channel")) << result.output;
-  // K smoothing is on by default: its mean pass, K's smoothed rows with V's max pass (one
-  // launch), Q's rows with the LSE term, V.
+  // K smoothing and automatic rotation are on by default: the mean pass (the means and the
+  // heads' decisions), K's smoothed rows with V's max pass (one launch), Q's rows with the LSE
+  // term, V.
   EXPECT_TRUE(testing::mentions(result, "channel_mean sm_86 d64 f16")) << result.output;
-  EXPECT_TRUE(
-      testing::mentions(result, "quantize_k_v_scale sm_86 d64 f16->i8 smooth_k v-scale=channel"))
+  EXPECT_TRUE(testing::mentions(
+      result, "quantize_k_v_scale sm_86 d64 f16->i8 smooth_k rotate=auto v-scale=channel"))
       << result.output;
   EXPECT_TRUE(testing::mentions(result, "quantize_v sm_86 d64 f16 v-scale=channel"))
       << result.output;
   EXPECT_FALSE(testing::mentions(result, "quantize_v_scale")) << result.output;
-  EXPECT_TRUE(testing::mentions(result, "quantize_rows sm_86 d64 f16->i8 q_dot_k_mean"))
+  EXPECT_TRUE(testing::mentions(result, "quantize_rows sm_86 d64 f16->i8 q_dot_k_mean rotate=auto"))
       << result.output;
-  EXPECT_FALSE(testing::mentions(result, "rotate")) << result.output;
 }
 
 TEST_F(RunCommand, HalfInt8QuantizesNoV) {

@@ -99,7 +99,8 @@ Args::Args(const std::vector<std::string>& arguments, const Grammar& grammar) {
       name.resize(equals);
     }
     const bool takes_list = listed(grammar.switch_lists, name);
-    const bool is_flag = takes_list || listed(grammar.flags, name);
+    const bool takes_auto = listed(grammar.auto_flags, name);
+    const bool is_flag = takes_list || takes_auto || listed(grammar.flags, name);
     if (!is_flag && !listed(grammar.values, name)) {
       throw UsageError("unknown option --" + name + suggestion(name, grammar));
     }
@@ -120,9 +121,11 @@ Args::Args(const std::vector<std::string>& arguments, const Grammar& grammar) {
         (grammar.max_positional == 0 || is_bool_list(arguments[i + 1]))) {
       value = arguments[++i];
     }
-    if (value && !(takes_list ? is_bool_list(*value) : parse_bool(*value).has_value())) {
+    if (value && !(takes_list ? is_bool_list(*value) : parse_bool(*value).has_value()) &&
+        !(takes_auto && *value == "auto")) {
       throw UsageError("--" + name + "=" + *value + ": expected no value, or " + kBoolWords +
-                       (takes_list ? " (or a comma-separated list of them)" : ""));
+                       (takes_list ? " (or a comma-separated list of them)" : "") +
+                       (takes_auto ? " (or auto)" : ""));
     }
     options_[name] = value.value_or("1");
   }
@@ -212,6 +215,14 @@ bool Args::flag(const std::string& name) const {
 
 bool Args::flag_or(const std::string& name, bool fallback) const {
   return has(name) ? flag(name) : fallback;
+}
+
+std::optional<bool> Args::flag_or_auto(const std::string& name,
+                                       std::optional<bool> fallback) const {
+  const auto text = get(name);
+  if (!text) return fallback;
+  if (*text == "auto") return std::nullopt;
+  return flag(name);
 }
 
 std::vector<bool> Args::switch_list(const std::string& name,

@@ -29,6 +29,7 @@ class UsageError : public std::runtime_error {
 struct Grammar {
   std::vector<std::string> values;        // --name VALUE
   std::vector<std::string> flags;         // --name, --name=BOOL
+  std::vector<std::string> auto_flags;    // flags that also take --name=auto (flag_or_auto)
   std::vector<std::string> switch_lists;  // flags that also take a list of BOOLs (--causal)
   std::size_t max_positional = 0;         // arguments that are not options
 };
@@ -55,6 +56,8 @@ class Args {
   bool flag(const std::string& name) const;
   // The same with `fallback` when absent (a flag on by default: --smooth-k=0 turns it off).
   bool flag_or(const std::string& name, bool fallback) const;
+  // An auto flag's value: nullopt for --name=auto, else as flag_or.
+  std::optional<bool> flag_or_auto(const std::string& name, std::optional<bool> fallback) const;
   // A switch list's values, in order ({true} for the flag alone); `fallback` when absent.
   std::vector<bool> switch_list(const std::string& name, const std::vector<bool>& fallback) const;
   const std::vector<std::string>& positional() const { return positional_; }

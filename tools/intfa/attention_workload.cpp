@@ -88,6 +88,8 @@ AttentionWorkload::AttentionWorkload(const AttentionProblem& problem,
                                  problem.head_dim * sizeof(float));
   q_dot_k_mean_ = device::DeviceBuffer(q_count / problem.head_dim * sizeof(float));
   if (options.smooth_k) tensors_.q_dot_k_mean = q_dot_k_mean_.as<float>();
+  rotated_heads_ = device::DeviceBuffer(static_cast<std::size_t>(problem.batch) * problem.heads_kv *
+                                        sizeof(int));
 }
 
 void AttentionWorkload::quantize(CUstream stream) {
@@ -96,6 +98,8 @@ void AttentionWorkload::quantize(CUstream stream) {
   QuantizeOptions k_options;
   k_options.bits = problem_.qk_bits;
   k_options.rotate = options_.rotate_qk;
+  const bool auto_rotation = options_.rotate_qk == QKRotation::kAuto;
+  if (auto_rotation) k_options.rotated_heads = rotated_heads_.as<int>();
   k_options.k_granularity = options_.numerics.k_granularity;
   k_options.smooth_k_channel_mean = options_.smooth_k ? k_mean_.as<float>() : nullptr;
   const TensorView k_input = TensorView::dense(k_.get(), io_type_, Layout::kBHND, kv_shape_);
@@ -118,9 +122,10 @@ void AttentionWorkload::quantize(CUstream stream) {
   QuantizeOptions q_options;
   q_options.bits = problem_.qk_bits;
   q_options.rotate = options_.rotate_qk;
+  q_options.k_channel_mean_heads = problem_.heads_kv;
+  if (auto_rotation) q_options.k_rotated_heads = rotated_heads_.as<int>();
   if (options_.smooth_k) {
     q_options.k_channel_mean = k_mean_.as<float>();
-    q_options.k_channel_mean_heads = problem_.heads_kv;
     q_options.q_dot_k_mean = q_dot_k_mean_.as<float>();
   }
   quantize_qk(q_shape_, TensorView::dense(q_.get(), io_type_, Layout::kBHND, q_shape_), tensors_.q,

@@ -46,6 +46,7 @@ class AttentionWorkload {
   device::DeviceBuffer q_, k_, v_, q8_, k8_, v8_, q_scale_, k_scale_, v_scale_, out_;
   device::DeviceBuffer k_mean_;        // K smoothing: K's channel means
   device::DeviceBuffer q_dot_k_mean_;  // and q . mean per query row (the LSE term)
+  device::DeviceBuffer rotated_heads_;  // automatic rotation: K's heads' decisions
   AttentionTensors tensors_;
 };
 

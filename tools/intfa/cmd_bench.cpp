@@ -108,6 +108,7 @@ int run_bench(const Arguments& arguments) {
   grammar.values = {"head-dims", "seq", "batch", "heads", "variants", "repeats", "configs", "json"};
   for (const std::string& name : numerics_option_names()) grammar.values.push_back(name);
   grammar.flags = qk_transform_flag_names();
+  grammar.auto_flags = qk_transform_auto_flag_names();
   grammar.flags.push_back("jit");
   grammar.switch_lists = {"causal"};
   // The whole command line, problems included, is checked before anything looks for a GPU.

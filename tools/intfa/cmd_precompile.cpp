@@ -63,7 +63,8 @@ const char* const kPrecompileUsage =
     "How Q and K are quantized (which quantize kernels; with --configs tuned too):\n"
     "  --smooth-k[=BOOL]          K smoothing: its mean pass, K's smoothed rows and Q's rows\n"
     "                             with the LSE term (on by default; --smooth-k=0: plain rows)\n"
-    "  --rotate[=BOOL]            Q's and K's rows rotated (incoherent processing)\n\n"
+    "  --rotate[=BOOL|auto]       Q's and K's rows rotated (incoherent processing); auto (the\n"
+    "                             default): the heads whose keys have outlier channels\n\n"
     "Paged KV cache (include/intfa/paged.hpp):\n"
     "  --paged-bits LIST          8,4: also every kernel of the paged cache with these cache\n"
     "                             widths (append, decode, merge) for each arch, head dim and\n"
@@ -145,6 +146,7 @@ BundlePlan parse_plan(const Arguments& arguments) {
                     "configs", "tuning-db", "jobs",      "qk-bits",  "paged-bits"};
   for (const std::string& name : numerics_flag_names()) grammar.values.push_back(name);
   grammar.flags = qk_transform_flag_names();
+  grammar.auto_flags = qk_transform_auto_flag_names();
   grammar.flags.push_back("list");
   const Args args(with_long_options(arguments), grammar);
   BundlePlan plan;

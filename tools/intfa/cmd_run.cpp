@@ -50,6 +50,7 @@ Demo parse_demo(const Arguments& arguments) {
   grammar.values = {"batch", "heads", "heads-kv", "seq", "seq-kv", "head-dim", "seed", "repeats"};
   for (const std::string& name : numerics_option_names()) grammar.values.push_back(name);
   grammar.flags = qk_transform_flag_names();
+  grammar.auto_flags = qk_transform_auto_flag_names();
   grammar.switch_lists = {"causal"};
   const Args args(arguments, grammar);
   Demo demo;

@@ -53,7 +53,7 @@ const char* const kTuneUsage =
     "Numerics (one value each; each selects other kernels): --dtype f16|bf16, --qk-bits 8|4, and\n"
     "the numerics options below\n"
     "How Q and K are quantized for the checks and timings (the same attention kernel, so the\n"
-    "same buckets): --smooth-k[=BOOL] (on by default), --rotate[=BOOL]\n\n"
+    "same buckets): --smooth-k[=BOOL] (on by default), --rotate[=BOOL|auto] (auto)\n\n"
     "Prints a line per candidate on stderr and a table of the chosen configs with their speedup\n"
     "over the heuristic's. Exit 1 when a bucket had no correct candidate, or on an error.\n\n"
     "A flag is on alone, or takes a value: --force=no, --causal=off (1/0, true/false, on/off,\n"
@@ -116,6 +116,7 @@ TuneOptions parse_options(const Arguments& arguments) {
                     "budget-s",  "configs", "tuning-db", "json",  "dtype", "qk-bits"};
   for (const std::string& name : numerics_flag_names()) grammar.values.push_back(name);
   grammar.flags = qk_transform_flag_names();
+  grammar.auto_flags = qk_transform_auto_flag_names();
   grammar.flags.push_back("force");
   grammar.switch_lists = {"causal"};
   const Args args(arguments, grammar);

@@ -61,9 +61,12 @@ std::string build_numerics_help() {
          "keys)\n"
          "                             before quantizing; on by default, --smooth-k=0 turns it "
          "off\n"
-         "  --rotate[=BOOL]            rotate Q and K by a signed Walsh-Hadamard matrix before\n"
+         "  --rotate[=BOOL|auto]       rotate Q and K by a signed Walsh-Hadamard matrix before\n"
          "                             quantizing (incoherent processing: spreads outlier "
-         "channels)\n";
+         "channels);\n"
+         "                             auto (the default) rotates the heads whose keys have "
+         "outlier\n"
+         "                             channels\n";
 }
 
 // `--flag TEXT` as an option by its table (numerics/option_names.hpp: any spelling).
@@ -98,14 +101,24 @@ const std::vector<std::string>& numerics_flag_names() {
 }
 
 const std::vector<std::string>& qk_transform_flag_names() {
-  static const std::vector<std::string> names = {"smooth-k", "rotate"};
+  static const std::vector<std::string> names = {"smooth-k"};
+  return names;
+}
+
+const std::vector<std::string>& qk_transform_auto_flag_names() {
+  static const std::vector<std::string> names = {"rotate"};
   return names;
 }
 
 void parse_qk_transforms(const Args& args, AttentionOptions& options) {
   const AttentionOptions defaults;
   options.smooth_k = args.flag_or("smooth-k", defaults.smooth_k);
-  options.rotate_qk = args.flag_or("rotate", defaults.rotate_qk);
+  if (args.has("rotate")) {
+    const std::optional<bool> rotate = args.flag_or_auto("rotate", std::nullopt);
+    options.rotate_qk = !rotate ? QKRotation::kAuto : *rotate ? QKRotation::kOn : QKRotation::kOff;
+  } else {
+    options.rotate_qk = defaults.rotate_qk;
+  }
 }
 
 const std::vector<std::string>& numerics_option_names() {
@@ -185,7 +198,9 @@ std::string describe_numerics(const AttentionProblem& problem, const AttentionOp
   if (options.numerics.k_granularity == KScaleGranularity::kPerBlock)
     transforms += ", K per 64-key block";
   if (options.smooth_k) transforms += ", K smoothed";
-  if (options.rotate_qk) transforms += ", Q and K rotated";
+  if (options.rotate_qk == QKRotation::kOn) transforms += ", Q and K rotated";
+  if (options.rotate_qk == QKRotation::kAuto)
+    transforms += ", Q and K rotated where K has outliers";
   if (problem.variant == Variant::kHalfInt8) {
     return "half INT8 (INT" + std::to_string(problem.qk_bits) + " Q.K, 16-bit P.V" + transforms +
            ")";

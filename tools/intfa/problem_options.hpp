@@ -28,10 +28,12 @@ const char* numerics_flags_help();
 // The numerics options' flags (the defaults where none is given).
 AttentionNumerics parse_numerics_options(const Args& args);
 
-// --smooth-k[=BOOL] and --rotate[=BOOL] (defaults as AttentionOptions: numerics_options_help):
-// how the 16-bit Q and K are quantized (AttentionOptions::smooth_k, rotate_qk); flags of run,
-// bench, tune and precompile.
+// --smooth-k[=BOOL] and --rotate[=BOOL|auto] (defaults as AttentionOptions:
+// numerics_options_help): how the 16-bit Q and K are quantized (AttentionOptions::smooth_k,
+// rotate_qk); the flags (Grammar::flags) and auto flags (Grammar::auto_flags) of run, bench,
+// tune and precompile.
 const std::vector<std::string>& qk_transform_flag_names();
+const std::vector<std::string>& qk_transform_auto_flag_names();
 void parse_qk_transforms(const Args& args, AttentionOptions& options);
 
 Variant parse_variant(const std::string& text);
