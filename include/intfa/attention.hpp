@@ -189,4 +189,22 @@ std::size_t v_scale_count(VScaleGranularity granularity, int batch, int heads_kv
 int k_scale_blocks(int seq_kv);
 std::size_t k_scale_count(KScaleGranularity granularity, int batch, int heads_kv, int seq_kv);
 
+// ---- The variant of the default numerics --------------------------------------------------------
+//
+// The variant intfa.attention runs by default (variant "auto"): full or half INT8 for `problem`
+// (its head dim, lengths and causal flag; problem.variant is not read) on the GPU of the current
+// context (`device`: that one), from a table per arch measured end to end, half INT8 wherever
+// it is at least 0.95x full INT8's speed, since it is the more accurate (sm_90a: half INT8 at
+// d = 64, and at d = 128 up to 2k tokens, 8k causal; full INT8 beyond, at d = 256 and on other
+// archs: src/spec/variant_policy.cpp). `reason` names the table's row. The attention calls run
+// the variant they are given (AttentionProblem::variant): this is how a caller asks for the
+// table's. INTFA_LOG=1 prints each choice once. Throws InvalidArgument for a head dim no kernel
+// serves (attention_forward_16bit's rule), NoDevice without a GPU.
+struct AutoVariant {
+  Variant variant = Variant::kFullInt8;
+  std::string reason;
+};
+AutoVariant auto_variant(const AttentionProblem& problem);
+AutoVariant auto_variant(const AttentionProblem& problem, CUdevice device);
+
 }  // namespace intfa

@@ -47,7 +47,7 @@ from intfa._fallback import (FallbackWarning, fallback_stats, get_fallback,
                              reset_fallback_stats, set_fallback)
 from intfa._paged_layout import paged_layout, precompile_paged
 from intfa import _runtime
-from intfa._runtime import cache_info, precompile
+from intfa._runtime import auto_variant, cache_info, precompile
 
 _runtime.use_packaged_kernels()  # the kernels a wheel ships, when it ships any
 
@@ -96,7 +96,8 @@ def __getattr__(name):
 
 
 __all__ = ["CacheError", "CompileError", "DriverError", "Error", "InternalError",
-           "InvalidArgument", "NoDevice", "Unsupported", "cache_info", "precompile",
+           "InvalidArgument", "NoDevice", "Unsupported", "auto_variant", "cache_info",
+           "precompile",
            "paged_layout", "precompile_paged",
            "FallbackWarning", "fallback_stats", "get_fallback", "reset_fallback_stats",
            "set_fallback",

@@ -273,6 +273,9 @@ def check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant, smooth
             raise unservable("strides", invalid_argument(
                 f"{name}.stride", tensor.stride(),
                 "expected stride 1 on the head dim (the last dimension)"))
+    _, _, seq_q, _ = bhnd(q, layout)
+    variant = _checks.resolve_variant(variant, q.device, kernel_dim, seq_q, bhnd(k, layout)[2],
+                                      is_causal)
     check_attention_problem(q, k, layout, bool(is_causal), variant, kernel_dim)
     check_out(out, q)
     check_kernel_device(q, k, v)
@@ -358,7 +361,10 @@ def check_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     """Every check of `attention_varlen` (`numerics`: its numerics options, by name); returns its
     AttentionArgs (layout NHD: the kernels see packed rows as one batch of NHD rows)."""
     softmax_scale = resolve_sm_scale(sm_scale)
+    # Packed sequences run the portable kernel, for which the variant table was not measured:
+    # "auto" is full INT8, the default before the table.
     variant = option("variant", variant)
+    variant = "full_int8" if variant == "auto" else variant
     numerics = check_numerics(numerics)
     smooth_k, rotate = qk_transforms(smooth_k, rotate)
     packed = "[total, H, D]"

@@ -101,12 +101,31 @@ def choice(name, value, choices):
 NUMERICS_FIELDS = _intfa.numerics_fields()
 NUMERICS = tuple(field["name"] for field in NUMERICS_FIELDS)
 
-# The C++ defaults (intfa::AttentionOptions{}, and intfa::AttentionProblem's variant), the one
-# source of truth for the Python defaults, and the names of each option's values
-# (src/numerics/option_names.hpp, the one table): the numerics options' (from the list) with the
-# variant's and the Q/K transforms'.
-DEFAULTS = dict(_intfa.default_options(), variant="full_int8")
-OPTION_VALUES = _intfa.option_values()
+# The C++ defaults (intfa::AttentionOptions{}), the one source of truth for the Python defaults,
+# and the names of each option's values (src/numerics/option_names.hpp, the one table): the
+# numerics options' (from the list) with the variant's and the Q/K transforms'. The variant's
+# default is "auto": intfa::auto_variant's table chooses full or half INT8 per call
+# (resolve_variant).
+DEFAULTS = dict(_intfa.default_options(), variant="auto")
+OPTION_VALUES = dict(_intfa.option_values())
+OPTION_VALUES["variant"] = tuple(OPTION_VALUES["variant"]) + ("auto",)
+
+
+def resolve_variant(variant, device, head_dim, seq_q, seq_kv, is_causal):
+    """A checked variant with "auto" resolved: the table of intfa::auto_variant for a problem of
+    `head_dim` (the kernel's), these lengths and causal flag on CUDA `device`; full INT8 on any
+    other device (whose calls go to SDPA or are refused)."""
+    if variant != "auto":
+        return variant
+    if device.type != "cuda":
+        return "full_int8"
+    if device.index is None:
+        import torch  # (torch is the caller's: this package imports it lazily)
+        index = torch.cuda.current_device()
+    else:
+        index = device.index
+    return _intfa.auto_variant(device_index=index, head_dim=head_dim, seq_q=seq_q,
+                               seq_kv=seq_kv, causal=bool(is_causal))[0]
 
 
 def option(name, value):

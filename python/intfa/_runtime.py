@@ -9,7 +9,8 @@ from intfa._errors import invalid_argument
 
 _DTYPE_NAMES = {"f16": "f16", "float16": "f16", "half": "f16", "bf16": "bf16", "bfloat16": "bf16"}
 _HEAD_DIMS = (64, 128, 256)
-_VARIANTS = OPTION_VALUES["variant"]
+# The kernels' variants ("auto" chooses among them per call; precompile lists both).
+_VARIANTS = tuple(name for name in OPTION_VALUES["variant"] if name != "auto")
 _ARCHS = tuple(_intfa.target_archs())  # the C++ list (device::all_archs)
 _MAX_JOBS = 1024  # as intfa precompile -j
 
@@ -47,6 +48,26 @@ def use_packaged_kernels():
     major version, runs (INTFA_LOG=1 says why they do not)."""
     if os.path.isfile(os.path.join(PACKAGED_KERNELS, "manifest.json")):
         _intfa.use_packaged_kernels(PACKAGED_KERNELS)
+
+
+def auto_variant(head_dim, seq_q, seq_kv=None, is_causal=False, *, device=0):
+    """The variant ``intfa.attention`` runs by default (``variant="auto"``) for a problem of
+    ``head_dim``, ``seq_q`` queries against ``seq_kv`` keys (default ``seq_q``) and this causal
+    flag on CUDA device ``device`` (an index), and why: ``(name, reason)``, e.g. ``("half_int8",
+    "sm_90a d=64: half INT8 (bucket 4k)")``. The table is per arch, measured end to end; half INT8
+    wherever it is at least 0.95x full INT8's speed, since it is the more accurate. Raises
+    InvalidArgument naming a bad argument, NoDevice without a GPU."""
+    seq_kv = seq_q if seq_kv is None else seq_kv
+    for name, value in (("head_dim", head_dim), ("seq_q", seq_q), ("seq_kv", seq_kv),
+                        ("device", device)):
+        if not is_int(value) or value < (0 if name == "device" else 1):
+            raise invalid_argument(name, repr(value), "expected an int >= " +
+                                   ("0" if name == "device" else "1"))
+    if not isinstance(is_causal, bool):
+        raise invalid_argument("is_causal", repr(is_causal), "expected True or False")
+    name, reason = _intfa.auto_variant(device_index=device, head_dim=head_dim, seq_q=seq_q,
+                                       seq_kv=seq_kv, causal=is_causal)
+    return name, reason
 
 
 def precompile(head_dims=(64, 128, 256), variants=("full_int8", "half_int8"),

@@ -136,7 +136,7 @@ def attention_int8(q, k, v, q_scale, k_scale, v_scale=None, *, is_causal=False, 
 
 
 def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-              enable_gqa=False, *, sm_scale=None, layout="HND", variant="full_int8",
+              enable_gqa=False, *, sm_scale=None, layout="HND", variant="auto",
               v_granularity=None, smooth_k=None, p_encoding=None, p_scale=None,
               rotate=None, return_lse=False, out=None, fallback=None, k_granularity=None,
               check=None):
@@ -147,7 +147,10 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
     of H_kv) always works, whatever ``enable_gqa`` says. ``sm_scale`` (or SDPA's ``scale``)
     defaults to 1/sqrt(D). Causal masking with N_q != N_kv is bottom-right aligned
     (FlashAttention >= 2.1; SDPA aligns top-left); a query that sees no key outputs zeros.
-    ``variant`` "full_int8" quantizes V too, "half_int8" keeps V in 16 bits. ``smooth_k``
+    ``variant`` "full_int8" quantizes V too, "half_int8" keeps V in 16 bits (more accurate, and
+    faster at some shapes); "auto" (the default) takes the one intfa's table gives for this head
+    dim, length and causal flag on this GPU (``intfa.auto_variant``; sm_90a: half INT8 at
+    d = 64 and at d = 128 up to 2k tokens, 8k causal; full INT8 elsewhere). ``smooth_k``
     (default on) quantizes K less its channel means (over a sample of keys), ``rotate`` rotates Q
     and K by one orthogonal matrix first, which spreads outlier channels: True (every head),
     False, or "auto" (the default: the KV heads whose sampled keys have a few channels much
@@ -211,7 +214,7 @@ class Unserved(NamedTuple):
 
 
 def _attend(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, *,
-            sm_scale=None, layout="HND", variant="full_int8", smooth_k=None, rotate=None,
+            sm_scale=None, layout="HND", variant="auto", smooth_k=None, rotate=None,
             return_lse=False, out=None, fallback=None, check=None, **numerics):
     """`attention` up to its fallback: intfa's result, or Unserved when intfa does not serve the
     call and the policy is "sdpa" ("error" raises). `numerics`: the numerics options by name (a
@@ -310,7 +313,7 @@ def _dropout_error(dropout_p):
 
 
 def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *,
-                     is_causal=False, sm_scale=None, variant="full_int8", v_granularity=None,
+                     is_causal=False, sm_scale=None, variant="auto", v_granularity=None,
                      smooth_k=None, p_encoding=None, p_scale=None, return_lse=False,
                      rotate=None):
     """Quantizes and attends a varlen (packed) batch in one call, with FlashAttention's
@@ -325,8 +328,9 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     sequence is quantized as ``intfa.attention`` quantizes it alone (per-token Q and K; V's scales
     per sequence), except that ``smooth_k`` (on by default) subtracts the mean over (a sample of)
     all packed keys (still exact for attention, and the LSE stays that of the original scores);
-    ``rotate`` as in ``attention``. K's scales are per token (``attention``'s ``k_granularity``
-    "block" takes dense batches only).
+    ``rotate`` as in ``attention``; ``variant`` too, except that "auto" is full INT8 here
+    (packed sequences run the portable kernel, which the table was not measured for). K's scales
+    are per token (``attention``'s ``k_granularity`` "block" takes dense batches only).
     Returns the output [total_q, H_q, D] in q's dtype, and with ``return_lse`` also the
     natural-log log-sum-exp, float32 [H_q, total_q]. Runs the portable kernel (the Hopper one
     takes dense batches only). Forward only: no autograd."""

@@ -38,7 +38,7 @@ except ImportError:  # a torch built without distributed support
     DeviceMesh = init_device_mesh = None
 
 import intfa
-from intfa import _attention_checks, _intfa, _ops, _sdpa
+from intfa import _attention_checks, _checks, _intfa, _ops, _padding, _sdpa
 from intfa._checks import option
 from intfa._errors import invalid_argument
 from intfa._tensors import on, stream
@@ -184,16 +184,27 @@ class IntfaKernels:
         _check_layout(layout)
         # Checked here, before any rank communicates (None, and only None, is the default).
         self.layout, self.variant, self.sm_scale = layout, option("variant", variant), sm_scale
+        # This call's variant: "auto" resolved as intfa.attention over the whole sequence
+        # resolves it (statistics, the first step of every call, sets it).
+        self.call_variant = "full_int8" if self.variant == "auto" else self.variant
         self.smooth_k = option("smooth_k", smooth_k)
         self.rotate = option("rotate", rotate)
         self.v_granularity = option("v_granularity", v_granularity)
 
     def _full(self):
-        return self.variant == "full_int8"
+        return self.call_variant == "full_int8"
 
     def statistics(self, q, k, v, rank, world_size, zigzag):
         """This rank's SequenceStatistics, from its K and V shards (``shard_sequence``'s, zig-zag
-        or not). The shards are checked here, before any rank communicates."""
+        or not). The shards are checked here, before any rank communicates. With variant "auto"
+        it also chooses this call's variant, as intfa.attention over the whole sequence (every
+        rank's shards together; zig-zag shards are causal) would."""
+        if self.variant == "auto":
+            _, _, n_q, head_dim = _as_bhnd(q, self.layout).shape
+            n_kv = _as_bhnd(k, self.layout).shape[2]
+            self.call_variant = _checks.resolve_variant(
+                "auto", q.device, _padding.kernel_head_dim(head_dim) or head_dim,
+                n_q * world_size, n_kv * world_size, zigzag)
         _attention_checks.check_quantize(q, k, v if self._full() else None, self.layout,
                                          self.v_granularity, self.smooth_k, self.rotate == "on")
         k_samples = v_scales = None
@@ -505,7 +516,8 @@ def ring_attention(q, k, v, group=None, is_causal=False, *, layout="HND", varian
     shape. Causal: zig-zag shards (``shard_sequence(..., zigzag=True)``), Q and K of the same
     positions; otherwise any split. Returns this rank's output (and with ``return_lse`` its LSE,
     float32 [B, H, n]), as ``intfa.attention`` over the whole sequence would give for these rows.
-    ``variant`` "full_int8" (default) or "half_int8", ``sm_scale``, ``smooth_k``, ``rotate`` and
+    ``variant`` ("auto", the default, chooses as ``intfa.attention`` over the whole sequence
+    would), ``sm_scale``, ``smooth_k``, ``rotate`` and
     ``v_granularity`` as in ``intfa.attention``, which the shards then quantize as (K smoothing's
     means and V's scales are the whole sequence's when the shards are ``shard_sequence``'s; the
     rows of another split of a non-causal sequence give other means, and the same attention);

@@ -23,6 +23,7 @@
 #include "cache/bundle.hpp"
 #include "cache/disk_cache.hpp"
 #include "device/arch.hpp"
+#include "device/driver_api.hpp"
 #include "errors.hpp"
 #include "intfa/intfa.hpp"
 #include "intfa/precompile.hpp"
@@ -378,6 +379,22 @@ PYBIND11_MODULE(_intfa, m) {
       "name, the absent ones at their default (an unknown option or value: InvalidArgument).",
       "numerics"_a);
 
+  m.def(
+      "auto_variant",
+      [](int device_index, int head_dim, int seq_q, int seq_kv, bool causal) {
+        AttentionProblem problem;
+        problem.head_dim = head_dim;
+        problem.seq_q = seq_q;
+        problem.seq_kv = seq_kv;
+        problem.causal = causal;
+        CUdevice device = 0;
+        INTFA_DRIVER(cuDeviceGet, &device, device_index);
+        const AutoVariant choice = auto_variant(problem, device);
+        return py::make_tuple(option_name(choice.variant), choice.reason);
+      },
+      "intfa::auto_variant: the variant of variant=\"auto\" for a problem on CUDA device "
+      "`device_index`, as (name, reason).",
+      py::kw_only(), "device_index"_a, "head_dim"_a, "seq_q"_a, "seq_kv"_a, "causal"_a);
   m.def("v_padded_seq", &v_padded_seq, "seq_kv"_a);
   m.def(
       "v_scale_count",

@@ -86,10 +86,26 @@ class OptionTest(ArgumentsCase):
     attention, attention_int8, attention_varlen, quantize, the integrations, distributed)."""
 
     def test_none_and_only_none_is_the_cpp_default(self):
-        cpp = dict(intfa._intfa.default_options(), variant="full_int8")
+        # The variant's default is the per-call table's ("auto": resolve_variant).
+        cpp = dict(intfa._intfa.default_options(), variant="auto")
         self.assertEqual(set(_checks.DEFAULTS), set(cpp))
         for name, default in cpp.items():
             self.assertEqual(_checks.option(name, None), default, name)
+
+    def test_auto_resolves_to_the_tables_variant_on_a_gpu_and_to_full_int8_elsewhere(self):
+        import types
+        from unittest import mock
+        cpu = types.SimpleNamespace(type="cpu", index=None)
+        gpu = types.SimpleNamespace(type="cuda", index=3)
+        self.assertEqual(_checks.resolve_variant("auto", cpu, 64, 100, 100, False), "full_int8")
+        self.assertEqual(_checks.resolve_variant("half_int8", gpu, 64, 100, 100, False),
+                         "half_int8")
+        with mock.patch.object(_checks._intfa, "auto_variant",
+                               return_value=("half_int8", "the table's row")) as table:
+            self.assertEqual(_checks.resolve_variant("auto", gpu, 128, 300, 500, True),
+                             "half_int8")
+        table.assert_called_once_with(device_index=3, head_dim=128, seq_q=300, seq_kv=500,
+                                      causal=True)
 
     def test_each_name_of_the_option_table_is_itself(self):
         for name, names in intfa._intfa.option_values().items():

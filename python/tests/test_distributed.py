@@ -307,7 +307,8 @@ class ArgumentsTest(unittest.TestCase):
                 self.assert_invalid(name, cp.IntfaKernels, **{name: value})
                 self.assert_invalid(name, cp.ring_attention, self.q, self.k, self.v,
                                     **{name: value})
-        self.assertEqual(cp.IntfaKernels(variant=None).variant, "full_int8")
+        # None is the default, "auto": each call's variant as intfa.attention would choose it.
+        self.assertEqual(cp.IntfaKernels(variant=None).variant, "auto")
 
     def test_kernels_with_options_or_another_layout(self):
         self.assert_invalid("kernels", cp.ring_attention, self.q, self.k, self.v,

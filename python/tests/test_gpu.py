@@ -188,7 +188,8 @@ class OpsTest(unittest.TestCase):
             quantized = intfa.quantize(q, k, v, rotate=rotate)
             out, lse = intfa.attention_int8(*quantized[:6], return_lse=True,
                                             q_dot_k_mean=quantized.q_dot_k_mean)
-            self.assertTrue(torch.equal(out, intfa.attention(q, k, v, rotate=rotate)))
+            self.assertTrue(torch.equal(out, intfa.attention(q, k, v, rotate=rotate,
+                                                             variant="full_int8")))
             errors[rotate] = rel_l2(out, ref)
             lse_error = (lse - true_lse).abs().max().item()
             report(f"4 outlier channels x10, rotate={rotate}: rel_l2={errors[rotate]:.4%}, "
@@ -240,6 +241,26 @@ class OpsTest(unittest.TestCase):
         self.assertLess(automatic, 0.5 * whole)
         self.assertGreater(whole, 2 * 0.016)  # the check saw what is there
 
+    def test_the_default_variant_is_the_tables(self):
+        # variant="auto" (the default) runs what intfa.auto_variant names, bit for bit; on sm_90a
+        # the table gives half INT8 at d=64 and full INT8 at d=128 from 4k tokens (non-causal).
+        hopper = torch.cuda.get_device_capability() == (9, 0)
+        for head_dim, seq, causal, hopper_choice in ((64, 1000, False, "half_int8"),
+                                                     (128, 4096, False, "full_int8"),
+                                                     (128, 4096, True, "half_int8")):
+            q, k, v = random_qkv(1, 8, 2, seq, seq, head_dim, "HND", torch.float16)
+            name, reason = intfa.auto_variant(head_dim, seq, seq, causal,
+                                              device=q.device.index)
+            report(f"variant auto d={head_dim} N={seq} causal={causal}: {name} ({reason})")
+            if hopper:
+                self.assertEqual(name, hopper_choice)
+            out = intfa.attention(q, k, v, is_causal=causal)
+            self.assertTrue(torch.equal(out, intfa.attention(q, k, v, is_causal=causal,
+                                                             variant=name)))
+            other = "half_int8" if name == "full_int8" else "full_int8"
+            self.assertFalse(torch.equal(out, intfa.attention(q, k, v, is_causal=causal,
+                                                              variant=other)))
+
     def test_per_block_k_scales_reach_the_kernel_within_4_percent(self):
         # k_granularity="block": one K scale per 64 keys (500 keys: a partial last block), folded
         # into the softmax. Close to float64 attention, and not the per-token kernel's bits; the
@@ -257,8 +278,11 @@ class OpsTest(unittest.TestCase):
                            f" (per token {rel_l2(per_token, ref):.4%})")
                     self.assertLess(error, 0.04)
                     self.assertFalse(torch.equal(per_block, per_token))
+                    # The op takes the variant resolved (the default's, "auto", by the table).
+                    variant = intfa.auto_variant(head_dim, 500, 500, causal,
+                                                 device=q.device.index)[0]
                     through_op = torch.ops.intfa.attention(
-                        q, k, v, causal, 0.0, "HND", "full_int8", DEFAULTS["smooth_k"],
+                        q, k, v, causal, 0.0, "HND", variant, DEFAULTS["smooth_k"],
                         DEFAULTS["rotate"], False, "k_granularity=block")[0]
                     self.assertTrue(torch.equal(through_op, per_block))
 

@@ -15,6 +15,7 @@
 #include "launch/kernel_runtime.hpp"
 #include "nvrtc/compiler.hpp"
 #include "render/template_set.hpp"
+#include "spec/variant_policy.hpp"
 
 namespace intfa::cli {
 
@@ -22,7 +23,9 @@ const char* const kInfoUsage =
     "usage: intfa info\n\n"
     "Prints the GPU (or 'no GPU'), the target arch kernels are compiled for, the driver and NVRTC\n"
     "versions, where NVRTC and the CUDA headers were found (a PyPI package or the CUDA toolkit),\n"
-    "where kernel templates come from, and the cache directory with its entry count and size.\n";
+    "where kernel templates come from, the default numerics (intfa.attention's variant \"auto\"\n"
+    "per head dim, length and causal flag; automatic rotation; K smoothing), and the cache\n"
+    "directory with its entry count and size.\n";
 
 namespace {
 
@@ -50,6 +53,25 @@ void print_target_arch(bool have_gpu) {
   }
 }
 
+// intfa.attention's default numerics on the target arch (the GPU's, else INTFA_ARCH's, else the
+// one arch with a table): the variant table's rows, then what every call does.
+void print_default_numerics(bool have_gpu) {
+  device::Arch arch = device::Arch::kSm90a;
+  try {
+    if (have_gpu) {
+      arch = device::query_device(device::current_device()).arch;
+    } else if (const auto forced = device::arch_override_from_env()) {
+      arch = *forced;
+    }
+  } catch (const std::exception&) {  // print_target_arch said why
+  }
+  for (const std::string& line : strings::split(attention::variant_policy_text(arch), '\n')) {
+    if (!line.empty()) std::printf("numerics       %s\n", line.c_str());
+  }
+  std::printf(
+      "numerics       automatic rotation (heads whose keys have outlier channels), K smoothing\n");
+}
+
 }  // namespace
 
 int run_info(const Arguments& arguments) {
@@ -66,6 +88,7 @@ int run_info(const Arguments& arguments) {
     std::printf("GPU            no GPU (%s)\n", reason.c_str());
   }
   print_target_arch(device::driver_available());
+  print_default_numerics(device::driver_available());
   const std::string nvrtc_library = nvrtc::library_path();
   std::printf("NVRTC          %s, %s (%s)\n", nvrtc::version().to_string().c_str(),
               nvrtc_library.empty() ? "library path unknown" : nvrtc_library.c_str(),
