@@ -127,7 +127,9 @@ struct AttentionOptions {
   // in the quantize kernels. kAuto (the default) rotates the KV heads whose sampled keys have
   // outlier channels, and their query heads, decided on the device in K smoothing's mean pass
   // (which runs for it without smoothing too; QuantizeOptions::rotate says how): on inputs
-  // without outlier channels it rotates nothing and costs next to nothing.
+  // without outlier channels (and with fewer than 16 keys) it rotates nothing, for 0-2.5% of
+  // the attention kernel's time from 4k tokens (2-9% at 1k; bench/RESULTS.md, "Automatic
+  // rotation").
   QKRotation rotate_qk = QKRotation::kAuto;
   // Output element type comes from tensors.out.dtype. A config overrides the tuning database and
   // the heuristic (benchmarks, tuning).

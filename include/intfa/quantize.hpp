@@ -52,7 +52,9 @@ struct QuantizeOptions {
   QKRotation rotate = QKRotation::kOff;
   // K with kAuto: [batch][heads] device int32 that receive 1 where the head's rows are rotated,
   // else 0. Not with smooth_k_given_mean: a shard's decisions must be its whole sequence's (give
-  // them in k_rotated_heads). 4-byte aligned.
+  // them in k_rotated_heads). For K only: Q given rotated_heads (without k_channel_mean, which
+  // is refused) would decide from its own rows and disagree with K's; Q reads k_rotated_heads.
+  // 4-byte aligned.
   int* rotated_heads = nullptr;
   // kAuto, decisions made elsewhere: [batch][k_channel_mean_heads] device int32 (K's
   // rotated_heads, written on this stream before); query head h follows KV head

@@ -152,6 +152,22 @@ def with_channel_offsets(k, seed=7):
     return k + (2.0 * offsets).to(k.dtype)
 
 
+def with_outlier_heads(q, k, layout, heads_q, heads_kv, channels=(3, 17), factor=10.0):
+    """Q and K with `channels` `factor` times larger in the even KV heads and their query heads:
+    the heads automatic rotation rotates, beside heads it leaves alone."""
+    head_dim = 1 if layout == "HND" else 2
+    group = heads_q // heads_kv
+    q_scale = torch.ones(heads_q, q.shape[-1], device=q.device, dtype=q.dtype)
+    k_scale = torch.ones(heads_kv, k.shape[-1], device=k.device, dtype=k.dtype)
+    for kv_head in range(0, heads_kv, 2):
+        k_scale[kv_head, list(channels)] = factor
+        q_scale[kv_head * group:(kv_head + 1) * group, list(channels)] = factor
+    shape = [1, 1, 1, 1]
+    shape[head_dim] = -1
+    shape[3] = q.shape[-1]
+    return q * q_scale.view(shape), k * k_scale.view(shape)
+
+
 def simulated_ring(q, k, v, world_size, is_causal, layout, **options):
     """The whole sequence's (out, lse) from the simulated ring over world_size shards."""
     shards = [[cp.shard_sequence(x, rank, world_size, layout=layout, zigzag=is_causal)
@@ -195,7 +211,7 @@ class SimulatedRingTest(unittest.TestCase):
                         chunks = 2 * world_size if is_causal else world_size
                         size = q.shape[seq_dim] // chunks
                         prepared = ring_quantization(q, k, v, world_size, is_causal, layout,
-                                                     rotate=rotate)
+                                                     rotate=rotate, variant="full_int8")
                         for rank, (q_states, shard) in enumerate(prepared):
                             for slot, chunk in enumerate(cp._chunks_of_rank(rank, world_size,
                                                                             is_causal)):
@@ -229,12 +245,12 @@ class SimulatedRingTest(unittest.TestCase):
                         q, k, v = inputs(layout, heads_q, heads_kv, seq=512 * world_size,
                                          dtype=dtype, seed=10 + world_size)
                         k = with_channel_offsets(k)
-                        recorder = RecordingKernels(layout=layout)
+                        recorder = RecordingKernels(layout=layout, variant="full_int8")
                         out, lse = simulated_ring(q, k, v, world_size, is_causal, layout,
                                                   kernels=recorder)
                         whole, whole_lse = intfa.attention(q, k, v, is_causal=is_causal,
                                                            layout=layout, return_lse=True,
-                                                           fallback="error")
+                                                           fallback="error", variant="full_int8")
                         budget = rounding_budget(recorder, layout, world_size, is_causal,
                                                  list(range(world_size)))
                         ratio, equal = within_rounding(out, whole, budget)
@@ -246,6 +262,42 @@ class SimulatedRingTest(unittest.TestCase):
                                f"diff| {lse_error:.2e}")
                         self.assertLessEqual(ratio, 1.0)
                         self.assertLess(lse_error, MERGE_LSE)
+
+    def test_automatic_rotation_and_variant_decide_as_one_call(self):
+        # The defaults (variant and rotation "auto") on a layer whose even KV heads have outlier
+        # channels: the ring takes the whole sequence's decisions (the variant from its length,
+        # each head's rotation from the gathered sample rows), so it matches one call within the
+        # merges' rounding (MERGE_REL_L2, as half INT8's ring test), smoothed or not; a head
+        # rotated on one side only would be off by the quantization error itself (percents).
+        for world_size in (2, 4):
+            for smooth_k in (True, False):
+                for layout, is_causal, (heads_q, heads_kv) in CASES:
+                    with self.subTest(world_size=world_size, smooth_k=smooth_k, layout=layout,
+                                      causal=is_causal, heads=(heads_q, heads_kv)):
+                        q, k, v = inputs(layout, heads_q, heads_kv, seq=512 * world_size,
+                                         seed=20 + world_size)
+                        q, k = with_outlier_heads(q, k, layout, heads_q, heads_kv)
+                        recorder = RecordingKernels(layout=layout, smooth_k=smooth_k)
+                        out, lse = simulated_ring(q, k, v, world_size, is_causal, layout,
+                                                  kernels=recorder)
+                        whole, whole_lse = intfa.attention(q, k, v, is_causal=is_causal,
+                                                           layout=layout, return_lse=True,
+                                                           smooth_k=smooth_k, fallback="error")
+                        seq = 512 * world_size
+                        chosen = intfa.auto_variant(q.shape[-1], seq, seq, is_causal,
+                                                    device=q.device.index)[0]
+                        self.assertEqual(recorder.call_variant, chosen)
+                        unrotated = intfa.attention(q, k, v, is_causal=is_causal, layout=layout,
+                                                    smooth_k=smooth_k, rotate=False,
+                                                    variant=chosen)
+                        error = rel_l2(out, whole)
+                        report(f"automatic rotation, ring W={world_size} smooth_k={smooth_k} "
+                               f"{chosen} {layout} causal={is_causal} heads={heads_q}/"
+                               f"{heads_kv}: vs one call rel_l2 {error:.2e}; one call "
+                               f"unrotated differs by {rel_l2(unrotated, whole):.2e}")
+                        self.assertLess(error, MERGE_REL_L2)
+                        self.assertLess((lse - whole_lse).abs().max().item(), MERGE_LSE)
+                        self.assertGreater(rel_l2(unrotated, whole), 2 * MERGE_REL_L2)
 
     def test_merge_is_exact_where_the_chunks_quantize_as_the_whole(self):
         for world_size in (2, 4):
@@ -293,7 +345,7 @@ class SimulatedRingTest(unittest.TestCase):
 
     def test_the_ring_sends_int8_shards(self):
         q, k, v = inputs("HND", 8, 2, seq=1024)
-        kernels = cp.IntfaKernels(layout="HND")
+        kernels = cp.IntfaKernels(layout="HND", variant="full_int8")
         statistics = kernels.statistics(q, k, v, 0, 1, True)
         _, shard = cp._prepare_shard(q, k, v, True, kernels, statistics)
         self.assertEqual(len(shard), 2)  # two zig-zag chunks

@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(512) channel_mean(const ChannelMeanParams para
   }
   if (lane_in_row == 0) {
     params.rotated_heads[blockIdx.x] =
-        rotates_channel_spread(largest, total, params.channels) ? 1 : 0;
+        rotates_channel_spread(largest, total, params.channels, count) ? 1 : 0;
   }
 }
 

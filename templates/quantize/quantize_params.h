@@ -59,13 +59,18 @@ INTFA_HOST_DEVICE constexpr int channel_mean_sample_row(int sample, int count, i
 // about as many times larger, which the rotation removes by spreading those channels over the
 // row (4 channels 10x larger: spread ~5, error 3.4% -> 1.5%). Keys of even spread measure
 // 1.1-1.2 over 256 samples (up to ~1.6 over a few dozen), where rotating changes nothing but the
-// time it takes; bench/channel_spread.py has the families' values.
+// time it takes; bench/channel_spread.py has the families' values. Fewer than
+// kRotationMinSamples keys decide nothing (not rotated): over one to four N(0,1) keys some channel
+// is that much larger by chance (a review's simulation: rotated 22-100% of the time).
 constexpr float kRotationSpread = 2.0f;
+constexpr int kRotationMinSamples = 16;
 
 INTFA_HOST_DEVICE constexpr bool rotates_channel_spread(float largest_square_sum,
-                                                        float square_sum, int channels) {
-  return largest_square_sum * static_cast<float>(channels) >
-         kRotationSpread * kRotationSpread * square_sum;
+                                                        float square_sum, int channels,
+                                                        int samples) {
+  return samples >= kRotationMinSamples &&
+         largest_square_sum * static_cast<float>(channels) >
+             kRotationSpread * kRotationSpread * square_sum;
 }
 
 // K [batch, heads, seq, head_dim] (element strides, unit stride on head_dim) -> mean[b][h][d] in

@@ -50,6 +50,49 @@ TEST(QuantizeShards, SampleRowsAreEvenlySpreadAndCoverShortSequences) {
   EXPECT_EQ(invalid_field([] { k_channel_mean_sample_rows(0); }), "seq");
 }
 
+// Automatic rotation's decisions: written by K (rotated_heads), read by Q or by K's shards
+// (k_rotated_heads), one of them and only with QKRotation::kAuto.
+TEST(QuantizeRotation, BadArgumentsNameTheirField) {
+  const TensorShape shape{1, 2, 10, 64};
+  const TensorView input = TensorView::dense(fake_pointer(), DType::kF16, Layout::kBHND, shape);
+  const TensorView output = TensorView::dense(fake_pointer(), DType::kI8, Layout::kBHND, shape);
+  float* scales = static_cast<float*>(fake_pointer());
+  int* heads = static_cast<int*>(fake_pointer());
+  const auto refused = [&](const QuantizeOptions& options) {
+    return invalid_field([&] { quantize_qk(shape, input, output, scales, nullptr, options); });
+  };
+  QuantizeOptions bad;
+  bad.rotate = static_cast<QKRotation>(3);
+  EXPECT_EQ(refused(bad), "options.rotate");
+  for (QKRotation rotation : {QKRotation::kOff, QKRotation::kOn}) {
+    QuantizeOptions writes, reads;
+    writes.rotate = reads.rotate = rotation;
+    writes.rotated_heads = heads;
+    reads.k_rotated_heads = heads;
+    EXPECT_EQ(refused(writes), "options.rotated_heads") << rotation;
+    EXPECT_EQ(refused(reads), "options.k_rotated_heads") << rotation;
+  }
+  QuantizeOptions neither;
+  neither.rotate = QKRotation::kAuto;
+  EXPECT_EQ(refused(neither), "options.k_rotated_heads");
+  QuantizeOptions both = neither;
+  both.rotated_heads = heads;
+  both.k_rotated_heads = heads;
+  EXPECT_EQ(refused(both), "options.rotated_heads");
+  QuantizeOptions query_writes = neither;  // Q (the LSE term's means) deciding for itself
+  query_writes.k_channel_mean = static_cast<const float*>(fake_pointer());
+  query_writes.q_dot_k_mean = static_cast<float*>(fake_pointer());
+  query_writes.rotated_heads = heads;
+  EXPECT_EQ(refused(query_writes), "options.rotated_heads");
+  QuantizeOptions shard_writes = neither;  // a shard must take its sequence's decisions
+  shard_writes.smooth_k_given_mean = static_cast<const float*>(fake_pointer());
+  shard_writes.rotated_heads = heads;
+  EXPECT_EQ(refused(shard_writes), "options.rotated_heads");
+  QuantizeOptions misaligned = neither;
+  misaligned.k_rotated_heads = static_cast<const int*>(fake_pointer(2));
+  EXPECT_EQ(refused(misaligned), "options.k_rotated_heads");
+}
+
 TEST(QuantizeShards, BadArgumentsNameTheirField) {
   const TensorShape shape{1, 2, 10, 64};
   const TensorView input = TensorView::dense(fake_pointer(), DType::kF16, Layout::kBHND, shape);
@@ -72,6 +115,10 @@ TEST(QuantizeShards, BadArgumentsNameTheirField) {
             "options.smooth_k_given_mean");
 
   EXPECT_EQ(invalid_field([&] { k_channel_means(shape, input, nullptr, nullptr); }), "means");
+  EXPECT_EQ(invalid_field([&] {
+              k_channel_means(shape, input, nullptr, nullptr, static_cast<int*>(fake_pointer(2)));
+            }),
+            "rotated_heads");
   EXPECT_EQ(invalid_field([&] {
               k_channel_means(shape, input, static_cast<float*>(fake_pointer(2)), nullptr);
             }),

@@ -488,7 +488,7 @@ std::vector<int> rotation_decisions(const float* x, int heads, int seq, int head
     double total = 0.0;
     for (const double square : squares) total += square;
     const double ratio = total > 0.0 ? largest * channels / total / threshold : 0.0;
-    decisions[i] = ratio > 1.0 ? 1 : 0;
+    decisions[i] = count >= kernels::kRotationMinSamples && ratio > 1.0 ? 1 : 0;
     if (spreads != nullptr) (*spreads)[i] = ratio;
   }
   return decisions;

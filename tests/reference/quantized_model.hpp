@@ -45,8 +45,9 @@ struct RowRotation {
 // channel-mean pass makes them (templates/quantize/quantize_params.h, rotates_channel_spread),
 // in float64: over the sampled rows, less `means` (per block, [heads][head_dim]; null: as given),
 // the largest channel's sum of squares against kRotationSpread^2 times their mean over
-// `channels`. `spreads`, when given, receives each block's ratio (largest over mean square) over
-// kRotationSpread^2: a block within FP32 rounding of 1 may be decided either way by the kernel.
+// `channels`; fewer than kRotationMinSamples sampled rows decide nothing. `spreads`, when given,
+// receives each block's ratio (largest over mean square) over kRotationSpread^2: a block within
+// FP32 rounding of 1 may be decided either way by the kernel.
 std::vector<int> rotation_decisions(const float* x, int heads, int seq, int head_dim, int channels,
                                     const float* means, std::vector<double>* spreads = nullptr);
 

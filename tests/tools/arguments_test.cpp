@@ -64,6 +64,23 @@ TEST_F(RunArguments, AFlagTakesOnOffAsItsNextArgumentToo) {
 TEST_F(RunArguments, AFlagWithAnotherValueIsAUsageError) {
   expect_usage_error(run("--smooth-k=banana"), "run", "--smooth-k=banana");
   expect_usage_error(run("--causal=off,on"), "run", "--causal");
+  expect_usage_error(run("--rotate=maybe"), "run", "--rotate=maybe");
+}
+
+// --rotate is a flag that also takes auto (the default), after '=' or as its next argument.
+TEST_F(RunArguments, RotateTakesAutoAsWellAsABool) {
+  if (testing::gpu_available()) GTEST_SKIP() << "checks the kernels compiled without a GPU";
+  for (const char* automatic : {"--rotate=auto", "--rotate auto", ""}) {
+    const CliResult result = run(std::string("--head-dim 64 --seq 100 ") + automatic);
+    ASSERT_EQ(result.exit_code, 0) << automatic << "\n" << result.output;
+    EXPECT_TRUE(mentions(result, "rotate=auto")) << automatic << "\n" << result.output;
+  }
+  const CliResult on = run("--head-dim 64 --seq 100 --rotate");
+  ASSERT_EQ(on.exit_code, 0) << on.output;
+  EXPECT_TRUE(mentions(on, "q_dot_k_mean rotate ")) << on.output;
+  const CliResult off = run("--head-dim 64 --seq 100 --rotate=0");
+  ASSERT_EQ(off.exit_code, 0) << off.output;
+  EXPECT_FALSE(mentions(off, "rotate")) << off.output;
 }
 
 // The k suffix (4k = 4096) is read by every verb's integer options.

@@ -121,6 +121,10 @@ Args::Args(const std::vector<std::string>& arguments, const Grammar& grammar) {
         (grammar.max_positional == 0 || is_bool_list(arguments[i + 1]))) {
       value = arguments[++i];
     }
+    // "--rotate auto": an auto flag takes a following "auto" as its value.
+    if (!value && takes_auto && i + 1 < arguments.size() && arguments[i + 1] == "auto") {
+      value = arguments[++i];
+    }
     if (value && !(takes_list ? is_bool_list(*value) : parse_bool(*value).has_value()) &&
         !(takes_auto && *value == "auto")) {
       throw UsageError("--" + name + "=" + *value + ": expected no value, or " + kBoolWords +
