@@ -50,6 +50,31 @@ __device__ __forceinline__ void add_row_phases(float (&sum)[8],
   }
 }
 
+// This thread's samples added per channel in sample order: their values, or with Squares the
+// squares of their values less `centre` (this lane's 8 channels of it).
+template <class Config, ElementType InputType, bool Squares>
+__device__ __forceinline__ void add_samples(float (&sum)[8],
+                                            const uint4 (&raw)[Config::kSamplesPerThread],
+                                            int phase, int count, const float* centre) {
+#pragma unroll
+  for (int i = 0; i < 8; ++i) sum[i] = 0.0f;
+#pragma unroll
+  for (int i = 0; i < Config::kSamplesPerThread; ++i) {
+    if (phase + i * Config::kRowPhases >= count) break;
+    float values[8];
+    unpack_8_values<InputType>(values, raw[i]);
+#pragma unroll
+    for (int c = 0; c < 8; ++c) {
+      if (Squares) {
+        const float centred = values[c] - centre[c];
+        sum[c] = fmaf(centred, centred, sum[c]);
+      } else {
+        sum[c] += values[c];
+      }
+    }
+  }
+}
+
 template <int HeadDim, ElementType InputType>
 __global__ void __launch_bounds__(512) channel_mean(const ChannelMeanParams params) {
   // Launched as a programmatic dependent of the kernel before it (common/grid_dependency.cuh):
@@ -84,16 +109,7 @@ __global__ void __launch_bounds__(512) channel_mean(const ChannelMeanParams para
   }
   // Added in sample order, as the samples' loop did.
   float sum[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) sum[i] = 0.0f;
-#pragma unroll
-  for (int i = 0; i < Config::kSamplesPerThread; ++i) {
-    if (phase + i * Config::kRowPhases >= count) break;
-    float values[8];
-    unpack_8_values<InputType>(values, raw[i]);
-#pragma unroll
-    for (int c = 0; c < 8; ++c) sum[c] += values[c];
-  }
+  add_samples<Config, InputType, false>(sum, raw, phase, count, nullptr);
   add_row_phases<Config, HeadDim>(sum, partial, phase, lane_in_row);
   const float samples = static_cast<float>(count);
   float mean[8];
@@ -115,19 +131,7 @@ __global__ void __launch_bounds__(512) channel_mean(const ChannelMeanParams para
   }
   __syncthreads();
   float square_sum[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) square_sum[i] = 0.0f;
-#pragma unroll
-  for (int i = 0; i < Config::kSamplesPerThread; ++i) {
-    if (phase + i * Config::kRowPhases >= count) break;
-    float values[8];
-    unpack_8_values<InputType>(values, raw[i]);
-#pragma unroll
-    for (int c = 0; c < 8; ++c) {
-      const float centred = values[c] - centre[8 * lane_in_row + c];
-      square_sum[c] = fmaf(centred, centred, square_sum[c]);
-    }
-  }
+  add_samples<Config, InputType, true>(square_sum, raw, phase, count, centre + 8 * lane_in_row);
   add_row_phases<Config, HeadDim>(square_sum, partial, phase, lane_in_row);
   if (phase != 0) return;
   // Phase 0 is the first kThreadsPerRow (<= 32) lanes of warp 0: the head's largest channel and
