@@ -273,8 +273,8 @@ def check_attention(q, k, v, is_causal, scale, sm_scale, layout, variant, smooth
             raise unservable("strides", invalid_argument(
                 f"{name}.stride", tensor.stride(),
                 "expected stride 1 on the head dim (the last dimension)"))
-    # "auto" stays "auto" down to the op's plan, which resolves it (intfa::auto_variant): nothing
-    # opaque runs here while torch.compile traces the call.
+    # "auto" stays "auto" down to the op's plan, which resolves it (_checks.resolve_variant):
+    # nothing opaque runs here while torch.compile traces the call.
     check_attention_problem(q, k, layout, bool(is_causal), variant, kernel_dim)
     check_out(out, q)
     check_kernel_device(q, k, v)

@@ -113,9 +113,9 @@ OPTION_VALUES["variant"] = tuple(OPTION_VALUES["variant"]) + ("auto",)
 
 def resolve_variant(variant, device, head_dim, seq_q, seq_kv, is_causal):
     """A checked variant with "auto" resolved: the table of intfa::auto_variant for a problem of
-    `head_dim` (the kernel's), these lengths and causal flag on CUDA `device`; full INT8 on any
-    other device (whose calls go to SDPA or are refused). An opaque call: for eager code (the
-    accuracy check, the ring's statistics); intfa.attention's plan resolves "auto" itself."""
+    `head_dim` (any the kernels serve: the next kernel's row), these lengths and causal flag on
+    CUDA `device`; full INT8 on any other device (whose calls go to SDPA or are refused). An
+    opaque call, for eager code only: the op's plan, the accuracy check, the ring's statistics."""
     if variant != "auto":
         return variant
     if device.type != "cuda":

@@ -6,7 +6,7 @@ that sees more signatures than MAX_ENTRIES starts that cache over.
 """
 import torch
 
-from intfa import _intfa
+from intfa import _checks, _intfa
 from intfa._attention_checks import check_same
 from intfa._tensors import FLOAT_NAMES, bhnd, bhnd_strides, granularity_of, v_int8_strides
 
@@ -83,18 +83,17 @@ def attention_plan(q, k, v, out, args, packing=None):
     if packing is not None:
         totals = dict(total_q=seq_q, total_kv=seq_kv)
         b, seq_q, seq_kv = packing
-    # "auto" is resolved by the plan for q's GPU (intfa::auto_variant); on any other device, as
-    # _checks.resolve_variant says, full INT8.
-    cuda = q.device.type == "cuda"
-    variant = "full_int8" if args.variant == "auto" and not cuda else args.variant
+    # "auto" resolved here, in the op's implementation, not in the checks: nothing opaque runs
+    # while torch.compile traces the call.
+    variant = _checks.resolve_variant(args.variant, q.device, head_dim, seq_q, seq_kv,
+                                      args.is_causal)
     return remember(ATTENTION_PLANS, key, _intfa.AttentionPlan(
         batch=b, heads_q=heads_q, heads_kv=heads_kv, seq_q=seq_q, seq_kv=seq_kv,
         head_dim=head_dim, causal=args.is_causal, variant=variant,
         dtype=FLOAT_NAMES[q.dtype], q_strides=bhnd_strides(q, layout),
         k_strides=bhnd_strides(k, layout), v_strides=bhnd_strides(v, layout),
         out_strides=bhnd_strides(out, layout), softmax_scale=args.sm_scale,
-        numerics=dict(args.numerics), smooth_k=args.smooth_k, rotate=args.rotate,
-        device_index=q.device.index if cuda and q.device.index is not None else -1, **totals))
+        numerics=dict(args.numerics), smooth_k=args.smooth_k, rotate=args.rotate, **totals))
 
 
 def int8_attention_plan(q, k, v, v_scale, out, args):

@@ -21,8 +21,8 @@ from typing import NamedTuple, Optional
 
 import torch
 
-from intfa import (_accuracy_guard, _attention_checks, _checks, _fallback, _ops, _padding,
-                   _plans, _sdpa, _tensors)
+from intfa import (_accuracy_guard, _attention_checks, _checks, _fallback, _ops, _plans, _sdpa,
+                   _tensors)
 from intfa._errors import Error, Unsupported, invalid_argument
 
 # The options (variant, smooth_k, rotate and the numerics options of the C++ list) are checked and
@@ -279,8 +279,7 @@ def _attend(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
         args = call.args  # checked and defaulted
         # The variant the plan ran ("auto" resolved as it resolved it: its bound is that one's).
         _, _, seq_q, head_dim = _tensors.bhnd(q, args.layout)
-        variant = _checks.resolve_variant(args.variant, q.device,
-                                          _padding.kernel_head_dim(head_dim), seq_q,
+        variant = _checks.resolve_variant(args.variant, q.device, head_dim, seq_q,
                                           _tensors.bhnd(k, args.layout)[2], args.is_causal)
         _accuracy_guard.check(q, k, v, result, is_causal=args.is_causal,
                               sm_scale=args.sm_scale or None, layout=args.layout,

@@ -38,7 +38,7 @@ except ImportError:  # a torch built without distributed support
     DeviceMesh = init_device_mesh = None
 
 import intfa
-from intfa import _attention_checks, _checks, _intfa, _ops, _padding, _sdpa
+from intfa import _attention_checks, _checks, _intfa, _ops, _sdpa
 from intfa._checks import option
 from intfa._errors import invalid_argument
 from intfa._tensors import on, stream
@@ -202,9 +202,8 @@ class IntfaKernels:
         if self.variant == "auto":
             _, _, n_q, head_dim = _as_bhnd(q, self.layout).shape
             n_kv = _as_bhnd(k, self.layout).shape[2]
-            self.call_variant = _checks.resolve_variant(
-                "auto", q.device, _padding.kernel_head_dim(head_dim) or head_dim,
-                n_q * world_size, n_kv * world_size, zigzag)
+            self.call_variant = _checks.resolve_variant("auto", q.device, head_dim,
+                                                        n_q * world_size, n_kv * world_size, zigzag)
         _attention_checks.check_quantize(q, k, v if self._full() else None, self.layout,
                                          self.v_granularity, self.smooth_k, self.rotate == "on")
         k_samples = v_scales = None

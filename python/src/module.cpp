@@ -23,7 +23,6 @@
 #include "cache/bundle.hpp"
 #include "cache/disk_cache.hpp"
 #include "device/arch.hpp"
-#include "device/device_info.hpp"
 #include "device/driver_api.hpp"
 #include "errors.hpp"
 #include "intfa/intfa.hpp"
@@ -167,28 +166,6 @@ AttentionProblem make_problem(int batch, int heads_q, int heads_kv, int seq_q, i
   problem.head_dim = head_dim;
   problem.causal = causal;
   problem.variant = parse_variant(variant);
-  return problem;
-}
-
-// The problem of a call whose variant may be "auto" (intfa.attention's default): resolved by
-// intfa::auto_variant for CUDA device `device_index` (-1: the current context's). The Python
-// layer passes "auto" down to here, the op's implementation, so that nothing opaque runs while
-// torch.compile traces the call.
-AttentionProblem make_call_problem(int batch, int heads_q, int heads_kv, int seq_q, int seq_kv,
-                                   int head_dim, bool causal, const std::string& variant,
-                                   int device_index) {
-  const bool automatic = variant == "auto";
-  AttentionProblem problem = make_problem(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal,
-                                          automatic ? "full_int8" : variant);
-  if (automatic) {
-    CUdevice device = 0;
-    if (device_index < 0) {
-      device = device::current_device();
-    } else {
-      INTFA_DRIVER(cuDeviceGet, &device, device_index);
-    }
-    problem.variant = auto_variant(problem, device).variant;
-  }
   return problem;
 }
 
@@ -448,22 +425,20 @@ PYBIND11_MODULE(_intfa, m) {
                        const std::array<std::int64_t, 4>& v_strides,
                        const std::array<std::int64_t, 4>& out_strides, double softmax_scale,
                        const NumericsNames& numerics, bool smooth_k, int total_q, int total_kv,
-                       const std::string& rotate, int device_index) {
+                       const std::string& rotate) {
              AttentionOptions options;
              options.softmax_scale = softmax_scale;
              options.numerics = numerics_from_dict(numerics);
              options.smooth_k = smooth_k;
              options.rotate_qk = parse_rotation(rotate);
-             return AttentionPlan(make_call_problem(batch, heads_q, heads_kv, seq_q, seq_kv,
-                                                    head_dim, causal, variant, device_index),
-                                  dtype, q_strides, k_strides, v_strides, out_strides, options,
-                                  total_q, total_kv);
+             return AttentionPlan(
+                 make_problem(batch, heads_q, heads_kv, seq_q, seq_kv, head_dim, causal, variant),
+                 dtype, q_strides, k_strides, v_strides, out_strides, options, total_q, total_kv);
            }),
            py::kw_only(), "batch"_a, "heads_q"_a, "heads_kv"_a, "seq_q"_a, "seq_kv"_a, "head_dim"_a,
            "causal"_a, "variant"_a, "dtype"_a, "q_strides"_a, "k_strides"_a, "v_strides"_a,
            "out_strides"_a, "softmax_scale"_a, "numerics"_a, "smooth_k"_a, "total_q"_a = 0,
-           "total_kv"_a = 0, "rotate"_a = option_name(AttentionOptions{}.rotate_qk),
-           "device_index"_a = -1)
+           "total_kv"_a = 0, "rotate"_a = option_name(AttentionOptions{}.rotate_qk))
       .def_property_readonly("workspace_bytes", &AttentionPlan::workspace_bytes)
       .def_property_readonly(
           "numerics", [](const AttentionPlan& plan) { return numerics_dict(plan.numerics()); },
