@@ -28,9 +28,9 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from intfa_ctypes import FULL_INT8, HALF_INT8, Intfa, IntfaAttention, Options, time_ms
 
 try:  # the pybind11 package: PYTHONPATH=build/python (or build-device-py/python), or pip install .
-    from intfa_binding import BindingAttention, end_to_end
+    from intfa_binding import BindingAttention, defaults_end_to_end, end_to_end
 except ImportError:
-    BindingAttention = end_to_end = None
+    BindingAttention = defaults_end_to_end = end_to_end = None
 
 
 def time_in_both_orders(contenders, repeats, where):
@@ -216,6 +216,9 @@ def main():
                         contenders[name + "_e2e"] = (call, contextlib.nullcontext)
                         # The same with Q's own quantize pass instead of the Hopper kernel's.
                         contenders[name + "_e2e_q_pass"] = (call, q_pass)
+                if binding:  # intfa.attention with every option at its default (variant "auto")
+                    contenders["intfa_default_e2e"] = (defaults_end_to_end(q, k, v, causal),
+                                                       contextlib.nullcontext)
                 where = f"d={d} n={n}"
                 if args.timing == "interleaved":
                     medians, row["calls_per_turn"] = time_interleaved(contenders, args.repeats,
@@ -249,8 +252,10 @@ def main():
              " | full / cuDNN | intfa half TOPS | half / cuDNN | full quant ms | `intfa.attention` "
              "full TOPS | its / cuDNN | its / kernel only | with Q's own pass: full TOPS | "
              "Q in kernel / Q pass | `intfa.attention` half TOPS | its / cuDNN | half with Q's "
-             "own pass TOPS |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "own pass TOPS | `intfa.attention` defaults TOPS | defaults / full | defaults / "
+             "half |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+             "---|"]
     nan = float("nan")
     for r in rows:
         cudnn_ms = r.get("sdpa_cudnn_ms", nan)
@@ -267,7 +272,10 @@ def main():
             f"{r.get('intfa_full_e2e_q_pass_ms', nan) / r.get('intfa_full_e2e_ms', nan):.3f}x | "
             f"{r.get('intfa_half_e2e_tops', nan):.0f} | "
             f"{cudnn_ms / r.get('intfa_half_e2e_ms', nan):.2f}x | "
-            f"{r.get('intfa_half_e2e_q_pass_tops', nan):.0f} |")
+            f"{r.get('intfa_half_e2e_q_pass_tops', nan):.0f} | "
+            f"{r.get('intfa_default_e2e_tops', nan):.0f} | "
+            f"{r.get('intfa_full_e2e_ms', nan) / r.get('intfa_default_e2e_ms', nan):.3f} | "
+            f"{r.get('intfa_half_e2e_ms', nan) / r.get('intfa_default_e2e_ms', nan):.3f} |")
     with open(os.path.join(args.out_dir, "compare_sdpa.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))

@@ -52,3 +52,9 @@ def end_to_end(q, k, v, causal, variant, options, smooth_k=None, rotate=None,
         numerics["v_granularity"] = V_GRANULARITIES[options.v_granularity]
     # fallback="error": a problem intfa does not serve raises rather than timing torch's SDPA.
     return lambda: intfa.attention(q, k, v, is_causal=causal, fallback="error", **numerics)
+
+
+def defaults_end_to_end(q, k, v, causal):
+    """intfa.attention with every numerics option at its default: variant "auto" (the table, or
+    this GPU's tuned rows), automatic rotation, K smoothing."""
+    return lambda: intfa.attention(q, k, v, is_causal=causal, fallback="error")

@@ -198,7 +198,9 @@ std::size_t k_scale_count(KScaleGranularity granularity, int batch, int heads_kv
 // context (`device`: that one), from a table per arch measured end to end, half INT8 wherever
 // it is at least 0.95x full INT8's speed, since it is the more accurate (sm_90a: half INT8 at
 // d = 64, and at d = 128 up to 2k tokens, 8k causal; full INT8 beyond, at d = 256 and on other
-// archs: src/spec/variant_policy.cpp). `reason` names the table's row. The attention calls run
+// archs: src/spec/variant_policy.cpp). Rows that `intfa tune --variant-table` measured on this
+// GPU (the tuning database, as the tile configs) come first: the row of the problem's head dim
+// and causal flag nearest to its sequence bucket. `reason` names the row. The attention calls run
 // the variant they are given (AttentionProblem::variant): this is how a caller asks for the
 // table's. INTFA_LOG=1 prints each choice once. Throws InvalidArgument for a head dim no kernel
 // serves (attention_forward_16bit's rule), NoDevice without a GPU.

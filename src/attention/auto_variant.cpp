@@ -1,22 +1,24 @@
-// intfa::auto_variant: the variant table of src/spec/variant_policy.cpp for a problem on a GPU.
+// intfa::auto_variant: the variant of a problem on a GPU: the tuning database's row for that GPU
+// (`intfa tune --variant-table`) where it has one, else the shipped table of
+// src/spec/variant_policy.cpp.
 #include <mutex>
 #include <set>
 #include <string>
 
+#include "attention/config_choice.hpp"
 #include "common/log.hpp"
 #include "device/device_info.hpp"
 #include "intfa/attention.hpp"
 #include "numerics/option_names.hpp"
 #include "spec/attention_spec.hpp"
-#include "spec/variant_policy.hpp"
+#include "tune/database_file.hpp"
 
 namespace intfa {
 
 AutoVariant auto_variant(const AttentionProblem& problem, CUdevice device) {
   const int head_dim = attention::kernel_head_dim(problem.head_dim, "problem.head_dim");
-  const attention::VariantChoice choice =
-      attention::choose_variant(device::cached_device_info(device).arch, head_dim, problem.seq_q,
-                                problem.seq_kv, problem.causal);
+  const attention::VariantChoice choice = attention::choose_auto_variant(
+      problem, head_dim, device::cached_device_info(device), *tune::process_database());
   // Said once per row of the table (INTFA_LOG=1), not once per call.
   static std::mutex mutex;
   static std::set<std::string> said;

@@ -80,4 +80,17 @@ KernelConfig choose_config(const SpecRequest& request, const AttentionProblem& p
   return config;
 }
 
+VariantChoice choose_auto_variant(const AttentionProblem& problem, int head_dim,
+                                  const device::DeviceInfo& device,
+                                  const tune::TuningDatabase& database) {
+  const int bucket = tune::seq_bucket(problem.seq_q, problem.seq_kv);
+  if (const tune::VariantRow* row =
+          database.lookup_variant(tune::DeviceKey::of(device), head_dim, problem.causal, bucket)) {
+    return VariantChoice{row->variant, "tuned on this GPU " + row->tuned_at + ": " +
+                                           row->to_string() + " for bucket " +
+                                           std::to_string(bucket / 1024) + "k"};
+  }
+  return choose_variant(device.arch, head_dim, problem.seq_q, problem.seq_kv, problem.causal);
+}
+
 }  // namespace intfa::attention

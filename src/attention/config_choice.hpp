@@ -2,12 +2,14 @@
 // when there is one (tune::TuningDatabase::lookup: the bucket, else the nearest tuned length of the
 // same kernel), else the heuristic. INTFA_LOG=1 says which. A tuned config that does not fit this
 // device (a database copied from another machine, a driver that lowered a limit) is passed over
-// with one warning.
+// with one warning. Variant "auto" is chosen the same way: this GPU's tuned variant row first, the
+// shipped table second.
 #pragma once
 
 #include "device/device_info.hpp"
 #include "intfa/attention.hpp"
 #include "spec/attention_spec.hpp"
+#include "spec/variant_policy.hpp"
 #include "tune/tuning_database.hpp"
 
 namespace intfa::attention {
@@ -22,5 +24,13 @@ KernelConfig choose_config(const SpecRequest& request, const AttentionProblem& p
 
 KernelConfig choose_config(const SpecRequest& request, const AttentionProblem& problem,
                            const device::DeviceInfo& device, const tune::TuningDatabase& database);
+
+// Variant "auto" for `problem` (its kernel head dim `head_dim`): the database's variant row for
+// this GPU, head dim and causal flag nearest to the problem's sequence bucket
+// (`intfa tune --variant-table`), else the shipped table (choose_variant). The reason names the
+// row.
+VariantChoice choose_auto_variant(const AttentionProblem& problem, int head_dim,
+                                  const device::DeviceInfo& device,
+                                  const tune::TuningDatabase& database);
 
 }  // namespace intfa::attention

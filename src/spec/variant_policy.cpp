@@ -1,35 +1,39 @@
 #include "spec/variant_policy.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
+#include "intfa/errors.hpp"
 #include "spec/seq_bucket.hpp"
 
 namespace intfa::attention {
 namespace {
 
-// One row: half INT8 up to `half_up_to` tokens (a sequence bucket; 0: never), full INT8 beyond.
-// Half INT8 is the more accurate (0.87-0.92% against 1.39-1.43% on N(0,1), and within the issue's
-// 1.5% on every input family with automatic rotation, where full INT8 misses it at d=64), so a
-// row takes it wherever it is at least 0.95x the speed of full INT8 end to end.
+// One row: half INT8 up to `half_up_to` tokens (a sequence bucket; 0: never), full INT8 beyond:
+// pick_variant's rule on the measurements below. Full INT8 is outside the 1.5% floor at d=64 on
+// keys with outlier channels (1.56-1.61% with automatic rotation; half INT8 1.32-1.38%), within
+// it at d=128 and d=256.
 struct VariantRow {
   int head_dim;
   bool causal;
   int half_up_to;
 };
 
-// sm_90a, from `compare_sdpa.py` on the H200 (2026-11-29 08:25, interleaved, B=4 H=32; TOPS of
-// intfa.attention full / half INT8, bench/history/2026-11-29.md, third session):
-//   d=64:  1k 219/247, 4k 402/414, 16k 489/485; causal 138/169, 331/355, 446/476: half.
-//   d=128: 1k 314/356, 4k 613/599, 16k 743/682: half to 2k (4k: full 2% ahead, and accurate
-//          enough at d=128); causal 183/219, 471/501, 654/646: half to 8k.
-//   d=256: not measured: full INT8, the default before this table.
+// sm_90a on the H200, intfa.attention end to end (bench/history/2026-11-29.md, third and fourth
+// sessions; ms or TOPS, full / half INT8):
+//   d=64:  half everywhere (full INT8 is outside the floor); half / full speed 1.11 at 1k, 1.00
+//          at 4k, 0.98 at 16k; causal 1.16, 1.06, 1.05 (`intfa tune --variant-table`, 11:08).
+//   d=128: 1k 314/356 TOPS, 4k 613/599, 16k 743/682 (compare_sdpa.py, 08:25): half to 2k;
+//          causal 183/219, 471/501, 654/646: half to 8k (16k: 0.97-0.98 of full's speed).
+//   d=256: half faster everywhere: 1.12-1.19x non-causal, 1.12-1.23x causal (tune, 11:08).
 constexpr VariantRow kSm90aRows[] = {
     {64, false, tune::kMaxSeqBucket},
     {64, true, tune::kMaxSeqBucket},
     {128, false, 2048},
     {128, true, 8192},
-    {256, false, 0},
-    {256, true, 0},
+    {256, false, tune::kMaxSeqBucket},
+    {256, true, tune::kMaxSeqBucket},
 };
 
 std::string bucket_text(int tokens) {
@@ -44,6 +48,38 @@ std::string row_text(const VariantRow& row) {
 }
 
 }  // namespace
+
+Variant pick_variant(const std::vector<VariantMeasurement>& measured, double accuracy_floor) {
+  if (measured.empty()) throw InvalidArgument("measured", "(empty)", "expected a variant's times");
+  for (const VariantMeasurement& m : measured) {
+    if (!(m.median_ms > 0) || !std::isfinite(m.median_ms)) {
+      throw InvalidArgument("measured.median_ms", std::to_string(m.median_ms),
+                            "expected a positive time");
+    }
+    if (!(m.relative_l2 >= 0) || !std::isfinite(m.relative_l2)) {
+      throw InvalidArgument("measured.relative_l2", std::to_string(m.relative_l2),
+                            "expected a finite error >= 0");
+    }
+  }
+  const auto more_accurate = [](const VariantMeasurement& a, const VariantMeasurement& b) {
+    return a.relative_l2 < b.relative_l2;
+  };
+  std::vector<VariantMeasurement> within;
+  for (const VariantMeasurement& m : measured) {
+    if (m.relative_l2 <= accuracy_floor) within.push_back(m);
+  }
+  if (within.empty()) {
+    return std::min_element(measured.begin(), measured.end(), more_accurate)->variant;
+  }
+  double fastest_ms = within.front().median_ms;
+  for (const VariantMeasurement& m : within) fastest_ms = std::min(fastest_ms, m.median_ms);
+  // Speed is 1 / time: at least the share of the fastest's speed.
+  std::vector<VariantMeasurement> fast_enough;
+  for (const VariantMeasurement& m : within) {
+    if (kAccurateVariantSpeedShare * m.median_ms <= fastest_ms) fast_enough.push_back(m);
+  }
+  return std::min_element(fast_enough.begin(), fast_enough.end(), more_accurate)->variant;
+}
 
 VariantChoice choose_variant(device::Arch arch, int head_dim, int seq_q, int seq_kv, bool causal) {
   VariantChoice choice;

@@ -147,10 +147,23 @@ void write_database_file(const fs::path& path, const TuningDatabase& database) {
   }
 }
 
-void record_entry(const fs::path& path, const TuningEntry& entry) {
+namespace {
+
+template <typename Record>
+void merge_into_file(const fs::path& path, const Record& record) {
   TuningDatabase database = read_database_file(path).value_or(TuningDatabase{});
-  database.merge(entry);
+  database.merge(record);
   write_database_file(path, database);
+}
+
+}  // namespace
+
+void record_entry(const fs::path& path, const TuningEntry& entry) {
+  merge_into_file(path, entry);
+}
+
+void record_variant_row(const fs::path& path, const VariantRow& row) {
+  merge_into_file(path, row);
 }
 
 std::shared_ptr<const TuningDatabase> process_database() {

@@ -34,6 +34,8 @@ void write_database_file(const std::filesystem::path& path, const TuningDatabase
 // replacing the entry of its bucket, and writes it back. Throws DatabaseError when the file holds
 // something that is not a database this build reads: it is never overwritten.
 void record_entry(const std::filesystem::path& path, const TuningEntry& entry);
+// The same for a variant row (`intfa tune --variant-table`).
+void record_variant_row(const std::filesystem::path& path, const VariantRow& row);
 
 // The database at default_database_path(), loaded on first use and kept for the life of the
 // process (one of intfa's documented process-wide caches; a tuning run in another process is seen

@@ -7,6 +7,16 @@
 #include <exception>
 
 namespace intfa::tune {
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm parts{};
+  gmtime_r(&now, &parts);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &parts);
+  return text;
+}
+
 namespace {
 
 // Registers are allocated to a warp in units of 256 (CUDA Occupancy Calculator, "register
@@ -19,15 +29,6 @@ int registers_per_block(int registers_per_thread, int threads_per_block) {
   const int per_warp = (registers_per_thread * kWarpSize + kRegisterAllocationUnit - 1) /
                        kRegisterAllocationUnit * kRegisterAllocationUnit;
   return warps * per_warp;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm parts{};
-  gmtime_r(&now, &parts);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &parts);
-  return text;
 }
 
 std::string milliseconds_text(double ms) {

@@ -131,6 +131,9 @@ struct TunerHooks {
 std::vector<BucketResult> tune(const TuningPlan& plan, const TuningDatabase& existing,
                                Backend& backend, const TunerHooks& hooks = {});
 
+// Now, in ISO 8601 UTC ("2026-11-29T10:41:07Z"): when an entry or row was tuned.
+std::string utc_now();
+
 // The problem a bucket of `request` is timed on.
 AttentionProblem timing_problem(const attention::SpecRequest& request, int batch, int heads,
                                 int seq);

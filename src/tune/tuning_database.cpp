@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <utility>
@@ -179,16 +180,43 @@ json::Value shape_to_json(const MeasuredShape& shape) {
   return object;
 }
 
+int head_dim_member(const json::Value& object, const std::string& where) {
+  const int head_dim = integer_member(object, where, "head_dim", 1, kMaxConfigValue);
+  if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
+    throw DatabaseError(where + "head_dim", std::to_string(head_dim), "expected 64, 128 or 256");
+  }
+  return head_dim;
+}
+
+int seq_bucket_member(const json::Value& object, const std::string& where) {
+  const int bucket = integer_member(object, where, "seq_bucket", kMinSeqBucket, kMaxSeqBucket);
+  if (!is_seq_bucket(bucket)) {
+    throw DatabaseError(where + "seq_bucket", std::to_string(bucket),
+                        "expected a power of two in [1024, 16384]");
+  }
+  return bucket;
+}
+
+DeviceKey device_from_json(const json::Value& object, const std::string& where) {
+  DeviceKey device;
+  device.gpu_name = string_member(object, where, "gpu");
+  device.arch = arch_member(object, where);
+  device.driver_major = integer_member(object, where, "driver_major", 1, 1000);
+  return device;
+}
+
+void write_device(json::Value& object, const DeviceKey& device) {
+  object.set("gpu", device.gpu_name);
+  object.set("arch", device::arch_name(device.arch));
+  object.set("driver_major", device.driver_major);
+}
+
 // The request fields make_spec reads for the entry's variant; the others keep their defaults.
 attention::SpecRequest request_from_json(const json::Value& object, const std::string& where,
                                          device::Arch arch) {
   attention::SpecRequest request;
   request.arch = arch;
-  request.head_dim = integer_member(object, where, "head_dim", 1, kMaxConfigValue);
-  if (request.head_dim != 64 && request.head_dim != 128 && request.head_dim != 256) {
-    throw DatabaseError(where + "head_dim", std::to_string(request.head_dim),
-                        "expected 64, 128 or 256");
-  }
+  request.head_dim = head_dim_member(object, where);
   request.causal = bool_member(object, where, "causal");
   request.variant = option_member<Variant>(object, where, "variant");
   request.qk_bits = integer_member(object, where, "qk_bits", 4, 8);
@@ -222,16 +250,9 @@ TuningEntry entry_from_json(const json::Value& value, const std::string& field) 
   require_object(value, field);
   const std::string where = field + ".";
   TuningEntry entry;
-  entry.device.gpu_name = string_member(value, where, "gpu");
-  entry.device.arch = arch_member(value, where);
-  entry.device.driver_major = integer_member(value, where, "driver_major", 1, 1000);
+  entry.device = device_from_json(value, where);
   entry.bucket.request = request_from_json(value, where, entry.device.arch);
-  entry.bucket.seq_bucket =
-      integer_member(value, where, "seq_bucket", kMinSeqBucket, kMaxSeqBucket);
-  if (!is_seq_bucket(entry.bucket.seq_bucket)) {
-    throw DatabaseError(where + "seq_bucket", std::to_string(entry.bucket.seq_bucket),
-                        "expected a power of two in [1024, 16384]");
-  }
+  entry.bucket.seq_bucket = seq_bucket_member(value, where);
   entry.best = timed_from_json(value, where);
   entry.runner_ups = runner_ups_from_json(value, where);
   entry.measured_on = shape_from_json(value, where);
@@ -241,9 +262,7 @@ TuningEntry entry_from_json(const json::Value& value, const std::string& field) 
 
 json::Value entry_to_json(const TuningEntry& entry) {
   json::Value object = json::Value::object();
-  object.set("gpu", entry.device.gpu_name);
-  object.set("arch", device::arch_name(entry.device.arch));
-  object.set("driver_major", entry.device.driver_major);
+  write_device(object, entry.device);
   write_request(object, entry.bucket.request);
   object.set("seq_bucket", entry.bucket.seq_bucket);
   write_timed(object, entry.best);
@@ -259,6 +278,78 @@ json::Value entry_to_json(const TuningEntry& entry) {
   return object;
 }
 
+// --- Variant rows ---
+
+double error_member(const json::Value& object, const std::string& where, const char* name) {
+  const double value = kReader.non_negative(object, where, name);
+  if (!(value <= 1))
+    throw DatabaseError(where + name, shown(member(object, where, name)),
+                        "expected a relative error in [0, 1]");
+  return value;
+}
+
+VariantRow variant_row_from_json(const json::Value& value, const std::string& field) {
+  require_object(value, field);
+  const std::string where = field + ".";
+  VariantRow row;
+  row.device = device_from_json(value, where);
+  row.head_dim = head_dim_member(value, where);
+  row.causal = bool_member(value, where, "causal");
+  row.seq_bucket = seq_bucket_member(value, where);
+  row.variant = option_member<Variant>(value, where, "variant");
+  row.accuracy_floor = error_member(value, where, "accuracy_floor");
+  const json::Value& list = member(value, where, "measured");
+  if (!list.is_array() || list.as_array().empty()) {
+    throw DatabaseError(where + "measured", shown(list), "expected a non-empty array");
+  }
+  bool chosen_measured = false;
+  for (const json::Value& item : list.as_array()) {
+    const std::string item_field = where + "measured[" + std::to_string(row.measured.size()) + "]";
+    require_object(item, item_field);
+    const std::string inner = item_field + ".";
+    attention::VariantMeasurement measurement;
+    measurement.variant = option_member<Variant>(item, inner, "variant");
+    measurement.median_ms = milliseconds_member(item, inner, "median_ms");
+    measurement.relative_l2 = error_member(item, inner, "relative_l2");
+    chosen_measured = chosen_measured || measurement.variant == row.variant;
+    row.measured.push_back(measurement);
+  }
+  if (!chosen_measured) {
+    throw DatabaseError(where + "variant", option_name(row.variant),
+                        "expected one of the variants in \"measured\"");
+  }
+  row.measured_on = shape_from_json(value, where);
+  row.tuned_at = string_member(value, where, "tuned_at");
+  return row;
+}
+
+json::Value variant_row_to_json(const VariantRow& row) {
+  json::Value object = json::Value::object();
+  write_device(object, row.device);
+  object.set("head_dim", row.head_dim);
+  object.set("causal", row.causal);
+  object.set("seq_bucket", row.seq_bucket);
+  object.set("variant", option_name(row.variant));
+  object.set("accuracy_floor", row.accuracy_floor);
+  json::Value list = json::Value::array();
+  for (const attention::VariantMeasurement& measurement : row.measured) {
+    json::Value item = json::Value::object();
+    item.set("variant", option_name(measurement.variant));
+    item.set("median_ms", measurement.median_ms);
+    item.set("relative_l2", measurement.relative_l2);
+    list.push_back(std::move(item));
+  }
+  object.set("measured", std::move(list));
+  object.set("measured_on", shape_to_json(row.measured_on));
+  object.set("tuned_at", row.tuned_at);
+  return object;
+}
+
+bool same_variant_bucket(const VariantRow& a, const VariantRow& b) {
+  return a.device == b.device && a.head_dim == b.head_dim && a.causal == b.causal &&
+         a.seq_bucket == b.seq_bucket;
+}
+
 // Equal exactly for entries of one device and bucket (the bucket text names every field that
 // same_kernel compares but the arch, which the device text names).
 std::pair<std::string, std::string> key_of(const TuningEntry& entry) {
@@ -271,6 +362,26 @@ int log2_of(int power_of_two) {
   int steps = 0;
   while ((1 << steps) < power_of_two) ++steps;
   return steps;
+}
+
+// The item `matches` takes whose sequence bucket is nearest to `seq_bucket` (the larger of two
+// equally near), or nullptr.
+template <typename Item, typename Matches, typename BucketOf>
+const Item* nearest_bucket(const std::vector<Item>& items, int seq_bucket, Matches matches,
+                           BucketOf bucket_of) {
+  const Item* nearest = nullptr;
+  int nearest_distance = 0;
+  for (const Item& item : items) {
+    if (!matches(item)) continue;
+    const int distance = std::abs(log2_of(bucket_of(item)) - log2_of(seq_bucket));
+    const bool nearer = nearest == nullptr || distance < nearest_distance ||
+                        (distance == nearest_distance && bucket_of(item) > bucket_of(*nearest));
+    if (nearer) {
+      nearest = &item;
+      nearest_distance = distance;
+    }
+  }
+  return nearest;
 }
 
 }  // namespace
@@ -320,6 +431,38 @@ bool operator==(const MeasuredShape& a, const MeasuredShape& b) {
   return a.batch == b.batch && a.heads == b.heads && a.seq == b.seq;
 }
 
+std::string VariantRow::to_string() const {
+  std::string text = "d" + std::to_string(head_dim) + (causal ? " causal" : "") +
+                     (seq_bucket >= kMaxSeqBucket ? " seq>" + std::to_string(kMaxSeqBucket / 2)
+                                                  : " seq<=" + std::to_string(seq_bucket)) +
+                     ": " + option_name(variant) + " (";
+  char part[96];
+  for (std::size_t i = 0; i < measured.size(); ++i) {
+    std::snprintf(part, sizeof part, "%s%s %.3f ms %.2f%%", i == 0 ? "" : ", ",
+                  option_name(measured[i].variant), measured[i].median_ms,
+                  100 * measured[i].relative_l2);
+    text += part;
+  }
+  std::snprintf(part, sizeof part, "; floor %.2f%%)", 100 * accuracy_floor);
+  return text + part;
+}
+
+bool operator==(const VariantRow& a, const VariantRow& b) {
+  if (!same_variant_bucket(a, b) || a.variant != b.variant ||
+      a.accuracy_floor != b.accuracy_floor || a.measured.size() != b.measured.size() ||
+      !(a.measured_on == b.measured_on) || a.tuned_at != b.tuned_at) {
+    return false;
+  }
+  for (std::size_t i = 0; i < a.measured.size(); ++i) {
+    const attention::VariantMeasurement& x = a.measured[i];
+    const attention::VariantMeasurement& y = b.measured[i];
+    if (x.variant != y.variant || x.median_ms != y.median_ms || x.relative_l2 != y.relative_l2) {
+      return false;
+    }
+  }
+  return true;
+}
+
 bool operator==(const TuningEntry& a, const TuningEntry& b) {
   return a.device == b.device && same_bucket(a.bucket, b.bucket) && a.best == b.best &&
          a.runner_ups == b.runner_ups && a.measured_on == b.measured_on && a.tuned_at == b.tuned_at;
@@ -360,6 +503,23 @@ TuningDatabase TuningDatabase::parse(const std::string& text) {
     }
     database.entries_.push_back(std::move(entry));
   }
+  // Version 3 on: absent means none.
+  if (const json::Value* rows = document.find("variant_rows")) {
+    if (!rows->is_array()) throw DatabaseError("variant_rows", shown(*rows), "expected an array");
+    for (const json::Value& value : rows->as_array()) {
+      const std::size_t index = database.variant_rows_.size();
+      const std::string field = "variant_rows[" + std::to_string(index) + "]";
+      VariantRow row = variant_row_from_json(value, field);
+      for (std::size_t other = 0; other < index; ++other) {
+        if (same_variant_bucket(database.variant_rows_[other], row)) {
+          throw DatabaseError(
+              field, row.to_string(),
+              "the same GPU and bucket as variant_rows[" + std::to_string(other) + "]");
+        }
+      }
+      database.variant_rows_.push_back(std::move(row));
+    }
+  }
   return database;
 }
 
@@ -370,10 +530,17 @@ json::Value TuningDatabase::to_json() const {
     version = std::max(
         version, numerics::schema_version(e.bucket.request.numerics, e.bucket.request.variant));
   }
+  // Builds before variant rows would drop them when they re-write the file: they refuse it.
+  if (!variant_rows_.empty()) version = std::max(version, kVariantRowsSchemaVersion);
   document.set("schema_version", version);
   json::Value list = json::Value::array();
   for (const TuningEntry& entry : entries_) list.push_back(entry_to_json(entry));
   document.set("entries", std::move(list));
+  if (!variant_rows_.empty()) {
+    json::Value rows = json::Value::array();
+    for (const VariantRow& row : variant_rows_) rows.push_back(variant_row_to_json(row));
+    document.set("variant_rows", std::move(rows));
+  }
   return document;
 }
 
@@ -393,8 +560,19 @@ void TuningDatabase::merge(const TuningEntry& entry) {
   entries_.push_back(std::move(normalized));
 }
 
+void TuningDatabase::merge(const VariantRow& row) {
+  for (VariantRow& existing : variant_rows_) {
+    if (same_variant_bucket(existing, row)) {
+      existing = row;
+      return;
+    }
+  }
+  variant_rows_.push_back(row);
+}
+
 void TuningDatabase::merge(const TuningDatabase& other) {
   for (const TuningEntry& entry : other.entries_) merge(entry);
+  for (const VariantRow& row : other.variant_rows_) merge(row);
 }
 
 const TuningEntry* TuningDatabase::find(const DeviceKey& device,
@@ -407,20 +585,22 @@ const TuningEntry* TuningDatabase::find(const DeviceKey& device,
 
 const TuningEntry* TuningDatabase::lookup(const DeviceKey& device,
                                           const ProblemBucket& bucket) const {
-  const TuningEntry* nearest = nullptr;
-  int nearest_distance = 0;
-  for (const TuningEntry& entry : entries_) {
-    if (!(entry.device == device) || !same_kernel(entry.bucket.request, bucket.request)) continue;
-    const int distance = std::abs(log2_of(entry.bucket.seq_bucket) - log2_of(bucket.seq_bucket));
-    const bool nearer =
-        nearest == nullptr || distance < nearest_distance ||
-        (distance == nearest_distance && entry.bucket.seq_bucket > nearest->bucket.seq_bucket);
-    if (nearer) {
-      nearest = &entry;
-      nearest_distance = distance;
-    }
-  }
-  return nearest;
+  return nearest_bucket(
+      entries_, bucket.seq_bucket,
+      [&](const TuningEntry& entry) {
+        return entry.device == device && same_kernel(entry.bucket.request, bucket.request);
+      },
+      [](const TuningEntry& entry) { return entry.bucket.seq_bucket; });
+}
+
+const VariantRow* TuningDatabase::lookup_variant(const DeviceKey& device, int head_dim, bool causal,
+                                                 int seq_bucket) const {
+  return nearest_bucket(
+      variant_rows_, seq_bucket,
+      [&](const VariantRow& row) {
+        return row.device == device && row.head_dim == head_dim && row.causal == causal;
+      },
+      [](const VariantRow& row) { return row.seq_bucket; });
 }
 
 }  // namespace intfa::tune

@@ -13,6 +13,15 @@
 //      "measured_on": {"batch": 4, "heads": 32, "seq": 4096},
 //      "tuned_at": "2026-11-23T10:41:07Z"}]}
 //
+// `intfa tune --variant-table` adds rows of variant "auto"'s choice per GPU (schema version 3):
+//
+//   "variant_rows": [{"gpu": ..., "arch": "sm_90a", "driver_major": 13,
+//      "head_dim": 128, "causal": false, "seq_bucket": 4096, "variant": "full_int8",
+//      "accuracy_floor": 0.015,
+//      "measured": [{"variant": "full_int8", "median_ms": 1.83, "relative_l2": 0.0142},
+//                   {"variant": "half_int8", "median_ms": 1.90, "relative_l2": 0.0091}],
+//      "measured_on": {"batch": 4, "heads": 32, "seq": 4096}, "tuned_at": "..."}]
+//
 // Numerics options are written by the names of numerics/option_names.hpp and read by name or alias
 // ("running_max" and "tile_max", the spellings of files written before 2026-11-24, still load).
 //
@@ -30,6 +39,7 @@
 #include "intfa/errors.hpp"
 #include "spec/attention_spec.hpp"
 #include "spec/seq_bucket.hpp"
+#include "spec/variant_policy.hpp"
 
 namespace intfa::tune {
 
@@ -99,6 +109,25 @@ struct TuningEntry {
   friend bool operator==(const TuningEntry& a, const TuningEntry& b);
 };
 
+// Which variant "auto" runs on one GPU for a head dim, causal flag and sequence bucket
+// (attention::pick_variant over what each variant measured there), in place of the shipped table.
+struct VariantRow {
+  DeviceKey device;
+  int head_dim = 128;
+  bool causal = false;
+  int seq_bucket = kMinSeqBucket;
+  Variant variant = Variant::kFullInt8;  // the choice
+  double accuracy_floor = attention::kDefaultAccuracyFloor;
+  std::vector<attention::VariantMeasurement> measured;  // one per variant timed
+  MeasuredShape measured_on;
+  std::string tuned_at;  // ISO 8601 UTC
+
+  // "d128 causal seq<=4096: full_int8 (full_int8 1.830 ms 1.42%, half_int8 1.900 ms 0.91%;
+  // floor 1.50%)"
+  std::string to_string() const;
+  friend bool operator==(const VariantRow& a, const VariantRow& b);
+};
+
 class TuningDatabase {
  public:
   // The schema's version is the highest of the numerics options' since_schema (include/intfa/
@@ -107,7 +136,11 @@ class TuningDatabase {
   // it while it names nothing they do not know, and refuse it once it does (they would take the
   // option for its default). This build reads every version up to its own; a member absent is
   // its option's default.
-  static constexpr int kSchemaVersion = numerics_schema_version();
+  // Variant rows came with version 3.
+  static constexpr int kVariantRowsSchemaVersion = 3;
+  static constexpr int kSchemaVersion = numerics_schema_version() > kVariantRowsSchemaVersion
+                                            ? numerics_schema_version()
+                                            : kVariantRowsSchemaVersion;
   static constexpr int kOldestSchemaVersion = 1;
 
   // The database `text` describes. Pure (no I/O, no global state): whatever `text` holds, it
@@ -117,10 +150,12 @@ class TuningDatabase {
   std::string dump() const;  // pretty JSON with a final newline
 
   const std::vector<TuningEntry>& entries() const { return entries_; }
-  bool empty() const { return entries_.empty(); }
+  const std::vector<VariantRow>& variant_rows() const { return variant_rows_; }
+  bool empty() const { return entries_.empty() && variant_rows_.empty(); }
 
-  // Replaces the entry of the same device and bucket (a re-tune), else appends.
+  // Replaces the entry (row) of the same device and bucket (a re-tune), else appends.
   void merge(const TuningEntry& entry);
+  void merge(const VariantRow& row);
   void merge(const TuningDatabase& other);
 
   // The entry of exactly this device and bucket, or nullptr.
@@ -130,12 +165,18 @@ class TuningDatabase {
   // tuned at another length beats the untuned heuristic for the same kernel.
   const TuningEntry* lookup(const DeviceKey& device, const ProblemBucket& bucket) const;
 
+  // The variant row of this device, head dim and causal flag whose sequence bucket is nearest to
+  // `seq_bucket` (the larger of two equally near), or nullptr.
+  const VariantRow* lookup_variant(const DeviceKey& device, int head_dim, bool causal,
+                                   int seq_bucket) const;
+
   friend bool operator==(const TuningDatabase& a, const TuningDatabase& b) {
-    return a.entries_ == b.entries_;
+    return a.entries_ == b.entries_ && a.variant_rows_ == b.variant_rows_;
   }
 
  private:
   std::vector<TuningEntry> entries_;
+  std::vector<VariantRow> variant_rows_;
 };
 
 }  // namespace intfa::tune

@@ -24,12 +24,77 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
     asm volatile("bar.sync %0, 128;\n" ::"r"(1 + Config::kConsumerGroups + group) : "memory");
   }
 
+  static constexpr int kQLanesPerRow = Config::kHeadDim / 8;
+  static constexpr int kQRowsPerPass = 32 / kQLanesPerRow;  // per warp
+  static constexpr int kQPasses = 16 / kQRowsPerPass;
+
+  // What one lane's passes of quantize_q_tile read besides its rows: plain values, so that the
+  // rotated passes can be called out of line with them (a reference to the kernel's parameters
+  // would put those in local memory).
+  struct QPassLane {
+    float* q_dot_k_mean;  // the (batch, head)'s LSE terms (kDotKMean), row 0
+    int seq_q;
+    int row0;  // the lane's first row in the sequence, and in the tile
+    int tile_row0;
+    int lane_in_row;
+    u8* slab;  // the lane's 8 bytes of row 0 in the Q tile, and its 16-byte chunk
+    int chunk;
+    int source_lane;     // the lane that quantizes fragment rows group and group + 8
+    int fragment_group;  // coordinates.group
+  };
+  // The lane's rows as loaded (16-bit), and K's channel means at its channels (kDotKMean).
+  struct QPassRows {
+    uint4 raw[kQPasses];
+    float mean[8];
+  };
+
+  // The passes of quantize_q_tile: q . mean, the rotation (Rotate), the row's scale, the INT8
+  // stores; returns the scales of the lane's fragment rows group and group + 8.
+  template <bool Rotate>
+  __device__ __forceinline__ static float2 quantize_q_passes(const QPassLane& lane,
+                                                             const QPassRows& rows) {
+    using Slab = SwizzledTile<Config::kSlabBytes>;
+    float2 q_scale_of_row = make_float2(0.0f, 0.0f);
+#pragma unroll
+    for (int pass = 0; pass < kQPasses; ++pass) {
+      float values[8];
+      unpack_8_values<Config::kQType>(values, rows.raw[pass]);
+      const int row = lane.row0 + pass * kQRowsPerPass;
+      if constexpr (Config::kDotKMean) {
+        float dot = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) dot = fmaf(values[i], rows.mean[i], dot);
+        dot = row_sum<kQLanesPerRow>(dot);
+        if (lane.lane_in_row == 0 && row < lane.seq_q) lane.q_dot_k_mean[row] = dot;
+      }
+      // Every lane takes part: rows past the sequence are zeros.
+      if constexpr (Rotate) rotate_row<kQLanesPerRow>(values, lane.lane_in_row);
+      const RowScale scale = row_scale(row_max_abs<kQLanesPerRow>(values), 127.0f);
+      u32 quantized[8];
+      quantize_8(quantized, values, scale.inverse, 127, scale.clamps);
+      store_int8x8(lane.slab + Slab::offset(lane.tile_row0 + pass * kQRowsPerPass, lane.chunk),
+                   quantized);
+      const float row_scale_value = __shfl_sync(0xFFFFFFFFu, scale.scale, lane.source_lane);
+      if (lane.fragment_group / kQRowsPerPass == pass) q_scale_of_row.x = row_scale_value;
+      if ((lane.fragment_group + 8) / kQRowsPerPass == pass) q_scale_of_row.y = row_scale_value;
+    }
+    return q_scale_of_row;
+  }
+
+  // The rotated passes of a tile whose head automatic rotation chose (kAuto), out of line: the
+  // kernel's code and register allocation stay those of the unrotated passes, which most tiles
+  // run (inlined, the rotated copy cost the unrotated tiles 2-4% of the kernel at 1k tokens).
+  __device__ __noinline__ static float2 quantize_rotated_q_passes(const QPassLane lane,
+                                                                  const QPassRows rows) {
+    return quantize_q_passes<true>(lane, rows);
+  }
+
   // The kernel's own Q pass (kQuantizesQ): this warpgroup's 64 rows of 16-bit Q, quantized per
   // token into the Q tile's slabs where the TMA load would have put them (same swizzle). Each
   // warp takes the 16 rows its MMA fragments cover, HeadDim / 8 lanes per row with 8 channels
   // each: the lanes, the reductions (common/numeric.cuh) and the rounding of quantize_rows, so
   // the INT8 rows, scales and LSE terms are bit for bit the ones that pass would write (with
-  // kRotateQ, rotated as it rotates them: rotate_row_as, after q . mean). All of
+  // kRotateQ, rotated as it rotates them: rotate_row, after q . mean). All of
   // the warp's row loads are issued first; their latency overlaps the producer's first K/V
   // loads. Each lane gets its two rows' scales (fragment rows group and group + 8) with one
   // shuffle per pass. The warpgroup then syncs on its own named barrier: wgmma reads all 64 rows.
@@ -38,18 +103,16 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
                                                          const BlockWork& work, int group,
                                                          int thread, LaneCoordinates coordinates,
                                                          float (&q_scale_of_row)[2]) {
-    constexpr int kLanesPerRow = Config::kHeadDim / 8;
-    constexpr int kRowsPerPass = 32 / kLanesPerRow;  // per warp
-    constexpr int kPasses = 16 / kRowsPerPass;
     constexpr int kSlab = Config::kSlabBytes;
-    using Slab = SwizzledTile<kSlab>;
     const WgmmaQInput& input = params.q_input;
-    const int lane = thread & 31;
-    const int lane_in_row = lane % kLanesPerRow;
-    const int channel = lane_in_row * 8;
+    const int lane_index = thread & 31;
+    QPassLane lane;
+    lane.lane_in_row = lane_index % kQLanesPerRow;
+    const int channel = lane.lane_in_row * 8;
     // The warp's first row within the block's tile, and in the sequence.
-    const int tile_row0 = group * kWgmmaGroupRows + (thread >> 5) * 16 + lane / kLanesPerRow;
-    const int row0 = work.first_row + tile_row0;
+    lane.tile_row0 = group * kWgmmaGroupRows + (thread >> 5) * 16 + lane_index / kQLanesPerRow;
+    lane.row0 = work.first_row + lane.tile_row0;
+    lane.seq_q = work.extent.seq_q;
     const u8* head_q = static_cast<const u8*>(input.q) + work.batch * input.strides.batch +
                        work.head_q * input.strides.head + channel * 2;
     // The tile is one query head's: its rows are rotated alike. The decision's load first, in
@@ -58,16 +121,15 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
         Config::kRotateQ == QKRotation::kAuto &&
         input.rotated_heads[static_cast<i64>(work.batch) * params.attention.heads_kv +
                             work.head_kv] != 0;
-    uint4 raw[kPasses];
+    QPassRows rows;
 #pragma unroll
-    for (int pass = 0; pass < kPasses; ++pass) {
-      const int row = row0 + pass * kRowsPerPass;
+    for (int pass = 0; pass < kQPasses; ++pass) {
+      const int row = lane.row0 + pass * kQRowsPerPass;
       // Rows past the sequence and channels past the caller's head dim read as zeros.
-      raw[pass] = row < work.extent.seq_q && channel < params.attention.out_head_dim
-                      ? *reinterpret_cast<const uint4*>(head_q + row * input.strides.row)
-                      : make_uint4(0, 0, 0, 0);
+      rows.raw[pass] = row < work.extent.seq_q && channel < params.attention.out_head_dim
+                           ? *reinterpret_cast<const uint4*>(head_q + row * input.strides.row)
+                           : make_uint4(0, 0, 0, 0);
     }
-    float mean[8];
     if constexpr (Config::kDotKMean) {
       const float* head_mean =
           input.k_channel_mean +
@@ -75,39 +137,27 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
               Config::kHeadDim +
           channel;
 #pragma unroll
-      for (int i = 0; i < 8; ++i) mean[i] = head_mean[i];
+      for (int i = 0; i < 8; ++i) rows.mean[i] = head_mean[i];
+      lane.q_dot_k_mean = input.q_dot_k_mean + work.extent.q_scale0;
     }
-    // Fragment row r (0..15 of the warp) is quantized in pass r / kRowsPerPass by the lanes from
-    // (r % kRowsPerPass) * kLanesPerRow; rows group and group + 8 share that lane (8 is a
-    // multiple of kRowsPerPass).
-    const int source_lane = (coordinates.group % kRowsPerPass) * kLanesPerRow;
-    u8* const tile = shared.q_generic();
-    u8* const slab = tile + (channel / kSlab) * Config::kBlockM * kSlab + (channel % kSlab) % 16;
-    const int chunk = (channel % kSlab) / 16;
-#pragma unroll
-    for (int pass = 0; pass < kPasses; ++pass) {
-      float values[8];
-      unpack_8_values<Config::kQType>(values, raw[pass]);
-      const int row = row0 + pass * kRowsPerPass;
-      if constexpr (Config::kDotKMean) {
-        float dot = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 8; ++i) dot = fmaf(values[i], mean[i], dot);
-        dot = row_sum<kLanesPerRow>(dot);
-        if (lane_in_row == 0 && row < work.extent.seq_q) {
-          input.q_dot_k_mean[work.extent.q_scale0 + row] = dot;
-        }
-      }
-      // Every lane takes part: rows past the sequence are zeros.
-      rotate_row_as<Config::kRotateQ, kLanesPerRow, true>(values, lane_in_row, rotates);
-      const RowScale scale = row_scale(row_max_abs<kLanesPerRow>(values), 127.0f);
-      u32 quantized[8];
-      quantize_8(quantized, values, scale.inverse, 127, scale.clamps);
-      store_int8x8(slab + Slab::offset(tile_row0 + pass * kRowsPerPass, chunk), quantized);
-      const float row_scale_value = __shfl_sync(0xFFFFFFFFu, scale.scale, source_lane);
-      if (coordinates.group / kRowsPerPass == pass) q_scale_of_row[0] = row_scale_value;
-      if ((coordinates.group + 8) / kRowsPerPass == pass) q_scale_of_row[1] = row_scale_value;
+    // Fragment row r (0..15 of the warp) is quantized in pass r / kQRowsPerPass by the lanes from
+    // (r % kQRowsPerPass) * kQLanesPerRow; rows group and group + 8 share that lane (8 is a
+    // multiple of kQRowsPerPass).
+    lane.fragment_group = coordinates.group;
+    lane.source_lane = (coordinates.group % kQRowsPerPass) * kQLanesPerRow;
+    lane.slab = shared.q_generic() + (channel / kSlab) * Config::kBlockM * kSlab +
+                (channel % kSlab) % 16;
+    lane.chunk = (channel % kSlab) / 16;
+    float2 scales;
+    if constexpr (Config::kRotateQ == QKRotation::kOn) {
+      scales = quantize_q_passes<true>(lane, rows);
+    } else if constexpr (Config::kRotateQ == QKRotation::kAuto) {
+      scales = rotates ? quantize_rotated_q_passes(lane, rows) : quantize_q_passes<false>(lane, rows);
+    } else {
+      scales = quantize_q_passes<false>(lane, rows);
     }
+    q_scale_of_row[0] = scales.x;
+    q_scale_of_row[1] = scales.y;
     publish_q_rows(group);
   }
 

@@ -148,5 +148,42 @@ TEST_F(ConfigChoice, ADatabaseOfAnotherSchemaVersionIsOneWarningAndTheHeuristic)
   EXPECT_NE(capture.warnings()[0].find("schema_version"), std::string::npos);
 }
 
+// Variant "auto": this GPU's tuned row for the head dim and causal flag (nearest bucket) before the
+// shipped table, which serves another GPU, driver, head dim or causal flag.
+TEST_F(ConfigChoice, AutoVariantTakesThisGpusTunedRowBeforeTheShippedTable) {
+  tune::TuningDatabase database;
+  // The shipped sm_90a table takes half INT8 at d=128 up to 2k tokens: the rows say otherwise.
+  database.merge(tune::testing::variant_row_for(128, false, 1024, Variant::kFullInt8));
+  database.merge(tune::testing::variant_row_for(128, false, 16384, Variant::kHalfInt8));
+  const auto choice_at = [&](int seq, bool causal, const device::DeviceInfo& device) {
+    AttentionProblem problem = problem_of_length(seq);
+    problem.causal = causal;
+    return choose_auto_variant(problem, 128, device, database);
+  };
+  const VariantChoice short_one = choice_at(1000, false, h100_info());
+  EXPECT_EQ(short_one.variant, Variant::kFullInt8);
+  EXPECT_NE(short_one.reason.find("tuned on this GPU 2026-11-29T11:00:00Z: d128 seq<=1024"),
+            std::string::npos)
+      << short_one.reason;
+  EXPECT_EQ(choice_at(2048, false, h100_info()).variant, Variant::kFullInt8);  // nearest: 1k
+  const VariantChoice long_one = choice_at(9000, false, h100_info());
+  EXPECT_EQ(long_one.variant, Variant::kHalfInt8);
+  EXPECT_NE(long_one.reason.find("for bucket 16k"), std::string::npos) << long_one.reason;
+  // No row for causal: the shipped table (half INT8 up to 8k there).
+  EXPECT_EQ(choice_at(1000, true, h100_info()).variant, Variant::kHalfInt8);
+  EXPECT_EQ(choice_at(1000, true, h100_info()).reason.find("tuned"), std::string::npos);
+  device::DeviceInfo other = h100_info();
+  other.name = "NVIDIA H200";
+  EXPECT_EQ(choice_at(1000, false, other).variant, Variant::kHalfInt8);
+  // Another head dim has its own rows: d=256 none (the shipped table: full INT8), d=64 its own.
+  database.merge(tune::testing::variant_row_for(64, false, 1024, Variant::kFullInt8));
+  AttentionProblem d256 = problem_of_length(1000);
+  EXPECT_EQ(choose_auto_variant(d256, 256, h100_info(), database).reason.find("tuned"),
+            std::string::npos);
+  database.merge(tune::testing::variant_row_for(128, false, 1024, Variant::kHalfInt8));
+  EXPECT_EQ(choose_auto_variant(d256, 64, h100_info(), database).variant, Variant::kFullInt8);
+  EXPECT_EQ(choose_auto_variant(d256, 128, h100_info(), database).variant, Variant::kHalfInt8);
+}
+
 }  // namespace
 }  // namespace intfa::attention

@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "intfa/attention.hpp"
 #include "intfa/errors.hpp"
@@ -29,8 +31,10 @@ TEST(VariantPolicy, Sm90aTakesHalfInt8WhereTheTableSaysAndFullInt8Beyond) {
   EXPECT_EQ(choose_variant(hopper, 128, 1, 4096, false).variant, Variant::kFullInt8);
   EXPECT_EQ(choose_variant(hopper, 128, 8192, 100, true).variant, Variant::kHalfInt8);
   EXPECT_EQ(choose_variant(hopper, 128, 8193, 100, true).variant, Variant::kFullInt8);
-  // d=256: not measured, full INT8.
-  EXPECT_EQ(choose_variant(hopper, 256, 1024, 1024, false).variant, Variant::kFullInt8);
+  // d=256: half INT8 at every length.
+  for (bool causal : {false, true}) {
+    EXPECT_EQ(choose_variant(hopper, 256, 100000, 100000, causal).variant, Variant::kHalfInt8);
+  }
   // The reason names the row and the bucket.
   const VariantChoice choice = choose_variant(hopper, 128, 3000, 3000, false);
   EXPECT_NE(choice.reason.find("d=128"), std::string::npos) << choice.reason;
@@ -45,6 +49,42 @@ TEST(VariantPolicy, OtherArchsHaveNoTableAndTakeFullInt8) {
   }
   EXPECT_NE(variant_policy_text(device::Arch::kSm90a).find("d=128: half INT8 up to 2k tokens"),
             std::string::npos);
+}
+
+TEST(VariantPolicy, PicksTheFastestVariantWithinTheFloorAndTheMoreAccurateWithin2Percent) {
+  const VariantMeasurement full{Variant::kFullInt8, 1.00, 0.014};
+  const VariantMeasurement half_close{Variant::kHalfInt8, 1.02, 0.009};
+  const VariantMeasurement half_slow{Variant::kHalfInt8, 1.03, 0.009};
+  const VariantMeasurement half_fast{Variant::kHalfInt8, 0.90, 0.009};
+  // 1 / 1.02 = 0.980 of the fastest's speed: the more accurate; 1 / 1.03 = 0.971: the faster.
+  EXPECT_EQ(pick_variant({full, half_close}, 0.015), Variant::kHalfInt8);
+  EXPECT_EQ(pick_variant({half_close, full}, 0.015), Variant::kHalfInt8);
+  EXPECT_EQ(pick_variant({full, half_slow}, 0.015), Variant::kFullInt8);
+  EXPECT_EQ(pick_variant({half_slow, full}, 0.015), Variant::kFullInt8);
+  EXPECT_EQ(pick_variant({full, half_fast}, 0.015), Variant::kHalfInt8);
+  // Past the floor a variant is not chosen for its speed.
+  EXPECT_EQ(pick_variant({full, half_slow}, 0.012), Variant::kHalfInt8);
+  // None within it: the most accurate.
+  EXPECT_EQ(pick_variant({full, half_slow}, 0.005), Variant::kHalfInt8);
+  EXPECT_EQ(pick_variant({full}, 0.005), Variant::kFullInt8);
+  const VariantMeasurement half_worse{Variant::kHalfInt8, 0.5, 0.02};
+  EXPECT_EQ(pick_variant({full, half_worse}, 0.015), Variant::kFullInt8);
+}
+
+TEST(VariantPolicy, PickVariantRefusesWhatWasNotMeasured) {
+  const auto field_of = [](const std::vector<VariantMeasurement>& measured) -> std::string {
+    try {
+      pick_variant(measured, 0.015);
+    } catch (const InvalidArgument& error) {
+      return error.field();
+    }
+    return "(accepted)";
+  };
+  EXPECT_EQ(field_of({}), "measured");
+  EXPECT_EQ(field_of({{Variant::kFullInt8, 0.0, 0.01}}), "measured.median_ms");
+  EXPECT_EQ(field_of({{Variant::kFullInt8, 1.0, -0.01}}), "measured.relative_l2");
+  EXPECT_EQ(field_of({{Variant::kFullInt8, 1.0, 0.01}, {Variant::kHalfInt8, 1.0, std::nan("")}}),
+            "measured.relative_l2");
 }
 
 TEST(VariantPolicy, AHeadDimNoKernelServesIsAnInvalidArgumentBeforeTheDeviceIsAsked) {

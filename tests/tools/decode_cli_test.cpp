@@ -46,8 +46,9 @@ TEST(DecodeCli, BadValuesAreUsageErrorsNamingTheOption) {
       {"--batch 1000 --heads-kv 128 --heads-q 128 --seq 16", "--batch"}};
   for (const auto& [arguments, option] : cases) {
     for (const char* verb : {"bench", "tune"}) {
-      testing::expect_usage_error(run_cli(std::string(verb) + " --decode " + arguments), verb,
-                                  option);
+      // The help of the verb's --decode mode, whose options these are.
+      testing::expect_usage_error(run_cli(std::string(verb) + " --decode " + arguments),
+                                  std::string(verb) + " --decode", option);
     }
   }
 }
@@ -61,7 +62,7 @@ TEST(DecodeCli, APoolOfTooManyPagesIsAUsageErrorNamingBatchAndSeq) {
       const std::string command = std::string(verb) + " --decode " + sizes +
                                   " --heads-kv 1 --heads-q 1 --bits 8 --head-dims 64 --repeats 1";
       const CliResult result = run_cli(command, testing::fake_driver_setting());
-      testing::expect_usage_error(result, verb, "--batch");
+      testing::expect_usage_error(result, std::string(verb) + " --decode", "--batch");
       EXPECT_TRUE(mentions(result, "--seq")) << command << "\n" << result.output;
     }
   }

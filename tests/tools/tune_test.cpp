@@ -42,5 +42,34 @@ TEST(TuneOptions, WithoutAGpuItSaysSoAndFails) {
   EXPECT_TRUE(mentions(result, "intfa tune: needs a GPU")) << result.output;
 }
 
+TEST(TuneVariantTable, HasItsOwnHelpAndUsageErrors) {
+  const CliResult help = run_cli("tune --variant-table --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_TRUE(mentions(help, "usage: intfa tune --variant-table")) << help.output;
+  EXPECT_TRUE(mentions(help, "--accuracy-floor")) << help.output;
+  EXPECT_TRUE(mentions(run_cli("tune --help"), "--variant-table")) << help.output;
+  for (const char* arguments :
+       {"--accuracy-floor 0", "--accuracy-floor 101", "--variants quarter", "--seq 3000,4096",
+        "--head-dims 96", "--repeats 0", "--dtype f32", "--configs 64,128,4,2", "extra"}) {
+    const CliResult result = run_cli(std::string("tune --variant-table ") + arguments);
+    EXPECT_EQ(result.exit_code, 2) << arguments << "\n" << result.output;
+    EXPECT_TRUE(mentions(result, "intfa tune --variant-table --help")) << arguments << "\n"
+                                                                       << result.output;
+  }
+  EXPECT_TRUE(mentions(run_cli("tune --variant-table --accuracy-floor 0"), "--accuracy-floor"));
+  // --variant-table=no is the plain verb, which has no accuracy floor.
+  const CliResult plain = run_cli("tune --variant-table=no --accuracy-floor 1");
+  EXPECT_EQ(plain.exit_code, 2) << plain.output;
+  EXPECT_TRUE(mentions(plain, "--accuracy-floor")) << plain.output;
+  EXPECT_TRUE(mentions(plain, "see 'intfa tune --help'")) << plain.output;
+}
+
+TEST(TuneVariantTable, WithoutAGpuItSaysSoAndFails) {
+  if (testing::gpu_available()) GTEST_SKIP() << "a GPU is present";
+  const CliResult result = run_cli("tune --variant-table --head-dims 128 --seq 4k");
+  EXPECT_EQ(result.exit_code, 1) << result.output;
+  EXPECT_TRUE(mentions(result, "intfa tune --variant-table: needs a GPU")) << result.output;
+}
+
 }  // namespace
 }  // namespace intfa::cli

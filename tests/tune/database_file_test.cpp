@@ -84,6 +84,19 @@ TEST_F(DatabaseFile, RecordEntryMergesIntoWhatTheFileHoldsNow) {
   EXPECT_EQ(database->find(h100(), {d128_request(), 1024})->best.median_ms, 0.5);
 }
 
+// A variant row and a config entry recorded by two runs are both kept: each re-reads the file.
+TEST_F(DatabaseFile, RecordVariantRowKeepsTheEntriesAndReplacesItsBucket) {
+  record_entry(path(), entry_for(d128_request(), 1024, kFast));
+  record_variant_row(path(), testing::variant_row_for(128, false, 4096, Variant::kHalfInt8));
+  record_variant_row(path(), testing::variant_row_for(128, false, 4096, Variant::kFullInt8));
+  record_entry(path(), entry_for(d128_request(), 4096, kFast));
+  const auto database = read_database_file(path());
+  ASSERT_TRUE(database);
+  EXPECT_EQ(database->entries().size(), 2u);
+  ASSERT_EQ(database->variant_rows().size(), 1u);
+  EXPECT_EQ(database->variant_rows().front().variant, Variant::kFullInt8);
+}
+
 TEST_F(DatabaseFile, RecordEntryNeverOverwritesAFileItCannotRead) {
   write_text(path(), "{\"schema_version\": 99, \"entries\": []}");
   EXPECT_THROW(record_entry(path(), entry_for(d128_request(), 1024, kFast)), DatabaseError);
@@ -93,10 +106,10 @@ TEST_F(DatabaseFile, RecordEntryNeverOverwritesAFileItCannotRead) {
 }
 
 TEST_F(DatabaseFile, ReadErrorsNameTheFileAndTheMember) {
-  write_text(path(), "{\"schema_version\": 3, \"entries\": []}");
+  write_text(path(), "{\"schema_version\": 4, \"entries\": []}");
   try {
     read_database_file(path());
-    FAIL() << "accepted schema version 3";
+    FAIL() << "accepted schema version 4";
   } catch (const DatabaseError& error) {
     EXPECT_EQ(error.field(), path().string() + ": schema_version");
   }
@@ -184,11 +197,11 @@ TEST_F(DatabaseFile, ACorruptFileIsOneWarningAndAnEmptyDatabase) {
 }
 
 TEST_F(DatabaseFile, AnotherSchemaVersionIsOneWarningAndAnEmptyDatabase) {
-  write_text(path(), "{\"schema_version\": 3, \"entries\": []}");
+  write_text(path(), "{\"schema_version\": 4, \"entries\": []}");
   const log::ScopedCapture capture;
   EXPECT_TRUE(load_database_or_empty(path()).empty());
   ASSERT_EQ(capture.warnings().size(), 1u);
-  EXPECT_TRUE(any_contains(capture.warnings(), "schema_version = 3"));
+  EXPECT_TRUE(any_contains(capture.warnings(), "schema_version = 4"));
 }
 
 TEST_F(DatabaseFile, TheProcessDatabaseIsLoadedOnceUntilReset) {

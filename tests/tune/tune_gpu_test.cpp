@@ -1,6 +1,7 @@
 // `intfa tune` on a GPU, end to end (skipped without one): one small bucket tuned into a fresh
 // database; the runtime then launches the tuned config and says so, and in the tuner's own
-// measurements the tuned config was no slower than the heuristic's.
+// measurements the tuned config was no slower than the heuristic's. `intfa tune --variant-table`
+// likewise: one row measured, pick_variant's choice recorded, and intfa::auto_variant takes it.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -11,7 +12,9 @@
 #include "common/log.hpp"
 #include "device/device_info.hpp"
 #include "intfa/attention.hpp"
+#include "numerics/option_names.hpp"
 #include "spec/attention_spec.hpp"
+#include "spec/variant_policy.hpp"
 #include "support/cli.hpp"
 #include "support/gpu.hpp"
 #include "support/temp_dir.hpp"
@@ -114,6 +117,51 @@ TEST(TuneGpu, TheRuntimeUsesTheTunedConfigWhichIsNoSlowerThanTheHeuristics) {
   }
 
   const CliResult again = run_cli(kTuneOneBucket + database.string());
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_TRUE(mentions(again, "already tuned")) << again.output;
+}
+
+TEST(TuneGpu, TheVariantTableRowIsMeasuredRecordedAndTakenByAutoVariant) {
+  INTFA_REQUIRE_GPU();
+  const TempDir directory;
+  const fs::path database = directory.path() / "tuning.json";
+  const std::string command =
+      "tune --variant-table --head-dims 64 --seq 1024 --causal on --batch 1 --heads 8 "
+      "--repeats 3 --tuning-db " +
+      database.string();
+  const CliResult measured = run_cli(command);
+  ASSERT_EQ(measured.exit_code, 0) << measured.output;
+  std::printf("%s", measured.output.c_str());
+  const auto written = read_database_file(database);
+  ASSERT_TRUE(written);
+  ASSERT_EQ(written->variant_rows().size(), 1u);
+  const VariantRow& row = written->variant_rows()[0];
+  const device::DeviceInfo& info = device::cached_device_info(device::current_device());
+  EXPECT_EQ(row.device, DeviceKey::of(info));
+  EXPECT_EQ(row.head_dim, 64);
+  EXPECT_TRUE(row.causal);
+  EXPECT_EQ(row.seq_bucket, 1024);
+  ASSERT_EQ(row.measured.size(), 2u);  // full and half INT8, both matching the model
+  for (const attention::VariantMeasurement& m : row.measured) {
+    EXPECT_GT(m.median_ms, 0) << option_name(m.variant);
+    // Quantization error against float64, not a wrong kernel: the bound and then some.
+    EXPECT_GT(m.relative_l2, 0) << option_name(m.variant);
+    EXPECT_LT(m.relative_l2, 0.03) << option_name(m.variant);
+  }
+  EXPECT_EQ(row.variant, attention::pick_variant(row.measured, row.accuracy_floor));
+  {
+    const ScopedEnv pointed("INTFA_TUNE_DB", database.c_str());
+    reset_process_database_for_testing();
+    AttentionProblem problem;
+    problem.head_dim = 64;
+    problem.seq_q = problem.seq_kv = 3000;  // bucket 4k: the nearest row, 1k's
+    problem.causal = true;
+    const AutoVariant chosen = auto_variant(problem);
+    EXPECT_EQ(chosen.variant, row.variant);
+    EXPECT_NE(chosen.reason.find("tuned on this GPU"), std::string::npos) << chosen.reason;
+    reset_process_database_for_testing();
+  }
+  const CliResult again = run_cli(command);
   EXPECT_EQ(again.exit_code, 0) << again.output;
   EXPECT_TRUE(mentions(again, "already tuned")) << again.output;
 }

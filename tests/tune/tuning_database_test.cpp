@@ -17,6 +17,7 @@ namespace {
 using testing::d128_request;
 using testing::entry_for;
 using testing::h100;
+using testing::variant_row_for;
 
 constexpr KernelConfig kFast{64, 128, 4, 2};
 constexpr KernelConfig kOther{128, 32, 8, 3};
@@ -92,9 +93,8 @@ TEST(TuningDatabase, PerBlockKEntriesMakeTheFileVersion2) {
   per_block.numerics.k_granularity = KScaleGranularity::kPerBlock;
   database.merge(entry_for(per_block, 1024, kFast));
   const json::Value document = database.to_json();
-  EXPECT_EQ(document.at("schema_version").as_int(), TuningDatabase::kSchemaVersion);
-  EXPECT_EQ(TuningDatabase::kSchemaVersion, numerics_schema_version());
-  EXPECT_EQ(TuningDatabase::kSchemaVersion, 2);  // k_granularity's
+  EXPECT_EQ(document.at("schema_version").as_int(), numerics_schema_version());
+  EXPECT_EQ(numerics_schema_version(), 2);  // k_granularity's
   std::size_t per_block_entries = 0;
   for (const json::Value& entry : document.at("entries").as_array()) {
     const json::Value* member = entry.find("k_granularity");
@@ -104,6 +104,112 @@ TEST(TuningDatabase, PerBlockKEntriesMakeTheFileVersion2) {
   const TuningDatabase read = TuningDatabase::parse(database.dump());
   EXPECT_EQ(read, database);
   EXPECT_EQ(read.entries().size(), 3u);
+}
+
+// Variant rows (intfa tune --variant-table) make the file version 3, which builds from before
+// refuse (they would drop the rows when they re-write it); they read back as written, beside the
+// entries, and a file without them is the version its entries need.
+TEST(TuningDatabase, VariantRowsRoundTripAndMakeTheFileVersion3) {
+  TuningDatabase database = two_bucket_database();
+  EXPECT_EQ(database.to_json().find("variant_rows"), nullptr);
+  database.merge(variant_row_for(128, false, 4096, Variant::kFullInt8));
+  database.merge(variant_row_for(64, true, 1024));
+  const json::Value document = database.to_json();
+  EXPECT_EQ(document.at("schema_version").as_int(), TuningDatabase::kVariantRowsSchemaVersion);
+  EXPECT_EQ(TuningDatabase::kSchemaVersion, 3);
+  ASSERT_EQ(document.at("variant_rows").as_array().size(), 2u);
+  const json::Value& row = document.at("variant_rows").as_array().at(0);
+  EXPECT_EQ(row.at("variant").as_string(), "full_int8");
+  EXPECT_EQ(row.at("measured").as_array().at(1).at("variant").as_string(), "half_int8");
+  const TuningDatabase read = TuningDatabase::parse(database.dump());
+  EXPECT_EQ(read, database);
+  EXPECT_EQ(read.entries().size(), 2u);
+  EXPECT_EQ(read.variant_rows().size(), 2u);
+  TuningDatabase changed = read;
+  changed.merge(variant_row_for(128, false, 4096, Variant::kHalfInt8));
+  EXPECT_FALSE(changed == read);
+}
+
+TEST(TuningDatabase, VariantRowLookupTakesTheBucketElseTheNearestOfTheSameHeadDimAndCausalFlag) {
+  TuningDatabase database;
+  database.merge(variant_row_for(128, false, 1024, Variant::kHalfInt8));
+  database.merge(variant_row_for(128, false, 16384, Variant::kFullInt8));
+  database.merge(variant_row_for(64, false, 4096, Variant::kFullInt8));
+  EXPECT_EQ(database.lookup_variant(h100(), 128, false, 1024)->variant, Variant::kHalfInt8);
+  EXPECT_EQ(database.lookup_variant(h100(), 128, false, 2048)->seq_bucket, 1024);
+  // 4k is two steps from each: the longer.
+  EXPECT_EQ(database.lookup_variant(h100(), 128, false, 4096)->seq_bucket, 16384);
+  EXPECT_EQ(database.lookup_variant(h100(), 64, false, 16384)->seq_bucket, 4096);
+  EXPECT_EQ(database.lookup_variant(h100(), 128, true, 1024), nullptr);
+  EXPECT_EQ(database.lookup_variant(h100(), 256, false, 1024), nullptr);
+  DeviceKey other = h100();
+  other.driver_major = 12;
+  EXPECT_EQ(database.lookup_variant(other, 128, false, 1024), nullptr);
+  // A re-measured row replaces its bucket's.
+  database.merge(variant_row_for(128, false, 1024, Variant::kFullInt8));
+  EXPECT_EQ(database.variant_rows().size(), 3u);
+  EXPECT_EQ(database.lookup_variant(h100(), 128, false, 1024)->variant, Variant::kFullInt8);
+  EXPECT_NE(
+      database.lookup_variant(h100(), 128, false, 1024)
+          ->to_string()
+          .find("d128 seq<=1024: full_int8 (full_int8 1.000 ms 1.40%, half_int8 1.020 ms 0.90%"),
+      std::string::npos)
+      << database.lookup_variant(h100(), 128, false, 1024)->to_string();
+}
+
+TEST(TuningDatabaseParse, NamesTheBadMemberOfAVariantRow) {
+  const auto with_row_member = [](const std::string& name, const std::string& value) {
+    TuningDatabase database;
+    database.merge(variant_row_for(128, false, 4096));
+    json::Value document = database.to_json();
+    json::Value row = json::Value::object();
+    for (const auto& [key, member] : document.at("variant_rows").as_array().at(0).as_object()) {
+      if (key != name) row.set(key, member);
+    }
+    if (!value.empty()) row.set(name, json::parse(value));
+    json::Value rows = json::Value::array();
+    rows.push_back(row);
+    document.set("variant_rows", rows);
+    return document.dump();
+  };
+  const struct {
+    const char* member;
+    const char* value;
+    const char* expected;
+  } cases[] = {
+      {"head_dim", "96", "variant_rows[0].head_dim"},
+      {"seq_bucket", "3000", "variant_rows[0].seq_bucket"},
+      {"variant", "\"quarter\"", "variant_rows[0].variant"},
+      {"variant", "\"fp8\"", "variant_rows[0].variant"},
+      {"accuracy_floor", "2", "variant_rows[0].accuracy_floor"},
+      {"measured", "[]", "variant_rows[0].measured"},
+      {"measured", "[{\"variant\": \"half_int8\", \"median_ms\": -1, \"relative_l2\": 0.01}]",
+       "variant_rows[0].measured[0].median_ms"},
+      {"measured", "[{\"variant\": \"full_int8\", \"median_ms\": 1}]",
+       "variant_rows[0].measured[0].relative_l2"},
+      {"tuned_at", "", "variant_rows[0].tuned_at"},
+      {"causal", "1", "variant_rows[0].causal"},
+  };
+  for (const auto& c : cases) {
+    const std::string message = refusal(with_row_member(c.member, c.value));
+    EXPECT_NE(message.find(c.expected), std::string::npos)
+        << c.member << " = " << c.value << ": " << message;
+  }
+  // The chosen variant must be one of those measured.
+  const std::string unmeasured = refusal(with_row_member(
+      "measured", "[{\"variant\": \"full_int8\", \"median_ms\": 1, \"relative_l2\": 0.01}]"));
+  EXPECT_NE(unmeasured.find("variant_rows[0].variant"), std::string::npos) << unmeasured;
+  json::Value document = json::parse(with_row_member("tuned_at", "\"x\""));
+  document.set("variant_rows", json::Value::object());
+  EXPECT_NE(refusal(document.dump()).find("variant_rows"), std::string::npos);
+  // Two rows of one GPU and bucket.
+  json::Value twice = json::parse(with_row_member("tuned_at", "\"x\""));
+  json::Value rows = twice.at("variant_rows");
+  rows.push_back(rows.as_array().at(0));
+  twice.set("variant_rows", rows);
+  EXPECT_NE(refusal(twice.dump()).find("the same GPU and bucket as variant_rows[0]"),
+            std::string::npos)
+      << refusal(twice.dump());
 }
 
 TEST(TuningDatabase, WritesOnlyTheNumericsTheVariantReads) {

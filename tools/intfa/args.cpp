@@ -248,4 +248,15 @@ void Args::reject_unknown(const std::vector<std::string>& known) const {
   }
 }
 
+bool mode_flag(const std::vector<std::string>& arguments, const std::string& name) {
+  const std::string flag = "--" + name;
+  for (const std::string& argument : arguments) {
+    if (argument == flag) return true;
+    if (argument.rfind(flag + "=", 0) == 0) {
+      return parse_bool(argument.substr(flag.size() + 1)).value_or(false);
+    }
+  }
+  return false;
+}
+
 }  // namespace intfa::cli

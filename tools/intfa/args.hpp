@@ -70,6 +70,10 @@ class Args {
   std::vector<std::string> positional_;
 };
 
+// Whether the flag --NAME (or --NAME=BOOL, true) is among `arguments`: a mode of a verb that takes
+// its own options (`intfa tune --decode`), looked for before the verb's grammar parses them.
+bool mode_flag(const std::vector<std::string>& arguments, const std::string& name);
+
 // A base-10 integer with an optional k suffix (x1024), or nullopt (overflow included).
 std::optional<long> parse_count(const std::string& text);
 // 1/0, true/false, on/off, yes/no (any case), or nullopt.

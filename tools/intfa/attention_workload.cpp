@@ -132,6 +132,15 @@ void AttentionWorkload::quantize(CUstream stream) {
               q_scale_.as<float>(), stream, q_options);
 }
 
+AttentionInputs AttentionWorkload::inputs_16bit() const {
+  AttentionInputs inputs;
+  inputs.q = TensorView::dense(q_.get(), io_type_, Layout::kBHND, q_shape_);
+  inputs.k = TensorView::dense(k_.get(), io_type_, Layout::kBHND, kv_shape_);
+  inputs.v = TensorView::dense(v_.get(), io_type_, Layout::kBHND, kv_shape_);
+  inputs.out = tensors_.out;
+  return inputs;
+}
+
 void AttentionWorkload::attend(CUstream stream) {
   attention_forward(problem_, tensors_, stream, options_);
 }

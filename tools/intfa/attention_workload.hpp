@@ -29,6 +29,9 @@ class AttentionWorkload {
   const AttentionProblem& problem() const { return problem_; }
   const AttentionTensors& tensors() const { return tensors_; }
   const AttentionOptions& options() const { return options_; }
+  // The 16-bit Q, K, V and the output, as attention_forward_16bit takes them (any variant: V as
+  // given).
+  AttentionInputs inputs_16bit() const;
 
   // The host memory the constructor takes at its peak for `problem`: the random inputs as floats
   // and one tensor's 16-bit copy (under the verbs' limits far below 2^64).

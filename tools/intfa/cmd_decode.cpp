@@ -363,12 +363,7 @@ bool gpu_or_message(const char* verb) {
 }  // namespace
 
 bool wants_decode(const Arguments& arguments) {
-  for (const std::string& argument : arguments) {
-    if (argument == "--decode" || strings::starts_with(argument, "--decode=")) {
-      return argument == "--decode" || parse_bool(argument.substr(9)).value_or(false);
-    }
-  }
-  return false;
+  return mode_flag(arguments, "decode");
 }
 
 int run_decode_bench(const Arguments& arguments) {

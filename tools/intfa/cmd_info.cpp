@@ -16,6 +16,7 @@
 #include "nvrtc/compiler.hpp"
 #include "render/template_set.hpp"
 #include "spec/variant_policy.hpp"
+#include "tune/database_file.hpp"
 
 namespace intfa::cli {
 
@@ -53,8 +54,25 @@ void print_target_arch(bool have_gpu) {
   }
 }
 
+// The rows `intfa tune --variant-table` measured on this GPU, which come before the shipped table.
+void print_tuned_variant_rows() {
+  try {
+    const device::DeviceInfo info = device::query_device(device::current_device());
+    const tune::DeviceKey key = tune::DeviceKey::of(info);
+    for (const tune::VariantRow& row : tune::process_database()->variant_rows()) {
+      if (row.device == key) {
+        std::printf("numerics       variant auto tuned on this GPU (%s): %s\n",
+                    row.tuned_at.c_str(), row.to_string().c_str());
+      }
+    }
+  } catch (const std::exception& error) {  // an unusable INTFA_TUNE_DB: the shipped table serves
+    std::printf("numerics       tuned variant rows: none read (%s)\n", error.what());
+  }
+}
+
 // intfa.attention's default numerics on the target arch (the GPU's, else INTFA_ARCH's, else the
-// one arch with a table): the variant table's rows, then what every call does.
+// one arch with a table): this GPU's tuned variant rows, the shipped table's rows (for the head
+// dims and causal flags those leave), then what every call does.
 void print_default_numerics(bool have_gpu) {
   device::Arch arch = device::Arch::kSm90a;
   try {
@@ -65,6 +83,7 @@ void print_default_numerics(bool have_gpu) {
     }
   } catch (const std::exception&) {  // print_target_arch said why
   }
+  if (have_gpu) print_tuned_variant_rows();
   for (const std::string& line : strings::split(attention::variant_policy_text(arch), '\n')) {
     if (!line.empty()) std::printf("numerics       %s\n", line.c_str());
   }

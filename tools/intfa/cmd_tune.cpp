@@ -21,6 +21,7 @@
 #include "intfa/commands.hpp"
 #include "intfa/parallel.hpp"
 #include "intfa/problem_options.hpp"
+#include "intfa/tune_options.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "reference/attention_check.hpp"
 #include "tune/database_file.hpp"
@@ -49,7 +50,10 @@ const char* const kTuneUsage =
     "  --json FILE                   every candidate's outcome and time, as JSON\n"
     "  --decode                      instead: the paged KV cache's split counts (and tile\n"
     "                                configs), with their own options (intfa tune --decode "
-    "--help)\n\n"
+    "--help)\n"
+    "  --variant-table               instead: which variant intfa.attention's default (\"auto\")\n"
+    "                                runs on this GPU, measured end to end (intfa tune\n"
+    "                                --variant-table --help)\n\n"
     "Numerics (one value each; each selects other kernels): --dtype f16|bf16, --qk-bits 8|4, and\n"
     "the numerics options below\n"
     "How Q and K are quantized for the checks and timings (the same attention kernel, so the\n"
@@ -65,9 +69,6 @@ namespace fs = std::filesystem;
 
 constexpr int kWarmupRuns = 3;
 constexpr int kMaxInputCopies = 64;
-// A kernel bug, not rounding (the bounds of tests/attention/attention_gpu_test.cpp).
-constexpr double kModelRelativeL2 = 1e-3;
-constexpr double kLseAbsoluteError = 1e-3;
 
 // --- The command line ---
 
@@ -89,27 +90,6 @@ struct TuneOptions {
   std::optional<std::string> json_path;
 };
 
-std::vector<long> parse_seqs(const Args& args) {
-  std::vector<long> seqs = args.get_int_list("seq", {1024, 4096, 16384}, 1, 1 << 20);
-  std::map<int, long> seq_of_bucket;
-  for (long seq : seqs) {
-    const int bucket = tune::seq_bucket(static_cast<int>(seq), static_cast<int>(seq));
-    const auto [other, inserted] = seq_of_bucket.emplace(bucket, seq);
-    if (!inserted) {
-      throw UsageError("--seq: " + std::to_string(other->second) + " and " + std::to_string(seq) +
-                       " fall in one bucket (" + std::to_string(bucket) + ")");
-    }
-  }
-  return seqs;
-}
-
-fs::path database_path(const Args& args) {
-  if (const auto path = args.get("tuning-db")) return fs::path(*path);
-  const auto path = tune::default_database_path();
-  if (!path) throw UsageError("no place for the tuning database: pass --tuning-db FILE");
-  return *path;
-}
-
 TuneOptions parse_options(const Arguments& arguments) {
   Grammar grammar;
   grammar.values = {"head-dims", "seq",     "variants",  "batch", "heads", "repeats",
@@ -118,11 +98,12 @@ TuneOptions parse_options(const Arguments& arguments) {
   grammar.flags = qk_transform_flag_names();
   grammar.auto_flags = qk_transform_auto_flag_names();
   grammar.flags.push_back("force");
+  grammar.flags.push_back("variant-table");  // --variant-table=no: this verb
   grammar.switch_lists = {"causal"};
   const Args args(arguments, grammar);
   TuneOptions options;
   options.head_dims = parse_head_dims(args, {64, 128});
-  options.seqs = parse_seqs(args);
+  options.seqs = parse_bucket_seqs(args);
   options.causal_values = parse_causal_list(args, {false, true});
   options.variants = parse_variant_list(args, {"full"});
   for (const std::string& entry : args.get_entries("configs")) {
@@ -136,7 +117,7 @@ TuneOptions parse_options(const Arguments& arguments) {
   options.budget_s = args.get_double("budget-s", 0);
   if (!(options.budget_s >= 0)) throw UsageError("--budget-s: expected seconds >= 0");
   options.force = args.flag("force");
-  options.database = database_path(args);
+  options.database = tuning_database_path(args);
   options.json_path = args.get("json");
   // Each problem as a launch checks it (--qk-bits 4 with --k-scale block said "needs a GPU").
   validate_grid(options.numerics_problem, options.numerics, options.variants, options.head_dims,
@@ -227,28 +208,6 @@ class RotatingInputs {
   device::Stream stream_;
   std::vector<std::unique_ptr<AttentionWorkload>> copies_;
 };
-
-// What is wrong with a checked output, or "".
-std::string wrong_output(const reference::CheckResult& result) {
-  char text[160];
-  if (result.unwritten_outputs > 0) {
-    std::snprintf(text, sizeof text, "%zu output elements never written", result.unwritten_outputs);
-  } else if (result.vs_model.non_finite > 0) {
-    std::snprintf(text, sizeof text, "%zu non-finite outputs", result.vs_model.non_finite);
-  } else if (!(result.vs_model.relative_l2 <= kModelRelativeL2)) {
-    std::snprintf(text, sizeof text, "relative L2 %.3g against the quantized model (> %g)",
-                  result.vs_model.relative_l2, kModelRelativeL2);
-  } else if (result.lse_infinity_mismatches > 0) {
-    std::snprintf(text, sizeof text, "%zu rows with a wrong infinite LSE",
-                  result.lse_infinity_mismatches);
-  } else if (!(result.lse_max_abs_error <= kLseAbsoluteError)) {
-    std::snprintf(text, sizeof text, "LSE off by %.3g (> %g)", result.lse_max_abs_error,
-                  kLseAbsoluteError);
-  } else {
-    return "";
-  }
-  return text;
-}
 
 // Checked on a small problem with tails in both lengths, several key tiles, GQA and (for causal)
 // bottom-right alignment with seq_q < seq_kv; the model runs on the CPU in well under a second.
@@ -388,6 +347,7 @@ void print_budget_note(const std::vector<tune::BucketResult>& results, double bu
 
 int run_tune(const Arguments& arguments) {
   if (wants_decode(arguments)) return run_decode_tune(arguments);
+  if (wants_variant_table(arguments)) return run_variant_table_tune(arguments);
   const TuneOptions options = parse_options(arguments);
   std::string reason;
   if (!device::driver_available(&reason)) {

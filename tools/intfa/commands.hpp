@@ -31,6 +31,10 @@ int run_decode_tune(const Arguments& arguments);
 // True when `arguments` hold --decode (its verbs take their own options).
 bool wants_decode(const Arguments& arguments);
 
+// `intfa tune --variant-table` (cmd_tune_variants.cpp): variant "auto"'s rows for this GPU.
+int run_variant_table_tune(const Arguments& arguments);
+bool wants_variant_table(const Arguments& arguments);
+
 // `intfa bench --jit` (bench_jit.cpp): writes JSON to `json_path` unless it is empty.
 int run_jit_bench(const std::string& json_path, int repeats);
 
@@ -41,5 +45,6 @@ extern const char* const kBenchUsage;
 extern const char* const kPrecompileUsage;
 extern const char* const kTuneUsage;
 extern const char* const kDecodeUsage;
+extern const char* const kVariantTableUsage;
 
 }  // namespace intfa::cli

@@ -85,9 +85,12 @@ int main(int argc, char** argv) {
     const Arguments arguments(argv + 2, argv + argc);
     for (const std::string& argument : arguments) {
       if (argument == "--help" || argument == "-h") {
-        // bench and tune take the paged cache's own options after --decode.
+        // bench and tune take the paged cache's own options after --decode, tune the variant
+        // table's after --variant-table.
         if (wants_decode(arguments) && command.run != run_info) {
           std::printf("%s", kDecodeUsage);
+        } else if (wants_variant_table(arguments) && command.run == run_tune) {
+          std::printf("%s", kVariantTableUsage);
         } else {
           print_usage(stdout, command);
         }
@@ -98,8 +101,11 @@ int main(int argc, char** argv) {
       return command.run(arguments);
     } catch (const UsageError& error) {
       // The error and where the help is: the whole help would bury the one line that matters.
-      std::fprintf(stderr, "intfa %s: %s\nsee 'intfa %s --help' for its options\n", command.name,
-                   intfa::strings::printable(error.what()).c_str(), command.name);
+      const char* mode = wants_decode(arguments)          ? " --decode"
+                         : wants_variant_table(arguments) ? " --variant-table"
+                                                          : "";
+      std::fprintf(stderr, "intfa %s: %s\nsee 'intfa %s%s --help' for its options\n", command.name,
+                   intfa::strings::printable(error.what()).c_str(), command.name, mode);
       return 2;
     } catch (const intfa::Error& error) {
       std::fprintf(stderr, "intfa %s: error (%s): %s\n", command.name,
