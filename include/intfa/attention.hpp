@@ -127,9 +127,9 @@ struct AttentionOptions {
   // in the quantize kernels. kAuto (the default) rotates the KV heads whose sampled keys have
   // outlier channels, and their query heads, decided on the device in K smoothing's mean pass
   // (which runs for it without smoothing too; QuantizeOptions::rotate says how): on inputs
-  // without outlier channels (and with fewer than 16 keys) it rotates nothing, for 0-2.5% of
-  // the attention kernel's time from 4k tokens (2-9% at 1k; bench/RESULTS.md, "Automatic
-  // rotation").
+  // without outlier channels (and with fewer than 16 keys) it rotates nothing, for about 1% of
+  // the attention kernel's time (1-2% at 1k; the quantize passes' decision 2-6 us more;
+  // bench/RESULTS.md, "Automatic rotation").
   QKRotation rotate_qk = QKRotation::kAuto;
   // Output element type comes from tensors.out.dtype. A config overrides the tuning database and
   // the heuristic (benchmarks, tuning).
@@ -195,9 +195,10 @@ std::size_t k_scale_count(KScaleGranularity granularity, int batch, int heads_kv
 //
 // The variant intfa.attention runs by default (variant "auto"): full or half INT8 for `problem`
 // (its head dim, lengths and causal flag; problem.variant is not read) on the GPU of the current
-// context (`device`: that one), from a table per arch measured end to end, half INT8 wherever
-// it is at least 0.95x full INT8's speed, since it is the more accurate (sm_90a: half INT8 at
-// d = 64, and at d = 128 up to 2k tokens, 8k causal; full INT8 beyond, at d = 256 and on other
+// context (`device`: that one), from a table per arch measured end to end: the fastest variant
+// within the accuracy floor (1.5% relative L2), the more accurate where the two are within 2% of
+// each other (attention::pick_variant; sm_90a: half INT8 at
+// d = 64 and d = 256, and at d = 128 up to 2k tokens, 8k causal; full INT8 beyond and on other
 // archs: src/spec/variant_policy.cpp). Rows that `intfa tune --variant-table` measured on this
 // GPU (the tuning database, as the tile configs) come first: the row of the problem's head dim
 // and causal flag nearest to its sequence bucket. `reason` names the row. The attention calls run

@@ -54,9 +54,10 @@ def auto_variant(head_dim, seq_q, seq_kv=None, is_causal=False, *, device=0):
     """The variant ``intfa.attention`` runs by default (``variant="auto"``) for a problem of
     ``head_dim``, ``seq_q`` queries against ``seq_kv`` keys (default ``seq_q``) and this causal
     flag on CUDA device ``device`` (an index), and why: ``(name, reason)``, e.g. ``("half_int8",
-    "sm_90a d=64: half INT8 (bucket 4k)")``. The table is per arch, measured end to end; half INT8
-    wherever it is at least 0.95x full INT8's speed, since it is the more accurate. Raises
-    InvalidArgument naming a bad argument, NoDevice without a GPU."""
+    "sm_90a d=64: half INT8 (bucket 4k)")``. The table is per arch, measured end to end: the
+    fastest variant within the accuracy floor, the more accurate (half INT8) where the two are
+    within 2%; rows ``intfa tune --variant-table`` measured on this GPU (the tuning database) come
+    first. Raises InvalidArgument naming a bad argument, NoDevice without a GPU."""
     seq_kv = seq_q if seq_kv is None else seq_kv
     for name, value in (("head_dim", head_dim), ("seq_q", seq_q), ("seq_kv", seq_kv),
                         ("device", device)):
