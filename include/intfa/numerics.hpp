@@ -47,7 +47,8 @@ enum class ReadBy { kFullInt8, kBothVariants };
 // always; an option added after kernels were cached and tuned is named only when not its default,
 // so that those kernels' entries, names and files stay exactly as they were, and a tuning database
 // naming it is written as its version, which older builds refuse instead of misreading (they
-// would take it for the default).
+// would take it for the default). Version 3 is the tuning database's variant rows'
+// (src/tune/tuning_database.hpp): the next option takes 4.
 
 // THE list of the attention kernel's numerics options:
 //   X(member, Enum, default enumerator, command-line flag, read by, since schema, help)

@@ -151,7 +151,8 @@ def attention(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=Non
     ``variant`` "full_int8" quantizes V too, "half_int8" keeps V in 16 bits (more accurate, and
     faster at some shapes); "auto" (the default) takes the one intfa's table gives for this head
     dim, length and causal flag on this GPU (``intfa.auto_variant``; sm_90a: half INT8 at
-    d = 64 and at d = 128 up to 2k tokens, 8k causal; full INT8 elsewhere). ``smooth_k``
+    d = 64 and d = 256 and at d = 128 up to 2k tokens, 8k causal; full INT8 elsewhere; rows
+    ``intfa tune --variant-table`` measured on this GPU first). ``smooth_k``
     (default on) quantizes K less its channel means (over a sample of keys), ``rotate`` rotates Q
     and K by one orthogonal matrix first, which spreads outlier channels: True (every head),
     False, or "auto" (the default: the KV heads whose sampled keys have a few channels much

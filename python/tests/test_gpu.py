@@ -252,7 +252,9 @@ class OpsTest(unittest.TestCase):
             name, reason = intfa.auto_variant(head_dim, seq, seq, causal,
                                               device=q.device.index)
             report(f"variant auto d={head_dim} N={seq} causal={causal}: {name} ({reason})")
-            if hopper:
+            # The shipped table's choice, unless this GPU has rows of `intfa tune --variant-table`
+            # in its tuning database (they come first).
+            if hopper and not reason.startswith("tuned on this GPU"):
                 self.assertEqual(name, hopper_choice)
             out = intfa.attention(q, k, v, is_causal=causal)
             self.assertTrue(torch.equal(out, intfa.attention(q, k, v, is_causal=causal,

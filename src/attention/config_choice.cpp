@@ -84,8 +84,12 @@ VariantChoice choose_auto_variant(const AttentionProblem& problem, int head_dim,
                                   const device::DeviceInfo& device,
                                   const tune::TuningDatabase& database) {
   const int bucket = tune::seq_bucket(problem.seq_q, problem.seq_kv);
-  if (const tune::VariantRow* row =
-          database.lookup_variant(tune::DeviceKey::of(device), head_dim, problem.causal, bucket)) {
+  const tune::VariantRow* row =
+      database.lookup_variant(tune::DeviceKey::of(device), head_dim, problem.causal, bucket);
+  // A row speaks for its bucket and the next one either side (the lengths `intfa tune
+  // --variant-table` times by default, 1k, 4k and 16k, so cover every bucket); further away the
+  // shipped table, measured there, does.
+  if (row != nullptr && row->seq_bucket <= 2 * bucket && bucket <= 2 * row->seq_bucket) {
     return VariantChoice{row->variant, "tuned on this GPU " + row->tuned_at + ": " +
                                            row->to_string() + " for bucket " +
                                            std::to_string(bucket / 1024) + "k"};

@@ -26,9 +26,9 @@ KernelConfig choose_config(const SpecRequest& request, const AttentionProblem& p
                            const device::DeviceInfo& device, const tune::TuningDatabase& database);
 
 // Variant "auto" for `problem` (its kernel head dim `head_dim`): the database's variant row for
-// this GPU, head dim and causal flag nearest to the problem's sequence bucket
-// (`intfa tune --variant-table`), else the shipped table (choose_variant). The reason names the
-// row.
+// this GPU, head dim and causal flag nearest to the problem's sequence bucket, if at most one
+// bucket away (`intfa tune --variant-table`), else the shipped table (choose_variant). The reason
+// names the row.
 VariantChoice choose_auto_variant(const AttentionProblem& problem, int head_dim,
                                   const device::DeviceInfo& device,
                                   const tune::TuningDatabase& database);

@@ -47,7 +47,8 @@ TuningDatabase load_default_database() {
   TuningDatabase database = load_database_or_empty(*path);
   if (log::verbose()) {
     log::info("tuning database " + path->string() + ": " +
-              std::to_string(database.entries().size()) + " entries");
+              std::to_string(database.entries().size()) + " entries, " +
+              std::to_string(database.variant_rows().size()) + " variant rows");
   }
   return database;
 }
@@ -131,7 +132,8 @@ TuningDatabase load_database_or_empty(const fs::path& path) {
   } catch (const DatabaseError& bad) {
     log::warn_once("tune:unusable:" + path.string(),
                    "ignoring the tuning database: " + std::string(bad.what()) +
-                       "; the heuristic chooses every config (re-run intfa tune to rebuild it)");
+                       "; the heuristic chooses every config and the shipped table every variant "
+                       "(re-run intfa tune to rebuild it)");
     return {};
   }
 }

@@ -280,12 +280,29 @@ json::Value entry_to_json(const TuningEntry& entry) {
 
 // --- Variant rows ---
 
-double error_member(const json::Value& object, const std::string& where, const char* name) {
+// The floor: a relative error in [0, 1].
+double floor_member(const json::Value& object, const std::string& where, const char* name) {
   const double value = kReader.non_negative(object, where, name);
-  if (!(value <= 1))
+  if (!(value <= 1)) {
     throw DatabaseError(where + name, shown(member(object, where, name)),
                         "expected a relative error in [0, 1]");
+  }
   return value;
+}
+
+// What pick_variant takes: a positive time, a finite error >= 0 (a variant past 100% is recorded
+// as measured, as pick_variant took it).
+attention::VariantMeasurement measurement_from_json(const json::Value& item,
+                                                    const std::string& where) {
+  attention::VariantMeasurement measurement;
+  measurement.variant = option_member<Variant>(item, where, "variant");
+  measurement.median_ms = milliseconds_member(item, where, "median_ms");
+  if (!(measurement.median_ms > 0)) {
+    throw DatabaseError(where + "median_ms", shown(member(item, where, "median_ms")),
+                        "expected a positive time");
+  }
+  measurement.relative_l2 = kReader.non_negative(item, where, "relative_l2");
+  return measurement;
 }
 
 VariantRow variant_row_from_json(const json::Value& value, const std::string& field) {
@@ -297,7 +314,7 @@ VariantRow variant_row_from_json(const json::Value& value, const std::string& fi
   row.causal = bool_member(value, where, "causal");
   row.seq_bucket = seq_bucket_member(value, where);
   row.variant = option_member<Variant>(value, where, "variant");
-  row.accuracy_floor = error_member(value, where, "accuracy_floor");
+  row.accuracy_floor = floor_member(value, where, "accuracy_floor");
   const json::Value& list = member(value, where, "measured");
   if (!list.is_array() || list.as_array().empty()) {
     throw DatabaseError(where + "measured", shown(list), "expected a non-empty array");
@@ -306,11 +323,7 @@ VariantRow variant_row_from_json(const json::Value& value, const std::string& fi
   for (const json::Value& item : list.as_array()) {
     const std::string item_field = where + "measured[" + std::to_string(row.measured.size()) + "]";
     require_object(item, item_field);
-    const std::string inner = item_field + ".";
-    attention::VariantMeasurement measurement;
-    measurement.variant = option_member<Variant>(item, inner, "variant");
-    measurement.median_ms = milliseconds_member(item, inner, "median_ms");
-    measurement.relative_l2 = error_member(item, inner, "relative_l2");
+    const attention::VariantMeasurement measurement = measurement_from_json(item, item_field + ".");
     chosen_measured = chosen_measured || measurement.variant == row.variant;
     row.measured.push_back(measurement);
   }
@@ -503,8 +516,14 @@ TuningDatabase TuningDatabase::parse(const std::string& text) {
     }
     database.entries_.push_back(std::move(entry));
   }
-  // Version 3 on: absent means none.
+  // Version 3 on: absent means none; in an older version's file, not a file this build wrote.
   if (const json::Value* rows = document.find("variant_rows")) {
+    if (version < kVariantRowsSchemaVersion) {
+      throw DatabaseError("variant_rows", "(present)",
+                          "absent below schema_version " +
+                              std::to_string(kVariantRowsSchemaVersion) + " (this file says " +
+                              std::to_string(version) + ")");
+    }
     if (!rows->is_array()) throw DatabaseError("variant_rows", shown(*rows), "expected an array");
     for (const json::Value& value : rows->as_array()) {
       const std::size_t index = database.variant_rows_.size();

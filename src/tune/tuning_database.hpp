@@ -131,13 +131,17 @@ struct VariantRow {
 class TuningDatabase {
  public:
   // The schema's version is the highest of the numerics options' since_schema (include/intfa/
-  // numerics.hpp: version 2 added k_granularity). A database is written as the version its
-  // entries need (the highest since_schema of the options they name), so that older builds read
+  // numerics.hpp: version 2 added k_granularity) and the variant rows' (3). A database is written
+  // as the version its entries need (the highest since_schema of the options they name; 3 with
+  // variant rows), so that older builds read
   // it while it names nothing they do not know, and refuse it once it does (they would take the
   // option for its default). This build reads every version up to its own; a member absent is
   // its option's default.
-  // Variant rows came with version 3.
+  // Variant rows came with version 3. A numerics option added after them takes version 4 or later
+  // (since_schema), so that files naming it are refused by this build, not read as its default.
   static constexpr int kVariantRowsSchemaVersion = 3;
+  static_assert(numerics_schema_version() != kVariantRowsSchemaVersion,
+                "schema version 3 is the variant rows': give the new numerics option 4");
   static constexpr int kSchemaVersion = numerics_schema_version() > kVariantRowsSchemaVersion
                                             ? numerics_schema_version()
                                             : kVariantRowsSchemaVersion;

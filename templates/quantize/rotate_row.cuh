@@ -56,8 +56,9 @@ __device__ __forceinline__ void rotate_row(float (&values)[8], int lane_in_row) 
 // Every lane of the warp calls it, the lanes of a row with the same `rotates`. Where the warp's
 // rows may be of two heads (SameHead false: quantize_rows), a warp whose rows differ runs the
 // shuffles once for all its lanes and keeps each row's own result; where all its rows are one
-// head's (SameHead: one head per block or tile), `rotates` is the warp's and the rows rotate in
-// place (no copy: the Hopper kernel's Q pass keeps its registers).
+// head's (SameHead: one head per block: quantize_row_blocks), `rotates` is the warp's and the
+// rows rotate in place (no copy). The Hopper kernel's Q pass calls rotate_row itself, in its
+// rotated passes.
 template <QKRotation Rotation, int ThreadsPerRow, bool SameHead = false>
 __device__ __forceinline__ void rotate_row_as(float (&values)[8], int lane_in_row, bool rotates) {
   if constexpr (Rotation == QKRotation::kOn) {

@@ -286,6 +286,12 @@ std::vector<StepsCase> steps_cases() {
       c.q_layout = head_dim == 128 ? Layout::kBNHD : Layout::kBHND;
       c.smooth_k = head_dim == 256;
       cases.push_back(c);
+      // The same with automatic rotation on heads of which half have outlier channels, K
+      // smoothed the other way: the kernel's rotated passes (out of line) at each head dim.
+      c.rotate = QKRotation::kAuto;
+      c.outlier_heads = true;
+      c.smooth_k = !c.smooth_k;
+      cases.push_back(c);
     }
     // V per tensor and per block (full INT8): the one call's K and V share launches where V has
     // a max pass (its scales zeroed by K's channel-mean launch, or by a memset without
@@ -459,8 +465,8 @@ TEST(Attention16bitGpu, WritesExactlyWhatTheStepsItStandsForWrite) {
   }
   if (testing::current_arch() == device::Arch::kSm90a) {
     // Every case, the rotated ones too (the kernel rotates Q as quantize_rows does): 2 variants
-    // x (6 small + 2 larger + 2 long), and the 4 cases of V's other granularities.
-    EXPECT_EQ(planned_in_kernel, 24);
+    // x (6 small + 4 larger + 2 long), and the 4 cases of V's other granularities.
+    EXPECT_EQ(planned_in_kernel, 28);
   } else {
     EXPECT_EQ(planned_in_kernel, 0);
   }

@@ -148,8 +148,8 @@ TEST_F(ConfigChoice, ADatabaseOfAnotherSchemaVersionIsOneWarningAndTheHeuristic)
   EXPECT_NE(capture.warnings()[0].find("schema_version"), std::string::npos);
 }
 
-// Variant "auto": this GPU's tuned row for the head dim and causal flag (nearest bucket) before the
-// shipped table, which serves another GPU, driver, head dim or causal flag.
+// Variant "auto": this GPU's tuned row for the head dim and causal flag (nearest bucket, at most
+// one away) before the shipped table, which serves another GPU, driver, head dim or causal flag.
 TEST_F(ConfigChoice, AutoVariantTakesThisGpusTunedRowBeforeTheShippedTable) {
   tune::TuningDatabase database;
   // The shipped sm_90a table takes half INT8 at d=128 up to 2k tokens: the rows say otherwise.
@@ -166,6 +166,10 @@ TEST_F(ConfigChoice, AutoVariantTakesThisGpusTunedRowBeforeTheShippedTable) {
             std::string::npos)
       << short_one.reason;
   EXPECT_EQ(choice_at(2048, false, h100_info()).variant, Variant::kFullInt8);  // nearest: 1k
+  // Two buckets from either row: the shipped table (full INT8 at d=128 4k).
+  const VariantChoice between = choice_at(4096, false, h100_info());
+  EXPECT_EQ(between.variant, Variant::kFullInt8);
+  EXPECT_EQ(between.reason.find("tuned"), std::string::npos) << between.reason;
   const VariantChoice long_one = choice_at(9000, false, h100_info());
   EXPECT_EQ(long_one.variant, Variant::kHalfInt8);
   EXPECT_NE(long_one.reason.find("for bucket 16k"), std::string::npos) << long_one.reason;
@@ -175,7 +179,7 @@ TEST_F(ConfigChoice, AutoVariantTakesThisGpusTunedRowBeforeTheShippedTable) {
   device::DeviceInfo other = h100_info();
   other.name = "NVIDIA H200";
   EXPECT_EQ(choice_at(1000, false, other).variant, Variant::kHalfInt8);
-  // Another head dim has its own rows: d=256 none (the shipped table: full INT8), d=64 its own.
+  // Another head dim has its own rows: d=256 none (the shipped table), d=64 its own.
   database.merge(tune::testing::variant_row_for(64, false, 1024, Variant::kFullInt8));
   AttentionProblem d256 = problem_of_length(1000);
   EXPECT_EQ(choose_auto_variant(d256, 256, h100_info(), database).reason.find("tuned"),

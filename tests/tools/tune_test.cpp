@@ -57,6 +57,9 @@ TEST(TuneVariantTable, HasItsOwnHelpAndUsageErrors) {
                                                                        << result.output;
   }
   EXPECT_TRUE(mentions(run_cli("tune --variant-table --accuracy-floor 0"), "--accuracy-floor"));
+  // The mode's help is named only where the verb has the mode.
+  EXPECT_TRUE(mentions(run_cli("bench --variant-table"), "see 'intfa bench --help'"));
+  EXPECT_TRUE(mentions(run_cli("info --decode"), "see 'intfa info --help'"));
   // --variant-table=no is the plain verb, which has no accuracy floor.
   const CliResult plain = run_cli("tune --variant-table=no --accuracy-floor 1");
   EXPECT_EQ(plain.exit_code, 2) << plain.output;

@@ -195,6 +195,21 @@ TEST(TuningDatabaseParse, NamesTheBadMemberOfAVariantRow) {
     EXPECT_NE(message.find(c.expected), std::string::npos)
         << c.member << " = " << c.value << ": " << message;
   }
+  // A time must be positive (pick_variant's rule); an error past 100% is read as measured.
+  EXPECT_NE(refusal(with_row_member(
+                        "measured",
+                        "[{\"variant\": \"half_int8\", \"median_ms\": 0, \"relative_l2\": 0.01}]"))
+                .find("variant_rows[0].measured[0].median_ms"),
+            std::string::npos);
+  EXPECT_EQ(
+      refusal(with_row_member(
+          "measured", "[{\"variant\": \"half_int8\", \"median_ms\": 1, \"relative_l2\": 1.5}]")),
+      "(accepted)");
+  // Rows belong to version 3 files.
+  json::Value old_version = json::parse(with_row_member("tuned_at", "\"x\""));
+  old_version.set("schema_version", 2);
+  EXPECT_NE(refusal(old_version.dump()).find("variant_rows"), std::string::npos)
+      << refusal(old_version.dump());
   // The chosen variant must be one of those measured.
   const std::string unmeasured = refusal(with_row_member(
       "measured", "[{\"variant\": \"full_int8\", \"median_ms\": 1, \"relative_l2\": 0.01}]"));

@@ -21,7 +21,7 @@
 #include "intfa/commands.hpp"
 #include "intfa/parallel.hpp"
 #include "intfa/problem_options.hpp"
-#include "intfa/tune_options.hpp"
+#include "intfa/tune_common.hpp"
 #include "launch/kernel_runtime.hpp"
 #include "reference/attention_check.hpp"
 #include "tune/database_file.hpp"

@@ -23,7 +23,7 @@
 #include "intfa/commands.hpp"
 #include "intfa/errors.hpp"
 #include "intfa/problem_options.hpp"
-#include "intfa/tune_options.hpp"
+#include "intfa/tune_common.hpp"
 #include "numerics/option_names.hpp"
 #include "reference/attention_check.hpp"
 #include "spec/seq_bucket.hpp"
@@ -46,14 +46,16 @@ const char* const kVariantTableUsage =
     "intfa.attention (variant \"auto\", the default) then takes this GPU's row for its\n"
     "bucket, or the nearest bucket's, before the shipped table; `intfa info` lists the rows and\n"
     "INTFA_LOG=1 says which one a call took.\n"
-    "Rows the database already has for this GPU are skipped unless --force.\n\n"
+    "Rows the database already has for this GPU (measured with these variants and floor) are\n"
+    "skipped unless --force. A database with variant rows is schema version 3: intfa builds\n"
+    "from before variant rows ignore the whole file, its tuned tile configs too (one warning).\n\n"
     "  --head-dims LIST (64,128)     --seq LIST (1k,4k,16k)   --causal[=off,on] (both)\n"
     "  --variants LIST (full,half)   the candidates\n"
     "  --batch B (4) --heads H (32)  the problem each row is timed on\n"
     "  --repeats R (20)              turns per variant\n"
     "  --accuracy-floor PCT (1.5)    relative L2 in percent\n"
     "  --dtype f16|bf16 (f16)        Q, K, V and the output\n"
-    "  --budget-s S                  start no row after S seconds\n"
+    "  --budget-s S                  start no row after S seconds (0, the default: no limit)\n"
     "  --force                       re-measure rows the database already has\n"
     "  --tuning-db FILE              default: $INTFA_TUNE_DB, else tuning.json in the cache dir\n"
     "  --json FILE                   every row's measurements, as JSON\n\n"
@@ -139,6 +141,8 @@ class EndToEndTimer {
 
   // Median milliseconds per call of each variant (in the order given), over `rounds` turns each.
   std::vector<double> median_ms(int rounds) {
+    // One untimed call each first: the kernels' compile or load is no part of a turn's estimate.
+    for (Variant variant : variants_) turn_ms(variant, 1);
     std::vector<int> calls_per_turn;
     for (Variant variant : variants_) {
       const double warm_ms = turn_ms(variant, kWarmupCalls) / kWarmupCalls;
@@ -228,9 +232,22 @@ Accuracy measure_accuracy(const AttentionProblem& timed, Variant variant, DType 
   return accuracy;
 }
 
+// Whether `row` was measured as `options` ask: every requested variant, the same floor.
+bool measured_as_asked(const tune::VariantRow& row, const VariantTableOptions& options) {
+  if (row.accuracy_floor != options.accuracy_floor) return false;
+  for (Variant variant : options.variants) {
+    const bool measured =
+        std::any_of(row.measured.begin(), row.measured.end(),
+                    [&](const attention::VariantMeasurement& m) { return m.variant == variant; });
+    if (!measured) return false;
+  }
+  return true;
+}
+
 struct RowResult {
   tune::VariantRow row;
-  std::string status;  // "tuned", "already tuned", "over budget", "no variant matched the model"
+  // "tuned", "already tuned", "over budget", "not recorded: ..." (a variant dropped), "error: ..."
+  std::string status;
   std::vector<std::string> dropped;  // "half_int8: relative L2 ... against the quantized model"
 };
 
@@ -317,8 +334,9 @@ RowResult measure_row(const VariantTableOptions& options, const device::DeviceIn
     matching.push_back(variant);
     errors.push_back(accuracy.relative_l2);
   }
-  if (matching.empty()) {
-    result.status = "no variant matched the model";
+  if (!result.dropped.empty()) {  // a kernel bug or a variant this GPU cannot run: no row
+    result.status =
+        "not recorded: " + std::to_string(result.dropped.size()) + " variant(s) dropped (above)";
     return result;
   }
   EndToEndTimer timer(problem, matching, options.io_type);
@@ -378,7 +396,8 @@ int run_variant_table_tune(const Arguments& arguments) {
         const int bucket = tune::seq_bucket(static_cast<int>(seq), static_cast<int>(seq));
         const tune::VariantRow* known = existing.lookup_variant(device, head_dim, causal, bucket);
         RowResult result;
-        if (!options.force && known != nullptr && known->seq_bucket == bucket) {
+        if (!options.force && known != nullptr && known->seq_bucket == bucket &&
+            measured_as_asked(*known, options)) {
           result.row = *known;
           result.status = "already tuned";
         } else if (options.budget_s > 0 && elapsed_s() > options.budget_s) {
@@ -387,7 +406,14 @@ int run_variant_table_tune(const Arguments& arguments) {
           result.row.measured_on.seq = static_cast<int>(seq);
           result.status = "over budget";
         } else {
-          result = measure_row(options, info, head_dim, causal, seq);
+          try {
+            result = measure_row(options, info, head_dim, causal, seq);
+          } catch (const std::exception& error) {  // out of memory at this size, say: the others
+            result.row.head_dim = head_dim;
+            result.row.causal = causal;
+            result.row.measured_on.seq = static_cast<int>(seq);
+            result.status = std::string("error: ") + error.what();
+          }
           for (const std::string& dropped : result.dropped) {
             std::fprintf(stderr, "tune: %s: dropped %s\n", step.c_str(), dropped.c_str());
           }
@@ -402,6 +428,12 @@ int run_variant_table_tune(const Arguments& arguments) {
     }
   }
   print_table(results, info.arch);
+  const auto over_budget = std::count_if(
+      results.begin(), results.end(), [](const RowResult& r) { return r.status == "over budget"; });
+  if (over_budget > 0) {
+    std::printf("the %.0f s budget was spent: %ld rows not started (listed above)\n",
+                options.budget_s, static_cast<long>(over_budget));
+  }
   if (options.json_path) json::write_file(*options.json_path, results_json(results));
   return failed ? 1 : 0;
 }

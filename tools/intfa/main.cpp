@@ -87,7 +87,7 @@ int main(int argc, char** argv) {
       if (argument == "--help" || argument == "-h") {
         // bench and tune take the paged cache's own options after --decode, tune the variant
         // table's after --variant-table.
-        if (wants_decode(arguments) && command.run != run_info) {
+        if (wants_decode(arguments) && (command.run == run_bench || command.run == run_tune)) {
           std::printf("%s", kDecodeUsage);
         } else if (wants_variant_table(arguments) && command.run == run_tune) {
           std::printf("%s", kVariantTableUsage);
@@ -101,9 +101,11 @@ int main(int argc, char** argv) {
       return command.run(arguments);
     } catch (const UsageError& error) {
       // The error and where the help is: the whole help would bury the one line that matters.
-      const char* mode = wants_decode(arguments)          ? " --decode"
-                         : wants_variant_table(arguments) ? " --variant-table"
-                                                          : "";
+      // The mode whose options these were: as --help picks its usage.
+      const bool tune = command.run == run_tune;
+      const char* mode = wants_decode(arguments) && (tune || command.run == run_bench) ? " --decode"
+                         : wants_variant_table(arguments) && tune ? " --variant-table"
+                                                                  : "";
       std::fprintf(stderr, "intfa %s: %s\nsee 'intfa %s%s --help' for its options\n", command.name,
                    intfa::strings::printable(error.what()).c_str(), command.name, mode);
       return 2;

@@ -1,4 +1,5 @@
-// The options `intfa tune` and `intfa tune --variant-table` share.
+// What `intfa tune` and `intfa tune --variant-table` share: their --seq and --tuning-db options
+// and the check of a kernel's output against the quantized model.
 #pragma once
 
 #include <filesystem>

@@ -1,4 +1,4 @@
-#include "intfa/tune_options.hpp"
+#include "intfa/tune_common.hpp"
 
 #include <cstdio>
 #include <map>
