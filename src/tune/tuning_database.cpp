@@ -336,7 +336,9 @@ VariantRow variant_row_from_json(const json::Value& value, const std::string& fi
   return row;
 }
 
-json::Value variant_row_to_json(const VariantRow& row) {
+}  // namespace
+
+json::Value variant_row_json(const VariantRow& row) {
   json::Value object = json::Value::object();
   write_device(object, row.device);
   object.set("head_dim", row.head_dim);
@@ -357,6 +359,8 @@ json::Value variant_row_to_json(const VariantRow& row) {
   object.set("tuned_at", row.tuned_at);
   return object;
 }
+
+namespace {
 
 bool same_variant_bucket(const VariantRow& a, const VariantRow& b) {
   return a.device == b.device && a.head_dim == b.head_dim && a.causal == b.causal &&
@@ -557,7 +561,7 @@ json::Value TuningDatabase::to_json() const {
   document.set("entries", std::move(list));
   if (!variant_rows_.empty()) {
     json::Value rows = json::Value::array();
-    for (const VariantRow& row : variant_rows_) rows.push_back(variant_row_to_json(row));
+    for (const VariantRow& row : variant_rows_) rows.push_back(variant_row_json(row));
     document.set("variant_rows", std::move(rows));
   }
   return document;

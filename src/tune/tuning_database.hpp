@@ -128,6 +128,9 @@ struct VariantRow {
   friend bool operator==(const VariantRow& a, const VariantRow& b);
 };
 
+// A variant row as the database file holds it (`intfa tune --variant-table --json` too).
+json::Value variant_row_json(const VariantRow& row);
+
 class TuningDatabase {
  public:
   // The schema's version is the highest of the numerics options' since_schema (include/intfa/

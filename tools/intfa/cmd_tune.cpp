@@ -72,28 +72,17 @@ constexpr int kMaxInputCopies = 64;
 
 // --- The command line ---
 
-struct TuneOptions {
-  std::vector<int> head_dims;
-  std::vector<long> seqs;
-  std::vector<bool> causal_values;
-  std::vector<Variant> variants;
+struct TuneOptions : TuneGrid {
   std::vector<KernelConfig> configs;
   AttentionProblem numerics_problem;  // qk_bits
   AttentionOptions numerics;          // p_encoding, p_scale, v_granularity, smooth_k, rotate_qk
   DType io_type = DType::kF16;
-  int batch = 4;
-  int heads = 32;
-  int repeats = 20;
-  double budget_s = 0;
-  bool force = false;
-  fs::path database;
-  std::optional<std::string> json_path;
 };
 
 TuneOptions parse_options(const Arguments& arguments) {
   Grammar grammar;
-  grammar.values = {"head-dims", "seq",     "variants",  "batch", "heads", "repeats",
-                    "budget-s",  "configs", "tuning-db", "json",  "dtype", "qk-bits"};
+  grammar.values = tune_grid_values();
+  for (const char* name : {"configs", "dtype", "qk-bits"}) grammar.values.push_back(name);
   for (const std::string& name : numerics_flag_names()) grammar.values.push_back(name);
   grammar.flags = qk_transform_flag_names();
   grammar.auto_flags = qk_transform_auto_flag_names();
@@ -102,23 +91,12 @@ TuneOptions parse_options(const Arguments& arguments) {
   grammar.switch_lists = {"causal"};
   const Args args(arguments, grammar);
   TuneOptions options;
-  options.head_dims = parse_head_dims(args, {64, 128});
-  options.seqs = parse_bucket_seqs(args);
-  options.causal_values = parse_causal_list(args, {false, true});
-  options.variants = parse_variant_list(args, {"full"});
+  static_cast<TuneGrid&>(options) = parse_tune_grid(args, {"full"});
   for (const std::string& entry : args.get_entries("configs")) {
     options.configs.push_back(parse_config(entry));
   }
   parse_numerics(args, options.numerics_problem, options.numerics, options.io_type);
   parse_qk_transforms(args, options.numerics);
-  options.batch = static_cast<int>(args.get_int("batch", 4, 1, 4096));
-  options.heads = static_cast<int>(args.get_int("heads", 32, 1, 4096));
-  options.repeats = static_cast<int>(args.get_int("repeats", 20, 1, 10000));
-  options.budget_s = args.get_double("budget-s", 0);
-  if (!(options.budget_s >= 0)) throw UsageError("--budget-s: expected seconds >= 0");
-  options.force = args.flag("force");
-  options.database = tuning_database_path(args);
-  options.json_path = args.get("json");
   // Each problem as a launch checks it (--qk-bits 4 with --k-scale block said "needs a GPU").
   validate_grid(options.numerics_problem, options.numerics, options.variants, options.head_dims,
                 options.seqs, options.batch, options.heads);
@@ -349,23 +327,10 @@ int run_tune(const Arguments& arguments) {
   if (wants_decode(arguments)) return run_decode_tune(arguments);
   if (wants_variant_table(arguments)) return run_variant_table_tune(arguments);
   const TuneOptions options = parse_options(arguments);
-  std::string reason;
-  if (!device::driver_available(&reason)) {
-    std::fprintf(stderr, "intfa tune: needs a GPU (%s)\n", reason.c_str());
-    return 1;
-  }
-  device::use_primary_context();
+  const std::optional<tune::TuningDatabase> read = start_tuning_run("intfa tune", options.database);
+  if (!read) return 1;
   const device::DeviceInfo& info = device::cached_device_info(device::current_device());
-  tune::TuningDatabase existing;
-  try {
-    existing = tune::read_database_file(options.database).value_or(tune::TuningDatabase{});
-  } catch (const tune::DatabaseError& error) {
-    std::fprintf(stderr,
-                 "intfa tune: will not overwrite a file that is not a tuning database this build "
-                 "reads: %s\n(move it away, or pass --tuning-db FILE)\n",
-                 error.what());
-    return 1;
-  }
+  const tune::TuningDatabase& existing = *read;
   std::printf("tuning on %s into %s\n", info.to_string().c_str(), options.database.c_str());
   std::fflush(stdout);
 

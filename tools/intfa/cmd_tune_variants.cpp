@@ -72,50 +72,28 @@ constexpr int kMaxCallsPerTurn = 64;
 // The accuracy check's length: float64 attention of 2 heads on the host stays under a second.
 constexpr int kAccuracyMaxSeq = 2048;
 
-struct VariantTableOptions {
-  std::vector<int> head_dims;
-  std::vector<long> seqs;
-  std::vector<bool> causal_values;
-  std::vector<Variant> variants;
+struct VariantTableOptions : TuneGrid {
   DType io_type = DType::kF16;
-  int batch = 4;
-  int heads = 32;
-  int repeats = 20;
   double accuracy_floor = attention::kDefaultAccuracyFloor;
-  double budget_s = 0;
-  bool force = false;
-  fs::path database;
-  std::optional<std::string> json_path;
 };
 
 VariantTableOptions parse_options(const Arguments& arguments) {
   Grammar grammar;
-  grammar.values = {"head-dims", "seq",       "variants", "batch", "heads",         "repeats",
-                    "budget-s",  "tuning-db", "json",     "dtype", "accuracy-floor"};
+  grammar.values = tune_grid_values();
+  for (const char* name : {"dtype", "accuracy-floor"}) grammar.values.push_back(name);
   grammar.flags = {"variant-table", "force"};
   grammar.switch_lists = {"causal"};
   const Args args(arguments, grammar);
   VariantTableOptions options;
-  options.head_dims = parse_head_dims(args, {64, 128});
-  options.seqs = parse_bucket_seqs(args);
-  options.causal_values = parse_causal_list(args, {false, true});
-  options.variants = parse_variant_list(args, {"full", "half"});
+  static_cast<TuneGrid&>(options) = parse_tune_grid(args, {"full", "half"});
   const std::string dtype = args.get_or("dtype", "f16");
   if (dtype != "f16" && dtype != "bf16") throw UsageError("--dtype: expected f16 or bf16");
   options.io_type = dtype == "bf16" ? DType::kBF16 : DType::kF16;
-  options.batch = static_cast<int>(args.get_int("batch", 4, 1, 4096));
-  options.heads = static_cast<int>(args.get_int("heads", 32, 1, 4096));
-  options.repeats = static_cast<int>(args.get_int("repeats", 20, 1, 10000));
   const double floor_percent = args.get_double("accuracy-floor", 100 * options.accuracy_floor);
   if (!(floor_percent > 0 && floor_percent <= 100)) {
     throw UsageError("--accuracy-floor: expected a percentage in (0, 100]");
   }
   options.accuracy_floor = floor_percent / 100;
-  options.budget_s = args.get_double("budget-s", 0);
-  if (!(options.budget_s >= 0)) throw UsageError("--budget-s: expected seconds >= 0");
-  options.force = args.flag("force");
-  options.database = tuning_database_path(args);
-  options.json_path = args.get("json");
   validate_grid(AttentionProblem{}, AttentionOptions{}, options.variants, options.head_dims,
                 options.seqs, options.batch, options.heads);
   return options;
@@ -289,18 +267,7 @@ json::Value results_json(const std::vector<RowResult>& results) {
     item.set("causal", row.causal);
     item.set("seq", row.measured_on.seq);
     item.set("status", result.status);
-    if (result.status == "tuned") {
-      item.set("variant", option_name(row.variant));
-      json::Value measured = json::Value::array();
-      for (const attention::VariantMeasurement& m : row.measured) {
-        json::Value entry = json::Value::object();
-        entry.set("variant", option_name(m.variant));
-        entry.set("median_ms", m.median_ms);
-        entry.set("relative_l2", m.relative_l2);
-        measured.push_back(std::move(entry));
-      }
-      item.set("measured", std::move(measured));
-    }
+    if (result.status == "tuned") item.set("row", tune::variant_row_json(row));
     json::Value dropped = json::Value::array();
     for (const std::string& reason : result.dropped) dropped.push_back(reason);
     item.set("dropped", std::move(dropped));
@@ -358,23 +325,11 @@ bool wants_variant_table(const Arguments& arguments) {
 
 int run_variant_table_tune(const Arguments& arguments) {
   const VariantTableOptions options = parse_options(arguments);
-  std::string reason;
-  if (!device::driver_available(&reason)) {
-    std::fprintf(stderr, "intfa tune --variant-table: needs a GPU (%s)\n", reason.c_str());
-    return 1;
-  }
-  device::use_primary_context();
+  const std::optional<tune::TuningDatabase> read =
+      start_tuning_run("intfa tune --variant-table", options.database);
+  if (!read) return 1;
   const device::DeviceInfo& info = device::cached_device_info(device::current_device());
-  tune::TuningDatabase existing;
-  try {
-    existing = tune::read_database_file(options.database).value_or(tune::TuningDatabase{});
-  } catch (const tune::DatabaseError& error) {
-    std::fprintf(stderr,
-                 "intfa tune: will not overwrite a file that is not a tuning database this build "
-                 "reads: %s\n(move it away, or pass --tuning-db FILE)\n",
-                 error.what());
-    return 1;
-  }
+  const tune::TuningDatabase& existing = *read;
   const tune::DeviceKey device = tune::DeviceKey::of(info);
   std::printf("measuring variant rows on %s into %s\n", info.to_string().c_str(),
               options.database.c_str());
