@@ -139,6 +139,13 @@ TEST(CommandLine, AnEmptyValueIsAUsageErrorNamingTheOption) {
   expect_usage_error(testing::run_cli("precompile --list --arch="), "precompile", "--arch");
 }
 
+// The command whose --help a usage error of `command` points at: its verb, with --decode where
+// it runs the paged cache's mode.
+std::string help_of(const std::string& command) {
+  const std::string verb = command.substr(0, command.find(' '));
+  return command.find(" --decode") != std::string::npos ? verb + " --decode" : verb;
+}
+
 // "--configs 8,64,2;" said "--configs : expected ROWS,TOKENS,STAGES": the empty entry by its place.
 TEST(CommandLine, AnEmptyConfigsEntryIsNamedByItsPlace) {
   const std::pair<const char*, const char*> cases[] = {
@@ -147,8 +154,7 @@ TEST(CommandLine, AnEmptyConfigsEntryIsNamedByItsPlace) {
       {"bench --configs '64,64,4,2;'", "--configs 64,64,4,2;: entry 2 of 2 is empty"},
       {"tune --configs ';64,64,4,2'", "entry 1 of 2 is empty"}};
   for (const auto& [command, named] : cases) {
-    const std::string verb = std::string(command).substr(0, std::string(command).find(' '));
-    expect_usage_error(testing::run_cli(command), verb, named);
+    expect_usage_error(testing::run_cli(command), help_of(command), named);
   }
 }
 
@@ -191,7 +197,7 @@ TEST(CommandLine, AShapeBeyondTheHostsMemoryIsAUsageErrorNamingItsSize) {
     // tune would compile and check every candidate config on the fake driver before it got there.
     const CliResult result =
         testing::run_cli(command, verb != "tune" ? testing::fake_driver_setting() : "");
-    expect_usage_error(result, verb, named);
+    expect_usage_error(result, help_of(command), named);
     EXPECT_TRUE(mentions(result, "TiB of host memory")) << result.output;
   }
 }
