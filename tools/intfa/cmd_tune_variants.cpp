@@ -60,7 +60,8 @@ const char* const kVariantTableUsage =
     "  --tuning-db FILE              default: $INTFA_TUNE_DB, else tuning.json in the cache dir\n"
     "  --json FILE                   every row's measurements, as JSON\n\n"
     "Prints a line per row on stderr and a table with the shipped table's choice beside each.\n"
-    "Exit 1 when a row had no variant whose output matched the model, or on an error.\n";
+    "Exit 1 when a row was not recorded (a variant dropped by its check, or an error), or on an\n"
+    "error. Rows do not record --dtype: f16 and bf16 share them.\n";
 
 namespace {
 
