@@ -33,6 +33,9 @@ struct VariantMeasurement {
   Variant variant = Variant::kFullInt8;
   double median_ms = 0;    // attention_forward_16bit: the quantize passes and the kernel
   double relative_l2 = 0;  // against float64 attention of the original inputs (the worst family)
+  friend bool operator==(const VariantMeasurement& a, const VariantMeasurement& b) {
+    return a.variant == b.variant && a.median_ms == b.median_ms && a.relative_l2 == b.relative_l2;
+  }
 };
 
 // The rule of every row: among the variants within `accuracy_floor`, the most accurate one that

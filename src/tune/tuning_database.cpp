@@ -465,19 +465,9 @@ std::string VariantRow::to_string() const {
 }
 
 bool operator==(const VariantRow& a, const VariantRow& b) {
-  if (!same_variant_bucket(a, b) || a.variant != b.variant ||
-      a.accuracy_floor != b.accuracy_floor || a.measured.size() != b.measured.size() ||
-      !(a.measured_on == b.measured_on) || a.tuned_at != b.tuned_at) {
-    return false;
-  }
-  for (std::size_t i = 0; i < a.measured.size(); ++i) {
-    const attention::VariantMeasurement& x = a.measured[i];
-    const attention::VariantMeasurement& y = b.measured[i];
-    if (x.variant != y.variant || x.median_ms != y.median_ms || x.relative_l2 != y.relative_l2) {
-      return false;
-    }
-  }
-  return true;
+  return same_variant_bucket(a, b) && a.variant == b.variant &&
+         a.accuracy_floor == b.accuracy_floor && a.measured == b.measured &&
+         a.measured_on == b.measured_on && a.tuned_at == b.tuned_at;
 }
 
 bool operator==(const TuningEntry& a, const TuningEntry& b) {

@@ -54,10 +54,10 @@ void print_target_arch(bool have_gpu) {
   }
 }
 
-// The rows `intfa tune --variant-table` measured on this GPU, which come before the shipped table.
-void print_tuned_variant_rows() {
+// The rows `intfa tune --variant-table` measured on the GPU `info` describes, which come before
+// the shipped table.
+void print_tuned_variant_rows(const device::DeviceInfo& info) {
   try {
-    const device::DeviceInfo info = device::query_device(device::current_device());
     const tune::DeviceKey key = tune::DeviceKey::of(info);
     for (const tune::VariantRow& row : tune::process_database()->variant_rows()) {
       if (row.device == key) {
@@ -71,19 +71,21 @@ void print_tuned_variant_rows() {
 }
 
 // intfa.attention's default numerics on the target arch (the GPU's, else INTFA_ARCH's, else the
-// one arch with a table): this GPU's tuned variant rows, the shipped table's rows (for the head
-// dims and causal flags those leave), then what every call does.
+// one arch with a table): this GPU's tuned variant rows, the shipped table's rows (for the lengths,
+// head dims and causal flags those leave), then what every call does.
 void print_default_numerics(bool have_gpu) {
   device::Arch arch = device::Arch::kSm90a;
+  std::optional<device::DeviceInfo> gpu;
   try {
     if (have_gpu) {
-      arch = device::query_device(device::current_device()).arch;
+      gpu = device::query_device(device::current_device());
+      arch = gpu->arch;
     } else if (const auto forced = device::arch_override_from_env()) {
       arch = *forced;
     }
   } catch (const std::exception&) {  // print_target_arch said why
   }
-  if (have_gpu) print_tuned_variant_rows();
+  if (gpu) print_tuned_variant_rows(*gpu);
   for (const std::string& line : strings::split(attention::variant_policy_text(arch), '\n')) {
     if (!line.empty()) std::printf("numerics       %s\n", line.c_str());
   }
