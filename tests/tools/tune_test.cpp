@@ -60,6 +60,11 @@ TEST(TuneVariantTable, HasItsOwnHelpAndUsageErrors) {
   // The mode's help is named only where the verb has the mode.
   EXPECT_TRUE(mentions(run_cli("bench --variant-table"), "see 'intfa bench --help'"));
   EXPECT_TRUE(mentions(run_cli("info --decode"), "see 'intfa info --help'"));
+  // Both of tune's modes at once: a usage error naming both, before any GPU is looked for.
+  const CliResult both = run_cli("tune --variant-table --decode --head-dims 128");
+  EXPECT_EQ(both.exit_code, 2) << both.output;
+  EXPECT_TRUE(mentions(both, "--decode and --variant-table are two modes of tune")) << both.output;
+  EXPECT_TRUE(mentions(both, "see 'intfa tune --help'")) << both.output;
   // --variant-table=no is the plain verb, which has no accuracy floor.
   const CliResult plain = run_cli("tune --variant-table=no --accuracy-floor 1");
   EXPECT_EQ(plain.exit_code, 2) << plain.output;

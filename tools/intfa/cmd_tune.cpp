@@ -324,6 +324,9 @@ void print_budget_note(const std::vector<tune::BucketResult>& results, double bu
 }  // namespace
 
 int run_tune(const Arguments& arguments) {
+  if (wants_decode(arguments) && wants_variant_table(arguments)) {
+    throw UsageError("--decode and --variant-table are two modes of tune: give one of them");
+  }
   if (wants_decode(arguments)) return run_decode_tune(arguments);
   if (wants_variant_table(arguments)) return run_variant_table_tune(arguments);
   const TuneOptions options = parse_options(arguments);

@@ -102,8 +102,12 @@ int main(int argc, char** argv) {
     } catch (const UsageError& error) {
       // The error and where the help is: the whole help would bury the one line that matters.
       // The mode whose options these were: as --help picks its usage.
+      // Both of tune's modes at once is itself the error: the verb's own help then.
       const bool tune = command.run == run_tune;
-      const char* mode = wants_decode(arguments) && (tune || command.run == run_bench) ? " --decode"
+      const bool both = tune && wants_decode(arguments) && wants_variant_table(arguments);
+      const char* mode = both ? ""
+                         : wants_decode(arguments) && (tune || command.run == run_bench)
+                             ? " --decode"
                          : wants_variant_table(arguments) && tune ? " --variant-table"
                                                                   : "";
       std::fprintf(stderr, "intfa %s: %s\nsee 'intfa %s%s --help' for its options\n", command.name,
