@@ -25,7 +25,8 @@ import sys
 import torch
 
 from accuracy_tables import markdown
-from intfa_ctypes import FULL_INT8, HALF_INT8, Intfa, IntfaAttention, Options, attention_16bit
+from intfa_ctypes import (FULL_INT8, HALF_INT8, ROTATE_AUTO, Intfa, IntfaAttention, Options,
+                          attention_16bit, rotation)
 
 # name -> (variant, p_encoding, p_scale, v_granularity[, k_granularity]); p: 0 = s8/127,
 # 1 = u8/255; p_scale: 0 = running max, 1 = tile max; v: 0 = per tensor, 1 = per channel,
@@ -171,6 +172,15 @@ def main():
     seed = int.from_bytes(os.urandom(4), "little")
     torch.manual_seed(seed)
     lib = Intfa(args.lib)
+    if args.path == "split":
+        # The split calls decide no rotation per head (IntfaAttention runs automatic rotation as
+        # off): a column named for it would report the unrotated numerics.
+        _, default_rotate = lib.default_transforms()
+        automatic = [t for t in transforms
+                     if rotation(TRANSFORMS[t][1], default_rotate) == ROTATE_AUTO]
+        if automatic:
+            parser.error(f"--path split: {automatic} rotate automatically, which only the one "
+                         "call does; give rotation on or off (--options plain,smooth,rotate,...)")
     device = torch.cuda.get_device_name()
     # One column per numerics and transform: "full u8/tile/channel [smooth+rotate]".
     labels = [f"{name} [{transform}]" if transforms != ["default"] else name
