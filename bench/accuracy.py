@@ -149,7 +149,9 @@ def main():
                         help="Q/K transforms joined by ',' or 'all': " + ", ".join(TRANSFORMS))
     parser.add_argument("--path", default="one-call", choices=["one-call", "split"],
                         help="intfa_attention_forward_16bit, or the quantize calls and "
-                             "intfa_attention_forward")
+                             "intfa_attention_forward, which rotate no head automatically: "
+                             "split takes --options whose rotation is on or off (plain, smooth, "
+                             "rotate, smooth+rotate), not default or smooth+auto")
     parser.add_argument("--out-dir", default=".")
     args = parser.parse_args()
 

@@ -14,12 +14,15 @@ quantized in each of these ways:
   rotate g32     K and the query rotated by one random-sign Walsh-Hadamard matrix per head
                  (incoherent processing, as intfa's rotation), then g32
   smooth+rotate  both, smoothing first
-  channel b64    per channel, one FP16 scale per 64 tokens of a channel (KIVI's K: groups along
-                 the tokens; one page of 64 tokens in a paged cache)
+  channel b64    per channel, one symmetric FP16 scale per 64 tokens of a channel (KIVI's
+                 grouping of K along the tokens, one page of 64 tokens in a paged cache; KIVI
+                 itself is asymmetric, with a zero point, and keeps the newest tokens in FP16)
   smooth channel the same after smoothing
 
 and, to split the error between the two, K exact (V's share), smooth+rotate g32 with V in INT8 per
-token (K's share), and K and V in INT8 per token (the INT8 cache) for reference. Input families as
+token (K's share), and K and V in INT8 per token unsmoothed for reference (the INT8 cache smooths
+K when given k_offset, which the k_offset family would need). Every scheme sees the same inputs
+(per trial and head); the rotation's signs come from a generator of their own. Input families as
 bench/accuracy.py's (tests/reference/input_families.hpp): normal N(0,1); k_offset (keys with a
 per-channel offset of 4 N(0,1), shared by the tokens); outliers (4 channels of Q and K 10x
 larger); offset_outliers (both); sharp (Q and K 1.7x); v_outliers (4 channels of V 10x).
@@ -36,7 +39,7 @@ HEAD_DIM = 128
 FAMILIES = ("normal", "k_offset", "outliers", "offset_outliers", "sharp", "v_outliers")
 SCHEMES = ("g32", "smooth g32", "rotate g32", "smooth+rotate g32", "channel b64",
            "smooth channel b64", "K exact", "smooth+rotate g32, V INT8",
-           "INT8 per token (K and V)")
+           "INT8 per token (K and V, unsmoothed)")
 
 
 def fp16(x):
@@ -44,7 +47,8 @@ def fp16(x):
 
 
 def symmetric(x, axis, bits):
-    """x quantized symmetrically with one FP16 scale per slice along `axis`, dequantized."""
+    """x quantized symmetrically with one scale per slice along `axis` (FP16 at 4 bits, as the
+    INT4 cache stores it; FP32 at 8 bits, here float64), dequantized."""
     limit = 2 ** (bits - 1) - 1
     amax = np.abs(x).max(axis=axis, keepdims=True)
     scale = fp16(np.minimum(amax / limit, 65504.0)) if bits == 4 else amax / limit
@@ -98,9 +102,10 @@ def attention(q, k, v):
     return (p / p.sum()) @ v
 
 
-def approximate(scheme, rng, q, k, v):
-    """Attention with K (and V) quantized by `scheme`, in the original inputs' frame."""
-    if scheme == "INT8 per token (K and V)":
+def approximate(scheme, rotation, q, k, v):
+    """Attention with K (and V) quantized by `scheme`, in the original inputs' frame; `rotation`
+    the head's orthonormal matrix for the rotating schemes."""
+    if scheme.startswith("INT8 per token"):
         return attention(q, per_token_groups(k, 8, HEAD_DIM), per_token_groups(v, 8, HEAD_DIM))
     v4 = per_token_groups(v, 8, HEAD_DIM) if scheme.endswith("V INT8") else per_token_groups(v)
     if scheme == "K exact":
@@ -108,7 +113,6 @@ def approximate(scheme, rng, q, k, v):
     if scheme.startswith("smooth"):
         k = k - k.mean(axis=0, keepdims=True)
     if "rotate" in scheme:
-        rotation = hadamard(HEAD_DIM, rng)
         q, k = rotation @ q, k @ rotation.T
     k4 = per_channel_blocks(k) if "channel" in scheme else per_token_groups(k)
     return attention(q, k4, v4)
@@ -122,25 +126,33 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
+    signs = np.random.default_rng(args.seed + 1)  # the rotations' own generator
+    print(f"python3 bench/int4_families.py --seq {args.seq} --trials {args.trials} "
+          f"--heads {args.heads} --seed {args.seed}")
     print(f"relative L2 (%) against exact attention of the original inputs, d={HEAD_DIM}, "
           f"N={args.seq}, one query, V in INT4 g32 except where named; median (range) of "
           f"{args.trials} trials of {args.heads} heads, seed {args.seed}")
     print("| inputs | " + " | ".join(SCHEMES) + " |")
     print("| --- |" + " --- |" * len(SCHEMES))
     for family in FAMILIES:
+        # errors[scheme][trial]: every scheme on the same heads of each trial.
+        errors = {scheme: [] for scheme in SCHEMES}
+        for _ in range(args.trials):
+            error = dict.fromkeys(SCHEMES, 0.0)
+            norm = 0.0
+            for _ in range(args.heads):
+                q, k, v = family_inputs(rng, family, args.seq)
+                rotation = hadamard(HEAD_DIM, signs)
+                exact = attention(q, k, v)
+                norm += (exact ** 2).sum()
+                for scheme in SCHEMES:
+                    error[scheme] += ((approximate(scheme, rotation, q, k, v) - exact) ** 2).sum()
+            for scheme in SCHEMES:
+                errors[scheme].append(100 * np.sqrt(error[scheme] / norm))
         cells = []
         for scheme in SCHEMES:
-            errors = []
-            for _ in range(args.trials):
-                error = norm = 0.0
-                for _ in range(args.heads):
-                    q, k, v = family_inputs(rng, family, args.seq)
-                    exact = attention(q, k, v)
-                    error += ((approximate(scheme, rng, q, k, v) - exact) ** 2).sum()
-                    norm += (exact ** 2).sum()
-                errors.append(100 * np.sqrt(error / norm))
-            errors.sort()
-            cells.append(f"{np.median(errors):.2f} ({errors[0]:.2f}-{errors[-1]:.2f})")
+            ordered = sorted(errors[scheme])
+            cells.append(f"{np.median(ordered):.2f} ({ordered[0]:.2f}-{ordered[-1]:.2f})")
         print(f"| {family} | " + " | ".join(cells) + " |", flush=True)
 
 

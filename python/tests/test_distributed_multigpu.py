@@ -145,8 +145,9 @@ class MultiGpuTest(unittest.TestCase):
         # the rounding of its 16-bit states: rounding_budget), and on 4 GPUs and more both
         # together (Ulysses then a ring over 1 / U of the ranks: held to the target of float64).
         # Full INT8, whose shards take the very integers of one call per key tile, so that the
-        # rounding budget bounds every element (variant "auto" takes half INT8 at this length,
-        # whose ring test_distributed_gpu.py holds to the merges' relative L2 instead).
+        # rounding budget bounds every element (on the H200 variant "auto" takes half INT8 at
+        # these lengths on 2 and 4 GPUs, whose ring test_distributed_gpu.py holds to the merges'
+        # relative L2 instead).
         for ulysses_size in self.ulysses_sizes():
             for is_causal in (False, True):
                 with self.subTest(ulysses_size=ulysses_size, causal=is_causal):

@@ -65,6 +65,10 @@ TEST(TuneVariantTable, HasItsOwnHelpAndUsageErrors) {
   EXPECT_EQ(both.exit_code, 2) << both.output;
   EXPECT_TRUE(mentions(both, "--decode and --variant-table are two modes of tune")) << both.output;
   EXPECT_TRUE(mentions(both, "see 'intfa tune --help'")) << both.output;
+  const CliResult both_help = run_cli("tune --decode --variant-table --help");
+  EXPECT_EQ(both_help.exit_code, 0) << both_help.output;
+  EXPECT_TRUE(mentions(both_help, "usage: intfa tune [")) << both_help.output;
+  EXPECT_TRUE(mentions(both_help, "--variant-table")) << both_help.output;
   // --variant-table=no is the plain verb, which has no accuracy floor.
   const CliResult plain = run_cli("tune --variant-table=no --accuracy-floor 1");
   EXPECT_EQ(plain.exit_code, 2) << plain.output;

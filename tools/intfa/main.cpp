@@ -83,11 +83,17 @@ int main(int argc, char** argv) {
     if (std::strcmp(argv[1], command.name) != 0) continue;
     use_packaged_kernels();
     const Arguments arguments(argv + 2, argv + argc);
+    // tune's two modes at once are a usage error (run_tune): the verb's own help names both.
+    const bool both_tune_modes =
+        command.run == run_tune && wants_decode(arguments) && wants_variant_table(arguments);
     for (const std::string& argument : arguments) {
       if (argument == "--help" || argument == "-h") {
         // bench and tune take the paged cache's own options after --decode, tune the variant
         // table's after --variant-table.
-        if (wants_decode(arguments) && (command.run == run_bench || command.run == run_tune)) {
+        if (both_tune_modes) {
+          print_usage(stdout, command);
+        } else if (wants_decode(arguments) &&
+                   (command.run == run_bench || command.run == run_tune)) {
           std::printf("%s", kDecodeUsage);
         } else if (wants_variant_table(arguments) && command.run == run_tune) {
           std::printf("%s", kVariantTableUsage);
@@ -102,10 +108,8 @@ int main(int argc, char** argv) {
     } catch (const UsageError& error) {
       // The error and where the help is: the whole help would bury the one line that matters.
       // The mode whose options these were: as --help picks its usage.
-      // Both of tune's modes at once is itself the error: the verb's own help then.
       const bool tune = command.run == run_tune;
-      const bool both = tune && wants_decode(arguments) && wants_variant_table(arguments);
-      const char* mode = both ? ""
+      const char* mode = both_tune_modes ? ""
                          : wants_decode(arguments) && (tune || command.run == run_bench)
                              ? " --decode"
                          : wants_variant_table(arguments) && tune ? " --variant-table"
