@@ -35,6 +35,8 @@ import argparse
 
 import numpy as np
 
+from error_tables import print_error_table
+
 HEAD_DIM = 128
 FAMILIES = ("normal", "k_offset", "outliers", "offset_outliers", "sharp", "v_outliers")
 SCHEMES = ("g32", "smooth g32", "rotate g32", "smooth+rotate g32", "channel b64",
@@ -132,29 +134,11 @@ def main():
     print(f"relative L2 (%) against exact attention of the original inputs, d={HEAD_DIM}, "
           f"N={args.seq}, one query, V in INT4 g32 except where named; median (range) of "
           f"{args.trials} trials of {args.heads} heads, seed {args.seed}")
-    print("| inputs | " + " | ".join(SCHEMES) + " |")
-    print("| --- |" + " --- |" * len(SCHEMES))
-    for family in FAMILIES:
-        # errors[scheme][trial]: every scheme on the same heads of each trial.
-        errors = {scheme: [] for scheme in SCHEMES}
-        for _ in range(args.trials):
-            error = dict.fromkeys(SCHEMES, 0.0)
-            norm = 0.0
-            for _ in range(args.heads):
-                q, k, v = family_inputs(rng, family, args.seq)
-                rotation = hadamard(HEAD_DIM, signs)
-                exact = attention(q, k, v)
-                norm += (exact ** 2).sum()
-                for scheme in SCHEMES:
-                    error[scheme] += ((approximate(scheme, rotation, q, k, v) - exact) ** 2).sum()
-            for scheme in SCHEMES:
-                errors[scheme].append(100 * np.sqrt(error[scheme] / norm))
-        cells = []
-        for scheme in SCHEMES:
-            ordered = sorted(errors[scheme])
-            cells.append(f"{np.median(ordered):.2f} ({ordered[0]:.2f}-{ordered[-1]:.2f})")
-        print(f"| {family} | " + " | ".join(cells) + " |", flush=True)
-
+    print_error_table(
+        FAMILIES, SCHEMES, SCHEMES, args.trials, args.heads,
+        lambda family: (*family_inputs(rng, family, args.seq), hadamard(HEAD_DIM, signs)),
+        lambda inputs: attention(*inputs[:3]),
+        lambda scheme, inputs: approximate(scheme, inputs[3], *inputs[:3]))
 
 if __name__ == "__main__":
     main()

@@ -18,6 +18,8 @@ import argparse
 
 import numpy as np
 
+from error_tables import print_error_table
+
 HEAD_DIM = 128
 TILE = 128
 BLOCK = 64
@@ -114,27 +116,11 @@ def main():
     rng = np.random.default_rng(args.seed)
     print(f"python3 bench/v_granularity_model.py --seq {args.seq} --rows {args.rows} "
           f"--trials {args.trials} --heads {args.heads} --seed {args.seed}")
-    print("| inputs | " + " | ".join(f"K {k} / V {v}" for k, v in SCHEMES) + " |")
-    print("| --- |" + " --- |" * len(SCHEMES))
-    for family in FAMILIES:
-        errors = {scheme: [] for scheme in SCHEMES}
-        for _ in range(args.trials):
-            error = dict.fromkeys(SCHEMES, 0.0)
-            norm = 0.0
-            for _ in range(args.heads):
-                q, k, v = family_inputs(rng, family, args.rows, args.seq)
-                reference = exact(q, k, v)
-                norm += (reference ** 2).sum()
-                for scheme in SCHEMES:
-                    error[scheme] += ((modelled(q, k, v, *scheme) - reference) ** 2).sum()
-            for scheme in SCHEMES:
-                errors[scheme].append(100 * np.sqrt(error[scheme] / norm))
-        cells = []
-        for scheme in SCHEMES:
-            ordered = sorted(errors[scheme])
-            cells.append(f"{np.median(ordered):.2f} ({ordered[0]:.2f}-{ordered[-1]:.2f})")
-        print(f"| {family} | " + " | ".join(cells) + " |", flush=True)
-
+    print_error_table(
+        FAMILIES, SCHEMES, [f"K {k} / V {v}" for k, v in SCHEMES], args.trials, args.heads,
+        lambda family: family_inputs(rng, family, args.rows, args.seq),
+        lambda inputs: exact(*inputs),
+        lambda scheme, inputs: modelled(*inputs, *scheme))
 
 if __name__ == "__main__":
     main()
