@@ -80,8 +80,8 @@ struct AttentionTensors {
 // Which attention kernel family runs a config.
 //   kMmaSync: the portable kernel (warp-level mma.sync, cp.async), every arch and option.
 //   kWgmma: the Hopper kernel (sm_90a: warpgroup MMAs, TMA, a producer warpgroup and
-//     `warps / 4 - 1` consumer warpgroups of 64 rows each): full INT8 with 8-bit Q.K, dense
-//     batches, tensors TMA can describe (16-byte aligned bases and strides).
+//     `warps / 4 - 1` consumer warpgroups of 64 rows each): full and half INT8 with 8-bit Q.K,
+//     dense and packed batches, tensors TMA can describe (16-byte aligned bases and strides).
 enum class KernelPath { kMmaSync, kWgmma };
 
 // A tile configuration of the attention kernel (what the tuner chooses).

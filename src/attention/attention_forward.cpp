@@ -137,6 +137,8 @@ PlannedLaunch plan_kernel(const AttentionProblem& problem, const AttentionTensor
   if (spec.quantizes_q) {
     set_q_input(planned.params, sixteen_bit->q, sixteen_bit->k_channel_mean,
                 sixteen_bit->q_dot_k_mean, sixteen_bit->rotated_heads);
+    // Packed tensors are one batch, as make_params sets for the INT8 Q.
+    if (tensors.varlen.enabled()) planned.params.q_input.strides.batch = 0;
   }
   return planned;
 }

@@ -224,11 +224,10 @@ void attention_forward_16bit(const AttentionProblem& caller_problem, const Atten
   const TensorShape q_shape = q_rows_shape(problem, inputs.varlen);
   const TensorShape k_shape = k_rows_shape(problem, inputs.varlen);
   const TensorShape v_shape{problem.batch, problem.heads_kv, problem.seq_kv, problem.head_dim};
-  // Dense BHND rows of head_dim * bits / 8 bytes (TensorView::dense counts kI4x2 in bytes).
+  // Dense BHND rows of head_dim * bits / 8 bytes (TensorView::dense halves a kI4x2 row itself;
+  // halving it here too gave INT4 rows of head_dim / 4 bytes, which the checks refused).
   auto quantized_view = [&](std::size_t offset, const TensorShape& shape) {
-    TensorShape bytes = shape;
-    if (qk_dtype == DType::kI4x2) bytes.head_dim /= 2;
-    return TensorView::dense(base + offset, qk_dtype, Layout::kBHND, bytes);
+    return TensorView::dense(base + offset, qk_dtype, Layout::kBHND, shape);
   };
 
   AttentionTensors tensors;

@@ -34,7 +34,8 @@ render::Instantiation wgmma_instantiation(const AttentionSpec& spec) {
       .add("causal", spec.causal)
       .add("quantizes_q", spec.quantizes_q)
       .add("q_dot_k_mean", spec.q_dot_k_mean)
-      .add("intfa::kernels::QKRotation", "rotate_q", option_kernel_argument(spec.rotate));
+      .add("intfa::kernels::QKRotation", "rotate_q", option_kernel_argument(spec.rotate))
+      .add("varlen", spec.varlen);
   const render::ConstantsStruct numerics = numerics_constants(spec);
   return {"attention/attention_forward_wgmma.cuh",
           "intfa::kernels::attention_forward_wgmma<intfa::kernels::WgmmaAttentionConfig<" +
@@ -57,10 +58,6 @@ void validate_wgmma_config(const AttentionSpec& spec) {
   }
   if (spec.qk_bits != 8) {
     throw InvalidArgument("problem.qk_bits", std::to_string(spec.qk_bits), "expected 8" + path);
-  }
-  if (spec.varlen) {
-    throw InvalidArgument("tensors.varlen", "(set)",
-                          "packed sequences need config.path = mma_sync");
   }
   if (spec.quantizes_q && spec.input_type == kernels::ElementType::kF32) {
     throw InvalidArgument("spec.input_type", "f32", "expected f16 or bf16 (Q quantized in the "
@@ -173,10 +170,29 @@ TmaOperand v16_operand(const AttentionProblem& problem, const TensorView& view, 
                     2};
 }
 
-// The V operand of the problem's variant.
-TmaOperand any_v_operand(const AttentionProblem& problem, const TensorView& view) {
-  return problem.variant == Variant::kFullInt8 ? v_operand(problem, view)
-                                               : v16_operand(problem, view, problem.head_dim);
+// The problem as the packed tensors' rows are laid out: packed sequences are one batch of
+// total_q query rows and total_kv key rows (VarlenLayout).
+AttentionProblem rows_problem(const AttentionProblem& problem, const VarlenLayout& varlen) {
+  AttentionProblem rows = problem;
+  if (varlen.enabled()) {
+    rows.batch = 1;
+    rows.seq_q = varlen.total_q;
+    rows.seq_kv = varlen.total_kv;
+  }
+  return rows;
+}
+
+// The V operand of the problem's variant: INT8 V keeps one layout per sequence (packed or not),
+// 16-bit V is packed like K.
+TmaOperand any_v_operand(const AttentionProblem& problem, const TensorView& view,
+                         const VarlenLayout& varlen, int channels) {
+  return problem.variant == Variant::kFullInt8
+             ? v_operand(problem, view)
+             : v16_operand(rows_problem(problem, varlen), view, channels);
+}
+TmaOperand any_v_operand(const AttentionProblem& problem, const TensorView& view,
+                         const VarlenLayout& varlen) {
+  return any_v_operand(problem, view, varlen, problem.head_dim);
 }
 
 std::optional<std::string> incompatibility(const TmaOperand& operand) {
@@ -239,12 +255,11 @@ void encode(kernels::TensorMap& out, const TmaOperand& operand, int box_inner, i
 
 std::optional<std::string> tma_incompatibility(const AttentionProblem& problem,
                                                const AttentionTensors& tensors) {
+  const AttentionProblem rows = rows_problem(problem, tensors.varlen);
   for (const TmaOperand& operand :
-       {rows_operand("q", tensors.q, problem.batch, problem.heads_q, problem.seq_q,
-                     problem.head_dim),
-        rows_operand("k", tensors.k, problem.batch, problem.heads_kv, problem.seq_kv,
-                     problem.head_dim),
-        any_v_operand(problem, tensors.v)}) {
+       {rows_operand("q", tensors.q, rows.batch, rows.heads_q, rows.seq_q, rows.head_dim),
+        rows_operand("k", tensors.k, rows.batch, rows.heads_kv, rows.seq_kv, rows.head_dim),
+        any_v_operand(problem, tensors.v, tensors.varlen)}) {
     if (auto reason = incompatibility(operand)) return reason;
   }
   return std::nullopt;
@@ -265,15 +280,16 @@ void encode_tensor_maps(kernels::WgmmaAttentionParams& params, const AttentionPr
   // (one row of block_n bytes) of every channel; 16-bit V as slabs of 64 channels (128 bytes)
   // by a tile's keys.
   const int slab = kernels::wgmma_slab_bytes(problem.head_dim);
+  const AttentionProblem rows = rows_problem(problem, tensors.varlen);
   encode(params.k_map,
-         rows_operand("k", tensors.k, problem.batch, problem.heads_kv, problem.seq_kv,
-                      problem.head_dim),
-         slab, spec.block_n);
+         rows_operand("k", tensors.k, rows.batch, rows.heads_kv, rows.seq_kv, rows.head_dim), slab,
+         spec.block_n);
+  const TmaOperand v =
+      any_v_operand(problem, tensors.v, tensors.varlen, params.attention.out_head_dim);
   if (problem.variant == Variant::kFullInt8) {
-    encode(params.v_map, v_operand(problem, tensors.v), spec.block_n, problem.head_dim);
+    encode(params.v_map, v, spec.block_n, problem.head_dim);
   } else {
-    encode(params.v_map, v16_operand(problem, tensors.v, params.attention.out_head_dim), 64,
-           spec.block_n);
+    encode(params.v_map, v, 64, spec.block_n);
   }
 }
 

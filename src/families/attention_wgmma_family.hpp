@@ -7,7 +7,7 @@
 // attention_family.hpp's.
 //
 // Spec fields as the portable kernel's, with warps = 4 per warpgroup (one of them the producer)
-// and block_m = 64 rows per consumer warpgroup; 8-bit Q.K, dense batches (not varlen).
+// and block_m = 64 rows per consumer warpgroup; 8-bit Q.K, dense or packed (varlen) batches.
 #pragma once
 
 #include <optional>

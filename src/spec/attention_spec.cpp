@@ -45,7 +45,7 @@ int kernel_head_dim(int head_dim, const char* field) {
 
 SpecRequest with_q_in_kernel(SpecRequest request, const AttentionOptions& options, DType dtype) {
   const bool enabled = env::flag("INTFA_QUANTIZE_Q_IN_KERNEL", true);
-  if (enabled && request.qk_bits == 8 && !request.varlen) {
+  if (enabled && request.qk_bits == 8) {
     request.quantize_q_in_kernel = true;
     request.q_type = dtype;
     request.q_dot_k_mean = options.smooth_k;
@@ -83,7 +83,7 @@ AttentionSpec make_spec(const SpecRequest& request, const KernelConfig& config) 
 }
 
 bool wgmma_serves(const SpecRequest& request) {
-  return request.arch == device::Arch::kSm90a && request.qk_bits == 8 && !request.varlen;
+  return request.arch == device::Arch::kSm90a && request.qk_bits == 8;
 }
 
 KernelConfig heuristic_config(const SpecRequest& request, int seq_bucket) {

@@ -175,8 +175,10 @@ __global__ void __launch_bounds__(Config::kThreads, Config::kBlocksPerSm)
   work.batch = blockIdx.z;
   work.head_kv = work.head_q / (params.attention.heads_q / params.attention.heads_kv);
   work.first_row = m_block * Config::kBlockM;
-  work.extent = sequence_extent<false, Config::kPerBlockK>(params.attention, work.batch,
-                                                            work.head_q, work.head_kv);
+  work.extent = sequence_extent<Config::kVarlen, Config::kPerBlockK>(params.attention, work.batch,
+                                                                      work.head_q, work.head_kv);
+  // The grid covers the longest sequence; a shorter one's blocks past its rows have no work.
+  if (Config::kVarlen && work.first_row >= work.extent.seq_q) return;
   work.causal_offset = work.extent.seq_kv - work.extent.seq_q;
   work.tiles = (work.extent.seq_kv + Config::kBlockN - 1) / Config::kBlockN;
   if (Config::kCausal) {

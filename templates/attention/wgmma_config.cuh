@@ -23,7 +23,7 @@ namespace kernels {
 template <int HeadDim, int BlockN, int ConsumerGroups, int Stages, AttentionVariant Variant,
           ElementType VType, ElementType OutputType, bool Causal, PEncoding PEnc,
           PScaleReference PScale, VScaleGranularity VGranularity, KScaleGranularity KGranularity,
-          bool QuantizesQ, ElementType QType, bool DotKMean, QKRotation RotateQ>
+          bool QuantizesQ, ElementType QType, bool DotKMean, QKRotation RotateQ, bool Varlen>
 struct WgmmaAttentionConfigOf {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockN = BlockN;
@@ -32,6 +32,9 @@ struct WgmmaAttentionConfigOf {
   static constexpr int kStages = Stages;
   static constexpr int kThreads = 128 * (ConsumerGroups + 1);
   static constexpr bool kCausal = Causal;
+  // Packed sequences (AttentionParams::cu_seqlens_*): Q, K and 16-bit V are one batch of
+  // total rows, each block's sequence found from the offsets (sequence_extent).
+  static constexpr bool kVarlen = Varlen;
   static constexpr bool kUnsignedP = PEnc == PEncoding::kUnsigned255;
   static constexpr bool kTileMaxReference = PScale == PScaleReference::kTileMax;
   static constexpr ElementType kOutputType = OutputType;
@@ -143,6 +146,7 @@ struct WgmmaAttentionConfigOf {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(BlockN == 64 || BlockN == 128, "block_n 64 or 128 (a 64- or 128-byte V row)");
   static_assert(!DotKMean || QuantizesQ, "the LSE term comes from the kernel's own Q pass");
+  static_assert(!Varlen || !kPerBlockK, "packed sequences: K per token");
   static_assert(RotateQ == QKRotation::kOff || QuantizesQ, "Q is rotated in the kernel's own Q pass");
   static_assert(QType == ElementType::kF16 || QType == ElementType::kBF16, "16-bit Q");
   static_assert(ConsumerGroups >= 1 && ConsumerGroups <= 3, "1 to 3 consumer warpgroups");
@@ -155,7 +159,8 @@ struct WgmmaAttentionConfigOf {
 
 // Spec: the kernel spec's fields as `static constexpr` members (head_dim, block_n, warps: 4 per
 // warpgroup, one of them the producer, stages, variant, input_type: half INT8's V and the 16-bit
-// Q of a kernel that quantizes Q, output_type, causal, quantizes_q, q_dot_k_mean, rotate_q);
+// Q of a kernel that quantizes Q, output_type, causal, quantizes_q, q_dot_k_mean, rotate_q,
+// varlen);
 // Numerics: one member per numerics option (include/intfa/numerics.hpp); an option added to the
 // list reaches the kernel as Config::Numerics::<its name>.
 template <class Spec, class NumericsConstants>
@@ -165,7 +170,7 @@ struct WgmmaAttentionConfig
                              NumericsConstants::p_encoding, NumericsConstants::p_scale,
                              NumericsConstants::v_granularity, NumericsConstants::k_granularity,
                              Spec::quantizes_q, Spec::input_type, Spec::q_dot_k_mean,
-                             Spec::rotate_q> {
+                             Spec::rotate_q, Spec::varlen> {
   using Numerics = NumericsConstants;
 };
 

@@ -134,21 +134,26 @@ struct WgmmaPipeline {
       const int round = tile / kStages;
       if (round > 0) mbarrier_wait(shared.empty(slot), (round - 1) & 1);
       const int first_key = tile * Config::kBlockN;
+      // K and 16-bit V of packed sequences are one batch: the sequence's rows start at kv_row0
+      // (keys past its end, the next sequence's, are masked like those past a dense one's).
+      const int row_key = Config::kVarlen ? static_cast<int>(work.extent.kv_row0) + first_key
+                                          : first_key;
+      const int row_batch = Config::kVarlen ? 0 : work.batch;
       if (lane == 0) {
         mbarrier_arrive_expect_bytes(shared.full(slot), Config::kKTileBytes + Config::kVTileBytes);
 #pragma unroll
         for (int slab = 0; slab < Config::kSlabs; ++slab) {
           tma_load_4d(shared.k(slot) + slab * Config::kBlockN * kSlab, &params.k_map,
-                      shared.full(slot), slab * kSlab, first_key, work.head_kv, work.batch);
+                      shared.full(slot), slab * kSlab, row_key, work.head_kv, row_batch);
         }
-        if constexpr (Config::kFullInt8) {
+        if constexpr (Config::kFullInt8) {  // INT8 V keeps one layout per sequence, varlen or not
           tma_load_4d(shared.v(slot), &params.v_map, shared.full(slot), first_key, 0, work.head_kv,
                       work.batch);
         } else {
 #pragma unroll
           for (int slab = 0; slab < Config::kHeadDim / 64; ++slab) {
             tma_load_4d(shared.v(slot) + slab * Config::kVSlabBytes, &params.v_map,
-                        shared.full(slot), slab * 64, first_key, work.head_kv, work.batch);
+                        shared.full(slot), slab * 64, row_key, work.head_kv, row_batch);
           }
         }
       }

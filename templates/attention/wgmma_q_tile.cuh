@@ -116,14 +116,18 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
     lane.tile_row0 = group * kWgmmaGroupRows + (thread >> 5) * 16 + lane_index / kQLanesPerRow;
     lane.row0 = work.first_row + lane.tile_row0;
     lane.seq_q = work.extent.seq_q;
+    // Packed sequences: the batch stride is 0, the sequence's rows start at q_row0, and K's
+    // per-head buffers (channel means, rotation decisions) are the packed tensor's, batch 0's.
     const u8* head_q = static_cast<const u8*>(input.q) + work.batch * input.strides.batch +
-                       work.head_q * input.strides.head + channel * 2;
+                       work.head_q * input.strides.head +
+                       (Config::kVarlen ? work.extent.q_row0 * input.strides.row : 0) + channel * 2;
+    const i64 kv_head = static_cast<i64>(Config::kVarlen ? 0 : work.batch) *
+                            params.attention.heads_kv +
+                        work.head_kv;
     // The tile is one query head's: its rows are rotated alike. The decision's load first, in
     // flight with the rows' (its latency would otherwise precede the first rotation).
     const bool rotates =
-        Config::kRotateQ == QKRotation::kAuto &&
-        input.rotated_heads[static_cast<i64>(work.batch) * params.attention.heads_kv +
-                            work.head_kv] != 0;
+        Config::kRotateQ == QKRotation::kAuto && input.rotated_heads[kv_head] != 0;
     QPassRows rows;
 #pragma unroll
     for (int pass = 0; pass < kQPasses; ++pass) {
@@ -134,11 +138,7 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
                            : make_uint4(0, 0, 0, 0);
     }
     if constexpr (Config::kDotKMean) {
-      const float* head_mean =
-          input.k_channel_mean +
-          (static_cast<i64>(work.batch) * params.attention.heads_kv + work.head_kv) *
-              Config::kHeadDim +
-          channel;
+      const float* head_mean = input.k_channel_mean + kv_head * Config::kHeadDim + channel;
 #pragma unroll
       for (int i = 0; i < 8; ++i) rows.mean[i] = head_mean[i];
       lane.q_dot_k_mean = input.q_dot_k_mean + work.extent.q_scale0;
@@ -183,9 +183,11 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
     const int byte = (lane % kLanesPerRow) * 16;
     const int tile_row0 = group * kWgmmaGroupRows + (thread >> 5) * 16 + lane / kLanesPerRow;
     const int row0 = work.first_row + tile_row0;
+    // Packed sequences: the batch stride is 0 and the sequence's rows start at q_row0.
     const u8* head_q = static_cast<const u8*>(attention.q) +
                        work.batch * attention.q_strides.batch +
-                       work.head_q * attention.q_strides.head + byte;
+                       work.head_q * attention.q_strides.head +
+                       (Config::kVarlen ? work.extent.q_row0 * attention.q_strides.row : 0) + byte;
     uint4 rows[kPasses];
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {

@@ -121,6 +121,15 @@ TEST(Attention16bit, EveryBadInputOrWorkspaceIsRefusedNamingIt) {
     EXPECT_EQ(refused_field(problem, valid, workspace, bytes), "(no InvalidArgument)");
   }
 
+  // INT4 Q.K: the workspace's Q and K are rows of head_dim / 2 bytes, which the call's own checks
+  // accept (halved twice, they were refused as "tensors.q.strides").
+  AttentionProblem int4 = problem;
+  int4.qk_bits = 4;
+  if (!testing::gpu_available()) {
+    EXPECT_EQ(refused_field(int4, fake_inputs(int4), workspace, attention_workspace_bytes(int4)),
+              "(no InvalidArgument)");
+  }
+
   EXPECT_EQ(refused_field(problem, valid, nullptr, bytes), "workspace");
   EXPECT_EQ(refused_field(problem, valid, fake_pointer(16), bytes), "workspace");
   EXPECT_EQ(refused_field(problem, valid, workspace, bytes - 1), "workspace_bytes");

@@ -3,7 +3,10 @@
 // quantize_v_varlen) and attended in one call; then each sequence alone goes through the dense
 // path. Each sequence is quantized exactly as the dense path quantizes it and the kernel does the
 // same arithmetic on it, so the outputs and LSEs must be identical; a sequence with queries but
-// no keys must come out zero with an LSE of -inf. Skipped without a GPU.
+// no keys must come out zero with an LSE of -inf. The one 16-bit call (attention_forward_16bit) of
+// the packed inputs must give the packed call's bits too (on sm_90a the Hopper kernel quantizes Q
+// itself there). Each case runs under the heuristic's config (on sm_90a the Hopper kernel) and the
+// portable kernel's. Skipped without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -146,30 +149,17 @@ std::vector<std::uint16_t> rows_of(const std::vector<std::uint16_t>& packed, int
                                     packed.begin() + (first + count) * row);
 }
 
-class VarlenGpu : public ::testing::TestWithParam<VarlenCase> {};
-
-TEST_P(VarlenGpu, EverySequenceMatchesItsOwnDenseRun) {
-  INTFA_REQUIRE_GPU();
-  const VarlenCase& c = GetParam();
+// One packed call of case `c` under `config`, and each sequence's own dense call under the same
+// config: the outputs and LSEs must be the same bits.
+void expect_packed_matches_dense(const VarlenCase& c, const KernelConfig& config,
+                                 const std::vector<std::uint16_t>& q,
+                                 const std::vector<std::uint16_t>& k,
+                                 const std::vector<std::uint16_t>& v,
+                                 const std::vector<int>& q_offsets,
+                                 const std::vector<int>& kv_offsets, Stream& stream) {
   const int batch = static_cast<int>(c.q_lengths.size());
-  const std::vector<int> q_offsets = prefix_sums(c.q_lengths);
-  const std::vector<int> kv_offsets = prefix_sums(c.kv_lengths);
   const int total_q = q_offsets.back(), total_kv = kv_offsets.back();
-  const std::uint64_t seed = reference::fresh_seed();
-  SCOPED_TRACE("seed " + std::to_string(seed));
-  auto random_bits = [&](std::size_t count, std::uint64_t stream_seed) {
-    const std::vector<float> values =
-        reference::random_values(count, reference::Distribution::kNormal, stream_seed);
-    std::vector<std::uint16_t> bits(count);
-    for (std::size_t i = 0; i < count; ++i) bits[i] = reference::float_to_f16_bits(values[i]);
-    return bits;
-  };
   const int d = c.head_dim;
-  const auto q = random_bits(static_cast<std::size_t>(total_q) * c.heads_q * d, seed);
-  const auto k = random_bits(static_cast<std::size_t>(total_kv) * c.heads_kv * d, seed + 1);
-  const auto v = random_bits(static_cast<std::size_t>(total_kv) * c.heads_kv * d, seed + 2);
-
-  Stream stream;
   DeviceBuffer cu_q(q_offsets.size() * 4), cu_kv(kv_offsets.size() * 4);
   cu_q.upload(q_offsets);
   cu_kv.upload(kv_offsets);
@@ -178,17 +168,6 @@ TEST_P(VarlenGpu, EverySequenceMatchesItsOwnDenseRun) {
       batch, c.heads_q, c.heads_kv, longest(c.q_lengths), longest(c.kv_lengths), d, c.causal};
   packed_problem.variant = c.variant;
   packed_problem.qk_bits = c.qk_bits;
-  attention::SpecRequest request;
-  request.arch = device::cached_device_info(device::current_device()).arch;
-  request.head_dim = d;
-  request.variant = c.variant;
-  request.qk_bits = c.qk_bits;
-  request.causal = c.causal;
-  request.numerics.v_granularity = c.granularity;
-  // The packed call's config (the portable kernel: the Hopper one has no varlen), also used by the
-  // dense calls it is compared with bit for bit.
-  request.varlen = true;
-  const KernelConfig config = attention::heuristic_config(request);
 
   Call packed;
   quantize_and_attend(c, packed_problem, total_q, total_kv, q, k, v, &varlen, config, packed,
@@ -197,6 +176,41 @@ TEST_P(VarlenGpu, EverySequenceMatchesItsOwnDenseRun) {
   const auto out =
       packed.out.download_as<std::uint16_t>(static_cast<std::size_t>(total_q) * c.heads_q * d);
   const auto lse = packed.lse.download_as<float>(static_cast<std::size_t>(total_q) * c.heads_q);
+
+  // The one 16-bit call of the same packed inputs (where the Hopper kernel serves it, Q quantized
+  // in the kernel, from each sequence's rows): the same bits.
+  {
+    SCOPED_TRACE("attention_forward_16bit");
+    const TensorShape q_shape{1, c.heads_q, total_q, d};
+    const TensorShape kv_shape{1, c.heads_kv, total_kv, d};
+    DeviceBuffer one_out(static_cast<std::size_t>(total_q) * c.heads_q * d * 2),
+        one_lse(static_cast<std::size_t>(total_q) * c.heads_q * 4),
+        workspace(std::max<std::size_t>(1, attention_workspace_bytes(packed_problem, varlen)));
+    one_out.fill_bytes(0xFF);
+    one_lse.fill_bytes(0xFF);
+    AttentionInputs inputs;
+    inputs.q = TensorView::dense(packed.q16.get(), DType::kF16, Layout::kBNHD, q_shape);
+    inputs.k = TensorView::dense(packed.k16.get(), DType::kF16, Layout::kBNHD, kv_shape);
+    inputs.v = TensorView::dense(packed.v16.get(), DType::kF16, Layout::kBNHD, kv_shape);
+    inputs.out = TensorView::dense(one_out.get(), DType::kF16, Layout::kBNHD, q_shape);
+    inputs.lse = one_lse.as<float>();
+    inputs.varlen = varlen;
+    AttentionOptions options;
+    options.smooth_k = false;
+    options.rotate_qk = QKRotation::kOff;
+    options.numerics.v_granularity = c.granularity;
+    options.numerics.p_encoding = c.p_encoding;
+    options.numerics.p_scale = c.p_scale;
+    options.config = config;
+    attention_forward_16bit(packed_problem, inputs, workspace.get(), workspace.bytes(),
+                            stream.get(), options);
+    stream.synchronize();
+    EXPECT_TRUE(one_out.download_as<std::uint16_t>(out.size()) == out)
+        << "outputs differ from the packed call on quantize_qk's Q";
+    const auto one_lse_values = one_lse.download_as<float>(lse.size());
+    EXPECT_EQ(std::memcmp(one_lse_values.data(), lse.data(), lse.size() * sizeof(float)), 0)
+        << "LSEs differ from the packed call on quantize_qk's Q";
+  }
 
   for (int b = 0; b < batch; ++b) {
     const int n_q = c.q_lengths[b], n_kv = c.kv_lengths[b];
@@ -235,6 +249,49 @@ TEST_P(VarlenGpu, EverySequenceMatchesItsOwnDenseRun) {
       }
     }
     EXPECT_EQ(lse_different, 0u) << "LSE values that differ from the dense run";
+  }
+}
+
+class VarlenGpu : public ::testing::TestWithParam<VarlenCase> {};
+
+TEST_P(VarlenGpu, EverySequenceMatchesItsOwnDenseRun) {
+  INTFA_REQUIRE_GPU();
+  const VarlenCase& c = GetParam();
+  const std::vector<int> q_offsets = prefix_sums(c.q_lengths);
+  const std::vector<int> kv_offsets = prefix_sums(c.kv_lengths);
+  const int total_q = q_offsets.back(), total_kv = kv_offsets.back();
+  const std::uint64_t seed = reference::fresh_seed();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  auto random_bits = [&](std::size_t count, std::uint64_t stream_seed) {
+    const std::vector<float> values =
+        reference::random_values(count, reference::Distribution::kNormal, stream_seed);
+    std::vector<std::uint16_t> bits(count);
+    for (std::size_t i = 0; i < count; ++i) bits[i] = reference::float_to_f16_bits(values[i]);
+    return bits;
+  };
+  const int d = c.head_dim;
+  const auto q = random_bits(static_cast<std::size_t>(total_q) * c.heads_q * d, seed);
+  const auto k = random_bits(static_cast<std::size_t>(total_kv) * c.heads_kv * d, seed + 1);
+  const auto v = random_bits(static_cast<std::size_t>(total_kv) * c.heads_kv * d, seed + 2);
+
+  Stream stream;
+  attention::SpecRequest request;
+  request.arch = device::cached_device_info(device::current_device()).arch;
+  request.head_dim = d;
+  request.variant = c.variant;
+  request.qk_bits = c.qk_bits;
+  request.causal = c.causal;
+  request.numerics.v_granularity = c.granularity;
+  // The packed call's config, also used by the dense calls it is compared with bit for bit: the
+  // heuristic's (the Hopper kernel on sm_90a, for 8-bit Q.K) and the portable kernel's.
+  request.varlen = true;
+  std::vector<KernelConfig> configs = {attention::heuristic_config(request)};
+  if (attention::portable_heuristic_config(request) != configs[0]) {
+    configs.push_back(attention::portable_heuristic_config(request));
+  }
+  for (const KernelConfig& config : configs) {
+    SCOPED_TRACE("config " + config.to_string());
+    expect_packed_matches_dense(c, config, q, k, v, q_offsets, kv_offsets, stream);
   }
 }
 

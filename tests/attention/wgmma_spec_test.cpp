@@ -37,14 +37,14 @@ TEST(WgmmaSpec, TheHeuristicPicksTheHopperKernelExactlyWhereItServes) {
     half.variant = Variant::kHalfInt8;
     EXPECT_TRUE(wgmma_serves(half)) << head_dim;
     EXPECT_EQ(heuristic_config(half).path, KernelPath::kWgmma) << head_dim;
-    SpecRequest int4 = hopper;
-    int4.qk_bits = 4;
     SpecRequest packed = hopper;
     packed.varlen = true;
-    for (const SpecRequest& unserved : {int4, packed}) {
-      EXPECT_FALSE(wgmma_serves(unserved));
-      EXPECT_EQ(heuristic_config(unserved).path, KernelPath::kMmaSync);
-    }
+    EXPECT_TRUE(wgmma_serves(packed)) << head_dim;
+    EXPECT_EQ(heuristic_config(packed).path, KernelPath::kWgmma) << head_dim;
+    SpecRequest int4 = hopper;
+    int4.qk_bits = 4;
+    EXPECT_FALSE(wgmma_serves(int4));
+    EXPECT_EQ(heuristic_config(int4).path, KernelPath::kMmaSync);
   }
 }
 
@@ -113,7 +113,11 @@ TEST(WgmmaSpec, ConfigRulesNameTheBadField) {
   EXPECT_EQ(refused_field(int4, {128, 128, 12, 2, kWgmma}), "problem.qk_bits");
   SpecRequest packed = d128;
   packed.varlen = true;
-  EXPECT_EQ(refused_field(packed, {128, 128, 12, 2, kWgmma}), "tensors.varlen");
+  EXPECT_EQ(refused_field(packed, {128, 128, 12, 2, kWgmma}), "(accepted)");
+  AttentionSpec packed_q_pass = make_spec(packed, {128, 128, 12, 2, kWgmma});
+  packed_q_pass.quantizes_q = true;
+  packed_q_pass.input_type = kernels::ElementType::kF16;
+  EXPECT_EQ(refused_field_of(packed_q_pass), "(accepted)");
   SpecRequest ampere = d128;
   ampere.arch = device::Arch::kSm80;
   EXPECT_EQ(refused_field(ampere, {128, 128, 12, 2, kWgmma}), "(unsupported)");
@@ -216,13 +220,17 @@ TEST(WgmmaSpec, TheHopperKernelQuantizesQItselfWhereItServesTheSixteenBitCall) {
   EXPECT_EQ(make_spec(rotating, portable_heuristic_config(rotating)).rotate, QKRotation::kOff);
   SpecRequest int4 = sm90a_request(128);
   int4.qk_bits = 4;
+  const SpecRequest int4_request = with_q_in_kernel(int4, smoothed, DType::kF16);
+  EXPECT_FALSE(int4_request.quantize_q_in_kernel);
+  EXPECT_FALSE(
+      make_spec(int4_request, KernelConfig{128, 128, 12, 2, KernelPath::kWgmma}).quantizes_q);
+  // Packed sequences too: the Q pass finds each sequence's rows from the offsets.
   SpecRequest packed = sm90a_request(128);
   packed.varlen = true;
-  for (const SpecRequest& request : {with_q_in_kernel(int4, smoothed, DType::kF16),
-                                     with_q_in_kernel(packed, smoothed, DType::kF16)}) {
-    EXPECT_FALSE(request.quantize_q_in_kernel);
-    EXPECT_FALSE(make_spec(request, KernelConfig{128, 128, 12, 2, KernelPath::kWgmma}).quantizes_q);
-  }
+  const SpecRequest packed_request = with_q_in_kernel(packed, smoothed, DType::kF16);
+  EXPECT_TRUE(packed_request.quantize_q_in_kernel);
+  EXPECT_TRUE(
+      make_spec(packed_request, KernelConfig{128, 128, 12, 2, KernelPath::kWgmma}).quantizes_q);
   {
     testing::ScopedEnv off("INTFA_QUANTIZE_Q_IN_KERNEL", "0");
     EXPECT_FALSE(with_q_in_kernel(sm90a_request(128), smoothed, DType::kF16).quantize_q_in_kernel);
