@@ -11,8 +11,8 @@ Contenders at each shape (B, H, head dim d, sequence N, causal off/on; --contend
   intfa_full/_half  intfa's kernel alone on pre-quantized inputs, full INT8 and half INT8 (the
                     library's default numerics; K per token)
   intfa_e2e         `intfa.attention` as users call it (default numerics: quantize + attend)
-  intfa_e2e_kblock  the same with k_granularity="block" (intfa_e2e_half: variant "half_int8",
-                    opt-in)
+  intfa_e2e_kblock  the same with k_granularity="block" (intfa_e2e_kvblock: K and V per block,
+                    intfa_e2e_half: variant "half_int8"; opt-in)
 A peer whose wheel does not import, or a contender that fails at a shape, is reported as missing
 with the reason; the rest still run.
 
@@ -68,6 +68,7 @@ CONTENDERS = {
     "intfa_half": ("intfa kernel half", "intfa"),
     "intfa_e2e": ("intfa.attention", "intfa"),
     "intfa_e2e_kblock": ("intfa.attention k=block", "intfa"),
+    "intfa_e2e_kvblock": ("intfa.attention k,v=block", "intfa"),
     "intfa_e2e_half": ("intfa.attention half", "intfa"),
 }
 DEFAULT_CONTENDERS = ("sdpa_cudnn", "fa3_bf16", "fa3_fp8", "cudnn_fp8", "intfa_full",
@@ -568,6 +569,7 @@ def make_run(name, peers, inputs, causal, args):
         return make_intfa_kernel(peers, inputs, causal,
                                  FULL_INT8 if name == "intfa_full" else HALF_INT8)
     numerics = {"intfa_e2e": {}, "intfa_e2e_kblock": {"k_granularity": "block"},
+                "intfa_e2e_kvblock": {"k_granularity": "block", "v_granularity": "block"},
                 "intfa_e2e_half": {"variant": "half_int8"}}[name]
     return make_intfa_e2e(peers, inputs, causal, **numerics)
 

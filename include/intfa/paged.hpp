@@ -1,10 +1,12 @@
 // A paged INT8/INT4 KV cache for serving: append new K/V rows, decode 1..64 new queries per
-// sequence against it (split-KV, GQA/MQA, causal within the new queries), and the merge of
-// partial attention states by their LSE that the split-KV combine uses.
+// sequence against it (split-KV, GQA/MQA, causal within the new queries), prefill any number of
+// queries per sequence against it, and the merge of partial attention states by their LSE that
+// the split-KV combine uses.
 //
 //   intfa::PagedKVCache cache{...};                       one layer's pages (the caller's memory)
 //   intfa::paged_append(cache, k, v, slot_mapping, tokens, stream);      vLLM's reshape_and_cache
 //   intfa::paged_decode(cache, problem, tensors, stream);                flash-decoding
+//   intfa::paged_prefill(cache, problem, tensors, stream);               chunked prefill
 //   intfa::merge_states(shape, a, b, out, stream);                       (out, lse) of two parts
 //
 // Conventions are vLLM's and FlashInfer's: pages of page_size tokens, a block table of int32 page
@@ -139,6 +141,65 @@ struct AttentionState {
 // -inf. `out` may be `a` (in place; out.lse may be null). head_dim 64, 128 or 256.
 void merge_states(const TensorShape& shape, const AttentionState& a, const AttentionState& b,
                   const AttentionState& out, CUstream stream);
+
+// ---- Prefill over the cache ---------------------------------------------------------------------
+//
+// Queries of many sequences, packed, against their sequences' cached K/V: a prefill whose new
+// K/V were appended first, a chunk of a chunked prefill, a prefix-cache hit, and decode rows
+// beside them (a sequence of one query), as FlashInfer's BatchPrefillWithPagedKVCache and vLLM's
+// chunked prefill take them. Sequence b's queries are rows query_start_loc[b] ..
+// query_start_loc[b + 1] of q and out; its keys are its first seq_lens[b] cached tokens, and its
+// query i sits at position seq_lens[b] - (its query count) + i (bottom-right causal masking).
+//
+// How: a gather kernel copies the sequences' cached rows into the packed layout of the varlen
+// attention kernel, in the workspace (K as the cache's INT8 bytes and per-row scales, an INT4
+// cache's K dequantized and quantized again per row; V dequantized to the queries' 16-bit type),
+// and the varlen attention kernel runs with half INT8 numerics (INT8 Q.K, 16-bit P.V, Q
+// quantized per token): on sm_90a the Hopper kernel, which quantizes Q itself; elsewhere the
+// portable kernel after Q's own pass. K/V are read from the cache, never quantized again from 16
+// bits.
+struct PagedPrefillProblem {
+  int batch = 1;      // sequences
+  int heads_q = 1;    // a multiple of the cache's heads_kv (GQA/MQA)
+  int total_q = 1;    // query rows of all sequences: query_start_loc[batch]
+  int max_q_len = 1;  // the most queries of one sequence (an upper bound)
+  int max_pages = 1;  // columns of the block table
+  // The longest sequence (an upper bound): its cached tokens, its new ones included.
+  int max_seq_len = 1;
+  // The sum of seq_lens (an upper bound): the rows per KV head the workspace holds. Sequences
+  // past it are not gathered (their keys read as masked); memory is never written past it.
+  long long kv_tokens = 1;
+  bool causal = true;
+};
+
+struct PagedPrefillTensors {
+  TensorView q;    // kF16/kBF16 [1, heads_q, total_q, head_dim]: a [total_q, heads_q, head_dim]
+                   // tensor is the view with strides {0, head_dim, heads_q * head_dim, 1}
+  TensorView out;  // the same type and shape as q
+  float* lse = nullptr;                  // optional [heads_q][total_q], natural log
+  const int* query_start_loc = nullptr;  // device int32 [batch + 1]: 0, ..., total_q
+  const int* block_table = nullptr;      // device int32 [batch][max_pages]: page ids
+  const int* seq_lens = nullptr;         // device int32 [batch]
+  void* workspace = nullptr;             // paged_prefill_workspace_bytes, 256-byte aligned
+  std::size_t workspace_bytes = 0;
+};
+
+struct PagedPrefillOptions {
+  double softmax_scale = 0.0;  // 0: 1 / sqrt(head_dim)
+};
+
+// The workspace one paged_prefill of this problem needs (the gathered K/V, the quantized Q).
+std::size_t paged_prefill_workspace_bytes(const PagedKVCache& cache,
+                                          const PagedPrefillProblem& problem);
+
+// Validates everything first (InvalidArgument naming the field), then launches the gather, Q's
+// quantization and the attention kernel on `stream`. No host reads of device memory: the
+// offsets and lengths must agree with the problem's bounds (query_start_loc increasing from 0 to
+// total_q by at most max_q_len, each seq_lens[b] at least its query count and at most
+// max_seq_len, their sum at most kv_tokens). A sequence with no keys outputs zeros (LSE -inf).
+void paged_prefill(const PagedKVCache& cache, const PagedPrefillProblem& problem,
+                   const PagedPrefillTensors& tensors, CUstream stream,
+                   const PagedPrefillOptions& options = {});
 
 // Compiles ahead of the first call, into the kernel cache, every kernel of the paged cache for
 // these settings: the append, the decode at the heuristic's tile config for 16, 32 and 64 query

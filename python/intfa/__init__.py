@@ -9,7 +9,7 @@
     # packed sequences, as flash_attn_varlen_func: q [total_q, H, D], int32 offsets [batch + 1]
     out = intfa.attention_varlen(q_packed, k_packed, v_packed, cu_seqlens_q, cu_seqlens_k,
                                  max_seqlen_q, max_seqlen_k, is_causal=True)
-    # a paged INT8/INT4 KV cache for decode (vLLM/FlashInfer shapes), and the LSE merge
+    # a paged INT8/INT4 KV cache for decode and prefill (vLLM/FlashInfer shapes), and the LSE merge
     cache = intfa.PagedKVCache(num_pages, page_size=16, num_kv_heads=8, head_dim=128, bits=8)
     cache.append(k_new, v_new, slot_mapping)
     out = cache.decode(q_new, block_table, seq_lens)
@@ -54,7 +54,8 @@ _runtime.use_packaged_kernels()  # the kernels a wheel ships, when it ships any
 __version__ = _intfa.version()
 
 _TORCH_NAMES = ("Quantized", "quantize", "attention_int8", "attention", "attention_varlen",
-                "PagedKVCache", "paged_append", "paged_decode", "merge_states", "patch_sdpa",
+                "PagedKVCache", "paged_append", "paged_decode", "paged_prefill", "merge_states",
+                "patch_sdpa",
                 "AccuracyWarning", "accuracy_check_stats", "reset_accuracy_check_stats")
 _MIN_TORCH = (2, 4)  # torch.library.custom_op and register_fake
 
@@ -77,7 +78,7 @@ if TORCH_UNAVAILABLE is None:
     from intfa._torch import (Quantized, attention, attention_int8, attention_varlen,  # noqa: F401
                               quantize)
     from intfa._paged import (PagedKVCache, merge_states, paged_append,  # noqa: F401
-                              paged_decode)
+                              paged_decode, paged_prefill)
     from intfa.integrations.sdpa import patch_sdpa  # noqa: F401
     from intfa._accuracy_guard import (AccuracyWarning, accuracy_check_stats,  # noqa: F401
                                        reset_accuracy_check_stats)

@@ -6,9 +6,11 @@
     out = cache.decode(q, block_table, seq_lens)             # q [batch, num_qo_heads, head_dim]
     out, lse = cache.decode(q4, block_table, seq_lens, causal=True, return_lse=True)
                                                              # q4 [batch, q_len, heads, head_dim]
+    out = cache.prefill(q, query_start_loc, block_table, seq_lens, max_q_len=max_q_len)
+                                                     # q [total_q, num_qo_heads, head_dim] packed
     out, lse = intfa.merge_states(out_a, lse_a, out_b, lse_b)
 
-or the functions ``paged_append`` and ``paged_decode`` on the cache's tensors (``paged_layout``
+or the functions ``paged_append``, ``paged_decode`` and ``paged_prefill`` on the cache's tensors (``paged_layout``
 gives their shapes). Slots are ``page * page_size + position`` (vLLM's slot mapping; a negative
 slot is a padding token, skipped), the block table int32 ``[batch, max_pages]`` of page ids and
 the sequence lengths int32 ``[batch]``, all on the device and never read on the host: a decode
@@ -42,6 +44,18 @@ _DECODE_ARGUMENTS = dict(CACHE_ARGUMENTS, **{
     "problem.max_pages": "block_table.shape",
     "problem.max_seq_len": "max_seq_len",
     "options.num_splits": "num_splits",
+    "options.softmax_scale": "sm_scale",
+})
+_PREFILL_ARGUMENTS = dict(CACHE_ARGUMENTS, **{
+    "problem.batch": "query_start_loc.shape",
+    "problem.heads_q": "q.shape",
+    "problem.total_q": "q.shape",
+    "problem.max_q_len": "max_q_len",
+    "problem.max_pages": "block_table.shape",
+    "problem.max_seq_len": "max_seq_len",
+    "problem.kv_tokens": "kv_tokens",
+    "tensors.q.strides": "q.stride",
+    "tensors.q.data": "q",
     "options.softmax_scale": "sm_scale",
 })
 
@@ -202,6 +216,49 @@ def _paged_decode_op(q: torch.Tensor, k_data: torch.Tensor, v_data: torch.Tensor
 def _(q, k_data, v_data, k_scale, v_scale, block_table, seq_lens, k_offset, max_seq_len, causal,
       sm_scale, num_splits, config, return_lse):
     return _empty_decode(q, return_lse)
+
+
+def _empty_prefill(q, return_lse):
+    total_q, heads_q, _ = q.shape
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    lse_shape = (heads_q, total_q) if return_lse else (0,)
+    return out, torch.empty(lse_shape, dtype=torch.float32, device=q.device)
+
+
+@_op("intfa::paged_prefill")
+def _paged_prefill_op(q: torch.Tensor, k_data: torch.Tensor, v_data: torch.Tensor,
+                      k_scale: torch.Tensor, v_scale: torch.Tensor, query_start_loc: torch.Tensor,
+                      block_table: torch.Tensor, seq_lens: torch.Tensor,
+                      k_offset: Optional[torch.Tensor], max_q_len: int, max_seq_len: int,
+                      kv_tokens: int, causal: bool, sm_scale: float,
+                      return_lse: bool) -> Tuple[torch.Tensor, torch.Tensor]:
+    total_q, heads_q, head_dim = q.shape
+    with torch.cuda.device(q.device):
+        out, lse = _empty_prefill(q, return_lse)
+        cache = _cache_kwargs(k_data, v_data, k_scale, v_scale, k_offset, head_dim)
+        problem = dict(batch=query_start_loc.shape[0] - 1, heads_q=heads_q, total_q=total_q,
+                       max_q_len=max_q_len, max_pages=block_table.shape[1],
+                       max_seq_len=max_seq_len, kv_tokens=kv_tokens, causal=causal)
+        geometry = {name: cache[name] for name in ("num_pages", "page_size", "heads_kv",
+                                                   "head_dim", "bits", "k_offset")}
+        workspace_bytes = _intfa.paged_prefill_workspace_bytes(**geometry, **problem)
+        workspace = torch.empty(workspace_bytes, dtype=torch.uint8, device=q.device)
+        # [total_q, heads, d] tensors as the C++ [1, heads, total_q, d] views.
+        s = lambda t: (0, t.stride(1), t.stride(0), 1)  # noqa: E731
+        _intfa.paged_prefill(**cache, **problem, q=q.data_ptr(), q_strides=s(q),
+                             dtype=_FLOAT_NAMES[q.dtype], out=out.data_ptr(), out_strides=s(out),
+                             lse=_ptr(lse) if return_lse else 0,
+                             query_start_loc=query_start_loc.data_ptr(),
+                             block_table=block_table.data_ptr(), seq_lens=seq_lens.data_ptr(),
+                             workspace=workspace.data_ptr(), workspace_bytes=workspace_bytes,
+                             softmax_scale=sm_scale, stream=_stream(q.device))
+    return out, lse
+
+
+@_paged_prefill_op.register_fake
+def _(q, k_data, v_data, k_scale, v_scale, query_start_loc, block_table, seq_lens, k_offset,
+      max_q_len, max_seq_len, kv_tokens, causal, sm_scale, return_lse):
+    return _empty_prefill(q, return_lse)
 
 
 def _merge(a, lse_a, b, lse_b, out, out_lse):
@@ -371,6 +428,85 @@ def paged_decode(q, k_data, v_data, k_scale, v_scale, block_table, seq_lens, *, 
     return (out, lse) if return_lse else out
 
 
+def paged_prefill(q, k_data, v_data, k_scale, v_scale, query_start_loc, block_table, seq_lens, *,
+                  max_q_len=None, max_seq_len=None, kv_tokens=None, causal=True, sm_scale=None,
+                  k_offset=None, return_lse=False):
+    """Attention of packed queries over their sequences' cached K/V (vLLM's chunked prefill,
+    FlashInfer's BatchPrefillWithPagedKVCache): ``q`` FP16/BF16 ``[total_q, num_qo_heads,
+    head_dim]``, sequence b's queries rows ``query_start_loc[b]`` .. ``query_start_loc[b + 1]``
+    (int32 or int64 ``[batch + 1]``, from 0 to total_q), its keys its first ``seq_lens[b]``
+    cached tokens (its new ones appended first), query i at position seq_lens[b] - (its query
+    count) + i (bottom-right causal masking when ``causal``). A sequence of one query is a decode
+    row: prefills, chunks over cached prefixes and decode rows mix in one batch.
+    ``block_table`` int32 ``[batch, max_pages]``. Host-side bounds, as FlashInfer's plan takes
+    them (nothing is read back from the device): ``max_q_len`` the most queries of one sequence
+    (default total_q), ``max_seq_len`` the longest sequence (default the block table's capacity),
+    ``kv_tokens`` the sum of seq_lens or more (default batch * max_seq_len: the workspace holds
+    that many gathered rows per KV head). Returns the output in q's shape and dtype, and with
+    ``return_lse`` the natural-log LSE float32 ``[total_q, num_qo_heads]`` of the unsmoothed
+    keys. Numerics: K as cached (INT8; an INT4 cache's K quantized again to INT8 per row), V
+    dequantized to q's dtype, Q per token in INT8, 16-bit P.V (half INT8)."""
+    _check_tensor("q", q, _FLOAT_DTYPES, 3, "[total_q, num_qo_heads, head_dim]")
+    if q.stride(-1) != 1:
+        raise invalid_argument("q.stride", q.stride(),
+                               "expected stride 1 on the head dim (the last dimension)")
+    total_q, heads_q, head_dim = q.shape
+    if head_dim not in HEAD_DIMS:
+        raise invalid_argument("q.shape", tuple(q.shape), "supported head dims are 64, 128 and 256")
+    num_pages, heads_kv, page_size, _ = _cache_geometry(k_data, v_data, k_scale, v_scale,
+                                                        head_dim, k_offset)
+    if heads_q % heads_kv != 0:
+        raise invalid_argument("q.shape", tuple(q.shape),
+                               f"expected query heads a multiple of the cache's {heads_kv} KV heads")
+    query_start_loc = _as_int32("query_start_loc", query_start_loc, 1, "[batch + 1]")
+    if query_start_loc.shape[0] < 2:
+        raise invalid_argument("query_start_loc.shape", tuple(query_start_loc.shape),
+                               "expected [batch + 1] offsets for batch >= 1")
+    batch = query_start_loc.shape[0] - 1
+    block_table = _as_int32("block_table", block_table, 2, "[batch, max_pages]")
+    seq_lens = _as_int32("seq_lens", seq_lens, 1, "[batch]")
+    if block_table.shape[0] != batch or block_table.shape[1] < 1:
+        raise invalid_argument("block_table.shape", tuple(block_table.shape),
+                               f"expected ({batch}, max_pages >= 1), one row per sequence")
+    if tuple(seq_lens.shape) != (batch,):
+        raise invalid_argument("seq_lens.shape", tuple(seq_lens.shape),
+                               f"expected ({batch},), one length per sequence")
+    capacity = block_table.shape[1] * page_size
+    if max_seq_len is None:
+        max_seq_len = capacity
+    elif not _checks.is_int(max_seq_len) or not 1 <= max_seq_len <= capacity:
+        raise invalid_argument("max_seq_len", repr(max_seq_len),
+                               f"expected an int in [1, {capacity}] (max_pages * page_size)")
+    if max_q_len is None:
+        max_q_len = max(1, min(total_q, max_seq_len))
+    elif not _checks.is_int(max_q_len) or not 1 <= max_q_len <= max(1, total_q):
+        raise invalid_argument("max_q_len", repr(max_q_len),
+                               f"expected an int in [1, {max(1, total_q)}] (q's rows)")
+    if kv_tokens is None:
+        kv_tokens = batch * max_seq_len
+    elif not _checks.is_int(kv_tokens) or not max_seq_len <= kv_tokens <= batch * max_seq_len:
+        raise invalid_argument("kv_tokens", repr(kv_tokens),
+                               f"expected an int in [{max_seq_len}, {batch * max_seq_len}] (the "
+                               "sum of seq_lens, or more)")
+    for name, value in (("causal", causal), ("return_lse", return_lse)):
+        if not isinstance(value, bool):
+            raise invalid_argument(name, repr(value), "expected True or False")
+    scale = _checks.resolve_sm_scale(sm_scale)
+    check_device([("q", q), ("k_data", k_data), ("v_data", v_data), ("k_scale", k_scale),
+                   ("v_scale", v_scale), ("query_start_loc", query_start_loc),
+                   ("block_table", block_table), ("seq_lens", seq_lens), ("k_offset", k_offset)])
+    if total_q == 0:
+        out, lse = _empty_prefill(q, return_lse)
+    else:
+        try:
+            out, lse = _paged_prefill_op(q, k_data, v_data, k_scale, v_scale, query_start_loc,
+                                         block_table, seq_lens, k_offset, max_q_len, max_seq_len,
+                                         kv_tokens, causal, scale, return_lse)
+        except InvalidArgument as error:
+            raise renamed(error, _PREFILL_ARGUMENTS) from None
+    return (out, lse.t()) if return_lse else out
+
+
 def merge_states(v_a, s_a, v_b, s_b, *, out=None, out_lse=None):
     """Merges two partial attention states by their LSE (issue 29): ``v`` FP16/BF16
     ``[seq, num_heads, head_dim]`` with ``s`` float32 ``[seq, num_heads]`` (FlashInfer's
@@ -416,11 +552,11 @@ def merge_states(v_a, s_a, v_b, s_b, *, out=None, out_lse=None):
 
 class PagedKVCache:
     """One layer's paged INT8/INT4 KV cache: its tensors (``k_data``, ``v_data``, ``k_scale``,
-    ``v_scale``, optional ``k_offset``; ``paged_layout`` gives their shapes) with ``append`` and
-    ``decode``. Pages are the caller's to hand out (a block table per sequence, as vLLM's block
-    manager does): ``slot = page * page_size + position``. ``k_offset`` (K smoothing: e.g. the
-    per-channel mean of the first prompt's keys, ``k.float().mean(0)``) must be set before the
-    first append and stay fixed."""
+    ``v_scale``, optional ``k_offset``; ``paged_layout`` gives their shapes) with ``append``,
+    ``decode`` and ``prefill``. Pages are the caller's to hand out (a block table per sequence,
+    as vLLM's block manager does): ``slot = page * page_size + position``. ``k_offset`` (K
+    smoothing: e.g. the per-channel mean of the first prompt's keys, ``k.float().mean(0)``) must
+    be set before the first append and stay fixed."""
 
     def __init__(self, num_pages, page_size, num_kv_heads, head_dim, *, bits=8, device="cuda",
                  k_offset=None):
@@ -454,5 +590,11 @@ class PagedKVCache:
         return paged_decode(q, self.k_data, self.v_data, self.k_scale, self.v_scale, block_table,
                             seq_lens, k_offset=self.k_offset, **options)
 
+    def prefill(self, q, query_start_loc, block_table, seq_lens, **options):
+        """``paged_prefill`` over this cache (same options)."""
+        return paged_prefill(q, self.k_data, self.v_data, self.k_scale, self.v_scale,
+                             query_start_loc, block_table, seq_lens, k_offset=self.k_offset,
+                             **options)
 
-__all__ = ["PagedKVCache", "merge_states", "paged_append", "paged_decode"]
+
+__all__ = ["PagedKVCache", "merge_states", "paged_append", "paged_decode", "paged_prefill"]

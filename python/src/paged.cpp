@@ -66,6 +66,21 @@ PagedDecodeProblem make_problem(int batch, int q_len, int heads_q, int max_pages
   return problem;
 }
 
+PagedPrefillProblem make_prefill_problem(int batch, int heads_q, int total_q, int max_q_len,
+                                         int max_pages, int max_seq_len, long long kv_tokens,
+                                         bool causal) {
+  PagedPrefillProblem problem;
+  problem.batch = batch;
+  problem.heads_q = heads_q;
+  problem.total_q = total_q;
+  problem.max_q_len = max_q_len;
+  problem.max_pages = max_pages;
+  problem.max_seq_len = max_seq_len;
+  problem.kv_tokens = kv_tokens;
+  problem.causal = causal;
+  return problem;
+}
+
 PagedDecodeOptions make_options(double softmax_scale, int num_splits,
                                 const std::array<int, 3>& config) {
   PagedDecodeOptions options;
@@ -128,6 +143,59 @@ void register_paged(py::module_& m) {
       "(workspace bytes, splits) of a decode on the current device.", py::kw_only(), "num_pages"_a,
       "page_size"_a, "heads_kv"_a, "head_dim"_a, "bits"_a, "batch"_a, "q_len"_a, "heads_q"_a,
       "max_pages"_a, "max_seq_len"_a, "causal"_a, "softmax_scale"_a, "num_splits"_a, "config"_a);
+
+  m.def(
+      "paged_prefill_workspace_bytes",
+      [](int num_pages, int page_size, int heads_kv, int head_dim, int bits,
+         std::uintptr_t k_offset, int batch, int heads_q, int total_q, int max_q_len, int max_pages,
+         int max_seq_len, long long kv_tokens, bool causal) {
+        const PagedKVCache cache =
+            make_cache(num_pages, page_size, heads_kv, head_dim, bits, 0, 0, 0, 0, k_offset);
+        return paged_prefill_workspace_bytes(
+            cache, make_prefill_problem(batch, heads_q, total_q, max_q_len, max_pages, max_seq_len,
+                                        kv_tokens, causal));
+      },
+      "Workspace bytes of one paged prefill (k_offset: only whether it is set counts).",
+      py::kw_only(), "num_pages"_a, "page_size"_a, "heads_kv"_a, "head_dim"_a, "bits"_a,
+      "k_offset"_a, "batch"_a, "heads_q"_a, "total_q"_a, "max_q_len"_a, "max_pages"_a,
+      "max_seq_len"_a, "kv_tokens"_a, "causal"_a);
+
+  m.def(
+      "paged_prefill",
+      [](int num_pages, int page_size, int heads_kv, int head_dim, int bits, std::uintptr_t k_data,
+         std::uintptr_t v_data, std::uintptr_t k_scale, std::uintptr_t v_scale,
+         std::uintptr_t k_offset, int batch, int heads_q, int total_q, int max_q_len, int max_pages,
+         int max_seq_len, long long kv_tokens, bool causal, std::uintptr_t q,
+         const std::array<std::int64_t, 4>& q_strides, const std::string& dtype, std::uintptr_t out,
+         const std::array<std::int64_t, 4>& out_strides, std::uintptr_t lse,
+         std::uintptr_t query_start_loc, std::uintptr_t block_table, std::uintptr_t seq_lens,
+         std::uintptr_t workspace, std::size_t workspace_bytes, double softmax_scale,
+         std::uintptr_t stream) {
+        const PagedKVCache cache = make_cache(num_pages, page_size, heads_kv, head_dim, bits,
+                                              k_data, v_data, k_scale, v_scale, k_offset);
+        const PagedPrefillProblem problem = make_prefill_problem(
+            batch, heads_q, total_q, max_q_len, max_pages, max_seq_len, kv_tokens, causal);
+        const DType type = float_dtype(dtype, "q.dtype");
+        PagedPrefillTensors tensors;
+        tensors.q = make_view(q, type, q_strides);
+        tensors.out = make_view(out, type, out_strides);
+        tensors.lse = static_cast<float*>(pointer(lse));
+        tensors.query_start_loc = static_cast<const int*>(pointer(query_start_loc));
+        tensors.block_table = static_cast<const int*>(pointer(block_table));
+        tensors.seq_lens = static_cast<const int*>(pointer(seq_lens));
+        tensors.workspace = pointer(workspace);
+        tensors.workspace_bytes = workspace_bytes;
+        PagedPrefillOptions options;
+        options.softmax_scale = softmax_scale;
+        py::gil_scoped_release unlocked;
+        paged_prefill(cache, problem, tensors, reinterpret_cast<CUstream>(stream), options);
+      },
+      "q, out: [1, heads_q, total_q, head_dim] views (strides in elements); lse "
+      "[heads_q][total_q].",
+      py::kw_only(), INTFA_CACHE_ARGUMENTS, "batch"_a, "heads_q"_a, "total_q"_a, "max_q_len"_a,
+      "max_pages"_a, "max_seq_len"_a, "kv_tokens"_a, "causal"_a, "q"_a, "q_strides"_a, "dtype"_a,
+      "out"_a, "out_strides"_a, "lse"_a, "query_start_loc"_a, "block_table"_a, "seq_lens"_a,
+      "workspace"_a, "workspace_bytes"_a, "softmax_scale"_a, "stream"_a);
 
   m.def(
       "paged_decode",

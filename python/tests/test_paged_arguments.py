@@ -122,6 +122,58 @@ class PagedDecodeArgumentsTest(ArgumentsCase):
 
 
 @needs_torch
+class PagedPrefillArgumentsTest(ArgumentsCase):
+    def setUp(self):
+        self.cache = cache_tensors()
+        self.q = torch.randn(10, 8, 64, dtype=torch.float16)  # 3 sequences: 4, 1 and 5 queries
+        self.starts = torch.tensor([0, 4, 5, 10], dtype=torch.int32)
+        self.table = torch.zeros(3, 4, dtype=torch.int32)
+        self.lengths = torch.tensor([20, 1, 5], dtype=torch.int32)
+
+    def prefill(self, *args, **kwargs):
+        return intfa.paged_prefill(*args, **kwargs)
+
+    def test_valid_arguments_on_cpu_stop_at_the_device(self):
+        self.assert_invalid("q.device", self.prefill, self.q, *self.cache, self.starts,
+                            self.table, self.lengths)
+        self.assert_invalid("q.device", self.prefill, self.q.bfloat16(), *self.cache,
+                            self.starts.long(), self.table, self.lengths, max_q_len=5,
+                            max_seq_len=20, kv_tokens=26, causal=False, return_lse=True)
+
+    def test_bad_queries(self):
+        self.assert_invalid("q.dtype", self.prefill, self.q.float(), *self.cache, self.starts,
+                            self.table, self.lengths)
+        self.assert_invalid("q.shape", self.prefill, self.q[0], *self.cache, self.starts,
+                            self.table, self.lengths)
+        self.assert_invalid("q.shape", self.prefill, torch.randn(10, 5, 64).half(), *self.cache,
+                            self.starts, self.table, self.lengths)  # 5 heads over 2
+        self.assert_invalid("q.stride", self.prefill, self.q.transpose(1, 2).contiguous()
+                            .transpose(1, 2), *self.cache, self.starts, self.table, self.lengths)
+        self.assert_invalid("k_data.shape", self.prefill, torch.randn(10, 8, 128).half(),
+                            *self.cache, self.starts, self.table, self.lengths)
+
+    def test_bad_offsets_tables_lengths_and_bounds(self):
+        self.assert_invalid("query_start_loc.dtype", self.prefill, self.q, *self.cache,
+                            self.starts.float(), self.table, self.lengths)
+        self.assert_invalid("query_start_loc.shape", self.prefill, self.q, *self.cache,
+                            self.starts[:1], self.table, self.lengths)
+        self.assert_invalid("block_table.shape", self.prefill, self.q, *self.cache, self.starts,
+                            self.table[:2], self.lengths)
+        self.assert_invalid("seq_lens.shape", self.prefill, self.q, *self.cache, self.starts,
+                            self.table, self.lengths[:2])
+        self.assert_invalid("max_seq_len", self.prefill, self.q, *self.cache, self.starts,
+                            self.table, self.lengths, max_seq_len=65)
+        self.assert_invalid("max_q_len", self.prefill, self.q, *self.cache, self.starts,
+                            self.table, self.lengths, max_q_len=11)
+        self.assert_invalid("kv_tokens", self.prefill, self.q, *self.cache, self.starts,
+                            self.table, self.lengths, max_seq_len=20, kv_tokens=19)
+        self.assert_invalid("sm_scale", self.prefill, self.q, *self.cache, self.starts,
+                            self.table, self.lengths, sm_scale=0.0)
+        self.assert_invalid("causal", self.prefill, self.q, *self.cache, self.starts, self.table,
+                            self.lengths, causal=1)
+
+
+@needs_torch
 class MergeStatesArgumentsTest(ArgumentsCase):
     def setUp(self):
         self.v = torch.randn(7, 4, 128, dtype=torch.float16)
@@ -163,4 +215,5 @@ class PagedOpSchemaTest(unittest.TestCase):
                          {"k_data", "v_data", "k_scale", "v_scale"})
         self.assertEqual(self.written(torch.ops.intfa.merge_states_into), {"out", "out_lse"})
         self.assertEqual(self.written(torch.ops.intfa.paged_decode), set())
+        self.assertEqual(self.written(torch.ops.intfa.paged_prefill), set())
         self.assertEqual(self.written(torch.ops.intfa.attention), set())

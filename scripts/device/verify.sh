@@ -26,7 +26,9 @@
 #             (template folders, e.g. .variants/old) and of AB_ENVS (environment settings, e.g.
 #             INTFA_PROGRAMMATIC_LAUNCH=0) and of AB_BINARIES (other builds' `intfa`, e.g. HEAD's
 #             built apart and carried as build-old/intfa: its host code with its own embedded
-#             templates, whatever INTFA_TEMPLATE_DIR says), alternating, AB_ROUNDS times
+#             templates, whatever INTFA_TEMPLATE_DIR says) and of AB_ARG_SETS (more `intfa bench`
+#             arguments with the embedded templates, NAME=ARG:ARG..., e.g.
+#             kv_block=--k-scale=block:--v-scale=block), alternating, AB_ROUNDS times
 #             (default 2): an A/B of template or runtime changes in one run. AB_ARGS defaults
 #             to the paged cache's decode and append (`--decode`, B=8/32, N=32k/4k, INT8 and
 #             INT4; the append's GB/s among its columns); `intfa bench`'s own rows carry the
@@ -97,13 +99,19 @@ if wants ab || wants append; then
   variants=${AB_VARIANTS:-${APPEND_VARIANTS:-}}
   binaries=()
   for path in ${AB_BINARIES:-}; do binaries+=("binary:$path"); done
+  for set in ${AB_ARG_SETS:-}; do binaries+=("args:$set"); done
   for round in $(seq "${AB_ROUNDS:-${APPEND_ROUNDS:-2}}"); do
     for dir in embedded $variants ${AB_ENVS:-} "${binaries[@]}"; do
       name=$(basename "$dir")
       setting=()
+      extra=()
       binary=$bin/intfa
       if [ "$dir" = embedded ]; then
         use_templates "$caller_templates"
+      elif [[ "$dir" == args:* ]]; then  # more bench arguments, with the embedded templates
+        set_text=${dir#args:}
+        name=${set_text%%=*}
+        IFS=: read -r -a extra <<< "${set_text#*=}"
       elif [[ "$dir" == binary:* ]]; then  # another build's intfa, with its own templates
         binary=${dir#binary:}
         [[ "$binary" == /* ]] || binary=$PWD/$binary
@@ -121,7 +129,7 @@ if wants ab || wants append; then
       # shellcheck disable=SC2086  # AB_ARGS is a list of arguments
       TAIL_LINES=6 timed "${AB_NAME:-ab}_${name}_$round" 90 env "${setting[@]}" "$binary" bench \
         ${AB_ARGS:---decode ${APPEND_ARGS:---batch 8,32 --seq 32k,4k --q-len 1 --bits 8,4 --repeats 30}} \
-        --json "$logs/${AB_NAME:-ab}_${name}_$round.json"
+        "${extra[@]}" --json "$logs/${AB_NAME:-ab}_${name}_$round.json"
       grep -E "^(B[0-9]|full |half )" "$logs/${AB_NAME:-ab}_${name}_$round.log" \
         | sed "s|^|$name $round: |" \
         | tee -a "$summary"

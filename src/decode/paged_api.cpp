@@ -25,15 +25,6 @@ void require_positive(long long value, const std::string& field) {
   if (value < 1) throw InvalidArgument(field, std::to_string(value), "expected >= 1");
 }
 
-void require_pointer(const void* pointer, const std::string& field, int alignment) {
-  if (pointer == nullptr) throw InvalidArgument(field, "null", "expected a device pointer");
-  const auto address = reinterpret_cast<std::uintptr_t>(pointer);
-  if (address % static_cast<std::uintptr_t>(alignment) != 0) {
-    throw InvalidArgument(field, std::to_string(address),
-                          "expected " + std::to_string(alignment) + "-byte alignment");
-  }
-}
-
 void require_head_dim(int head_dim, const std::string& field) {
   if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
     throw InvalidArgument(field, std::to_string(head_dim),
@@ -47,46 +38,13 @@ kernels::ElementType float_type(const TensorView& view, const std::string& field
   throw InvalidArgument(field + ".dtype", dtype_name(view.dtype), "expected f16 or bf16");
 }
 
-// The sizes of a cache description (no pointers).
-void validate_cache_geometry(const PagedKVCache& cache) {
-  require_positive(cache.num_pages, "cache.num_pages");
-  if (cache.page_size != 16 && cache.page_size != 32 && cache.page_size != 64 &&
-      cache.page_size != 128) {
-    throw InvalidArgument("cache.page_size", std::to_string(cache.page_size),
-                          "expected 16, 32, 64 or 128 tokens");
-  }
-  require_positive(cache.heads_kv, "cache.heads_kv");
-  if (cache.heads_kv > kMaxGridYZ) {
-    throw InvalidArgument("cache.heads_kv", std::to_string(cache.heads_kv), "expected <= 65535");
-  }
-  require_head_dim(cache.head_dim, "cache.head_dim");
-  if (cache.bits != 8 && cache.bits != 4) {
-    throw InvalidArgument("cache.bits", std::to_string(cache.bits), "expected 8 or 4");
-  }
-  // The kernels index cache rows (page, head, position) with 32-bit integers.
-  const long long rows = static_cast<long long>(cache.num_pages) * cache.heads_kv * cache.page_size;
-  if (rows > INT_MAX) {
-    throw InvalidArgument("cache.num_pages", std::to_string(cache.num_pages),
-                          "expected num_pages * heads_kv * page_size < 2^31 (32-bit row indices)");
-  }
-}
-
-void validate_cache(const PagedKVCache& cache) {
-  validate_cache_geometry(cache);
-  require_pointer(cache.k_data, "cache.k_data", 16);
-  require_pointer(cache.v_data, "cache.v_data", 16);
-  require_pointer(cache.k_scale, "cache.k_scale", 16);
-  require_pointer(cache.v_scale, "cache.v_scale", 16);
-  if (cache.k_offset != nullptr) require_pointer(cache.k_offset, "cache.k_offset", 4);
-}
-
 void validate_problem(const PagedKVCache& cache, const PagedDecodeProblem& problem) {
   require_positive(problem.batch, "problem.batch");
   require_positive(problem.q_len, "problem.q_len");
   if (problem.q_len > kMaxQueries) {
     throw InvalidArgument("problem.q_len", std::to_string(problem.q_len),
                           "expected at most 64 queries per sequence (decode; use "
-                          "attention_forward for prefill)");
+                          "paged_prefill for more)");
   }
   require_positive(problem.heads_q, "problem.heads_q");
   if (problem.heads_q % cache.heads_kv != 0) {
@@ -142,21 +100,6 @@ void validate_options(const PagedDecodeOptions& options) {
     throw InvalidArgument("options.config.stages", std::to_string(config.stages),
                           "expected 0 (the heuristic), 2, 3 or 4");
   }
-}
-
-// The context, device facts and arch of a launch on `stream`.
-struct Where {
-  CUcontext context;
-  const device::DeviceInfo* info;
-};
-
-Where where(CUstream stream) {
-  Where result;
-  result.context = launch::launch_context(stream);
-  CUdevice device = 0;
-  INTFA_DRIVER(cuCtxGetDevice, &device);
-  result.info = &device::cached_device_info(device);
-  return result;
 }
 
 // A decode kernel chosen for `rows` rows per KV head, and the splits it takes. The splits follow
@@ -223,6 +166,62 @@ void set3(kernels::i64 (&target)[3], std::int64_t a, std::int64_t b, std::int64_
 }
 
 }  // namespace
+
+using paged::require_pointer;
+using paged::validate_cache;
+using paged::validate_cache_geometry;
+using paged::where;
+using paged::Where;
+
+void paged::require_pointer(const void* pointer, const std::string& field, int alignment) {
+  if (pointer == nullptr) throw InvalidArgument(field, "null", "expected a device pointer");
+  const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+  if (address % static_cast<std::uintptr_t>(alignment) != 0) {
+    throw InvalidArgument(field, std::to_string(address),
+                          "expected " + std::to_string(alignment) + "-byte alignment");
+  }
+}
+
+void paged::validate_cache_geometry(const PagedKVCache& cache) {
+  require_positive(cache.num_pages, "cache.num_pages");
+  if (cache.page_size != 16 && cache.page_size != 32 && cache.page_size != 64 &&
+      cache.page_size != 128) {
+    throw InvalidArgument("cache.page_size", std::to_string(cache.page_size),
+                          "expected 16, 32, 64 or 128 tokens");
+  }
+  require_positive(cache.heads_kv, "cache.heads_kv");
+  if (cache.heads_kv > kMaxGridYZ) {
+    throw InvalidArgument("cache.heads_kv", std::to_string(cache.heads_kv), "expected <= 65535");
+  }
+  require_head_dim(cache.head_dim, "cache.head_dim");
+  if (cache.bits != 8 && cache.bits != 4) {
+    throw InvalidArgument("cache.bits", std::to_string(cache.bits), "expected 8 or 4");
+  }
+  // The kernels index cache rows (page, head, position) with 32-bit integers.
+  const long long rows = static_cast<long long>(cache.num_pages) * cache.heads_kv * cache.page_size;
+  if (rows > INT_MAX) {
+    throw InvalidArgument("cache.num_pages", std::to_string(cache.num_pages),
+                          "expected num_pages * heads_kv * page_size < 2^31 (32-bit row indices)");
+  }
+}
+
+void paged::validate_cache(const PagedKVCache& cache) {
+  validate_cache_geometry(cache);
+  require_pointer(cache.k_data, "cache.k_data", 16);
+  require_pointer(cache.v_data, "cache.v_data", 16);
+  require_pointer(cache.k_scale, "cache.k_scale", 16);
+  require_pointer(cache.v_scale, "cache.v_scale", 16);
+  if (cache.k_offset != nullptr) require_pointer(cache.k_offset, "cache.k_offset", 4);
+}
+
+paged::Where paged::where(CUstream stream) {
+  Where result;
+  result.context = launch::launch_context(stream);
+  CUdevice device = 0;
+  INTFA_DRIVER(cuCtxGetDevice, &device);
+  result.info = &device::cached_device_info(device);
+  return result;
+}
 
 void paged::validate_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
                             const PagedDecodeOptions& options) {

@@ -17,7 +17,7 @@ namespace format = families::spec_format;
 constexpr std::size_t kWorkspaceAlignment = 256;
 
 const PagedKernel kKernels[] = {PagedKernel::kAppend, PagedKernel::kDecode,
-                                PagedKernel::kMergeStates};
+                                PagedKernel::kMergeStates, PagedKernel::kGather};
 
 std::size_t align_up(std::size_t bytes) {
   return (bytes + kWorkspaceAlignment - 1) / kWorkspaceAlignment * kWorkspaceAlignment;
@@ -68,6 +68,11 @@ render::Instantiation instantiation(const PagedSpec& spec) {
               "intfa::kernels::merge_states<" + head_dim + ", " + type_argument(spec.input_type) +
                   ", " + type_argument(spec.output_type) + ">",
               "intfa::kernels::MergeStatesParams"};
+    case PagedKernel::kGather:
+      return {"decode/paged_gather.cuh",
+              "intfa::kernels::paged_gather<" + head_dim + ", " + std::to_string(spec.bits) + ", " +
+                  type_argument(spec.output_type) + ">",
+              "intfa::kernels::PagedGatherParams"};
   }
   throw InternalError("unknown PagedKernel");
 }
@@ -85,6 +90,8 @@ std::string describe(const PagedSpec& spec) {
     case PagedKernel::kMergeStates:
       return " " + render::element_type_name(spec.input_type) + "->" +
              render::element_type_name(spec.output_type);
+    case PagedKernel::kGather:
+      return " " + bits_name(spec.bits) + "->i8," + render::element_type_name(spec.output_type);
   }
   throw InternalError("unknown PagedKernel");
 }
@@ -104,6 +111,8 @@ std::string kernel_name(PagedKernel kernel) {
       return "paged_decode";
     case PagedKernel::kMergeStates:
       return "merge_states";
+    case PagedKernel::kGather:
+      return "paged_gather";
   }
   throw InternalError("unknown PagedKernel");
 }
@@ -203,6 +212,13 @@ PagedSpec merge_spec(device::Arch arch, int head_dim, kernels::ElementType state
   PagedSpec spec = family_spec(PagedKernel::kMergeStates, arch, head_dim);
   spec.input_type = state;
   spec.output_type = output;
+  return spec;
+}
+
+PagedSpec gather_spec(device::Arch arch, int head_dim, int bits, kernels::ElementType v_type) {
+  PagedSpec spec = family_spec(PagedKernel::kGather, arch, head_dim);
+  spec.bits = bits;
+  spec.output_type = v_type;
   return spec;
 }
 
@@ -338,6 +354,7 @@ std::vector<PagedSpec> family_specs(device::Arch arch, int head_dim, int bits, D
   }
   specs.push_back(merge_spec(arch, head_dim, kernels::ElementType::kF32, type));
   specs.push_back(merge_spec(arch, head_dim, type, type));
+  specs.push_back(gather_spec(arch, head_dim, bits, type));
   return specs;
 }
 

@@ -1,4 +1,5 @@
-// The paged KV-cache kernel family (append, split-KV decode, merge of partial states): everything
+// The paged KV-cache kernel family (append, split-KV decode, merge of partial states, the gather
+// of cached rows that paged prefill attends over): everything
 // the rest of intfa needs to know about these kernels, in one place. Their spec (PagedSpec: the
 // three kernels share its fields, and `kernel` says which one), how it renders, its text and
 // JSON, the decode kernel's shared memory, what it can implement, the heuristic's tile config and
@@ -10,6 +11,7 @@
 //   paged_decode  head_dim, bits, input_type (queries), output_type, config (query rows per
 //                 block, tokens per pipeline stage, stages; kernels::kPagedDecodeWarps warps)
 //   merge_states  head_dim, input_type (the states: f16, bf16 or f32), output_type
+//   paged_gather  head_dim, bits (the cache's), output_type (the gathered 16-bit V)
 #pragma once
 
 #include <string>
@@ -27,15 +29,16 @@ namespace intfa::paged {
 
 // ---- The spec ----------------------------------------------------------------------------------
 
-// The three kernels, numbered after the quantize and attention kernels' tags (spec_format.hpp) so
+// The kernels, numbered after the quantize and attention kernels' tags (spec_format.hpp) so
 // that no two families' kernel ids meet.
 enum class PagedKernel {
   kAppend = 8,        // FP16/BF16 K/V rows -> INT8/INT4 cache slots
   kDecode = 9,        // split-KV decode attention over the paged cache
   kMergeStates = 10,  // merge of partial attention states by their LSE (the split-KV combine)
+  kGather = 11,       // cached rows -> the packed K (INT8) and V (16-bit) of paged prefill
 };
-// "paged_append", "paged_decode", "merge_states": the spec JSON's "family" and the unit's file
-// name.
+// "paged_append", "paged_decode", "merge_states", "paged_gather": the spec JSON's "family" and
+// the unit's file name.
 std::string kernel_name(PagedKernel kernel);
 
 struct PagedSpec {
@@ -76,6 +79,7 @@ PagedSpec decode_spec(device::Arch arch, int head_dim, int bits, kernels::Elemen
                       kernels::ElementType output, const PagedDecodeConfig& config);
 PagedSpec merge_spec(device::Arch arch, int head_dim, kernels::ElementType state,
                      kernels::ElementType output);
+PagedSpec gather_spec(device::Arch arch, int head_dim, int bits, kernels::ElementType v_type);
 
 // ---- What a decode kernel needs and can do -----------------------------------------------------
 
@@ -119,8 +123,9 @@ std::size_t workspace_lse_offset(int splits, int batch, int q_len, int heads_q, 
 // --------------------------------------------------------------------------
 
 // Every kernel a deployment of the paged cache with these settings may launch: the append, the
-// decode at the heuristic's config for 16, 32 and 64 rows, the split-KV merge (FP32 states) and
-// merge_states of two `dtype` states. `dtype` is the queries', outputs' and new K/V's.
+// decode at the heuristic's config for 16, 32 and 64 rows, the split-KV merge (FP32 states),
+// merge_states of two `dtype` states and paged prefill's gather (`dtype` V). `dtype` is the
+// queries', outputs' and new K/V's.
 std::vector<PagedSpec> family_specs(device::Arch arch, int head_dim, int bits, DType dtype);
 
 // ---- Parameters

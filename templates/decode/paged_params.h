@@ -156,6 +156,33 @@ struct PagedDecodeParams {
   float scale_log2;  // softmax scale * log2(e)
 };
 
+// Gather (paged prefill's first step): sequence b's first min(seq_lens[b], max_seq_len) cached
+// rows, through its block table row, become packed rows kv_start(b) .. of every KV head, with
+// kv_start(b) the lengths of the sequences before it: K as INT8 with one FP32 scale per row (an
+// INT8 cache's bytes and scales as they are; an INT4 cache's rows dequantized as decode does and
+// quantized again per row), V dequantized to 16 bits. The layouts are the varlen attention
+// kernel's: k [heads_kv][kv_rows][head_dim] bytes, k_scale [heads_kv][kv_rows], v
+// [heads_kv][kv_rows][head_dim] 16-bit values, and cu_seqlens_kv [batch + 1] receives the offsets.
+// V rows from the end of the last sequence on, up to kPagedGatherZeroRows of them, are zeroed:
+// the attention kernel's last key tile reads past a sequence's end (those keys are masked, and P
+// is 0 there, but 0 times a NaN left in the workspace is not). Rows at kv_rows and beyond are
+// never written. The grid is (ceil(max_seq_len * heads_kv / rows per block), batch); each thread
+// owns 8 channels of one (token, head) row, as the append kernel.
+constexpr int kPagedGatherZeroRows = 128;  // the largest key tile (block_n) of the attention kernels
+struct PagedGatherParams {
+  PagedCacheParams cache;
+  const int* block_table;
+  i64 block_table_stride;  // int32 elements between sequences
+  const int* seq_lens;
+  int batch, max_seq_len;
+  int kv_rows;  // rows per head of k, k_scale and v: at least the sum of the lengths
+  FastDivisor heads_kv_divisor;
+  u8* k;
+  float* k_scale;
+  void* v;
+  int* cu_seqlens_kv;
+};
+
 // Merges partial attention states by their LSE: state 0's values are at first_values, state
 // s >= 1's at rest_values + (s - 1) * values_state_stride (likewise the LSEs), each
 // [outer][inner][heads][head_dim] (values, element strides) and [outer][inner][heads] (LSE, float

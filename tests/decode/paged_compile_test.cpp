@@ -1,8 +1,9 @@
 // Every template of the paged KV-cache family compiles with NVRTC, without warnings, for every
 // target of device::all_archs() (no GPU needed): the append, the decode in each of its shapes
 // (INT8 and INT4, every head dim, FP16 and BF16, each row tiling, 128-token and 4-stage
-// pipelines) and the merge of FP32 and 16-bit states. A few kernels per arch keep CI short; the
-// sanitize workflow compiles for sm_80 and sm_90a only (CMakePresets.json).
+// pipelines), the merge of FP32 and 16-bit states and paged prefill's gather (INT8 and INT4). A
+// few kernels per arch keep CI short; the sanitize workflow compiles for sm_80 and sm_90a only
+// (CMakePresets.json).
 #include <gtest/gtest.h>
 
 #include <set>
@@ -28,6 +29,9 @@ std::vector<families::AnySpec> one_of_each(device::Arch arch) {
       decode_spec(arch, 256, 4, ElementType::kF16, ElementType::kF16, {16, 64, 2}),
       merge_spec(arch, 128, ElementType::kF32, ElementType::kF16),
       merge_spec(arch, 64, ElementType::kBF16, ElementType::kBF16),
+      gather_spec(arch, 128, 8, ElementType::kF16),
+      gather_spec(arch, 64, 4, ElementType::kBF16),
+      gather_spec(arch, 256, 4, ElementType::kF16),
   };
 }
 

@@ -208,6 +208,83 @@ TEST(PagedValidation, DecodeOptionsAndTensorsAreNamed) {
   }
 }
 
+// A valid prefill of 3 sequences (100 query rows of 8 heads over up to 200 cached tokens); each
+// case breaks one thing.
+struct PrefillCall {
+  PagedKVCache cache = valid_cache();
+  PagedPrefillProblem problem;
+  PagedPrefillTensors tensors;
+  PrefillCall() {
+    problem.batch = 3;
+    problem.heads_q = 16;
+    problem.total_q = 100;
+    problem.max_q_len = 64;
+    problem.max_pages = 16;
+    problem.max_seq_len = 200;
+    problem.kv_tokens = 400;
+    tensors.q = rows_view(fake_address(0x500000), problem.heads_q, 128);
+    tensors.out = rows_view(fake_address(0x600000), problem.heads_q, 128);
+    tensors.query_start_loc = static_cast<const int*>(fake_address(0x700000));
+    tensors.block_table = static_cast<const int*>(fake_address(0x800000));
+    tensors.seq_lens = static_cast<const int*>(fake_address(0x900000));
+    tensors.workspace = fake_address(0x1000000);
+    tensors.workspace_bytes = paged_prefill_workspace_bytes(cache, problem);
+  }
+  std::string field() {
+    return invalid_field([&] { paged_prefill(cache, problem, tensors, nullptr); });
+  }
+};
+
+TEST(PagedValidation, PrefillFieldsAreNamedBeforeAnyLaunch) {
+  const std::pair<std::string, void (*)(PrefillCall&)> cases[] = {
+      {"cache.page_size", [](PrefillCall& c) { c.cache.page_size = 8; }},
+      {"cache.k_scale", [](PrefillCall& c) { c.cache.k_scale = nullptr; }},
+      {"problem.batch", [](PrefillCall& c) { c.problem.batch = 0; }},
+      {"problem.batch", [](PrefillCall& c) { c.problem.batch = 70000; }},
+      {"problem.heads_q", [](PrefillCall& c) { c.problem.heads_q = 12; }},  // not a multiple of 8
+      {"problem.total_q", [](PrefillCall& c) { c.problem.total_q = 0; }},
+      {"problem.max_q_len", [](PrefillCall& c) { c.problem.max_q_len = 101; }},
+      {"problem.max_q_len", [](PrefillCall& c) { c.problem.max_q_len = 0; }},
+      {"problem.max_pages", [](PrefillCall& c) { c.problem.max_pages = 0; }},
+      {"problem.max_seq_len", [](PrefillCall& c) { c.problem.max_seq_len = 16 * 16 + 1; }},
+      {"problem.max_q_len",
+       [](PrefillCall& c) {
+         c.problem.max_q_len = 64;
+         c.problem.max_seq_len = 63;  // fewer cached tokens than a sequence's queries
+       }},
+      {"problem.kv_tokens", [](PrefillCall& c) { c.problem.kv_tokens = 199; }},
+      {"problem.kv_tokens", [](PrefillCall& c) { c.problem.kv_tokens = (1LL << 28) + 1; }},
+      {"tensors.q.dtype", [](PrefillCall& c) { c.tensors.q.dtype = DType::kI8; }},
+      {"tensors.out.dtype", [](PrefillCall& c) { c.tensors.out.dtype = DType::kBF16; }},
+      {"tensors.q.strides", [](PrefillCall& c) { c.tensors.q.strides[3] = 2; }},
+      {"tensors.out.data", [](PrefillCall& c) { c.tensors.out.data = nullptr; }},
+      {"tensors.lse", [](PrefillCall& c) { c.tensors.lse = static_cast<float*>(fake_address(2)); }},
+      {"tensors.query_start_loc", [](PrefillCall& c) { c.tensors.query_start_loc = nullptr; }},
+      {"tensors.block_table", [](PrefillCall& c) { c.tensors.block_table = nullptr; }},
+      {"tensors.seq_lens", [](PrefillCall& c) { c.tensors.seq_lens = nullptr; }},
+      {"tensors.workspace", [](PrefillCall& c) { c.tensors.workspace = fake_address(0x1000010); }},
+      {"tensors.workspace_bytes", [](PrefillCall& c) { c.tensors.workspace_bytes -= 1; }},
+  };
+  for (const auto& [field, change] : cases) {
+    PrefillCall call;
+    change(call);
+    EXPECT_EQ(call.field(), field);
+  }
+}
+
+TEST(PagedValidation, PrefillWorkspaceHoldsTheGatheredKVAndTheQuantizedQ) {
+  PrefillCall call;
+  // Q: 16 heads x 100 rows of 128 bytes, their scales; K: 8 heads x 400 rows of 128 bytes, their
+  // scales; V at 2 bytes a value; 4 offsets; each part rounded up to 256 bytes.
+  auto up = [](std::size_t bytes) { return (bytes + 255) / 256 * 256; };
+  const std::size_t expected = up(16 * 100 * 128) + up(16 * 100 * 4) + up(8 * 400 * 128) +
+                               up(8 * 400 * 4) + up(8 * 400 * 128 * 2) + up(4 * 4);
+  EXPECT_EQ(paged_prefill_workspace_bytes(call.cache, call.problem), expected);
+  // K smoothing adds q . k_offset per query row.
+  call.cache.k_offset = static_cast<const float*>(fake_address(0xA00000));
+  EXPECT_EQ(paged_prefill_workspace_bytes(call.cache, call.problem), expected + up(16 * 100 * 4));
+}
+
 constexpr const char* kFakeDriverChild = "INTFA_TEST_FAKE_DRIVER_CHILD";
 
 // PagedValidationChild.DISABLED_* is a body PagedValidation.* runs in a child process, not a test

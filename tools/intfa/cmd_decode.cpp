@@ -43,7 +43,12 @@ const char* const kDecodeUsage =
     "  --causal                    --repeats R (20)            --append-tokens N (16k)\n"
     "  --splits N                  force N splits (default: the heuristic's)\n"
     "  --configs R,N,S;...|all     decode tile configs: block rows, stage tokens, stages\n"
-    "  --json FILE                 every row as JSON\n";
+    "  --json FILE                 every row as JSON\n"
+    "  --prefill                   instead: paged_prefill of each sequence's last --q-len tokens\n"
+    "                              (up to --seq) against its whole cache, beside intfa's dense\n"
+    "                              kernel alone at the same shape (half INT8, as paged prefill\n"
+    "                              runs, and full INT8) on pre-quantized inputs; TOPS count the\n"
+    "                              causal mask's scores once\n";
 
 namespace {
 
@@ -52,6 +57,7 @@ struct DecodeShape {
   int page_size = 16;
   DType dtype = DType::kF16;
   bool causal = false;
+  bool prefill = false;  // paged_prefill of the last q_len tokens instead of paged_decode
 
   std::string to_string() const {
     return "B" + std::to_string(batch) + " N" + std::to_string(seq) + " q" + std::to_string(q_len) +
@@ -103,10 +109,34 @@ std::string config_text(const PagedDecodeConfig& config) {
          std::to_string(config.stages);
 }
 
-// The checks a decode of `shape` under `options` makes before it looks for a GPU, each failure a
-// UsageError naming the option that set the field (--configs 7,64,2 said "needs a GPU").
+// Every sequence of `shape` at its full length, its last q_len tokens the queries.
+PagedPrefillProblem prefill_problem(const DecodeShape& shape) {
+  PagedPrefillProblem problem;
+  problem.batch = shape.batch;
+  problem.heads_q = shape.heads_q;
+  problem.total_q = shape.batch * shape.q_len;
+  problem.max_q_len = shape.q_len;
+  problem.max_pages = shape.pages_per_sequence();
+  problem.max_seq_len = shape.seq;
+  problem.kv_tokens = static_cast<long long>(shape.batch) * shape.seq;
+  problem.causal = shape.causal;
+  return problem;
+}
+
+// The checks a decode (or prefill) of `shape` under `options` makes before it looks for a GPU,
+// each failure a UsageError naming the option that set the field (--configs 7,64,2 said "needs a
+// GPU").
 void validate_shape(const DecodeShape& shape, const PagedDecodeOptions& options) {
   try {
+    if (shape.prefill) {
+      if (static_cast<long long>(shape.batch) * shape.q_len > (1LL << 28)) {
+        throw InvalidArgument("problem.total_q",
+                              std::to_string(static_cast<long long>(shape.batch) * shape.q_len),
+                              "expected at most 2^28 query rows");
+      }
+      paged_prefill_workspace_bytes(cache_geometry(shape), prefill_problem(shape));
+      return;
+    }
     paged::validate_decode(cache_geometry(shape), decode_problem(shape), options);
   } catch (const InvalidArgument& error) {
     throw_naming_option(error, {{"cache.num_pages", pool_options(shape)},
@@ -116,6 +146,9 @@ void validate_shape(const DecodeShape& shape, const PagedDecodeOptions& options)
                                 {"cache.bits", "--bits"},
                                 {"problem.batch", "--batch"},
                                 {"problem.q_len", "--q-len"},
+                                {"problem.max_q_len", "--q-len"},
+                                {"problem.total_q", "--batch and --q-len"},
+                                {"problem.kv_tokens", "--batch and --seq"},
                                 {"problem.heads_q", "--heads-q"},
                                 {"options.num_splits", "--splits"},
                                 {"options.config.", "--configs " + config_text(options.config)}});
@@ -230,6 +263,30 @@ class DecodeWorkload {
     paged_decode(cache_, problem_, tensors, stream, options);
   }
 
+  // paged_prefill of every sequence's last q_len tokens (the queries, [batch * q_len] rows).
+  void prefill(CUstream stream) {
+    const PagedPrefillProblem problem = prefill_problem(shape_);
+    const std::size_t bytes = paged_prefill_workspace_bytes(cache_, problem);
+    if (bytes > workspace_.bytes()) workspace_ = device::DeviceBuffer(bytes);
+    if (query_starts_.bytes() == 0) {
+      std::vector<int> starts(static_cast<std::size_t>(shape_.batch) + 1);
+      for (int b = 0; b <= shape_.batch; ++b)
+        starts[static_cast<std::size_t>(b)] = b * shape_.q_len;
+      query_starts_ = device::DeviceBuffer(starts.size() * sizeof(int));
+      query_starts_.upload(starts);
+    }
+    PagedPrefillTensors tensors;
+    const TensorShape rows{1, shape_.heads_q, shape_.batch * shape_.q_len, shape_.head_dim};
+    tensors.q = TensorView::dense(q_.get(), shape_.dtype, Layout::kBNHD, rows);
+    tensors.out = TensorView::dense(out_.get(), shape_.dtype, Layout::kBNHD, rows);
+    tensors.query_start_loc = query_starts_.as<int>();
+    tensors.block_table = table_.as<int>();
+    tensors.seq_lens = lengths_.as<int>();
+    tensors.workspace = workspace_.get();
+    tensors.workspace_bytes = workspace_.bytes();
+    paged_prefill(cache_, problem, tensors, stream);
+  }
+
   // K and V with their scales: what a decode must read.
   double decode_bytes() const {
     return static_cast<double>(shape_.batch) * shape_.seq * shape_.heads_kv * 2 *
@@ -255,7 +312,7 @@ class DecodeWorkload {
   PagedDecodeProblem problem_;
   int chunk_tokens_ = 0;
   device::DeviceBuffer k_data_, v_data_, k_scale_, v_scale_, table_, lengths_, rows_, slots_, q_,
-      out_, lse_, workspace_;
+      out_, lse_, workspace_, query_starts_;
 };
 
 struct DecodeGrid {
@@ -273,12 +330,13 @@ DecodeGrid parse_grid(const Arguments& arguments) {
   grammar.values = {"batch",         "seq",    "q-len",   "heads-q",   "heads-kv",
                     "head-dims",     "bits",   "dtype",   "page-size", "repeats",
                     "append-tokens", "splits", "configs", "json"};
-  grammar.flags = {"decode", "causal"};
+  grammar.flags = {"decode", "causal", "prefill"};
   const Args args(arguments, grammar);
   DecodeGrid grid;
   const auto batches = args.get_int_list("batch", {8}, 1, 65535);
   const auto seqs = args.get_int_list("seq", {32768}, 1, 1 << 24);
-  const auto q_lens = args.get_int_list("q-len", {1}, 1, 64);
+  const bool prefill = args.flag("prefill");
+  const auto q_lens = args.get_int_list("q-len", {1}, 1, prefill ? 1 << 24 : 64);
   const auto head_dims = args.get_int_list("head-dims", {128}, 64, 256);
   const auto bits = args.get_int_list("bits", {8, 4}, 4, 8);
   DecodeShape base;
@@ -286,6 +344,7 @@ DecodeGrid parse_grid(const Arguments& arguments) {
   base.heads_kv = static_cast<int>(args.get_int("heads-kv", 8, 1, 65535));
   base.page_size = static_cast<int>(args.get_int("page-size", 16, 16, 128));
   base.causal = args.flag("causal");
+  base.prefill = prefill;
   const std::string dtype = args.get_or("dtype", "f16");
   if (dtype != "f16" && dtype != "bf16")
     throw UsageError("--dtype " + dtype + ": expected f16 or bf16");
@@ -324,6 +383,11 @@ DecodeGrid parse_grid(const Arguments& arguments) {
             shape.q_len = static_cast<int>(q_len);
             shape.head_dim = static_cast<int>(head_dim);
             shape.bits = static_cast<int>(width);
+            if (shape.prefill && shape.q_len > shape.seq) {
+              throw UsageError("--q-len " + std::to_string(shape.q_len) +
+                               ": expected at most --seq " + std::to_string(shape.seq) +
+                               " (the queries are the sequence's last tokens)");
+            }
             // The checks a launch makes, before any GPU is looked for (--configs all: the
             // heuristic's config stands for the device's candidates).
             PagedDecodeOptions options;
@@ -366,10 +430,72 @@ bool wants_decode(const Arguments& arguments) {
   return mode_flag(arguments, "decode");
 }
 
+// 4 * B * Hq * D * (the scores computed): Nq * Nkv, less the causal mask's (bottom-right).
+double prefill_operations(const DecodeShape& shape) {
+  const double q = shape.q_len, kv = shape.seq;
+  const double scores = shape.causal ? q * kv - q * (q - 1) / 2 : q * kv;
+  return 4.0 * shape.batch * shape.heads_q * shape.head_dim * scores;
+}
+
+// bench --decode --prefill: paged_prefill against intfa's dense kernel alone at the same shape.
+int run_prefill_bench(const DecodeGrid& grid) {
+  const device::DeviceInfo& info = device::cached_device_info(device::current_device());
+  std::printf("%s\n", info.to_string().c_str());
+  std::printf("%-40s %10s %7s %10s %7s %10s %7s %9s %9s\n", "problem", "prefill ms", "TOPS",
+              "half ms", "TOPS", "full ms", "TOPS", "/half", "/full");
+  json::Value rows = json::Value::array();
+  device::Stream stream;
+  for (const DecodeShape& shape : grid.shapes) {
+    DecodeWorkload workload(shape, grid.append_tokens, stream.get());
+    const Timing prefill =
+        time_on_stream([&](CUstream s) { workload.prefill(s); }, stream.get(), 3, grid.repeats);
+    double dense_ms[2] = {0, 0};
+    const Variant variants[2] = {Variant::kHalfInt8, Variant::kFullInt8};
+    for (int i = 0; i < 2; ++i) {
+      AttentionProblem problem{shape.batch, shape.heads_q,  shape.heads_kv, shape.q_len,
+                               shape.seq,   shape.head_dim, shape.causal};
+      problem.variant = variants[i];
+      AttentionWorkload dense(problem, AttentionOptions{}, shape.dtype,
+                              reference::InputFamily::kNormal, 5);
+      dense.quantize(stream.get());
+      dense_ms[i] =
+          time_on_stream([&](CUstream s) { dense.attend(s); }, stream.get(), 3, grid.repeats)
+              .median_ms;
+    }
+    const double operations = prefill_operations(shape);
+    auto tops = [&](double ms) { return operations / ms / 1e9; };
+    std::printf("%-40s %10.4f %7.0f %10.4f %7.0f %10.4f %7.0f %9.3f %9.3f\n",
+                shape.to_string().c_str(), prefill.median_ms, tops(prefill.median_ms), dense_ms[0],
+                tops(dense_ms[0]), dense_ms[1], tops(dense_ms[1]), dense_ms[0] / prefill.median_ms,
+                dense_ms[1] / prefill.median_ms);
+    std::fflush(stdout);
+    json::Value row = json::Value::object();
+    row.set("gpu", info.name);
+    row.set("problem", shape.to_string());
+    row.set("batch", shape.batch);
+    row.set("seq", shape.seq);
+    row.set("q_len", shape.q_len);
+    row.set("heads_q", shape.heads_q);
+    row.set("heads_kv", shape.heads_kv);
+    row.set("head_dim", shape.head_dim);
+    row.set("bits", shape.bits);
+    row.set("page_size", shape.page_size);
+    row.set("causal", shape.causal);
+    row.set("prefill_ms", prefill.median_ms);
+    row.set("dense_half_kernel_ms", dense_ms[0]);
+    row.set("dense_full_kernel_ms", dense_ms[1]);
+    row.set("prefill_tops", tops(prefill.median_ms));
+    rows.push_back(row);
+  }
+  if (!grid.json.empty()) json::write_file(grid.json, rows);
+  return 0;
+}
+
 int run_decode_bench(const Arguments& arguments) {
   const DecodeGrid grid = parse_grid(arguments);
   if (!gpu_or_message("bench")) return 1;
   device::use_primary_context();
+  if (!grid.shapes.empty() && grid.shapes.front().prefill) return run_prefill_bench(grid);
   const device::DeviceInfo& info = device::cached_device_info(device::current_device());
   std::printf("%s\n", info.to_string().c_str());
   std::printf("%-40s %-10s %6s %9s %9s %11s %9s\n", "problem", "config", "splits", "ms", "GB/s",
@@ -429,6 +555,11 @@ int run_decode_bench(const Arguments& arguments) {
 
 int run_decode_tune(const Arguments& arguments) {
   const DecodeGrid grid = parse_grid(arguments);
+  if (!grid.shapes.empty() && grid.shapes.front().prefill) {
+    throw UsageError(
+        "--prefill: bench --decode times paged prefill; tune --decode has nothing to "
+        "tune there (its kernels take the attention tuner's configs)");
+  }
   if (!gpu_or_message("tune")) return 1;
   device::use_primary_context();
   const device::DeviceInfo& info = device::cached_device_info(device::current_device());
