@@ -166,8 +166,9 @@ struct PagedPrefillProblem {
   int max_pages = 1;  // columns of the block table
   // The longest sequence (an upper bound): its cached tokens, its new ones included.
   int max_seq_len = 1;
-  // The sum of seq_lens (an upper bound): the rows per KV head the workspace holds. Sequences
-  // past it are not gathered (their keys read as masked); memory is never written past it.
+  // The sum of seq_lens (an upper bound): the rows per KV head the workspace holds. Keys past
+  // it are not gathered (the attention of the sequences they belong to is then wrong); memory is
+  // never written past it.
   long long kv_tokens = 1;
   bool causal = true;
 };
@@ -192,8 +193,9 @@ struct PagedPrefillOptions {
 std::size_t paged_prefill_workspace_bytes(const PagedKVCache& cache,
                                           const PagedPrefillProblem& problem);
 
-// Validates everything first (InvalidArgument naming the field), then launches the gather, Q's
-// quantization and the attention kernel on `stream`. No host reads of device memory: the
+// Validates everything first (InvalidArgument naming the field), then launches on `stream` Q's
+// quantization (where the attention kernel does not quantize Q itself), the gather and the
+// attention kernel. No host reads of device memory: the
 // offsets and lengths must agree with the problem's bounds (query_start_loc increasing from 0 to
 // total_q by at most max_q_len, each seq_lens[b] at least its query count and at most
 // max_seq_len, their sum at most kv_tokens). A sequence with no keys outputs zeros (LSE -inf).
@@ -202,9 +204,10 @@ void paged_prefill(const PagedKVCache& cache, const PagedPrefillProblem& problem
                    const PagedPrefillOptions& options = {});
 
 // Compiles ahead of the first call, into the kernel cache, every kernel of the paged cache for
-// these settings: the append, the decode at the heuristic's tile config for 16, 32 and 64 query
-// rows per KV head, the split-KV combine and merge_states. Needs no GPU when an arch is named (or
-// INTFA_ARCH is set). `intfa precompile --paged-bits 8,4` puts them into a deployment bundle.
+// these settings: the append, the decode at the heuristic's tile config for 8, 16, 32 and 64
+// query rows per KV head, the split-KV combine and merge_states, and paged prefill's gather and
+// varlen attention kernels (causal or not, K smoothed or not). Needs no GPU when an arch is named
+// (or INTFA_ARCH is set). `intfa precompile --paged-bits 8,4` puts them into a deployment bundle.
 struct PagedPrecompileRequest {
   std::string arch;  // "sm_90a", ...; "" for INTFA_ARCH, else the GPU's own
   std::vector<int> head_dims = {64, 128, 256};

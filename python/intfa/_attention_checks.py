@@ -360,8 +360,8 @@ def check_attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     """Every check of `attention_varlen` (`numerics`: its numerics options, by name); returns its
     AttentionArgs (layout NHD: the kernels see packed rows as one batch of NHD rows)."""
     softmax_scale = resolve_sm_scale(sm_scale)
-    # Packed sequences run the portable kernel, for which the variant table was not measured:
-    # "auto" is full INT8, the default before the table.
+    # The variant table was measured on dense batches, not packed ones: "auto" is full INT8, the
+    # default before the table.
     variant = option("variant", variant)
     variant = "full_int8" if variant == "auto" else variant
     numerics = check_numerics(numerics)

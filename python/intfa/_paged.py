@@ -439,10 +439,10 @@ def paged_prefill(q, k_data, v_data, k_scale, v_scale, query_start_loc, block_ta
     count) + i (bottom-right causal masking when ``causal``). A sequence of one query is a decode
     row: prefills, chunks over cached prefixes and decode rows mix in one batch.
     ``block_table`` int32 ``[batch, max_pages]``. Host-side bounds, as FlashInfer's plan takes
-    them (nothing is read back from the device): ``max_q_len`` the most queries of one sequence
-    (default total_q), ``max_seq_len`` the longest sequence (default the block table's capacity),
-    ``kv_tokens`` the sum of seq_lens or more (default batch * max_seq_len: the workspace holds
-    that many gathered rows per KV head). Returns the output in q's shape and dtype, and with
+    them: ``max_q_len`` the most queries of one sequence, ``max_seq_len`` the longest sequence,
+    ``kv_tokens`` the sum of seq_lens or more (the workspace holds that many gathered rows per KV
+    head); each one not given is read from the offsets and lengths (one host sync; refused while
+    a CUDA graph is captured). Returns the output in q's shape and dtype, and with
     ``return_lse`` the natural-log LSE float32 ``[total_q, num_qo_heads]`` of the unsmoothed
     keys. Numerics: K as cached (INT8; an INT4 cache's K quantized again to INT8 per row), V
     dequantized to q's dtype, Q per token in INT8, 16-bit P.V (half INT8)."""
@@ -472,22 +472,22 @@ def paged_prefill(q, k_data, v_data, k_scale, v_scale, query_start_loc, block_ta
         raise invalid_argument("seq_lens.shape", tuple(seq_lens.shape),
                                f"expected ({batch},), one length per sequence")
     capacity = block_table.shape[1] * page_size
-    if max_seq_len is None:
-        max_seq_len = capacity
-    elif not _checks.is_int(max_seq_len) or not 1 <= max_seq_len <= capacity:
+    if max_seq_len is not None and (not _checks.is_int(max_seq_len)
+                                    or not 1 <= max_seq_len <= capacity):
         raise invalid_argument("max_seq_len", repr(max_seq_len),
                                f"expected an int in [1, {capacity}] (max_pages * page_size)")
-    if max_q_len is None:
-        max_q_len = max(1, min(total_q, max_seq_len))
-    elif not _checks.is_int(max_q_len) or not 1 <= max_q_len <= max(1, total_q):
+    if max_q_len is not None and (not _checks.is_int(max_q_len)
+                                  or not 1 <= max_q_len <= max(1, total_q)):
         raise invalid_argument("max_q_len", repr(max_q_len),
                                f"expected an int in [1, {max(1, total_q)}] (q's rows)")
-    if kv_tokens is None:
-        kv_tokens = batch * max_seq_len
-    elif not _checks.is_int(kv_tokens) or not max_seq_len <= kv_tokens <= batch * max_seq_len:
-        raise invalid_argument("kv_tokens", repr(kv_tokens),
-                               f"expected an int in [{max_seq_len}, {batch * max_seq_len}] (the "
-                               "sum of seq_lens, or more)")
+
+    def check_kv_tokens():
+        if not _checks.is_int(kv_tokens) or not max_seq_len <= kv_tokens <= batch * max_seq_len:
+            raise invalid_argument("kv_tokens", repr(kv_tokens),
+                                   f"expected an int in [{max_seq_len}, {batch * max_seq_len}] "
+                                   "(the sum of seq_lens, or more)")
+    if kv_tokens is not None and max_seq_len is not None:
+        check_kv_tokens()
     for name, value in (("causal", causal), ("return_lse", return_lse)):
         if not isinstance(value, bool):
             raise invalid_argument(name, repr(value), "expected True or False")
@@ -495,6 +495,24 @@ def paged_prefill(q, k_data, v_data, k_scale, v_scale, query_start_loc, block_ta
     check_device([("q", q), ("k_data", k_data), ("v_data", v_data), ("k_scale", k_scale),
                    ("v_scale", v_scale), ("query_start_loc", query_start_loc),
                    ("block_table", block_table), ("seq_lens", seq_lens), ("k_offset", k_offset)])
+    # Bounds not given are read from the lengths and offsets: one host sync, which a CUDA graph
+    # capture cannot take (the bounds are then the caller's to give, as FlashInfer's plan takes
+    # them). Upper bounds from the block table's capacity instead would size the workspace for
+    # batch * capacity rows.
+    missing = [name for name, value in (("max_q_len", max_q_len), ("max_seq_len", max_seq_len),
+                                        ("kv_tokens", kv_tokens)) if value is None]
+    if missing and torch.cuda.is_current_stream_capturing():
+        raise invalid_argument(missing[0], "None", "expected the bound while a CUDA graph is "
+                               "captured (it cannot be read from the device then)")
+    if max_seq_len is None:
+        max_seq_len = max(1, min(capacity, int(seq_lens.max())))
+    if max_q_len is None:
+        max_q_len = max(1, min(total_q, int((query_start_loc[1:] - query_start_loc[:-1]).max())))
+    if kv_tokens is None:
+        kv_tokens = min(batch * max_seq_len,
+                        max(max_seq_len, int(seq_lens.clamp(0, max_seq_len).sum())))
+    else:
+        check_kv_tokens()
     if total_q == 0:
         out, lse = _empty_prefill(q, return_lse)
     else:

@@ -334,12 +334,12 @@ def attention_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     sequence is quantized as ``intfa.attention`` quantizes it alone (per-token Q and K; V's scales
     per sequence), except that ``smooth_k`` (on by default) subtracts the mean over (a sample of)
     all packed keys (still exact for attention, and the LSE stays that of the original scores);
-    ``rotate`` as in ``attention``; ``variant`` too, except that "auto" is full INT8 here
-    (packed sequences run the portable kernel, which the table was not measured for). K's scales
-    are per token (``attention``'s ``k_granularity`` "block" takes dense batches only).
-    Returns the output [total_q, H_q, D] in q's dtype, and with ``return_lse`` also the
-    natural-log log-sum-exp, float32 [H_q, total_q]. Runs the portable kernel (the Hopper one
-    takes dense batches only). Forward only: no autograd."""
+    ``rotate`` as in ``attention``; ``variant`` too, except that "auto" is full INT8 here (the
+    variant table was measured on dense batches). K's scales are per token (``attention``'s
+    ``k_granularity`` "block" takes dense batches only). Returns the output [total_q, H_q, D] in
+    q's dtype, and with ``return_lse`` also the natural-log log-sum-exp, float32 [H_q, total_q].
+    Runs the Hopper kernel on sm_90a (Q quantized in the kernel), the portable one elsewhere.
+    Forward only: no autograd."""
     numerics = dict(p_encoding=p_encoding, p_scale=p_scale, v_granularity=v_granularity)
     call = None
     signature = None

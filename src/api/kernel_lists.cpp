@@ -46,7 +46,38 @@ std::vector<families::AnySpec> paged_specs(device::Arch arch, int head_dim, int 
       paged::check_decode_config(spec, device::default_max_shared_bytes(arch));
     }
   }
-  return {specs.begin(), specs.end()};
+  std::vector<families::AnySpec> all(specs.begin(), specs.end());
+  // paged_prefill's attention: the varlen half INT8 kernel, causal or not, with the cache's K
+  // smoothed or not, nothing rotated (and Q's own pass where the kernel does not quantize Q);
+  // the call's K and V passes are the gather's, so the quantize kernels of K and V are left out.
+  for (bool causal : {true, false}) {
+    for (bool smooth_k : {true, false}) {
+      attention::SpecRequest request;
+      request.arch = arch;
+      request.head_dim = head_dim;
+      request.variant = Variant::kHalfInt8;
+      request.causal = causal;
+      request.varlen = true;
+      request.v_type = request.output_type = dtype;
+      AttentionOptions options;
+      options.smooth_k = smooth_k;
+      options.rotate_qk = QKRotation::kOff;
+      bool q_rows_pass = false;
+      for (const families::AnySpec& spec : attention_call_specs(request, dtype, options)) {
+        if (const auto* attention = spec.get_if<attention::AttentionSpec>()) {
+          q_rows_pass = q_rows_pass || !attention->quantizes_q;
+          all.push_back(spec);
+        }
+      }
+      if (q_rows_pass) {
+        for (const quantize::QuantizeSpec& spec :
+             quantize::call_specs(request, dtype, options, true)) {
+          if (spec.kernel == quantize::QuantizeKernel::kRows) all.push_back(spec);
+        }
+      }
+    }
+  }
+  return all;
 }
 
 CompileSummary compile_in_parallel(const std::vector<families::AnySpec>& specs, unsigned threads,

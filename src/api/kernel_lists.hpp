@@ -48,7 +48,9 @@ std::vector<families::AnySpec> attention_call_specs(const attention::SpecRequest
                                                     DType dtype, const AttentionOptions& numerics);
 
 // Every kernel of the paged cache's family for one (arch, head dim, cache width, dtype): append,
-// decode at the heuristic's configs (checked against the arch) and the merge.
+// decode at the heuristic's configs (checked against the arch), the merge, and paged prefill's
+// gather and varlen attention kernels (with Q's own pass where the attention kernel does not
+// quantize Q).
 std::vector<families::AnySpec> paged_specs(device::Arch arch, int head_dim, int bits, DType dtype);
 
 struct CompileSummary {

@@ -3,6 +3,7 @@
 // every check before the first launch.
 #include <algorithm>
 #include <array>
+#include <climits>
 #include <string>
 
 #include "attention/attention_launch.hpp"
@@ -94,6 +95,11 @@ void validate_problem(const PagedKVCache& cache, const PagedPrefillProblem& prob
     throw InvalidArgument(kv ? "problem.kv_tokens" : "problem.total_q",
                           std::to_string(kv ? problem.kv_tokens : problem.total_q),
                           "expected at most 2^28 rows");
+  }
+  // The gather's rows (token, head) of one sequence are 32-bit.
+  if (static_cast<long long>(problem.max_seq_len) * cache.heads_kv > INT_MAX) {
+    throw InvalidArgument("problem.max_seq_len", std::to_string(problem.max_seq_len),
+                          "expected max_seq_len * heads_kv < 2^31");
   }
   if (problem.kv_tokens < problem.max_seq_len) {
     throw InvalidArgument("problem.kv_tokens", std::to_string(problem.kv_tokens),

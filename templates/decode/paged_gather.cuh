@@ -29,19 +29,20 @@ __device__ __forceinline__ int gathered_length(const PagedGatherParams& params, 
 }
 
 // The packed row of sequence `sequence`'s first token: the lengths of the sequences before it,
-// summed by the whole block (every block of the sequence computes it; batches are small).
+// summed by the whole block (every block of the sequence computes it; batches are small), in 64
+// bits and clamped to kv_rows (lengths summing past it, or past 2^31, place nothing beyond).
 __device__ __forceinline__ int packed_start(const PagedGatherParams& params, int sequence) {
-  __shared__ int warp_sums[kPagedRowThreads / 32];
-  int sum = 0;
+  __shared__ long long warp_sums[kPagedRowThreads / 32];
+  long long sum = 0;
   for (int i = threadIdx.x; i < sequence; i += kPagedRowThreads) sum += gathered_length(params, i);
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, offset);
   if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = sum;
   __syncthreads();
-  int total = 0;
+  long long total = 0;
 #pragma unroll
   for (int w = 0; w < kPagedRowThreads / 32; ++w) total += warp_sums[w];
-  return total;
+  return static_cast<int>(min(total, static_cast<long long>(params.kv_rows)));
 }
 
 // The eight INT4 values of this thread's channels, each times its group's FP16 scale and rounded
@@ -81,7 +82,7 @@ __global__ void __launch_bounds__(kPagedRowThreads) paged_gather(const PagedGath
   const int token = fast_divide(row, params.heads_kv_divisor);
   const int head = row - token * cache.heads_kv;
   // Inactive rows (past the sequence, or past kv_rows) still take part in the shuffles.
-  const bool active = token < length && start + token < params.kv_rows;
+  const bool active = token < length && token < params.kv_rows - start;
 
   int cache_row = 0;
   if (active) {
@@ -146,7 +147,8 @@ __global__ void __launch_bounds__(kPagedRowThreads) paged_gather(const PagedGath
   }
 
   if (blockIdx.x != 0) return;
-  const int end = min(start + length, params.kv_rows);
+  const int end = static_cast<int>(
+      min(static_cast<long long>(start) + length, static_cast<long long>(params.kv_rows)));
   if (threadIdx.x == 0) {
     params.cu_seqlens_kv[sequence + 1] = end;
     if (sequence == 0) params.cu_seqlens_kv[0] = 0;

@@ -256,6 +256,18 @@ const PrefillCase kCases[] = {
     {"Int4GqaPage128", 4, false, 128, 16, 4, 128, true, false, {64, 0, 129}, {200, 129, 1}, 7},
     {"Int8Head256Page32NotCausal", 8, false, 256, 8, 2, 32, false, false, {129, 40}, {257, 3}},
     {"Int4Bf16Head64Smoothed", 4, true, 64, 4, 4, 16, true, true, {31}, {33}},
+    // K smoothing with several sequences and KV heads: each head's offsets, the packed batch's.
+    {"Int8GqaSmoothedThreeSequences",
+     8,
+     false,
+     128,
+     16,
+     4,
+     32,
+     true,
+     true,
+     {100, 50, 0},
+     {60, 1, 90}},
 };
 
 INSTANTIATE_TEST_SUITE_P(Cases, PagedPrefillGpu, ::testing::ValuesIn(kCases),
