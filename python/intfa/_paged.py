@@ -145,6 +145,19 @@ def _as_int32(name, tensor, dims, what):
     return tensor.contiguous()
 
 
+def _table_and_lengths(block_table, seq_lens, batch):
+    """The block table int32 [batch, max_pages] and the lengths int32 [batch], checked."""
+    block_table = _as_int32("block_table", block_table, 2, "[batch, max_pages]")
+    seq_lens = _as_int32("seq_lens", seq_lens, 1, "[batch]")
+    if block_table.shape[0] != batch or block_table.shape[1] < 1:
+        raise invalid_argument("block_table.shape", tuple(block_table.shape),
+                               f"expected ({batch}, max_pages >= 1), one row per sequence")
+    if tuple(seq_lens.shape) != (batch,):
+        raise invalid_argument("seq_lens.shape", tuple(seq_lens.shape),
+                               f"expected ({batch},), one length per sequence")
+    return block_table, seq_lens
+
+
 def _cache_kwargs(k_data, v_data, k_scale, v_scale, k_offset, head_dim):
     num_pages, heads_kv, page_size, bits = _cache_geometry(k_data, v_data, k_scale, v_scale,
                                                            head_dim, k_offset)
@@ -383,14 +396,7 @@ def paged_decode(q, k_data, v_data, k_scale, v_scale, block_table, seq_lens, *, 
     if heads_q % heads_kv != 0:
         raise invalid_argument("q.shape", tuple(q.shape),
                                f"expected query heads a multiple of the cache's {heads_kv} KV heads")
-    block_table = _as_int32("block_table", block_table, 2, "[batch, max_pages]")
-    seq_lens = _as_int32("seq_lens", seq_lens, 1, "[batch]")
-    if block_table.shape[0] != batch or block_table.shape[1] < 1:
-        raise invalid_argument("block_table.shape", tuple(block_table.shape),
-                               f"expected ({batch}, max_pages >= 1), one row per sequence of q")
-    if tuple(seq_lens.shape) != (batch,):
-        raise invalid_argument("seq_lens.shape", tuple(seq_lens.shape),
-                               f"expected ({batch},), one length per sequence of q")
+    block_table, seq_lens = _table_and_lengths(block_table, seq_lens, batch)
     capacity = block_table.shape[1] * page_size
     if max_seq_len is None:
         max_seq_len = capacity
@@ -463,14 +469,7 @@ def paged_prefill(q, k_data, v_data, k_scale, v_scale, query_start_loc, block_ta
         raise invalid_argument("query_start_loc.shape", tuple(query_start_loc.shape),
                                "expected [batch + 1] offsets for batch >= 1")
     batch = query_start_loc.shape[0] - 1
-    block_table = _as_int32("block_table", block_table, 2, "[batch, max_pages]")
-    seq_lens = _as_int32("seq_lens", seq_lens, 1, "[batch]")
-    if block_table.shape[0] != batch or block_table.shape[1] < 1:
-        raise invalid_argument("block_table.shape", tuple(block_table.shape),
-                               f"expected ({batch}, max_pages >= 1), one row per sequence")
-    if tuple(seq_lens.shape) != (batch,):
-        raise invalid_argument("seq_lens.shape", tuple(seq_lens.shape),
-                               f"expected ({batch},), one length per sequence")
+    block_table, seq_lens = _table_and_lengths(block_table, seq_lens, batch)
     capacity = block_table.shape[1] * page_size
     if max_seq_len is not None and (not _checks.is_int(max_seq_len)
                                     or not 1 <= max_seq_len <= capacity):

@@ -20,18 +20,6 @@
 namespace intfa::testing {
 namespace {
 
-// Tight bounds against the same quantized cache: FP16 P and FP32 accumulation, plus the output's
-// own rounding (BF16 keeps 8 bits).
-double model_bound(bool bf16) {
-  return bf16 ? 6e-3 : 2e-3;
-}
-constexpr double kLseBound = 2e-3;
-// The quantization error against the original K/V on N(0, 1) (templates/decode/README.md: INT8
-// ~0.9%, INT4 ~14% on long sequences; short ones vary more).
-double original_bound(int bits) {
-  return bits == 8 ? 0.02 : 0.30;
-}
-
 struct ServingCase {
   std::string name;
   int bits = 8;

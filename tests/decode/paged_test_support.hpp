@@ -22,6 +22,18 @@
 
 namespace intfa::testing {
 
+// Tight bounds against the same quantized cache: FP16 P and FP32 accumulation, plus the output's
+// own rounding (BF16 keeps 8 bits).
+inline double model_bound(bool bf16) {
+  return bf16 ? 6e-3 : 2e-3;
+}
+constexpr double kLseBound = 2e-3;
+// The quantization error against the original K/V on N(0, 1) (templates/decode/README.md: INT8
+// ~0.9-1.2%, INT4 ~14% on long sequences; short ones vary more).
+inline double original_bound(int bits) {
+  return bits == 8 ? 0.02 : 0.30;
+}
+
 // 16-bit bits of values (already representable) for upload.
 inline std::vector<std::uint16_t> to_16bit(const std::vector<float>& values, bool bf16) {
   std::vector<std::uint16_t> bits(values.size());

@@ -430,6 +430,22 @@ bool wants_decode(const Arguments& arguments) {
   return mode_flag(arguments, "decode");
 }
 
+// A JSON row's fields of the GPU and the shape.
+json::Value shape_json(const device::DeviceInfo& info, const DecodeShape& shape) {
+  json::Value row = json::Value::object();
+  row.set("gpu", info.name);
+  row.set("batch", shape.batch);
+  row.set("seq", shape.seq);
+  row.set("q_len", shape.q_len);
+  row.set("heads_q", shape.heads_q);
+  row.set("heads_kv", shape.heads_kv);
+  row.set("head_dim", shape.head_dim);
+  row.set("bits", shape.bits);
+  row.set("page_size", shape.page_size);
+  row.set("causal", shape.causal);
+  return row;
+}
+
 // 4 * B * Hq * D * (the scores computed): Nq * Nkv, less the causal mask's (bottom-right).
 double prefill_operations(const DecodeShape& shape) {
   const double q = shape.q_len, kv = shape.seq;
@@ -469,18 +485,8 @@ int run_prefill_bench(const DecodeGrid& grid) {
                 tops(dense_ms[0]), dense_ms[1], tops(dense_ms[1]), dense_ms[0] / prefill.median_ms,
                 dense_ms[1] / prefill.median_ms);
     std::fflush(stdout);
-    json::Value row = json::Value::object();
-    row.set("gpu", info.name);
+    json::Value row = shape_json(info, shape);
     row.set("problem", shape.to_string());
-    row.set("batch", shape.batch);
-    row.set("seq", shape.seq);
-    row.set("q_len", shape.q_len);
-    row.set("heads_q", shape.heads_q);
-    row.set("heads_kv", shape.heads_kv);
-    row.set("head_dim", shape.head_dim);
-    row.set("bits", shape.bits);
-    row.set("page_size", shape.page_size);
-    row.set("causal", shape.causal);
     row.set("prefill_ms", prefill.median_ms);
     row.set("dense_half_kernel_ms", dense_ms[0]);
     row.set("dense_full_kernel_ms", dense_ms[1]);
@@ -526,17 +532,7 @@ int run_decode_bench(const Arguments& arguments) {
                   config_text(config).c_str(), splits, decode.median_ms, gbps, append.median_ms,
                   append_gbps);
       std::fflush(stdout);
-      json::Value row = json::Value::object();
-      row.set("gpu", info.name);
-      row.set("batch", shape.batch);
-      row.set("seq", shape.seq);
-      row.set("q_len", shape.q_len);
-      row.set("heads_q", shape.heads_q);
-      row.set("heads_kv", shape.heads_kv);
-      row.set("head_dim", shape.head_dim);
-      row.set("bits", shape.bits);
-      row.set("page_size", shape.page_size);
-      row.set("causal", shape.causal);
+      json::Value row = shape_json(info, shape);
       row.set("config", config_text(config));
       row.set("splits", splits);
       row.set("decode_ms", decode.median_ms);
