@@ -15,15 +15,19 @@
 #include "launch/kernel_runtime.hpp"
 
 namespace intfa {
+
+using paged::require_pointer;
+using paged::require_positive;
+using paged::validate_cache;
+using paged::validate_cache_geometry;
+using paged::where;
+using paged::Where;
+
 namespace {
 
 constexpr int kMaxGridYZ = 65535;
 constexpr int kMaxQueries = 64;
 constexpr double kLog2E = 1.4426950408889634;
-
-void require_positive(long long value, const std::string& field) {
-  if (value < 1) throw InvalidArgument(field, std::to_string(value), "expected >= 1");
-}
 
 void require_head_dim(int head_dim, const std::string& field) {
   if (head_dim != 64 && head_dim != 128 && head_dim != 256) {
@@ -46,12 +50,7 @@ void validate_problem(const PagedKVCache& cache, const PagedDecodeProblem& probl
                           "expected at most 64 queries per sequence (decode; use "
                           "paged_prefill for more)");
   }
-  require_positive(problem.heads_q, "problem.heads_q");
-  if (problem.heads_q % cache.heads_kv != 0) {
-    throw InvalidArgument(
-        "problem.heads_q", std::to_string(problem.heads_q),
-        "expected a multiple of cache.heads_kv = " + std::to_string(cache.heads_kv) + " (GQA/MQA)");
-  }
+  paged::validate_query_heads(cache, problem.heads_q);
   if (static_cast<long long>(problem.batch) * cache.heads_kv > kMaxGridYZ) {
     throw InvalidArgument("problem.batch", std::to_string(problem.batch),
                           "expected batch * heads_kv <= 65535 (the grid's z dimension)");
@@ -61,13 +60,7 @@ void validate_problem(const PagedKVCache& cache, const PagedDecodeProblem& probl
     throw InvalidArgument("problem.heads_q", std::to_string(problem.heads_q),
                           "expected q_len * heads_q / heads_kv <= 16 * 65535 rows");
   }
-  require_positive(problem.max_pages, "problem.max_pages");
-  require_positive(problem.max_seq_len, "problem.max_seq_len");
-  const long long capacity = static_cast<long long>(problem.max_pages) * cache.page_size;
-  if (problem.max_seq_len > capacity) {
-    throw InvalidArgument("problem.max_seq_len", std::to_string(problem.max_seq_len),
-                          "expected at most max_pages * page_size = " + std::to_string(capacity));
-  }
+  paged::validate_sequence_bounds(cache, problem.max_pages, problem.max_seq_len);
 }
 
 void validate_options(const PagedDecodeOptions& options) {
@@ -152,7 +145,7 @@ DecodePlan plan_decode(const PagedKVCache& cache, const PagedDecodeProblem& prob
 void launch_merge(const launch::LoadedKernel& kernel, int head_dim,
                   const kernels::MergeStatesParams& params, CUstream stream) {
   const long long rows = static_cast<long long>(params.outer) * params.inner * params.heads;
-  const int rows_per_block = kernels::kPagedRowThreads / (head_dim / 8);
+  const int rows_per_block = kernels::paged_rows_per_set(head_dim);
   launch::LaunchShape shape;
   shape.grid[0] = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);
   shape.block[0] = kernels::kPagedRowThreads;
@@ -167,18 +160,35 @@ void set3(kernels::i64 (&target)[3], std::int64_t a, std::int64_t b, std::int64_
 
 }  // namespace
 
-using paged::require_pointer;
-using paged::validate_cache;
-using paged::validate_cache_geometry;
-using paged::where;
-using paged::Where;
-
 void paged::require_pointer(const void* pointer, const std::string& field, int alignment) {
   if (pointer == nullptr) throw InvalidArgument(field, "null", "expected a device pointer");
   const auto address = reinterpret_cast<std::uintptr_t>(pointer);
   if (address % static_cast<std::uintptr_t>(alignment) != 0) {
     throw InvalidArgument(field, std::to_string(address),
                           "expected " + std::to_string(alignment) + "-byte alignment");
+  }
+}
+
+void paged::require_positive(long long value, const std::string& field) {
+  if (value < 1) throw InvalidArgument(field, std::to_string(value), "expected >= 1");
+}
+
+void paged::validate_query_heads(const PagedKVCache& cache, int heads_q) {
+  require_positive(heads_q, "problem.heads_q");
+  if (heads_q % cache.heads_kv != 0) {
+    throw InvalidArgument(
+        "problem.heads_q", std::to_string(heads_q),
+        "expected a multiple of cache.heads_kv = " + std::to_string(cache.heads_kv) + " (GQA/MQA)");
+  }
+}
+
+void paged::validate_sequence_bounds(const PagedKVCache& cache, int max_pages, int max_seq_len) {
+  require_positive(max_pages, "problem.max_pages");
+  require_positive(max_seq_len, "problem.max_seq_len");
+  const long long capacity = static_cast<long long>(max_pages) * cache.page_size;
+  if (max_seq_len > capacity) {
+    throw InvalidArgument("problem.max_seq_len", std::to_string(max_seq_len),
+                          "expected at most max_pages * page_size = " + std::to_string(capacity));
   }
 }
 

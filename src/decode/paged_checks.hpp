@@ -17,6 +17,12 @@ void validate_cache_geometry(const PagedKVCache& cache);
 void validate_cache(const PagedKVCache& cache);
 // A device pointer that is set and `alignment`-byte aligned.
 void require_pointer(const void* pointer, const std::string& field, int alignment);
+void require_positive(long long value, const std::string& field);
+// problem.heads_q: positive and a multiple of the cache's KV heads (GQA/MQA).
+void validate_query_heads(const PagedKVCache& cache, int heads_q);
+// problem.max_pages and problem.max_seq_len: positive, and the block table's rows hold the
+// longest sequence.
+void validate_sequence_bounds(const PagedKVCache& cache, int max_pages, int max_seq_len);
 
 // The context of `stream` (the current one for the null stream) and its device's description.
 struct Where {

@@ -20,6 +20,8 @@
 namespace intfa {
 namespace {
 
+using paged::require_positive;
+
 constexpr std::size_t kPartAlignment = 256;
 constexpr int kMaxGridY = 65535;
 
@@ -54,34 +56,19 @@ PrefillWorkspace workspace_layout(const PagedKVCache& cache, const PagedPrefillP
   return layout;
 }
 
-void require_positive(long long value, const std::string& field) {
-  if (value < 1) throw InvalidArgument(field, std::to_string(value), "expected >= 1");
-}
-
 void validate_problem(const PagedKVCache& cache, const PagedPrefillProblem& problem) {
   require_positive(problem.batch, "problem.batch");
   if (problem.batch > kMaxGridY) {
     throw InvalidArgument("problem.batch", std::to_string(problem.batch), "expected <= 65535");
   }
-  require_positive(problem.heads_q, "problem.heads_q");
-  if (problem.heads_q % cache.heads_kv != 0) {
-    throw InvalidArgument(
-        "problem.heads_q", std::to_string(problem.heads_q),
-        "expected a multiple of cache.heads_kv = " + std::to_string(cache.heads_kv) + " (GQA/MQA)");
-  }
+  paged::validate_query_heads(cache, problem.heads_q);
   require_positive(problem.total_q, "problem.total_q");
   require_positive(problem.max_q_len, "problem.max_q_len");
   if (problem.max_q_len > problem.total_q) {
     throw InvalidArgument("problem.max_q_len", std::to_string(problem.max_q_len),
                           "expected at most problem.total_q = " + std::to_string(problem.total_q));
   }
-  require_positive(problem.max_pages, "problem.max_pages");
-  require_positive(problem.max_seq_len, "problem.max_seq_len");
-  const long long capacity = static_cast<long long>(problem.max_pages) * cache.page_size;
-  if (problem.max_seq_len > capacity) {
-    throw InvalidArgument("problem.max_seq_len", std::to_string(problem.max_seq_len),
-                          "expected at most max_pages * page_size = " + std::to_string(capacity));
-  }
+  paged::validate_sequence_bounds(cache, problem.max_pages, problem.max_seq_len);
   if (problem.max_q_len > problem.max_seq_len) {
     throw InvalidArgument(
         "problem.max_q_len", std::to_string(problem.max_q_len),
@@ -221,7 +208,7 @@ void paged_prefill(const PagedKVCache& cache, const PagedPrefillProblem& problem
   params.k_scale = k_scale;
   params.v = v16.data;
   params.cu_seqlens_kv = cu_seqlens_kv;
-  const int rows_per_block = kernels::kPagedRowThreads / (cache.head_dim / 8);
+  const int rows_per_block = kernels::paged_rows_per_set(cache.head_dim);
   const long long rows = static_cast<long long>(problem.max_seq_len) * cache.heads_kv;
   const launch::LoadedKernel& gather =
       launch::KernelRuntime::instance().load(spec, planned.context, 0);

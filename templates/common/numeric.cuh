@@ -14,6 +14,13 @@ __device__ __forceinline__ float f16_to_float(u16 bits) {
   return value;
 }
 
+// FP32 -> FP16 bits, round to nearest even.
+__device__ __forceinline__ u16 float_to_f16_bits(float value) {
+  u16 bits;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
+  return bits;
+}
+
 __device__ __forceinline__ float bf16_to_float(u16 bits) {
   return __int_as_float(static_cast<int>(static_cast<u32>(bits) << 16));
 }

@@ -40,7 +40,7 @@ __global__ void __launch_bounds__(kPagedRowThreads) merge_states(const MergeStat
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(OutputType != ElementType::kF32, "16-bit outputs");
   constexpr int kThreadsPerRow = HeadDim / 8;
-  constexpr int kRowsPerBlock = kPagedRowThreads / kThreadsPerRow;
+  constexpr int kRowsPerBlock = paged_rows_per_set(HeadDim);
   constexpr float kLog2E = 1.4426950408889634f;
   constexpr float kLn2 = 0.6931471805599453f;
   const int lane_in_row = threadIdx.x % kThreadsPerRow;

@@ -17,20 +17,13 @@ struct PagedAppendConfig {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(Bits == 8 || Bits == 4, "8 or 4 bits");
   static constexpr int kThreadsPerRow = HeadDim / 8;
-  static constexpr int kRowsPerSet = paged_append_rows_per_set(HeadDim);
+  static constexpr int kRowsPerSet = paged_rows_per_set(HeadDim);
   static_assert(kRowsPerSet * kThreadsPerRow == kPagedRowThreads, "one row set per block pass");
   // The lanes that share one scale: the whole row (INT8) or one group (INT4).
   static constexpr int kThreadsPerScale = Bits == 8 ? kThreadsPerRow : kPagedInt4Group / 8;
   static constexpr float kRange = Bits == 8 ? 127.0f : 7.0f;
   static constexpr int kRowBytes = paged_row_bytes(HeadDim, Bits);
 };
-
-// FP32 -> FP16 bits, round to nearest even.
-__device__ __forceinline__ u16 float_to_f16_bits(float value) {
-  u16 bits;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(bits) : "f"(value));
-  return bits;
-}
 
 // A block takes kPagedAppendRowSets consecutive row sets of K (blockIdx.y 0) or V (1), each
 // set the rows its threads cover at once, and issues all their slot loads, then all their row

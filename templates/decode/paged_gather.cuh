@@ -18,7 +18,7 @@ struct PagedGatherConfig {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(Bits == 8 || Bits == 4, "8 or 4 bits");
   static constexpr int kThreadsPerRow = HeadDim / 8;
-  static constexpr int kRowsPerBlock = kPagedRowThreads / kThreadsPerRow;
+  static constexpr int kRowsPerBlock = paged_rows_per_set(HeadDim);
   static constexpr int kRowBytes = paged_row_bytes(HeadDim, Bits);
   static constexpr int kGroups = HeadDim / kPagedInt4Group;
 };
@@ -56,11 +56,7 @@ __device__ __forceinline__ void dequantize_int4x8(float (&values)[8], const u8* 
   for (int i = 0; i < 8; ++i) {
     const int nibble = static_cast<int>(word >> (4 * i)) & 0xF;
     const float value = static_cast<float>(nibble >= 8 ? nibble - 16 : nibble);
-    float rounded;
-    asm("{ .reg .f16 h; cvt.rn.f16.f32 h, %1; cvt.f32.f16 %0, h; }"
-        : "=f"(rounded)
-        : "f"(value * scale));
-    values[i] = rounded;
+    values[i] = f16_to_float(float_to_f16_bits(value * scale));
   }
 }
 

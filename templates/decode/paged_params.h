@@ -13,17 +13,18 @@ namespace kernels {
 constexpr int kPagedInt4Group = 32;
 // Tokens per decode tile: the smallest page, so that a tile never spans two pages.
 constexpr int kPagedTileTokens = 16;
-// Threads of the append and merge kernels; each thread owns 8 consecutive channels of a row.
+// Threads of the append, gather and merge kernels; each thread owns 8 consecutive channels of a
+// row, so a block's threads cover a row set of kPagedRowThreads / (head_dim / 8) rows at once
+// (the gather's and the merge's block).
 constexpr int kPagedRowThreads = 128;
-// The append kernel's rows: a row set is the kPagedRowThreads / (head_dim / 8) consecutive rows
-// of K or V that the block's threads cover at once, and a block takes kPagedAppendRowSets
-// consecutive sets, their loads all in flight before it quantizes any (paged_append.cuh).
-constexpr int kPagedAppendRowSets = 4;
-INTFA_HOST_DEVICE constexpr int paged_append_rows_per_set(int head_dim) {
+INTFA_HOST_DEVICE constexpr int paged_rows_per_set(int head_dim) {
   return kPagedRowThreads / (head_dim / 8);
 }
+// An append block takes kPagedAppendRowSets consecutive row sets of K or V, their loads all in
+// flight before it quantizes any (paged_append.cuh).
+constexpr int kPagedAppendRowSets = 4;
 INTFA_HOST_DEVICE constexpr int paged_append_rows_per_block(int head_dim) {
-  return paged_append_rows_per_set(head_dim) * kPagedAppendRowSets;
+  return paged_rows_per_set(head_dim) * kPagedAppendRowSets;
 }
 
 // n / divisor for 0 <= n < 2^31 and 1 <= divisor < 2^31 as (n * multiplier) >> shift: one wide
