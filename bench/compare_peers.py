@@ -13,6 +13,11 @@ Contenders at each shape (B, H, head dim d, sequence N, causal off/on; --contend
   intfa_e2e         `intfa.attention` as users call it (default numerics: quantize + attend)
   intfa_e2e_kblock  the same with k_granularity="block" (intfa_e2e_kvblock: K and V per block,
                     intfa_e2e_half: variant "half_int8"; opt-in)
+  intfa_paged_prefill  `intfa.paged_prefill` over a paged INT8 cache holding K and V (pages of
+                    64 in shuffled order, appended beforehand, unsmoothed): every sequence's N
+                    queries against its N cached tokens, as a serving prefill reads a cache
+                    (the gather and the varlen half INT8 kernel, Q quantized in the kernel;
+                    opt-in)
 A peer whose wheel does not import, or a contender that fails at a shape, is reported as missing
 with the reason; the rest still run.
 
@@ -70,6 +75,7 @@ CONTENDERS = {
     "intfa_e2e_kblock": ("intfa.attention k=block", "intfa"),
     "intfa_e2e_kvblock": ("intfa.attention k,v=block", "intfa"),
     "intfa_e2e_half": ("intfa.attention half", "intfa"),
+    "intfa_paged_prefill": ("intfa paged prefill", "intfa"),
 }
 DEFAULT_CONTENDERS = ("sdpa_cudnn", "fa3_bf16", "fa3_fp8", "cudnn_fp8", "intfa_full",
                       "intfa_half", "intfa_e2e", "intfa_e2e_kblock")
@@ -332,7 +338,7 @@ class Peers:
         """Why `name` cannot run at all, or None."""
         key = {"fa3_bf16": "fa3", "fa3_fp8": "fa3", "cudnn_fp8": "cudnn",
                "intfa_full": "intfa_kernel", "intfa_half": "intfa_kernel"}.get(
-                   name, "intfa_e2e" if name.startswith("intfa_e2e") else None)
+                   name, "intfa_e2e" if name.startswith(("intfa_e2e", "intfa_paged")) else None)
         return self.why.get(key)
 
 
@@ -554,6 +560,26 @@ def make_intfa_e2e(peers, inputs, causal, **numerics):
     return Run(call, lambda: call().float())
 
 
+def make_intfa_paged_prefill(peers, inputs, causal, page_size=64):
+    torch, intfa = peers.torch, peers.intfa
+    b, h, n, d = inputs.q.shape
+    pages = -(-n // page_size)
+    cache = intfa.PagedKVCache(b * pages, page_size, h, d, bits=8, device=inputs.q.device)
+    table = torch.randperm(b * pages, device=inputs.q.device).int().view(b, pages)
+    position = torch.arange(n, device=inputs.q.device)
+    slots = (table[:, position // page_size].long() * page_size + position % page_size)
+    rows = [x.transpose(1, 2).reshape(b * n, h, d) for x in (inputs.q, inputs.k, inputs.v)]
+    cache.append(rows[1], rows[2], slots.reshape(-1))
+    q_rows = rows[0].contiguous()
+    starts = torch.arange(0, (b + 1) * n, n, dtype=torch.int32, device=inputs.q.device)
+    lengths = torch.full((b,), n, dtype=torch.int32, device=inputs.q.device)
+
+    def call():
+        return cache.prefill(q_rows, starts, table, lengths, max_q_len=n, max_seq_len=n,
+                             kv_tokens=b * n, causal=causal)
+    return Run(call, lambda: call().view(b, n, h, d).transpose(1, 2).float())
+
+
 def make_run(name, peers, inputs, causal, args):
     from intfa_ctypes import FULL_INT8, HALF_INT8
     reason = peers.reason(name)
@@ -568,6 +594,8 @@ def make_run(name, peers, inputs, causal, args):
     if name in ("intfa_full", "intfa_half"):
         return make_intfa_kernel(peers, inputs, causal,
                                  FULL_INT8 if name == "intfa_full" else HALF_INT8)
+    if name == "intfa_paged_prefill":
+        return make_intfa_paged_prefill(peers, inputs, causal)
     numerics = {"intfa_e2e": {}, "intfa_e2e_kblock": {"k_granularity": "block"},
                 "intfa_e2e_kvblock": {"k_granularity": "block", "v_granularity": "block"},
                 "intfa_e2e_half": {"variant": "half_int8"}}[name]

@@ -5,6 +5,9 @@
   transformers' own SDPA path).
 * ``intfa.integrations.diffusers``: a diffusers attention backend function (``backend()``), and
   ``register()`` to install it in place of one of diffusers' backends ("native" by default).
+* ``intfa.integrations.transformers_paged.register()``: ``attn_implementation="paged|intfa"``
+  for transformers' continuous batching (``generate_batch``): prefill and decode on intfa's
+  paged INT8/INT4 cache, kept beside transformers' own.
 * ``intfa.integrations.vllm``: a vLLM attention backend (vLLM 0.11.0's V1 interface, without
   importing vLLM) over intfa's paged INT8/INT4 cache: paged_append, then paged_decode or
   paged_prefill for each step's batch.
