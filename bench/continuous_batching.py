@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Tokens/s of transformers' continuous batching (``generate_batch``) with intfa's paged INT8 and
-INT4 cache (``paged|intfa``, intfa.integrations.transformers_paged; with transformers' CUDA graphs
-of padded batches, its default, and without: "-eager") against ``paged|sdpa``, on a
+INT4 cache (``paged|intfa``, intfa.integrations.transformers_paged; without CUDA graphs, as
+transformers configures it by default, and with its graphs of padded batches: "-graphs") against
+``paged|sdpa``, on a
 randomly initialised Llama-3-8B-shaped model (32 query / 8 KV heads, d=128, hidden 4096, MLP
 14336, vocab 128256; --layers of them), in one process. For each --cases entry CONTEXTxBATCH:
 BATCH random prompts of CONTEXT tokens, --new-tokens greedy tokens each; every contender first
@@ -136,9 +137,9 @@ def main():
                         help="tokens per step (prefill chunks and decode rows), the same for all")
     parser.add_argument("--kv-gib", type=float, default=5.0,
                         help="KV memory each contender's cache gets")
-    parser.add_argument("--impls", default="paged|sdpa,int8,int8-eager,int4",
-                        help="paged|sdpa first, then of int8, int4 (transformers' default "
-                        "config for them: CUDA graphs on), int8-eager, int4-eager (graphs off)")
+    parser.add_argument("--impls", default="paged|sdpa,int8,int4",
+                        help="paged|sdpa first, then of int8, int4, int8-graphs, int4-graphs "
+                        "(with transformers' CUDA graphs; without, its default here)")
     parser.add_argument("--floor", action="store_true",
                         help="also paged|sdpa on a float16 copy of the model: the agreement of "
                         "two 16-bit runs, the floor the quantized ones are read against")
@@ -160,18 +161,19 @@ def main():
              "int4": paged.register("paged|intfa4", bits=4)}
     contenders = []
     for impl in args.impls.split(","):
-        width, _, eager = impl.partition("-")
+        width, _, graphs = impl.partition("-")
         bits = 16 if impl == "paged|sdpa" else int(width[3:])
         per_block = paged.bytes_per_block(args.block_size, text.num_key_value_heads,
                                           text.head_dim, text.num_hidden_layers, bits)
         blocks = kv_bytes // per_block - 2
         options = dict(block_size=args.block_size, num_blocks=blocks,
                        max_batch_tokens=args.max_batch_tokens)
-        # transformers' default for intfa: CUDA graphs of padded batches; "-eager": none.
+        # transformers' default for both: no CUDA graphs (it assumes a mask for names without
+        # "flash"); "-graphs": its CUDA graphs of padded batches.
         if bits == 16:
             cb = transformers.ContinuousBatchingConfig(**options)
         else:
-            cb = paged.config(model, **options, **({"use_cuda_graph": False} if eager else {}))
+            cb = paged.config(model, **options, **({"use_cuda_graph": True} if graphs else {}))
         contenders.append(Contender(impl, names.get(width, impl), cb, blocks,
                                     per_block / args.block_size, model, bits, options))
     if args.floor and contenders[0].impl == "paged|sdpa":

@@ -50,6 +50,29 @@ class PageMappingTest(unittest.TestCase):
             self.assertEqual(caught.exception.field, name)
 
 
+@needs_transformers
+class ConfigTest(unittest.TestCase):
+    def model(self):
+        import transformers
+        return types.SimpleNamespace(config=transformers.LlamaConfig(
+            hidden_size=1024, num_attention_heads=16, num_key_value_heads=4, head_dim=64,
+            num_hidden_layers=3))
+
+    def test_num_blocks_fill_the_memory_budget(self):
+        per_block = paged.bytes_per_block(128, 4, 64, 3, 8)
+        config = paged.config(self.model(), memory_bytes=100 * per_block, block_size=128)
+        self.assertEqual(config.num_blocks, 98)  # transformers adds its two trash blocks
+        self.assertEqual(config.block_size, 128)
+
+    def test_cpu_offloading_and_bad_budgets_are_refused(self):
+        for field, options in (("cpu_offload_space", {"cpu_offload_space": 4.0}),
+                               ("memory_bytes", {"memory_bytes": 0}),
+                               ("block_size", {"block_size": 100})):
+            with self.assertRaises(intfa.InvalidArgument, msg=field) as caught:
+                paged.config(self.model(), **options)
+            self.assertEqual(caught.exception.field, field)
+
+
 class FakeCache:
     """What the attention function reads of transformers' PagedAttentionCache."""
 
@@ -206,7 +229,8 @@ class ContinuousBatchingStepsTest(unittest.TestCase):
             block_size=block_size, num_blocks=num_blocks, num_key_value_heads=heads_kv,
             head_dim=head_dim, num_sliding_attention_groups=0,
             layer_index_to_group_indices={0: (0, 0)}, key_cache=[torch.zeros(1, device="cuda")],
-            value_cache=[torch.zeros(1, device="cuda")])
+            value_cache=[torch.zeros(1, device="cuda")],
+            write_trash_index=(num_blocks + 1) * block_size)
         forward = paged.attention_function(8, smooth_k=True)
         read_trash, write_trash = num_blocks * block_size, (num_blocks + 1) * block_size
         q = torch.zeros(q_pad, heads_q, head_dim, dtype=torch.float16, device="cuda")
@@ -278,6 +302,43 @@ class ContinuousBatchingStepsTest(unittest.TestCase):
         report(f"paged|intfa under a CUDA graph, padded batches: rel_l2 <= {worst:.4%} over "
                f"{step} replays")
 
+    def test_forks_copy_intfa_pages(self):
+        """transformers forks a request (num_return_sequences > 1) through its cache's
+        copy_cache(source blocks, forked blocks): on intfa's pages, a block of 256 being two."""
+        torch.manual_seed(3)
+        block_size, num_blocks, heads_kv, head_dim = 256, 6, 2, 64
+        cache = FakeCache(
+            block_size=block_size, num_blocks=num_blocks, num_key_value_heads=heads_kv,
+            head_dim=head_dim, num_sliding_attention_groups=0,
+            layer_index_to_group_indices={0: (0, 0), 1: (0, 1)},
+            key_cache=[torch.zeros(1, device="cuda") for _ in range(2)],
+            value_cache=[torch.zeros(1, device="cuda") for _ in range(2)])
+        forward = paged.attention_function(8, smooth_k=False)
+        tokens = 3 * block_size  # blocks 4, 1 and 3 filled
+        slots = torch.cat([torch.arange(b * block_size, (b + 1) * block_size)
+                           for b in (4, 1, 3)]).cuda()
+        cu = torch.tensor([0, tokens], dtype=torch.int32, device="cuda")
+        for layer in range(2):
+            q = torch.randn(1, 4, tokens, head_dim, device="cuda").half()
+            k, v = (torch.randn(1, heads_kv, tokens, head_dim, device="cuda").half()
+                    for _ in range(2))
+            forward(types.SimpleNamespace(layer_idx=layer), q, k, v, None, cache=cache,
+                    cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_seqlen_q=tokens,
+                    max_seqlen_k=tokens, read_index=[slots[:0]], write_index=[slots])
+        state = paged._CACHES[cache]
+        before = {name: [getattr(layer, name).clone() for layer in state.layers.values()]
+                  for name in ("k_data", "v_data", "k_scale", "v_scale")}
+        cache.copy_cache([4, 1], [0, 5])
+        for name, tensors in before.items():
+            for layer, old in zip(state.layers.values(), tensors):
+                new = getattr(layer, name)
+                for source, forked in ((4, 0), (1, 5)):
+                    self.assertTrue(torch.equal(new[2 * forked:2 * forked + 2],
+                                                old[2 * source:2 * source + 2]), name)
+                for untouched in (1, 2, 3, 4, 6, 7):  # blocks 1-4 and the trash's pages
+                    self.assertTrue(torch.equal(new[2 * untouched:2 * untouched + 2],
+                                                old[2 * untouched:2 * untouched + 2]), name)
+
     def test_outside_continuous_batching_it_says_so(self):
         forward = paged.attention_function(8, smooth_k=False)
         q = torch.zeros(1, 8, 4, 64, device="cuda", dtype=torch.float16)
@@ -300,8 +361,8 @@ def generate(model, prompts, impl, new_tokens, cb_config):
 class GenerateBatchTest(unittest.TestCase):
     """A small Llama generating through generate_batch (chunked prefills beside decode steps):
     without CUDA graphs every attention call of the loop checked against float32 attention of
-    its original K/V (ShadowCheck), then with transformers' CUDA graphs; the tokens compared
-    with paged|sdpa's."""
+    its original K/V (ShadowCheck), then with transformers' CUDA graphs, the tokens compared
+    with paged|sdpa's; then two sequences a prompt (forked requests)."""
 
     def test_a_llama_generates_through_paged_intfa(self):
         import transformers
@@ -336,10 +397,11 @@ class GenerateBatchTest(unittest.TestCase):
                    f"512, 12 new tokens: {len(check.errors)} attention outputs, rel_l2 <= "
                    f"{max(check.errors):.4%} (mean {sum(check.errors) / len(check.errors):.4%}); "
                    f"greedy tokens equal to paged|sdpa's at {same} of {total} positions")
-        # transformers' default for it: CUDA graphs of padded batches (no ShadowCheck: a capture
-        # cannot read the offsets to the host).
+        # With transformers' CUDA graphs of padded batches (no ShadowCheck: a capture cannot
+        # read the offsets to the host).
         paged.register()
-        outputs = generate(model, prompts, paged.NAME, 12, paged.config(model, **options))
+        outputs = generate(model, prompts, paged.NAME, 12,
+                           paged.config(model, **options, use_cuda_graph=True))
         for got in outputs:
             self.assertIsNone(got.error)
             self.assertEqual(len(got.generated_tokens), 12)
@@ -347,6 +409,31 @@ class GenerateBatchTest(unittest.TestCase):
                    for a, b in zip(got.generated_tokens, expected.generated_tokens))
         report(f"paged|intfa INT8 generate_batch under transformers' CUDA graphs: greedy tokens "
                f"equal to paged|sdpa's at {same} of {12 * len(prompts)} positions")
+        # Two sequences a prompt, sampled with top_k=1 (greedy; transformers forks only sampled
+        # requests): the child forked after the prefill (its last partial block copied by
+        # copy_cache) continues exactly as its parent.
+        # transformers 5.17's generate_batch returns the parents only: its manager, directly.
+        from transformers import GenerationConfig
+        model.set_attn_implementation(paged.NAME)
+        manager = model.init_continuous_batching(GenerationConfig(
+            max_new_tokens=12, do_sample=True, top_k=1, eos_token_id=None, pad_token_id=0,
+            num_return_sequences=2), paged.config(model, **options))
+        manager.start()
+        results = {}
+        try:
+            manager.add_requests(inputs=prompts, max_new_tokens=12)
+            while len(results) < 2 * len(prompts) and manager.is_running():
+                result = manager.get_result(timeout=1)
+                if result is not None and result.is_finished():
+                    results[result.request_id] = result
+        finally:
+            manager.stop(block=True, timeout=30)
+        children = [name for name in results if "__child#" in name]
+        self.assertEqual(len(children), len(prompts))
+        for name in children:
+            parent = results[name.split("__child#")[0]]
+            self.assertIsNone(results[name].error)
+            self.assertEqual(results[name].generated_tokens, parent.generated_tokens, name)
 
 
 if __name__ == "__main__":

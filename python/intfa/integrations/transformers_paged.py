@@ -17,33 +17,37 @@ and ``cu_seq_lens_k``; it does not let a backend allocate the cache. So intfa ke
 beside it, keyed by that cache object and the layer: one ``intfa.PagedKVCache`` per layer with
 the same slots (slot = block * block_size + position; a transformers block of 256 or 512 tokens
 is 2 or 4 intfa pages of 128), written by ``paged_append`` at ``write_index``. On a layer's first
-call intfa releases transformers' 16-bit tensors of that layer (they are never read: transformers
-reads the cache only through its attention function), so the KV memory after the first step is
-intfa's: at d=128, 0.52x (INT8: a byte a value and a float32 scale per token and head) or
-0.28x (INT4: a nibble a value and a float16 scale per 32 channels) of the 16-bit cache's for the
-same blocks. ``config(model, memory_bytes=...)`` sizes ``num_blocks`` for a memory budget: 1.94x
-(INT8) or 3.56x (INT4) the 16-bit cache's tokens once transformers' tensors are released (until
-then the 16-bit tensors of ``num_blocks`` blocks exist: transformers allocates them first).
+call intfa releases transformers' 16-bit tensors of that layer: transformers reads them only in
+its attention functions, in ``copy_cache`` for forked requests (``num_return_sequences`` > 1),
+which intfa takes over for that cache object (it copies intfa's pages), and in CPU offloading,
+which ``config`` refuses. From then on the KV memory is intfa's: at d=128, 0.52x (INT8: a byte a
+value and a float32 scale per token and head) or 0.28x (INT4: a nibble a value and a float16
+scale per 32 channels) of the 16-bit cache's for the same blocks, and ``config(model,
+memory_bytes=...)`` sizes ``num_blocks`` for a budget: 1.94x (INT8) or 3.56x (INT4) the 16-bit
+cache's tokens. The peak is not: transformers allocates its 16-bit tensors for ``num_blocks``
+first (1.94x or 3.56x the budget, checked against free memory by transformers), and they go
+layer by layer as the first step runs.
 
 Each step: a batch whose sequences all have one query runs ``paged_decode``; any other
 (prefills, chunks over cached prefixes, decode rows beside them) ``paged_prefill``. The block
 table and lengths come from the step's ``read_index`` (or ``write_index`` when nothing is read)
 and ``cu_seq_lens_k``, once per step for all layers. K smoothing (``smooth_k``, default on): a
-layer's offset is the mean of the keys of its first call, fixed from then on.
+layer's offset is the mean of the keys of its first call (padding rows left out), fixed from
+then on.
 
-CUDA graphs: transformers captures its padded batches by default for an implementation that
-needs no mask, as this one. The host bounds are then the padded sizes, which cannot tell a
-decode-only batch from a padded one: every captured step runs ``paged_prefill`` (its workspace
-sized for the padded key count; the warm-up's is the whole cache's, once per layer's call), where
-without graphs (``use_cuda_graph=False``) a decode-only step runs ``paged_decode``. On an H200
-(bench/continuous_batching.py, a Llama-3-8B-shaped model of 4 layers) the two gave the same
-tokens/s within 3% at 2k, 8k and 32k tokens per sequence.
+CUDA graphs: transformers leaves them off for an implementation whose name has no "flash"
+(it assumes a mask); ``use_cuda_graph=True`` turns them on, and then transformers pads its
+batches and captures them. The host bounds are then the padded sizes, which cannot tell a
+decode-only batch from a padded one: every captured step runs ``paged_prefill``, its workspace
+sized for the padded key count (transformers' warm-up captures one with the whole cache's).
 
 Not served (``NotImplementedError`` or ``InvalidArgument``): sliding-window layers, attention
 sinks, dropout, transformers' flash decode fast path (``block_table``; transformers enables it for
-flash implementations only), forked requests (``num_return_sequences`` > 1: transformers copies
-its own cache's blocks, which intfa does not mirror), block sizes that are neither 16, 32, 64 nor
-a multiple of 128.
+flash implementations only), transformers' CPU offloading (``cpu_offload_space`` > 0: it would
+swap its own blocks, not intfa's; ``config`` refuses it, a hand-made config is not checked; with
+the default 0 a request evicted for lack of blocks is computed again, which is served), block
+sizes that are neither 16, 32, 64 nor a multiple of 128. Not tested: ``torch.compile`` of the
+model (transformers' ``default_compile_level`` > 0).
 """
 import weakref
 
@@ -86,6 +90,11 @@ def config(model, *, bits=8, memory_bytes=None, block_size=256, **options):
     from transformers.generation.continuous_batching.cache import find_head_dim, find_num_kv_heads
     text = model.config.get_text_config()
     page_size(block_size)
+    if options.get("cpu_offload_space"):
+        raise invalid_argument("cpu_offload_space", repr(options["cpu_offload_space"]),
+                               "expected 0: transformers' CPU offloading moves its own 16-bit "
+                               "blocks, not intfa's, so a restored request would read pages "
+                               "that were not restored")
     if memory_bytes is not None:
         if not isinstance(memory_bytes, int) or memory_bytes < 1:
             raise invalid_argument("memory_bytes", repr(memory_bytes), "expected an int >= 1")
@@ -99,7 +108,8 @@ def config(model, *, bits=8, memory_bytes=None, block_size=256, **options):
 def register(name=NAME, *, bits=8, smooth_k=True):
     """Registers intfa as ``attn_implementation=name`` (it must start with "paged|": that prefix
     is what makes transformers hand it the paged cache) in transformers' AttentionInterface.
-    Registering a name again replaces its function and starts new caches. Returns `name`."""
+    Registering a name again replaces its function; a transformers cache keeps the intfa cache
+    it got first (its width and smoothing must stay). Returns `name`."""
     if not isinstance(name, str) or not name.startswith("paged|") or name == "paged|":
         raise invalid_argument("name", repr(name), 'expected a str "paged|<name>"')
     if bits not in (8, 4) or isinstance(bits, bool):
@@ -116,23 +126,25 @@ class _Step:
     bounds. Under transformers' CUDA graphs (padded batches) the bounds are the padded sizes, so
     a captured step holds for every batch padded to them."""
     __slots__ = ("key", "decode", "block_table", "seq_lens", "query_start_loc", "max_q_len",
-                 "max_seq_len", "kv_tokens")
+                 "max_seq_len", "kv_tokens", "write_slots")
 
 
 class _Caches:
     """intfa's caches beside one transformers PagedAttentionCache: a PagedKVCache per layer and
-    the current step."""
+    the current step. Holds no reference to the transformers cache (it is the weak key)."""
 
     def __init__(self, cache, bits, smooth_k):
         if getattr(cache, "num_sliding_attention_groups", 0):
             raise NotImplementedError("paged|intfa does not serve sliding-window layers")
         self.page = page_size(cache.block_size)
-        self.num_pages = (cache.num_blocks + 2) * cache.block_size // self.page  # + the trash
+        self.pages_per_block = cache.block_size // self.page
+        self.num_pages = (cache.num_blocks + 2) * self.pages_per_block  # + the two trash blocks
+        self.write_trash = getattr(cache, "write_trash_index", None)
         self.bits, self.smooth_k = bits, smooth_k
         self.layers = {}
         self.step = None
 
-    def layer(self, cache, layer_idx, key_rows):
+    def layer(self, cache, layer_idx, key_rows, write_slots):
         import intfa
         import torch
         layer = self.layers.get(layer_idx)
@@ -140,16 +152,39 @@ class _Caches:
             return layer
         layer = intfa.PagedKVCache(self.num_pages, self.page, cache.num_key_value_heads,
                                    cache.head_dim, bits=self.bits, device=key_rows.device)
-        if self.smooth_k:
-            layer.set_k_offset(key_rows.float().mean(0))
-        # transformers reads its cache only through its attention function, which is this one:
-        # its 16-bit tensors of this layer are released (its allocation's memory becomes free).
+        if self.smooth_k:  # the mean of the call's keys, padding rows (the write trash) left out
+            weight = torch.ones(key_rows.shape[0], device=key_rows.device)
+            if self.write_trash is not None:
+                weight = (write_slots != self.write_trash).float()
+            total = (key_rows.float() * weight[:, None, None]).sum(0)
+            layer.set_k_offset(total / weight.sum().clamp(min=1.0))
+        # transformers' 16-bit tensors of this layer are released (its allocation's memory
+        # becomes free for intfa's): its attention functions and, for forks, copy_cache (taken
+        # over in register's function) are what read them; CPU offloading, which also does, is
+        # refused by config().
         _, in_group = cache.layer_index_to_group_indices[layer_idx]
         for tensors in (cache.key_cache, cache.value_cache):
             tensors[in_group] = torch.empty(0, dtype=tensors[in_group].dtype,
                                             device=key_rows.device)
         self.layers[layer_idx] = layer
         return layer
+
+    def copy_blocks(self, list_source_blocks, list_forked_blocks):
+        """transformers' PagedAttentionCache.copy_cache (a fork's shared blocks copied to its
+        own) on intfa's pages: block b is pages b * pages_per_block and the next ones."""
+        import torch
+        if not self.layers:
+            return
+        device = next(iter(self.layers.values())).k_data.device
+        per_block = torch.arange(self.pages_per_block, device=device)
+
+        def pages(blocks):
+            blocks = torch.tensor(list(blocks), dtype=torch.int64, device=device)
+            return (blocks[:, None] * self.pages_per_block + per_block[None, :]).reshape(-1)
+        source, forked = pages(list_source_blocks), pages(list_forked_blocks)
+        for layer in self.layers.values():
+            for tensor in (layer.k_data, layer.v_data, layer.k_scale, layer.v_scale):
+                tensor[forked] = tensor[source]
 
     def step_for(self, cu_seq_lens_q, cu_seq_lens_k, max_seqlen_q, max_seqlen_k, read_index,
                  write_index, total_q):
@@ -178,23 +213,43 @@ class _Caches:
         pages = torch.div(slots.to(torch.int64)[index], self.page, rounding_mode="floor")
         step.block_table = torch.where(valid, pages, 0).to(torch.int32)
         step.query_start_loc = cu_seq_lens_q.to(torch.int32)
-        step.max_q_len = max(1, int(max_seqlen_q))
+        # A sequence's queries are among its keys: under padding (CUDA graphs) max_seqlen_q is
+        # the padded token count, which may pass the padded max_seqlen_k.
+        step.max_q_len = max(1, min(int(max_seqlen_q), step.max_seq_len))
         step.decode = step.max_q_len == 1 and total_q == num_seqs
         step.kv_tokens = min(num_seqs * step.max_seq_len, max(step.max_seq_len, slots.numel()))
+        step.write_slots = write_index[:total_q].to(torch.int32)
         self.step = step
         return step
 
 
+# intfa's caches, keyed by transformers' cache object: one set whichever function (a name
+# registered again, a persistent manager used again) serves it.
+_CACHES = weakref.WeakKeyDictionary()
+
+
+def _caches_of(cache, bits, smooth_k):
+    state = _CACHES.get(cache)
+    if state is None:
+        state = _CACHES[cache] = _Caches(cache, bits, smooth_k)
+        # Forks copy blocks through the cache's copy_cache: on intfa's pages (an attribute of
+        # this cache object only; transformers' own tensors are released).
+        cache.copy_cache = state.copy_blocks
+    elif (state.bits, state.smooth_k) != (bits, smooth_k):
+        raise invalid_argument("bits", repr(bits), f"this cache is intfa's INT{state.bits} cache "
+                               f"(smooth_k={state.smooth_k}) already: one paged|intfa "
+                               "registration per transformers cache")
+    return state
+
+
 def attention_function(bits, smooth_k):
-    """The AttentionInterface function of ``paged|intfa`` (caches per transformers cache)."""
-    caches = weakref.WeakKeyDictionary()
+    """The AttentionInterface function of ``paged|intfa``."""
 
     def intfa_paged_attention_forward(module, query, key, value, attention_mask, dropout=0.0,
                                       scaling=None, cache=None, cu_seq_lens_q=None,
                                       cu_seq_lens_k=None, max_seqlen_q=None, max_seqlen_k=None,
                                       read_index=None, write_index=None, block_table=None,
                                       **kwargs):
-        import torch
         if cache is None or cu_seq_lens_q is None or write_index is None:
             raise invalid_argument("cache", repr(cache), "paged|intfa runs inside transformers' "
                                    "continuous batching (generate_batch); for a standard forward "
@@ -209,18 +264,16 @@ def attention_function(bits, smooth_k):
         if isinstance(cu_seq_lens_k, dict):
             cu_seq_lens_k, max_seqlen_k = (cu_seq_lens_k["full_attention"],
                                            max_seqlen_k["full_attention"])
-        state = caches.get(cache)
-        if state is None:
-            state = caches[cache] = _Caches(cache, bits, smooth_k)
+        state = _caches_of(cache, bits, smooth_k)
         group, _ = cache.layer_index_to_group_indices[module.layer_idx]
         total_q = query.shape[2]
         # [1, H, tokens, D] -> intfa's [tokens, H, D] rows (views; the head dim stays innermost).
         q_rows = query[0].transpose(0, 1)
         k_rows, v_rows = key[0].transpose(0, 1), value[0].transpose(0, 1)
-        layer = state.layer(cache, module.layer_idx, k_rows)
         step = state.step_for(cu_seq_lens_q, cu_seq_lens_k, max_seqlen_q, max_seqlen_k,
                               read_index[group], write_index[group], total_q)
-        layer.append(k_rows, v_rows, write_index[group][:total_q])
+        layer = state.layer(cache, module.layer_idx, k_rows, step.write_slots)
+        layer.append(k_rows, v_rows, step.write_slots)
         if step.decode:
             out = layer.decode(q_rows, step.block_table, step.seq_lens,
                                max_seq_len=step.max_seq_len, sm_scale=scaling)
