@@ -119,12 +119,31 @@ class ShadowCheck:
         return out, weights
 
 
+def next_step(step, prompts, done, tables, free, block_size, chunk, steps):
+    """transformers' batch of one step, as its scheduler and batch processor make it: request r
+    arrives at step r; a running request gets its next prompt chunk (at most `chunk` tokens) or
+    one decode token; a block from `free` for every block_size positions (`tables`: each
+    request's blocks); read slots of every key of a request, write slots of its new ones.
+    Returns (batch [(request, queries)], cu_q, cu_k, reads, writes) as lists."""
+    batch = [(r, min(chunk, p - done[r]) if done[r] < p else 1)
+             for r, p in enumerate(prompts) if r <= step and done[r] < p + steps]
+    cu_q, cu_k, reads, writes = [0], [0], [], []
+    for r, count in batch:
+        end = done[r] + count
+        while len(tables[r]) * block_size < end:
+            tables[r].append(free.pop())
+        slot = [tables[r][p // block_size] * block_size + p % block_size for p in range(end)]
+        reads += slot
+        writes += slot[done[r]:]
+        cu_q.append(cu_q[-1] + count)
+        cu_k.append(cu_k[-1] + end)
+    return batch, cu_q, cu_k, reads, writes
+
+
 @needs_gpu
 class ContinuousBatchingStepsTest(unittest.TestCase):
-    """Each step: requests arrive one a step; a running request gets its next prompt chunk (at
-    most `chunk` tokens) or one decode token; the slots and offsets are built as transformers'
-    batch processor builds them (a block per block_size positions, read_index every key of the
-    sequence, write_index the new ones, no read_index when nothing is cached yet)."""
+    """The attention function driven step by step (next_step) with the arguments transformers'
+    batch processor gives it (no read_index when nothing is cached yet)."""
 
     def serve(self, bits, dtype=torch.float16 if torch else None, heads=(32, 8), head_dim=128,
               block_size=256, prompts=(300, 5, 700), chunk=512, steps=5, layers=2):
@@ -149,23 +168,10 @@ class ContinuousBatchingStepsTest(unittest.TestCase):
         done = [0] * len(prompts)
         worst, kinds = 0.0, set()
         for step in range(steps + max(prompts) // chunk + 1):
-            batch = []
-            for r, prompt in enumerate(prompts):
-                if r <= step and done[r] < prompt + steps:
-                    batch.append((r, min(chunk, prompt - done[r]) if done[r] < prompt else 1))
+            batch, cu_q, cu_k, reads, writes = next_step(step, prompts, done, tables, free,
+                                                         block_size, chunk, steps)
             if not batch:
                 break
-            cu_q, cu_k, reads, writes = [0], [0], [], []
-            for r, count in batch:
-                end = done[r] + count
-                while len(tables[r]) * block_size < end:
-                    tables[r].append(free.pop())
-                slot = [tables[r][p // block_size] * block_size + p % block_size
-                        for p in range(end)]
-                reads += slot
-                writes += slot[done[r]:]
-                cu_q.append(cu_q[-1] + count)
-                cu_k.append(cu_k[-1] + end)
             cached = any(done[r] for r, _ in batch)
             kinds.add("decode" if all(c == 1 for _, c in batch) else
                       "mixed" if any(c == 1 for _, c in batch) else
@@ -256,19 +262,8 @@ class ContinuousBatchingStepsTest(unittest.TestCase):
                   for p in prompts]
         done, graph, worst = [0] * len(prompts), None, 0.0
         for step in range(steps + 3):
-            batch = [(r, min(chunk, p - done[r]) if done[r] < p else 1)
-                     for r, p in enumerate(prompts) if r <= step and done[r] < p + steps]
-            starts, lengths, read_list, write_list = [0], [0], [], []
-            for r, count in batch:
-                end = done[r] + count
-                while len(tables[r]) * block_size < end:
-                    tables[r].append(free.pop())
-                slot = [tables[r][p // block_size] * block_size + p % block_size
-                        for p in range(end)]
-                read_list += slot
-                write_list += slot[done[r]:]
-                starts.append(starts[-1] + count)
-                lengths.append(lengths[-1] + end)
+            batch, starts, lengths, read_list, write_list = next_step(
+                step, prompts, done, tables, free, block_size, chunk, steps)
             used = starts[-1]
             plateau = [starts[-1]] * (seqs_pad + 1 - len(starts))
             cu_q.copy_(torch.tensor(starts + plateau, dtype=torch.int32))
