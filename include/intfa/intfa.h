@@ -276,6 +276,34 @@ typedef struct intfa_paged_decode_options_t {
   int block_rows, stage_tokens, stages;
 } intfa_paged_decode_options_t;
 
+/* intfa::PagedPrefillProblem: packed queries of `batch` sequences against their cached K/V.
+   max_q_len, max_seq_len and kv_tokens (the sum of seq_lens) are upper bounds. */
+typedef struct intfa_paged_prefill_problem_t {
+  int batch, heads_q, total_q, max_q_len, max_pages, max_seq_len;
+  long long kv_tokens;
+  int causal; /* 0 or 1; bottom-right aligned */
+} intfa_paged_prefill_problem_t;
+
+/* q, out: [1, heads_q, total_q, head_dim] views (a [total_q, heads_q, head_dim] tensor: strides
+   {0, head_dim, heads_q * head_dim, 1}); lse optional [heads_q][total_q]; query_start_loc device
+   int32 [batch + 1] (0 .. total_q); block_table device int32 [batch][max_pages]; seq_lens device
+   int32 [batch] (each sequence's cached tokens, its new ones appended first); workspace of
+   intfa_paged_prefill_workspace_bytes bytes, 256-byte aligned. */
+typedef struct intfa_paged_prefill_tensors_t {
+  intfa_tensor_t q, out;
+  float* lse;
+  const int* query_start_loc;
+  const int* block_table;
+  const int* seq_lens;
+  void* workspace;
+  size_t workspace_bytes;
+} intfa_paged_prefill_tensors_t;
+
+/* intfa::PagedPrefillOptions; zero is the default (1/sqrt(head_dim)). */
+typedef struct intfa_paged_prefill_options_t {
+  double softmax_scale;
+} intfa_paged_prefill_options_t;
+
 /* A partial attention state: values [batch, heads, seq, head_dim] and its LSE with element strides
    {batch, heads, seq} (intfa::AttentionState). */
 typedef struct intfa_attention_state_t {
@@ -305,6 +333,15 @@ intfa_status_t intfa_paged_decode(const intfa_paged_cache_t* cache,
                                   const intfa_paged_decode_problem_t* problem,
                                   const intfa_paged_decode_tensors_t* tensors, CUstream stream,
                                   const intfa_paged_decode_options_t* options) INTFA_NOEXCEPT;
+intfa_status_t intfa_paged_prefill_workspace_bytes(const intfa_paged_cache_t* cache,
+                                                   const intfa_paged_prefill_problem_t* problem,
+                                                   size_t* bytes) INTFA_NOEXCEPT;
+/* intfa::paged_prefill (chunked prefill over the cache, decode rows beside it); options may be
+   NULL (the defaults). */
+intfa_status_t intfa_paged_prefill(const intfa_paged_cache_t* cache,
+                                   const intfa_paged_prefill_problem_t* problem,
+                                   const intfa_paged_prefill_tensors_t* tensors, CUstream stream,
+                                   const intfa_paged_prefill_options_t* options) INTFA_NOEXCEPT;
 /* intfa::precompile_paged: the family's kernels for the cache's head_dim and bits with `dtype`
    queries and new K/V (INTFA_F16 or INTFA_BF16), for `arch` (NULL or "": INTFA_ARCH, else the
    GPU's own). Only head_dim and bits of `cache` are read. */

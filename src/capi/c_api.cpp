@@ -165,6 +165,20 @@ intfa::PagedDecodeOptions to_decode_options(const intfa_paged_decode_options_t* 
   return o;
 }
 
+intfa::PagedPrefillProblem to_prefill_problem(const intfa_paged_prefill_problem_t* problem) {
+  require(problem, "problem");
+  intfa::PagedPrefillProblem p;
+  p.batch = problem->batch;
+  p.heads_q = problem->heads_q;
+  p.total_q = problem->total_q;
+  p.max_q_len = problem->max_q_len;
+  p.max_pages = problem->max_pages;
+  p.max_seq_len = problem->max_seq_len;
+  p.kv_tokens = problem->kv_tokens;
+  p.causal = problem->causal != 0;
+  return p;
+}
+
 intfa::AttentionState to_state(const intfa_attention_state_t* state, const std::string& field) {
   require(state, field.c_str());
   intfa::AttentionState s;
@@ -579,6 +593,36 @@ intfa_status_t intfa_paged_decode(const intfa_paged_cache_t* cache,
     t.workspace_bytes = tensors->workspace_bytes;
     intfa::paged_decode(to_cache(cache), to_decode_problem(problem), t, stream,
                         to_decode_options(options));
+  });
+}
+
+intfa_status_t intfa_paged_prefill_workspace_bytes(const intfa_paged_cache_t* cache,
+                                                   const intfa_paged_prefill_problem_t* problem,
+                                                   size_t* bytes) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(bytes, "bytes");
+    *bytes = intfa::paged_prefill_workspace_bytes(to_cache(cache), to_prefill_problem(problem));
+  });
+}
+
+intfa_status_t intfa_paged_prefill(const intfa_paged_cache_t* cache,
+                                   const intfa_paged_prefill_problem_t* problem,
+                                   const intfa_paged_prefill_tensors_t* tensors, CUstream stream,
+                                   const intfa_paged_prefill_options_t* options) INTFA_NOEXCEPT {
+  return guarded([&] {
+    require(tensors, "tensors");
+    intfa::PagedPrefillTensors t;
+    t.q = to_view(tensors->q, "tensors.q");
+    t.out = to_view(tensors->out, "tensors.out");
+    t.lse = tensors->lse;
+    t.query_start_loc = tensors->query_start_loc;
+    t.block_table = tensors->block_table;
+    t.seq_lens = tensors->seq_lens;
+    t.workspace = tensors->workspace;
+    t.workspace_bytes = tensors->workspace_bytes;
+    intfa::PagedPrefillOptions o;
+    if (options != nullptr) o.softmax_scale = options->softmax_scale;
+    intfa::paged_prefill(to_cache(cache), to_prefill_problem(problem), t, stream, o);
   });
 }
 

@@ -53,6 +53,41 @@ TensorView rows_view(void* data, int heads, int head_dim, DType dtype = DType::k
   return view;
 }
 
+// The C API's structs of the same cache and views.
+intfa_paged_cache_t c_cache_of(const PagedKVCache& cache) {
+  intfa_paged_cache_t c{};
+  c.num_pages = cache.num_pages;
+  c.page_size = cache.page_size;
+  c.heads_kv = cache.heads_kv;
+  c.head_dim = cache.head_dim;
+  c.bits = cache.bits;
+  c.k_data = cache.k_data;
+  c.v_data = cache.v_data;
+  c.k_scale = cache.k_scale;
+  c.v_scale = cache.v_scale;
+  c.k_offset = cache.k_offset;
+  return c;
+}
+
+intfa_tensor_t c_tensor_of(const TensorView& view) {
+  intfa_tensor_t c{};
+  c.data = view.data;
+  c.dtype = static_cast<intfa_dtype_t>(view.dtype);
+  for (int dim = 0; dim < 4; ++dim) c.strides[dim] = view.strides[static_cast<std::size_t>(dim)];
+  return c;
+}
+
+// The field a C API call's INTFA_INVALID_ARGUMENT names ("invalid <field> = <value>: ..."), else
+// what it returned.
+std::string c_invalid_field(intfa_status_t status) {
+  if (status != INTFA_INVALID_ARGUMENT) return "status " + std::to_string(status);
+  const std::string message = intfa_last_error();
+  const std::string prefix = "invalid ";
+  const std::size_t end = message.find(" = ");
+  if (message.rfind(prefix, 0) != 0 || end == std::string::npos) return "message " + message;
+  return message.substr(prefix.size(), end - prefix.size());
+}
+
 TEST(PagedValidation, CacheSizesNameTheirMember) {
   const std::pair<std::string, void (*)(PagedKVCache&)> cases[] = {
       {"cache.num_pages", [](PagedKVCache& c) { c.num_pages = 0; }},
@@ -115,27 +150,10 @@ TEST(PagedValidation, AppendChecksCacheRowsAndSlotsBeforeAnyLaunch) {
   EXPECT_EQ(invalid_field(
                 [&] { paged_append(cache, heads_major, heads_major, slots, INT_MAX, nullptr); }),
             "tokens");
-  intfa_paged_cache_t c_cache{};
-  c_cache.num_pages = cache.num_pages;
-  c_cache.page_size = cache.page_size;
-  c_cache.heads_kv = cache.heads_kv;
-  c_cache.head_dim = cache.head_dim;
-  c_cache.bits = cache.bits;
-  c_cache.k_data = cache.k_data;
-  c_cache.v_data = cache.v_data;
-  c_cache.k_scale = cache.k_scale;
-  c_cache.v_scale = cache.v_scale;
-  intfa_tensor_t c_k{}, c_v{};
-  c_k.data = k.data;
-  c_v.data = v.data;
-  c_k.dtype = c_v.dtype = INTFA_F16;
-  for (int dim = 0; dim < 4; ++dim) {
-    c_k.strides[dim] = c_v.strides[dim] = heads_major.strides[static_cast<std::size_t>(dim)];
-  }
-  EXPECT_EQ(intfa_paged_append(&c_cache, &c_k, &c_v, slots, INT_MAX, nullptr),
-            INTFA_INVALID_ARGUMENT);
-  EXPECT_NE(std::string(intfa_last_error()).find("invalid tokens ="), std::string::npos)
-      << intfa_last_error();
+  const intfa_paged_cache_t c_cache = c_cache_of(cache);
+  const intfa_tensor_t c_k = c_tensor_of(heads_major), c_v = c_tensor_of(heads_major);
+  EXPECT_EQ(c_invalid_field(intfa_paged_append(&c_cache, &c_k, &c_v, slots, INT_MAX, nullptr)),
+            "tokens");
 }
 
 struct DecodeCall {
@@ -233,6 +251,25 @@ struct PrefillCall {
   std::string field() {
     return invalid_field([&] { paged_prefill(cache, problem, tensors, nullptr); });
   }
+  // The same call through the C API.
+  intfa_paged_prefill_problem_t c_problem() const {
+    return {problem.batch,     problem.heads_q,     problem.total_q,   problem.max_q_len,
+            problem.max_pages, problem.max_seq_len, problem.kv_tokens, problem.causal ? 1 : 0};
+  }
+  std::string c_field() const {
+    const intfa_paged_cache_t c_cache = c_cache_of(cache);
+    const intfa_paged_prefill_problem_t c_prefill = c_problem();
+    intfa_paged_prefill_tensors_t c_tensors{};
+    c_tensors.q = c_tensor_of(tensors.q);
+    c_tensors.out = c_tensor_of(tensors.out);
+    c_tensors.lse = tensors.lse;
+    c_tensors.query_start_loc = tensors.query_start_loc;
+    c_tensors.block_table = tensors.block_table;
+    c_tensors.seq_lens = tensors.seq_lens;
+    c_tensors.workspace = tensors.workspace;
+    c_tensors.workspace_bytes = tensors.workspace_bytes;
+    return c_invalid_field(intfa_paged_prefill(&c_cache, &c_prefill, &c_tensors, nullptr, nullptr));
+  }
 };
 
 TEST(PagedValidation, PrefillFieldsAreNamedBeforeAnyLaunch) {
@@ -269,7 +306,19 @@ TEST(PagedValidation, PrefillFieldsAreNamedBeforeAnyLaunch) {
     PrefillCall call;
     change(call);
     EXPECT_EQ(call.field(), field);
+    EXPECT_EQ(call.c_field(), field) << "through the C API";
   }
+  // The C API's own: its null structs.
+  const PrefillCall call;
+  const intfa_paged_cache_t c_cache = c_cache_of(call.cache);
+  const intfa_paged_prefill_problem_t c_prefill = call.c_problem();
+  intfa_paged_prefill_tensors_t c_tensors{};
+  EXPECT_EQ(c_invalid_field(intfa_paged_prefill(nullptr, &c_prefill, &c_tensors, nullptr, nullptr)),
+            "cache");
+  EXPECT_EQ(c_invalid_field(intfa_paged_prefill(&c_cache, nullptr, &c_tensors, nullptr, nullptr)),
+            "problem");
+  EXPECT_EQ(c_invalid_field(intfa_paged_prefill(&c_cache, &c_prefill, nullptr, nullptr, nullptr)),
+            "tensors");
 }
 
 TEST(PagedValidation, PrefillWorkspaceHoldsTheGatheredKVAndTheQuantizedQ) {
@@ -283,6 +332,15 @@ TEST(PagedValidation, PrefillWorkspaceHoldsTheGatheredKVAndTheQuantizedQ) {
   // K smoothing adds q . k_offset per query row.
   call.cache.k_offset = static_cast<const float*>(fake_address(0xA00000));
   EXPECT_EQ(paged_prefill_workspace_bytes(call.cache, call.problem), expected + up(16 * 100 * 4));
+  // The C API gives the same.
+  const intfa_paged_cache_t c_cache = c_cache_of(call.cache);
+  const intfa_paged_prefill_problem_t c_prefill = call.c_problem();
+  std::size_t bytes = 0;
+  ASSERT_EQ(intfa_paged_prefill_workspace_bytes(&c_cache, &c_prefill, &bytes), INTFA_OK)
+      << intfa_last_error();
+  EXPECT_EQ(bytes, expected + up(16 * 100 * 4));
+  EXPECT_EQ(c_invalid_field(intfa_paged_prefill_workspace_bytes(&c_cache, &c_prefill, nullptr)),
+            "bytes");
 }
 
 constexpr const char* kFakeDriverChild = "INTFA_TEST_FAKE_DRIVER_CHILD";
