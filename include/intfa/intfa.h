@@ -277,7 +277,11 @@ typedef struct intfa_paged_decode_options_t {
 } intfa_paged_decode_options_t;
 
 /* intfa::PagedPrefillProblem: packed queries of `batch` sequences against their cached K/V.
-   max_q_len, max_seq_len and kv_tokens (the sum of seq_lens) are upper bounds. */
+   max_q_len, max_seq_len and kv_tokens (the sum of seq_lens) are upper bounds, never read back
+   from the device: the offsets and lengths must agree with them (query_start_loc from 0 to
+   total_q, each seq_lens[b] at least its sequence's query count and at most max_seq_len, their
+   sum at most kv_tokens: keys past it are not gathered, and the attention of their sequences is
+   wrong). Unlike the C++ struct's default, a zeroed struct is not causal. */
 typedef struct intfa_paged_prefill_problem_t {
   int batch, heads_q, total_q, max_q_len, max_pages, max_seq_len;
   long long kv_tokens;

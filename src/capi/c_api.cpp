@@ -591,8 +591,10 @@ intfa_status_t intfa_paged_decode(const intfa_paged_cache_t* cache,
     t.seq_lens = tensors->seq_lens;
     t.workspace = tensors->workspace;
     t.workspace_bytes = tensors->workspace_bytes;
-    intfa::paged_decode(to_cache(cache), to_decode_problem(problem), t, stream,
-                        to_decode_options(options));
+    // The cache first, then the problem: a call with several null structs names the first.
+    const intfa::PagedKVCache c = to_cache(cache);
+    const intfa::PagedDecodeProblem p = to_decode_problem(problem);
+    intfa::paged_decode(c, p, t, stream, to_decode_options(options));
   });
 }
 
@@ -601,7 +603,8 @@ intfa_status_t intfa_paged_prefill_workspace_bytes(const intfa_paged_cache_t* ca
                                                    size_t* bytes) INTFA_NOEXCEPT {
   return guarded([&] {
     require(bytes, "bytes");
-    *bytes = intfa::paged_prefill_workspace_bytes(to_cache(cache), to_prefill_problem(problem));
+    const intfa::PagedKVCache c = to_cache(cache);
+    *bytes = intfa::paged_prefill_workspace_bytes(c, to_prefill_problem(problem));
   });
 }
 
@@ -622,7 +625,9 @@ intfa_status_t intfa_paged_prefill(const intfa_paged_cache_t* cache,
     t.workspace_bytes = tensors->workspace_bytes;
     intfa::PagedPrefillOptions o;
     if (options != nullptr) o.softmax_scale = options->softmax_scale;
-    intfa::paged_prefill(to_cache(cache), to_prefill_problem(problem), t, stream, o);
+    const intfa::PagedKVCache c = to_cache(cache);
+    const intfa::PagedPrefillProblem p = to_prefill_problem(problem);
+    intfa::paged_prefill(c, p, t, stream, o);
   });
 }
 

@@ -6,6 +6,7 @@
 #include <array>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -308,7 +309,17 @@ TEST(PagedValidation, PrefillFieldsAreNamedBeforeAnyLaunch) {
     EXPECT_EQ(call.field(), field);
     EXPECT_EQ(call.c_field(), field) << "through the C API";
   }
-  // The C API's own: its null structs.
+  // The options, C++ and C.
+  for (const double scale : {-1.0, std::nan(""), 1e-300}) {
+    PrefillCall call;
+    EXPECT_EQ(invalid_field([&] {
+                paged_prefill(call.cache, call.problem, call.tensors, nullptr,
+                              PagedPrefillOptions{scale});
+              }),
+              "options.softmax_scale")
+        << scale;
+  }
+  // The C API's own: its null structs, and its options.
   const PrefillCall call;
   const intfa_paged_cache_t c_cache = c_cache_of(call.cache);
   const intfa_paged_prefill_problem_t c_prefill = call.c_problem();
@@ -319,6 +330,17 @@ TEST(PagedValidation, PrefillFieldsAreNamedBeforeAnyLaunch) {
             "problem");
   EXPECT_EQ(c_invalid_field(intfa_paged_prefill(&c_cache, &c_prefill, nullptr, nullptr, nullptr)),
             "tensors");
+  c_tensors.q = c_tensor_of(call.tensors.q);
+  c_tensors.out = c_tensor_of(call.tensors.out);
+  c_tensors.query_start_loc = call.tensors.query_start_loc;
+  c_tensors.block_table = call.tensors.block_table;
+  c_tensors.seq_lens = call.tensors.seq_lens;
+  c_tensors.workspace = call.tensors.workspace;
+  c_tensors.workspace_bytes = call.tensors.workspace_bytes;
+  const intfa_paged_prefill_options_t negative{-1.0};
+  EXPECT_EQ(
+      c_invalid_field(intfa_paged_prefill(&c_cache, &c_prefill, &c_tensors, nullptr, &negative)),
+      "options.softmax_scale");
 }
 
 TEST(PagedValidation, PrefillWorkspaceHoldsTheGatheredKVAndTheQuantizedQ) {

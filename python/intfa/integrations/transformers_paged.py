@@ -33,7 +33,8 @@ Each step: a batch whose sequences all have one query runs ``paged_decode``; any
 table and lengths come from the step's ``read_index`` (or ``write_index`` when nothing is read)
 and ``cu_seq_lens_k``, once per step for all layers. K smoothing (``smooth_k``, default on): a
 layer's offset is the mean of the keys of its first call (padding rows left out), fixed from
-then on.
+then on; with CUDA graphs that call is transformers' warm-up batch (one token repeated), a
+poorer estimate of the mean than a real prompt's, which costs accuracy, not correctness.
 
 CUDA graphs: transformers leaves them off for an implementation whose name has no "flash"
 (it assumes a mask); ``use_cuda_graph=True`` turns them on, and then transformers pads its
@@ -90,7 +91,7 @@ def config(model, *, bits=8, memory_bytes=None, block_size=256, **options):
     from transformers.generation.continuous_batching.cache import find_head_dim, find_num_kv_heads
     text = model.config.get_text_config()
     page_size(block_size)
-    if options.get("cpu_offload_space"):
+    if options.get("cpu_offload_space", 0.0) != 0.0:  # None too: transformers sizes it then
         raise invalid_argument("cpu_offload_space", repr(options["cpu_offload_space"]),
                                "expected 0: transformers' CPU offloading moves its own 16-bit "
                                "blocks, not intfa's, so a restored request would read pages "
@@ -152,12 +153,17 @@ class _Caches:
             return layer
         layer = intfa.PagedKVCache(self.num_pages, self.page, cache.num_key_value_heads,
                                    cache.head_dim, bits=self.bits, device=key_rows.device)
+        # Zeroed: transformers' warm-up (with CUDA graphs) reads pages nothing wrote, and its
+        # next layers' keys come from that attention; zero scales read as zeros, not NaN.
+        for tensor in (layer.k_data, layer.v_data, layer.k_scale, layer.v_scale):
+            tensor.zero_()
         if self.smooth_k:  # the mean of the call's keys, padding rows (the write trash) left out
             weight = torch.ones(key_rows.shape[0], device=key_rows.device)
             if self.write_trash is not None:
                 weight = (write_slots != self.write_trash).float()
             total = (key_rows.float() * weight[:, None, None]).sum(0)
-            layer.set_k_offset(total / weight.sum().clamp(min=1.0))
+            layer.set_k_offset(torch.nan_to_num(total / weight.sum().clamp(min=1.0),
+                                                nan=0.0, posinf=0.0, neginf=0.0))
         # transformers' 16-bit tensors of this layer are released (its allocation's memory
         # becomes free for intfa's): its attention functions and, for forks, copy_cache (taken
         # over in register's function) are what read them; CPU offloading, which also does, is
