@@ -179,6 +179,21 @@ intfa::PagedPrefillProblem to_prefill_problem(const intfa_paged_prefill_problem_
   return p;
 }
 
+// The members the decode and prefill tensors share, from their C struct.
+template <typename Tensors, typename CTensors>
+Tensors to_paged_tensors(const CTensors* tensors) {
+  require(tensors, "tensors");
+  Tensors t;
+  t.q = to_view(tensors->q, "tensors.q");
+  t.out = to_view(tensors->out, "tensors.out");
+  t.lse = tensors->lse;
+  t.block_table = tensors->block_table;
+  t.seq_lens = tensors->seq_lens;
+  t.workspace = tensors->workspace;
+  t.workspace_bytes = tensors->workspace_bytes;
+  return t;
+}
+
 intfa::AttentionState to_state(const intfa_attention_state_t* state, const std::string& field) {
   require(state, field.c_str());
   intfa::AttentionState s;
@@ -582,15 +597,7 @@ intfa_status_t intfa_paged_decode(const intfa_paged_cache_t* cache,
                                   const intfa_paged_decode_tensors_t* tensors, CUstream stream,
                                   const intfa_paged_decode_options_t* options) INTFA_NOEXCEPT {
   return guarded([&] {
-    require(tensors, "tensors");
-    intfa::PagedDecodeTensors t;
-    t.q = to_view(tensors->q, "tensors.q");
-    t.out = to_view(tensors->out, "tensors.out");
-    t.lse = tensors->lse;
-    t.block_table = tensors->block_table;
-    t.seq_lens = tensors->seq_lens;
-    t.workspace = tensors->workspace;
-    t.workspace_bytes = tensors->workspace_bytes;
+    const auto t = to_paged_tensors<intfa::PagedDecodeTensors>(tensors);
     // The cache first, then the problem: a call with several null structs names the first.
     const intfa::PagedKVCache c = to_cache(cache);
     const intfa::PagedDecodeProblem p = to_decode_problem(problem);
@@ -613,16 +620,8 @@ intfa_status_t intfa_paged_prefill(const intfa_paged_cache_t* cache,
                                    const intfa_paged_prefill_tensors_t* tensors, CUstream stream,
                                    const intfa_paged_prefill_options_t* options) INTFA_NOEXCEPT {
   return guarded([&] {
-    require(tensors, "tensors");
-    intfa::PagedPrefillTensors t;
-    t.q = to_view(tensors->q, "tensors.q");
-    t.out = to_view(tensors->out, "tensors.out");
-    t.lse = tensors->lse;
+    auto t = to_paged_tensors<intfa::PagedPrefillTensors>(tensors);
     t.query_start_loc = tensors->query_start_loc;
-    t.block_table = tensors->block_table;
-    t.seq_lens = tensors->seq_lens;
-    t.workspace = tensors->workspace;
-    t.workspace_bytes = tensors->workspace_bytes;
     intfa::PagedPrefillOptions o;
     if (options != nullptr) o.softmax_scale = options->softmax_scale;
     const intfa::PagedKVCache c = to_cache(cache);
