@@ -524,6 +524,21 @@ def paged_prefill(q, k_data, v_data, k_scale, v_scale, query_start_loc, block_ta
     return (out, lse.t()) if return_lse else out
 
 
+def attend_step(q, k_data, v_data, k_scale, v_scale, query_start_loc, block_table, seq_lens, *,
+                max_q_len, max_seq_len, kv_tokens, causal=True, sm_scale=None, k_offset=None):
+    """One serving step's attention as the integrations (vLLM's, transformers') run it, the new
+    K/V appended already: ``paged_decode`` (split over the keys) when every sequence has one
+    query (``max_q_len`` 1 and a row of ``q`` per sequence), else ``paged_prefill`` (prefills,
+    chunks and decode rows in one call). Arguments as ``paged_prefill``'s."""
+    if max_q_len == 1 and q.shape[0] == query_start_loc.shape[0] - 1:
+        return paged_decode(q, k_data, v_data, k_scale, v_scale, block_table, seq_lens,
+                            max_seq_len=max_seq_len, sm_scale=sm_scale, k_offset=k_offset)
+    return paged_prefill(q, k_data, v_data, k_scale, v_scale, query_start_loc, block_table,
+                         seq_lens, max_q_len=max_q_len, max_seq_len=max_seq_len,
+                         kv_tokens=kv_tokens, causal=causal, sm_scale=sm_scale,
+                         k_offset=k_offset)
+
+
 def merge_states(v_a, s_a, v_b, s_b, *, out=None, out_lse=None):
     """Merges two partial attention states by their LSE (issue 29): ``v`` FP16/BF16
     ``[seq, num_heads, head_dim]`` with ``s`` float32 ``[seq, num_heads]`` (FlashInfer's

@@ -126,7 +126,7 @@ class _Step:
     """One step's batch, shared by its layers: intfa's block table and lengths, and the host
     bounds. Under transformers' CUDA graphs (padded batches) the bounds are the padded sizes, so
     a captured step holds for every batch padded to them."""
-    __slots__ = ("key", "decode", "block_table", "seq_lens", "query_start_loc", "max_q_len",
+    __slots__ = ("key", "block_table", "seq_lens", "query_start_loc", "max_q_len",
                  "max_seq_len", "kv_tokens", "write_slots")
 
 
@@ -222,7 +222,6 @@ class _Caches:
         # A sequence's queries are among its keys: under padding (CUDA graphs) max_seqlen_q is
         # the padded token count, which may pass the padded max_seqlen_k.
         step.max_q_len = max(1, min(int(max_seqlen_q), step.max_seq_len))
-        step.decode = step.max_q_len == 1 and total_q == num_seqs
         step.kv_tokens = min(num_seqs * step.max_seq_len, max(step.max_seq_len, slots.numel()))
         step.write_slots = write_index[:total_q].to(torch.int32)
         self.step = step
@@ -256,6 +255,7 @@ def attention_function(bits, smooth_k):
                                       cu_seq_lens_k=None, max_seqlen_q=None, max_seqlen_k=None,
                                       read_index=None, write_index=None, block_table=None,
                                       **kwargs):
+        from intfa._paged import attend_step
         if cache is None or cu_seq_lens_q is None or write_index is None:
             raise invalid_argument("cache", repr(cache), "paged|intfa runs inside transformers' "
                                    "continuous batching (generate_batch); for a standard forward "
@@ -280,13 +280,10 @@ def attention_function(bits, smooth_k):
                               read_index[group], write_index[group], total_q)
         layer = state.layer(cache, module.layer_idx, k_rows, step.write_slots)
         layer.append(k_rows, v_rows, step.write_slots)
-        if step.decode:
-            out = layer.decode(q_rows, step.block_table, step.seq_lens,
-                               max_seq_len=step.max_seq_len, sm_scale=scaling)
-        else:
-            out = layer.prefill(q_rows, step.query_start_loc, step.block_table, step.seq_lens,
-                                max_q_len=step.max_q_len, max_seq_len=step.max_seq_len,
-                                kv_tokens=step.kv_tokens, sm_scale=scaling)
+        out = attend_step(q_rows, layer.k_data, layer.v_data, layer.k_scale, layer.v_scale,
+                          step.query_start_loc, step.block_table, step.seq_lens,
+                          max_q_len=step.max_q_len, max_seq_len=step.max_seq_len,
+                          kv_tokens=step.kv_tokens, sm_scale=scaling, k_offset=layer.k_offset)
         return out.unsqueeze(0), None  # [1, tokens, H, D], as transformers' paged functions
 
     return intfa_paged_attention_forward

@@ -36,7 +36,7 @@ cascade attention (``use_cascade_attention`` says no), quantized outputs. CUDA g
 import dataclasses
 import enum
 import os
-from typing import Any, Optional
+from typing import Any
 
 from intfa._errors import invalid_argument
 
@@ -250,6 +250,7 @@ class IntfaAttentionImpl:
     def forward(self, layer, query, key, value, kv_cache, attn_metadata, output=None,
                 output_scale=None, output_block_scale=None):
         import intfa
+        from intfa._paged import attend_step
         if output is None:
             raise invalid_argument("output", "None", "expected vLLM's output buffer "
                                    "(accept_output_buffer)")
@@ -264,16 +265,10 @@ class IntfaAttentionImpl:
             intfa.paged_append(key[:n], value[:n], k_data, v_data, k_scale, v_scale,
                                m.slot_mapping[:n])
         out = output.view(output.shape[0], self.num_heads, self.head_size)
-        if m.max_query_len == 1 and n == m.num_reqs:  # one query per sequence: decode
-            out[:n] = intfa.paged_decode(query[:n], k_data, v_data, k_scale, v_scale,
-                                         m.block_table, m.seq_lens, max_seq_len=m.max_seq_len,
-                                         sm_scale=self.scale)
-        else:
-            out[:n] = intfa.paged_prefill(query[:n], k_data, v_data, k_scale, v_scale,
-                                          m.query_start_loc, m.block_table, m.seq_lens,
-                                          max_q_len=m.max_query_len, max_seq_len=m.max_seq_len,
-                                          kv_tokens=m.kv_tokens, causal=m.causal,
-                                          sm_scale=self.scale)
+        out[:n] = attend_step(query[:n], k_data, v_data, k_scale, v_scale, m.query_start_loc,
+                              m.block_table, m.seq_lens, max_q_len=m.max_query_len,
+                              max_seq_len=m.max_seq_len, kv_tokens=m.kv_tokens, causal=m.causal,
+                              sm_scale=self.scale)
         return output
 
 
