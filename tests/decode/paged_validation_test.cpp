@@ -24,6 +24,7 @@
 namespace intfa {
 namespace {
 
+using testing::c_invalid_field;
 using testing::invalid_field;
 
 // Plausible-looking device addresses: validation must fail before anything dereferences them.
@@ -76,17 +77,6 @@ intfa_tensor_t c_tensor_of(const TensorView& view) {
   c.dtype = static_cast<intfa_dtype_t>(view.dtype);
   for (int dim = 0; dim < 4; ++dim) c.strides[dim] = view.strides[static_cast<std::size_t>(dim)];
   return c;
-}
-
-// The field a C API call's INTFA_INVALID_ARGUMENT names ("invalid <field> = <value>: ..."), else
-// what it returned.
-std::string c_invalid_field(intfa_status_t status) {
-  if (status != INTFA_INVALID_ARGUMENT) return "status " + std::to_string(status);
-  const std::string message = intfa_last_error();
-  const std::string prefix = "invalid ";
-  const std::size_t end = message.find(" = ");
-  if (message.rfind(prefix, 0) != 0 || end == std::string::npos) return "message " + message;
-  return message.substr(prefix.size(), end - prefix.size());
 }
 
 TEST(PagedValidation, CacheSizesNameTheirMember) {
