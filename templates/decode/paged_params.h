@@ -20,6 +20,9 @@ constexpr int kPagedRowThreads = 128;
 INTFA_HOST_DEVICE constexpr int paged_rows_per_set(int head_dim) {
   return kPagedRowThreads / (head_dim / 8);
 }
+// States whose loads a merge_states thread issues together; the host gives a row as many thread
+// groups as keep each thread's states at or under it (merge_states.cuh).
+constexpr int kMergeStatesPerThread = 8;
 // An append block takes kPagedAppendRowSets consecutive row sets of K or V, their loads all in
 // flight before it quantizes any (paged_append.cuh).
 constexpr int kPagedAppendRowSets = 4;
@@ -207,6 +210,8 @@ struct MergeStatesParams {
   float* merged_lse;  // may be null
   i64 merged_lse_strides[3];
   int outer, inner, heads, num_states;
+  // Thread groups sharing a row's states: a power of two dividing paged_rows_per_set(head_dim).
+  int state_groups;
 };
 
 }  // namespace kernels

@@ -452,6 +452,23 @@ TEST(PagedDecodeGpu, EveryPageSizeAndSplitCountGivesTheSameAttention) {
   }
 }
 
+// The merge of many splits shares a row's states among thread groups that meet in shared memory
+// (launch_merge's merge_state_groups: 9-16 states two groups, 17-32 four, 33-64 eight; at
+// d=256, whose block has four row slots, four groups of up to 16 states each); the shorter
+// sequences leave splits empty (LSE -inf, never read).
+TEST(PagedDecodeGpu, EveryStateGroupCountOfTheMergeGivesTheSameAttention) {
+  INTFA_REQUIRE_GPU();
+  for (int head_dim : {64, 128, 256}) {
+    for (int splits : {9, 20, 40, 64}) {
+      SingleDecode s;
+      s.head_dim = head_dim;
+      s.num_splits = splits;
+      s.lengths = {16 * 64 + 5, 300, 0};
+      check_single_decode(s);
+    }
+  }
+}
+
 TEST(PagedDecodeGpu, AWorkspaceSmallerThanTheSplitsNeedIsRefused) {
   INTFA_REQUIRE_GPU();
   reference::PagedLayout layout;
