@@ -1,42 +1,51 @@
 #!/usr/bin/env python3
-"""Times intfa's paged INT8/INT4 decode (its C API through ctypes) and PyTorch SDPA FP16 with the
-cuDNN back end in the same process, on the same logical K/V, with CUDA events (warm-up, median of
---repeats runs; each contender timed in both orders, the lower median kept), and reports the
-ratios issue 28 sets targets for.
+"""Times intfa's paged INT8/INT4 decode (its C API through ctypes) against PyTorch SDPA FP16 with
+the cuDNN back end and FlashAttention-3's FP8 decode (`flash_attn_with_kvcache` of the PyPI
+`fa3-fwd` wheel on dense e4m3 K/V, when it imports: carry it as scripts/device/peers.sh says) in
+the same process, on the same logical K/V, interleaved, and reports the ratios issues 28 and 47
+set targets for.
 
-Two timings of each contender (--timing):
-  graph  a CUDA graph of --graph-rounds passes over the input sets, replayed; the time per call.
-         A serving loop runs decode this way (captured once, replayed per step), and it is the
-         GPU's time alone: no launch latency of the host sits inside the measured span.
-  call   one call between two events, synchronized after each: the start event is recorded before
-         the host has launched anything, so the span also holds the host's launch path: ctypes and
-         intfa's C++ for intfa (15-20 us on the lent H100 hosts), PyTorch's dispatch and cuDNN's
-         graph lookup for SDPA (40-100 us there), which is why per-call ratios come out above the
-         graph ones.
+Timing (bench/compare_sdpa.py's time_interleaved): after each contender's warm-up, one turn of
+each in turn (about 2 ms of calls), the order reversed every round, the median per call kept.
+What a turn is (--timing):
+  graph  a replay of a CUDA graph of --graph-rounds passes over the input sets; the time per
+         call. A serving loop runs decode this way (captured once, replayed per step), and it is
+         the GPU's time alone: no launch latency of the host sits inside the measured span.
+  call   back-to-back calls, cycling over the input sets: the span also holds each call's host
+         launch path (ctypes and intfa's C++; PyTorch's dispatch and cuDNN's graph lookup; FA3's
+         Python wrapper) wherever the host is slower than the GPU.
 Each contender gets --input-sets copies of its K/V (fresh random data each, the same logical
-values for both), taken in turn, so that no call finds its bytes in the L2 (50 MB) left there by
+values for all), taken in turn, so that no call finds its bytes in the L2 (50 MB) left there by
 the call before: true where the other sets hold more than the L2 (the default shapes: 151 MB
 and more per INT4 set), not for small --shapes.
 
 intfa reads a paged cache (pages in random order, filled by intfa_paged_append from the same FP16
-K/V SDPA gets); SDPA reads dense FP16 [B, H_kv, N, D] K/V with enable_gqa. Queries see every key
-(no mask). Bandwidth = the bytes each must read (intfa: INT8/INT4 K/V and their scales; SDPA: FP16
-K/V) / time; the device's copy bandwidth (a 1 GiB device-to-device copy, read + write) is the
-yardstick. Each intfa output is also checked against float32 attention of the FP16 K/V.
+K/V SDPA gets); SDPA reads dense FP16 [B, H_kv, N, D] K/V with enable_gqa; FA3 FP8 reads dense
+e4m3 [B, N, H_kv, D] K/V and an e4m3 query, each scaled per (batch, KV head) to e4m3's range
+(descales as FA3 takes them). Queries see every key (no mask). Bandwidth = the bytes each must
+read (intfa: INT8/INT4 K/V and their scales; SDPA: FP16 K/V; FA3: e4m3 K/V) / time; the device's
+copy bandwidth (a 1 GiB device-to-device copy, read + write) is the yardstick. Each output is
+also checked against float32 attention of the FP16 K/V.
+
+A shape is BATCHxSEQxQUERIES, optionally followed by :HEADS_Q/HEADS_KV and @PAGE_SIZE (else
+--heads-q, --heads-kv, --page-size): issue 47's B=1 long context is 1x131072x1:64/8@64.
 
     python3 bench/compare_decode.py --lib build/lib/libintfa.so --out-dir $OUT
 """
 import argparse
+import contextlib
 import ctypes
 import json
-import math
 import os
 import sys
 
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from compare_sdpa import time_interleaved
 from intfa_ctypes import F16, Tensor, time_ms
+
+E4M3_MAX = 448.0
 
 
 class PagedCache(ctypes.Structure):
@@ -159,8 +168,8 @@ def cycling(calls):
     return call
 
 
-def graph_ms(calls, repeats, rounds):
-    """Median time per call of a CUDA graph that makes every call of `calls` `rounds` times."""
+def graph_replay(calls, rounds):
+    """(replay, calls per replay): a CUDA graph that makes every call of `calls` `rounds` times."""
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):  # warm-up outside the capture: compiles, workspaces, handles
@@ -175,36 +184,84 @@ def graph_ms(calls, repeats, rounds):
                 call()
     graph.replay()
     torch.cuda.synchronize()
-    count = rounds * len(calls)
-    return time_ms(graph.replay, repeats, warmup=2) / count
+    return graph.replay, rounds * len(calls)
 
 
-def time_in_both_orders(contenders, repeats, timing, rounds):
-    """{name: ms per call or None}: each contender (a list of calls, one per input set) timed in
-    the listed order and then reversed, the lower median kept."""
-    best = {}
-    for order in (list(contenders), list(reversed(contenders))):
-        for name in order:
-            if best.get(name, 0) is None:
-                continue
-            try:
-                if timing == "graph":
-                    ms = graph_ms(contenders[name], repeats, rounds)
-                else:
-                    ms = time_ms(cycling(contenders[name]), repeats)
-            except RuntimeError as error:
-                print(f"{name} ({timing}) failed: {error}", file=sys.stderr)
-                best[name] = None
-                continue
-            best[name] = ms if name not in best else min(best[name], ms)
-    return best
+def time_contenders(contenders, repeats, timing, rounds, where):
+    """{name: ms per call} of the contenders (name: a list of calls, one per input set) timed
+    interleaved; one that fails (to capture, or to run) is left out and said."""
+    turns, per_turn = {}, {}
+    for name, calls in contenders.items():
+        try:
+            if timing == "graph":
+                turns[name], per_turn[name] = graph_replay(calls, rounds)
+            else:
+                turns[name], per_turn[name] = cycling(calls), 1
+        except RuntimeError as error:
+            print(f"{name} ({timing}) failed at {where}: {error}", file=sys.stderr)
+    medians, _ = time_interleaved({name: (turn, contextlib.nullcontext)
+                                   for name, turn in turns.items()}, repeats, where)
+    return {name: medians[name + "_ms"] / per_turn[name] for name in turns
+            if name + "_ms" in medians}
+
+
+def to_e4m3(x, group):
+    """x [B, N, H, d] 16-bit -> (e4m3 x scaled to e4m3's range, descale [B, H / group] float32):
+    one scale per (batch, `group` consecutive heads)."""
+    b, n, h, d = x.shape
+    xf = x.float().view(b, n, h // group, group, d)
+    amax = xf.abs().amax(dim=(1, 3, 4)).clamp_min(1e-12)
+    scaled = (xf * (E4M3_MAX / amax)[:, None, :, None, None]).clamp_(-E4M3_MAX, E4M3_MAX)
+    return scaled.view(b, n, h, d).to(torch.float8_e4m3fn), (amax / E4M3_MAX).contiguous()
+
+
+def fa3_fp8_calls(fa3, q, sets):
+    """One call per (k, v) of `sets` (FP16 [B, H_kv, N, d]) of FA3's FP8 decode
+    (flash_attn_with_kvcache) of q [B, H_q, q_len, d]: e4m3 K and V with descales per (batch, KV
+    head), Q's per (batch, KV head) too (the shape FA3 takes), all made before timing."""
+    group = q.shape[1] // sets[0][0].shape[1]
+    q8, q_descale = to_e4m3(q.transpose(1, 2).contiguous(), group)
+    calls = []
+    for k, v in sets:
+        k8, k_descale = to_e4m3(k.transpose(1, 2).contiguous(), 1)
+        v8, v_descale = to_e4m3(v.transpose(1, 2).contiguous(), 1)
+
+        def call(k8=k8, v8=v8, k_descale=k_descale, v_descale=v_descale):
+            return fa3.flash_attn_with_kvcache(q8, k8, v8, q_descale=q_descale,
+                                               k_descale=k_descale, v_descale=v_descale)
+        calls.append(call)
+    return calls
+
+
+def import_fa3():
+    """(module, None) or (None, why): the fa3-fwd wheel's Python interface."""
+    try:
+        import fa3_fwd_interface
+        return fa3_fwd_interface, None
+    except Exception as error:  # noqa: BLE001: not installed, or built for another torch
+        return None, f"fa3_fwd does not import: {type(error).__name__}: {error}"
+
+
+def parse_shape(text, args):
+    """BATCHxSEQxQUERIES[:HEADS_Q/HEADS_KV][@PAGE_SIZE] -> dict."""
+    page_size = args.page_size
+    if "@" in text:
+        text, page = text.split("@")
+        page_size = int(page)
+    heads_q, heads_kv = args.heads_q, args.heads_kv
+    if ":" in text:
+        text, heads = text.split(":")
+        heads_q, heads_kv = (int(h) for h in heads.split("/"))
+    batch, seq, q_len = (int(part) for part in text.split("x"))
+    return dict(batch=batch, seq=seq, q_len=q_len, heads_q=heads_q, heads_kv=heads_kv,
+                page_size=page_size)
 
 
 def device_copy_gbps(repeats):
     source = torch.empty(1 << 30, dtype=torch.uint8, device="cuda").random_()
     target = torch.empty_like(source)
     ms = time_ms(lambda: target.copy_(source), repeats)
-    del source, target
+    source = target = None  # freed before the shapes' inputs are made
     torch.cuda.empty_cache()
     return 2 * (1 << 30) / ms / 1e6
 
@@ -212,17 +269,20 @@ def device_copy_gbps(repeats):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lib", default="build/lib/libintfa.so")
-    parser.add_argument("--shapes", default="8x32768x1,32x4096x1,8x32768x16",
-                        help="BATCHxSEQxQUERIES, comma-separated")
+    parser.add_argument("--shapes", default="8x32768x1,32x4096x1,64x8192x1,1x131072x1:64/8@64",
+                        help="BATCHxSEQxQUERIES[:HEADS_Q/HEADS_KV][@PAGE_SIZE], comma-separated "
+                             "(the default: issue 47's table)")
     parser.add_argument("--bits", default="8,4")
     parser.add_argument("--heads-q", type=int, default=32)
     parser.add_argument("--heads-kv", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--page-size", type=int, default=16)
-    parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--peers", default="sdpa_cudnn,fa3_fp8",
+                        help="sdpa_cudnn and/or fa3_fp8 (FA3 when its wheel imports)")
+    parser.add_argument("--repeats", type=int, default=30, help="rounds of interleaved turns")
     parser.add_argument("--timing", default="graph,call",
-                        help="graph (CUDA graph replays, per call) and/or call (one call per "
-                             "event pair, the host's launch path inside)")
+                        help="graph (CUDA graph replays, per call) and/or call (back-to-back "
+                             "calls, the host's launch path inside)")
     parser.add_argument("--input-sets", type=int, default=3,
                         help="copies of each contender's K/V, taken in turn (L2 reuse)")
     parser.add_argument("--graph-rounds", type=int, default=4,
@@ -233,25 +293,41 @@ def main():
     for timing in timings:
         if timing not in ("graph", "call"):
             parser.error(f"--timing: {timing!r} is neither graph nor call")
+    peers = args.peers.split(",") if args.peers else []
+    for peer in peers:
+        if peer not in ("sdpa_cudnn", "fa3_fp8"):
+            parser.error(f"--peers: {peer!r} is neither sdpa_cudnn nor fa3_fp8")
+    shapes = [parse_shape(text, args) for text in args.shapes.split(",")]
 
     lib = ctypes.CDLL(args.lib)
     lib.intfa_last_error.restype = ctypes.c_char_p
+    fa3 = None
+    if "fa3_fp8" in peers:
+        fa3, why = import_fa3()
+        if fa3 is None:
+            print(f"missing fa3_fp8: {why}", flush=True)
+            peers.remove("fa3_fp8")
     torch.manual_seed(0)
     copy_gbps = device_copy_gbps(args.repeats)
     gpu = torch.cuda.get_device_name()
     print(f"{gpu}: device copy {copy_gbps:.0f} GB/s (read + write)")
     rows = []
-    for text in args.shapes.split(","):
-        batch, seq, q_len = (int(part) for part in text.split("x"))
+    for shape in shapes:
+        batch, seq, q_len = shape["batch"], shape["seq"], shape["q_len"]
+        heads_q, heads_kv, page_size = shape["heads_q"], shape["heads_kv"], shape["page_size"]
         d = args.head_dim
-        q = torch.randn(batch, args.heads_q, q_len, d, device="cuda", dtype=torch.float16)
+        where = f"B={batch} N={seq} q={q_len} H={heads_q}/{heads_kv} page {page_size}"
+        q = torch.randn(batch, heads_q, q_len, d, device="cuda", dtype=torch.float16)
         sets = []
         for _ in range(args.input_sets):
-            k = torch.randn(batch, args.heads_kv, seq, d, device="cuda", dtype=torch.float16)
+            k = torch.randn(batch, heads_kv, seq, d, device="cuda", dtype=torch.float16)
             sets.append((k, torch.randn_like(k)))
         k, v = sets[0]
         reference = torch.nn.functional.scaled_dot_product_attention(
             q.float(), k.float(), v.float(), enable_gqa=True)
+
+        def relative_l2(output):  # output [B, H_q, q_len, d]
+            return ((output.float() - reference).norm() / reference.norm()).item()
 
         def sdpa_call(k, v):
             def sdpa():
@@ -260,32 +336,48 @@ def main():
                                                                             enable_gqa=True)
             return sdpa
 
-        sdpa_calls = [sdpa_call(k, v) for k, v in sets]
-        sdpa_bytes = 2 * k.numel() * 2
+        peer_calls, peer_bytes, peer_errors = {}, {}, {}
+        if "sdpa_cudnn" in peers:
+            peer_calls["sdpa_cudnn"] = [sdpa_call(k, v) for k, v in sets]
+            peer_bytes["sdpa_cudnn"] = 2 * k.numel() * 2
+            peer_errors["sdpa_cudnn"] = relative_l2(peer_calls["sdpa_cudnn"][0]())
+        if "fa3_fp8" in peers:
+            try:
+                peer_calls["fa3_fp8"] = fa3_fp8_calls(fa3, q, sets)
+                peer_bytes["fa3_fp8"] = 2 * k.numel()
+                peer_errors["fa3_fp8"] = relative_l2(peer_calls["fa3_fp8"][0]().transpose(1, 2))
+            except Exception as error:  # noqa: BLE001: a shape FA3 does not serve
+                print(f"fa3_fp8 failed at {where}: {type(error).__name__}: {error}",
+                      file=sys.stderr)
+                peer_calls.pop("fa3_fp8", None)
         for bits in (int(b) for b in args.bits.split(",")):
-            decodes = [IntfaDecode(lib, k, v, q, bits, args.page_size) for k, v in sets]
+            decodes = [IntfaDecode(lib, k, v, q, bits, page_size) for k, v in sets]
             decode = decodes[0]
             decode.out.fill_(float("nan"))
             decode()
             torch.cuda.synchronize()
-            error = ((decode.output().float() - reference).norm() / reference.norm()).item()
-            row = dict(gpu=gpu, batch=batch, seq=seq, q_len=q_len, heads_q=args.heads_q,
-                       heads_kv=args.heads_kv, head_dim=d, bits=bits, splits=decode.splits,
-                       copy_gbps=copy_gbps, rel_l2_vs_fp32=error, input_sets=args.input_sets)
+            row = dict(gpu=gpu, batch=batch, seq=seq, q_len=q_len, heads_q=heads_q,
+                       heads_kv=heads_kv, head_dim=d, page_size=page_size, bits=bits,
+                       splits=decode.splits, copy_gbps=copy_gbps,
+                       rel_l2_vs_fp32=relative_l2(decode.output()),
+                       peer_rel_l2_vs_fp32=peer_errors, input_sets=args.input_sets)
             for timing in timings:
-                times = time_in_both_orders({"intfa": decodes, "sdpa_cudnn": sdpa_calls},
-                                            args.repeats, timing, args.graph_rounds)
-                intfa_ms, sdpa_ms = times.get("intfa"), times.get("sdpa_cudnn")
-                row[timing] = dict(
-                    intfa_ms=intfa_ms, sdpa_cudnn_ms=sdpa_ms,
-                    intfa_gbps=decode.bytes_read / intfa_ms / 1e6 if intfa_ms else None,
-                    sdpa_gbps=sdpa_bytes / sdpa_ms / 1e6 if sdpa_ms else None,
-                    speedup=sdpa_ms / intfa_ms if intfa_ms and sdpa_ms else None)
+                times = time_contenders(dict(intfa=decodes, **peer_calls), args.repeats,
+                                        timing, args.graph_rounds, f"{where} INT{bits}")
+                intfa_ms = times.get("intfa")
+                entry = dict(intfa_ms=intfa_ms,
+                             intfa_gbps=decode.bytes_read / intfa_ms / 1e6 if intfa_ms else None)
+                for peer in peer_calls:
+                    ms = times.get(peer)
+                    entry[peer + "_ms"] = ms
+                    entry[peer + "_gbps"] = peer_bytes[peer] / ms / 1e6 if ms else None
+                    entry["speedup_vs_" + peer] = ms / intfa_ms if ms and intfa_ms else None
+                row[timing] = entry
             rows.append(row)
             print(json.dumps(row), flush=True)
             del decodes, decode
             torch.cuda.empty_cache()
-        del k, v, q, sets, sdpa_calls, reference
+        k = v = q = sets = peer_calls = reference = None  # freed before the next shape's
         torch.cuda.empty_cache()
 
     def fmt(value, spec):
@@ -293,21 +385,28 @@ def main():
 
     for timing in timings:
         print()
-        print(f"timing: {timing}")
-        print("| B | N | queries | cache | intfa ms | intfa GB/s (of copy) | SDPA cuDNN FP16 ms "
-              "| SDPA GB/s | speedup | rel. L2 vs fp32 |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+        print(f"timing: {timing}, interleaved")
+        print("| B | N | queries | heads | page | cache | intfa ms | intfa GB/s (of copy) "
+              "| cuDNN FP16 ms | GB/s | FA3 FP8 ms | GB/s | vs cuDNN | vs FA3 FP8 "
+              "| rel. L2 intfa / FA3 FP8 |")
+        print("| --- " * 15 + "|")
         for r in rows:
             t = r[timing]
             share = f" ({t['intfa_gbps'] / r['copy_gbps']:.0%})" if t["intfa_gbps"] else ""
-            print(f"| {r['batch']} | {r['seq']} | {r['q_len']} | INT{r['bits']} "
-                  f"| {fmt(t['intfa_ms'], '.3f')} | {fmt(t['intfa_gbps'], '.0f')}{share} "
-                  f"| {fmt(t['sdpa_cudnn_ms'], '.3f')} | {fmt(t['sdpa_gbps'], '.0f')} "
-                  f"| {fmt(t['speedup'], '.2f')}x | {r['rel_l2_vs_fp32']:.3%} |")
+            fa3_error = r["peer_rel_l2_vs_fp32"].get("fa3_fp8")
+            print(f"| {r['batch']} | {r['seq']} | {r['q_len']} | {r['heads_q']}/{r['heads_kv']} "
+                  f"| {r['page_size']} | INT{r['bits']} "
+                  f"| {fmt(t['intfa_ms'], '.4f')} | {fmt(t['intfa_gbps'], '.0f')}{share} "
+                  f"| {fmt(t.get('sdpa_cudnn_ms'), '.4f')} | {fmt(t.get('sdpa_cudnn_gbps'), '.0f')} "
+                  f"| {fmt(t.get('fa3_fp8_ms'), '.4f')} | {fmt(t.get('fa3_fp8_gbps'), '.0f')} "
+                  f"| {fmt(t.get('speedup_vs_sdpa_cudnn'), '.2f')}x "
+                  f"| {fmt(t.get('speedup_vs_fa3_fp8'), '.2f')}x "
+                  f"| {r['rel_l2_vs_fp32']:.3%} / {fmt(fa3_error, '.3%')} |")
     os.makedirs(args.out_dir, exist_ok=True)
     with open(os.path.join(args.out_dir, "compare_decode.json"), "w") as stream:
         json.dump(rows, stream, indent=1)
     return 0 if all(r[t]["intfa_ms"] for r in rows for t in timings) else 1
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -3,7 +3,8 @@
 # and measured (issue 48).
 #   1. the C++ tests of the shard quantize passes (CP_TESTS, a gtest filter), while the Python
 #      extension builds for the machine's python3;
-#   2. the one-GPU context-parallel tests (the simulated ring, a NCCL group of one);
+#   2. the one-GPU context-parallel tests (the simulated ring, a NCCL group of one), unless
+#      CP_ONE_GPU=0 (a call that only repeats the multi-GPU tests);
 #   3. the multi-GPU tests under torchrun on every GPU, CP_TEST_RUNS times in a row (default 1);
 #   4. CP_BREAK (a sed expression over intfa/distributed.py as the tests import it, the copy in
 #      the built package, e.g. one that skips the all-reduce of the sequence's statistics), when
@@ -38,9 +39,11 @@ if [ -n "${CP_WHEELS:-}" ] && compgen -G "$CP_WHEELS/*.whl" > /dev/null; then
 fi
 
 pytests() {  # NAME: the one-GPU tests, then the multi-GPU ones CP_TEST_RUNS times
-  TAIL_LINES=6 timed "$1_one_gpu" "${CP_PYTEST_LIMIT_S:-150}" \
-    python3 -m pytest -q -p no:cacheprovider -s python/tests/test_distributed_gpu.py
-  grep -E "passed|failed" "$logs/$1_one_gpu.log" | tail -1 | tee -a "$summary"
+  if [ "${CP_ONE_GPU:-1}" != 0 ]; then
+    TAIL_LINES=6 timed "$1_one_gpu" "${CP_PYTEST_LIMIT_S:-150}" \
+      python3 -m pytest -q -p no:cacheprovider -s python/tests/test_distributed_gpu.py
+    grep -E "passed|failed" "$logs/$1_one_gpu.log" | tail -1 | tee -a "$summary"
+  fi
   for run in $(seq "${CP_TEST_RUNS:-1}"); do
     TAIL_LINES=4 timed "$1_multigpu_$run" "${CP_MULTIGPU_LIMIT_S:-120}" \
       torchrun --nproc-per-node "$gpus" -m pytest -q -p no:cacheprovider -s \
