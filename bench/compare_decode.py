@@ -27,8 +27,9 @@ read (intfa: INT8/INT4 K/V and their scales; SDPA: FP16 K/V; FA3: e4m3 K/V) / ti
 copy bandwidth (a 1 GiB device-to-device copy, read + write) is the yardstick. Each output is
 also checked against float32 attention of the FP16 K/V.
 
-A shape is BATCHxSEQxQUERIES, optionally followed by :HEADS_Q/HEADS_KV and @PAGE_SIZE (else
---heads-q, --heads-kv, --page-size): issue 47's B=1 long context is 1x131072x1:64/8@64.
+A shape is BATCHxSEQxQUERIES, optionally followed by :HEADS_Q/HEADS_KV and then @PAGE_SIZE, in
+that order (else --heads-q, --heads-kv, --page-size): issue 47's B=1 long context is
+1x131072x1:64/8@64.
 
     python3 bench/compare_decode.py --lib build/lib/libintfa.so --out-dir $OUT
 """
@@ -197,8 +198,9 @@ def time_contenders(contenders, repeats, timing, rounds, where):
                 turns[name], per_turn[name] = graph_replay(calls, rounds)
             else:
                 turns[name], per_turn[name] = cycling(calls), 1
-        except RuntimeError as error:
-            print(f"{name} ({timing}) failed at {where}: {error}", file=sys.stderr)
+        except Exception as error:  # noqa: BLE001: a peer that cannot be captured is left out
+            print(f"{name} ({timing}) failed at {where}: {type(error).__name__}: {error}",
+                  file=sys.stderr)
     medians, _ = time_interleaved({name: (turn, contextlib.nullcontext)
                                    for name, turn in turns.items()}, repeats, where)
     return {name: medians[name + "_ms"] / per_turn[name] for name in turns

@@ -454,16 +454,20 @@ TEST(PagedDecodeGpu, EveryPageSizeAndSplitCountGivesTheSameAttention) {
 
 // The merge of many splits shares a row's states among thread groups that meet in shared memory
 // (launch_merge's merge_state_groups: 9-16 states two groups, 17-32 four, 33-64 eight; at
-// d=256, whose block has four row slots, four groups of up to 16 states each); the shorter
-// sequences leave splits empty (LSE -inf, never read).
+// d=256, whose block has four row slots, four groups, each taking its states in two rounds of 8
+// from 33). The long sequence fills every split (64 x 64 tokens less 5: 64-token stages), the
+// short ones leave splits empty (LSE -inf, never read); 5 query heads over one KV head make 15
+// rows, so the last block of every group count but d=256's is partly past the rows.
 TEST(PagedDecodeGpu, EveryStateGroupCountOfTheMergeGivesTheSameAttention) {
   INTFA_REQUIRE_GPU();
   for (int head_dim : {64, 128, 256}) {
     for (int splits : {9, 20, 40, 64}) {
       SingleDecode s;
       s.head_dim = head_dim;
+      s.heads_q = 5;
+      s.heads_kv = 1;
       s.num_splits = splits;
-      s.lengths = {16 * 64 + 5, 300, 0};
+      s.lengths = {64 * 64 - 5, 300, 0};
       check_single_decode(s);
     }
   }
