@@ -141,23 +141,11 @@ DecodePlan plan_decode(const PagedKVCache& cache, const PagedDecodeProblem& prob
   return plan;
 }
 
-// Threads that share a row's states in merge_states: enough groups that each thread reads at
-// most kMergeStatesPerThread states (their loads in flight together), a power of two up to a
-// block's row slots.
-int merge_state_groups(int num_states, int head_dim) {
-  int groups = 1;
-  while (groups < kernels::paged_rows_per_set(head_dim) &&
-         groups * kernels::kMergeStatesPerThread < num_states) {
-    groups *= 2;
-  }
-  return groups;
-}
-
 // `head_dim` is the merge kernel's (paged::merge_spec).
 void launch_merge(const launch::LoadedKernel& kernel, int head_dim,
                   kernels::MergeStatesParams params, CUstream stream) {
   const long long rows = static_cast<long long>(params.outer) * params.inner * params.heads;
-  params.state_groups = merge_state_groups(params.num_states, head_dim);
+  params.state_groups = paged::merge_state_groups(params.num_states, head_dim);
   const int rows_per_block = kernels::paged_rows_per_set(head_dim) / params.state_groups;
   launch::LaunchShape shape;
   shape.grid[0] = static_cast<unsigned>((rows + rows_per_block - 1) / rows_per_block);

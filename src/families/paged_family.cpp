@@ -318,6 +318,15 @@ int heuristic_splits(long long units, int max_seq_len, int resident_blocks) {
   return best;
 }
 
+int merge_state_groups(int num_states, int head_dim) {
+  int groups = 1;
+  while (groups < kernels::paged_rows_per_set(head_dim) &&
+         groups * kernels::kMergeStatesPerThread < num_states) {
+    groups *= 2;
+  }
+  return groups;
+}
+
 int resident_blocks(const PagedSpec& decode, const device::DeviceInfo& info) {
   // The driver reserves 1 KB of shared memory per block (CUDA C++ Programming Guide, "Shared
   // Memory" of compute capabilities 8.x and 9.0).

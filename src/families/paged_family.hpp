@@ -108,6 +108,10 @@ PagedDecodeConfig resolve_config(const PagedDecodeConfig& requested, int rows, i
 inline constexpr int kMaxSplits = 64;
 inline constexpr int kMinSplitTokens = 256;
 int heuristic_splits(long long units, int max_seq_len, int resident_blocks);
+// Thread groups that share a row's states in merge_states (launch_merge): the fewest, a power
+// of two up to the merge block's row slots (kernels::paged_rows_per_set), that leave each thread
+// at most kernels::kMergeStatesPerThread states, whose loads it issues together.
+int merge_state_groups(int num_states, int head_dim);
 // Decode blocks of `decode` the device runs at once: SMs times the blocks per SM that its launch
 // bounds promise the registers for (kernels::paged_decode_min_blocks) and its shared memory
 // allows. From the config alone, so that the workspace size and the launch agree.

@@ -183,6 +183,35 @@ TEST(PagedFamily, CandidateConfigsStartWithTheHeuristicsAndAllFit) {
   }
 }
 
+TEST(PagedFamily, TheMergeSharesARowsStatesAmongTheFewestGroupsThatKeepEightAThread) {
+  // d=128: 16 threads a row, 8 row slots a block.
+  EXPECT_EQ(merge_state_groups(1, 128), 1);
+  EXPECT_EQ(merge_state_groups(2, 128), 1);  // intfa::merge_states of two states
+  EXPECT_EQ(merge_state_groups(8, 128), 1);
+  EXPECT_EQ(merge_state_groups(9, 128), 2);
+  EXPECT_EQ(merge_state_groups(17, 128), 4);
+  EXPECT_EQ(merge_state_groups(60, 128), 8);  // B=1 N=128k's 60 splits
+  EXPECT_EQ(merge_state_groups(kMaxSplits, 128), 8);
+  // d=256: 4 row slots, so 64 states take two rounds of 8 a thread.
+  EXPECT_EQ(merge_state_groups(kMaxSplits, 256), 4);
+  for (int head_dim : {64, 128, 256}) {
+    const int slots = kernels::paged_rows_per_set(head_dim);
+    for (int states = 1; states <= kMaxSplits; ++states) {
+      const int groups = merge_state_groups(states, head_dim);
+      // A power of two dividing the block's row slots (the kernel's rows per block).
+      EXPECT_EQ(groups & (groups - 1), 0) << states << " states at d=" << head_dim;
+      EXPECT_EQ(slots % groups, 0) << states << " states at d=" << head_dim;
+      // The fewest: half as many would leave a thread more than 8 states.
+      if (groups < slots) {
+        EXPECT_LE(states, groups * kernels::kMergeStatesPerThread);
+      }
+      if (groups > 1) {
+        EXPECT_GT(states, groups / 2 * kernels::kMergeStatesPerThread);
+      }
+    }
+  }
+}
+
 TEST(PagedFamily, SplitsFillWholeWavesWithTheFewestSplits) {
   // 64 (sequence, KV head) blocks on 396 resident: 6 splits make 384 blocks (97% of a wave).
   EXPECT_EQ(heuristic_splits(64, 32768, 396), 6);
