@@ -43,10 +43,9 @@ import sys
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from compare_peers import to_e4m3
 from compare_sdpa import time_interleaved
 from intfa_ctypes import F16, Tensor, time_ms
-
-E4M3_MAX = 448.0
 
 
 class PagedCache(ctypes.Structure):
@@ -207,26 +206,16 @@ def time_contenders(contenders, repeats, timing, rounds, where):
             if name + "_ms" in medians}
 
 
-def to_e4m3(x, group):
-    """x [B, N, H, d] 16-bit -> (e4m3 x scaled to e4m3's range, descale [B, H / group] float32):
-    one scale per (batch, `group` consecutive heads)."""
-    b, n, h, d = x.shape
-    xf = x.float().view(b, n, h // group, group, d)
-    amax = xf.abs().amax(dim=(1, 3, 4)).clamp_min(1e-12)
-    scaled = (xf * (E4M3_MAX / amax)[:, None, :, None, None]).clamp_(-E4M3_MAX, E4M3_MAX)
-    return scaled.view(b, n, h, d).to(torch.float8_e4m3fn), (amax / E4M3_MAX).contiguous()
-
-
 def fa3_fp8_calls(fa3, q, sets):
     """One call per (k, v) of `sets` (FP16 [B, H_kv, N, d]) of FA3's FP8 decode
     (flash_attn_with_kvcache) of q [B, H_q, q_len, d]: e4m3 K and V with descales per (batch, KV
     head), Q's per (batch, KV head) too (the shape FA3 takes), all made before timing."""
     group = q.shape[1] // sets[0][0].shape[1]
-    q8, q_descale = to_e4m3(q.transpose(1, 2).contiguous(), group)
+    q8, q_descale = to_e4m3(q.transpose(1, 2).contiguous(), "head", group)
     calls = []
     for k, v in sets:
-        k8, k_descale = to_e4m3(k.transpose(1, 2).contiguous(), 1)
-        v8, v_descale = to_e4m3(v.transpose(1, 2).contiguous(), 1)
+        k8, k_descale = to_e4m3(k.transpose(1, 2).contiguous(), "head")
+        v8, v_descale = to_e4m3(v.transpose(1, 2).contiguous(), "head")
 
         def call(k8=k8, v8=v8, k_descale=k_descale, v_descale=v_descale):
             return fa3.flash_attn_with_kvcache(q8, k8, v8, q_descale=q_descale,

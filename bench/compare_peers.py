@@ -395,15 +395,18 @@ class Inputs:
         return self.get(("e4m3", per), make)
 
 
-def to_e4m3(x, per):
+def to_e4m3(x, per, group=1):
     """x [B, N, H, D] 16-bit -> (x * 448 / amax saturated to e4m3, amax / 448): amax per
-    (batch, head) ([B, H] descales) or over the tensor ([1])."""
+    (batch, `group` consecutive heads) ([B, H / group] descales; FA3's decode takes Q's per KV
+    head) or over the tensor ([1])."""
     import torch
     xf = x.float()
     if per == "head":
-        amax = xf.abs().amax(dim=(1, 3)).clamp_min(1e-12)  # [B, H]
+        b, n, h, d = xf.shape
+        grouped = xf.view(b, n, h // group, group, d)
+        amax = grouped.abs().amax(dim=(1, 3, 4)).clamp_min(1e-12)  # [B, H / group]
         scale = E4M3_MAX / amax
-        x8 = (xf * scale[:, None, :, None]).clamp_(-E4M3_MAX, E4M3_MAX)
+        x8 = (grouped * scale[:, None, :, None, None]).clamp_(-E4M3_MAX, E4M3_MAX).view(b, n, h, d)
     else:
         amax = xf.abs().amax().clamp_min(1e-12).reshape(1)
         scale = E4M3_MAX / amax

@@ -82,6 +82,15 @@ build_python_extension() {
     cmake --build build-device-py --target _intfa -j "${1:-$(nproc)}"
 }
 
+# install_wheels LIMIT_S WHEELS...: carried pure-Python wheels (PyPI downloads in .whl, say) into
+# /tmp/site, offline and without their dependencies (those the device has), as the step "wheels".
+install_wheels() {
+  local limit=$1
+  shift
+  TAIL_LINES=4 timed wheels "$limit" python3 -m pip install -q --no-index --no-deps --no-compile \
+    --no-cache-dir --upgrade --target /tmp/site "$@"
+}
+
 # The issue rates of the softmax's instruction kinds on one SM (bench/pipe_rates.cu).
 pipe_rates() {
   nvcc -O3 -arch=sm_90a -o "$logs/pipe_rates" bench/pipe_rates.cu > "$logs/pipe_rates_build.log" 2>&1 &&

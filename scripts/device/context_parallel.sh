@@ -33,8 +33,7 @@ gtests shard_tests "${CP_TESTS_LIMIT_S:-90}" "${CP_TESTS:-*QuantizeShards*}"
 wait "$python_build" || { note "python extension: build FAILED"; tail -20 "$logs/python_build.log"; finish; exit 0; }
 export PYTHONPATH=$PWD/build-device-py/python:$PWD/bench
 if [ -n "${CP_WHEELS:-}" ] && compgen -G "$CP_WHEELS/*.whl" > /dev/null; then
-  TAIL_LINES=3 timed wheels 120 python3 -m pip install -q --no-index --no-deps --no-compile \
-    --no-cache-dir --upgrade --target /tmp/site "$CP_WHEELS"/*.whl
+  install_wheels 120 "$CP_WHEELS"/*.whl
   export PYTHONPATH=$PYTHONPATH:/tmp/site
 fi
 

@@ -11,8 +11,7 @@ export INTFA_BUILD=${INTFA_BUILD:-build-dev}
 export INTFA_DEADLINE_S=${INTFA_DEADLINE_S:-570}
 source "$(dirname "$0")/common.sh"
 if compgen -G ".whl/fa3*.whl" > /dev/null; then
-  TAIL_LINES=3 timed wheels 120 python3 -m pip install -q --no-index --no-deps --no-compile \
-    --no-cache-dir --upgrade --target /tmp/site .whl/fa3*.whl
+  install_wheels 120 .whl/fa3*.whl
 else
   note "wheels: no fa3-fwd wheel in .whl: FA3 FP8 will be reported missing"
 fi

@@ -29,8 +29,7 @@ python_build=$!
 
 if compgen -G ".whl/*.whl" > /dev/null; then
   ls -l .whl/*.whl | tee "$logs/wheels.txt"
-  TAIL_LINES=4 timed wheels 150 python3 -m pip install -q --no-index --no-deps --no-compile \
-    --no-cache-dir --upgrade --target /tmp/site .whl/*.whl
+  install_wheels 150 .whl/*.whl
 else
   note "wheels: none in .whl (carry .whl): FA3 and cuDNN FP8 will be reported missing"
 fi
