@@ -208,7 +208,7 @@ void paged_prefill(const PagedKVCache& cache, const PagedPrefillProblem& problem
   params.k_scale = k_scale;
   params.v = v16.data;
   params.cu_seqlens_kv = cu_seqlens_kv;
-  const int rows_per_block = kernels::paged_rows_per_set(cache.head_dim);
+  const int rows_per_block = kernels::paged_gather_rows_per_block(cache.head_dim);
   const long long rows = static_cast<long long>(problem.max_seq_len) * cache.heads_kv;
   const launch::LoadedKernel& gather =
       launch::KernelRuntime::instance().load(spec, planned.context, 0);

@@ -18,7 +18,7 @@ struct PagedGatherConfig {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(Bits == 8 || Bits == 4, "8 or 4 bits");
   static constexpr int kThreadsPerRow = HeadDim / 8;
-  static constexpr int kRowsPerBlock = paged_rows_per_set(HeadDim);
+  static constexpr int kRowsPerSet = paged_rows_per_set(HeadDim);
   static constexpr int kRowBytes = paged_row_bytes(HeadDim, Bits);
   static constexpr int kGroups = HeadDim / kPagedInt4Group;
 };
@@ -45,13 +45,9 @@ __device__ __forceinline__ int packed_start(const PagedGatherParams& params, int
   return static_cast<int>(min(total, static_cast<long long>(params.kv_rows)));
 }
 
-// The eight INT4 values of this thread's channels, each times its group's FP16 scale and rounded
-// to FP16, as decode's dequantization does (decode/dequantize.cuh, chunk_to_f16x2).
-template <int HeadDim>
-__device__ __forceinline__ void dequantize_int4x8(float (&values)[8], const u8* row_data,
-                                                  const u16* row_scales, int channel) {
-  const u32 word = *reinterpret_cast<const u32*>(row_data + channel / 2);
-  const float scale = f16_to_float(row_scales[channel / kPagedInt4Group]);
+// The eight INT4 values of a row's word (this thread's channels), each times its group's scale
+// and rounded to FP16, as decode's dequantization does (decode/dequantize.cuh, chunk_to_f16x2).
+__device__ __forceinline__ void dequantize_int4x8(float (&values)[8], u32 word, float scale) {
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const int nibble = static_cast<int>(word >> (4 * i)) & 0xF;
@@ -67,75 +63,96 @@ __global__ void __launch_bounds__(kPagedRowThreads) paged_gather(const PagedGath
   wait_for_previous_grid();
   allow_next_grid_to_launch();
   using Config = PagedGatherConfig<HeadDim, Bits>;
+  constexpr int kSets = kPagedGatherRowSets;
   const PagedCacheParams& cache = params.cache;
   const int sequence = blockIdx.y;
   const int start = packed_start(params, sequence);
   const int length = gathered_length(params, sequence);
   const int lane_in_row = threadIdx.x % Config::kThreadsPerRow;
   const int channel = lane_in_row * 8;
-  const int row = static_cast<int>(blockIdx.x) * Config::kRowsPerBlock +
-                  static_cast<int>(threadIdx.x) / Config::kThreadsPerRow;
-  const int token = fast_divide(row, params.heads_kv_divisor);
-  const int head = row - token * cache.heads_kv;
-  // Inactive rows (past the sequence, or past kv_rows) still take part in the shuffles.
-  const bool active = token < length && token < params.kv_rows - start;
+  const int first_row = static_cast<int>(blockIdx.x) * paged_gather_rows_per_block(HeadDim) +
+                        static_cast<int>(threadIdx.x) / Config::kThreadsPerRow;
+  const int* pages = params.block_table + sequence * params.block_table_stride;
 
-  int cache_row = 0;
-  if (active) {
-    const int page = params.block_table[sequence * params.block_table_stride +
-                                        (token >> cache.page_shift)];
-    cache_row = ((page * cache.heads_kv + head) << cache.page_shift) +
-                (token & (cache.page_size - 1));
+  // Every row's page, then every row's loads, before any row is converted: a thread has kSets
+  // rows' loads in flight instead of one, as in the append kernel. Inactive rows (past the
+  // sequence, or past kv_rows) load nothing and still take part in the INT4 rows' shuffles.
+  i64 packed_row[kSets];
+  int cache_row[kSets];
+  bool active[kSets];
+#pragma unroll
+  for (int k = 0; k < kSets; ++k) {
+    const int row = first_row + k * Config::kRowsPerSet;
+    const int token = fast_divide(row, params.heads_kv_divisor);
+    const int head = row - token * cache.heads_kv;
+    active[k] = token < length && token < params.kv_rows - start;
+    packed_row[k] = static_cast<i64>(head) * params.kv_rows + start + token;
+    cache_row[k] = 0;
+    if (active[k]) {
+      cache_row[k] = ((pages[token >> cache.page_shift] * cache.heads_kv + head)
+                      << cache.page_shift) +
+                     (token & (cache.page_size - 1));
+    }
   }
-  const i64 packed_row = static_cast<i64>(head) * params.kv_rows + start + token;
-  const u8* k_row = cache.k_data + static_cast<i64>(cache_row) * Config::kRowBytes;
-  const u8* v_row = cache.v_data + static_cast<i64>(cache_row) * Config::kRowBytes;
+  // This thread's bytes of K and V (INT8: 8 bytes each; INT4: the low word, 4 bytes), and their
+  // scales: the rows' (INT8) or the channels' group's (INT4); zeros for inactive rows.
+  uint2 k_raw[kSets], v_raw[kSets];
+  float k_scale[kSets], v_scale[kSets];
+#pragma unroll
+  for (int k = 0; k < kSets; ++k) {
+    k_raw[k] = v_raw[k] = make_uint2(0, 0);
+    k_scale[k] = v_scale[k] = 0.0f;
+    if (!active[k]) continue;
+    const i64 at = static_cast<i64>(cache_row[k]) * Config::kRowBytes + channel * Bits / 8;
+    if constexpr (Bits == 8) {
+      k_raw[k] = *reinterpret_cast<const uint2*>(cache.k_data + at);
+      v_raw[k] = *reinterpret_cast<const uint2*>(cache.v_data + at);
+      k_scale[k] = static_cast<const float*>(cache.k_scale)[cache_row[k]];
+      v_scale[k] = static_cast<const float*>(cache.v_scale)[cache_row[k]];
+    } else {
+      k_raw[k].x = *reinterpret_cast<const u32*>(cache.k_data + at);
+      v_raw[k].x = *reinterpret_cast<const u32*>(cache.v_data + at);
+      const i64 group = static_cast<i64>(cache_row[k]) * Config::kGroups + channel / kPagedInt4Group;
+      k_scale[k] = f16_to_float(static_cast<const u16*>(cache.k_scale)[group]);
+      v_scale[k] = f16_to_float(static_cast<const u16*>(cache.v_scale)[group]);
+    }
+  }
 
-  // K: INT8 rows as they are; INT4 rows dequantized and quantized again against the row's max.
-  if constexpr (Bits == 8) {
-    if (active) {
-      *reinterpret_cast<uint2*>(params.k + packed_row * HeadDim + channel) =
-          *reinterpret_cast<const uint2*>(k_row + channel);
-      if (lane_in_row == 0) {
-        params.k_scale[packed_row] = static_cast<const float*>(cache.k_scale)[cache_row];
+#pragma unroll
+  for (int k = 0; k < kSets; ++k) {
+    u8* const k_destination = params.k + packed_row[k] * HeadDim + channel;
+    // K: INT8 rows as they are; INT4 rows dequantized and quantized again against the row's max.
+    if constexpr (Bits == 8) {
+      if (active[k]) {
+        *reinterpret_cast<uint2*>(k_destination) = k_raw[k];
+        if (lane_in_row == 0) params.k_scale[packed_row[k]] = k_scale[k];
+      }
+    } else {
+      float values[8];
+      dequantize_int4x8(values, k_raw[k].x, k_scale[k]);  // zeros for an inactive row
+      const RowScale scale = row_scale(row_max_abs<Config::kThreadsPerRow>(values), 127.0f);
+      u32 quantized[8];
+      quantize_8(quantized, values, scale.inverse, 127, scale.clamps);
+      if (active[k]) {
+        store_int8x8(k_destination, quantized);
+        if (lane_in_row == 0) params.k_scale[packed_row[k]] = scale.scale;
       }
     }
-  } else {
-    float values[8] = {};
-    if (active) {
-      dequantize_int4x8<HeadDim>(values, k_row,
-                                 static_cast<const u16*>(cache.k_scale) +
-                                     static_cast<i64>(cache_row) * Config::kGroups,
-                                 channel);
-    }
-    const RowScale scale = row_scale(row_max_abs<Config::kThreadsPerRow>(values), 127.0f);
-    u32 quantized[8];
-    quantize_8(quantized, values, scale.inverse, 127, scale.clamps);
-    if (active) {
-      store_int8x8(params.k + packed_row * HeadDim + channel, quantized);
-      if (lane_in_row == 0) params.k_scale[packed_row] = scale.scale;
-    }
-  }
 
-  // V: value times scale in FP32 (INT4: rounded to FP16 first, as decode), rounded to VType.
-  if (active) {
+    // V: value times scale in FP32 (INT4: rounded to FP16 first, as decode), rounded to VType.
+    if (!active[k]) continue;
     float values[8];
     if constexpr (Bits == 8) {
-      const uint2 raw = *reinterpret_cast<const uint2*>(v_row + channel);
-      const float scale = static_cast<const float*>(cache.v_scale)[cache_row];
-      const u32 words[2] = {raw.x, raw.y};
+      const u32 words[2] = {v_raw[k].x, v_raw[k].y};
 #pragma unroll
       for (int i = 0; i < 8; ++i) {
         const int byte = static_cast<int>(words[i / 4] >> (8 * (i % 4))) & 0xFF;
-        values[i] = static_cast<float>(byte >= 128 ? byte - 256 : byte) * scale;
+        values[i] = static_cast<float>(byte >= 128 ? byte - 256 : byte) * v_scale[k];
       }
     } else {
-      dequantize_int4x8<HeadDim>(values, v_row,
-                                 static_cast<const u16*>(cache.v_scale) +
-                                     static_cast<i64>(cache_row) * Config::kGroups,
-                                 channel);
+      dequantize_int4x8(values, v_raw[k].x, v_scale[k]);
     }
-    *reinterpret_cast<uint4*>(static_cast<u8*>(params.v) + (packed_row * HeadDim + channel) * 2) =
+    *reinterpret_cast<uint4*>(static_cast<u8*>(params.v) + (packed_row[k] * HeadDim + channel) * 2) =
         make_uint4(pack_float2<VType>(values[0], values[1]),
                    pack_float2<VType>(values[2], values[3]),
                    pack_float2<VType>(values[4], values[5]),

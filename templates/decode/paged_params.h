@@ -29,6 +29,12 @@ constexpr int kPagedAppendRowSets = 4;
 INTFA_HOST_DEVICE constexpr int paged_append_rows_per_block(int head_dim) {
   return paged_rows_per_set(head_dim) * kPagedAppendRowSets;
 }
+// A gather block takes kPagedGatherRowSets consecutive row sets of one sequence, likewise with
+// every row's page, then every row's loads, in flight before it converts any (paged_gather.cuh).
+constexpr int kPagedGatherRowSets = 4;
+INTFA_HOST_DEVICE constexpr int paged_gather_rows_per_block(int head_dim) {
+  return paged_rows_per_set(head_dim) * kPagedGatherRowSets;
+}
 
 // n / divisor for 0 <= n < 2^31 and 1 <= divisor < 2^31 as (n * multiplier) >> shift: one wide
 // multiply where a division takes about twenty instructions (Granlund and Montgomery, "Division
@@ -170,8 +176,9 @@ struct PagedDecodeParams {
 // V rows from the end of the last sequence on, up to kPagedGatherZeroRows of them, are zeroed:
 // the attention kernel's last key tile reads past a sequence's end (those keys are masked, and P
 // is 0 there, but 0 times a NaN left in the workspace is not). Rows at kv_rows and beyond are
-// never written. The grid is (ceil(max_seq_len * heads_kv / rows per block), batch); each thread
-// owns 8 channels of one (token, head) row, as the append kernel.
+// never written. The grid is (ceil(max_seq_len * heads_kv / paged_gather_rows_per_block), batch);
+// each thread owns 8 channels of one (token, head) row in each of its block's row sets, as the
+// append kernel.
 constexpr int kPagedGatherZeroRows = 128;  // the largest key tile (block_n) of the attention kernels
 struct PagedGatherParams {
   PagedCacheParams cache;
