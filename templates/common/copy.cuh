@@ -20,6 +20,15 @@ __device__ __forceinline__ void copy_16_bytes_async(u32 destination, const void*
                "l"(source), "r"(source_bytes));
 }
 
+// 16 bytes, with L2 asked to fetch the whole 256-byte block around them: for small reads whose
+// neighbours other blocks (or this one, soon) read too, as the paged decode's per-token scales,
+// where a tile's 64 bytes sit beside the other heads' and tiles' (paged_decode.cuh).
+__device__ __forceinline__ void copy_16_bytes_async_prefetch_256(u32 destination,
+                                                                const void* source) {
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16;\n" ::"r"(destination),
+               "l"(source));
+}
+
 // 4 bytes (one FP32 scale); zero-fills when invalid.
 __device__ __forceinline__ void copy_4_bytes_async(u32 destination, const void* source,
                                                    bool valid) {
