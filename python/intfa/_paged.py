@@ -525,18 +525,45 @@ def paged_prefill(q, k_data, v_data, k_scale, v_scale, query_start_loc, block_ta
 
 
 def attend_step(q, k_data, v_data, k_scale, v_scale, query_start_loc, block_table, seq_lens, *,
-                max_q_len, max_seq_len, kv_tokens, causal=True, sm_scale=None, k_offset=None):
+                max_q_len, max_seq_len, kv_tokens, causal=True, sm_scale=None, k_offset=None,
+                num_decodes=0, decode_max_seq_len=None):
     """One serving step's attention as the integrations (vLLM's, transformers') run it, the new
     K/V appended already: ``paged_decode`` (split over the keys) when every sequence has one
     query (``max_q_len`` 1 and a row of ``q`` per sequence), else ``paged_prefill`` (prefills,
-    chunks and decode rows in one call). Arguments as ``paged_prefill``'s."""
-    if max_q_len == 1 and q.shape[0] == query_start_loc.shape[0] - 1:
+    chunks and decode rows in one call). ``num_decodes`` (a host int, default 0): the first
+    ``num_decodes`` sequences have one query each (rows 0 .. num_decodes - 1 of ``q``, vLLM's
+    decode-first batch order); in a mixed step they run ``paged_decode``
+    (``decode_max_seq_len`` bounding their lengths, default ``max_seq_len``) and only the rest
+    ``paged_prefill``, whose bounds ``max_q_len``, ``max_seq_len`` and ``kv_tokens`` then need
+    cover only those sequences. Otherwise arguments as ``paged_prefill``'s."""
+    batch = query_start_loc.shape[0] - 1
+    if not _checks.is_int(num_decodes) or not 0 <= num_decodes <= min(batch, q.shape[0]):
+        raise invalid_argument("num_decodes", repr(num_decodes),
+                               f"expected an int in [0, {min(batch, q.shape[0])}] (the leading "
+                               "sequences with one query each)")
+    if max_q_len == 1 and q.shape[0] == batch:
+        num_decodes = batch
+    if num_decodes == batch:
         return paged_decode(q, k_data, v_data, k_scale, v_scale, block_table, seq_lens,
-                            max_seq_len=max_seq_len, sm_scale=sm_scale, k_offset=k_offset)
-    return paged_prefill(q, k_data, v_data, k_scale, v_scale, query_start_loc, block_table,
-                         seq_lens, max_q_len=max_q_len, max_seq_len=max_seq_len,
-                         kv_tokens=kv_tokens, causal=causal, sm_scale=sm_scale,
-                         k_offset=k_offset)
+                            max_seq_len=decode_max_seq_len or max_seq_len, sm_scale=sm_scale,
+                            k_offset=k_offset)
+    prefill = dict(max_q_len=max_q_len, max_seq_len=max_seq_len, kv_tokens=kv_tokens,
+                   causal=causal, sm_scale=sm_scale, k_offset=k_offset)
+    if num_decodes == 0:
+        return paged_prefill(q, k_data, v_data, k_scale, v_scale, query_start_loc, block_table,
+                             seq_lens, **prefill)
+    # A mixed step: the decode rows need none of the prefill's gather of their whole cached
+    # sequences into dense K/V, which for long contexts costs far more than their attention.
+    out = torch.empty_like(q)
+    out[:num_decodes] = paged_decode(q[:num_decodes], k_data, v_data, k_scale, v_scale,
+                                     block_table[:num_decodes], seq_lens[:num_decodes],
+                                     max_seq_len=decode_max_seq_len or max_seq_len,
+                                     sm_scale=sm_scale, k_offset=k_offset)
+    out[num_decodes:] = paged_prefill(q[num_decodes:], k_data, v_data, k_scale, v_scale,
+                                      query_start_loc[num_decodes:] - num_decodes,
+                                      block_table[num_decodes:], seq_lens[num_decodes:],
+                                      **prefill)
+    return out
 
 
 def merge_states(v_a, s_a, v_b, s_b, *, out=None, out_lse=None):

@@ -60,7 +60,17 @@ class BackendShapesTest(unittest.TestCase):
         builder = backend.IntfaAttentionMetadataBuilder(None, ["layer.0"], None, "cuda")
         self.assertFalse(builder.use_cascade_attention(4, None, 32, 8, False, False, False, 132))
         self.assertEqual(builder.cudagraph_support.name, "NEVER")
-        self.assertIsNone(builder.reorder_batch_threshold)
+        self.assertEqual(builder.reorder_batch_threshold, 1)  # decode requests first
+
+    def test_a_step_splits_into_its_leading_decodes_and_the_rest(self):
+        # query_start_loc_cpu, seq_lens_cpu -> (num_decodes, decode max, prefill max, prefill sum)
+        cases = [([0, 1, 2, 7, 8], [10, 20, 30, 40], (2, 20, 40, 70)),
+                 ([0, 1, 2, 3], [5, 9, 7], (3, 9, 0, 0)),
+                 ([0, 4, 5, 6], [4, 8, 12], (0, 0, 12, 24)),
+                 ([0, 1, 3, 4], [100, 2, 50], (1, 100, 50, 52)),
+                 ([0], [], (0, 0, 0, 0))]
+        for starts, lengths, expected in cases:
+            self.assertEqual(backend.split_decodes(starts, lengths), expected, (starts, lengths))
 
 
 def reference(q, k, v, scale):
@@ -84,16 +94,17 @@ class BackendServingTest(unittest.TestCase):
     vLLM's scheduler does, builds the metadata vLLM's runner would, and runs the layer."""
 
     def serve(self, cache_dtype, bits, dtype=torch.float16 if torch else None, heads=(32, 8),
-              head_size=128, block_size=16, prompts=(300, 40, 1000, 7), chunk=256, steps=8):
+              head_size=128, block_size=16, prompts=(300, 40, 1000, 7), chunk=256, steps=8,
+              decodes_first=True):
         os.environ[backend.BITS_VARIABLE] = str(bits)
         try:
             self._serve(cache_dtype, bits, dtype, heads, head_size, block_size, prompts, chunk,
-                        steps)
+                        steps, decodes_first)
         finally:
             del os.environ[backend.BITS_VARIABLE]
 
     def _serve(self, cache_dtype, bits, dtype, heads, head_size, block_size, prompts, chunk,
-               steps):
+               steps, decodes_first):
         torch.manual_seed(bits + len(prompts))
         heads_q, heads_kv = heads
         scale = 1.0 / math.sqrt(head_size)
@@ -115,7 +126,7 @@ class BackendServingTest(unittest.TestCase):
         values = [torch.randn(p + steps, heads_kv, head_size, device="cuda").to(dtype)
                   for p in prompts]
         done = [0] * len(prompts)  # tokens in the cache
-        worst, decode_steps, mixed_steps = 0.0, 0, 0
+        worst, decode_steps, mixed_steps, split_steps = 0.0, 0, 0, 0
         for step in range(steps + max(prompts) // chunk + 1):
             # Request r arrives at step r; a running request gets its next chunk, or one token.
             batch = []
@@ -126,6 +137,8 @@ class BackendServingTest(unittest.TestCase):
                 batch.append((r, count))
             if not batch:
                 break
+            if decodes_first:  # vLLM's runner, for reorder_batch_threshold 1
+                batch.sort(key=lambda request: request[1] != 1)
             starts, slots, lengths = [0], [], []
             for r, count in batch:
                 for position in range(done[r], done[r] + count):
@@ -164,6 +177,7 @@ class BackendServingTest(unittest.TestCase):
             impl.forward(None, q_padded, k_padded, v_padded, kv_cache, metadata, output=output)
             decode_steps += metadata.max_query_len == 1
             mixed_steps += metadata.max_query_len > 1 and any(c == 1 for _, c in batch)
+            split_steps += 0 < metadata.num_decodes < metadata.num_reqs
             out = output[:starts[-1]].view(-1, heads_q, head_size)
             for b, (r, count) in enumerate(batch):
                 end = done[r] + count
@@ -178,9 +192,11 @@ class BackendServingTest(unittest.TestCase):
                 done[r] += count
         self.assertGreater(decode_steps, 0, "no step was decode only")
         self.assertGreater(mixed_steps, 0, "no step mixed a prefill chunk and decode rows")
+        if decodes_first:
+            self.assertGreater(split_steps, 0, "no mixed step ran its decodes through paged_decode")
         report(f"vLLM-shaped backend, {cache_dtype} cache, INT{bits}, {dtype}: rel_l2 <= "
                f"{worst:.4%} over {step + 1} steps ({decode_steps} decode only, {mixed_steps} "
-               "mixed)")
+               f"mixed, {split_steps} of them split, decodes first: {decodes_first})")
 
     def test_int8_in_a_byte_cache(self):
         self.serve("fp8", 8)
@@ -188,8 +204,8 @@ class BackendServingTest(unittest.TestCase):
     def test_int4_in_a_byte_cache_bf16_gqa_head_size_64(self):
         self.serve("fp8", 4, dtype=torch.bfloat16, heads=(8, 2), head_size=64, block_size=32)
 
-    def test_int8_in_a_16_bit_cache_pages_of_128(self):
-        self.serve("auto", 8, block_size=128, prompts=(500, 3, 129))
+    def test_int8_in_a_16_bit_cache_pages_of_128_in_arrival_order(self):
+        self.serve("auto", 8, block_size=128, prompts=(500, 3, 129), decodes_first=False)
 
     def test_a_profiling_run_returns_the_output_untouched(self):
         impl = backend.IntfaAttentionImpl(8, 64, 0.125, 8, None, None, "auto")

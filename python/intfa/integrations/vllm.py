@@ -17,9 +17,12 @@ and ``flash_attn.py`` as of that release) without importing vLLM:
   kv_sharing_target_layer_name=None, sinks=None)`` and ``forward(layer, query, key, value,
   kv_cache, attn_metadata, output, output_scale=None, output_block_scale=None)``: the new K/V
   rows go into the cache (``intfa.paged_append`` at ``slot_mapping``, vLLM's
-  ``reshape_and_cache``), then a batch whose sequences each have one query runs
-  ``intfa.paged_decode``, any other (prefills, chunks over cached prefixes, decode rows beside
-  them) ``intfa.paged_prefill``, into ``output[:num_actual_tokens]``.
+  ``reshape_and_cache``), then the step's decode requests (one query each) run
+  ``intfa.paged_decode`` and the rest (prefills, chunks over cached prefixes) ``intfa.paged_prefill``,
+  into ``output[:num_actual_tokens]``. The builder sets ``reorder_batch_threshold`` 1, as
+  FlashInfer's does, so that vLLM's runner puts the decode requests first
+  (``reorder_batch_to_split_decodes_and_prefills``); ``build`` counts the leading one-query
+  requests on the host (``query_start_loc_cpu``), so a batch in any order is still served right.
 
 The cache lives in the tensor vLLM allocates from ``get_kv_cache_shape`` (``[2, num_blocks,
 num_kv_heads, block_size, head_size]``: K's half then V's, each read as intfa's
@@ -150,13 +153,40 @@ class IntfaAttentionMetadata:
     block_table: Any  # int32 [num_reqs, max_blocks], device
     slot_mapping: Any  # int64 [num_actual_tokens], device
     num_reqs: int
-    kv_tokens: int  # the sum of seq_lens (host-side, from seq_lens_cpu)
+    kv_tokens: int  # the sum of the prefill requests' seq_lens (host-side, from seq_lens_cpu)
     causal: bool = True
+    num_decodes: int = 0  # the leading requests with one query each (paged_decode's)
+    decode_max_seq_len: int = 0  # their longest seq_len
+
+
+def _reorder_decodes_first(input_batch, scheduler_output, threshold):
+    """vLLM's own reorder where vLLM is installed (its releases before the runner read
+    ``reorder_batch_threshold`` ask the builder's ``reorder_batch``); without vLLM, no reorder."""
+    try:
+        from vllm.v1.attention.backends.utils import reorder_batch_to_split_decodes_and_prefills
+    except ImportError:
+        return False
+    return reorder_batch_to_split_decodes_and_prefills(input_batch, scheduler_output,
+                                                       decode_threshold=threshold)
+
+
+def split_decodes(query_start_loc_cpu, seq_lens_cpu):
+    """(num_decodes, decode_max_seq_len, prefill_max_seq_len, prefill_kv_tokens) of a step from
+    its host-side metadata: the leading requests with exactly one query are decodes."""
+    starts = [int(x) for x in query_start_loc_cpu]
+    lengths = [int(x) for x in seq_lens_cpu]
+    num_decodes = 0
+    while num_decodes < len(lengths) and starts[num_decodes + 1] - starts[num_decodes] == 1:
+        num_decodes += 1
+    decodes, prefills = lengths[:num_decodes], lengths[num_decodes:]
+    return (num_decodes, max(decodes, default=0), max(prefills, default=0), sum(prefills))
 
 
 class IntfaAttentionMetadataBuilder:
     cudagraph_support = _cudagraph_support_never()
-    reorder_batch_threshold = None
+    # Requests of at most this many queries first: the runner reorders the batch (vLLM's
+    # FlashInfer builder sets the same), and build() splits it there.
+    reorder_batch_threshold = 1
 
     def __init__(self, kv_cache_spec, layer_names, vllm_config, device):
         self.kv_cache_spec = kv_cache_spec
@@ -170,12 +200,17 @@ class IntfaAttentionMetadataBuilder:
             raise NotImplementedError("intfa's vLLM backend has no cascade attention "
                                       "(use_cascade_attention returns False)")
         num_reqs = int(m.num_reqs)
+        num_decodes, decode_max_seq_len, prefill_max_seq_len, prefill_kv_tokens = split_decodes(
+            m.query_start_loc_cpu[:num_reqs + 1], m.seq_lens_cpu[:num_reqs])
         return IntfaAttentionMetadata(
             num_actual_tokens=int(m.num_actual_tokens), max_query_len=int(m.max_query_len),
-            query_start_loc=m.query_start_loc[:num_reqs + 1], max_seq_len=int(m.max_seq_len),
+            query_start_loc=m.query_start_loc[:num_reqs + 1],
+            max_seq_len=max(1, prefill_max_seq_len) if num_decodes < num_reqs
+            else int(m.max_seq_len),
             seq_lens=m.seq_lens[:num_reqs], block_table=m.block_table_tensor[:num_reqs],
             slot_mapping=m.slot_mapping[:int(m.num_actual_tokens)], num_reqs=num_reqs,
-            kv_tokens=int(m.seq_lens_cpu[:num_reqs].sum()), causal=bool(getattr(m, "causal", True)))
+            kv_tokens=prefill_kv_tokens, causal=bool(getattr(m, "causal", True)),
+            num_decodes=num_decodes, decode_max_seq_len=decode_max_seq_len)
 
     def build_for_cudagraph_capture(self, common_attn_metadata):
         return self.build(0, common_attn_metadata)
@@ -184,7 +219,7 @@ class IntfaAttentionMetadataBuilder:
         return False
 
     def reorder_batch(self, input_batch, scheduler_output):
-        return False
+        return _reorder_decodes_first(input_batch, scheduler_output, self.reorder_batch_threshold)
 
 
 class IntfaAttentionImpl:
@@ -268,7 +303,8 @@ class IntfaAttentionImpl:
         out[:n] = attend_step(query[:n], k_data, v_data, k_scale, v_scale, m.query_start_loc,
                               m.block_table, m.seq_lens, max_q_len=m.max_query_len,
                               max_seq_len=m.max_seq_len, kv_tokens=m.kv_tokens, causal=m.causal,
-                              sm_scale=self.scale)
+                              sm_scale=self.scale, num_decodes=m.num_decodes,
+                              decode_max_seq_len=m.decode_max_seq_len or None)
         return output
 
 
