@@ -129,6 +129,8 @@ def main():
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--json", help="write the rows here")
     args = parser.parse_args()
+    if args.decodes < 1 or args.chunks < 1:
+        parser.error("--decodes and --chunks: at least 1 each (a mixed step)")
     print(f"{torch.cuda.get_device_name()}, intfa {intfa.__version__}")
     rows = [run(args, int(bits)) for bits in args.bits.split(",")]
     if args.json:

@@ -543,7 +543,7 @@ def attend_step(q, k_data, v_data, k_scale, v_scale, query_start_loc, block_tabl
                                "sequences with one query each)")
     if max_q_len == 1 and q.shape[0] == batch:
         num_decodes = batch
-    if num_decodes == batch:
+    if num_decodes == batch and q.shape[0] == batch:
         return paged_decode(q, k_data, v_data, k_scale, v_scale, block_table, seq_lens,
                             max_seq_len=decode_max_seq_len or max_seq_len, sm_scale=sm_scale,
                             k_offset=k_offset)
@@ -554,15 +554,19 @@ def attend_step(q, k_data, v_data, k_scale, v_scale, query_start_loc, block_tabl
                              seq_lens, **prefill)
     # A mixed step: the decode rows need none of the prefill's gather of their whole cached
     # sequences into dense K/V, which for long contexts costs far more than their attention.
-    out = torch.empty_like(q)
+    # Rows past the sequences' queries (a caller's padding) are zeros.
+    out = torch.zeros_like(q) if num_decodes == batch else torch.empty_like(q)
+    # max_seq_len bounds the prefill part's lengths only: without decode_max_seq_len, the
+    # decodes' split heuristic takes the block table's capacity.
     out[:num_decodes] = paged_decode(q[:num_decodes], k_data, v_data, k_scale, v_scale,
                                      block_table[:num_decodes], seq_lens[:num_decodes],
-                                     max_seq_len=decode_max_seq_len or max_seq_len,
-                                     sm_scale=sm_scale, k_offset=k_offset)
-    out[num_decodes:] = paged_prefill(q[num_decodes:], k_data, v_data, k_scale, v_scale,
-                                      query_start_loc[num_decodes:] - num_decodes,
-                                      block_table[num_decodes:], seq_lens[num_decodes:],
-                                      **prefill)
+                                     max_seq_len=decode_max_seq_len, sm_scale=sm_scale,
+                                     k_offset=k_offset)
+    if num_decodes < batch:
+        out[num_decodes:] = paged_prefill(q[num_decodes:], k_data, v_data, k_scale, v_scale,
+                                          query_start_loc[num_decodes:] - num_decodes,
+                                          block_table[num_decodes:], seq_lens[num_decodes:],
+                                          **prefill)
     return out
 
 

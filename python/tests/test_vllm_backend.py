@@ -60,7 +60,6 @@ class BackendShapesTest(unittest.TestCase):
         builder = backend.IntfaAttentionMetadataBuilder(None, ["layer.0"], None, "cuda")
         self.assertFalse(builder.use_cascade_attention(4, None, 32, 8, False, False, False, 132))
         self.assertEqual(builder.cudagraph_support.name, "NEVER")
-        self.assertEqual(builder.reorder_batch_threshold, 1)  # decode requests first
 
     def test_a_step_splits_into_its_leading_decodes_and_the_rest(self):
         # query_start_loc_cpu, seq_lens_cpu -> (num_decodes, decode max, prefill max, prefill sum)
@@ -126,7 +125,7 @@ class BackendServingTest(unittest.TestCase):
         values = [torch.randn(p + steps, heads_kv, head_size, device="cuda").to(dtype)
                   for p in prompts]
         done = [0] * len(prompts)  # tokens in the cache
-        worst, decode_steps, mixed_steps, split_steps = 0.0, 0, 0, 0
+        worst, decode_steps, mixed_steps, split_steps, late_decode_steps = 0.0, 0, 0, 0, 0
         for step in range(steps + max(prompts) // chunk + 1):
             # Request r arrives at step r; a running request gets its next chunk, or one token.
             batch = []
@@ -178,6 +177,8 @@ class BackendServingTest(unittest.TestCase):
             decode_steps += metadata.max_query_len == 1
             mixed_steps += metadata.max_query_len > 1 and any(c == 1 for _, c in batch)
             split_steps += 0 < metadata.num_decodes < metadata.num_reqs
+            # A decode request after a prefill chunk goes through paged_prefill.
+            late_decode_steps += any(c == 1 for _, c in batch[metadata.num_decodes:])
             out = output[:starts[-1]].view(-1, heads_q, head_size)
             for b, (r, count) in enumerate(batch):
                 end = done[r] + count
@@ -194,9 +195,12 @@ class BackendServingTest(unittest.TestCase):
         self.assertGreater(mixed_steps, 0, "no step mixed a prefill chunk and decode rows")
         if decodes_first:
             self.assertGreater(split_steps, 0, "no mixed step ran its decodes through paged_decode")
+        else:
+            self.assertGreater(late_decode_steps, 0, "no decode request came after a chunk")
         report(f"vLLM-shaped backend, {cache_dtype} cache, INT{bits}, {dtype}: rel_l2 <= "
                f"{worst:.4%} over {step + 1} steps ({decode_steps} decode only, {mixed_steps} "
-               f"mixed, {split_steps} of them split, decodes first: {decodes_first})")
+               f"mixed, {split_steps} of them split, {late_decode_steps} with a decode after a "
+               f"chunk)")
 
     def test_int8_in_a_byte_cache(self):
         self.serve("fp8", 8)
@@ -204,8 +208,13 @@ class BackendServingTest(unittest.TestCase):
     def test_int4_in_a_byte_cache_bf16_gqa_head_size_64(self):
         self.serve("fp8", 4, dtype=torch.bfloat16, heads=(8, 2), head_size=64, block_size=32)
 
-    def test_int8_in_a_16_bit_cache_pages_of_128_in_arrival_order(self):
-        self.serve("auto", 8, block_size=128, prompts=(500, 3, 129), decodes_first=False)
+    def test_int8_in_a_16_bit_cache_pages_of_128(self):
+        self.serve("auto", 8, block_size=128, prompts=(500, 3, 129))
+
+    def test_int8_in_a_byte_cache_in_arrival_order(self):
+        # vLLM's runner not reordering (a release that does not read reorder_batch_threshold):
+        # decode requests after chunks stay in paged_prefill's call.
+        self.serve("fp8", 8, decodes_first=False)
 
     def test_a_profiling_run_returns_the_output_untouched(self):
         impl = backend.IntfaAttentionImpl(8, 64, 0.125, 8, None, None, "auto")

@@ -170,11 +170,16 @@ def _reorder_decodes_first(input_batch, scheduler_output, threshold):
                                                        decode_threshold=threshold)
 
 
+def _as_list(values):
+    """A host tensor's values in one call (tolist), or any sequence's."""
+    return values.tolist() if hasattr(values, "tolist") else list(values)
+
+
 def split_decodes(query_start_loc_cpu, seq_lens_cpu):
     """(num_decodes, decode_max_seq_len, prefill_max_seq_len, prefill_kv_tokens) of a step from
     its host-side metadata: the leading requests with exactly one query are decodes."""
-    starts = [int(x) for x in query_start_loc_cpu]
-    lengths = [int(x) for x in seq_lens_cpu]
+    starts = [int(x) for x in _as_list(query_start_loc_cpu)]
+    lengths = [int(x) for x in _as_list(seq_lens_cpu)]
     num_decodes = 0
     while num_decodes < len(lengths) and starts[num_decodes + 1] - starts[num_decodes] == 1:
         num_decodes += 1
