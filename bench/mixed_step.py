@@ -32,17 +32,14 @@ from compare_sdpa import time_interleaved  # noqa: E402
 
 
 def reference(q, k, v, scale):
-    """float32 causal (bottom-right) attention of [n_q, Hq, d] queries over [L, Hkv, d] K/V."""
-    n_q, heads_q, _ = q.shape
-    length, heads_kv, _ = k.shape
-    group = heads_q // heads_kv
-    qf = q.float().transpose(0, 1)
-    kf = k.float().transpose(0, 1).repeat_interleave(group, dim=0)
-    vf = v.float().transpose(0, 1).repeat_interleave(group, dim=0)
-    scores = qf @ kf.transpose(1, 2) * scale
-    mask = torch.ones(n_q, length, dtype=torch.bool, device=q.device).tril(length - n_q)
-    scores = scores.masked_fill(~mask, float("-inf"))
-    return (scores.softmax(-1) @ vf).transpose(0, 1)
+    """float32 attention of [n, Hq, d] queries over [L, Hkv, d] K/V (PyTorch's SDPA with GQA),
+    causal bottom-right: query i sees keys up to L - n + i."""
+    n, length = q.shape[0], k.shape[0]
+    allowed = torch.ones(n, length, dtype=torch.bool, device=q.device).tril(length - n)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q.float().transpose(0, 1), k.float().transpose(0, 1), v.float().transpose(0, 1),
+        attn_mask=allowed, scale=scale, enable_gqa=True)
+    return out.transpose(0, 1)
 
 
 def run(args, bits):
