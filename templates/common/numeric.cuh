@@ -134,12 +134,12 @@ __device__ __forceinline__ float row_sum(float part) {
   return part;
 }
 
-// max|x| over a row held by LanesPerRow consecutive lanes, 8 values each.
-template <int LanesPerRow>
-__device__ __forceinline__ float row_max_abs(const float (&values)[8]) {
+// max|x| over a row held by LanesPerRow consecutive lanes, Count values each.
+template <int LanesPerRow, int Count>
+__device__ __forceinline__ float row_max_abs(const float (&values)[Count]) {
   float amax = 0.0f;
 #pragma unroll
-  for (int i = 0; i < 8; ++i) amax = fmaxf(amax, fabsf(values[i]));
+  for (int i = 0; i < Count; ++i) amax = fmaxf(amax, fabsf(values[i]));
 #pragma unroll
   for (int offset = LanesPerRow / 2; offset > 0; offset /= 2) {
     amax = fmaxf(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, offset));
@@ -171,6 +171,17 @@ __device__ __forceinline__ void store_int8x8(u8* output, const u32 (&quantized)[
   *reinterpret_cast<uint2*>(output) =
       make_uint2(gather_low_bytes(quantized[0], quantized[1], quantized[2], quantized[3]),
                  gather_low_bytes(quantized[4], quantized[5], quantized[6], quantized[7]));
+}
+
+// Sixteen quantize_8 results (two sets of eight) as INT8, value i of set s in byte 8 s + i: one
+// 16-byte store.
+__device__ __forceinline__ void store_int8x16(u8* output, const u32 (&first)[8],
+                                              const u32 (&second)[8]) {
+  *reinterpret_cast<uint4*>(output) =
+      make_uint4(gather_low_bytes(first[0], first[1], first[2], first[3]),
+                 gather_low_bytes(first[4], first[5], first[6], first[7]),
+                 gather_low_bytes(second[0], second[1], second[2], second[3]),
+                 gather_low_bytes(second[4], second[5], second[6], second[7]));
 }
 
 // Eight quantize_8 results in [-8, 7] as two's-complement nibbles, element 2i in the low nibble

@@ -1,8 +1,8 @@
 // Append: new FP16/BF16 K and V rows -> quantized rows and scales in their cache slots (vLLM's
-// reshape_and_cache with quantization). Each thread owns 8 consecutive channels of one (token,
-// head) row of K or V (one 16-byte load) in each of kPagedAppendRowSets row sets; the threads of
-// a row (INT8) or of a 32-channel group (INT4) reduce max|x| with shuffles, so every input byte
-// is read once and every cache byte written once. Rounding: README.md, "Append".
+// reshape_and_cache with quantization). Each thread owns 16 consecutive channels of one (token,
+// head) row of K or V (two 16-byte loads) in each of kPagedAppendRowSets row sets; the threads
+// of a row (INT8) or of a 32-channel group (INT4) reduce max|x| with shuffles, so every input
+// byte is read once and every cache byte written once. Rounding: README.md, "Append".
 #pragma once
 
 #include "common/grid_dependency.cuh"
@@ -16,11 +16,15 @@ template <int HeadDim, int Bits>
 struct PagedAppendConfig {
   static_assert(HeadDim == 64 || HeadDim == 128 || HeadDim == 256, "head_dim 64, 128 or 256");
   static_assert(Bits == 8 || Bits == 4, "8 or 4 bits");
-  static constexpr int kThreadsPerRow = HeadDim / 8;
-  static constexpr int kRowsPerSet = paged_rows_per_set(HeadDim);
-  static_assert(kRowsPerSet * kThreadsPerRow == kPagedRowThreads, "one row set per block pass");
+  static constexpr int kChannels = kPagedAppendChannels;  // a thread's, of one row
+  static constexpr int kThreadsPerRow = HeadDim / kChannels;
+  static constexpr int kRowsPerSet = kPagedRowThreads / kThreadsPerRow;
+  static_assert(kRowsPerSet * kPagedAppendRowSets == paged_append_rows_per_block(HeadDim),
+                "the host's grid");
   // The lanes that share one scale: the whole row (INT8) or one group (INT4).
-  static constexpr int kThreadsPerScale = Bits == 8 ? kThreadsPerRow : kPagedInt4Group / 8;
+  static constexpr int kThreadsPerScale = Bits == 8 ? kThreadsPerRow : kPagedInt4Group / kChannels;
+  static_assert(kPagedInt4Group % kChannels == 0, "a thread's channels in one INT4 group");
+  static_assert(kChannels == 16, "two 16-byte loads of 8 values a row");
   static constexpr float kRange = Bits == 8 ? 127.0f : 7.0f;
   static constexpr int kRowBytes = paged_row_bytes(HeadDim, Bits);
 };
@@ -42,7 +46,7 @@ __global__ void __launch_bounds__(kPagedRowThreads) paged_append(const PagedAppe
   constexpr int kSets = kPagedAppendRowSets;
   const PagedCacheParams& cache = params.cache;
   const int lane_in_row = threadIdx.x % Config::kThreadsPerRow;
-  const int channel = lane_in_row * 8;
+  const int channel = lane_in_row * Config::kChannels;
   const bool is_v = blockIdx.y != 0;
   const u16* input = static_cast<const u16*>(is_v ? params.v : params.k) + channel;
   const i64 token_stride = is_v ? params.v_token_stride : params.k_token_stride;
@@ -62,34 +66,43 @@ __global__ void __launch_bounds__(kPagedRowThreads) paged_append(const PagedAppe
     slot[k] = row < params.rows ? params.slot_mapping[token] : -1;
     row_input[k] = input + token * token_stride + head[k] * head_stride;
   }
-  uint4 raw[kSets];
+  uint4 raw[kSets][2];  // channels channel .. + 7, then + 8 .. + 15
 #pragma unroll
   for (int k = 0; k < kSets; ++k) {
-    raw[k] = make_uint4(0, 0, 0, 0);
-    if (slot[k] >= 0) raw[k] = *reinterpret_cast<const uint4*>(row_input[k]);
+    raw[k][0] = raw[k][1] = make_uint4(0, 0, 0, 0);
+    if (slot[k] >= 0) {
+      raw[k][0] = reinterpret_cast<const uint4*>(row_input[k])[0];
+      raw[k][1] = reinterpret_cast<const uint4*>(row_input[k])[1];
+    }
   }
 
   u8* const data = is_v ? cache.v_data : cache.k_data;
   void* const scales = is_v ? cache.v_scale : cache.k_scale;
 #pragma unroll
   for (int k = 0; k < kSets; ++k) {
-    float values[8];
-    unpack_8_values<InputType>(values, raw[k]);  // zeros for an inactive row
+    float values[2][8];  // channels channel .. + 7, then + 8 .. + 15
+    unpack_8_values<InputType>(values[0], raw[k][0]);  // zeros for an inactive row
+    unpack_8_values<InputType>(values[1], raw[k][1]);
     if (k_offset != nullptr && slot[k] >= 0) {
       // Loaded here, not with the rows: the same few KB for every token, so L1 hits, and holding
-      // them from the loads on would take 32 registers and a third of the resident warps.
+      // them from the loads on would take 64 registers and a third of the resident warps.
       const float* row_offset = k_offset + head[k] * HeadDim + channel;
       if ((reinterpret_cast<u64>(k_offset) & 15) == 0) {  // a torch allocation's, say
-        const float4 low = reinterpret_cast<const float4*>(row_offset)[0];
-        const float4 high = reinterpret_cast<const float4*>(row_offset)[1];
-        values[0] -= low.x, values[1] -= low.y, values[2] -= low.z, values[3] -= low.w;
-        values[4] -= high.x, values[5] -= high.y, values[6] -= high.z, values[7] -= high.w;
+#pragma unroll
+        for (int part = 0; part < 4; ++part) {
+          const float4 offset = reinterpret_cast<const float4*>(row_offset)[part];
+          float* four = values[part / 2] + 4 * (part % 2);
+          four[0] -= offset.x, four[1] -= offset.y, four[2] -= offset.z, four[3] -= offset.w;
+        }
       } else {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) values[i] -= row_offset[i];
+        for (int i = 0; i < 16; ++i) values[i / 8][i % 8] -= row_offset[i];
       }
     }
-    const float amax = row_max_abs<Config::kThreadsPerScale>(values);
+    float magnitudes[Config::kChannels];
+#pragma unroll
+    for (int i = 0; i < Config::kChannels; ++i) magnitudes[i] = values[i / 8][i % 8];
+    const float amax = row_max_abs<Config::kThreadsPerScale>(magnitudes);
 
     float scale = divide_rn(amax, Config::kRange);
     u16 scale_bits = 0;
@@ -106,8 +119,9 @@ __global__ void __launch_bounds__(kPagedRowThreads) paged_append(const PagedAppe
     // INT8 as quantize_rows (zero when amax is); INT4 zero when the stored scale is.
     const bool nonzero = Bits == 8 ? amax > 0.0f : scale > 0.0f;
     const float inverse = nonzero ? divide_rn(1.0f, scale) : 0.0f;
-    u32 quantized[8];
-    quantize_8(quantized, values, inverse, static_cast<int>(Config::kRange), clamps);
+    u32 quantized[2][8];
+    quantize_8(quantized[0], values[0], inverse, static_cast<int>(Config::kRange), clamps);
+    quantize_8(quantized[1], values[1], inverse, static_cast<int>(Config::kRange), clamps);
     // Inactive rows (past the end, skipped tokens) computed with zeros and store nothing.
     if (slot[k] < 0) continue;
 
@@ -117,10 +131,11 @@ __global__ void __launch_bounds__(kPagedRowThreads) paged_append(const PagedAppe
         (slot[k] & (cache.page_size - 1));
     u8* const row_data = data + static_cast<i64>(cache_row) * Config::kRowBytes;
     if (Bits == 8) {
-      store_int8x8(row_data + channel, quantized);
+      store_int8x16(row_data + channel, quantized[0], quantized[1]);
       if (lane_in_row == 0) static_cast<float*>(scales)[cache_row] = scale;
     } else {
-      *reinterpret_cast<u32*>(row_data + channel / 2) = pack_int4x8(quantized);
+      *reinterpret_cast<uint2*>(row_data + channel / 2) =
+          make_uint2(pack_int4x8(quantized[0]), pack_int4x8(quantized[1]));
       if (channel % kPagedInt4Group == 0) {
         constexpr int kGroups = HeadDim / kPagedInt4Group;
         static_cast<u16*>(scales)[cache_row * kGroups + channel / kPagedInt4Group] = scale_bits;

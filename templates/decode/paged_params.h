@@ -13,9 +13,9 @@ namespace kernels {
 constexpr int kPagedInt4Group = 32;
 // Tokens per decode tile: the smallest page, so that a tile never spans two pages.
 constexpr int kPagedTileTokens = 16;
-// Threads of the append, gather and merge kernels; each thread owns 8 consecutive channels of a
-// row, so a block's threads cover a row set of kPagedRowThreads / (head_dim / 8) rows at once
-// (the gather's and the merge's block).
+// Threads of the append, gather and merge kernels. In the gather and the merge each thread owns
+// 8 consecutive channels of a row, so a block's threads cover a row set of kPagedRowThreads /
+// (head_dim / 8) rows at once; the append's threads own 16 (below).
 constexpr int kPagedRowThreads = 128;
 INTFA_HOST_DEVICE constexpr int paged_rows_per_set(int head_dim) {
   return kPagedRowThreads / (head_dim / 8);
@@ -23,11 +23,13 @@ INTFA_HOST_DEVICE constexpr int paged_rows_per_set(int head_dim) {
 // States whose loads a merge_states thread issues together; the host gives a row as many thread
 // groups as keep each thread's states at or under it (merge_states.cuh).
 constexpr int kMergeStatesPerThread = 8;
-// An append block takes kPagedAppendRowSets consecutive row sets of K or V, their loads all in
-// flight before it quantizes any (paged_append.cuh).
+// An append thread owns 16 consecutive channels of a row (two 16-byte loads), and a block takes
+// kPagedAppendRowSets consecutive row sets of K or V, their loads all in flight before it
+// quantizes any (paged_append.cuh).
+constexpr int kPagedAppendChannels = 16;
 constexpr int kPagedAppendRowSets = 4;
 INTFA_HOST_DEVICE constexpr int paged_append_rows_per_block(int head_dim) {
-  return paged_rows_per_set(head_dim) * kPagedAppendRowSets;
+  return kPagedRowThreads / (head_dim / kPagedAppendChannels) * kPagedAppendRowSets;
 }
 // A gather block takes kPagedGatherRowSets consecutive row sets of one sequence, likewise with
 // every row's page, then every row's loads, in flight before it converts any (paged_gather.cuh).
