@@ -533,7 +533,8 @@ def attend_step(q, k_data, v_data, k_scale, v_scale, query_start_loc, block_tabl
     chunks and decode rows in one call). ``num_decodes`` (a host int, default 0): the first
     ``num_decodes`` sequences have one query each (rows 0 .. num_decodes - 1 of ``q``, vLLM's
     decode-first batch order); in a mixed step they run ``paged_decode``
-    (``decode_max_seq_len`` bounding their lengths, default ``max_seq_len``) and only the rest
+    (``decode_max_seq_len`` bounding their lengths for its split heuristic; default the block
+    table's capacity, or ``max_seq_len`` when every sequence is a decode) and only the rest
     ``paged_prefill``, whose bounds ``max_q_len``, ``max_seq_len`` and ``kv_tokens`` then need
     cover only those sequences. Otherwise arguments as ``paged_prefill``'s."""
     batch = query_start_loc.shape[0] - 1
