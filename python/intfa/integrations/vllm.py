@@ -18,8 +18,8 @@ and ``flash_attn.py`` as of that release) without importing vLLM:
   kv_cache, attn_metadata, output, output_scale=None, output_block_scale=None)``: the new K/V
   rows go into the cache (``intfa.paged_append`` at ``slot_mapping``, vLLM's
   ``reshape_and_cache``), then the step's decode requests (one query each) run
-  ``intfa.paged_decode`` and the rest (prefills, chunks over cached prefixes) ``intfa.paged_prefill``,
-  into ``output[:num_actual_tokens]``. The builder sets ``reorder_batch_threshold`` 1, as
+  ``intfa.paged_decode`` and the rest (prefills, chunks over cached prefixes)
+  ``intfa.paged_prefill``, into ``output[:num_actual_tokens]``. The builder sets ``reorder_batch_threshold`` 1, as
   FlashInfer's does, so that vLLM's runner puts the decode requests first
   (``reorder_batch_to_split_decodes_and_prefills``); ``build`` counts the leading one-query
   requests on the host (``query_start_loc_cpu``), so a batch in any order is still served right.
