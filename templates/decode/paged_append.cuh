@@ -31,7 +31,7 @@ struct PagedAppendConfig {
 
 // A block takes kPagedAppendRowSets consecutive row sets of K (blockIdx.y 0) or V (1), each
 // set the rows its threads cover at once, and issues all their slot loads, then all their row
-// loads, before it quantizes any: a thread has that many 16-byte loads in flight instead of one.
+// loads, before it quantizes any: a thread has two 16-byte loads in flight per row set.
 // Written one row per thread with a 64-bit division per row, it was bound by the instructions
 // it issued (ncu on the H200, 2026-11-27: 82% of the issue slots busy at 28% of DRAM bandwidth),
 // so the per-row work is kept small: row indices divide by heads_kv through a host-made
@@ -85,7 +85,8 @@ __global__ void __launch_bounds__(kPagedRowThreads) paged_append(const PagedAppe
     unpack_8_values<InputType>(values[1], raw[k][1]);
     if (k_offset != nullptr && slot[k] >= 0) {
       // Loaded here, not with the rows: the same few KB for every token, so L1 hits, and holding
-      // them from the loads on would take 64 registers and a third of the resident warps.
+      // them from the loads on would take 64 more registers (with 8 channels a thread, 32 of them
+      // cost a third of the resident warps).
       const float* row_offset = k_offset + head[k] * HeadDim + channel;
       if ((reinterpret_cast<u64>(k_offset) & 15) == 0) {  // a torch allocation's, say
 #pragma unroll
