@@ -459,8 +459,8 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
       }
       // A tile's scales are a 64-byte (INT8) or 128-byte (INT4, d = 128) read beside the other
       // heads' scales of the page, which their blocks read at about the same time, and the page's
-      // next tiles': L2 fetches the 256 bytes around them (H200 2026-11-29: 0-2.3% faster at
-      // issue 47's shapes; the same prefetch on the K/V rows was 7-8% slower for INT8).
+      // next tiles': L2 fetches the 256 bytes around them. (The same prefetch on the K/V rows
+      // measured slower: bench/history/2026-11-29.md, "The ninth session".)
       const int scale_chunk = lane % 16;
       if (scale_chunk < kTileScaleChunks) {
         const bool values = lane >= 16;

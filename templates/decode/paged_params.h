@@ -179,8 +179,7 @@ struct PagedDecodeParams {
 // the attention kernel's last key tile reads past a sequence's end (those keys are masked, and P
 // is 0 there, but 0 times a NaN left in the workspace is not). Rows at kv_rows and beyond are
 // never written. The grid is (ceil(max_seq_len * heads_kv / paged_gather_rows_per_block), batch);
-// each thread owns 8 channels of one (token, head) row in each of its block's row sets, as the
-// append kernel.
+// each thread owns 8 channels of one (token, head) row in each of its block's row sets.
 constexpr int kPagedGatherZeroRows = 128;  // the largest key tile (block_n) of the attention kernels
 struct PagedGatherParams {
   PagedCacheParams cache;
