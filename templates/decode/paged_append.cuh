@@ -127,9 +127,7 @@ __global__ void __launch_bounds__(kPagedRowThreads) paged_append(const PagedAppe
     if (slot[k] < 0) continue;
 
     // Below 2^31: the host checks num_pages * heads_kv * page_size.
-    const int cache_row =
-        (((slot[k] >> cache.page_shift) * cache.heads_kv + head[k]) << cache.page_shift) +
-        (slot[k] & (cache.page_size - 1));
+    const int cache_row = paged_cache_row(cache, slot[k] >> cache.page_shift, head[k], slot[k]);
     u8* const row_data = data + static_cast<i64>(cache_row) * Config::kRowBytes;
     if (Bits == 8) {
       store_int8x16(row_data + channel, quantized[0], quantized[1]);

@@ -89,9 +89,7 @@ __global__ void __launch_bounds__(kPagedRowThreads) paged_gather(const PagedGath
     packed_row[k] = static_cast<i64>(head) * params.kv_rows + start + token;
     cache_row[k] = 0;
     if (active[k]) {
-      cache_row[k] = ((pages[token >> cache.page_shift] * cache.heads_kv + head)
-                      << cache.page_shift) +
-                     (token & (cache.page_size - 1));
+      cache_row[k] = paged_cache_row(cache, pages[token >> cache.page_shift], head, token);
     }
   }
   // This thread's bytes of K and V (INT8: 8 bytes each; INT4: the low word, 4 bytes), and their

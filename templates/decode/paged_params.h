@@ -127,6 +127,13 @@ struct PagedCacheParams {
   int heads_kv;
 };
 
+// The row of the cache's data and scale arrays that holds position `position` (any token index
+// or slot: its offset within the page is taken) of page `page`, KV head `head`.
+INTFA_HOST_DEVICE inline int paged_cache_row(const PagedCacheParams& cache, int page, int head,
+                                             int position) {
+  return ((page * cache.heads_kv + head) << cache.page_shift) + (position & (cache.page_size - 1));
+}
+
 // New rows [tokens][heads_kv][head_dim] (16-bit, element strides, unit stride on head_dim) go to
 // slot_mapping[token] = page * page_size + position; a negative slot skips the token. The grid
 // is (ceil(tokens * heads_kv / paged_append_rows_per_block(head_dim)), 2): blockIdx.y 0 takes
