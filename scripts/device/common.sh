@@ -45,6 +45,9 @@ timed() {
   [ "$limit" -gt "$left" ] && limit=$left
   echo; echo "=== $name (limit ${limit} s) ==="
   local start=$(date +%s)
+  # timeout runs programs, not shell functions: a function of these scripts (build_python_extension,
+  # say) runs in a bash of its own, with its definition and the exported variables.
+  if declare -F "$1" > /dev/null; then set -- bash -c "$(declare -f "$1"); \"\$@\"" _ "$@"; fi
   timeout --kill-after=5 "$limit" "$@" > "$logs/$name.log" 2>&1
   local rc=$?
   tail -n "${TAIL_LINES:-15}" "$logs/$name.log"
