@@ -4,6 +4,11 @@ torch.profiler: which of the call's launches (K smoothing's mean pass, K's rows 
 attention kernel with its own Q pass) a numerics option makes slower. Mean microseconds per call
 over --repeats calls after a warm-up, B=4 H=32, FP16, full INT8 by default.
 
+On sm_90 every intfa kernel is a programmatic dependent launch: its time starts when it is
+scheduled, before it waits for the kernel before it, so a kernel after a longer one shows part of
+that one's time, and the kernels' sum exceeds the call's. Compare one kernel across rotations;
+INTFA_PROGRAMMATIC_LAUNCH=0 gives each kernel's time alone (and a slower call).
+
     PYTHONPATH=build/python:bench python3 bench/kernel_times.py --head-dims 128 --seqs 1024,4096
 """
 import argparse
