@@ -85,9 +85,9 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
   // The rotated passes of a tile whose head automatic rotation chose (kAuto), out of line: most
   // tiles run the unrotated passes, and inlined the rotated copy cost them 2-4% of the kernel at
   // 1k tokens; out of line about 1% is left, which no form of the rotated code measured removed
-  // (bench/history/2026-11-30.md). The arguments go through the stack (160 bytes at
-  // d=128, 288 at d=256), which the rotated tiles pay: 0.6-1.5% of the kernel where every head
-  // rotates (H200, d=128, 1k and 4k).
+  // (bench/history/2026-11-30.md). The arguments go through the stack (160 bytes at d=128, 288
+  // at d=256), which the rotated tiles pay: 0.6-1.5% of the kernel where every head rotates
+  // (H200, d=128, 1k and 4k).
   __device__ __noinline__ static float2 quantize_rotated_q_passes(const QPassLane lane,
                                                                   const QPassRows rows) {
     return quantize_q_passes<true>(lane, rows);
