@@ -13,6 +13,7 @@ P.V in exact integers, folded into the output with the tile's factor; l from the
 the output against float64 attention of the original inputs, median (range) over trials.
 
 Usage: python3 bench/v_granularity_model.py [--seq 2048] [--rows 256] [--trials 4] [--heads 4]
+       [--k-blocks 8,16,32,64]   (K per token against K per block of these key counts instead)
 """
 import argparse
 
@@ -59,9 +60,10 @@ def modelled(q, k, v, k_scales, v_scales):
     q8 = int8(q, q_scale)
     if k_scales == "token":
         k_scale = np.abs(k).max(axis=1, keepdims=True) / 127
-    else:
-        blocks = np.abs(k).reshape(-1, BLOCK, HEAD_DIM).max(axis=(1, 2)) / 127
-        k_scale = np.repeat(blocks, BLOCK)[:, None]
+    else:  # "block" (BLOCK keys) or "block<N>" (N keys, --k-blocks)
+        size = int(k_scales[len("block"):] or BLOCK)
+        blocks = np.abs(k).reshape(-1, size, HEAD_DIM).max(axis=(1, 2)) / 127
+        k_scale = np.repeat(blocks, size)[:, None]
     k8 = int8(k, k_scale)
     s = (q8 @ k8.T) * q_scale * k_scale.T / np.sqrt(HEAD_DIM)
     if v_scales == "channel":
@@ -112,12 +114,20 @@ def main():
     parser.add_argument("--trials", type=int, default=4)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--k-blocks", default="",
+                        help="instead: K per token against K per block of each of these key "
+                             "counts (e.g. 8,16,32,64), V per channel")
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
+    schemes = SCHEMES
+    if args.k_blocks:
+        schemes = (("token", "channel"),) + tuple(
+            (f"block{size}", "channel") for size in args.k_blocks.split(","))
     print(f"python3 bench/v_granularity_model.py --seq {args.seq} --rows {args.rows} "
-          f"--trials {args.trials} --heads {args.heads} --seed {args.seed}")
+          f"--trials {args.trials} --heads {args.heads} --seed {args.seed}"
+          + (f" --k-blocks {args.k_blocks}" if args.k_blocks else ""))
     print_error_table(
-        FAMILIES, SCHEMES, [f"K {k} / V {v}" for k, v in SCHEMES], args.trials, args.heads,
+        FAMILIES, schemes, [f"K {k} / V {v}" for k, v in schemes], args.trials, args.heads,
         lambda family: family_inputs(rng, family, args.rows, args.seq),
         lambda inputs: exact(*inputs),
         lambda scheme, inputs: modelled(*inputs, *scheme))
