@@ -9,21 +9,25 @@ few times to warm up, then once inside an NVTX range named "profile", so that
     ncu --nvtx --nvtx-include "profile/" --csv --metrics ... --log-file F.csv \\
         python3 bench/peer_profile.py run --head-dim 128 --seq 16384 [--causal]
 
-profiles exactly one call of each (every kernel it launches: the attention kernel and any helper).
+profiles exactly one call of each (every kernel it launches). Inside the range each contender's
+call follows a marker: PyTorch's one-thread spin kernel, launched once per contender and named
+in the run's output ("marker NAME"), so that `table` knows whose kernels follow each marker.
 
-Table mode (no GPU): reads those CSV files and prints, per kernel of one call, its time, speed,
-warp instructions per 32 score elements (everything in the kernel, the producer and epilogue
-included; "scores" counts the (query, key) pairs the shape defines, halved for causal), the share
-of issue slots busy, warps per scheduler and the pipes' shares, then what each intfa kernel would
-need to reach a given multiple of the best FP8 peer:
+Table mode (no GPU): reads those CSV files and prints, per contender, its longest kernel (its
+attention kernel): time, speed, warp instructions per 32 score elements (everything in the
+kernel, the producer and epilogue included; "scores" counts the (query, key) pairs the shape
+defines, halved for causal), the share of issue slots busy over the kernel's elapsed cycles
+(instructions / (schedulers x clock x time); ncu's own share over active cycles beside it), warps
+per scheduler and the pipes' shares; then what each intfa kernel would need to reach a given
+multiple of the best FP8 peer:
 
     python3 bench/peer_profile.py table logs/peer_ncu_*.csv [--target 1.1]
 
-At the same clock, time = instructions / (schedulers x issue share), so to be `target` times as
-fast as a peer, a kernel issuing I instructions per 32 scores needs an issue share of
-target x I / I_peer x share_peer, or at its own share S at most I_peer x S / (target x
-share_peer) instructions: the line "needs" prints both (above about 70% busy, a loop of dependent
-softmax chains like these does not get there).
+Time = instructions / (schedulers x clock x elapsed share), so to be `target` times as fast as a
+peer, a kernel issuing I instructions per 32 scores needs an elapsed share of
+target x (I / I_peer) x (clock_peer / clock) x share_peer, or, at its own share S, at most
+I_peer x S x clock / (target x share_peer x clock_peer) instructions: the line "needs" prints
+both.
 """
 import argparse
 import csv
@@ -31,7 +35,8 @@ import io
 import re
 import sys
 
-# The metrics `run` is profiled with (scripts/device/peer_limits.sh passes the same list).
+SCHEDULERS = 132 * 4  # H100 / H200: 132 SMs of 4 schedulers
+# The metrics `run` is profiled with (scripts/device/peer_limits.sh passes those its ncu knows).
 METRICS = (
     "gpu__time_duration.sum",
     "sm__cycles_elapsed.avg.per_second",
@@ -42,19 +47,24 @@ METRICS = (
     "sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active",
     "sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active",
 )
-# Which contender a kernel belongs to, from its (mangled or plain) name; the first pattern that
-# matches wins. Where one pattern serves several contenders (cuDNN's FP16 and FP8 graphs, intfa's
-# two variants), its kernels go to those that ran, in the order `run` called them: `run` prints
-# "profiled NAME" for each, and `table` reads those lines from the log beside each CSV file (the
-# same name ending in .log, as scripts/device/peer_limits.sh writes it).
+MARKER = re.compile(r"spin_kernel")
+# Runs without markers (before they existed): which contender a kernel belongs to, from its
+# name; the first pattern that matches wins. Where one pattern serves several contenders (cuDNN's
+# FP16 and FP8 graphs, intfa's two variants), its kernels go to those that ran, in the order the
+# run's output names them ("profiled NAME"), which `table` reads from the log beside each CSV
+# file (the same name ending in .log, as scripts/device/peer_limits.sh writes it).
 KERNEL_OWNERS = (
     (("fa3_fp8",), re.compile(r"FlashAttnFwdSm90.*float_e4m3")),
     (("fa3_bf16",), re.compile(r"FlashAttnFwdSm90")),
     (("intfa_full", "intfa_half"), re.compile(r"attention_forward_wgmma")),
-    (("sdpa_cudnn", "cudnn_fp8"), re.compile(r"sdpa|fprop|fmha|flash|cudnn", re.IGNORECASE)),
+    (("sdpa_cudnn", "cudnn_fp8"), re.compile(r"sdpa|fprop|fmha|cudnn", re.IGNORECASE)),
 )
 CONTENDERS = ("sdpa_cudnn", "fa3_fp8", "fa3_bf16", "cudnn_fp8", "intfa_full", "intfa_half")
 FP8_PEERS = ("fa3_fp8", "cudnn_fp8")
+TIME_UNITS = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3,
+              "msecond": 1e-3, "s": 1.0, "second": 1.0}
+CLOCK_UNITS = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9, "cycle/second": 1.0,
+               "cycle/usecond": 1e6, "cycle/nsecond": 1e9}
 
 
 def run(args):
@@ -80,62 +90,79 @@ def run(args):
                     contender.call()
                 torch.cuda.synchronize()
                 torch.cuda.nvtx.range_push("profile")
-                contender.call()
-                torch.cuda.synchronize()
-                torch.cuda.nvtx.range_pop()
+                try:
+                    print(f"marker {name}", flush=True)
+                    torch.cuda._sleep(1000)  # the marker: spin_kernel
+                    contender.call()
+                    torch.cuda.synchronize()
+                finally:
+                    torch.cuda.nvtx.range_pop()
             print(f"profiled {name}", flush=True)
         except Exception as error:  # noqa: BLE001: a peer that cannot run is reported, not fatal
             print(f"missing {name}: {type(error).__name__}: {error}", flush=True)
 
 
 def read_kernels(path):
-    """[(kernel name, {metric: value})] of one ncu --csv file, in launch order."""
+    """[(kernel name, {metric: value in seconds, hertz or as printed})] of one ncu --csv file,
+    in launch order."""
     with open(path) as f:
         lines = f.read().splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), len(lines))
     kernels = {}
     for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
-        key = (row["ID"], row["Kernel Name"])
+        key = (int(row["ID"]), row["Kernel Name"])
         try:
             value = float(row["Metric Value"].replace(",", ""))
         except ValueError:
             continue
-        unit = row["Metric Unit"]
+        unit = row["Metric Unit"].strip().lower()
         if row["Metric Name"] == "gpu__time_duration.sum":
-            value *= {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3,
-                      "msecond": 1e-3}.get(unit, 1.0)
+            value *= TIME_UNITS[unit]
         if row["Metric Name"] == "sm__cycles_elapsed.avg.per_second":
-            value *= {"GHz": 1e9, "MHz": 1e6, "cycle/nsecond": 1e9, "cycle/usecond": 1e6}.get(
-                unit, 1.0)
+            value *= CLOCK_UNITS[unit]
         kernels.setdefault(key, {})[row["Metric Name"]] = value
-    return [(name, metrics) for (_, name), metrics in kernels.items()]
+    return [(name, metrics) for (_, name), metrics in sorted(kernels.items())]
 
 
-def contenders_that_ran(csv_path):
-    """The contenders the run beside `csv_path` profiled, in order (all of CONTENDERS when its
-    log is not there)."""
+def log_lines(csv_path, word):
+    """The contender names of the lines "`word` NAME" in the run's log beside `csv_path`."""
     try:
         with open(re.sub(r"\.csv$", ".log", csv_path)) as f:
-            ran = [line.split()[1] for line in f if line.startswith("profiled ")]
+            return [line.split()[1] for line in f if line.startswith(word + " ")]
     except OSError:
-        return list(CONTENDERS)
-    return ran or list(CONTENDERS)
+        return []
 
 
-def owners(kernel_names, ran):
-    """The contender of each kernel name (None: a helper of no contender), in launch order."""
-    seen = {}
-    result = []
-    for kernel in kernel_names:
+def contender_kernels(path):
+    """{contender: (its longest kernel's name, metrics)} of one CSV file."""
+    kernels = read_kernels(path)
+    owned = []  # (contender, name, metrics)
+    if any(MARKER.search(name) for name, _ in kernels):
+        markers = iter(log_lines(path, "marker"))
         who = None
-        for names, pattern in KERNEL_OWNERS:
-            if pattern.search(kernel):
-                present = [name for name in names if name in ran] or list(names)
-                who = present[min(seen.get(names, 0), len(present) - 1)]
-                seen[names] = seen.get(names, 0) + 1
-                break
-        result.append(who)
-    return result
+        for name, metrics in kernels:
+            if MARKER.search(name):
+                who = next(markers, None)
+            elif who is not None:
+                owned.append((who, name, metrics))
+    else:
+        ran = log_lines(path, "profiled") or list(CONTENDERS)
+        seen = {}
+        for name, metrics in kernels:
+            for names, pattern in KERNEL_OWNERS:
+                if pattern.search(name):
+                    present = [n for n in ran if n in names] or list(names)
+                    index = seen.get(names, 0)
+                    seen[names] = index + 1
+                    if index < len(present):
+                        owned.append((present[index], name, metrics))
+                    break
+    longest = {}
+    for who, name, metrics in owned:
+        time = metrics.get("gpu__time_duration.sum", 0.0)
+        if who not in longest or time > longest[who][1].get("gpu__time_duration.sum", 0.0):
+            longest[who] = (name, metrics)
+    return longest
 
 
 def table(args):
@@ -148,54 +175,57 @@ def table(args):
         d, n, causal = int(match.group(1)), int(match.group(2)), match.group(3) == "on"
         scores = args.batch * args.heads * n * n / (2 if causal else 1)
         ops = 4 * args.batch * args.heads * n * n * d / (2 if causal else 1)
-        kernels = [(kernel, metrics) for kernel, metrics in read_kernels(path)
-                   if metrics.get("gpu__time_duration.sum", 0.0) >= args.min_time_us * 1e-6]
-        ran = contenders_that_ran(path)
-        for who, (kernel, metrics) in zip(owners([k for k, _ in kernels], ran), kernels):
-            time = metrics["gpu__time_duration.sum"]
-            if who is None:
+        for who, (kernel, metrics) in contender_kernels(path).items():
+            time = metrics.get("gpu__time_duration.sum")
+            if not time:
+                print(f"skipped {who} in {path}: no gpu__time_duration", file=sys.stderr)
                 continue
+            inst = metrics.get("smsp__inst_executed.sum")
+            clock = metrics.get("sm__cycles_elapsed.avg.per_second")
             rows.append({
                 "d": d, "n": n, "causal": causal, "who": who, "kernel": kernel[:60],
-                "ms": time * 1e3, "tops": ops / time / 1e12,
-                "per32": metrics.get("smsp__inst_executed.sum", 0.0) / (scores / 32),
-                "issue": metrics.get("smsp__issue_active.avg.pct_of_peak_sustained_active"),
+                "ms": time * 1e3, "tops": ops / time / 1e12, "clock": clock,
+                "per32": inst / (scores / 32) if inst else None,
+                "busy": 100 * inst / (SCHEDULERS * clock * time) if inst and clock else None,
+                "active": metrics.get("smsp__issue_active.avg.pct_of_peak_sustained_active"),
                 "warps": metrics.get("smsp__warps_active.avg.per_cycle_active"),
-                "ghz": metrics.get("sm__cycles_elapsed.avg.per_second", 0.0) / 1e9,
                 "xu": metrics.get("sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active"),
                 "fma": metrics.get("sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active"),
                 "alu": metrics.get("sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active"),
             })
 
-    def fmt(value, spec):
-        return "-" if value is None else format(value, spec)
+    def fmt(value, spec, scale=1.0):
+        return "-" if value is None else format(value * scale, spec)
 
-    print("| d | N | causal | kernel of | ms | TOPS | instr / 32 scores | issue busy % | warps / "
-          "scheduler | GHz | XU % | FMA % | ALU % |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    def seq(n):
+        return f"{n // 1024}k" if n % 1024 == 0 else str(n)
+
+    print("| d | N | causal | kernel of | ms | TOPS | instr / 32 scores | issue busy % (elapsed) | "
+          "(active) | warps / scheduler | GHz | XU % | FMA % | ALU % |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for r in rows:
-        print(f"| {r['d']} | {r['n'] // 1024}k | {'on' if r['causal'] else 'off'} | {r['who']} | "
-              f"{r['ms']:.3f} | {r['tops']:.0f} | {r['per32']:.2f} | {fmt(r['issue'], '.1f')} | "
-              f"{fmt(r['warps'], '.2f')} | {r['ghz']:.2f} | {fmt(r['xu'], '.1f')} | "
-              f"{fmt(r['fma'], '.1f')} | {fmt(r['alu'], '.1f')} |")
+        print(f"| {r['d']} | {seq(r['n'])} | {'on' if r['causal'] else 'off'} | {r['who']} | "
+              f"{r['ms']:.3f} | {r['tops']:.0f} | {fmt(r['per32'], '.2f')} | "
+              f"{fmt(r['busy'], '.1f')} | {fmt(r['active'], '.1f')} | {fmt(r['warps'], '.2f')} | "
+              f"{fmt(r['clock'], '.2f', 1e-9)} | {fmt(r['xu'], '.1f')} | {fmt(r['fma'], '.1f')} | "
+              f"{fmt(r['alu'], '.1f')} |")
     print()
-    shapes = sorted({(r["d"], r["n"], r["causal"]) for r in rows})
-    for shape in shapes:
+    for shape in sorted({(r["d"], r["n"], r["causal"]) for r in rows}):
         here = [r for r in rows if (r["d"], r["n"], r["causal"]) == shape]
-        fp8 = [r for r in here if r["who"] in FP8_PEERS]
+        fp8 = [r for r in here if r["who"] in FP8_PEERS and r["busy"]]
         if not fp8:
             continue
         best = max(fp8, key=lambda r: r["tops"])
         for r in here:
-            if not r["who"].startswith("intfa") or not r["issue"] or not best["issue"]:
+            if not r["who"].startswith("intfa") or not r["busy"]:
                 continue
-            # Same clock assumed; the measured clocks are in the table.
-            needed = args.target * r["per32"] / best["per32"] * best["issue"]
-            fewer = best["per32"] * r["issue"] / (args.target * best["issue"])
-            print(f"d={shape[0]} N={shape[1] // 1024}k causal {'on' if shape[2] else 'off'}: "
+            clocks = best["clock"] / r["clock"]
+            needed = args.target * r["per32"] / best["per32"] * clocks * best["busy"]
+            fewer = best["per32"] * r["busy"] / (args.target * best["busy"] * clocks)
+            print(f"d={shape[0]} N={seq(shape[1])} causal {'on' if shape[2] else 'off'}: "
                   f"{r['who']} at {r['per32']:.2f} instr/32 needs {needed:.0f}% of issue slots "
                   f"busy to be {args.target}x {best['who']} ({best['per32']:.2f} at "
-                  f"{best['issue']:.0f}%); it has {r['issue']:.0f}%, at which it needs "
+                  f"{best['busy']:.0f}%); it has {r['busy']:.0f}%, at which it needs "
                   f"<= {fewer:.2f} instr/32")
 
 
@@ -213,11 +243,9 @@ def main():
     r.add_argument("--seed", type=int, default=0)
     t = sub.add_parser("table", help="the table of ncu CSV files named ..._d<D>_n<N>_<on|off>")
     t.add_argument("files", nargs="+")
-    t.add_argument("--batch", type=int, default=4)
-    t.add_argument("--heads", type=int, default=32)
+    t.add_argument("--batch", type=int, default=4, help="as the run had it")
+    t.add_argument("--heads", type=int, default=32, help="as the run had it")
     t.add_argument("--target", type=float, default=1.1)
-    t.add_argument("--min-time-us", type=float, default=50.0,
-                   help="kernels shorter than this (helpers) are left out")
     args = parser.parse_args()
     run(args) if args.mode == "run" else table(args)
 

@@ -28,6 +28,8 @@ print(' '.join(peer_profile.METRICS))"); do
   fi
 done
 
+if [ -z "$metrics" ]; then note "peer_limits: ncu knows none of the metrics"; finish; exit 1; fi
+
 shapes=("$@")
 [ ${#shapes[@]} -gt 0 ] || shapes=("128 16384 off" "128 4096 off" "128 16384 on" "64 16384 off" \
   "64 4096 off")
