@@ -417,7 +417,6 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
   constexpr int kTileScaleChunks = Config::kTileScaleBytes / 16;
   static_assert(kTileScaleChunks <= 16, "K scales on lanes 0..15, V scales on lanes 16..31");
   using TilePages = int[kCopyTiles];
-  const int page_mask = cache.page_size - 1;
   auto load_tile_pages = [&](int stage, TilePages& tile_pages) {
     const int stage_start = split_start + stage * StageTokens;
 #pragma unroll
@@ -438,10 +437,7 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
       if (page < 0) continue;
       const int tile = warp + k * Config::kWarps;
       const int tile_start = stage_start + tile * kPagedTileTokens;
-      // paged_cache_row's index, written out: through the helper this loop compiles to other
-      // SASS (nvcc 13.0), not measured on the GPU.
-      const int row =
-          ((page * cache.heads_kv + head_kv) << cache.page_shift) + (tile_start & page_mask);
+      const int row = paged_cache_row(cache, page, head_kv, tile_start);
       const i64 source = static_cast<i64>(row) * Config::kRowBytes;
       u8* k_destination = buffer + tile * kPagedTileTokens * Config::kRowBytes;
 #pragma unroll
