@@ -30,12 +30,14 @@ I_peer x S x clock / (target x share_peer x clock_peer) instructions: the line "
 both.
 """
 import argparse
-import csv
-import io
+import os
 import re
 import sys
 
-SCHEDULERS = 132 * 4  # H100 / H200: 132 SMs of 4 schedulers
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+from issue_bound import SCHEDULERS_PER_SM, SMS, hertz, read_kernels, seconds  # noqa: E402
+
+SCHEDULERS = SMS * SCHEDULERS_PER_SM
 # The metrics `run` is profiled with (scripts/device/peer_limits.sh passes those its ncu knows).
 METRICS = (
     "gpu__time_duration.sum",
@@ -61,15 +63,9 @@ KERNEL_OWNERS = (
 )
 CONTENDERS = ("sdpa_cudnn", "fa3_fp8", "fa3_bf16", "cudnn_fp8", "intfa_full", "intfa_half")
 FP8_PEERS = ("fa3_fp8", "cudnn_fp8")
-TIME_UNITS = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3,
-              "msecond": 1e-3, "s": 1.0, "second": 1.0}
-CLOCK_UNITS = {"hz": 1.0, "khz": 1e3, "mhz": 1e6, "ghz": 1e9, "cycle/second": 1.0,
-               "cycle/usecond": 1e6, "cycle/nsecond": 1e9}
 
 
 def run(args):
-    import os
-
     import torch
 
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -102,26 +98,19 @@ def run(args):
             print(f"missing {name}: {type(error).__name__}: {error}", flush=True)
 
 
-def read_kernels(path):
-    """[(kernel name, {metric: value in seconds, hertz or as printed})] of one ncu --csv file,
-    in launch order."""
-    with open(path) as f:
-        lines = f.read().splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), len(lines))
-    kernels = {}
-    for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
-        key = (int(row["ID"]), row["Kernel Name"])
-        try:
-            value = float(row["Metric Value"].replace(",", ""))
-        except ValueError:
-            continue
-        unit = row["Metric Unit"].strip().lower()
-        if row["Metric Name"] == "gpu__time_duration.sum":
-            value *= TIME_UNITS[unit]
-        if row["Metric Name"] == "sm__cycles_elapsed.avg.per_second":
-            value *= CLOCK_UNITS[unit]
-        kernels.setdefault(key, {})[row["Metric Name"]] = value
-    return [(name, metrics) for (_, name), metrics in sorted(kernels.items())]
+def kernel_metrics(path):
+    """[(kernel name, {metric: value, times in seconds and clocks in hertz})] of one ncu --csv
+    file, in launch order."""
+    converted = []
+    for name, metrics in read_kernels(path):
+        values = {metric: value for metric, (value, _) in metrics.items()}
+        if "gpu__time_duration.sum" in metrics:
+            values["gpu__time_duration.sum"] = seconds(metrics["gpu__time_duration.sum"])
+        if "sm__cycles_elapsed.avg.per_second" in metrics:
+            values["sm__cycles_elapsed.avg.per_second"] = hertz(
+                metrics["sm__cycles_elapsed.avg.per_second"])
+        converted.append((name, values))
+    return converted
 
 
 def log_lines(csv_path, word):
@@ -135,7 +124,7 @@ def log_lines(csv_path, word):
 
 def contender_kernels(path):
     """{contender: (its longest kernel's name, metrics)} of one CSV file."""
-    kernels = read_kernels(path)
+    kernels = kernel_metrics(path)
     owned = []  # (contender, name, metrics)
     if any(MARKER.search(name) for name, _ in kernels):
         markers = iter(log_lines(path, "marker"))

@@ -24,18 +24,28 @@ SCHEDULERS_PER_SM = 4
 INT8_OPS_PER_CLOCK_PER_SM = 8192  # dense wgmma s8: 1979 TOPS at 1.83 GHz on 132 SMs
 
 
-def read_metrics(path):
-    """Metric name -> value (float) of the one kernel profiled in an `ncu --csv` file."""
+def read_kernels(path):
+    """[(kernel name, {metric name: (value, unit)})] of every kernel profiled in an `ncu --csv`
+    file, in launch order (bench/peer_profile.py reads several per file)."""
     with open(path) as f:
         lines = f.read().splitlines()
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID"')), len(lines))
-    metrics = {}
+    kernels = {}
     for row in csv.DictReader(io.StringIO("\n".join(lines[start:]))):
         value = row["Metric Value"].replace(",", "")
         try:
-            metrics[row["Metric Name"]] = (float(value), row["Metric Unit"])
+            metric = (float(value), row["Metric Unit"])
         except ValueError:
-            pass
+            continue
+        kernels.setdefault((int(row["ID"]), row["Kernel Name"]), {})[row["Metric Name"]] = metric
+    return [(name, metrics) for (_, name), metrics in sorted(kernels.items())]
+
+
+def read_metrics(path):
+    """Metric name -> (value, unit) of the one kernel profiled in an `ncu --csv` file."""
+    metrics = {}
+    for _, kernel_metrics in read_kernels(path):
+        metrics.update(kernel_metrics)
     return metrics
 
 
@@ -43,7 +53,7 @@ def seconds(value_unit):
     value, unit = value_unit
     scale = {"ns": 1e-9, "nsecond": 1e-9, "us": 1e-6, "usecond": 1e-6, "ms": 1e-3,
              "msecond": 1e-3, "s": 1.0, "second": 1.0}
-    return value * scale[unit]
+    return value * scale[unit.lower()]
 
 
 def hertz(value_unit):

@@ -73,6 +73,21 @@ gtests() {
   grep -E "^\[  FAILED|tests? ran|PASSED|SKIPPED \]" "$logs/$1.log" | tail -8 | tee -a "$summary"
 }
 
+# known_ncu_metrics METRIC...: those of the metrics this ncu knows, comma-separated (each one it
+# does not know is noted), so that a profile leaves them out rather than failing.
+known_ncu_metrics() {
+  ncu --query-metrics > "$logs/ncu_query_metrics.log" 2>&1
+  local metric known=""
+  for metric in "$@"; do
+    if grep -q "^${metric%%.*} " "$logs/ncu_query_metrics.log"; then
+      known=${known:+$known,}$metric
+    else
+      note "  ncu does not know ${metric%%.*}" >&2
+    fi
+  done
+  echo "$known"
+}
+
 # build_python_extension [JOBS]: the Python package for this machine's python3 in
 # build-device-py/python (an extension is built for one Python version, so it is built here, with
 # the pybind11 and xxhash.h carried in .deps: scripts/prepare_device_deps.sh).

@@ -10,20 +10,12 @@ source "$(dirname "$0")/common.sh"
 
 # ncu leaves the clocks alone (--clock-control none), so its SM clock is the one the timings
 # ran at. Metrics this ncu does not know are left out rather than failing the run.
-ncu --query-metrics > "$logs/ncu_query_metrics.log" 2>&1
-metrics=""
-for metric in gpu__time_duration.sum sm__cycles_elapsed.avg.per_second smsp__inst_executed.sum \
-              smsp__issue_active.avg.pct_of_peak_sustained_active \
-              smsp__warps_active.avg.per_cycle_active \
-              sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
-              sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active \
-              sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active; do
-  if grep -q "^${metric%%.*} " "$logs/ncu_query_metrics.log"; then
-    metrics=${metrics:+$metrics,}$metric
-  else
-    note "  ncu does not know ${metric%%.*}"
-  fi
-done
+metrics=$(known_ncu_metrics gpu__time_duration.sum sm__cycles_elapsed.avg.per_second \
+  smsp__inst_executed.sum smsp__issue_active.avg.pct_of_peak_sustained_active \
+  smsp__warps_active.avg.per_cycle_active \
+  sm__inst_executed_pipe_xu.avg.pct_of_peak_sustained_active \
+  sm__pipe_fma_cycles_active.avg.pct_of_peak_sustained_active \
+  sm__pipe_alu_cycles_active.avg.pct_of_peak_sustained_active)
 for shape in "64 4096 off" "64 16384 off" "128 4096 off" "128 16384 off" "128 16384 on"; do
   set -- $shape
   name="limits_d$1_n$2_$3"

@@ -17,16 +17,9 @@ fi
 export PYTHONPATH=/tmp/site:${PYTHONPATH:-}
 
 # The metrics this ncu knows, of those bench/peer_profile.py reads.
-ncu --query-metrics > "$logs/ncu_query_metrics.log" 2>&1
-metrics=""
-for metric in $(python3 -c "import sys; sys.path.insert(0, 'bench'); import peer_profile; \
-print(' '.join(peer_profile.METRICS))"); do
-  if grep -q "^${metric%%.*} " "$logs/ncu_query_metrics.log"; then
-    metrics=${metrics:+$metrics,}$metric
-  else
-    note "  ncu does not know ${metric%%.*}"
-  fi
-done
+# shellcheck disable=SC2046  # the metrics are words
+metrics=$(known_ncu_metrics $(python3 -c "import sys; sys.path.insert(0, 'bench'); \
+import peer_profile; print(' '.join(peer_profile.METRICS))"))
 
 if [ -z "$metrics" ]; then note "peer_limits: ncu knows none of the metrics"; finish; exit 1; fi
 
