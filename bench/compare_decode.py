@@ -83,7 +83,7 @@ def strides4(tensor, order):
 class IntfaDecode:
     """One problem's paged cache, filled from dense FP16 K/V, ready to time."""
 
-    def __init__(self, lib, k, v, q, bits, page_size):
+    def __init__(self, lib, k, v, q, bits, page_size, splits=0):
         self.lib = lib
         batch, heads_kv, seq, head_dim = k.shape
         _, heads_q, q_len, _ = q.shape
@@ -122,7 +122,7 @@ class IntfaDecode:
         self.q = q.transpose(1, 2).contiguous()  # [B, q_len, H_q, d]
         self.out = torch.empty_like(self.q)
         self.problem = DecodeProblem(batch, q_len, heads_q, pages_per_sequence, seq, 0)
-        self.options = DecodeOptions(0.0, 0, 0, 0, 0)
+        self.options = DecodeOptions(0.0, splits, 0, 0, 0)
         workspace_bytes = ctypes.c_size_t()
         self.check(lib.intfa_paged_decode_workspace_bytes(
             ctypes.byref(self.cache), ctypes.byref(self.problem), ctypes.byref(self.options),
@@ -268,6 +268,8 @@ def main():
     parser.add_argument("--heads-kv", type=int, default=8)
     parser.add_argument("--head-dim", type=int, default=128)
     parser.add_argument("--page-size", type=int, default=16)
+    parser.add_argument("--splits", type=int, default=0,
+                        help="intfa's split count (options.num_splits; 0: the heuristic's)")
     parser.add_argument("--peers", default="sdpa_cudnn,fa3_fp8",
                         help="sdpa_cudnn and/or fa3_fp8 (FA3 when its wheel imports)")
     parser.add_argument("--repeats", type=int, default=30, help="rounds of interleaved turns")
@@ -342,7 +344,7 @@ def main():
                       file=sys.stderr)
                 peer_calls.pop("fa3_fp8", None)
         for bits in (int(b) for b in args.bits.split(",")):
-            decodes = [IntfaDecode(lib, k, v, q, bits, page_size) for k, v in sets]
+            decodes = [IntfaDecode(lib, k, v, q, bits, page_size, args.splits) for k, v in sets]
             decode = decodes[0]
             decode.out.fill_(float("nan"))
             decode()

@@ -166,7 +166,7 @@ int main(int argc, char** argv) {
     paged.block_table = static_cast<const int*>(fake_device_memory(
         sizeof(int) * static_cast<std::size_t>(decode.batch) * decode.max_pages));
     paged.seq_lens = static_cast<const int*>(fake_device_memory(sizeof(int) * decode.batch));
-    for (int splits : {1, 8}) {
+    for (int splits : {1, 2, 8}) {  // 2: clusters, which merge them; 8: merge_states
       PagedDecodeOptions options;
       options.num_splits = splits;
       paged.workspace_bytes = paged_decode_workspace_bytes(cache, decode, options);

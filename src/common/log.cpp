@@ -68,6 +68,16 @@ void info(const std::string& message) {
   if (verbose() || sink().capture != nullptr) emit(Level::kInfo, message);
 }
 
+void info_once(const std::string& message) {
+  if (!verbose() && sink().capture == nullptr) return;
+  {
+    Sink& s = sink();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.warned_keys.insert("info: " + message).second) return;
+  }
+  emit(Level::kInfo, message);
+}
+
 ScopedCapture::ScopedCapture() : state_(std::make_unique<State>()) {
   Sink& s = sink();
   std::lock_guard<std::mutex> lock(s.mutex);

@@ -14,6 +14,8 @@ enum class Level { kInfo, kWarning };
 void warn(const std::string& message);
 void warn_once(const std::string& key, const std::string& message);
 void info(const std::string& message);  // printed only when verbose()
+// info() of a message not printed before: a choice a hot path makes on every call, said once.
+void info_once(const std::string& message);
 bool verbose();                         // INTFA_LOG=1
 
 // Routes messages to a test's vector instead of stderr while alive; warn_once keys reset too.

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "common/log.hpp"
 #include "common/tensor_checks.hpp"
 #include "decode/paged_checks.hpp"
 #include "device/device_info.hpp"
@@ -366,14 +367,44 @@ void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
                                 " splits (paged_decode_workspace_bytes)");
     }
   }
-  // With splits, the merge's kernel too, loaded with the decode kernel's: on a cold cache the two
-  // compile at once.
+  launch::LaunchShape shape;
+  shape.grid[0] = static_cast<unsigned>(plan.splits);
+  shape.grid[1] = static_cast<unsigned>(plan.row_blocks);
+  shape.grid[2] = static_cast<unsigned>(problem.batch * cache.heads_kv);
+  shape.block[0] = kernels::kPagedDecodeWarps * 32;
+  shape.dynamic_shared_bytes = plan.shared_bytes;
+  // Up to kPagedClusterMergeSplits splits of a row block are one cluster, which merges them
+  // (paged_decode.cuh, "The cluster's merge"): no workspace state and no second launch. More
+  // splits, an arch without clusters, or clusters that would take more waves than the blocks
+  // alone (a GPU holds fewer blocks at once in clusters) take merge_states. With that kernel, it
+  // is loaded with the decode kernel's: on a cold cache the two compile at once.
   const launch::LoadedKernel* decode_kernel = nullptr;
   const launch::LoadedKernel* merge_kernel = nullptr;
-  if (plan.splits == 1) {
+  bool cluster_merge = plan.splits > 1 && plan.splits <= kernels::kPagedClusterMergeSplits &&
+                       device::arch_sm_number(at.info->arch) >= 90;
+  if (plan.splits == 1 || cluster_merge) {
     decode_kernel =
         &launch::KernelRuntime::instance().load(plan.spec, at.context, plan.shared_bytes);
-  } else {
+    if (cluster_merge) {
+      shape.cluster_blocks = static_cast<unsigned>(plan.splits);
+      const long long clusters =
+          static_cast<long long>(plan.row_blocks) * problem.batch * cache.heads_kv;
+      const long long at_once = launch::max_active_clusters(*decode_kernel, shape);
+      const long long resident = paged::resident_blocks(plan.spec, *at.info);
+      const long long cluster_waves = at_once > 0 ? (clusters + at_once - 1) / at_once : 0;
+      const long long block_waves = (clusters * plan.splits + resident - 1) / resident;
+      cluster_merge = at_once > 0 && cluster_waves <= block_waves;
+      if (log::verbose()) {
+        log::info_once("paged_decode: " + std::to_string(clusters) + " clusters of " +
+                       std::to_string(plan.splits) + " splits, " + std::to_string(at_once) +
+                       " at once (" + std::to_string(cluster_waves) + " waves, " +
+                       std::to_string(block_waves) + " without clusters): " +
+                       (cluster_merge ? "the clusters merge" : "merge_states merges"));
+      }
+      if (!cluster_merge) shape.cluster_blocks = 1;
+    }
+  }
+  if (plan.splits > 1 && !cluster_merge) {
     const paged::PagedSpec merge_spec =
         paged::merge_spec(at.info->arch, cache.head_dim, kernels::ElementType::kF32, output);
     launch::CallKernels call_kernels;
@@ -406,21 +437,15 @@ void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
   params.num_splits = plan.splits;
   params.causal = problem.causal ? 1 : 0;
   params.scale_log2 = static_cast<float>(softmax_scale * kLog2E);
-  if (plan.splits > 1) {
+  if (plan.splits > 1 && !cluster_merge) {
     auto* workspace = static_cast<unsigned char*>(tensors.workspace);
     params.partial_out = reinterpret_cast<float*>(workspace);
     params.partial_lse = reinterpret_cast<float*>(
         workspace + paged::workspace_lse_offset(plan.splits, problem.batch, problem.q_len,
                                                 problem.heads_q, cache.head_dim));
   }
-  launch::LaunchShape shape;
-  shape.grid[0] = static_cast<unsigned>(plan.splits);
-  shape.grid[1] = static_cast<unsigned>(plan.row_blocks);
-  shape.grid[2] = static_cast<unsigned>(problem.batch * cache.heads_kv);
-  shape.block[0] = kernels::kPagedDecodeWarps * 32;
-  shape.dynamic_shared_bytes = plan.shared_bytes;
   launch::launch(*decode_kernel, shape, stream, &params);
-  if (plan.splits == 1) return;
+  if (plan.splits == 1 || cluster_merge) return;
 
   // The combine: merge_states of the splits' FP32 states into out and lse.
   const std::int64_t heads_q = problem.heads_q, q_len = problem.q_len, d = cache.head_dim;

@@ -581,29 +581,32 @@ void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream strea
   INTFA_DRIVER(cuLaunchKernelEx, &config, kernel.function, arguments, nullptr);
 }
 
-bool cluster_fits(const LoadedKernel& kernel, const LaunchShape& shape) {
+int max_active_clusters(const LoadedKernel& kernel, const LaunchShape& shape) {
   using Key = std::tuple<CUfunction, unsigned, unsigned, unsigned>;
   static std::mutex mutex;
-  static std::map<Key, bool> answers;
+  static std::map<Key, int> answers;
   const unsigned threads = shape.block[0] * shape.block[1] * shape.block[2];
   const Key key{kernel.function, shape.cluster_blocks, threads, shape.dynamic_shared_bytes};
   std::lock_guard<std::mutex> lock(mutex);
   if (const auto found = answers.find(key); found != answers.end()) return found->second;
   const device::DriverApi& api = device::driver();
   // Portable clusters have at most 8 blocks; larger ones (16 on the H100) are allowed per kernel.
-  bool fits = shape.cluster_blocks <= 8 ||
-              api.cuFuncSetAttribute(kernel.function,
-                                     CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
-                                     1) == CUDA_SUCCESS;
-  if (fits) {
+  int clusters = 0;
+  if (shape.cluster_blocks <= 8 ||
+      api.cuFuncSetAttribute(kernel.function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED,
+                             1) == CUDA_SUCCESS) {
     CUlaunchAttribute attribute = cluster_attribute(shape.cluster_blocks);
     const CUlaunchConfig config = launch_config(shape, nullptr, &attribute, 1);
-    int clusters = 0;
-    fits = api.cuOccupancyMaxActiveClusters(&clusters, kernel.function, &config) == CUDA_SUCCESS &&
-           clusters > 0;
+    if (api.cuOccupancyMaxActiveClusters(&clusters, kernel.function, &config) != CUDA_SUCCESS) {
+      clusters = 0;
+    }
   }
-  answers.emplace(key, fits);
-  return fits;
+  answers.emplace(key, clusters);
+  return clusters;
+}
+
+bool cluster_fits(const LoadedKernel& kernel, const LaunchShape& shape) {
+  return max_active_clusters(kernel, shape) > 0;
 }
 
 }  // namespace intfa::launch

@@ -225,10 +225,13 @@ CUcontext launch_context(CUstream stream);
 void launch(const LoadedKernel& kernel, const LaunchShape& shape, CUstream stream,
             const void* params);
 
-// Whether the device can run at least one cluster of `shape` at once (cuOccupancyMaxActiveClusters;
-// an error, such as a size the GPU does not support, counts as no). A cluster of large blocks
-// needs that many free SMs in one GPC, which a smaller part or a MIG slice may not have. Allows
-// clusters above 8 blocks on the kernel first. Asked once per kernel and shape, then remembered.
+// How many clusters of `shape` the device runs at once (cuOccupancyMaxActiveClusters; an error,
+// such as a size the GPU does not support, counts as none). A cluster of large blocks needs that
+// many free SMs in one GPC, which a smaller part or a MIG slice may not have, and clusters may
+// hold fewer blocks at once than the same blocks launched alone. Allows clusters above 8 blocks
+// on the kernel first. Asked once per kernel and shape, then remembered.
+int max_active_clusters(const LoadedKernel& kernel, const LaunchShape& shape);
+// Whether the device can run at least one cluster of `shape` at once.
 bool cluster_fits(const LoadedKernel& kernel, const LaunchShape& shape);
 
 }  // namespace intfa::launch

@@ -63,5 +63,24 @@ __device__ __forceinline__ float load_float_of_cluster_block(const float* pointe
   return value;
 }
 
+// The 16 bytes at `pointer` (this block's shared memory, 16-byte aligned) in the shared memory of
+// block `rank` of the cluster.
+__device__ __forceinline__ float4 load_float4_of_cluster_block(const float* pointer, u32 rank) {
+  float4 value = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  u32 address;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(address)
+               : "r"(shared_address(pointer)), "r"(rank));
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
+               : "=f"(value.x), "=f"(value.y), "=f"(value.z), "=f"(value.w)
+               : "r"(address)
+               : "memory");
+#else
+  asm volatile("trap;");
+#endif
+  return value;
+}
+
 }  // namespace kernels
 }  // namespace intfa

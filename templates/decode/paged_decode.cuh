@@ -10,6 +10,7 @@
 // this folder.
 #pragma once
 
+#include "common/cluster.cuh"
 #include "common/copy.cuh"
 #include "common/grid_dependency.cuh"
 #include "common/mma.cuh"
@@ -148,6 +149,120 @@ struct PagedDecodeConfig {
 // -inf (NVRTC has neither <limits> nor a constexpr infinity builtin).
 __device__ __forceinline__ float paged_negative_infinity() {
   return __int_as_float(0xff800000);
+}
+
+// Where the cluster's merge writes a row: PagedDecodeParams' out and lse at this block's
+// sequence and KV head.
+struct ClusterMergeOutput {
+  void* out;
+  i64 batch_offset, token_stride, head_stride;  // elements; batch_offset = batch * its stride
+  float* lse;  // this sequence's [q_len][heads_q], or null
+  int group, heads_q, head_kv, splits;
+};
+
+// The cluster's merge (splits launched as one cluster: PagedDecodeParams::partial_out null,
+// num_splits > 1). Each block of the cluster left its row block's normalised FP32 outputs and
+// LSE (natural log; -inf for a row that saw no key) in its shared memory at `states`, rows of
+// HeadDim values, then the rows' LSE. Block `rank` merges rows rank, rank + splits, ... of the
+// row block, HeadDim / 8 threads a row with 8 channels each, reading every block's state through
+// distributed shared memory, with merge_states' arithmetic for FP32 states (the same weights,
+// added in the same order as its one state group adds them).
+// Out of line, with its arguments by value: inlined, or given the kernel's parameters by
+// reference, it made the compiler recompute the main loop's shared-memory offsets inside the
+// loop (NVRTC 13.0, narrow blocks at d = 128: 477 -> 547 SASS instructions per iteration for
+// INT8, 438 -> 517 for INT4); out of line every config's loop is within 1% of the kernel's
+// without the merge.
+template <int HeadDim, ElementType OutputType, int BlockRows>
+__device__ __noinline__ void merge_cluster_states(const ClusterMergeOutput output,
+                                                  const float* states, int rows) {
+  constexpr int kThreadsPerRow = HeadDim / 8;
+  constexpr int kRowSlots = kPagedDecodeWarps * 32 / kThreadsPerRow;
+  constexpr float kLog2E = 1.4426950408889634f;
+  constexpr float kLn2 = 0.6931471805599453f;
+  const float minus_infinity = paged_negative_infinity();
+  const float* lses = states + BlockRows * HeadDim;
+  const int splits = output.splits;  // the cluster's blocks
+  const int rank = static_cast<int>(cluster_block_rank());
+  const int channel = threadIdx.x % kThreadsPerRow * 8;
+  for (int local = rank + splits * static_cast<int>(threadIdx.x / kThreadsPerRow);
+       local < BlockRows; local += splits * kRowSlots) {
+    const int row = blockIdx.y * BlockRows + local;
+    if (row >= rows) break;
+    float lse[kPagedClusterMergeSplits];
+    float maximum = minus_infinity;
+#pragma unroll
+    for (int s = 0; s < kPagedClusterMergeSplits; ++s) {
+      lse[s] = s < splits ? load_float_of_cluster_block(lses + local, s) : minus_infinity;
+      maximum = fmaxf(maximum, lse[s]);
+    }
+    float merged[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) merged[i] = 0.0f;
+    float weight_sum = 0.0f;
+    if (maximum != minus_infinity) {
+      float4 values[kPagedClusterMergeSplits][2];
+#pragma unroll
+      for (int s = 0; s < kPagedClusterMergeSplits; ++s) {
+        // A state of LSE -inf holds nothing: its values are never read.
+        if (lse[s] == minus_infinity) continue;
+        const float* value = states + local * HeadDim + channel;
+        values[s][0] = load_float4_of_cluster_block(value, s);
+        values[s][1] = load_float4_of_cluster_block(value + 4, s);
+      }
+#pragma unroll
+      for (int s = 0; s < kPagedClusterMergeSplits; ++s) {
+        if (lse[s] == minus_infinity) continue;
+        const float weight = exp2_approx((lse[s] - maximum) * kLog2E);
+        weight_sum += weight;
+        const float v[8] = {values[s][0].x, values[s][0].y, values[s][0].z, values[s][0].w,
+                            values[s][1].x, values[s][1].y, values[s][1].z, values[s][1].w};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) merged[i] += weight * v[i];
+      }
+    }
+    if (weight_sum > 0.0f) {
+      const float inverse = divide_rn(1.0f, weight_sum);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) merged[i] *= inverse;
+    }
+    const int query = row / output.group;
+    const int head_q = output.head_kv * output.group + row % output.group;
+    u16* out = static_cast<u16*>(output.out) + output.batch_offset + query * output.token_stride +
+               head_q * output.head_stride + channel;
+    *reinterpret_cast<uint4*>(out) = make_uint4(
+        pack_float2<OutputType>(merged[0], merged[1]), pack_float2<OutputType>(merged[2], merged[3]),
+        pack_float2<OutputType>(merged[4], merged[5]), pack_float2<OutputType>(merged[6], merged[7]));
+    if (output.lse != nullptr && channel == 0) {
+      output.lse[query * output.heads_q + head_q] =
+          weight_sum > 0.0f ? maximum + log2_approx(weight_sum) * kLn2 : maximum;
+    }
+  }
+}
+
+// Every thread of the block takes part (the barriers count them all): once every block of the
+// cluster has arrived, its state is in its shared memory; the merge; then no block leaves (its
+// shared memory with it) before every block has read what it merges.
+template <int HeadDim, ElementType OutputType, int BlockRows>
+__device__ __forceinline__ void merge_in_cluster(const PagedDecodeParams& params,
+                                                 const float* states, int batch, int head_kv,
+                                                 int rows) {
+  ClusterMergeOutput output;
+  output.out = params.out;
+  output.batch_offset = batch * params.out_batch_stride;
+  output.token_stride = params.out_token_stride;
+  output.head_stride = params.out_head_stride;
+  output.lse = params.lse == nullptr
+                   ? nullptr
+                   : params.lse + static_cast<i64>(batch) * params.q_len * params.heads_q;
+  output.group = params.group;
+  output.heads_q = params.heads_q;
+  output.head_kv = head_kv;
+  output.splits = params.num_splits;
+  cluster_arrive();
+  cluster_wait();
+  merge_cluster_states<HeadDim, OutputType, BlockRows>(output, states, rows);
+  cluster_arrive();
+  cluster_wait();
 }
 
 template <int HeadDim, int Bits, ElementType QueryType, ElementType OutputType, int BlockRows,
@@ -899,6 +1014,13 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
            (i % 2 == 0 ? pair_first_channel<Bits>(j) : pair_second_channel<Bits>(j));
   };
 
+  // With the splits one cluster (at most kPagedClusterMergeSplits of them), each block leaves its
+  // state in its shared memory for the cluster's merge (merge_in_cluster), past what the warps'
+  // merge below uses.
+  const bool cluster_merge = params.partial_out == nullptr && params.num_splits > 1;
+  float* cluster_state =
+      reinterpret_cast<float*>(shared + paged_decode_cluster_state_offset(HeadDim, BlockRows));
+
   // ---- Warps that shared a row tile's tokens merge into the first of them.
   if constexpr (Config::kTokenGroups > 1) {
     __syncthreads();  // every warp is done with the pipeline buffers
@@ -920,7 +1042,14 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
       }
     }
     __syncthreads();
-    if (token_group > 0) return;
+    if (token_group > 0) {
+      // Their states are in the first warp's; they take their part of the cluster's merge.
+      if (cluster_merge) {
+        merge_in_cluster<HeadDim, OutputType, BlockRows>(params, cluster_state, batch, head_kv,
+                                                         rows);
+      }
+      return;
+    }
 #pragma unroll
     for (int other = 1; other < Config::kTokenGroups; ++other) {
       const float* theirs = states + (other * Config::kRowTiles + row_tile) * kStateFloats;
@@ -945,8 +1074,12 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
   }
 
   // ---- Output: out = O / l and lse = (m + log2 l + q . k_offset) ln 2, or the same as this
-  // split's partial state; rows with no allowed key are 0 with LSE -inf.
+  // split's partial state, in the workspace or, when the splits are one cluster, in this block's
+  // shared memory for the cluster's merge; rows with no allowed key are 0 with LSE -inf.
   const bool partial = params.partial_out != nullptr;
+  // Without warps that shared a row tile, the pipeline's last stage may still be read by the
+  // block's other warps where the cluster's state goes.
+  if (Config::kTokenGroups == 1 && cluster_merge) __syncthreads();
   // Row `half`'s 1 / l and LSE, with `smoothing_term` its q . k_offset (log2 domain).
   auto row_inverse_and_lse = [&](int half, float smoothing_term, float& inverse, float& lse) {
     const bool empty = row_max[half] == paged_negative_infinity();
@@ -959,7 +1092,18 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
   // one split into out and lse.
   auto store_row = [&](int query, int head_q, int channel, const float* values, int count,
                        float lse, bool writes_lse) {
-    if (partial) {
+    if (cluster_merge) {
+      // Row (query, head_q) is row query * group + head_q % group of the KV head's rows.
+      const int local_row = query * params.group + head_q % params.group - blockIdx.y * BlockRows;
+      float4* destination =
+          reinterpret_cast<float4*>(cluster_state + local_row * HeadDim + channel);
+#pragma unroll
+      for (int part = 0; part < count / 4; ++part) {
+        destination[part] = make_float4(values[4 * part], values[4 * part + 1],
+                                        values[4 * part + 2], values[4 * part + 3]);
+      }
+      if (writes_lse) cluster_state[BlockRows * HeadDim + local_row] = lse;
+    } else if (partial) {
       const i64 at = ((static_cast<i64>(split) * params.batch + batch) * params.q_len + query) *
                          params.heads_q +
                      head_q;
@@ -1009,27 +1153,31 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
       for (int c = 0; c < L; ++c) values[c] = narrow_value(c, half) * inverse;
       store_row(query, head_q, lane_group * L, values, L, lse, lane_group == 0);
     }
-    return;
-  }
+  } else {
 #pragma unroll
-  for (int half = 0; half < 2; ++half) {
-    const int row = warp_first_row + lane_group + 8 * half;
-    if (row >= rows) continue;
-    const int query = row / params.group;
-    const int head_q = head_kv * params.group + row % params.group;
-    float inverse, lse;
-    row_inverse_and_lse(half, smoothing[half], inverse, lse);
+    for (int half = 0; half < 2; ++half) {
+      const int row = warp_first_row + lane_group + 8 * half;
+      if (row >= rows) continue;
+      const int query = row / params.group;
+      const int head_q = head_kv * params.group + row % params.group;
+      float inverse, lse;
+      row_inverse_and_lse(half, smoothing[half], inverse, lse);
 #pragma unroll
-    for (int cg = 0; cg < kGroups; ++cg) {
-      float values[16];
+      for (int cg = 0; cg < kGroups; ++cg) {
+        float values[16];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        values[pair_first_channel<Bits>(j)] = o[cg][j][2 * half] * inverse;
-        values[pair_second_channel<Bits>(j)] = o[cg][j][2 * half + 1] * inverse;
+        for (int j = 0; j < 8; ++j) {
+          values[pair_first_channel<Bits>(j)] = o[cg][j][2 * half] * inverse;
+          values[pair_second_channel<Bits>(j)] = o[cg][j][2 * half + 1] * inverse;
+        }
+        store_row(query, head_q, 64 * cg + 16 * lane_in_group, values, 16, lse,
+                  cg == 0 && lane_in_group == 0);
       }
-      store_row(query, head_q, 64 * cg + 16 * lane_in_group, values, 16, lse,
-                cg == 0 && lane_in_group == 0);
     }
+  }
+
+  if (cluster_merge) {
+    merge_in_cluster<HeadDim, OutputType, BlockRows>(params, cluster_state, batch, head_kv, rows);
   }
 }
 

@@ -110,19 +110,26 @@ TEST(PagedFamily, SpecsDescribeTheirFieldsAndReadBackFromJson) {
   }
 }
 
-TEST(PagedFamily, SharedMemoryIsThePipelineOrTheWarpStatesWhicheverIsLarger) {
+TEST(PagedFamily, SharedMemoryIsThePipelineOrTheMergedStatesWhicheverIsLarger) {
   // d = 128 INT8, 64-token stages of K, V and FP32 scales, three of them.
   const PagedSpec int8 =
       decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3});
   EXPECT_EQ(decode_shared_bytes(int8), 3 * 2 * 64 * (128 + 4));
-  // INT4 d = 64: the pipeline (3 * 2 * 64 * (32 + 4) bytes) is smaller than four warps' states.
+  // INT4 d = 64: the pipeline (3 * 2 * 64 * (32 + 4) bytes) is smaller than four warps' states
+  // with the block's state for its cluster's merge after them (16 rows of 64 values and an LSE).
   const PagedSpec int4 =
       decode_spec(device::Arch::kSm90a, 64, 4, ElementType::kF16, ElementType::kF16, {16, 64, 3});
-  EXPECT_EQ(decode_shared_bytes(int4), 4 * 16 * (64 + 2) * 4);
-  // One row tile per warp: no states to merge. d = 256 adds Q's fragments.
+  EXPECT_EQ(decode_shared_bytes(int4), 4 * 16 * (64 + 2) * 4 + 16 * (64 + 1) * 4);
+  // One row tile per warp: no states to merge, and the block's state over the pipeline's
+  // buffers. d = 256 adds Q's fragments.
   const PagedSpec wide =
       decode_spec(device::Arch::kSm90a, 256, 8, ElementType::kF16, ElementType::kF16, {64, 64, 2});
   EXPECT_EQ(decode_shared_bytes(wide), 2 * 2 * 64 * (256 + 4) + 64 * 256 * 2);
+  // The narrow INT8 block of the heuristic at d = 128: four warps' states and the block's 8 rows
+  // pass its two 64-token stages.
+  const PagedSpec narrow =
+      decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {8, 64, 2});
+  EXPECT_EQ(decode_shared_bytes(narrow), 4 * 16 * (128 + 2) * 4 + 8 * (128 + 1) * 4);
 }
 
 TEST(PagedFamily, ConfigChecksNameTheFieldAndSharedMemoryIsUnsupportedNotInvalid) {

@@ -322,6 +322,7 @@ struct SingleDecode {
   std::vector<int> lengths;  // 0 allowed
   int heads_q = 8, heads_kv = 2, head_dim = 128, page_size = 16;
   int num_splits = 0;
+  PagedDecodeConfig config{};
 };
 
 // Fills a cache with `lengths` tokens per sequence (pages from a shuffled pool) and decodes once;
@@ -377,6 +378,7 @@ void check_single_decode(const SingleDecode& s) {
   problem.causal = s.causal;
   PagedDecodeOptions options;
   options.num_splits = s.num_splits;
+  options.config = s.config;
   const std::size_t q_elements = static_cast<std::size_t>(batch) * s.q_len * s.heads_q * s.head_dim;
   const std::vector<float> q = random_16bit(q_elements, ++stream_seed, false);
   DeviceBuffer q_device(q_elements * 2), out_device(q_elements * 2),
@@ -448,6 +450,37 @@ TEST(PagedDecodeGpu, EveryPageSizeAndSplitCountGivesTheSameAttention) {
       s.num_splits = splits;
       s.lengths = {1000, 129, 1};
       check_single_decode(s);
+    }
+  }
+}
+
+// Two splits of a row block run as one thread block cluster on sm_90 and later, which merges them
+// in shared memory (paged_decode.cuh, "The cluster's merge"): each block merges rows rank,
+// rank + 2, ... of both blocks' states; three take the merge kernel. Every head dim and width, the
+// narrow block and wide ones with their warps' merge (16 rows: four warps share a row tile) or
+// without it (64 rows: four row tiles, the pipeline's buffers under the cluster's state), 16
+// rows over two 8-row blocks or one wide block, a split left empty by the short sequences, and
+// an empty sequence.
+TEST(PagedDecodeGpu, SplitsMergedInTheirClusterGiveTheSameAttention) {
+  INTFA_REQUIRE_GPU();
+  const std::vector<int> lengths = {700, 129, 1, 0};
+  for (int head_dim : {64, 128, 256}) {
+    for (int bits : {8, 4}) {
+      for (int block_rows : {8, 16, 64}) {
+        for (int splits : {2, 3}) {
+          SingleDecode s;
+          s.bits = bits;
+          s.head_dim = head_dim;
+          s.q_len = 4;
+          s.causal = true;
+          s.num_splits = splits;
+          s.config = {block_rows, 64, block_rows == 64 && head_dim < 256 ? 3 : 2};
+          s.lengths = lengths;
+          std::printf("  d=%d, %d bits, %d-row blocks, %d splits\n", head_dim, bits, block_rows,
+                      splits);
+          check_single_decode(s);
+        }
+      }
     }
   }
 }

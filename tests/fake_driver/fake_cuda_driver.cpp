@@ -242,8 +242,18 @@ CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunc
   *blocks = 1;
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuOccupancyMaxActiveClusters(int* clusters, CUfunction, const CUlaunchConfig*) {
-  *clusters = 1;
+// As many clusters as 132 SMs of four blocks each hold (the decode kernel's narrow blocks on an
+// H100), so that the host's cluster choices see a GPU of that size.
+CUresult CUDAAPI cuOccupancyMaxActiveClusters(int* clusters, CUfunction,
+                                              const CUlaunchConfig* config) {
+  unsigned blocks = 1;
+  for (unsigned i = 0; i < config->numAttrs; ++i) {
+    if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      blocks = config->attrs[i].value.clusterDim.x * config->attrs[i].value.clusterDim.y *
+               config->attrs[i].value.clusterDim.z;
+    }
+  }
+  *clusters = static_cast<int>(132 * 4 / blocks);
   return CUDA_SUCCESS;
 }
 CUresult CUDAAPI cuStreamBeginCapture(CUstream, CUstreamCaptureMode) { return CUDA_SUCCESS; }
