@@ -147,7 +147,8 @@ int main(int argc, char** argv) {
         "quantize_qk (K, plain)",
         [&] { quantize_qk(shape, inputs.k, tensors.k, k_scale, nullptr, plain); }, calls, launches);
 
-    // Paged decode: one split (the kernel writes the output), and eight (the merge follows).
+    // Paged decode: one split (the kernel writes the output), two (its clusters merge them) and
+    // eight (the merge kernel follows).
     PagedKVCache cache;
     cache.page_size = 16, cache.heads_kv = 8, cache.head_dim = 128, cache.bits = 4;
     PagedDecodeProblem decode;
@@ -166,7 +167,7 @@ int main(int argc, char** argv) {
     paged.block_table = static_cast<const int*>(fake_device_memory(
         sizeof(int) * static_cast<std::size_t>(decode.batch) * decode.max_pages));
     paged.seq_lens = static_cast<const int*>(fake_device_memory(sizeof(int) * decode.batch));
-    for (int splits : {1, 2, 8}) {  // 2: clusters, which merge them; 8: merge_states
+    for (int splits : {1, 2, 8}) {
       PagedDecodeOptions options;
       options.num_splits = splits;
       paged.workspace_bytes = paged_decode_workspace_bytes(cache, decode, options);

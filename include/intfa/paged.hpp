@@ -119,7 +119,9 @@ std::size_t paged_decode_workspace_bytes(const PagedKVCache& cache,
 
 // Attention of problem.q_len queries per sequence over the cached K/V. Validates everything first
 // (InvalidArgument naming the field), launches the split kernel and, with more than one split,
-// the merge of the splits' states. Asynchronous on `stream`; no host reads of device memory.
+// merges the splits' states: two splits in the kernel's own clusters on sm_90 and later where they
+// fit, else in a merge kernel after it. The workspace (paged_decode_workspace_bytes) is required
+// whenever there is more than one split. Asynchronous on `stream`; no host reads of device memory.
 void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
                   const PagedDecodeTensors& tensors, CUstream stream,
                   const PagedDecodeOptions& options = {});

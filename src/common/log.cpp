@@ -64,12 +64,16 @@ bool verbose() {
   }
 }
 
+bool info_wanted() {
+  return verbose() || sink().capture != nullptr;
+}
+
 void info(const std::string& message) {
-  if (verbose() || sink().capture != nullptr) emit(Level::kInfo, message);
+  if (info_wanted()) emit(Level::kInfo, message);
 }
 
 void info_once(const std::string& message) {
-  if (!verbose() && sink().capture == nullptr) return;
+  if (!info_wanted()) return;
   {
     Sink& s = sink();
     std::lock_guard<std::mutex> lock(s.mutex);

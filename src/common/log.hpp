@@ -17,6 +17,8 @@ void info(const std::string& message);  // printed only when verbose()
 // info() of a message not printed before: a choice a hot path makes on every call, said once.
 void info_once(const std::string& message);
 bool verbose();                         // INTFA_LOG=1
+// Whether info() prints or a test captures it: a caller may skip building a message otherwise.
+bool info_wanted();
 
 // Routes messages to a test's vector instead of stderr while alive; warn_once keys reset too.
 class ScopedCapture {

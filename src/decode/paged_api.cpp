@@ -373,32 +373,31 @@ void paged_decode(const PagedKVCache& cache, const PagedDecodeProblem& problem,
   shape.grid[2] = static_cast<unsigned>(problem.batch * cache.heads_kv);
   shape.block[0] = kernels::kPagedDecodeWarps * 32;
   shape.dynamic_shared_bytes = plan.shared_bytes;
-  // Up to kPagedClusterMergeSplits splits of a row block are one cluster, which merges them
-  // (paged_decode.cuh, "The cluster's merge"): no workspace state and no second launch. More
-  // splits, an arch without clusters, or clusters that would take more waves than the blocks
-  // alone (a GPU holds fewer blocks at once in clusters) take merge_states. With that kernel, it
-  // is loaded with the decode kernel's: on a cold cache the two compile at once.
+  // Two splits of a row block are one cluster, which merges them (paged_decode.cuh, "The
+  // cluster's merge"): no workspace state and no second launch, where paged::
+  // splits_may_merge_in_clusters and the clusters take no more waves than the blocks alone.
+  // Otherwise merge_states merges them, loaded with the decode kernel's so that on a cold cache
+  // the two compile at once (unless clusters were asked about first: the decode kernel is then
+  // loaded before the merge's).
   const launch::LoadedKernel* decode_kernel = nullptr;
   const launch::LoadedKernel* merge_kernel = nullptr;
-  bool cluster_merge = plan.splits > 1 && plan.splits <= kernels::kPagedClusterMergeSplits &&
-                       device::arch_sm_number(at.info->arch) >= 90;
-  if (plan.splits == 1 || cluster_merge) {
+  const bool may_cluster = plan.splits > 1 && paged::splits_may_merge_in_clusters(plan.spec,
+                                                                                  plan.splits);
+  bool cluster_merge = false;
+  if (plan.splits == 1 || may_cluster) {
     decode_kernel =
         &launch::KernelRuntime::instance().load(plan.spec, at.context, plan.shared_bytes);
-    if (cluster_merge) {
+    if (may_cluster) {
       shape.cluster_blocks = static_cast<unsigned>(plan.splits);
       const long long clusters =
           static_cast<long long>(plan.row_blocks) * problem.batch * cache.heads_kv;
       const long long at_once = launch::max_active_clusters(*decode_kernel, shape);
       const long long resident = paged::resident_blocks(plan.spec, *at.info);
-      const long long cluster_waves = at_once > 0 ? (clusters + at_once - 1) / at_once : 0;
-      const long long block_waves = (clusters * plan.splits + resident - 1) / resident;
-      cluster_merge = at_once > 0 && cluster_waves <= block_waves;
-      if (log::verbose()) {
+      cluster_merge = paged::clusters_take_no_more_waves(clusters, plan.splits, at_once, resident);
+      if (log::info_wanted()) {
         log::info_once("paged_decode: " + std::to_string(clusters) + " clusters of " +
                        std::to_string(plan.splits) + " splits, " + std::to_string(at_once) +
-                       " at once (" + std::to_string(cluster_waves) + " waves, " +
-                       std::to_string(block_waves) + " without clusters): " +
+                       " of them at once: " +
                        (cluster_merge ? "the clusters merge" : "merge_states merges"));
       }
       if (!cluster_merge) shape.cluster_blocks = 1;

@@ -327,6 +327,20 @@ int merge_state_groups(int num_states, int head_dim) {
   return groups;
 }
 
+bool splits_may_merge_in_clusters(const PagedSpec& decode, int splits) {
+  return splits == kernels::kPagedClusterMergeSplits && device::arch_sm_number(decode.arch) >= 90 &&
+         kernels::paged_decode_cluster_state_bytes(decode.head_dim, decode.config.block_rows) <=
+             decode_shared_bytes(decode);
+}
+
+bool clusters_take_no_more_waves(long long clusters, int splits, long long clusters_at_once,
+                                 long long resident_blocks) {
+  if (clusters <= 0 || clusters_at_once <= 0 || resident_blocks <= 0) return false;
+  const long long cluster_waves = (clusters + clusters_at_once - 1) / clusters_at_once;
+  const long long block_waves = (clusters * splits + resident_blocks - 1) / resident_blocks;
+  return cluster_waves <= block_waves;
+}
+
 int resident_blocks(const PagedSpec& decode, const device::DeviceInfo& info) {
   // The driver reserves 1 KB of shared memory per block (CUDA C++ Programming Guide, "Shared
   // Memory" of compute capabilities 8.x and 9.0).

@@ -116,6 +116,16 @@ int merge_state_groups(int num_states, int head_dim);
 // bounds promise the registers for (kernels::paged_decode_min_blocks) and its shared memory
 // allows. From the config alone, so that the workspace size and the launch agree.
 int resident_blocks(const PagedSpec& decode, const device::DeviceInfo& info);
+// Whether a decode's splits may merge in their clusters (paged_decode.cuh, "The cluster's
+// merge"): exactly kernels::kPagedClusterMergeSplits of them, on an arch with clusters, the
+// block's state within its shared memory. They do where clusters_take_no_more_waves; otherwise
+// merge_states merges them.
+bool splits_may_merge_in_clusters(const PagedSpec& decode, int splits);
+// Whether `clusters` clusters of `splits` blocks (one per row block, sequence and KV head), at
+// `clusters_at_once` (launch::max_active_clusters), take no more waves than their blocks alone at
+// `resident_blocks`.
+bool clusters_take_no_more_waves(long long clusters, int splits, long long clusters_at_once,
+                                 long long resident_blocks);
 
 // Workspace bytes of one decode: FP32 partial outputs and LSEs of every split, 256-byte aligned
 // parts (0 with one split).

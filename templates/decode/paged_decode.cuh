@@ -146,6 +146,13 @@ struct PagedDecodeConfig {
   }
 };
 
+// Every thread of the block, which reach it from different places in the code: a named barrier
+// with the block's thread count and without .aligned (__syncthreads, and bar.sync, which is
+// barrier.sync.aligned, must be the same instruction for every thread: PTX ISA, "barrier").
+__device__ __forceinline__ void block_barrier_from_any_place() {
+  asm volatile("barrier.sync 1, %0;" ::"n"(kPagedDecodeWarps * 32) : "memory");
+}
+
 // -inf (NVRTC has neither <limits> nor a constexpr infinity builtin).
 __device__ __forceinline__ float paged_negative_infinity() {
   return __int_as_float(0xff800000);
@@ -157,7 +164,7 @@ struct ClusterMergeOutput {
   void* out;
   i64 batch_offset, token_stride, head_stride;  // elements; batch_offset = batch * its stride
   float* lse;  // this sequence's [q_len][heads_q], or null
-  int group, heads_q, head_kv, splits;
+  int group, heads_q, head_kv;
 };
 
 // The cluster's merge (splits launched as one cluster: PagedDecodeParams::partial_out null,
@@ -167,21 +174,27 @@ struct ClusterMergeOutput {
 // row block, HeadDim / 8 threads a row with 8 channels each, reading every block's state through
 // distributed shared memory, with merge_states' arithmetic for FP32 states (the same weights,
 // added in the same order as its one state group adds them).
-// Out of line, with its arguments by value: inlined, or given the kernel's parameters by
-// reference, it made the compiler recompute the main loop's shared-memory offsets inside the
-// loop (NVRTC 13.0, narrow blocks at d = 128: 477 -> 547 SASS instructions per iteration for
-// INT8, 438 -> 517 for INT4); out of line every config's loop is within 1% of the kernel's
-// without the merge.
+// Every thread of the block calls it (the barriers count them all): once every block of the
+// cluster has arrived, its state is in its shared memory; the merge; then no block leaves (its
+// shared memory with it) before every block has read what it merges. The block's threads have
+// met at a block barrier since the last read of the shared memory the state overwrites.
+// Out of line, with its arguments by value: the kernel calls it from two places (the warps that
+// shared a row tile leave early), and a cluster barrier must be one instruction for the whole
+// block; inlined, or given the kernel's parameters by reference, it also made the compiler
+// recompute the main loop's shared-memory offsets inside the loop, about 15% more instructions
+// in the narrow blocks' loop (bench/history/2026-11-30.md, "The twelfth session").
 template <int HeadDim, ElementType OutputType, int BlockRows>
-__device__ __noinline__ void merge_cluster_states(const ClusterMergeOutput output,
-                                                  const float* states, int rows) {
+__device__ __noinline__ void merge_in_cluster(const ClusterMergeOutput output,
+                                              const float* states, int rows) {
+  cluster_arrive();
+  cluster_wait();
   constexpr int kThreadsPerRow = HeadDim / 8;
   constexpr int kRowSlots = kPagedDecodeWarps * 32 / kThreadsPerRow;
   constexpr float kLog2E = 1.4426950408889634f;
   constexpr float kLn2 = 0.6931471805599453f;
   const float minus_infinity = paged_negative_infinity();
   const float* lses = states + BlockRows * HeadDim;
-  const int splits = output.splits;  // the cluster's blocks
+  const int splits = static_cast<int>(cluster_block_count());
   const int rank = static_cast<int>(cluster_block_rank());
   const int channel = threadIdx.x % kThreadsPerRow * 8;
   for (int local = rank + splits * static_cast<int>(threadIdx.x / kThreadsPerRow);
@@ -214,10 +227,11 @@ __device__ __noinline__ void merge_cluster_states(const ClusterMergeOutput outpu
         if (lse[s] == minus_infinity) continue;
         const float weight = exp2_approx((lse[s] - maximum) * kLog2E);
         weight_sum += weight;
-        const float v[8] = {values[s][0].x, values[s][0].y, values[s][0].z, values[s][0].w,
-                            values[s][1].x, values[s][1].y, values[s][1].z, values[s][1].w};
+        const float state_values[8] = {values[s][0].x, values[s][0].y, values[s][0].z,
+                                       values[s][0].w, values[s][1].x, values[s][1].y,
+                                       values[s][1].z, values[s][1].w};
 #pragma unroll
-        for (int i = 0; i < 8; ++i) merged[i] += weight * v[i];
+        for (int i = 0; i < 8; ++i) merged[i] += weight * state_values[i];
       }
     }
     if (weight_sum > 0.0f) {
@@ -237,15 +251,13 @@ __device__ __noinline__ void merge_cluster_states(const ClusterMergeOutput outpu
           weight_sum > 0.0f ? maximum + log2_approx(weight_sum) * kLn2 : maximum;
     }
   }
+  cluster_arrive();
+  cluster_wait();
 }
 
-// Every thread of the block takes part (the barriers count them all): once every block of the
-// cluster has arrived, its state is in its shared memory; the merge; then no block leaves (its
-// shared memory with it) before every block has read what it merges.
-template <int HeadDim, ElementType OutputType, int BlockRows>
-__device__ __forceinline__ void merge_in_cluster(const PagedDecodeParams& params,
-                                                 const float* states, int batch, int head_kv,
-                                                 int rows) {
+// merge_in_cluster's output for this block's sequence and KV head.
+__device__ __forceinline__ ClusterMergeOutput cluster_merge_output(const PagedDecodeParams& params,
+                                                                   int batch, int head_kv) {
   ClusterMergeOutput output;
   output.out = params.out;
   output.batch_offset = batch * params.out_batch_stride;
@@ -257,12 +269,7 @@ __device__ __forceinline__ void merge_in_cluster(const PagedDecodeParams& params
   output.group = params.group;
   output.heads_q = params.heads_q;
   output.head_kv = head_kv;
-  output.splits = params.num_splits;
-  cluster_arrive();
-  cluster_wait();
-  merge_cluster_states<HeadDim, OutputType, BlockRows>(output, states, rows);
-  cluster_arrive();
-  cluster_wait();
+  return output;
 }
 
 template <int HeadDim, int Bits, ElementType QueryType, ElementType OutputType, int BlockRows,
@@ -1014,12 +1021,10 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
            (i % 2 == 0 ? pair_first_channel<Bits>(j) : pair_second_channel<Bits>(j));
   };
 
-  // With the splits one cluster (at most kPagedClusterMergeSplits of them), each block leaves its
-  // state in its shared memory for the cluster's merge (merge_in_cluster), past what the warps'
-  // merge below uses.
-  const bool cluster_merge = params.partial_out == nullptr && params.num_splits > 1;
-  float* cluster_state =
-      reinterpret_cast<float*>(shared + paged_decode_cluster_state_offset(HeadDim, BlockRows));
+  // Launched as clusters of its splits (src/decode/paged_api.cpp), each block leaves its state at
+  // the start of its shared memory for the cluster's merge (merge_in_cluster).
+  const bool cluster_merge = cluster_block_count() > 1;  // uniform over the grid
+  float* cluster_state = reinterpret_cast<float*>(shared);
 
   // ---- Warps that shared a row tile's tokens merge into the first of them.
   if constexpr (Config::kTokenGroups > 1) {
@@ -1043,10 +1048,12 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
     }
     __syncthreads();
     if (token_group > 0) {
-      // Their states are in the first warp's; they take their part of the cluster's merge.
+      // Their states are in the first warp's; they take their part of the cluster's merge, once
+      // the first warps have read the states the cluster's overwrites.
       if (cluster_merge) {
-        merge_in_cluster<HeadDim, OutputType, BlockRows>(params, cluster_state, batch, head_kv,
-                                                         rows);
+        block_barrier_from_any_place();
+        merge_in_cluster<HeadDim, OutputType, BlockRows>(
+            cluster_merge_output(params, batch, head_kv), cluster_state, rows);
       }
       return;
     }
@@ -1071,14 +1078,17 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
         }
       }
     }
+    // The cluster's state goes where the other warps' states were (they meet this barrier
+    // before their part of the cluster's merge).
+    if (cluster_merge) block_barrier_from_any_place();
   }
 
   // ---- Output: out = O / l and lse = (m + log2 l + q . k_offset) ln 2, or the same as this
   // split's partial state, in the workspace or, when the splits are one cluster, in this block's
   // shared memory for the cluster's merge; rows with no allowed key are 0 with LSE -inf.
   const bool partial = params.partial_out != nullptr;
-  // Without warps that shared a row tile, the pipeline's last stage may still be read by the
-  // block's other warps where the cluster's state goes.
+  // Without warps that shared a row tile, the block's other warps may still read the pipeline's
+  // last stage where the cluster's state goes.
   if (Config::kTokenGroups == 1 && cluster_merge) __syncthreads();
   // Row `half`'s 1 / l and LSE, with `smoothing_term` its q . k_offset (log2 domain).
   auto row_inverse_and_lse = [&](int half, float smoothing_term, float& inverse, float& lse) {
@@ -1177,7 +1187,8 @@ __global__ void __launch_bounds__(kPagedDecodeWarps * 32,
   }
 
   if (cluster_merge) {
-    merge_in_cluster<HeadDim, OutputType, BlockRows>(params, cluster_state, batch, head_kv, rows);
+    merge_in_cluster<HeadDim, OutputType, BlockRows>(cluster_merge_output(params, batch, head_kv),
+                                                     cluster_state, rows);
   }
 }
 

@@ -92,25 +92,20 @@ INTFA_HOST_DEVICE constexpr int paged_decode_key_bias_bytes(int head_dim, int bi
 
 // Splits whose states a decode merges in its own launch: with this many, the splits of one
 // (row block, sequence, KV head) are one thread block cluster, which merges them through
-// distributed shared memory (paged_decode.cuh, "The cluster's merge"; README.md, "Blocks and
-// splits"); more take merge_states. Clusters of 3 to 8 splits measured up to 54% slower than
-// their blocks launched alone with merge_states (H200, 2026-11-30), two 1-4% faster.
+// distributed shared memory (paged_decode.cuh, "The cluster's merge"); more take merge_states.
+// Larger clusters ran slower than their blocks launched alone with merge_states (README.md,
+// "Blocks and splits").
 constexpr int kPagedClusterMergeSplits = 2;
 
 // Shared memory of one decode block: `stages` buffers of `stage_tokens` tokens of K, V and their
 // scales (the cp.async pipeline), then at d = 256 Q's FP16 fragments, then narrow INT4 blocks'
 // bias of Q.K per key group; reused at the end for the states of warps that split a row tile's
-// tokens (16 rows of head_dim FP32 outputs, their maximum and sum, per warp), and after those for
-// the block's state that its cluster merges (block_rows rows of head_dim FP32 normalised outputs,
-// then their LSE).
+// tokens (16 rows of head_dim FP32 outputs, their maximum and sum, per warp), then for the
+// block's state that its cluster merges (paged_decode_cluster_state_bytes).
 INTFA_HOST_DEVICE constexpr int paged_decode_stage_bytes(int head_dim, int bits, int stage_tokens) {
   return 2 * stage_tokens *
          (paged_row_bytes(head_dim, bits) +
           paged_scales_per_row(head_dim, bits) * paged_scale_bytes(bits));
-}
-INTFA_HOST_DEVICE constexpr int paged_decode_cluster_state_offset(int head_dim, int block_rows) {
-  const int token_groups = kPagedDecodeWarps / paged_decode_row_tiles(block_rows);
-  return token_groups > 1 ? kPagedDecodeWarps * 16 * (head_dim + 2) * 4 : 0;
 }
 INTFA_HOST_DEVICE constexpr int paged_decode_shared_bytes(int head_dim, int bits, int block_rows,
                                                           int stage_tokens, int stages) {
@@ -118,9 +113,16 @@ INTFA_HOST_DEVICE constexpr int paged_decode_shared_bytes(int head_dim, int bits
   const int pipeline = stages * paged_decode_stage_bytes(head_dim, bits, stage_tokens) +
                        (head_dim > 128 ? 16 * row_tiles * head_dim * 2 : 0) +
                        paged_decode_key_bias_bytes(head_dim, bits, block_rows);
-  const int merges = paged_decode_cluster_state_offset(head_dim, block_rows) +
-                     block_rows * (head_dim + 1) * 4;
-  return pipeline > merges ? pipeline : merges;
+  const int token_groups = kPagedDecodeWarps / row_tiles;
+  const int merge = token_groups > 1 ? kPagedDecodeWarps * 16 * (head_dim + 2) * 4 : 0;
+  return pipeline > merge ? pipeline : merge;
+}
+// The block's state its cluster merges, from the start of its shared memory: block_rows rows of
+// head_dim FP32 normalised outputs, then their LSE. It is not reserved: a config whose shared
+// memory is smaller (INT4 64-row blocks below d = 256) keeps merge_states
+// (paged::splits_may_merge_in_clusters).
+INTFA_HOST_DEVICE constexpr int paged_decode_cluster_state_bytes(int head_dim, int block_rows) {
+  return block_rows * (head_dim + 1) * 4;
 }
 
 // One layer's cache: K and V data [num_pages][heads_kv][page_size][row bytes], their scales

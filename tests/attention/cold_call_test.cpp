@@ -88,10 +88,11 @@ struct SixteenBitCall {
   }
 };
 
-// paged_decode over an INT8 cache, in `splits` splits (more than 2: the merge follows).
-void paged_decode_call(int splits) {
+// paged_decode over an INT8 cache, in `splits` splits (two: the kernel's clusters merge them; more:
+// the merge kernel follows).
+void paged_decode_call(int splits, int head_dim = 128) {
   PagedKVCache cache;
-  cache.page_size = 16, cache.heads_kv = 8, cache.head_dim = 128, cache.bits = 8;
+  cache.page_size = 16, cache.heads_kv = 8, cache.head_dim = head_dim, cache.bits = 8;
   PagedDecodeProblem decode;
   decode.batch = 2, decode.heads_q = 32, decode.max_seq_len = 1024;
   decode.max_pages = decode.max_seq_len / cache.page_size;
@@ -171,9 +172,10 @@ TEST(ColdCallChild, DISABLED_EachCallFetchesExactlyTheKernelsItLaunchesAtOnce) {
       {"per-block K", per_block_k, 3},
       // Rotated K's rows with V, and the kernel that rotates and quantizes Q itself.
       {"rotated Q and K", rotated, 2},
-      // The decode kernel, whose clusters merge two splits; then the merge of eight.
-      {"paged decode, 2 splits", [] { paged_decode_call(2); }, 1},
-      {"paged decode, 8 splits", [] { paged_decode_call(8); }, 1},
+      // The decode kernel, whose clusters merge two splits (d=64); the decode kernel and the merge
+      // of eight splits (d=128), fetched together.
+      {"paged decode, 2 splits", [] { paged_decode_call(2, 64); }, 1},
+      {"paged decode, 8 splits", [] { paged_decode_call(8); }, 2},
   };
   for (const CallCase& c : cases) {
     SCOPED_TRACE(c.name);

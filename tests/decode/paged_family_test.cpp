@@ -110,26 +110,56 @@ TEST(PagedFamily, SpecsDescribeTheirFieldsAndReadBackFromJson) {
   }
 }
 
-TEST(PagedFamily, SharedMemoryIsThePipelineOrTheMergedStatesWhicheverIsLarger) {
+TEST(PagedFamily, SharedMemoryIsThePipelineOrTheWarpStatesWhicheverIsLarger) {
   // d = 128 INT8, 64-token stages of K, V and FP32 scales, three of them.
   const PagedSpec int8 =
       decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {16, 64, 3});
   EXPECT_EQ(decode_shared_bytes(int8), 3 * 2 * 64 * (128 + 4));
-  // INT4 d = 64: the pipeline (3 * 2 * 64 * (32 + 4) bytes) is smaller than four warps' states
-  // with the block's state for its cluster's merge after them (16 rows of 64 values and an LSE).
+  // INT4 d = 64: the pipeline (3 * 2 * 64 * (32 + 4) bytes) is smaller than four warps' states.
   const PagedSpec int4 =
       decode_spec(device::Arch::kSm90a, 64, 4, ElementType::kF16, ElementType::kF16, {16, 64, 3});
-  EXPECT_EQ(decode_shared_bytes(int4), 4 * 16 * (64 + 2) * 4 + 16 * (64 + 1) * 4);
-  // One row tile per warp: no states to merge, and the block's state over the pipeline's
-  // buffers. d = 256 adds Q's fragments.
+  EXPECT_EQ(decode_shared_bytes(int4), 4 * 16 * (64 + 2) * 4);
+  // One row tile per warp: no states to merge. d = 256 adds Q's fragments.
   const PagedSpec wide =
       decode_spec(device::Arch::kSm90a, 256, 8, ElementType::kF16, ElementType::kF16, {64, 64, 2});
   EXPECT_EQ(decode_shared_bytes(wide), 2 * 2 * 64 * (256 + 4) + 64 * 256 * 2);
-  // The narrow INT8 block of the heuristic at d = 128: four warps' states and the block's 8 rows
-  // pass its two 64-token stages.
-  const PagedSpec narrow =
-      decode_spec(device::Arch::kSm90a, 128, 8, ElementType::kF16, ElementType::kF16, {8, 64, 2});
-  EXPECT_EQ(decode_shared_bytes(narrow), 4 * 16 * (128 + 2) * 4 + 8 * (128 + 1) * 4);
+}
+
+// Two splits merge in their clusters on sm_90 where the block's state (rows of FP32 outputs and
+// an LSE) fits the shared memory the block has anyway: every config of two 64-token stages but
+// INT4's 64-row blocks below d = 256.
+TEST(PagedFamily, TwoSplitsMayMergeInClustersOnHopperWhereTheStateFits) {
+  for (int head_dim : {64, 128, 256}) {
+    for (int bits : {8, 4}) {
+      for (int rows : {8, 16, 32, 64}) {
+        const PagedDecodeConfig config = {rows, 64, 2};
+        const PagedSpec hopper = decode_spec(device::Arch::kSm90a, head_dim, bits,
+                                             ElementType::kF16, ElementType::kF16, config);
+        const bool fits =
+            kernels::paged_decode_cluster_state_bytes(head_dim, rows) <= decode_shared_bytes(hopper);
+        EXPECT_EQ(fits, !(bits == 4 && rows == 64 && head_dim < 256))
+            << head_dim << " " << bits << " " << rows;
+        EXPECT_EQ(splits_may_merge_in_clusters(hopper, 2), fits);
+        EXPECT_FALSE(splits_may_merge_in_clusters(hopper, 1));
+        EXPECT_FALSE(splits_may_merge_in_clusters(hopper, 3));
+        const PagedSpec ampere = decode_spec(device::Arch::kSm80, head_dim, bits,
+                                             ElementType::kF16, ElementType::kF16, config);
+        EXPECT_FALSE(splits_may_merge_in_clusters(ampere, 2));
+      }
+    }
+  }
+}
+
+// Clusters are taken where they need no more waves than their blocks alone: at B=32 N=4k on an
+// H200 (256 clusters of two narrow blocks, 264 at once, 528 blocks alone) one wave either way;
+// 64 clusters of 8 at 62 at once take two where the 512 blocks take one.
+TEST(PagedFamily, ClustersAreTakenWhereTheyNeedNoMoreWaves) {
+  EXPECT_TRUE(clusters_take_no_more_waves(256, 2, 264, 528));
+  EXPECT_FALSE(clusters_take_no_more_waves(64, 8, 62, 528));
+  EXPECT_TRUE(clusters_take_no_more_waves(300, 2, 264, 528));   // two waves each way
+  EXPECT_FALSE(clusters_take_no_more_waves(270, 2, 264, 600));  // 2 waves against 1
+  EXPECT_FALSE(clusters_take_no_more_waves(10, 2, 0, 528));     // no cluster fits
+  EXPECT_FALSE(clusters_take_no_more_waves(10, 2, 264, 0));
 }
 
 TEST(PagedFamily, ConfigChecksNameTheFieldAndSharedMemoryIsUnsupportedNotInvalid) {

@@ -14,8 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "common/log.hpp"
 #include "decode/paged_test_support.hpp"
+#include "families/paged_family.hpp"
 #include "intfa/errors.hpp"
+#include "support/gpu.hpp"
 
 namespace intfa::testing {
 namespace {
@@ -323,6 +326,7 @@ struct SingleDecode {
   int heads_q = 8, heads_kv = 2, head_dim = 128, page_size = 16;
   int num_splits = 0;
   PagedDecodeConfig config{};
+  bool with_lse = true;  // else tensors.lse is null
 };
 
 // Fills a cache with `lengths` tokens per sequence (pages from a shuffled pool) and decodes once;
@@ -393,7 +397,7 @@ void check_single_decode(const SingleDecode& s) {
                                 {batch, s.heads_q, s.q_len, s.head_dim});
   tensors.out = TensorView::dense(out_device.get(), DType::kF16, Layout::kBNHD,
                                   {batch, s.heads_q, s.q_len, s.head_dim});
-  tensors.lse = lse_device.as<float>();
+  tensors.lse = s.with_lse ? lse_device.as<float>() : nullptr;
   tensors.block_table = table_device.as<int>();
   tensors.seq_lens = lengths_device.as<int>();
   tensors.workspace = workspace.get();
@@ -415,8 +419,10 @@ void check_single_decode(const SingleDecode& s) {
     EXPECT_LE(reference::compare(reference.quantized_out.data(), out_b, per_sequence).relative_l2,
               model_bound(false))
         << "sequence " << b << " of length " << s.lengths[static_cast<std::size_t>(b)];
-    EXPECT_LE(lse_error(reference.quantized_lse, lse.data() + b * rows, rows), kLseBound)
-        << "sequence " << b << " of length " << s.lengths[static_cast<std::size_t>(b)];
+    if (s.with_lse) {
+      EXPECT_LE(lse_error(reference.quantized_lse, lse.data() + b * rows, rows), kLseBound)
+          << "sequence " << b << " of length " << s.lengths[static_cast<std::size_t>(b)];
+    }
   }
 }
 
@@ -456,29 +462,43 @@ TEST(PagedDecodeGpu, EveryPageSizeAndSplitCountGivesTheSameAttention) {
 
 // Two splits of a row block run as one thread block cluster on sm_90 and later, which merges them
 // in shared memory (paged_decode.cuh, "The cluster's merge"): each block merges rows rank,
-// rank + 2, ... of both blocks' states; three take the merge kernel. Every head dim and width, the
-// narrow block and wide ones with their warps' merge (16 rows: four warps share a row tile) or
-// without it (64 rows: four row tiles, the pipeline's buffers under the cluster's state), 16
-// rows over two 8-row blocks or one wide block, a split left empty by the short sequences, and
-// an empty sequence.
+// rank + 2, ... of both blocks' states; three take the merge kernel. Every head dim and width; the
+// narrow block, and wide ones whose warps merge first (16 and 32 rows: four or two warps share a
+// row tile) or not (64 rows: four row tiles, the pipeline's buffers under the cluster's state);
+// 16 rows (4 queries) and 64 (16 queries), over several row blocks or part of one; a split left
+// empty by the short sequences, an empty sequence, and a call without LSE. The log says which
+// merge ran: the clusters wherever paged::splits_may_merge_in_clusters allows them.
 TEST(PagedDecodeGpu, SplitsMergedInTheirClusterGiveTheSameAttention) {
   INTFA_REQUIRE_GPU();
+  const device::Arch arch = current_arch();
   const std::vector<int> lengths = {700, 129, 1, 0};
   for (int head_dim : {64, 128, 256}) {
     for (int bits : {8, 4}) {
-      for (int block_rows : {8, 16, 64}) {
-        for (int splits : {2, 3}) {
-          SingleDecode s;
-          s.bits = bits;
-          s.head_dim = head_dim;
-          s.q_len = 4;
-          s.causal = true;
-          s.num_splits = splits;
-          s.config = {block_rows, 64, block_rows == 64 && head_dim < 256 ? 3 : 2};
-          s.lengths = lengths;
-          std::printf("  d=%d, %d bits, %d-row blocks, %d splits\n", head_dim, bits, block_rows,
-                      splits);
-          check_single_decode(s);
+      for (int block_rows : {8, 16, 32, 64}) {
+        for (int q_len : {4, 16}) {
+          for (int splits : {2, 3}) {
+            SingleDecode s;
+            s.bits = bits;
+            s.head_dim = head_dim;
+            s.q_len = q_len;
+            s.causal = true;
+            s.num_splits = splits;
+            s.config = {block_rows, 64, block_rows >= 32 && head_dim < 256 ? 3 : 2};
+            s.lengths = lengths;
+            s.with_lse = q_len == 4 || splits == 3;
+            std::printf("  d=%d, %d bits, %d-row blocks, %d queries, %d splits\n", head_dim, bits,
+                        block_rows, q_len, splits);
+            const log::ScopedCapture capture;
+            check_single_decode(s);
+            const paged::PagedSpec spec =
+                paged::decode_spec(arch, head_dim, bits, kernels::ElementType::kF16,
+                                   kernels::ElementType::kF16, s.config);
+            bool clusters_merged = false;
+            for (const std::string& line : capture.infos()) {
+              clusters_merged |= line.find("the clusters merge") != std::string::npos;
+            }
+            EXPECT_EQ(clusters_merged, paged::splits_may_merge_in_clusters(spec, splits));
+          }
         }
       }
     }
@@ -538,8 +558,9 @@ TEST(PagedDecodeGpu, AWorkspaceSmallerThanTheSplitsNeedIsRefused) {
 
 // ---- CUDA graphs -----------------------------------------------------------------------------
 
-TEST(PagedDecodeGpu, ADecodeStepCapturedInAGraphReplaysWithNewLengths) {
-  INTFA_REQUIRE_GPU();
+// A decode step captured once and replayed with new lengths, block tables and queries, in
+// `num_splits` splits (0: the heuristic's, more than one here).
+void check_captured_decode(int num_splits) {
   const std::uint64_t seed = reference::fresh_seed();
   std::printf("  seed %llu\n", static_cast<unsigned long long>(seed));
   const int batch = 3, heads_q = 16, heads_kv = 4, d = 128, page_size = 16, max_pages = 64;
@@ -578,12 +599,16 @@ TEST(PagedDecodeGpu, ADecodeStepCapturedInAGraphReplaysWithNewLengths) {
   problem.heads_q = heads_q;
   problem.max_pages = max_pages;
   problem.max_seq_len = max_pages * page_size;  // the graph's maximum, fixed at capture
+  PagedDecodeOptions options;
+  options.num_splits = num_splits;
   const std::size_t q_elements = static_cast<std::size_t>(batch) * heads_q * d;
   DeviceBuffer q_device(q_elements * 2), out_device(q_elements * 2),
       lse_device(batch * heads_q * 4), table_device(batch * max_pages * 4),
       lengths_device(batch * 4),
-      workspace(std::max<std::size_t>(256, paged_decode_workspace_bytes(cache.cache(), problem)));
-  ASSERT_GT(paged_decode_splits(cache.cache(), problem), 1) << "the graph should hold the combine";
+      workspace(std::max<std::size_t>(
+          256, paged_decode_workspace_bytes(cache.cache(), problem, options)));
+  ASSERT_GT(paged_decode_splits(cache.cache(), problem, options), 1)
+      << "the graph should hold the combine";
   PagedDecodeTensors tensors;
   tensors.q = TensorView::dense(q_device.get(), DType::kF16, Layout::kBNHD, {batch, heads_q, 1, d});
   tensors.out =
@@ -607,10 +632,11 @@ TEST(PagedDecodeGpu, ADecodeStepCapturedInAGraphReplaysWithNewLengths) {
   };
   upload_state();
   // The first call compiles and loads the kernels, which a capture cannot do.
-  paged_decode(cache.cache(), problem, tensors, stream.get());
+  paged_decode(cache.cache(), problem, tensors, stream.get(), options);
   stream.synchronize();
-  const CapturedGraph graph(stream.get(),
-                            [&] { paged_decode(cache.cache(), problem, tensors, stream.get()); });
+  const CapturedGraph graph(stream.get(), [&] {
+    paged_decode(cache.cache(), problem, tensors, stream.get(), options);
+  });
 
   for (const std::vector<int>& tokens : {std::vector<int>{1, 1, 1}, {700, 0, 17}, {16, 1, 400}}) {
     grow(tokens);
@@ -637,6 +663,18 @@ TEST(PagedDecodeGpu, ADecodeStepCapturedInAGraphReplaysWithNewLengths) {
       EXPECT_LE(lse_error(reference.quantized_lse, lse.data() + b * heads_q, heads_q), kLseBound);
     }
   }
+}
+
+TEST(PagedDecodeGpu, ADecodeStepCapturedInAGraphReplaysWithNewLengths) {
+  INTFA_REQUIRE_GPU();
+  check_captured_decode(0);
+}
+
+// Two splits: on sm_90 the row blocks' clusters merge them (paged_decode.cuh, "The cluster's
+// merge"), a launch with a cluster dimension in the graph.
+TEST(PagedDecodeGpu, TwoSplitsMergedInTheirClustersReplayInAGraph) {
+  INTFA_REQUIRE_GPU();
+  check_captured_decode(2);
 }
 
 // ---- append
