@@ -167,13 +167,13 @@ struct ClusterMergeOutput {
   int group, heads_q, head_kv;
 };
 
-// The cluster's merge (splits launched as one cluster: PagedDecodeParams::partial_out null,
-// num_splits > 1). Each block of the cluster left its row block's normalised FP32 outputs and
-// LSE (natural log; -inf for a row that saw no key) in its shared memory at `states`, rows of
-// HeadDim values, then the rows' LSE. Block `rank` merges rows rank, rank + splits, ... of the
-// row block, HeadDim / 8 threads a row with 8 channels each, reading every block's state through
-// distributed shared memory, with merge_states' arithmetic for FP32 states (the same weights,
-// added in the same order as its one state group adds them).
+// The cluster's merge (the kernel launched as clusters of its splits: src/decode/paged_api.cpp,
+// with PagedDecodeParams::partial_out null). Each block of the cluster left its row block's
+// normalised FP32 outputs and LSE (natural log; -inf for a row that saw no key) in its shared
+// memory at `states`, rows of HeadDim values, then the rows' LSE. Block `rank` merges rows rank,
+// rank + splits, ... of the row block, HeadDim / 8 threads a row with 8 channels each, reading
+// every block's state through distributed shared memory, with merge_states' arithmetic for FP32
+// states (the same weights, added in the same order as its one state group adds them).
 // Every thread of the block calls it (the barriers count them all): once every block of the
 // cluster has arrived, its state is in its shared memory; the merge; then no block leaves (its
 // shared memory with it) before every block has read what it merges. The block's threads have
