@@ -117,7 +117,8 @@ void paged_decode_call(int splits, int head_dim = 128) {
 struct CallCase {
   std::string name;
   std::function<void()> call;
-  int kernels;  // the distinct kernels the call launches that no case before it launched
+  int kernels;      // the distinct kernels the call launches that no case before it launched
+  int batches = 1;  // the fetches they come in
 };
 
 // What a call did to the runtime's counts and the driver's distinct launched kernels.
@@ -176,12 +177,22 @@ TEST(ColdCallChild, DISABLED_EachCallFetchesExactlyTheKernelsItLaunchesAtOnce) {
       // of eight splits (d=128), fetched together.
       {"paged decode, 2 splits", [] { paged_decode_call(2, 64); }, 1},
       {"paged decode, 8 splits", [] { paged_decode_call(8); }, 2},
+      // Two splits where no cluster fits at once (d=256): the decode kernel, fetched before the
+      // clusters are asked about, then the merge kernel.
+      {"paged decode, 2 splits, no cluster at once",
+       [] {
+         setenv("INTFA_FAKE_CLUSTERS_AT_ONCE", "0", 1);
+         paged_decode_call(2, 256);
+         unsetenv("INTFA_FAKE_CLUSTERS_AT_ONCE");
+       },
+       2, 2},
   };
   for (const CallCase& c : cases) {
     SCOPED_TRACE(c.name);
     const Change first = run(c.call);
     EXPECT_EQ(first.fetched(), static_cast<std::uint64_t>(c.kernels)) << "kernels fetched";
-    EXPECT_EQ(first.batches(), 1u) << "the call's kernels were not fetched all at once";
+    EXPECT_EQ(first.batches(), static_cast<std::uint64_t>(c.batches))
+        << "the call's kernels were not fetched as few times as they can be";
     EXPECT_EQ(first.cubins(), first.fetched()) << "a cubin compiled or read outside a fetch";
     EXPECT_EQ(first.loaded(), first.fetched()) << "a kernel loaded that was not fetched with the "
                                                   "others, or fetched and not loaded";

@@ -243,9 +243,14 @@ CUresult CUDAAPI cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunc
   return CUDA_SUCCESS;
 }
 // As many clusters as 132 SMs of four blocks each hold (the decode kernel's narrow blocks on an
-// H100), so that the host's cluster choices see a GPU of that size.
+// H100), so that the host's cluster choices see a GPU of that size; INTFA_FAKE_CLUSTERS_AT_ONCE
+// (a test's) replaces the count.
 CUresult CUDAAPI cuOccupancyMaxActiveClusters(int* clusters, CUfunction,
                                               const CUlaunchConfig* config) {
+  if (const char* forced = std::getenv("INTFA_FAKE_CLUSTERS_AT_ONCE")) {
+    *clusters = std::atoi(forced);
+    return CUDA_SUCCESS;
+  }
   unsigned blocks = 1;
   for (unsigned i = 0; i < config->numAttrs; ++i) {
     if (config->attrs[i].id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
