@@ -47,16 +47,29 @@ __device__ __forceinline__ void cluster_wait() {
 #endif
 }
 
+// The address in the shared::cluster window of `pointer` (this block's shared memory) in the
+// shared memory of block `rank` of the cluster.
+__device__ __forceinline__ u32 cluster_block_address(const void* pointer, u32 rank) {
+  u32 address = 0;
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
+               : "=r"(address)
+               : "r"(shared_address(pointer)), "r"(rank));
+#else
+  asm volatile("trap;");
+#endif
+  return address;
+}
+
 // The float at `pointer` (this block's shared memory) in the shared memory of block `rank` of
 // the cluster.
 __device__ __forceinline__ float load_float_of_cluster_block(const float* pointer, u32 rank) {
   float value = 0.0f;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  u32 address;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-               : "=r"(address)
-               : "r"(shared_address(pointer)), "r"(rank));
-  asm volatile("ld.shared::cluster.f32 %0, [%1];" : "=f"(value) : "r"(address) : "memory");
+  asm volatile("ld.shared::cluster.f32 %0, [%1];"
+               : "=f"(value)
+               : "r"(cluster_block_address(pointer, rank))
+               : "memory");
 #else
   asm volatile("trap;");
 #endif
@@ -68,13 +81,9 @@ __device__ __forceinline__ float load_float_of_cluster_block(const float* pointe
 __device__ __forceinline__ float4 load_float4_of_cluster_block(const float* pointer, u32 rank) {
   float4 value = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  u32 address;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;"
-               : "=r"(address)
-               : "r"(shared_address(pointer)), "r"(rank));
   asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];"
                : "=f"(value.x), "=f"(value.y), "=f"(value.z), "=f"(value.w)
-               : "r"(address)
+               : "r"(cluster_block_address(pointer, rank))
                : "memory");
 #else
   asm volatile("trap;");
