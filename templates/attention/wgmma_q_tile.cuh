@@ -41,6 +41,8 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
     int chunk;
     int source_lane;     // the lane that quantizes fragment rows group and group + 8
     int fragment_group;  // coordinates.group
+    int lane_index;      // in the warp
+    int row_in_pass;     // the lane's row among a pass's kQRowsPerPass
   };
   // The lane's rows as loaded (16-bit), and K's channel means at its channels (kDotKMean; else
   // zeros, never read).
@@ -49,13 +51,21 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
     float mean[8] = {};
   };
 
+  // Full INT8 takes the warp's row scales from warp_row_scales: two IEEE divisions per lane for
+  // the warp's 16 rows, where each pass divides twice. Its d=128 4k causal kernel measured 3.5%
+  // faster, within 0.4% elsewhere. Half INT8's did not gain (its unchanged kernel spans 2.7%
+  // between processes; bench/history/2026-11-30.md, "The Q pass's divisions"), and rotated rows
+  // would have to be kept or rotated again: both divide per pass.
+  template <bool Rotate>
+  static constexpr bool kScalesPerPass = Rotate || !Config::kFullInt8;
+
   // The passes of quantize_q_tile: q . mean, the rotation (Rotate), the row's scale, the INT8
   // stores; returns the scales of the lane's fragment rows group and group + 8.
   template <bool Rotate>
   __device__ __forceinline__ static float2 quantize_q_passes(const QPassLane& lane,
                                                              const QPassRows& rows) {
-    using Slab = SwizzledTile<Config::kSlabBytes>;
-    float2 q_scale_of_row = make_float2(0.0f, 0.0f);
+    // Per pass: the row's scale (kScalesPerPass), or its maximum for warp_row_scales.
+    float pass_value[kQPasses];
 #pragma unroll
     for (int pass = 0; pass < kQPasses; ++pass) {
       float values[8];
@@ -70,16 +80,67 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
       }
       // Every lane takes part: rows past the sequence are zeros.
       if constexpr (Rotate) rotate_row<kQLanesPerRow>(values, lane.lane_in_row);
-      const RowScale scale = row_scale(row_max_abs<kQLanesPerRow>(values), 127.0f);
-      u32 quantized[8];
-      quantize_8(quantized, values, scale.inverse, 127, scale.clamps);
-      store_int8x8(lane.slab + Slab::offset(lane.tile_row0 + pass * kQRowsPerPass, lane.chunk),
-                   quantized);
-      const float row_scale_value = __shfl_sync(0xFFFFFFFFu, scale.scale, lane.source_lane);
-      if (lane.fragment_group / kQRowsPerPass == pass) q_scale_of_row.x = row_scale_value;
-      if ((lane.fragment_group + 8) / kQRowsPerPass == pass) q_scale_of_row.y = row_scale_value;
+      if constexpr (kScalesPerPass<Rotate>) {
+        const RowScale scale = row_scale(row_max_abs<kQLanesPerRow>(values), 127.0f);
+        store_q_row(lane, pass, values, scale);
+        pass_value[pass] = scale.scale;
+      } else {
+        pass_value[pass] = row_max_abs<kQLanesPerRow>(values);
+      }
     }
-    return q_scale_of_row;
+    if constexpr (kScalesPerPass<Rotate>) {
+      float2 q_scale_of_row = make_float2(0.0f, 0.0f);
+#pragma unroll
+      for (int pass = 0; pass < kQPasses; ++pass) {
+        const float row_scale_value =
+            __shfl_sync(0xFFFFFFFFu, pass_value[pass], lane.source_lane);
+        if (lane.fragment_group / kQRowsPerPass == pass) q_scale_of_row.x = row_scale_value;
+        if ((lane.fragment_group + 8) / kQRowsPerPass == pass) q_scale_of_row.y = row_scale_value;
+      }
+      return q_scale_of_row;
+    } else {
+      const RowScale own = warp_row_scales(lane, pass_value);
+#pragma unroll
+      for (int pass = 0; pass < kQPasses; ++pass) {
+        float values[8];
+        unpack_8_values<Config::kQType>(values, rows.raw[pass]);
+        // The scale of this lane's row of the pass, warp row row_in_pass + pass * kQRowsPerPass,
+        // is the one lane (that warp row) computed.
+        const int warp_row = lane.row_in_pass + pass * kQRowsPerPass;
+        RowScale scale;
+        scale.scale = __shfl_sync(0xFFFFFFFFu, own.scale, warp_row);
+        scale.inverse = __shfl_sync(0xFFFFFFFFu, own.inverse, warp_row);
+        scale.clamps = !(scale.scale >= kSmallestNormal);
+        store_q_row(lane, pass, values, scale);
+      }
+      return make_float2(__shfl_sync(0xFFFFFFFFu, own.scale, lane.fragment_group),
+                         __shfl_sync(0xFFFFFFFFu, own.scale, lane.fragment_group + 8));
+    }
+  }
+
+  // The scales of the warp's 16 rows, row w in lanes w and w + 16 (row_scale, as each pass would
+  // compute it). `amax`: each pass's row maximum, as every lane of the row has it.
+  __device__ __forceinline__ static RowScale warp_row_scales(const QPassLane& lane,
+                                                             const float (&amax)[kQPasses]) {
+    const int warp_row = lane.lane_index % 16;
+    const int holder = (warp_row % kQRowsPerPass) * kQLanesPerRow;
+    float own = 0.0f;
+#pragma unroll
+    for (int pass = 0; pass < kQPasses; ++pass) {
+      const float value = __shfl_sync(0xFFFFFFFFu, amax[pass], holder);
+      if (warp_row / kQRowsPerPass == pass) own = value;
+    }
+    return row_scale(own, 127.0f);
+  }
+
+  // One pass's row quantized with its scale and stored into the Q tile.
+  __device__ __forceinline__ static void store_q_row(const QPassLane& lane, int pass,
+                                                     const float (&values)[8], RowScale scale) {
+    using Slab = SwizzledTile<Config::kSlabBytes>;
+    u32 quantized[8];
+    quantize_8(quantized, values, scale.inverse, 127, scale.clamps);
+    store_int8x8(lane.slab + Slab::offset(lane.tile_row0 + pass * kQRowsPerPass, lane.chunk),
+                 quantized);
   }
 
   // The rotated passes of a tile whose head automatic rotation chose (kAuto), out of line: most
@@ -100,8 +161,9 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
   // the INT8 rows, scales and LSE terms are bit for bit the ones that pass would write (with
   // kRotateQ, rotated as it rotates them: rotate_row, after q . mean). All of
   // the warp's row loads are issued first; their latency overlaps the producer's first K/V
-  // loads. Each lane gets its two rows' scales (fragment rows group and group + 8) with one
-  // shuffle per pass. The warpgroup then syncs on its own named barrier: wgmma reads all 64 rows.
+  // loads. Each lane gets its two rows' scales (fragment rows group and group + 8) by shuffles
+  // (quantize_q_passes). The warpgroup then syncs on its own named barrier: wgmma reads all 64
+  // rows.
   __device__ __forceinline__ static void quantize_q_tile(const WgmmaAttentionParams& params,
                                                          const SharedLayout& shared,
                                                          const BlockWork& work, int group,
@@ -112,6 +174,8 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
     const int lane_index = thread & 31;
     QPassLane lane;
     lane.lane_in_row = lane_index % kQLanesPerRow;
+    lane.lane_index = lane_index;
+    lane.row_in_pass = lane_index / kQLanesPerRow;
     const int channel = lane.lane_in_row * 8;
     // The warp's first row within the block's tile, and in the sequence.
     lane.tile_row0 = group * kWgmmaGroupRows + (thread >> 5) * 16 + lane_index / kQLanesPerRow;

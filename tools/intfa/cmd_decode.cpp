@@ -5,11 +5,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "attention/attention_launch.hpp"
+#include "attention/validation.hpp"
 #include "common/json.hpp"
 #include "common/strings.hpp"
 #include "decode/paged_checks.hpp"
@@ -17,6 +21,7 @@
 #include "device/device_memory.hpp"
 #include "device/driver_api.hpp"
 #include "families/paged_family.hpp"
+#include "launch/kernel_runtime.hpp"
 #include "intfa/args.hpp"
 #include "intfa/attention_workload.hpp"
 #include "intfa/commands.hpp"
@@ -47,8 +52,9 @@ const char* const kDecodeUsage =
     "  --prefill                   instead: paged_prefill of each sequence's last --q-len tokens\n"
     "                              (up to --seq) against its whole cache, beside intfa's dense\n"
     "                              kernel alone at the same shape (half INT8, as paged prefill\n"
-    "                              runs, and full INT8) on pre-quantized inputs; TOPS count the\n"
-    "                              causal mask's scores once\n";
+    "                              runs, and full INT8) on pre-quantized inputs, interleaved (4\n"
+    "                              rounds of --repeats runs each, the order reversed every\n"
+    "                              round); TOPS count the causal mask's scores once\n";
 
 namespace {
 
@@ -453,44 +459,121 @@ double prefill_operations(const DecodeShape& shape) {
   return 4.0 * shape.batch * shape.heads_q * shape.head_dim * scores;
 }
 
-// bench --decode --prefill: paged_prefill against intfa's dense kernel alone at the same shape.
+// bench --decode --prefill: paged_prefill against intfa's dense kernel alone at the same shape,
+// interleaved: kPrefillRounds rounds of --repeats runs of each contender, the order reversed every
+// round (so that neither side always runs first, on a cooler GPU); each contender's median over
+// every run, and the ratio's range over the rounds.
+constexpr int kPrefillRounds = 4;
+// The paged call, the dense half INT8 and full INT8 kernels on INT8 Q, and both quantizing their
+// 16-bit Q themselves.
+constexpr int kPrefillContenders = 5;
+
+// One launch of `workload`'s kernel that quantizes the 16-bit Q itself (attention_forward_16bit's
+// kernel, without its K/V passes): half INT8's is the kernel paged prefill runs.
+void attend_quantizing_q(const AttentionWorkload& workload, CUstream stream) {
+  const AttentionProblem& problem = workload.problem();
+  attention::SixteenBitCall sixteen_bit;
+  sixteen_bit.q = workload.inputs_16bit().q;
+  attention::validate_problem(problem);
+  attention::validate_options(problem, workload.options());
+  const attention::PlannedLaunch planned = attention::plan_launch(
+      problem, workload.tensors(), stream, workload.options(), &sixteen_bit);
+  if (!planned.quantizes_q) throw UsageError("--prefill: this kernel does not quantize Q");
+  launch::launch(*planned.kernel, planned.shape, stream, planned.arguments());
+}
+
+// `repeats` runs of `body`, each between two events on `stream`, after `warmup` runs.
+std::vector<double> run_times(const std::function<void(CUstream)>& body, CUstream stream,
+                              int warmup, int repeats) {
+  for (int i = 0; i < warmup; ++i) body(stream);
+  std::vector<double> times;
+  device::Event start, stop;
+  for (int i = 0; i < repeats; ++i) {
+    start.record(stream);
+    body(stream);
+    stop.record(stream);
+    times.push_back(stop.elapsed_ms_since(start));
+  }
+  return times;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values[values.size() / 2];
+}
+
 int run_prefill_bench(const DecodeGrid& grid) {
   const device::DeviceInfo& info = device::cached_device_info(device::current_device());
   std::printf("%s\n", info.to_string().c_str());
-  std::printf("%-40s %10s %7s %10s %7s %10s %7s %9s %9s\n", "problem", "prefill ms", "TOPS",
-              "half ms", "TOPS", "full ms", "TOPS", "/half", "/full");
+  std::printf("%-40s %10s %7s %10s %7s %10s %7s %19s %9s %10s %9s %10s\n", "problem", "prefill ms",
+              "TOPS", "half ms", "TOPS", "full ms", "TOPS", "/half (rounds)", "/full", "own Q ms",
+              "/own Q", "full own Q");
   json::Value rows = json::Value::array();
   device::Stream stream;
   for (const DecodeShape& shape : grid.shapes) {
     DecodeWorkload workload(shape, grid.append_tokens, stream.get());
-    const Timing prefill =
-        time_on_stream([&](CUstream s) { workload.prefill(s); }, stream.get(), 3, grid.repeats);
-    double dense_ms[2] = {0, 0};
-    const Variant variants[2] = {Variant::kHalfInt8, Variant::kFullInt8};
-    for (int i = 0; i < 2; ++i) {
-      AttentionProblem problem{shape.batch, shape.heads_q,  shape.heads_kv, shape.q_len,
-                               shape.seq,   shape.head_dim, shape.causal};
-      problem.variant = variants[i];
-      AttentionWorkload dense(problem, AttentionOptions{}, shape.dtype,
-                              reference::InputFamily::kNormal, 5);
-      dense.quantize(stream.get());
-      dense_ms[i] =
-          time_on_stream([&](CUstream s) { dense.attend(s); }, stream.get(), 3, grid.repeats)
-              .median_ms;
+    AttentionProblem problem{shape.batch, shape.heads_q,  shape.heads_kv, shape.q_len,
+                             shape.seq,   shape.head_dim, shape.causal};
+    problem.variant = Variant::kHalfInt8;
+    AttentionWorkload half(problem, AttentionOptions{}, shape.dtype,
+                           reference::InputFamily::kNormal, 5);
+    half.quantize(stream.get());
+    problem.variant = Variant::kFullInt8;
+    AttentionWorkload full(problem, AttentionOptions{}, shape.dtype,
+                           reference::InputFamily::kNormal, 5);
+    full.quantize(stream.get());
+    // The same kernels quantizing their 16-bit Q themselves, as paged prefill's does (K not
+    // smoothed, as the bench's cache is not): what the paged call adds beyond its Q.
+    AttentionOptions own_q_options;
+    own_q_options.smooth_k = false;
+    own_q_options.rotate_qk = QKRotation::kOff;
+    std::vector<std::unique_ptr<AttentionWorkload>> own_q;
+    for (const Variant variant : {Variant::kHalfInt8, Variant::kFullInt8}) {
+      problem.variant = variant;
+      own_q.push_back(std::make_unique<AttentionWorkload>(
+          problem, own_q_options, shape.dtype, reference::InputFamily::kNormal, 6));
+      own_q.back()->quantize(stream.get());
     }
+    const std::function<void(CUstream)> contenders[kPrefillContenders] = {
+        [&](CUstream s) { workload.prefill(s); }, [&](CUstream s) { half.attend(s); },
+        [&](CUstream s) { full.attend(s); },
+        [&](CUstream s) { attend_quantizing_q(*own_q[0], s); },
+        [&](CUstream s) { attend_quantizing_q(*own_q[1], s); }};
+    std::vector<double> runs[kPrefillContenders];
+    double round_ratio_min = 1e30, round_ratio_max = 0;
+    for (int round = 0; round < kPrefillRounds; ++round) {
+      double round_ms[kPrefillContenders];
+      for (int turn = 0; turn < kPrefillContenders; ++turn) {
+        const int which = round % 2 == 0 ? turn : kPrefillContenders - 1 - turn;
+        const std::vector<double> times =
+            run_times(contenders[which], stream.get(), round == 0 ? 3 : 1, grid.repeats);
+        round_ms[which] = median(times);
+        runs[which].insert(runs[which].end(), times.begin(), times.end());
+      }
+      round_ratio_min = std::min(round_ratio_min, round_ms[1] / round_ms[0]);
+      round_ratio_max = std::max(round_ratio_max, round_ms[1] / round_ms[0]);
+    }
+    double ms[kPrefillContenders];
+    for (int i = 0; i < kPrefillContenders; ++i) ms[i] = median(runs[i]);
     const double operations = prefill_operations(shape);
-    auto tops = [&](double ms) { return operations / ms / 1e9; };
-    std::printf("%-40s %10.4f %7.0f %10.4f %7.0f %10.4f %7.0f %9.3f %9.3f\n",
-                shape.to_string().c_str(), prefill.median_ms, tops(prefill.median_ms), dense_ms[0],
-                tops(dense_ms[0]), dense_ms[1], tops(dense_ms[1]), dense_ms[0] / prefill.median_ms,
-                dense_ms[1] / prefill.median_ms);
+    auto tops = [&](double value) { return operations / value / 1e9; };
+    char rounds[32];
+    std::snprintf(rounds, sizeof rounds, "%.3f-%.3f", round_ratio_min, round_ratio_max);
+    std::printf("%-40s %10.4f %7.0f %10.4f %7.0f %10.4f %7.0f %6.3f %s %9.3f %10.4f %9.3f %10.4f\n",
+                shape.to_string().c_str(), ms[0], tops(ms[0]), ms[1], tops(ms[1]), ms[2],
+                tops(ms[2]), ms[1] / ms[0], rounds, ms[2] / ms[0], ms[3], ms[3] / ms[0], ms[4]);
     std::fflush(stdout);
     json::Value row = shape_json(info, shape);
     row.set("problem", shape.to_string());
-    row.set("prefill_ms", prefill.median_ms);
-    row.set("dense_half_kernel_ms", dense_ms[0]);
-    row.set("dense_full_kernel_ms", dense_ms[1]);
-    row.set("prefill_tops", tops(prefill.median_ms));
+    row.set("prefill_ms", ms[0]);
+    row.set("dense_half_kernel_ms", ms[1]);
+    row.set("dense_full_kernel_ms", ms[2]);
+    row.set("dense_half_kernel_own_q_ms", ms[3]);
+    row.set("dense_full_kernel_own_q_ms", ms[4]);
+    row.set("prefill_tops", tops(ms[0]));
+    row.set("half_over_prefill_round_min", round_ratio_min);
+    row.set("half_over_prefill_round_max", round_ratio_max);
+    row.set("rounds", kPrefillRounds);
     rows.push_back(row);
   }
   if (!grid.json.empty()) json::write_file(grid.json, rows);
