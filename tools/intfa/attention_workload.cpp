@@ -187,8 +187,8 @@ std::uint64_t AttentionWorkload::quantize_bytes_moved() const {
   return bytes;
 }
 
-Timing time_on_stream(const std::function<void(CUstream)>& body, CUstream stream, int warmup,
-                      int repeats) {
+std::vector<double> run_times(const std::function<void(CUstream)>& body, CUstream stream,
+                              int warmup, int repeats) {
   for (int i = 0; i < warmup; ++i) body(stream);
   std::vector<double> times;
   device::Event start, stop;
@@ -198,6 +198,12 @@ Timing time_on_stream(const std::function<void(CUstream)>& body, CUstream stream
     stop.record(stream);
     times.push_back(stop.elapsed_ms_since(start));
   }
+  return times;
+}
+
+Timing time_on_stream(const std::function<void(CUstream)>& body, CUstream stream, int warmup,
+                      int repeats) {
+  std::vector<double> times = run_times(body, stream, warmup, repeats);
   std::sort(times.begin(), times.end());
   Timing timing;
   timing.repeats = repeats;

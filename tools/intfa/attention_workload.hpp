@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "device/device_memory.hpp"
 #include "intfa/attention.hpp"
@@ -64,7 +65,11 @@ struct Timing {
   int repeats = 0;
 };
 
-// Warm-up runs, then `repeats` runs each between two events on `stream`; median and min.
+// Warm-up runs, then `repeats` runs each between two events on `stream`: every run's ms, in order.
+std::vector<double> run_times(const std::function<void(CUstream)>& body, CUstream stream,
+                              int warmup, int repeats);
+
+// The same, as their median and min.
 Timing time_on_stream(const std::function<void(CUstream)>& body, CUstream stream, int warmup,
                       int repeats);
 

@@ -482,21 +482,6 @@ void attend_quantizing_q(const AttentionWorkload& workload, CUstream stream) {
   launch::launch(*planned.kernel, planned.shape, stream, planned.arguments());
 }
 
-// `repeats` runs of `body`, each between two events on `stream`, after `warmup` runs.
-std::vector<double> run_times(const std::function<void(CUstream)>& body, CUstream stream,
-                              int warmup, int repeats) {
-  for (int i = 0; i < warmup; ++i) body(stream);
-  std::vector<double> times;
-  device::Event start, stop;
-  for (int i = 0; i < repeats; ++i) {
-    start.record(stream);
-    body(stream);
-    stop.record(stream);
-    times.push_back(stop.elapsed_ms_since(start));
-  }
-  return times;
-}
-
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
