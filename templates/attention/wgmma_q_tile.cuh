@@ -53,9 +53,9 @@ struct WgmmaQTile : WgmmaPipeline<Config> {
 
   // Full INT8 takes the warp's row scales from warp_row_scales: two IEEE divisions per lane for
   // the warp's 16 rows, where each pass divides twice. Its d=128 4k causal kernel measured 3.5%
-  // faster, within 0.4% elsewhere. Half INT8's did not gain (its unchanged kernel spans 2.7%
-  // between processes; bench/history/2026-11-30.md, "The Q pass's divisions"), and rotated rows
-  // would have to be kept or rotated again: both divide per pass.
+  // faster, within 0.5% at d=64 and non-causal. Half INT8's ran 1.2-1.4% slower with it (H200;
+  // bench/history/2026-11-30.md, "The Q pass's divisions"), and rotated rows would have to be
+  // kept or rotated again: both divide per pass.
   template <bool Rotate>
   static constexpr bool kScalesPerPass = Rotate || !Config::kFullInt8;
 

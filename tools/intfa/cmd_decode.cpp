@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -52,9 +53,11 @@ const char* const kDecodeUsage =
     "  --prefill                   instead: paged_prefill of each sequence's last --q-len tokens\n"
     "                              (up to --seq) against its whole cache, beside intfa's dense\n"
     "                              kernel alone at the same shape (half INT8, as paged prefill\n"
-    "                              runs, and full INT8) on pre-quantized inputs, interleaved (4\n"
+    "                              runs, and full INT8) on pre-quantized inputs, and both\n"
+    "                              quantizing their own 16-bit Q (sm_90a), interleaved (4\n"
     "                              rounds of --repeats runs each, the order reversed every\n"
-    "                              round); TOPS count the causal mask's scores once\n";
+    "                              round): medians of all runs, and the range of the rounds'\n"
+    "                              ratios; TOPS count the causal mask's scores once\n";
 
 namespace {
 
@@ -459,40 +462,50 @@ double prefill_operations(const DecodeShape& shape) {
   return 4.0 * shape.batch * shape.heads_q * shape.head_dim * scores;
 }
 
-// bench --decode --prefill: paged_prefill against intfa's dense kernel alone at the same shape,
+// bench --decode --prefill: paged_prefill against intfa's dense kernels alone at the same shape,
 // interleaved: kPrefillRounds rounds of --repeats runs of each contender, the order reversed every
 // round (so that neither side always runs first, on a cooler GPU); each contender's median over
-// every run, and the ratio's range over the rounds.
-constexpr int kPrefillRounds = 4;
-// The paged call, the dense half INT8 and full INT8 kernels on INT8 Q, and both quantizing their
-// 16-bit Q themselves.
-constexpr int kPrefillContenders = 5;
+// every run, and the range of the rounds' own ratios.
+namespace {
 
-// One launch of `workload`'s kernel that quantizes the 16-bit Q itself (attention_forward_16bit's
-// kernel, without its K/V passes): half INT8's is the kernel paged prefill runs.
-void attend_quantizing_q(const AttentionWorkload& workload, CUstream stream) {
+constexpr int kPrefillRounds = 4;
+
+// One contender: a call on the bench's stream, and its runs' times.
+struct PrefillContender {
+  std::function<void(CUstream)> call;  // empty: not run (its kernel does not exist here)
+  std::vector<double> runs;
+};
+
+// The plan of `workload`'s kernel quantizing the 16-bit Q itself (attention_forward_16bit's kernel,
+// without its K/V passes; half INT8's is the kernel paged prefill runs), or nullopt where the
+// kernel does not quantize Q (the portable kernel, or INTFA_QUANTIZE_Q_IN_KERNEL=0).
+std::optional<attention::PlannedLaunch> plan_quantizing_q(const AttentionWorkload& workload,
+                                                          CUstream stream) {
   const AttentionProblem& problem = workload.problem();
   attention::SixteenBitCall sixteen_bit;
   sixteen_bit.q = workload.inputs_16bit().q;
   attention::validate_problem(problem);
   attention::validate_options(problem, workload.options());
-  const attention::PlannedLaunch planned = attention::plan_launch(
-      problem, workload.tensors(), stream, workload.options(), &sixteen_bit);
-  if (!planned.quantizes_q) throw UsageError("--prefill: this kernel does not quantize Q");
-  launch::launch(*planned.kernel, planned.shape, stream, planned.arguments());
+  attention::PlannedLaunch planned = attention::plan_launch(problem, workload.tensors(), stream,
+                                                            workload.options(), &sixteen_bit);
+  if (!planned.quantizes_q) return std::nullopt;
+  return planned;
 }
 
 double median(std::vector<double> values) {
+  if (values.empty()) return std::nan("");
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
 }
 
+}  // namespace
+
 int run_prefill_bench(const DecodeGrid& grid) {
   const device::DeviceInfo& info = device::cached_device_info(device::current_device());
   std::printf("%s\n", info.to_string().c_str());
-  std::printf("%-40s %10s %7s %10s %7s %10s %7s %19s %9s %10s %9s %10s\n", "problem", "prefill ms",
-              "TOPS", "half ms", "TOPS", "full ms", "TOPS", "/half (rounds)", "/full", "own Q ms",
-              "/own Q", "full own Q");
+  std::printf("%-40s %10s %7s %10s %7s %10s %7s %6s %13s %9s %10s %9s %10s\n", "problem",
+              "prefill ms", "TOPS", "half ms", "TOPS", "full ms", "TOPS", "/half", "(rounds)",
+              "/full", "own Q ms", "/own Q", "full own Q");
   json::Value rows = json::Value::array();
   device::Stream stream;
   for (const DecodeShape& shape : grid.shapes) {
@@ -508,43 +521,55 @@ int run_prefill_bench(const DecodeGrid& grid) {
                            reference::InputFamily::kNormal, 5);
     full.quantize(stream.get());
     // The same kernels quantizing their 16-bit Q themselves, as paged prefill's does (K not
-    // smoothed, as the bench's cache is not): what the paged call adds beyond its Q.
+    // smoothed, as the bench's cache is not; the kernels on INT8 Q above read K smoothed by the
+    // default options, which changes their data, not their code).
     AttentionOptions own_q_options;
     own_q_options.smooth_k = false;
     own_q_options.rotate_qk = QKRotation::kOff;
     std::vector<std::unique_ptr<AttentionWorkload>> own_q;
+    std::vector<attention::PlannedLaunch> own_q_plans;
     for (const Variant variant : {Variant::kHalfInt8, Variant::kFullInt8}) {
       problem.variant = variant;
       own_q.push_back(std::make_unique<AttentionWorkload>(
           problem, own_q_options, shape.dtype, reference::InputFamily::kNormal, 6));
       own_q.back()->quantize(stream.get());
-    }
-    const std::function<void(CUstream)> contenders[kPrefillContenders] = {
-        [&](CUstream s) { workload.prefill(s); }, [&](CUstream s) { half.attend(s); },
-        [&](CUstream s) { full.attend(s); },
-        [&](CUstream s) { attend_quantizing_q(*own_q[0], s); },
-        [&](CUstream s) { attend_quantizing_q(*own_q[1], s); }};
-    std::vector<double> runs[kPrefillContenders];
-    double round_ratio_min = 1e30, round_ratio_max = 0;
-    for (int round = 0; round < kPrefillRounds; ++round) {
-      double round_ms[kPrefillContenders];
-      for (int turn = 0; turn < kPrefillContenders; ++turn) {
-        const int which = round % 2 == 0 ? turn : kPrefillContenders - 1 - turn;
-        const std::vector<double> times =
-            run_times(contenders[which], stream.get(), round == 0 ? 3 : 1, grid.repeats);
-        round_ms[which] = median(times);
-        runs[which].insert(runs[which].end(), times.begin(), times.end());
+      if (auto plan = plan_quantizing_q(*own_q.back(), stream.get())) {
+        own_q_plans.push_back(*plan);
       }
-      round_ratio_min = std::min(round_ratio_min, round_ms[1] / round_ms[0]);
-      round_ratio_max = std::max(round_ratio_max, round_ms[1] / round_ms[0]);
     }
-    double ms[kPrefillContenders];
-    for (int i = 0; i < kPrefillContenders; ++i) ms[i] = median(runs[i]);
+    // The paged call, the dense half and full INT8 kernels on INT8 Q, then both on their own Q.
+    std::vector<PrefillContender> contenders(5);
+    contenders[0].call = [&](CUstream s) { workload.prefill(s); };
+    contenders[1].call = [&](CUstream s) { half.attend(s); };
+    contenders[2].call = [&](CUstream s) { full.attend(s); };
+    for (std::size_t i = 0; i < own_q_plans.size(); ++i) {
+      const attention::PlannedLaunch& plan = own_q_plans[i];
+      contenders[3 + i].call = [&plan](CUstream s) {
+        launch::launch(*plan.kernel, plan.shape, s, plan.arguments());
+      };
+    }
+    const int count = static_cast<int>(contenders.size());
+    std::vector<double> round_ratios;
+    for (int round = 0; round < kPrefillRounds; ++round) {
+      std::vector<double> round_ms(contenders.size());
+      for (int turn = 0; turn < count; ++turn) {
+        PrefillContender& contender = contenders[round % 2 == 0 ? turn : count - 1 - turn];
+        if (!contender.call) continue;
+        const std::vector<double> times =
+            run_times(contender.call, stream.get(), round == 0 ? 3 : 1, grid.repeats);
+        round_ms[&contender - contenders.data()] = median(times);
+        contender.runs.insert(contender.runs.end(), times.begin(), times.end());
+      }
+      round_ratios.push_back(round_ms[1] / round_ms[0]);
+    }
+    std::vector<double> ms;
+    for (const PrefillContender& contender : contenders) ms.push_back(median(contender.runs));
+    const auto [ratio_min, ratio_max] = std::minmax_element(round_ratios.begin(), round_ratios.end());
     const double operations = prefill_operations(shape);
     auto tops = [&](double value) { return operations / value / 1e9; };
     char rounds[32];
-    std::snprintf(rounds, sizeof rounds, "%.3f-%.3f", round_ratio_min, round_ratio_max);
-    std::printf("%-40s %10.4f %7.0f %10.4f %7.0f %10.4f %7.0f %6.3f %s %9.3f %10.4f %9.3f %10.4f\n",
+    std::snprintf(rounds, sizeof rounds, "%.3f-%.3f", *ratio_min, *ratio_max);
+    std::printf("%-40s %10.4f %7.0f %10.4f %7.0f %10.4f %7.0f %6.3f %13s %9.3f %10.4f %9.3f %10.4f\n",
                 shape.to_string().c_str(), ms[0], tops(ms[0]), ms[1], tops(ms[1]), ms[2],
                 tops(ms[2]), ms[1] / ms[0], rounds, ms[2] / ms[0], ms[3], ms[3] / ms[0], ms[4]);
     std::fflush(stdout);
@@ -553,11 +578,11 @@ int run_prefill_bench(const DecodeGrid& grid) {
     row.set("prefill_ms", ms[0]);
     row.set("dense_half_kernel_ms", ms[1]);
     row.set("dense_full_kernel_ms", ms[2]);
-    row.set("dense_half_kernel_own_q_ms", ms[3]);
-    row.set("dense_full_kernel_own_q_ms", ms[4]);
+    if (!std::isnan(ms[3])) row.set("dense_half_kernel_own_q_ms", ms[3]);
+    if (!std::isnan(ms[4])) row.set("dense_full_kernel_own_q_ms", ms[4]);
     row.set("prefill_tops", tops(ms[0]));
-    row.set("half_over_prefill_round_min", round_ratio_min);
-    row.set("half_over_prefill_round_max", round_ratio_max);
+    row.set("half_over_prefill_round_min", *ratio_min);
+    row.set("half_over_prefill_round_max", *ratio_max);
     row.set("rounds", kPrefillRounds);
     rows.push_back(row);
   }
