@@ -527,15 +527,13 @@ int run_prefill_bench(const DecodeGrid& grid) {
     own_q_options.smooth_k = false;
     own_q_options.rotate_qk = QKRotation::kOff;
     std::vector<std::unique_ptr<AttentionWorkload>> own_q;
-    std::vector<attention::PlannedLaunch> own_q_plans;
+    std::vector<std::optional<attention::PlannedLaunch>> own_q_plans;  // half, full
     for (const Variant variant : {Variant::kHalfInt8, Variant::kFullInt8}) {
       problem.variant = variant;
       own_q.push_back(std::make_unique<AttentionWorkload>(
           problem, own_q_options, shape.dtype, reference::InputFamily::kNormal, 6));
       own_q.back()->quantize(stream.get());
-      if (auto plan = plan_quantizing_q(*own_q.back(), stream.get())) {
-        own_q_plans.push_back(*plan);
-      }
+      own_q_plans.push_back(plan_quantizing_q(*own_q.back(), stream.get()));
     }
     // The paged call, the dense half and full INT8 kernels on INT8 Q, then both on their own Q.
     std::vector<PrefillContender> contenders(5);
@@ -543,7 +541,8 @@ int run_prefill_bench(const DecodeGrid& grid) {
     contenders[1].call = [&](CUstream s) { half.attend(s); };
     contenders[2].call = [&](CUstream s) { full.attend(s); };
     for (std::size_t i = 0; i < own_q_plans.size(); ++i) {
-      const attention::PlannedLaunch& plan = own_q_plans[i];
+      if (!own_q_plans[i]) continue;
+      const attention::PlannedLaunch& plan = *own_q_plans[i];
       contenders[3 + i].call = [&plan](CUstream s) {
         launch::launch(*plan.kernel, plan.shape, s, plan.arguments());
       };
