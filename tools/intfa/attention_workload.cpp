@@ -201,14 +201,18 @@ std::vector<double> run_times(const std::function<void(CUstream)>& body, CUstrea
   return times;
 }
 
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values.empty() ? 0.0 : values[values.size() / 2];
+}
+
 Timing time_on_stream(const std::function<void(CUstream)>& body, CUstream stream, int warmup,
                       int repeats) {
-  std::vector<double> times = run_times(body, stream, warmup, repeats);
-  std::sort(times.begin(), times.end());
+  const std::vector<double> times = run_times(body, stream, warmup, repeats);
   Timing timing;
   timing.repeats = repeats;
-  timing.median_ms = times.empty() ? 0 : times[times.size() / 2];
-  timing.min_ms = times.empty() ? 0 : times.front();
+  timing.median_ms = median(times);
+  timing.min_ms = times.empty() ? 0 : *std::min_element(times.begin(), times.end());
   return timing;
 }
 

@@ -69,6 +69,9 @@ struct Timing {
 std::vector<double> run_times(const std::function<void(CUstream)>& body, CUstream stream,
                               int warmup, int repeats);
 
+// The middle value of `values` (the upper of the two middle ones for an even count); 0 when empty.
+double median(std::vector<double> values);
+
 // The same, as their median and min.
 Timing time_on_stream(const std::function<void(CUstream)>& body, CUstream stream, int warmup,
                       int repeats);

@@ -492,12 +492,6 @@ std::optional<attention::PlannedLaunch> plan_quantizing_q(const AttentionWorkloa
   return planned;
 }
 
-double median(std::vector<double> values) {
-  if (values.empty()) return std::nan("");
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
-
 }  // namespace
 
 int run_prefill_bench(const DecodeGrid& grid) {
@@ -562,7 +556,9 @@ int run_prefill_bench(const DecodeGrid& grid) {
       round_ratios.push_back(round_ms[1] / round_ms[0]);
     }
     std::vector<double> ms;
-    for (const PrefillContender& contender : contenders) ms.push_back(median(contender.runs));
+    for (const PrefillContender& contender : contenders) {
+      ms.push_back(contender.call ? median(contender.runs) : std::nan(""));  // NaN: not run
+    }
     const auto [ratio_min, ratio_max] = std::minmax_element(round_ratios.begin(), round_ratios.end());
     const double operations = prefill_operations(shape);
     auto tops = [&](double value) { return operations / value / 1e9; };
