@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -180,6 +181,82 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<RowCase>& param_info) {
       return row_case_name(param_info.param);
     });
+
+// Rows that random N(0, 1) data almost never holds, through the same kernel and CPU quantizer:
+// products exactly halfway between two integers (rounded half to even), a NaN and an infinity
+// among finite values (the NaN, and a row whose scale is infinite, quantize to 0), a row of
+// zeros and rows of tiny values (FP16 subnormals, normal in FP32). quantize_8's one F2I per value
+// gives all of them; a rounding by the 1.5 * 2^23 trick (two FP32 instructions, tried on
+// 2026-11-30 and not kept: no measurable gain) gave NaN products -1, which this test caught.
+TEST(QuantizeRowsGpu, RoundsTiesNaNsAndInfinitiesAsTheCpuQuantizer) {
+  INTFA_REQUIRE_GPU();
+  const std::uint64_t seed = reference::fresh_seed();
+  std::printf("  seed %llu\n", static_cast<unsigned long long>(seed));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float infinity = std::numeric_limits<float>::infinity();
+  for (const int bits : {8, 4}) {
+    for (const DType dtype : {DType::kF16, DType::kBF16}) {
+      const bool bf16 = dtype == DType::kBF16;
+      const int head_dim = 128, rows = 64;
+      const float range = bits == 8 ? 127.0f : 7.0f;
+      std::vector<float> values = reference::random_values(
+          static_cast<std::size_t>(rows) * head_dim, reference::Distribution::kNormal, seed);
+      for (int row = 0; row < rows; ++row) {
+        float* x = values.data() + static_cast<std::size_t>(row) * head_dim;
+        const int kind = row % 8;
+        for (int c = 0; c < head_dim; ++c) {
+          // Ties: the row's maximum is the range, so the scale is 1 and x / scale is x itself;
+          // the halves run over every integer the range holds, both signs.
+          const float half_step = static_cast<float>(c % static_cast<int>(range)) + 0.5f;
+          if (kind == 0) x[c] = c == 0 ? range : (c % 2 == 0 ? half_step : -half_step);
+          if (kind == 5) x[c] = 0.0f;
+          if (kind == 6) x[c] *= 6.0e-8f;  // FP16 subnormals (BF16: tiny normals)
+          x[c] = reference::round_to_16bit(x[c], bf16);
+        }
+        // One special value each, in a different 8-value group than the row's maximum.
+        if (kind == 1) x[(row * 7) % head_dim] = nan;
+        if (kind == 2) x[(row * 5) % head_dim] = infinity;
+        if (kind == 3) x[(row * 3) % head_dim] = -infinity;
+        if (kind == 4) {
+          x[1] = nan;
+          x[9] = infinity;
+        }
+      }
+      const TensorShape shape{1, 1, rows, head_dim};
+      DeviceBuffer input(values.size() * 2);
+      input.upload(to_bits(values, bf16));
+      const std::size_t row_bytes = static_cast<std::size_t>(head_dim) * bits / 8;
+      DeviceBuffer output(rows * row_bytes), scales(rows * sizeof(float));
+      output.fill_bytes(0xA5);
+      scales.fill_bytes(0xFF);
+      QuantizeOptions options;
+      options.bits = bits;
+      quantize_qk(shape, TensorView::dense(input.get(), dtype, Layout::kBHND, shape),
+                  TensorView::dense(output.get(), bits == 8 ? DType::kI8 : DType::kI4x2,
+                                    Layout::kBHND, shape),
+                  scales.as<float>(), nullptr, options);
+      const auto bytes = output.download_as<std::int8_t>(rows * row_bytes);
+      const auto device_scales = scales.download_as<float>(rows);
+      const reference::QuantizedRows model =
+          reference::quantize_rows(values.data(), rows, head_dim, bits, nullptr, false);
+      for (int row = 0; row < rows; ++row) {
+        int mismatches = 0;
+        for (int d = 0; d < head_dim; ++d) {
+          int value = bytes[row * row_bytes + d * bits / 8];
+          if (bits == 4) {
+            const int nibble = (d % 2 == 0) ? (value & 0xF) : ((value >> 4) & 0xF);
+            value = nibble >= 8 ? nibble - 16 : nibble;
+          }
+          if (value != model.values[static_cast<std::size_t>(row) * head_dim + d]) ++mismatches;
+        }
+        EXPECT_EQ(mismatches, 0) << "INT" << bits << " " << dtype_name(dtype) << " row " << row
+                                 << " (kind " << row % 8 << ")";
+        EXPECT_EQ(std::memcmp(&device_scales[row], &model.scales[row], 4), 0)
+            << "INT" << bits << " " << dtype_name(dtype) << " row " << row;
+      }
+    }
+  }
+}
 
 // Q of a smoothed K: the kernel writes q . (the mean of its KV head) per row from the original
 // 16-bit row (GQA: query head h reads KV head h / (heads_q / heads_kv)), rotated or not, and the
