@@ -183,9 +183,12 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // Rows that random N(0, 1) data almost never holds, through the same kernel and CPU quantizer:
-// products exactly halfway between two integers (rounded half to even), a NaN and an infinity
-// among finite values (the NaN, and a row whose scale is infinite, quantize to 0), a row of
-// zeros and rows of tiny values (FP16 subnormals, normal in FP32). quantize_8's one F2I per value
+// products exactly halfway between two integers (rounded half to even, both signs, up and down),
+// a NaN and an infinity among finite values (the NaN, and a row whose scale is infinite, quantize
+// to 0), a row of zeros, rows of tiny values (FP16 subnormals, normal in FP32) and BF16 rows whose
+// FP32 scale is subnormal and its inverse infinite (RowScale::clamps: every product saturates and
+// is clamped to +-range, where F2I's saturation alone gives -128).
+// quantize_8's one F2I per value
 // gives all of them; a rounding by the 1.5 * 2^23 trick (two FP32 instructions, tried on
 // 2026-11-30 and not kept: no measurable gain) gave NaN products -1, which this test caught.
 TEST(QuantizeRowsGpu, RoundsTiesNaNsAndInfinitiesAsTheCpuQuantizer) {
@@ -206,14 +209,21 @@ TEST(QuantizeRowsGpu, RoundsTiesNaNsAndInfinitiesAsTheCpuQuantizer) {
         const int kind = row % 8;
         for (int c = 0; c < head_dim; ++c) {
           // Ties: the row's maximum is the range, so the scale is 1 and x / scale is x itself;
-          // the halves run over every integer the range holds, both signs.
+          // the halves run over every integer the range holds, each sign on even and odd
+          // integers alike (so rounding toward one infinity cannot pass).
           const float half_step = static_cast<float>(c % static_cast<int>(range)) + 0.5f;
-          if (kind == 0) x[c] = c == 0 ? range : (c % 2 == 0 ? half_step : -half_step);
+          if (kind == 0) x[c] = c == 0 ? range : ((c / 2) % 2 == 0 ? half_step : -half_step);
           if (kind == 5) x[c] = 0.0f;
           if (kind == 6) x[c] *= 6.0e-8f;  // FP16 subnormals (BF16: tiny normals)
+          // BF16 only (FP16 has no such values): normal FP32 values up to 2e-37, so the INT8
+          // scale max / 127 is subnormal and 1 / scale overflows (no subnormal input: the kernel
+          // flushes those, the CPU quantizer does not).
+          if (kind == 7 && bf16) {
+            x[c] = (c % 2 == 0 ? 1.0f : -1.0f) * 2.0e-37f * (0.07f + 0.93f * c / (head_dim - 1));
+          }
           x[c] = reference::round_to_16bit(x[c], bf16);
         }
-        // One special value each, in a different 8-value group than the row's maximum.
+        // One special value each, at positions that differ from row to row.
         if (kind == 1) x[(row * 7) % head_dim] = nan;
         if (kind == 2) x[(row * 5) % head_dim] = infinity;
         if (kind == 3) x[(row * 3) % head_dim] = -infinity;
