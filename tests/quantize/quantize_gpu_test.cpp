@@ -187,9 +187,8 @@ INSTANTIATE_TEST_SUITE_P(
 // a NaN and an infinity among finite values (the NaN, and a row whose scale is infinite, quantize
 // to 0), a row of zeros, rows of tiny values (FP16 subnormals, normal in FP32) and BF16 rows whose
 // FP32 scale is subnormal and its inverse infinite (RowScale::clamps: every product saturates and
-// is clamped to +-range, where F2I's saturation alone gives -128).
-// quantize_8's one F2I per value
-// gives all of them; a rounding by the 1.5 * 2^23 trick (two FP32 instructions, tried on
+// is clamped to +-range, where F2I's saturation alone gives -128). quantize_8's one F2I per
+// value gives all of them; a rounding by the 1.5 * 2^23 trick (two FP32 instructions, tried on
 // 2026-11-30 and not kept: no measurable gain) gave NaN products -1, which this test caught.
 TEST(QuantizeRowsGpu, RoundsTiesNaNsAndInfinitiesAsTheCpuQuantizer) {
   INTFA_REQUIRE_GPU();
