@@ -546,11 +546,12 @@ int run_prefill_bench(const DecodeGrid& grid) {
     for (int round = 0; round < kPrefillRounds; ++round) {
       std::vector<double> round_ms(contenders.size());
       for (int turn = 0; turn < count; ++turn) {
-        PrefillContender& contender = contenders[round % 2 == 0 ? turn : count - 1 - turn];
+        const int index = round % 2 == 0 ? turn : count - 1 - turn;
+        PrefillContender& contender = contenders[index];
         if (!contender.call) continue;
         const std::vector<double> times =
             run_times(contender.call, stream.get(), round == 0 ? 3 : 1, grid.repeats);
-        round_ms[&contender - contenders.data()] = median(times);
+        round_ms[index] = median(times);
         contender.runs.insert(contender.runs.end(), times.begin(), times.end());
       }
       round_ratios.push_back(round_ms[1] / round_ms[0]);
